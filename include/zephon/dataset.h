@@ -1,0 +1,94 @@
+/*
+ * zephon/dataset.h - a dataset is an ordered list of shards.
+ *
+ * A shard is a file of records (JSON objects, one per line) in one of the
+ * supported formats: "jsonl" and "jsonl.zst" (zstd-compressed JSONL, one or
+ * many frames). Shards are added as paths, glob patterns or a manifest
+ * (docs/datasets.md describes the manifest). The order in which shards are
+ * added is the dataset's order; sample ids are (shard index, record index).
+ *
+ * Thread safety: building a dataset (add/index) is not thread-safe. Once
+ * built, the const accessors may be called from any thread.
+ */
+#ifndef ZEPHON_DATASET_H
+#define ZEPHON_DATASET_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zp_dataset zp_dataset;
+
+typedef struct zp_dataset_config {
+    /* Longest record (one line, without its newline) in bytes; a longer line
+     * is a ZP_ERR_LIMIT naming shard and line. Default 16 MiB. */
+    size_t max_record_bytes;
+    /* Largest uncompressed shard held in memory, in bytes. A shard is decoded
+     * whole into memory when first opened; a larger one is a ZP_ERR_LIMIT.
+     * Default 2 GiB. */
+    size_t max_shard_bytes;
+    /* 1: a shard with no records is accepted. 0 (default): it is a
+     * ZP_ERR_FORMAT naming the shard. */
+    int allow_empty_shards;
+    /* Optional log sink (borrowed; must outlive the dataset). Default NULL. */
+    zp_log_fn log;
+    void *log_user;
+} zp_dataset_config;
+
+/* Fill cfg with the defaults above. */
+void zp_dataset_config_init(zp_dataset_config *cfg);
+
+/* Create an empty dataset. cfg may be NULL for defaults (it is copied).
+ * OUT: *out, caller owns; release with zp_dataset_destroy(). */
+zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out);
+
+/* Destroy; NULL is accepted. */
+void zp_dataset_destroy(zp_dataset *ds);
+
+/* Add shards. spec is one of:
+ *  - a path ending in .jsonl or .jsonl.zst;
+ *  - a glob pattern (matches are added in sorted order; no match is an error);
+ *  - a manifest: a path ending in .json (see docs/datasets.md).
+ * Paths inside a manifest are relative to the manifest's folder.
+ * The shard's name (as used in sample ids) is spec as given, or the path as
+ * written in the manifest. */
+zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
+
+/* Count the records of every shard whose count is not known yet (shards not
+ * from a manifest). Reads each such shard once; the counts are kept, so a
+ * second call does nothing. Called implicitly by zp_worksource_create(). */
+zp_status zp_dataset_index(zp_dataset *ds);
+
+/* Write a manifest describing every shard (indexes first if needed). With
+ * with_hash != 0 each shard's XXH64 content hash (of its bytes on disk) is
+ * written too. Shard paths are written as named. */
+zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash);
+
+/* Verify the content hash of every shard that has one (from a manifest).
+ * A mismatch is ZP_ERR_FORMAT naming the shard. */
+zp_status zp_dataset_verify(zp_dataset *ds);
+
+size_t zp_dataset_num_shards(const zp_dataset *ds);
+/* Total records. Valid after zp_dataset_index(). */
+uint64_t zp_dataset_num_samples(const zp_dataset *ds);
+/* Shard name (borrowed, valid until the dataset is destroyed). NULL when i
+ * is out of range. */
+const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i);
+/* Record count of shard i (UINT64_MAX when not indexed yet). */
+uint64_t zp_dataset_shard_samples(const zp_dataset *ds, size_t i);
+/* Size on disk of shard i in bytes. */
+uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i);
+/* A 64-bit hash of the dataset's description (names, formats, sizes,
+ * counts): equal on every rank that sees the same dataset. */
+uint64_t zp_dataset_fingerprint(const zp_dataset *ds);
+
+/* The last error's detail (borrowed, valid until the next call on ds).
+ * Never NULL ("" when there was none). */
+const char *zp_dataset_errmsg(const zp_dataset *ds);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,208 @@
+/*
+ * zephon/pipeline.h - a rank's data pipeline and the batches it delivers.
+ *
+ *   fetch -> map_transform* -> tokenize? -> batch -> output buffer -> zp_pipeline_next()
+ *
+ * Operators run as OpenMP tasks on the pipeline's own team of `threads`
+ * threads; an operator's parallelism is the number of its tasks that may run
+ * at once. Work moves in chunks of `chunk_samples` consecutive samples; at
+ * most `in_flight_chunks` chunks exist at a time and at most
+ * `prefetch_batches` finished batches wait for the consumer, so memory is
+ * set by the settings (docs/pipeline.md).
+ *
+ * Determinism: the batches depend only on the worksource, the operators and
+ * the batch settings - never on threads, parallelism or timing.
+ *
+ * Thread safety: build and iterate a pipeline from one thread (the
+ * consumer's). The library's own threads call the user's map callbacks.
+ */
+#ifndef ZEPHON_PIPELINE_H
+#define ZEPHON_PIPELINE_H
+
+#include "common.h"
+#include "dataset.h"
+#include "worksource.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zp_pipeline zp_pipeline;
+
+/* ------------------------------------------------------------------ records */
+
+/* A record as seen by a map_transform callback: borrowed, valid only during
+ * the callback. */
+typedef struct zp_record zp_record;
+
+/* Sample identity of the record. */
+const zp_sample *zp_record_sample(const zp_record *rec);
+/* The record's JSON bytes (not NUL-terminated). Borrowed: valid until the
+ * callback returns or the record is changed. */
+const char *zp_record_json(const zp_record *rec, size_t *len);
+/* A top-level string field of the record (unescaped, may contain NUL).
+ * Borrowed: valid until the callback returns or the record is changed.
+ * ZP_END when absent, ZP_ERR_FORMAT when not a string. */
+zp_status zp_record_get_string(zp_record *rec, const char *key, const char **s, size_t *len);
+/* The text the tokenize operator will encode: the tokenize field, or what
+ * zp_record_set_text() stored. */
+zp_status zp_record_text(zp_record *rec, const char **s, size_t *len);
+/* Replace the text handed to tokenize (copied). */
+zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len);
+/* Replace the record's JSON bytes (copied; what record batches carry). */
+zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len);
+/* Drop this record from the stream (counted in zp_pipeline_counts.filtered). */
+void zp_record_drop(zp_record *rec);
+
+/* A map_transform callback. Called concurrently from several threads (as
+ * many as the operator's parallelism) on different records; must be
+ * deterministic for the pipeline to be. Return ZP_OK, or an error status
+ * after zp_record_error() to fail (or skip, with ZP_BAD_RECORD_SKIP) the
+ * record. */
+typedef zp_status (*zp_map_fn)(void *user, zp_record *rec);
+/* Attach a message to a failing record (printf-style). */
+void zp_record_error(zp_record *rec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------ batches */
+
+typedef enum zp_pack_mode {
+    ZP_PACK_RECORDS = 0, /* no tokenize: a batch stacks microbatch_size records */
+    ZP_PACK_CONCAT = 1,  /* concatenate documents (each followed by EOT) and cut
+                            rows of seq_len + 1 tokens; row k+1 starts with the
+                            last token of row k (each token is a target once) */
+    ZP_PACK_PAD = 2      /* one document per row: its tokens + EOT, truncated to
+                            seq_len + 1 or padded (loss_mask 0) */
+} zp_pack_mode;
+
+/* A delivered batch. Borrowed from the pipeline: valid until the next
+ * zp_pipeline_next() or zp_pipeline_destroy(). */
+typedef struct zp_batch {
+    uint64_t index;  /* 0-based number in this pipeline's stream */
+    uint32_t epoch;  /* epoch of the batch's first sample */
+    int last_in_epoch;
+    zp_pack_mode mode;
+
+    /* Samples: one per row in record mode; in token modes the documents whose
+     * first token is in this batch, in stream order. */
+    size_t n_samples;
+    const zp_sample *samples;
+
+    /* Record mode: rows records; row i is data[offsets[i] .. offsets[i+1]). */
+    size_t rows;
+    const char *data;
+    const uint64_t *offsets;
+
+    /* Token modes: rows == microbatch_size rows of cols == seq_len + 1 tokens
+     * (row-major). Inputs are tokens[:, :-1], targets tokens[:, 1:].
+     * loss_mask[i] is 1 where tokens[i] is real, 0 for padding; a target
+     * counts when its mask is 1. segment_ids[i] numbers the documents within
+     * a row (0, 1, ...; an EOT belongs to the document it ends), -1 for
+     * padding: keep attention within equal segment ids. rows_filled counts
+     * rows holding at least one real token. */
+    size_t cols;
+    size_t rows_filled;
+    const int32_t *tokens;
+    const uint8_t *loss_mask;
+    const int32_t *segment_ids;
+} zp_batch;
+
+/* ------------------------------------------------------------------ config */
+
+typedef enum zp_bad_record {
+    ZP_BAD_RECORD_FAIL = 0, /* the first bad record ends the stream with its error */
+    ZP_BAD_RECORD_SKIP = 1  /* skip it, count it, log it (warning) */
+} zp_bad_record;
+
+typedef struct zp_pipeline_config {
+    int threads;             /* OpenMP threads of the pipeline's team;
+                                0 (default): omp_get_max_threads(), which
+                                follows OMP_NUM_THREADS */
+    uint32_t epochs;         /* epochs to deliver from the worksource's
+                                current state; 0 = without end. Default 1 */
+    size_t chunk_samples;    /* samples per task. Default 64 */
+    size_t in_flight_chunks; /* chunks in the pipeline at once; 0 (default):
+                                2 * (sum of operator parallelism) + 2 */
+    size_t fetch_parallelism;   /* fetch tasks at once. Default 1 */
+    size_t prefetch_batches;    /* finished batches buffered. Default 2 */
+    size_t microbatch_size;     /* rows per batch. Default 32 */
+    size_t seq_len;             /* tokens per row minus one. Default 2048 */
+    zp_pack_mode pack;          /* token modes; default ZP_PACK_CONCAT once
+                                   tokenize is set */
+    zp_bad_record on_bad_record; /* default ZP_BAD_RECORD_FAIL */
+    size_t shard_cache_bytes;    /* decoded shards kept when unused, bytes.
+                                    Default 1 GiB */
+    uint64_t fetch_delay_us;     /* fault injection: sleep this long per
+                                    fetched chunk. Default 0 */
+    zp_log_fn log;               /* optional; borrowed */
+    void *log_user;
+} zp_pipeline_config;
+
+void zp_pipeline_config_init(zp_pipeline_config *cfg);
+
+/* Counts of what the stream did, for reports. */
+typedef struct zp_pipeline_counts {
+    uint64_t batches;     /* batches delivered */
+    uint64_t samples;     /* samples delivered (record mode rows / documents) */
+    uint64_t padded;      /* delivered samples that repeat (remainder padding) */
+    uint64_t skipped;     /* bad records skipped (ZP_BAD_RECORD_SKIP) */
+    uint64_t filtered;    /* records dropped by map callbacks */
+    uint64_t tokens;      /* real tokens delivered, EOT separators included */
+    uint64_t truncated_tokens; /* tokens cut by ZP_PACK_PAD */
+    uint64_t pad_tokens;  /* padding tokens delivered */
+} zp_pipeline_counts;
+
+/* ------------------------------------------------------------------ lifecycle */
+
+/* Create a pipeline reading from ws (borrowed; must outlive the pipeline
+ * and must not be used by the caller while the pipeline runs). The stream
+ * starts at the worksource's state when the first zp_pipeline_next() is
+ * called. cfg may be NULL. Nothing runs until the first zp_pipeline_next().
+ * OUT: *out, caller owns; release with zp_pipeline_destroy(). */
+zp_status zp_pipeline_create(zp_worksource *ws, const zp_pipeline_config *cfg, zp_pipeline **out);
+
+/* Stop the pipeline's threads (mid-stream is fine: no leak, no hang) and
+ * free it. NULL is accepted. */
+void zp_pipeline_destroy(zp_pipeline *p);
+
+/* Builder calls mirroring the seed API; only before the first next(). Each
+ * returns ZP_ERR_STATE after iteration started, ZP_ERR_INVALID on a bad
+ * value. */
+zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism);
+zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
+/* Append a map operator (at most 8). name may be NULL ("map_transform"). */
+zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
+                                    const char *name);
+/* Tokenize the string field `field` with tokenizer id ("gpt2", or a path;
+ * see zephon/tokenizer.h). */
+zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
+                               size_t parallelism);
+zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size);
+zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len);
+zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
+
+/* Deliver the next batch. Blocks until one is ready.
+ * @return ZP_OK with *out set (borrowed until the next call);
+ *         ZP_END when the configured epochs are done;
+ *         an error status when a worker failed: the message
+ *         (zp_pipeline_errmsg) names the shard, the record and the cause.
+ *         Errors come in stream order, after every batch that precedes
+ *         the bad record, and stay: later calls return the same error. */
+zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
+
+/* Detail of the last error (borrowed, valid until the next call on p). */
+const char *zp_pipeline_errmsg(const zp_pipeline *p);
+
+void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out);
+
+/* The worksource state to resume after the last delivered batch: a new
+ * pipeline on a worksource restored with it continues the identical stream
+ * (record mode; token modes resume at the first document not yet started). */
+void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st);
+
+/* The tokenizer's EOT id in token modes, -1 otherwise. */
+int32_t zp_pipeline_eot(const zp_pipeline *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,537 @@
+/* cmd_run.c - `zephon run`: run a pipeline from flags (the same code path
+ * as the library) and print its throughput. */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "cli.h"
+#include "run_opts.h"
+#include "zephon.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: zephon run [options] SHARD|GLOB|MANIFEST...\n"
+        "\n"
+        "dataset and plan:\n"
+        "  --data SPEC             add shards (path, glob or manifest .json); repeatable\n"
+        "  --seed N                shuffle seed (default 0)\n"
+        "  --epochs N              epochs to run (default 1; 0 = without end)\n"
+        "  --start-epoch N         first epoch (default 0)\n"
+        "  --no-shuffle            dataset order\n"
+        "  --block-shards N        shards per shuffle block (default 8)\n"
+        "  --remainder pad|drop    samples %% world size policy (default pad)\n"
+        "  --rank R --world-size W this rank (default: MPI, else RANK/WORLD_SIZE,\n"
+        "                          else SLURM_PROCID/SLURM_NTASKS, else 0/1)\n"
+        "pipeline:\n"
+        "  --threads N             OpenMP threads of the pipeline (default OMP_NUM_THREADS)\n"
+        "  --fetch-parallelism N   (default 1)\n"
+        "  --map strip[:N]         add the built-in map_transform that strips the text's\n"
+        "                          surrounding whitespace, with parallelism N (default 1)\n"
+        "  --tokenize ID[:N]       tokenize with ID (gpt2) and parallelism N (default 1)\n"
+        "  --field NAME            text field (default text)\n"
+        "  --pack concat|pad       token packing (default concat)\n"
+        "  --seq-len N             tokens per row minus one (default 2048)\n"
+        "  --microbatch N          rows per batch (default 32)\n"
+        "  --prefetch-batches N    finished batches buffered (default 2)\n"
+        "  --chunk-samples N       samples per task (default 64)\n"
+        "  --in-flight N           chunks in flight (default: from parallelism)\n"
+        "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
+        "  --skip-bad-records      skip (and count) bad records instead of failing\n"
+        "  --fetch-delay-us N      fault injection: delay each fetched chunk\n"
+        "consumer:\n"
+        "  --step-time SECONDS     simulated training step per batch (default 0)\n"
+        "  --max-batches N         stop after N batches\n"
+        "outputs:\n"
+        "  --emit-ids DIR          write DIR/rank-<R>.ids: shard:record per sample\n"
+        "  --emit-digest FILE      one line per batch: index epoch xxh64 (FILE.rank-<R>\n"
+        "                          when the world size is above 1)\n"
+        "  --json                  print the summary as one JSON object\n"
+        "  --quiet                 no progress line\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int env_u64(const char *name, uint64_t *out)
+{
+    const char *v = getenv(name);
+    return v ? parse_u64(v, out) : -1;
+}
+
+/* The built-in map: strip the text field's surrounding whitespace. In record
+ * mode the record becomes {"text": ...} so that batches carry the change. */
+typedef struct strip_ctx {
+    const char *field;
+    int rewrite_json;
+} strip_ctx;
+
+static zp_status map_strip(void *user, zp_record *rec)
+{
+    strip_ctx *sc = user;
+    const char *s;
+    size_t n;
+    zp_status st = zp_record_text(rec, &s, &n);
+    if (st == ZP_END) {
+        zp_record_error(rec, "no field '%s'", sc->field);
+        return ZP_ERR_FORMAT;
+    }
+    if (st != ZP_OK)
+        return st;
+    while (n && isspace((unsigned char)*s)) {
+        s++;
+        n--;
+    }
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    if (!sc->rewrite_json)
+        return zp_record_set_text(rec, s, n);
+    json_t *o = json_object();
+    json_object_set_new(o, sc->field, json_stringn(s, n));
+    char *j = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!j)
+        return ZP_ERR_NOMEM;
+    st = zp_record_set_json(rec, j, strlen(j));
+    free(j);
+    return st;
+}
+
+static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
+{
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    int quiet = *(int *)user;
+    if (lvl >= ZP_LOG_INFO && quiet)
+        return;
+    fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
+}
+
+static uint64_t batch_digest(const zp_batch *b)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    if (b->mode == ZP_PACK_RECORDS) {
+        for (size_t i = 0; i < b->rows; i++) {
+            uint64_t len = b->offsets[i + 1] - b->offsets[i];
+            XXH64_update(h, &len, sizeof len);
+        }
+        XXH64_update(h, b->data, b->offsets[b->rows]);
+    } else {
+        size_t n = b->rows * b->cols;
+        XXH64_update(h, b->tokens, n * sizeof *b->tokens);
+        XXH64_update(h, b->loss_mask, n);
+        XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+static size_t batch_bytes(const zp_batch *b)
+{
+    if (b->mode == ZP_PACK_RECORDS)
+        return b->offsets[b->rows];
+    return b->rows * b->cols * sizeof(int32_t);
+}
+
+int zp_cmd_run(int argc, char **argv)
+{
+    zp_run_opts o;
+    zp_run_opts_init(&o);
+    int rc = zp_run_opts_parse(&o, argc, argv);
+    if (rc == 1) {
+        run_usage(stdout);
+        return 0;
+    }
+    if (rc != 0) {
+        run_usage(stderr);
+        return 2;
+    }
+    return zp_run_main(&o);
+}
+
+void zp_run_opts_init(zp_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    zp_worksource_config_init(&o->ws);
+    zp_pipeline_config_init(&o->pc);
+    o->field = "text";
+    o->max_batches = UINT64_MAX;
+    o->map_parallelism = 1;
+    o->tok_parallelism = 1;
+    o->rank_set = 0;
+}
+
+int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+#define NEED_U64(dst)                                                                 \
+    do {                                                                              \
+        if (parse_u64(v, &u) != 0) {                                                  \
+            fprintf(stderr, "zephon run: %s needs a non-negative integer\n", a);      \
+            return -1;                                                                \
+        }                                                                             \
+        dst = u;                                                                      \
+        i++;                                                                          \
+    } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return 1;
+        else if (!strcmp(a, "--data")) {
+            if (!v) {
+                fprintf(stderr, "zephon run: --data needs a value\n");
+                return -1;
+            }
+            if (o->n_specs < ZP_RUN_MAX_SPECS)
+                o->specs[o->n_specs++] = v;
+            i++;
+        } else if (!strcmp(a, "--seed"))
+            NEED_U64(o->ws.seed);
+        else if (!strcmp(a, "--epochs"))
+            NEED_U64(o->pc.epochs);
+        else if (!strcmp(a, "--start-epoch"))
+            NEED_U64(o->start_epoch);
+        else if (!strcmp(a, "--no-shuffle"))
+            o->ws.shuffle = 0;
+        else if (!strcmp(a, "--block-shards"))
+            NEED_U64(o->ws.shuffle_block_shards);
+        else if (!strcmp(a, "--remainder")) {
+            if (v && !strcmp(v, "pad"))
+                o->ws.remainder = ZP_REMAINDER_PAD;
+            else if (v && !strcmp(v, "drop"))
+                o->ws.remainder = ZP_REMAINDER_DROP;
+            else {
+                fprintf(stderr, "zephon run: --remainder is pad or drop\n");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--rank")) {
+            NEED_U64(o->ws.rank);
+            o->rank_set |= 1;
+        } else if (!strcmp(a, "--world-size")) {
+            NEED_U64(o->ws.world_size);
+            o->rank_set |= 2;
+        } else if (!strcmp(a, "--threads"))
+            NEED_U64(o->pc.threads);
+        else if (!strcmp(a, "--fetch-parallelism"))
+            NEED_U64(o->pc.fetch_parallelism);
+        else if (!strcmp(a, "--map")) {
+            if (!v || strncmp(v, "strip", 5) != 0 || (v[5] && v[5] != ':')) {
+                fprintf(stderr, "zephon run: --map takes strip[:N]\n");
+                return -1;
+            }
+            o->map_strip = 1;
+            if (v[5] == ':' && (parse_u64(v + 6, &u) != 0 || u == 0)) {
+                fprintf(stderr, "zephon run: bad parallelism in --map %s\n", v);
+                return -1;
+            }
+            if (v[5] == ':')
+                o->map_parallelism = u;
+            i++;
+        } else if (!strcmp(a, "--tokenize")) {
+            if (!v) {
+                fprintf(stderr, "zephon run: --tokenize needs ID[:N]\n");
+                return -1;
+            }
+            snprintf(o->tok_id, sizeof o->tok_id, "%s", v);
+            char *colon = strrchr(o->tok_id, ':');
+            if (colon && parse_u64(colon + 1, &u) == 0 && u > 0) {
+                o->tok_parallelism = u;
+                *colon = '\0';
+            }
+            i++;
+        } else if (!strcmp(a, "--field")) {
+            if (!v)
+                return -1;
+            o->field = v;
+            i++;
+        } else if (!strcmp(a, "--pack")) {
+            if (v && !strcmp(v, "concat"))
+                o->pack = ZP_PACK_CONCAT;
+            else if (v && !strcmp(v, "pad"))
+                o->pack = ZP_PACK_PAD;
+            else {
+                fprintf(stderr, "zephon run: --pack is concat or pad\n");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--seq-len"))
+            NEED_U64(o->pc.seq_len);
+        else if (!strcmp(a, "--microbatch"))
+            NEED_U64(o->pc.microbatch_size);
+        else if (!strcmp(a, "--prefetch-batches"))
+            NEED_U64(o->pc.prefetch_batches);
+        else if (!strcmp(a, "--chunk-samples"))
+            NEED_U64(o->pc.chunk_samples);
+        else if (!strcmp(a, "--in-flight"))
+            NEED_U64(o->pc.in_flight_chunks);
+        else if (!strcmp(a, "--cache-mb")) {
+            NEED_U64(u);
+            o->pc.shard_cache_bytes = (size_t)u << 20;
+        } else if (!strcmp(a, "--skip-bad-records"))
+            o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+        else if (!strcmp(a, "--fetch-delay-us"))
+            NEED_U64(o->pc.fetch_delay_us);
+        else if (!strcmp(a, "--step-time")) {
+            char *end;
+            o->step_time = v ? strtod(v, &end) : -1;
+            if (!v || *end || o->step_time < 0) {
+                fprintf(stderr, "zephon run: --step-time needs seconds >= 0\n");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--max-batches"))
+            NEED_U64(o->max_batches);
+        else if (!strcmp(a, "--emit-ids")) {
+            if (!v)
+                return -1;
+            o->emit_ids = v;
+            i++;
+        } else if (!strcmp(a, "--emit-digest")) {
+            if (!v)
+                return -1;
+            o->emit_digest = v;
+            i++;
+        } else if (!strcmp(a, "--json"))
+            o->json = 1;
+        else if (!strcmp(a, "--quiet"))
+            o->quiet = 1;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "zephon run: unknown option '%s'\n", a);
+            return -1;
+        } else if (o->n_specs < ZP_RUN_MAX_SPECS)
+            o->specs[o->n_specs++] = a;
+#undef NEED_U64
+    }
+    if (o->n_specs == 0) {
+        fprintf(stderr, "zephon run: no dataset given\n");
+        return -1;
+    }
+    return 0;
+}
+
+void zp_run_rank_from_env(zp_run_opts *o)
+{
+    uint64_t r, w;
+    if (o->rank_set == 3)
+        return;
+    if (env_u64("RANK", &r) == 0 && env_u64("WORLD_SIZE", &w) == 0) {
+    } else if (env_u64("SLURM_PROCID", &r) == 0 && env_u64("SLURM_NTASKS", &w) == 0) {
+    } else {
+        r = 0;
+        w = 1;
+    }
+    if (!(o->rank_set & 1))
+        o->ws.rank = (uint32_t)r;
+    if (!(o->rank_set & 2))
+        o->ws.world_size = (uint32_t)w;
+}
+
+static FILE *open_out(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path, strerror(errno));
+    return f;
+}
+
+int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
+{
+    int rc = 1;
+    zp_worksource *ws = NULL;
+    zp_pipeline *p = NULL;
+    FILE *ids = NULL, *dig = NULL;
+    memset(res, 0, sizeof *res);
+    static int quiet_flag;
+    quiet_flag = o->quiet;
+
+    zp_status st = zp_worksource_create(ds, &o->ws, &ws);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: worksource: %s: %s\n", zp_status_str(st), zp_dataset_errmsg(ds));
+        goto out;
+    }
+    if (o->start_epoch) {
+        zp_worksource_state s0 = {o->ws.seed, (uint32_t)o->start_epoch, 0};
+        zp_worksource_set_state(ws, &s0);
+    }
+    o->pc.log = log_to_stderr;
+    o->pc.log_user = &quiet_flag;
+    if (o->tok_id[0] && o->pack)
+        o->pc.pack = o->pack;
+    st = zp_pipeline_create(ws, &o->pc, &p);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: bad settings: %s\n", zp_status_str(st));
+        goto out;
+    }
+    strip_ctx sc = {o->field, o->tok_id[0] == '\0'};
+    if (o->map_strip && (st = zp_pipeline_map_transform(p, map_strip, &sc, o->map_parallelism, "strip")) != ZP_OK)
+        goto perr;
+    if (o->tok_id[0] && (st = zp_pipeline_tokenize(p, o->tok_id, o->field, o->tok_parallelism)) != ZP_OK)
+        goto perr;
+    if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
+        goto perr;
+
+    char path[PATH_MAX];
+    if (o->emit_ids) {
+        mkdir(o->emit_ids, 0777);
+        snprintf(path, sizeof path, "%s/rank-%u.ids", o->emit_ids, o->ws.rank);
+        if (!(ids = open_out(path)))
+            goto out;
+    }
+    if (o->emit_digest) {
+        if (o->ws.world_size > 1)
+            snprintf(path, sizeof path, "%s.rank-%u", o->emit_digest, o->ws.rank);
+        else
+            snprintf(path, sizeof path, "%s", o->emit_digest);
+        if (!(dig = open_out(path)))
+            goto out;
+    }
+
+    int tty = !o->quiet && isatty(STDERR_FILENO);
+    double t0 = now_s(), t_first = 0, last_progress = t0;
+    const zp_batch *b;
+    while (res->batches < o->max_batches) {
+        st = zp_pipeline_next(p, &b);
+        if (st == ZP_END)
+            break;
+        if (st != ZP_OK)
+            goto perr;
+        if (res->batches == 0)
+            t_first = now_s() - t0;
+        res->batches++;
+        res->bytes += batch_bytes(b);
+        if (ids)
+            for (size_t i = 0; i < b->n_samples; i++)
+                fprintf(ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
+                        (unsigned long long)b->samples[i].record);
+        if (dig)
+            fprintf(dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
+                    (unsigned long long)batch_digest(b));
+        if (o->step_time > 0) {
+            double until = now_s() + o->step_time;
+            double left;
+            while ((left = until - now_s()) > 0) {
+                struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (tty) {
+            double t = now_s();
+            if (t - last_progress >= 1.0) {
+                last_progress = t;
+                zp_pipeline_counts c;
+                zp_pipeline_get_counts(p, &c);
+                fprintf(stderr, "\r%llu batches, %llu samples, %.0f samples/s   ",
+                        (unsigned long long)res->batches, (unsigned long long)c.samples,
+                        (double)c.samples / (t - t0));
+            }
+        }
+    }
+    res->seconds = now_s() - t0;
+    res->first_batch_seconds = t_first;
+    if (tty)
+        fprintf(stderr, "\r%*s\r", 60, "");
+    zp_pipeline_get_counts(p, &res->counts);
+    res->padded_per_epoch = zp_worksource_padded(ws);
+    res->dropped_per_epoch = zp_worksource_dropped(ws);
+    rc = 0;
+    goto out;
+perr:
+    fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st), zp_pipeline_errmsg(p));
+out:
+    if (ids && fclose(ids) != 0)
+        rc = 1;
+    if (dig && fclose(dig) != 0)
+        rc = 1;
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    return rc;
+}
+
+void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
+{
+    double s = r->seconds > 0 ? r->seconds : 1e-9;
+    if (o->json) {
+        printf("{\"rank\":%u,\"world_size\":%u,\"batches\":%llu,\"samples\":%llu,\"seconds\":%.6f,"
+               "\"samples_per_s\":%.1f,\"batches_per_s\":%.2f,\"mb_per_s\":%.2f,\"tokens\":%llu,"
+               "\"first_batch_s\":%.6f,\"padded\":%llu,\"skipped\":%llu}\n",
+               o->ws.rank, o->ws.world_size, (unsigned long long)r->batches,
+               (unsigned long long)r->counts.samples, r->seconds, (double)r->counts.samples / s,
+               (double)r->batches / s, (double)r->bytes / s / 1e6,
+               (unsigned long long)r->counts.tokens, r->first_batch_seconds,
+               (unsigned long long)r->counts.padded, (unsigned long long)r->counts.skipped);
+        return;
+    }
+    printf("rank %u/%u: %llu batches, %llu samples in %.3f s: %.0f samples/s, %.1f batches/s, "
+           "%.1f MB/s",
+           o->ws.rank, o->ws.world_size, (unsigned long long)r->batches,
+           (unsigned long long)r->counts.samples, r->seconds, (double)r->counts.samples / s,
+           (double)r->batches / s, (double)r->bytes / s / 1e6);
+    if (r->counts.tokens)
+        printf(", %.0f tokens/s", (double)r->counts.tokens / s);
+    printf("\n");
+    if (r->counts.padded || r->padded_per_epoch || r->dropped_per_epoch || r->counts.skipped ||
+        r->counts.truncated_tokens)
+        printf("  padded %llu (per epoch, all ranks: %llu), dropped per epoch %llu, skipped %llu, "
+               "truncated tokens %llu\n",
+               (unsigned long long)r->counts.padded, (unsigned long long)r->padded_per_epoch,
+               (unsigned long long)r->dropped_per_epoch, (unsigned long long)r->counts.skipped,
+               (unsigned long long)r->counts.truncated_tokens);
+}
+
+int zp_run_main(zp_run_opts *o)
+{
+    zp_run_rank_from_env(o);
+    if (o->ws.world_size == 0 || o->ws.rank >= o->ws.world_size) {
+        fprintf(stderr, "zephon run: rank %u is not below world size %u\n", o->ws.rank,
+                o->ws.world_size);
+        return 2;
+    }
+    zp_dataset *ds = NULL;
+    zp_status st = zp_dataset_create(NULL, &ds);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: %s\n", zp_status_str(st));
+        return 1;
+    }
+    for (size_t i = 0; i < o->n_specs; i++) {
+        st = zp_dataset_add(ds, o->specs[i]);
+        if (st != ZP_OK) {
+            fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st), zp_dataset_errmsg(ds));
+            zp_dataset_destroy(ds);
+            return 1;
+        }
+    }
+    zp_run_result r;
+    int rc = zp_run_pipeline(o, ds, &r);
+    if (rc == 0)
+        zp_run_print(o, &r);
+    zp_dataset_destroy(ds);
+    return rc;
+}

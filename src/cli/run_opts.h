@@ -1,0 +1,47 @@
+/* run_opts.h - `zephon run`'s options and its steps, shared with the MPI
+ * front end of the command. */
+#ifndef ZP_RUN_OPTS_H
+#define ZP_RUN_OPTS_H
+
+#include "zephon.h"
+
+#define ZP_RUN_MAX_SPECS 256
+
+typedef struct zp_run_opts {
+    const char *specs[ZP_RUN_MAX_SPECS];
+    size_t n_specs;
+    zp_worksource_config ws;
+    zp_pipeline_config pc;
+    uint64_t start_epoch;
+    int rank_set; /* bit 0: --rank given, bit 1: --world-size given */
+    int map_strip;
+    uint64_t map_parallelism;
+    char tok_id[512];
+    uint64_t tok_parallelism;
+    const char *field;
+    zp_pack_mode pack; /* 0: default */
+    double step_time;
+    uint64_t max_batches;
+    const char *emit_ids, *emit_digest;
+    int json, quiet;
+} zp_run_opts;
+
+typedef struct zp_run_result {
+    uint64_t batches, bytes;
+    double seconds, first_batch_seconds;
+    zp_pipeline_counts counts;
+    uint64_t padded_per_epoch, dropped_per_epoch;
+} zp_run_result;
+
+void zp_run_opts_init(zp_run_opts *o);
+/* 0: ok, 1: --help, -1: bad options (message printed). */
+int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv);
+/* Fill rank/world size from RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS
+ * where not given as options. */
+void zp_run_rank_from_env(zp_run_opts *o);
+/* Run the pipeline over ds and consume it as the options say. */
+int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
+void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
+int zp_run_main(zp_run_opts *o);
+
+#endif

@@ -1,0 +1,19 @@
+/* dataset_internal.h - what the library's other parts need from a dataset
+ * beyond the public accessors (private). */
+#ifndef ZP_DATASET_INTERNAL_H
+#define ZP_DATASET_INTERNAL_H
+
+#include "format.h"
+#include "zephon/dataset.h"
+
+/* Path to open for shard i (resolved against a manifest's folder). */
+const char *zpi_dataset_shard_path(const zp_dataset *ds, size_t i);
+const zpi_format *zpi_dataset_shard_format(const zp_dataset *ds, size_t i);
+/* First global sample id of shard i (prefix sum of counts). */
+uint64_t zpi_dataset_shard_offset(const zp_dataset *ds, size_t i);
+const zpi_load_limits *zpi_dataset_limits(const zp_dataset *ds);
+/* Log through the dataset's callback (printf-style); no-op without one. */
+void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * format.h - shard formats behind a small ops table (private).
+ *
+ * A format turns the bytes of a shard file into a zpi_shard: the shard's
+ * records decoded into one buffer with a record offset index. Adding a
+ * format is adding a file with one zpi_format and one line in format.c.
+ */
+#ifndef ZP_FORMAT_H
+#define ZP_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zephon/common.h"
+#include "json.h"
+
+typedef struct zpi_shard {
+    char *data;           /* records' bytes; ZPI_JSON_PADDING readable bytes after data_len */
+    size_t data_len;
+    uint64_t n_records;
+    uint64_t *offsets;    /* n_records + 1 entries: record i is data[offsets[i] .. offsets[i+1]-1)
+                             (the byte at offsets[i+1]-1 is its newline or padding) */
+    uint64_t file_bytes;  /* bytes read from storage (compressed size) */
+    double read_seconds;       /* time spent reading the file */
+    double decompress_seconds; /* time spent decompressing (0 for plain formats) */
+} zpi_shard;
+
+typedef struct zpi_load_limits {
+    size_t max_record_bytes;
+    size_t max_shard_bytes;
+    int allow_empty;
+} zpi_load_limits;
+
+typedef struct zpi_format {
+    const char *name;   /* "jsonl", "jsonl.zst" */
+    const char *suffix; /* file name suffix that selects it */
+    /* Load the whole shard at path. name is the shard's name for messages.
+     * Errors name the shard and, where it applies, the line and byte offset:
+     * "shard 'a.jsonl.zst': truncated zstd frame after line 120 (byte 53311)". */
+    zp_status (*load)(const char *path, const char *name, const zpi_load_limits *lim,
+                      zpi_shard *out, char *err, size_t errcap);
+} zpi_format;
+
+/* The format for a file name (by suffix) or a format name; NULL if none. */
+const zpi_format *zpi_format_for_path(const char *path);
+const zpi_format *zpi_format_by_name(const char *name);
+/* Free a loaded shard's buffers (not the struct). */
+void zpi_shard_free(zpi_shard *s);
+
+/* ---- shared by the line-based formats (format.c) ----
+ * Builds a shard's record index incrementally while its bytes arrive, so the
+ * scan runs on data still in cache. Not thread-safe; one per load. */
+typedef struct zpi_line_index {
+    const char *name;              /* shard name for messages (borrowed) */
+    const zpi_load_limits *lim;    /* borrowed */
+    uint64_t *offsets;             /* start of each complete record; owned */
+    size_t n, cap;                 /* records indexed so far, capacity of offsets */
+    size_t line_start;             /* start of the line not yet terminated */
+    size_t scanned;                /* bytes already scanned */
+} zpi_line_index;
+
+void zpi_line_index_init(zpi_line_index *ix, const char *name, const zpi_load_limits *lim);
+/* Index the lines completed in data[0..len) since the last call (data may
+ * have moved; only offsets are kept). Checks empty lines and line length. */
+zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, char *err,
+                              size_t errcap);
+/* End of data: index a final line without newline, check for an empty
+ * shard, and move the offsets into out (out->n_records, out->offsets). */
+zp_status zpi_line_index_finish(zpi_line_index *ix, const char *data, size_t len, zpi_shard *out,
+                                char *err, size_t errcap);
+void zpi_line_index_free(zpi_line_index *ix);
+/* 1 when path names remote storage (http://, https://, s3://). */
+int zpi_path_is_url(const char *path);
+
+#endif

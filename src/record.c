@@ -1,0 +1,180 @@
+/*
+ * record.c - the record handle given to map_transform callbacks.
+ *
+ * A zp_record lives on the calling task's stack for the duration of one
+ * callback. It views record i of a chunk; changes go into the chunk's
+ * arenas (so earlier pointers into them may move: the header documents that
+ * returned pointers are valid until the record is changed).
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset_internal.h"
+#include "pipeline_internal.h"
+#include "util.h"
+
+struct zp_record {
+    zp_pipeline *p;
+    zpi_worker *w;
+    zpi_chunk *c;
+    size_t i;
+    int parsed; /* w->json holds this record's current JSON */
+    char *err;
+    size_t errcap;
+};
+
+const zp_sample *zp_record_sample(const zp_record *rec) { return &rec->c->samples[rec->i]; }
+
+const char *zp_record_json(const zp_record *rec, size_t *len)
+{
+    const zpi_rec *r = &rec->c->recs[rec->i];
+    if (len)
+        *len = r->json_len;
+    return rec->c->json + r->json_off;
+}
+
+static zp_status ensure_parsed(zp_record *rec)
+{
+    if (rec->parsed)
+        return ZP_OK;
+    const zpi_rec *r = &rec->c->recs[rec->i];
+    char jerr[256];
+    zp_status st = zpi_json_parse(rec->w->json, rec->c->json + r->json_off, r->json_len, jerr,
+                                  sizeof jerr);
+    if (st != ZP_OK) {
+        zp_record_error(rec, "record JSON: %s", jerr);
+        return st;
+    }
+    rec->parsed = 1;
+    return ZP_OK;
+}
+
+zp_status zp_record_get_string(zp_record *rec, const char *key, const char **s, size_t *len)
+{
+    if (!rec || !key || !s || !len)
+        return ZP_ERR_INVALID;
+    zp_status st = ensure_parsed(rec);
+    if (st != ZP_OK)
+        return st;
+    return zpi_json_get_string(rec->w->json, key, s, len);
+}
+
+zp_status zp_record_text(zp_record *rec, const char **s, size_t *len)
+{
+    const zpi_rec *r = &rec->c->recs[rec->i];
+    if (r->flags & ZPI_REC_TEXT) {
+        *s = rec->c->text + r->text_off;
+        *len = r->text_len;
+        return ZP_OK;
+    }
+    const char *field = rec->p->tok_field ? rec->p->tok_field : "text";
+    return zp_record_get_string(rec, field, s, len);
+}
+
+/* Append s to an arena; s may point into that arena (it is copied aside
+ * first, since the append may move the arena). */
+static zp_status arena_set(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
+                           uint64_t *off)
+{
+    char *tmp = NULL;
+    if (n && *buf && s >= *buf && s < *buf + *cap) {
+        tmp = malloc(n);
+        if (!tmp)
+            return ZP_ERR_NOMEM;
+        memcpy(tmp, s, n);
+        s = tmp;
+    }
+    zp_status st = zpi_arena_append(buf, len, cap, s, n, off);
+    free(tmp);
+    return st;
+}
+
+zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len)
+{
+    zpi_chunk *c = rec->c;
+    zpi_rec *r = &c->recs[rec->i];
+    uint64_t off;
+    zp_status st = arena_set(&c->text, &c->text_len, &c->text_cap, s, len, &off);
+    if (st != ZP_OK)
+        return st;
+    r->text_off = off;
+    r->text_len = len;
+    r->flags |= ZPI_REC_TEXT;
+    return ZP_OK;
+}
+
+zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len)
+{
+    zpi_chunk *c = rec->c;
+    zpi_rec *r = &c->recs[rec->i];
+    uint64_t off;
+    zp_status st = arena_set(&c->json, &c->json_len, &c->json_cap, s, len, &off);
+    if (st != ZP_OK)
+        return st;
+    r->json_off = off;
+    r->json_len = len;
+    rec->parsed = 0;
+    return ZP_OK;
+}
+
+void zp_record_drop(zp_record *rec)
+{
+    zpi_rec *r = &rec->c->recs[rec->i];
+    if (!(r->flags & ZPI_REC_DROP)) {
+        r->flags |= ZPI_REC_DROP;
+        rec->c->filtered++;
+    }
+}
+
+void zp_record_error(zp_record *rec, const char *fmt, ...)
+{
+    if (!rec || !rec->err || rec->err[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    zpi_vfmt(rec->err, rec->errcap, fmt, ap);
+    va_end(ap);
+}
+
+/* Prefix a record-level message with where the record lives. */
+static void name_record(zp_pipeline *p, const zpi_chunk *c, size_t i, const char *what,
+                        const char *msg, char *err, size_t errcap)
+{
+    const zp_sample *s = &c->samples[i];
+    zpi_fmt(err, errcap, "shard '%s' line %llu (record %llu): %s%s%s",
+            zp_dataset_shard_name(p->ds, s->shard), (unsigned long long)s->record + 1,
+            (unsigned long long)s->record, what, *msg ? ": " : "", msg);
+}
+
+zp_status zpi_record_map(zp_pipeline *p, zpi_stage *st, zpi_worker *w, zpi_chunk *c, size_t i,
+                         char *err, size_t errcap)
+{
+    char msg[ZPI_ERRMAX];
+    msg[0] = '\0';
+    zp_record rec = {.p = p, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
+    zp_status s = st->fn(st->user, &rec);
+    if (s == ZP_OK || s == ZP_END)
+        return ZP_OK;
+    char what[64];
+    zpi_fmt(what, sizeof what, "%s failed (%s)", st->name, zp_status_str(s));
+    name_record(p, c, i, what, msg, err, errcap);
+    return s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK;
+}
+
+zp_status zpi_record_tokenize_text(zp_pipeline *p, zpi_worker *w, zpi_chunk *c, size_t i,
+                                   const char **s, size_t *n, char *err, size_t errcap)
+{
+    char msg[ZPI_ERRMAX];
+    msg[0] = '\0';
+    zp_record rec = {.p = p, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
+    zp_status st = zp_record_text(&rec, s, n);
+    if (st == ZP_OK)
+        return ZP_OK;
+    if (st == ZP_END)
+        zpi_fmt(msg, sizeof msg, "no field '%s'", p->tok_field);
+    else if (st == ZP_ERR_FORMAT && !msg[0])
+        zpi_fmt(msg, sizeof msg, "field '%s' is not a string", p->tok_field);
+    name_record(p, c, i, "tokenize", msg, err, errcap);
+    return st == ZP_END ? ZP_ERR_FORMAT : st;
+}

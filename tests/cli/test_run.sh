@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# test_run.sh ZEPHON - `zephon run` end to end:
+#  1. digests identical across threads 1/2/4 and different parallelism;
+#  2. --emit-ids: exactly once across ranks (world sizes 1..4), equal counts;
+#  3. tokenized runs deterministic too;
+#  4. bad settings and bad data give a clear error and a nonzero exit.
+set -u
+Z=${1:?usage: test_run.sh PATH_TO_ZEPHON}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0; passes=0
+ok()   { passes=$((passes+1)); echo "ok - $*"; }
+bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+"$Z" gen --out "$T/ds" --shards 9 --samples-per-shard 150 --uneven --seed 7 >/dev/null || { echo "FAIL - gen"; exit 1; }
+M="$T/ds/manifest.json"
+
+# 1. determinism of record batches across threads and parallelism
+ref=""
+for cfg in "--threads 1" "--threads 2 --fetch-parallelism 2" "--threads 4 --fetch-parallelism 3 --map strip:4" \
+           "--threads 2 --map strip:1 --chunk-samples 5" "--threads 4 --in-flight 40 --chunk-samples 1"; do
+  extra=""; [[ "$cfg" == *"--map"* ]] || extra="--map strip:1"
+  "$Z" run "$M" --quiet --seed 3 --microbatch 8 $cfg $extra --emit-digest "$T/d.txt" >/dev/null || bad "run $cfg"
+  h=$(sha256sum < "$T/d.txt")
+  [[ -z "$ref" ]] && ref=$h
+  check "digest equal with $cfg" '[[ "$h" == "$ref" ]]'
+done
+check "digest has one line per batch" '[[ $(wc -l < "$T/d.txt") -gt 10 ]]'
+
+# 2. exactly once across ranks, equal counts, ids named shard:record
+total=$(python3 -c "import json;print(sum(s['samples'] for s in json.load(open('$M'))['shards']))")
+for W in 1 2 3 4; do
+  rm -rf "$T/ids"
+  for ((r=0; r<W; r++)); do
+    "$Z" run "$M" --quiet --seed 5 --rank $r --world-size $W --threads 2 --emit-ids "$T/ids" >/dev/null || bad "run rank $r/$W"
+  done
+  counts=$(for ((r=0; r<W; r++)); do wc -l < "$T/ids/rank-$r.ids"; done | sort -u | wc -l)
+  check "W=$W equal per-rank counts" '[[ $counts -eq 1 ]]'
+  uniq=$(cat "$T"/ids/rank-*.ids | sort -u | wc -l)
+  check "W=$W every sample delivered" '[[ $uniq -eq $total ]]'
+  all=$(cat "$T"/ids/rank-*.ids | wc -l)
+  per=$(( (total + W - 1) / W ))
+  check "W=$W padding only the remainder" '[[ $all -eq $((per * W)) ]]'
+done
+check "ids look like shard:record" 'head -1 "$T/ids/rank-0.ids" | grep -Eq "^shard-[0-9]+\.jsonl\.zst:[0-9]+$"'
+
+# RANK/WORLD_SIZE from the environment
+rm -rf "$T/ids"
+RANK=1 WORLD_SIZE=2 "$Z" run "$M" --quiet --emit-ids "$T/ids" >/dev/null
+check "RANK/WORLD_SIZE env respected" '[[ -f "$T/ids/rank-1.ids" ]]'
+rm -rf "$T/ids"
+SLURM_PROCID=2 SLURM_NTASKS=3 "$Z" run "$M" --quiet --emit-ids "$T/ids" >/dev/null
+check "SLURM_PROCID/SLURM_NTASKS respected" '[[ -f "$T/ids/rank-2.ids" ]]'
+
+# 3. tokenized runs: deterministic across threads and parallelism
+"$Z" run "$M" --quiet --tokenize gpt2:1 --threads 1 --seq-len 255 --microbatch 4 --emit-digest "$T/t1.txt" >/dev/null || bad "tokenize run 1"
+"$Z" run "$M" --quiet --tokenize gpt2:3 --threads 2 --fetch-parallelism 2 --map strip:2 --seq-len 255 --microbatch 4 --emit-digest "$T/t2.txt" >/dev/null || bad "tokenize run 2"
+"$Z" run "$M" --quiet --tokenize gpt2:4 --threads 4 --chunk-samples 7 --seq-len 255 --microbatch 4 --emit-digest "$T/t3.txt" >/dev/null || bad "tokenize run 3"
+check "tokenized digests equal (threads 1 vs 4)" 'cmp -s "$T/t1.txt" "$T/t3.txt"'
+check "tokenized digest: one line per batch" '[[ $(wc -l < "$T/t2.txt") -eq $(wc -l < "$T/t1.txt") ]]'
+
+# 4. errors
+"$Z" run "$T/nope/*.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
+check "missing shards: nonzero exit" '[[ $rc -ne 0 ]]'
+check "missing shards: message names the pattern" 'grep -q "nope" "$T/err"'
+printf '{"text":"a"}\n{"text":"b"}\n{"text": broken\n' > "$T/bad.jsonl"
+"$Z" run "$T/bad.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
+check "bad record: nonzero exit" '[[ $rc -ne 0 ]]'
+check "bad record: names shard and line" 'grep -q "bad.jsonl" "$T/err" && grep -q "line 3" "$T/err"'
+"$Z" run "$T/bad.jsonl" --quiet --skip-bad-records >"$T/out" 2>"$T/err"; rc=$?
+check "skip policy: exit 0" '[[ $rc -eq 0 ]]'
+check "skip policy: skip counted" 'grep -q "skipped 1" "$T/out"'
+"$Z" run "$M" --quiet --rank 3 --world-size 2 >/dev/null 2>"$T/err"; rc=$?
+check "rank >= world size rejected" '[[ $rc -ne 0 ]] && grep -q "world size" "$T/err"'
+"$Z" run "$M" --quiet --microbatch 0 >/dev/null 2>"$T/err"; rc=$?
+check "microbatch 0 rejected" '[[ $rc -ne 0 ]]'
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]

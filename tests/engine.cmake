@@ -1,0 +1,2 @@
+# Pipeline engine tests (label "engine": also run under TSan).
+zp_add_test(test_pipeline SOURCES tests/test_pipeline.c tests/testutil.c TIMEOUT 300 LABELS engine)

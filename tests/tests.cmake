@@ -1,0 +1,6 @@
+# Test registry: each part of the library keeps its tests in its own file.
+foreach(part dataset worksource engine cli)
+  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
+    include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
+  endif()
+endforeach()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the Debian/Ubuntu packages Zephon needs, only those missing.
+#   tools/deps.sh            build + test dependencies
+#   tools/deps.sh --slurm    also Slurm and munge (for the Slurm integration test)
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang libomp-dev
+      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
+      libzstd-dev zstd libcurl4-openssl-dev libcmocka-dev
+      libjansson-dev libsimdjson-dev libxxhash-dev python3)
+if [[ "${1:-}" == "--slurm" ]]; then
+  pkgs+=(slurm-wlm munge)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

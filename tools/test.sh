@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian/Ubuntu machine:
+#   tools/test.sh
+# installs what is missing, then builds and runs the suite in four
+# configurations: gcc (-Werror), clang (-Werror), ASan+UBSan, and TSan
+# (clang + LLVM libomp + Archer) on the threaded engine's tests.
+# Set ZP_TEST_QUICK=1 to run the first configuration only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/deps.sh --slurm
+J=${ZP_JOBS:-2}
+summary=()
+
+run_config() { # name, ctest args..., -- cmake args...
+  local name=$1; shift
+  local ctest_args=() cmake_args=()
+  while [[ $# -gt 0 && $1 != -- ]]; do ctest_args+=("$1"); shift; done
+  [[ $# -gt 0 ]] && shift
+  cmake_args=("$@")
+  local dir=build/test-$name
+  echo "=== [$name] configure + build"
+  cmake -S . -B "$dir" -DZEPHON_WERROR=ON "${cmake_args[@]}" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j"$J" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+  if [[ ${#ctest_args[@]} -gt 0 && ${ctest_args[0]} == none ]]; then
+    summary+=("$name: built with no warning"); return 0
+  fi
+  echo "=== [$name] ctest"
+  ctest --test-dir "$dir" --output-on-failure -j"$J" "${ctest_args[@]}"
+  summary+=("$name: passed")
+}
+
+mkdir -p build
+run_config gcc -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
+  run_config clang none -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_config asan -LE nosan -- -DCMAKE_BUILD_TYPE=Debug -DZEPHON_SANITIZE=address \
+      -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+  # TSan: LLVM's libomp with the Archer tool, so OpenMP's own synchronisation
+  # is visible to TSan (libgomp is not instrumented). tests/tsan.supp lists
+  # the runtime's own task memory, never the project's code.
+  OMP_TOOL_LIBRARIES=/usr/lib/llvm-14/lib/libarcher.so \
+  TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+    run_config tsan -L engine -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEPHON_SANITIZE=thread \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_EXE_LINKER_FLAGS="-L/usr/lib/llvm-14/lib -Wl,-rpath,/usr/lib/llvm-14/lib" \
+      -DCMAKE_SHARED_LINKER_FLAGS="-L/usr/lib/llvm-14/lib -Wl,-rpath,/usr/lib/llvm-14/lib"
+fi
+printf '%s\n' "${summary[@]}"
