@@ -300,6 +300,11 @@ static int handoff_locked(zp_pipeline *p, int s, zpi_chunk *c)
 static void stage_task(zp_pipeline *p, int s, zpi_chunk *c)
 {
     zpi_stage *st = &p->stages[s];
+    /* The chunk was handed over under mu: acquire it here, so that the
+     * hand-over is ordered by our own lock and not only by the OpenMP
+     * runtime's task queue (which sanitizers cannot see into). */
+    pthread_mutex_lock(&p->mu);
+    pthread_mutex_unlock(&p->mu);
     while (c) {
         if (!atomic_load(&p->stop))
             run_stage(p, s, c);
@@ -355,9 +360,108 @@ static zpi_chunk *admit_locked(zp_pipeline *p)
     return c;
 }
 
+/* ------------------------------------------------------------ prefetch */
+
+static void prefetch_task(zp_pipeline *p, uint32_t shard);
+
+static void spawn_prefetch(zp_pipeline *p, uint32_t shard)
+{
+#pragma omp task firstprivate(p, shard) default(none)
+    prefetch_task(p, shard);
+}
+
+/* Under mu: pop a queued shard to prefetch, or return 0. */
+static int pf_pop_locked(zp_pipeline *p, uint32_t *shard)
+{
+    if (!p->pf_count || atomic_load(&p->stop))
+        return 0;
+    *shard = p->pf_queue[p->pf_head];
+    p->pf_head = (p->pf_head + 1) % 64;
+    p->pf_count--;
+    return 1;
+}
+
+static void prefetch_task(zp_pipeline *p, uint32_t shard)
+{
+    char err[ZPI_ERRMAX];
+    for (;;) {
+        const zpi_shard *sh;
+        int loaded = 0;
+        /* A failed load is not cached: fetch meets the same error and
+         * reports it in stream order. */
+        if (zpi_shard_cache_get(p->cache, shard, &sh, &loaded, err, sizeof err) == ZP_OK)
+            zpi_shard_cache_put(p->cache, shard);
+        pthread_mutex_lock(&p->mu);
+        int more = pf_pop_locked(p, &shard);
+        if (!more)
+            p->pf_running--;
+        pthread_mutex_unlock(&p->mu);
+        if (!more)
+            return;
+    }
+}
+
+/* Under mu: queue the shards of the positions up to `prefetch_buffer` ahead
+ * of admission. Returns how many prefetch tasks to start (their shards are
+ * put into out[]). */
+static size_t pf_plan_locked(zp_pipeline *p, uint32_t *out, size_t max_out)
+{
+    if (!p->prefetch_buffer || atomic_load(&p->stop) || p->per_rank == 0)
+        return 0;
+    /* never behind admission: those samples are fetched already */
+    if (p->pf_epoch < p->adm_epoch || (p->pf_epoch == p->adm_epoch && p->pf_pos < p->adm_pos)) {
+        p->pf_epoch = p->adm_epoch;
+        p->pf_pos = p->adm_pos;
+    }
+    uint64_t ahead = 0;
+    if (p->pf_epoch == p->adm_epoch)
+        ahead = p->pf_pos - p->adm_pos;
+    else
+        ahead = (p->per_rank - p->adm_pos) + p->pf_pos; /* next epoch */
+    while (ahead < p->prefetch_buffer && p->pf_count < 64) {
+        if (p->pf_pos >= p->per_rank) {
+            p->pf_epoch++;
+            p->pf_pos = 0;
+        }
+        if (p->pf_epoch >= p->end_epoch)
+            break;
+        zp_sample s;
+        if (zp_worksource_sample(p->ws, p->pf_epoch, p->pf_pos, &s) != ZP_OK)
+            break;
+        p->pf_pos++;
+        ahead++;
+        int seen = 0;
+        for (unsigned i = 0; i < p->pf_recent_n && i < 16; i++)
+            if (p->pf_recent[i] == s.shard)
+                seen = 1;
+        if (seen)
+            continue;
+        p->pf_recent[p->pf_recent_n++ % 16] = s.shard;
+        p->pf_queue[(p->pf_head + p->pf_count) % 64] = s.shard;
+        p->pf_count++;
+    }
+    size_t n = 0;
+    while (n < max_out && p->pf_running < p->prefetch_parallelism && pf_pop_locked(p, &out[n])) {
+        p->pf_running++;
+        n++;
+    }
+    return n;
+}
+
+static void prefetch_more(zp_pipeline *p)
+{
+    uint32_t shards[64];
+    pthread_mutex_lock(&p->mu);
+    size_t n = pf_plan_locked(p, shards, 64);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < n; i++)
+        spawn_prefetch(p, shards[i]);
+}
+
 /* Admit as many chunks as the window allows and start their fetch. */
 static void admit_more(zp_pipeline *p)
 {
+    prefetch_more(p);
     for (;;) {
         pthread_mutex_lock(&p->mu);
         zpi_chunk *c = admit_locked(p);
@@ -398,6 +502,8 @@ static void drain(zp_pipeline *p)
         if (atomic_load(&p->stop)) {
             st = ZP_ERR_STATE;
         } else if (c->err != ZP_OK) {
+            /* deliver the full batch made of earlier chunks' records */
+            zpi_pack_flush_full(p);
             zpi_out_finish(p, c->err, c->errmsg);
             atomic_store(&p->stop, 1);
             st = c->err;
@@ -461,6 +567,8 @@ zp_status zpi_engine_start(zp_pipeline *p)
     p->per_rank = zp_worksource_samples_per_rank(p->ws);
     p->adm_epoch = p->start_state.epoch;
     p->adm_pos = p->start_state.position;
+    p->pf_epoch = p->adm_epoch;
+    p->pf_pos = p->adm_pos;
     p->end_epoch = p->cfg.epochs ? p->start_state.epoch + p->cfg.epochs : UINT32_MAX;
 
     st = zpi_shard_cache_create(p->ds, p->cfg.shard_cache_bytes, &p->cache);
@@ -498,6 +606,12 @@ void zpi_engine_stop(zp_pipeline *p)
         pthread_mutex_unlock(&p->qmu);
         pthread_join(p->engine, NULL);
         p->started = 0;
+        /* The team's threads last touched the shared state under these
+         * locks; take them once so that freeing it is ordered after. */
+        pthread_mutex_lock(&p->mu);
+        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_lock(&p->qmu);
+        pthread_mutex_unlock(&p->qmu);
     }
     if (p->workers) {
         for (int i = 0; i < p->threads; i++) {

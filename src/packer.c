@@ -336,3 +336,22 @@ zp_status zpi_pack_flush(zp_pipeline *p, int last_in_epoch)
         push_batch(p, last_in_epoch);
     return ZP_OK;
 }
+
+void zpi_pack_flush_full(zp_pipeline *p)
+{
+    zpi_packer *pk = &p->pk;
+    if (!pk->cur)
+        return;
+    int full;
+    if (!p->tok)
+        full = pk->cur->b.rows == p->cfg.microbatch_size;
+    else if (p->cfg.pack == ZP_PACK_PAD)
+        full = pk->row == p->cfg.microbatch_size;
+    else
+        full = pk->row + 1 == p->cfg.microbatch_size && pk->col == p->cfg.seq_len + 1;
+    if (full) {
+        if (p->tok && p->cfg.pack == ZP_PACK_CONCAT)
+            pk->row = p->cfg.microbatch_size; /* for rows_filled */
+        push_batch(p, 0);
+    }
+}

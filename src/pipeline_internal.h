@@ -153,6 +153,16 @@ struct zp_pipeline {
     zp_worksource_state start_state;
     zpi_packer pk;
 
+    /* prefetch: shards of the next `prefetch_buffer` positions are loaded
+     * into the shard cache ahead of fetch, by at most prefetch_parallelism
+     * tasks. Under mu. */
+    uint32_t pf_epoch;
+    uint64_t pf_pos;
+    uint32_t pf_recent[16];
+    unsigned pf_recent_n;
+    uint32_t pf_queue[64];
+    size_t pf_head, pf_count, pf_running;
+
     /* output queue, under qmu */
     pthread_mutex_t qmu;
     pthread_cond_t q_ready, q_free;
@@ -190,6 +200,8 @@ zp_status zpi_arena_append(char **buf, size_t *len, size_t *cap, const char *s, 
 zp_status zpi_pack_chunk(zp_pipeline *p, zpi_chunk *c);
 /* Flush the batch being filled (end of an epoch). */
 zp_status zpi_pack_flush(zp_pipeline *p, int last_in_epoch);
+/* Push the batch being filled only if it is full (before an error). */
+void zpi_pack_flush_full(zp_pipeline *p);
 /* Output queue. */
 zp_status zpi_out_get_free(zp_pipeline *p, zpi_batchbuf **out);
 void zpi_out_push(zp_pipeline *p, zpi_batchbuf *bb);

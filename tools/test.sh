@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh Debian/Ubuntu machine:
 #   tools/test.sh
 # installs what is missing, then builds and runs the suite in four
-# configurations: gcc (-Werror), clang (-Werror), ASan+UBSan, and TSan
-# (clang + LLVM libomp + Archer) on the threaded engine's tests.
+# configurations: gcc (-Werror), clang (-Werror, build only), ASan+UBSan,
+# and TSan on the threaded engine's tests.
 # Set ZP_TEST_QUICK=1 to run the first configuration only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,14 +36,13 @@ if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_config asan -LE nosan -- -DCMAKE_BUILD_TYPE=Debug -DZEPHON_SANITIZE=address \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
-  # TSan: LLVM's libomp with the Archer tool, so OpenMP's own synchronisation
-  # is visible to TSan (libgomp is not instrumented). tests/tsan.supp lists
-  # the runtime's own task memory, never the project's code.
-  OMP_TOOL_LIBRARIES=/usr/lib/llvm-14/lib/libarcher.so \
-  TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+  # TSan on the threaded engine's tests. gcc's libgomp is not instrumented,
+  # so the engine orders every hand-over between tasks with its own locks
+  # (visible to TSan); no suppression is needed. LLVM's libomp 14 + Archer
+  # is not used: it crashes when parallel regions with tasks are opened by
+  # successive threads, as every pipeline's engine thread does (docs/design.md).
+  TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 exitcode=66" \
     run_config tsan -L engine -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEPHON_SANITIZE=thread \
-      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-      -DCMAKE_EXE_LINKER_FLAGS="-L/usr/lib/llvm-14/lib -Wl,-rpath,/usr/lib/llvm-14/lib" \
-      -DCMAKE_SHARED_LINKER_FLAGS="-L/usr/lib/llvm-14/lib -Wl,-rpath,/usr/lib/llvm-14/lib"
+      -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
 fi
 printf '%s\n' "${summary[@]}"
