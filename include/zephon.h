@@ -7,6 +7,7 @@
 
 #include "zephon/common.h"
 #include "zephon/dataset.h"
+#include "zephon/observe.h"
 #include "zephon/pipeline.h"
 #include "zephon/tokenizer.h"
 #include "zephon/worksource.h"

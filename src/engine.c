@@ -62,12 +62,25 @@ static void chunk_fail(zpi_chunk *c, zp_status st, const char *msg)
     }
 }
 
-static zpi_worker *worker_self(zp_pipeline *p)
+static int thread_index(const zp_pipeline *p)
 {
     int t = omp_get_thread_num();
-    if (t < 0 || t >= p->threads)
-        t = 0;
-    return &p->workers[t];
+    return (t < 0 || t >= p->threads) ? 0 : t;
+}
+
+static zpi_worker *worker_self(zp_pipeline *p) { return &p->workers[thread_index(p)]; }
+
+/* The calling thread's observability slot, or NULL when off. */
+static zpi_obs_thread *obs_self(zp_pipeline *p)
+{
+    return p->obs ? &p->obs->th[thread_index(p)] : NULL;
+}
+
+/* Under mu: account stage s's state up to now before it changes. */
+static void obs_tick(zp_pipeline *p, int s)
+{
+    if (p->obs && s < ZPI_OBS_STAGES)
+        zpi_obs_stage_tick(p, s, zpi_now_ns());
 }
 
 /* ------------------------------------------------------------ stage bodies */
@@ -97,7 +110,27 @@ static zp_status pins_get(zp_pipeline *p, pinset *ps, uint32_t shard, const zpi_
     if (ps->n == 16)
         pins_release(p, ps);
     int loaded = 0;
+    zpi_obs_thread *ot = obs_self(p);
+    uint64_t t0 = ot ? zpi_now_ns() : 0;
     zp_status st = zpi_shard_cache_get(p->cache, shard, out, &loaded, err, errcap);
+    if (ot) {
+        uint64_t dt = zpi_now_ns() - t0;
+        if (st == ZP_OK && loaded) {
+            zpi_ctr_add(&ot->shards_opened, 1);
+            zpi_ctr_add(&ot->open_ns, dt);
+            zpi_ctr_add(&ot->read_ns, (uint64_t)((*out)->read_seconds * 1e9));
+            zpi_ctr_add(&ot->decompress_ns, (uint64_t)((*out)->decompress_seconds * 1e9));
+            zpi_ctr_add(&ot->bytes_compressed, (*out)->file_bytes);
+            zpi_ahist_record(&ot->open_hist, dt);
+            if (dt > zpi_ctr_get(&ot->slowest_ns)) {
+                atomic_store_explicit(&ot->slowest_ns, dt, memory_order_relaxed);
+                atomic_store_explicit(&ot->slowest_shard_plus1, (uint64_t)shard + 1,
+                                      memory_order_relaxed);
+            }
+        } else if (st == ZP_OK) {
+            zpi_ctr_add(&ot->wait_ns, dt);
+        }
+    }
     if (st != ZP_OK)
         return st;
     ps->idx[ps->n] = shard;
@@ -131,6 +164,8 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
         }
     }
     pinset ps = {.n = 0};
+    zpi_obs_thread *ot = obs_self(p);
+    uint64_t t_rec = ot ? zpi_now_ns() : 0, bytes = 0;
     for (size_t i = 0; i < c->n && c->err == ZP_OK; i++) {
         const zp_sample *s = &c->samples[i];
         const zpi_shard *sh;
@@ -166,8 +201,18 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
                     (unsigned long long)s->record, jerr);
             record_bad(p, c, i, st, m);
         }
+        bytes += len;
+        if (ot) {
+            uint64_t t = zpi_now_ns();
+            zpi_ahist_record(&ot->record_hist, t - t_rec);
+            t_rec = t;
+        }
     }
     pins_release(p, &ps);
+    if (ot) {
+        zpi_ctr_add(&ot->records, c->n);
+        zpi_ctr_add(&ot->bytes_uncompressed, bytes);
+    }
 }
 
 static void stage_map(zp_pipeline *p, zpi_stage *st, zpi_worker *w, zpi_chunk *c)
@@ -232,14 +277,32 @@ static void stage_tokenize(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
     }
 }
 
+static size_t live_records(const zpi_chunk *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        n += !(c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP));
+    return n;
+}
+
 static void run_stage(zp_pipeline *p, int s, zpi_chunk *c)
 {
     zpi_stage *st = &p->stages[s];
     zpi_worker *w = worker_self(p);
+    zpi_obs_thread *ot = obs_self(p);
+    uint64_t t0 = 0;
+    if (ot) {
+        zpi_ctr_add(&ot->items_in[s], st->kind == ZPI_STAGE_FETCH ? c->n : live_records(c));
+        t0 = zpi_now_ns();
+    }
     switch (st->kind) {
     case ZPI_STAGE_FETCH: stage_fetch(p, w, c); break;
     case ZPI_STAGE_MAP: stage_map(p, st, w, c); break;
     case ZPI_STAGE_TOKENIZE: stage_tokenize(p, w, c); break;
+    }
+    if (ot) {
+        zpi_ctr_add(&ot->busy_ns[s], zpi_now_ns() - t0);
+        zpi_ctr_add(&ot->items_out[s], c->err == ZP_OK ? live_records(c) : 0);
     }
 }
 
@@ -257,6 +320,7 @@ static void spawn(zp_pipeline *p, int s, zpi_chunk *c)
 static void fifo_push(zpi_stage *st, zpi_chunk *c)
 {
     c->next = NULL;
+    c->enq_ns = zpi_now_ns();
     if (st->tail)
         st->tail->next = c;
     else
@@ -289,11 +353,14 @@ static int handoff_locked(zp_pipeline *p, int s, zpi_chunk *c)
     }
     c->stage = s;
     zpi_stage *st = &p->stages[s];
+    obs_tick(p, s);
     if (st->running < st->parallelism) {
         st->running++;
         return 1;
     }
     fifo_push(st, c);
+    if (p->obs && st->queued > p->obs->stage[s].queue_max)
+        p->obs->stage[s].queue_max = (uint32_t)st->queued;
     return 0;
 }
 
@@ -310,9 +377,12 @@ static void stage_task(zp_pipeline *p, int s, zpi_chunk *c)
             run_stage(p, s, c);
         pthread_mutex_lock(&p->mu);
         int act = handoff_locked(p, s + 1, c);
+        obs_tick(p, s);
         zpi_chunk *nextc = atomic_load(&p->stop) ? NULL : fifo_pop(st);
         if (!nextc)
             st->running--;
+        else if (p->obs && s > 0)
+            p->obs->stage[s - 1].blocked_ns += (double)(zpi_now_ns() - nextc->enq_ns);
         pthread_mutex_unlock(&p->mu);
         if (act == 1)
             spawn(p, s + 1, c);
@@ -389,8 +459,16 @@ static void prefetch_task(zp_pipeline *p, uint32_t shard)
         int loaded = 0;
         /* A failed load is not cached: fetch meets the same error and
          * reports it in stream order. */
-        if (zpi_shard_cache_get(p->cache, shard, &sh, &loaded, err, sizeof err) == ZP_OK)
+        zpi_obs_thread *ot = obs_self(p);
+        uint64_t t0 = ot ? zpi_now_ns() : 0;
+        if (zpi_shard_cache_get(p->cache, shard, &sh, &loaded, err, sizeof err) == ZP_OK) {
+            if (ot && loaded) {
+                zpi_ctr_add(&ot->pf_downloads, 1);
+                zpi_ctr_add(&ot->pf_bytes, sh->file_bytes);
+                zpi_ahist_record(&ot->pf_hist, zpi_now_ns() - t0);
+            }
             zpi_shard_cache_put(p->cache, shard);
+        }
         pthread_mutex_lock(&p->mu);
         int more = pf_pop_locked(p, &shard);
         if (!more)
@@ -508,9 +586,16 @@ static void drain(zp_pipeline *p)
             atomic_store(&p->stop, 1);
             st = c->err;
         } else {
+            uint64_t t0 = p->obs ? zpi_now_ns() : 0;
+            uint64_t blocked0 = p->obs ? zpi_ctr_get(&p->obs->batch_blocked_ns) : 0;
             st = zpi_pack_chunk(p, c);
             if (st == ZP_OK && c->last_in_epoch)
                 st = zpi_pack_flush(p, 1);
+            if (p->obs) {
+                uint64_t blocked = zpi_ctr_get(&p->obs->batch_blocked_ns) - blocked0;
+                zpi_ctr_add(&p->obs->batch_busy_ns, zpi_now_ns() - t0 - blocked);
+                zpi_ctr_add(&p->obs->batch_items, live_records(c));
+            }
             if (st != ZP_OK && st != ZP_ERR_STATE) {
                 zpi_out_finish(p, st, "cannot allocate a batch");
                 atomic_store(&p->stop, 1);
@@ -573,6 +658,8 @@ zp_status zpi_engine_start(zp_pipeline *p)
 
     st = zpi_shard_cache_create(p->ds, p->cfg.shard_cache_bytes, &p->cache);
     if (st != ZP_OK)
+        return st;
+    if (p->observe && (st = zpi_obs_create(p)) != ZP_OK)
         return st;
     p->workers = calloc((size_t)p->threads, sizeof *p->workers);
     p->chunk_pool = calloc(p->W, sizeof *p->chunk_pool);
@@ -638,4 +725,5 @@ void zpi_engine_stop(zp_pipeline *p)
     zpi_shard_cache_destroy(p->cache);
     p->cache = NULL;
     zpi_batchbufs_free(p);
+    zpi_obs_destroy(p);
 }

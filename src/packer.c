@@ -69,6 +69,14 @@ void zpi_batchbufs_free(zp_pipeline *p)
 zp_status zpi_out_get_free(zp_pipeline *p, zpi_batchbuf **out)
 {
     pthread_mutex_lock(&p->qmu);
+    if (!p->free_list && p->obs) {
+        /* blocked on a full output: time it (drain() takes it out of busy) */
+        uint64_t t0 = zpi_now_ns();
+        while (!p->free_list && !atomic_load(&p->stop))
+            pthread_cond_wait(&p->q_free, &p->qmu);
+        uint64_t dt = zpi_now_ns() - t0;
+        zpi_ctr_add(&p->obs->batch_blocked_ns, dt);
+    }
     while (!p->free_list && !atomic_load(&p->stop))
         pthread_cond_wait(&p->q_free, &p->qmu);
     zpi_batchbuf *bb = atomic_load(&p->stop) ? NULL : p->free_list;

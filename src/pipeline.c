@@ -286,6 +286,7 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
             return fail(p, st, "%s", p->final_msg);
         }
     }
+    uint64_t t_wait = p->obs ? zpi_now_ns() : 0;
     pthread_mutex_lock(&p->qmu);
     if (p->held) {
         p->held->next = p->free_list;
@@ -307,6 +308,14 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
         note_resume(p, &bb->b);
         *out = &bb->b;
         st = ZP_OK;
+        if (p->obs) {
+            uint64_t now = zpi_now_ns();
+            if (zpi_ctr_get(&p->obs->first_batch_ns) == 0)
+                atomic_store_explicit(&p->obs->first_batch_ns, now - p->obs->t_start + 1,
+                                      memory_order_relaxed);
+            else
+                zpi_ctr_add(&p->obs->stall_ns, now - t_wait);
+        }
     } else {
         st = p->final_status;
         if (st != ZP_END)

@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 
 #include "json.h"
+#include "observe_internal.h"
 #include "shard_cache.h"
 #include "zephon/pipeline.h"
 #include "zephon/tokenizer.h"
@@ -64,6 +65,7 @@ typedef struct zpi_chunk {
     size_t tok_len, tok_cap;
     int stage;          /* next stage to run */
     int complete;
+    uint64_t enq_ns;    /* when it was queued for its stage (observability) */
     zp_status err;
     char errmsg[ZPI_ERRMAX];
     uint64_t skipped, filtered;
@@ -130,6 +132,10 @@ struct zp_pipeline {
     zp_tokenizer *tok;
     int32_t eot;
     size_t prefetch_buffer, prefetch_parallelism; /* recorded; see docs */
+
+    /* observability: on when `observe`; obs exists once started */
+    int observe;
+    zpi_obs *obs;
 
     /* engine */
     int started;
@@ -208,6 +214,11 @@ void zpi_out_push(zp_pipeline *p, zpi_batchbuf *bb);
 void zpi_out_finish(zp_pipeline *p, zp_status st, const char *msg);
 zp_status zpi_batchbufs_alloc(zp_pipeline *p);
 void zpi_batchbufs_free(zp_pipeline *p);
+
+/* observe.c */
+zp_status zpi_obs_create(zp_pipeline *p);
+void zpi_obs_destroy(zp_pipeline *p);
+void zpi_obs_stage_tick(zp_pipeline *p, int s, uint64_t now);
 
 /* pipeline.c */
 void zpi_pipeline_log(const zp_pipeline *p, zp_log_level lvl, const char *fmt, ...)

@@ -172,6 +172,10 @@ int zp_cmd_run(int argc, char **argv)
         run_usage(stderr);
         return 2;
     }
+#ifdef ZEPHON_CLI_MPI
+    if (zp_cli_under_mpi())
+        return zp_cmd_run_mpi(&o);
+#endif
     return zp_run_main(&o);
 }
 

@@ -44,4 +44,12 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
 void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
 int zp_run_main(zp_run_opts *o);
 
+#ifdef ZEPHON_CLI_MPI
+/* cmd_run_mpi.c: 1 when launched by mpirun/srun (PMIx/Open MPI variables). */
+int zp_cli_under_mpi(void);
+/* `zephon run` over MPI: initialises MPI (the command owns it, never the
+ * library), runs the pipeline on this rank, writes the report. */
+int zp_cmd_run_mpi(zp_run_opts *o);
+#endif
+
 #endif

@@ -1,0 +1,136 @@
+/*
+ * zephon/observe.h - observability: where a pipeline spends its time.
+ *
+ * Turn it on with zp_pipeline_enable_observability() before the first
+ * zp_pipeline_next(); then take snapshots at any time from the consumer's
+ * thread. Snapshots are plain fixed-size structs (so the MPI layer can
+ * gather them from every rank) plus a JSON rendering with stable field names
+ * (docs/observability.md lists every field, its unit and meaning).
+ *
+ * Recording costs a few clock reads per chunk and one per record, into
+ * per-thread counters and histograms: no lock and no allocation per event.
+ */
+#ifndef ZEPHON_OBSERVE_H
+#define ZEPHON_OBSERVE_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct zp_pipeline;
+
+/* ------------------------------------------------------------ histograms */
+
+/* A log-linear histogram of durations in nanoseconds (HDR-style): values
+ * below 16 ns have their own bucket; above, each power of two is split into
+ * 16 buckets, so a reported percentile is within 1/16 (6.25%) of the true
+ * value. Values up to 2^48 ns (about 78 hours); larger ones are clamped.
+ * Fixed size, mergeable by adding counts (across threads and ranks). */
+#define ZP_HIST_SUB 16
+#define ZP_HIST_MAX_EXP 48
+#define ZP_HIST_BUCKETS (ZP_HIST_SUB + (ZP_HIST_MAX_EXP - 4) * ZP_HIST_SUB)
+
+typedef struct zp_hist {
+    uint64_t count;
+    uint64_t sum_ns;
+    uint64_t min_ns; /* UINT64_MAX when empty */
+    uint64_t max_ns;
+    uint64_t buckets[ZP_HIST_BUCKETS];
+} zp_hist;
+
+void zp_hist_init(zp_hist *h);
+void zp_hist_record(zp_hist *h, uint64_t ns);
+/* dst += src. */
+void zp_hist_merge(zp_hist *dst, const zp_hist *src);
+/* The value at quantile q (0..1): the upper bound of the bucket holding it,
+ * clamped to [min, max]. 0 when empty. */
+uint64_t zp_hist_quantile(const zp_hist *h, double q);
+/* Bucket index of a value, and the bucket's [lo, hi] range. */
+size_t zp_hist_bucket(uint64_t ns);
+void zp_hist_bucket_range(size_t b, uint64_t *lo, uint64_t *hi);
+
+/* ------------------------------------------------------------ snapshots */
+
+#define ZP_OBS_MAX_OPS 12
+#define ZP_OBS_NAME 32
+
+/* One operator: fetch, each map_transform, tokenize, batch. */
+typedef struct zp_op_metrics {
+    char name[ZP_OBS_NAME];
+    uint32_t parallelism;
+    uint64_t items_in;        /* records that entered */
+    uint64_t items_out;       /* records handed on (in - skipped - dropped) */
+    double busy_seconds;      /* summed over its tasks */
+    double starved_seconds;   /* free task slots x time with nothing queued */
+    double blocked_seconds;   /* its finished chunks waiting on the next operator
+                                 (batch: waiting for a free batch buffer) */
+    uint32_t queue_now;       /* chunks queued for it now */
+    uint32_t queue_max;
+    double queue_mean;        /* time-weighted mean */
+    double items_per_second;  /* items_out / wall time since start */
+    double utilization;       /* busy / (parallelism x wall) */
+} zp_op_metrics;
+
+typedef struct zp_metrics_snapshot {
+    double wall_seconds;          /* since the first next() */
+    double time_to_first_batch;   /* seconds */
+    uint64_t batches;             /* delivered */
+    uint64_t samples;
+    uint64_t tokens;
+    double stall_seconds;         /* consumer time inside next() after the first
+                                     batch: the data stall */
+    double stall_fraction;        /* stall_seconds / wall time since the first batch */
+    double batches_per_second;
+    double samples_per_second;
+    uint32_t threads;
+    uint32_t n_ops;
+    zp_op_metrics ops[ZP_OBS_MAX_OPS];
+} zp_metrics_snapshot;
+
+typedef struct zp_fetch_timing {
+    uint64_t shards_opened;       /* shard loads done by fetch */
+    double open_seconds;          /* total time of those loads */
+    double read_seconds;          /* of which reading files */
+    double decompress_seconds;    /* of which decompressing */
+    double wait_seconds;          /* fetch waiting on a load in flight elsewhere */
+    uint64_t bytes_compressed;    /* bytes read from storage by fetch's loads */
+    uint64_t bytes_uncompressed;  /* record bytes fetched */
+    uint64_t records;             /* records fetched */
+    double fetch_seconds;         /* total time in fetch tasks */
+    zp_hist open_ns;              /* per shard load */
+    zp_hist record_ns;            /* per record read (copy + parse) */
+    int64_t slowest_shard;        /* index, -1 if none */
+    double slowest_shard_seconds;
+} zp_fetch_timing;
+
+typedef struct zp_prefetch_timing {
+    uint64_t downloads;           /* shard loads done by prefetch */
+    uint64_t bytes;               /* bytes read by them */
+    zp_hist latency_ns;           /* per load */
+    uint64_t retries;             /* transfer retries (remote storage) */
+    uint64_t cache_hits, cache_misses, cache_evictions;
+    uint64_t cache_bytes;         /* decoded bytes resident in the shard cache */
+    double wait_seconds;          /* fetch waiting on in-flight prefetch loads */
+} zp_prefetch_timing;
+
+/* Turn observability on; only before the first zp_pipeline_next()
+ * (ZP_ERR_STATE after). */
+zp_status zp_pipeline_enable_observability(struct zp_pipeline *p);
+
+/* Snapshots: ZP_ERR_STATE when observability is off. Consumer's thread. */
+zp_status zp_pipeline_metrics_snapshot(struct zp_pipeline *p, zp_metrics_snapshot *out);
+zp_status zp_pipeline_fetch_timing_snapshot(struct zp_pipeline *p, zp_fetch_timing *out);
+zp_status zp_pipeline_prefetch_timing_snapshot(struct zp_pipeline *p, zp_prefetch_timing *out);
+
+/* JSON renderings (one object each; stable field names, see
+ * docs/observability.md). *out is malloc'd: caller frees with free(). */
+zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out);
+zp_status zp_fetch_timing_json(const zp_fetch_timing *f, char **out);
+zp_status zp_prefetch_timing_json(const zp_prefetch_timing *f, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,138 @@
+/* cmd_index.c - `zephon index [--hash] -o MANIFEST SHARD_OR_GLOB...`
+ *
+ * Reads every shard once (validating its framing and line limits), counts
+ * its records and writes a manifest (docs/datasets.md). Shard paths are
+ * written relative to the manifest's folder when they lie under it. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "zephon/dataset.h"
+
+static void index_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: zephon index [--hash] [--allow-empty] [--max-record-bytes N] -o MANIFEST\n"
+            "                    SHARD_OR_GLOB...\n"
+            "\n"
+            "Count the records of every shard and write MANIFEST (JSON).\n"
+            "  SHARD_OR_GLOB     a .jsonl or .jsonl.zst file, a quoted glob pattern\n"
+            "                    ('data/*.jsonl.zst'), or an existing manifest (.json)\n"
+            "  -o, --output F    the manifest to write (replaced atomically)\n"
+            "  --hash            also write each shard's XXH64 content hash\n"
+            "  --allow-empty     accept shards without records\n"
+            "  --max-record-bytes N  longest line accepted (default 16 MiB)\n"
+            "  -v, --verbose     print each shard as it is indexed\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void log_stderr(void *user, zp_log_level lvl, const char *msg)
+{
+    int verbose = *(const int *)user;
+    /* errors are printed once, by the command, from zp_dataset_errmsg() */
+    if (lvl == ZP_LOG_WARN || (verbose && lvl >= ZP_LOG_INFO))
+        fprintf(stderr, "zephon index: %s\n", msg);
+}
+
+int zp_cmd_index(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"hash", no_argument, NULL, 'H'},
+        {"allow-empty", no_argument, NULL, 'E'},
+        {"max-record-bytes", required_argument, NULL, 'R'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out = NULL;
+    int hash = 0, verbose = 0;
+    zp_dataset_config cfg;
+    zp_dataset_config_init(&cfg);
+    optind = 0; /* full getopt re-initialisation (GNU) */
+    int c;
+    while ((c = getopt_long(argc, argv, "o:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'H': hash = 1; break;
+        case 'E': cfg.allow_empty_shards = 1; break;
+        case 'v': verbose = 1; break;
+        case 'R': {
+            char *end;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end || v == 0) {
+                fprintf(stderr, "zephon index: --max-record-bytes: not a positive number: '%s'\n",
+                        optarg);
+                return 2;
+            }
+            cfg.max_record_bytes = (size_t)v;
+            break;
+        }
+        case 'h': index_usage(stdout); return 0;
+        default: index_usage(stderr); return 2;
+        }
+    }
+    if (!out || optind >= argc) {
+        fprintf(stderr, "zephon index: %s\n\n", !out ? "-o MANIFEST is required" : "no shards given");
+        index_usage(stderr);
+        return 2;
+    }
+    cfg.log = log_stderr;
+    cfg.log_user = &verbose;
+
+    zp_dataset *ds = NULL;
+    if (zp_dataset_create(&cfg, &ds) != ZP_OK) {
+        fprintf(stderr, "zephon index: out of memory\n");
+        return 1;
+    }
+    int rc = 1;
+    double t0 = now_s();
+    for (int i = optind; i < argc; i++) {
+        if (zp_dataset_add(ds, argv[i]) != ZP_OK) {
+            fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
+            goto out;
+        }
+    }
+    if (zp_dataset_index(ds) != ZP_OK) {
+        fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
+        goto out;
+    }
+    double t_index = now_s() - t0;
+    double t1 = now_s();
+    if (zp_dataset_write_manifest(ds, out, hash) != ZP_OK) {
+        fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
+        goto out;
+    }
+    double t_write = now_s() - t1;
+
+    size_t n = zp_dataset_num_shards(ds);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += zp_dataset_shard_bytes(ds, i);
+        if (verbose)
+            printf("  %s: %llu samples, %llu bytes\n", zp_dataset_shard_name(ds, i),
+                   (unsigned long long)zp_dataset_shard_samples(ds, i),
+                   (unsigned long long)zp_dataset_shard_bytes(ds, i));
+    }
+    double mb = (double)bytes / 1e6;
+    printf("indexed %zu shards, %llu samples, %.1f MB on disk in %.2f s (%.0f MB/s)", n,
+           (unsigned long long)zp_dataset_num_samples(ds), mb, t_index,
+           t_index > 0 ? mb / t_index : 0.0);
+    if (hash)
+        printf(", hashed in %.2f s", t_write);
+    printf("\nwrote %s (fingerprint %016llx)\n", out,
+           (unsigned long long)zp_dataset_fingerprint(ds));
+    rc = 0;
+out:
+    zp_dataset_destroy(ds);
+    return rc;
+}

@@ -1,0 +1,795 @@
+/*
+ * dataset.c - a dataset: an ordered list of shards, added as paths, globs
+ * or manifests (docs/datasets.md), with record counts, a fingerprint and
+ * manifest writing/verification.
+ *
+ * Ownership: the dataset owns its shard table and all strings in it; names
+ * and paths handed out are borrowed until zp_dataset_destroy().
+ * Thread safety: building (add/index/write_manifest/verify) is not
+ * thread-safe; once built, the const accessors may be called from any thread
+ * (they read only). The error message buffer is written by the building
+ * calls only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+
+#include "dataset_internal.h"
+#include "util.h"
+
+#define DEFAULT_MAX_RECORD ((size_t)16 << 20)
+#define DEFAULT_MAX_SHARD ((size_t)2 << 30)
+#define UNKNOWN UINT64_MAX
+#define HASH_CHUNK ((size_t)1 << 20)
+
+typedef struct shard {
+    char *name;            /* as given, or as written in the manifest; owned */
+    char *path;            /* path to open (resolved against the manifest's folder); owned */
+    const zpi_format *fmt; /* static */
+    uint64_t bytes;        /* size on disk */
+    uint64_t samples;      /* record count, UNKNOWN until indexed */
+    uint64_t offset;       /* first global sample id, UNKNOWN while a count before is unknown */
+    uint64_t xxh64;        /* content hash when has_hash */
+    int has_hash;
+    int remote;            /* http://, https://, s3:// */
+} shard;
+
+struct zp_dataset {
+    zp_dataset_config cfg;
+    zpi_load_limits lim;
+    shard *shards;
+    size_t n, cap;
+    char err[1024];
+};
+
+/* ------------------------------------------------------------ errors, log */
+
+void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
+{
+    if (!ds || !ds->cfg.log)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    zpi_vfmt(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ds->cfg.log(ds->cfg.log_user, lvl, buf);
+}
+
+static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Keep the error on the handle and log it. */
+static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    zpi_vfmt(ds->err, sizeof ds->err, fmt, ap);
+    va_end(ap);
+    zpi_dataset_log(ds, ZP_LOG_ERROR, "%s", ds->err);
+    return st;
+}
+
+static void clear_err(zp_dataset *ds) { ds->err[0] = '\0'; }
+
+/* ------------------------------------------------------------ create */
+
+void zp_dataset_config_init(zp_dataset_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_record_bytes = DEFAULT_MAX_RECORD;
+    cfg->max_shard_bytes = DEFAULT_MAX_SHARD;
+}
+
+zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    zp_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return ZP_ERR_NOMEM;
+    if (cfg)
+        ds->cfg = *cfg;
+    else
+        zp_dataset_config_init(&ds->cfg);
+    /* 0 means "default", as everywhere in the config structs. */
+    if (ds->cfg.max_record_bytes == 0)
+        ds->cfg.max_record_bytes = DEFAULT_MAX_RECORD;
+    if (ds->cfg.max_shard_bytes == 0)
+        ds->cfg.max_shard_bytes = DEFAULT_MAX_SHARD;
+    ds->lim.max_record_bytes = ds->cfg.max_record_bytes;
+    ds->lim.max_shard_bytes = ds->cfg.max_shard_bytes;
+    ds->lim.allow_empty = ds->cfg.allow_empty_shards != 0;
+    *out = ds;
+    return ZP_OK;
+}
+
+static void shard_release(shard *s)
+{
+    free(s->name);
+    free(s->path);
+}
+
+void zp_dataset_destroy(zp_dataset *ds)
+{
+    if (!ds)
+        return;
+    for (size_t i = 0; i < ds->n; i++)
+        shard_release(&ds->shards[i]);
+    free(ds->shards);
+    free(ds);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+static int has_glob_chars(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+/* dir (may be "" or end in '/') joined with rel; caller frees. */
+static char *join_path(const char *dir, const char *rel)
+{
+    size_t a = strlen(dir), b = strlen(rel);
+    int slash = a > 0 && dir[a - 1] != '/';
+    char *p = malloc(a + (size_t)slash + b + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    if (slash)
+        p[a] = '/';
+    memcpy(p + a + (size_t)slash, rel, b + 1);
+    return p;
+}
+
+/* The folder part of path including its final '/', or "" (caller frees). */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) + 1 : 0;
+    char *d = malloc(n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, path, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* Append a shard; takes ownership of name and path (freed on failure). */
+static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_format *fmt,
+                            shard **out)
+{
+    if (!name || !path) {
+        free(name);
+        free(path);
+        return fail(ds, ZP_ERR_NOMEM, "out of memory adding a shard");
+    }
+    if (ds->n == ds->cap) {
+        size_t cap = ds->cap ? ds->cap * 2 : 16;
+        shard *s = realloc(ds->shards, cap * sizeof *s);
+        if (!s) {
+            fail(ds, ZP_ERR_NOMEM, "out of memory adding shard '%s'", name);
+            free(name);
+            free(path);
+            return ZP_ERR_NOMEM;
+        }
+        ds->shards = s;
+        ds->cap = cap;
+    }
+    shard *s = &ds->shards[ds->n++];
+    memset(s, 0, sizeof *s);
+    s->name = name;
+    s->path = path;
+    s->fmt = fmt;
+    s->samples = UNKNOWN;
+    s->offset = UNKNOWN;
+    s->remote = zpi_path_is_url(path);
+    *out = s;
+    return ZP_OK;
+}
+
+static void update_offsets(zp_dataset *ds)
+{
+    uint64_t off = 0;
+    for (size_t i = 0; i < ds->n; i++) {
+        ds->shards[i].offset = off;
+        if (off != UNKNOWN)
+            off = ds->shards[i].samples == UNKNOWN ? UNKNOWN : off + ds->shards[i].samples;
+    }
+}
+
+/* ------------------------------------------------------------ add */
+
+static zp_status add_path(zp_dataset *ds, const char *spec)
+{
+    const zpi_format *fmt = zpi_format_for_path(spec);
+    if (!fmt)
+        return fail(ds, ZP_ERR_INVALID,
+                    "'%s': unknown shard format (expected a .jsonl or .jsonl.zst file, a glob "
+                    "pattern or a .json manifest)",
+                    spec);
+    if (zpi_path_is_url(spec))
+        return fail(ds, ZP_ERR_UNSUPPORTED,
+                    "shard '%s': remote storage not built (list remote shards in a manifest)",
+                    spec);
+    struct stat sb;
+    if (stat(spec, &sb) != 0) {
+        int e = errno;
+        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open: %s", spec, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode))
+        return fail(ds, ZP_ERR_IO, "shard '%s': not a regular file", spec);
+    shard *s;
+    zp_status st = push_shard(ds, zpi_strdup(spec), zpi_strdup(spec), fmt, &s);
+    if (st != ZP_OK)
+        return st;
+    s->bytes = (uint64_t)sb.st_size;
+    return ZP_OK;
+}
+
+static int parse_hex64(const char *s, uint64_t *out)
+{
+    if (strlen(s) != 16)
+        return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        int d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A non-negative integer member, or -1 when absent; -2 when not one. */
+static int get_count(json_t *obj, const char *key, uint64_t *v)
+{
+    json_t *x = json_object_get(obj, key);
+    if (!x)
+        return -1;
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+        return -2;
+    *v = (uint64_t)json_integer_value(x);
+    return 0;
+}
+
+static zp_status add_manifest_entry(zp_dataset *ds, const char *mpath, const char *mdir, size_t i,
+                                    json_t *e)
+{
+    if (!json_is_object(e))
+        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shards[%zu] is not an object", mpath, i);
+    json_t *jp = json_object_get(e, "path");
+    if (!json_is_string(jp) || json_string_length(jp) == 0)
+        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shards[%zu]: missing or empty \"path\"",
+                    mpath, i);
+    const char *name = json_string_value(jp);
+    if (strlen(name) != json_string_length(jp))
+        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shards[%zu]: \"path\" contains NUL", mpath,
+                    i);
+    const zpi_format *fmt;
+    json_t *jf = json_object_get(e, "format");
+    if (jf) {
+        if (!json_is_string(jf))
+            return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shard '%s': \"format\" is not a string",
+                        mpath, name);
+        fmt = zpi_format_by_name(json_string_value(jf));
+        if (!fmt)
+            return fail(ds, ZP_ERR_UNSUPPORTED, "manifest '%s': shard '%s': unknown format '%s'",
+                        mpath, name, json_string_value(jf));
+    } else {
+        fmt = zpi_format_for_path(name);
+        if (!fmt)
+            return fail(ds, ZP_ERR_FORMAT,
+                        "manifest '%s': shard '%s': no \"format\" and an unknown file suffix",
+                        mpath, name);
+    }
+    uint64_t bytes = 0, samples = 0, hash = 0;
+    int have_bytes = get_count(e, "bytes", &bytes);
+    int have_samples = get_count(e, "samples", &samples);
+    if (have_bytes == -2 || have_samples == -2)
+        return fail(ds, ZP_ERR_FORMAT,
+                    "manifest '%s': shard '%s': \"%s\" is not a non-negative integer", mpath, name,
+                    have_bytes == -2 ? "bytes" : "samples");
+    json_t *jh = json_object_get(e, "xxh64");
+    if (jh && (!json_is_string(jh) || parse_hex64(json_string_value(jh), &hash) != 0))
+        return fail(ds, ZP_ERR_FORMAT,
+                    "manifest '%s': shard '%s': \"xxh64\" is not a string of 16 hex digits", mpath,
+                    name);
+
+    int remote = zpi_path_is_url(name);
+    char *path = (remote || name[0] == '/') ? zpi_strdup(name) : join_path(mdir, name);
+    if (!path)
+        return fail(ds, ZP_ERR_NOMEM, "out of memory");
+    if (!remote) {
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            int er = errno;
+            zp_status st = fail(ds, ZP_ERR_IO, "manifest '%s': shard '%s': cannot open '%s': %s",
+                                mpath, name, path, strerror(er));
+            free(path);
+            return st;
+        }
+        if (!S_ISREG(sb.st_mode)) {
+            zp_status st = fail(ds, ZP_ERR_IO, "manifest '%s': shard '%s': '%s' is not a regular file",
+                                mpath, name, path);
+            free(path);
+            return st;
+        }
+        if (have_bytes == 0 && bytes != (uint64_t)sb.st_size) {
+            zp_status st = fail(ds, ZP_ERR_FORMAT,
+                                "shard '%s': stale manifest '%s': it says %llu bytes but '%s' "
+                                "has %llu bytes (re-run zephon index)",
+                                name, mpath, (unsigned long long)bytes, path,
+                                (unsigned long long)sb.st_size);
+            free(path);
+            return st;
+        }
+        bytes = (uint64_t)sb.st_size;
+    }
+    shard *s;
+    zp_status st = push_shard(ds, zpi_strdup(name), path, fmt, &s);
+    if (st != ZP_OK)
+        return st;
+    s->bytes = bytes;
+    if (have_samples == 0)
+        s->samples = samples;
+    if (jh) {
+        s->has_hash = 1;
+        s->xxh64 = hash;
+    }
+    return ZP_OK;
+}
+
+static zp_status add_manifest(zp_dataset *ds, const char *mpath)
+{
+    struct stat sb;
+    if (stat(mpath, &sb) != 0) {
+        int e = errno;
+        return fail(ds, ZP_ERR_IO, "manifest '%s': cannot open: %s", mpath, strerror(e));
+    }
+    json_error_t je;
+    json_t *root = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': line %d column %d: %s", mpath, je.line,
+                    je.column, je.text);
+    zp_status st = ZP_OK;
+    char *mdir = NULL;
+    json_t *ver = json_object_get(root, "format_version");
+    json_t *shards = json_object_get(root, "shards");
+    if (!json_is_object(root)) {
+        st = fail(ds, ZP_ERR_FORMAT, "manifest '%s': not a JSON object", mpath);
+    } else if (!ver) {
+        st = fail(ds, ZP_ERR_FORMAT, "manifest '%s': missing \"format_version\"", mpath);
+    } else if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
+        st = fail(ds, ZP_ERR_FORMAT,
+                  "manifest '%s': unsupported \"format_version\" (this version reads 1)", mpath);
+    } else if (!json_is_array(shards)) {
+        st = fail(ds, ZP_ERR_FORMAT, "manifest '%s': missing \"shards\" array", mpath);
+    } else if (!(mdir = dir_of(mpath))) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory");
+    } else {
+        for (size_t i = 0; i < json_array_size(shards) && st == ZP_OK; i++)
+            st = add_manifest_entry(ds, mpath, mdir, i, json_array_get(shards, i));
+    }
+    free(mdir);
+    json_decref(root);
+    return st;
+}
+
+/* A file named by the user or matched by a glob. */
+static zp_status add_file(zp_dataset *ds, const char *spec)
+{
+    if (ends_with(spec, ".json"))
+        return add_manifest(ds, spec);
+    return add_path(ds, spec);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static zp_status add_glob(zp_dataset *ds, const char *pattern)
+{
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    /* GLOB_ERR: a folder that cannot be read fails the add instead of
+     * silently dropping its shards. */
+    int r = glob(pattern, GLOB_NOSORT | GLOB_ERR, NULL, &g);
+    if (r == GLOB_NOMATCH || (r == 0 && g.gl_pathc == 0)) {
+        globfree(&g);
+        return fail(ds, ZP_ERR_IO, "glob '%s' matches no file", pattern);
+    }
+    if (r != 0) {
+        globfree(&g);
+        return fail(ds, r == GLOB_NOSPACE ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                    "glob '%s': cannot read a folder", pattern);
+    }
+    /* glob(3) sorts with strcoll (locale-dependent): sort bytewise so every
+     * rank sees the same order. */
+    qsort(g.gl_pathv, g.gl_pathc, sizeof g.gl_pathv[0], cmp_str);
+    zp_status st = ZP_OK;
+    for (size_t i = 0; i < g.gl_pathc && st == ZP_OK; i++) {
+        const char *m = g.gl_pathv[i];
+        if (!ends_with(m, ".json") && !zpi_format_for_path(m))
+            st = fail(ds, ZP_ERR_INVALID,
+                      "glob '%s' matched '%s', which is not a shard (.jsonl, .jsonl.zst) or a "
+                      "manifest (.json)",
+                      pattern, m);
+        else
+            st = add_file(ds, m);
+    }
+    globfree(&g);
+    return st;
+}
+
+zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
+{
+    if (!ds)
+        return ZP_ERR_INVALID;
+    clear_err(ds);
+    if (!spec || !*spec)
+        return fail(ds, ZP_ERR_INVALID, "empty shard spec");
+    size_t n0 = ds->n;
+    zp_status st;
+    struct stat sb;
+    if (zpi_path_is_url(spec))
+        st = add_path(ds, spec);
+    else if (stat(spec, &sb) == 0 || !has_glob_chars(spec))
+        st = add_file(ds, spec);
+    else
+        st = add_glob(ds, spec);
+    if (st != ZP_OK) {
+        /* all or nothing: drop what this call added */
+        while (ds->n > n0)
+            shard_release(&ds->shards[--ds->n]);
+    }
+    update_offsets(ds);
+    return st;
+}
+
+/* ------------------------------------------------------------ index */
+
+zp_status zp_dataset_index(zp_dataset *ds)
+{
+    if (!ds)
+        return ZP_ERR_INVALID;
+    clear_err(ds);
+    for (size_t i = 0; i < ds->n; i++) {
+        shard *s = &ds->shards[i];
+        if (s->samples != UNKNOWN)
+            continue;
+        zpi_shard sh;
+        char err[sizeof ds->err];
+        double t0 = zpi_now();
+        zp_status st = s->fmt->load(s->path, s->name, &ds->lim, &sh, err, sizeof err);
+        if (st != ZP_OK)
+            return fail(ds, st, "%s", err);
+        if (sh.file_bytes != s->bytes) {
+            zpi_dataset_log(ds, ZP_LOG_WARN,
+                            "shard '%s' changed size since it was added (%llu -> %llu bytes)",
+                            s->name, (unsigned long long)s->bytes,
+                            (unsigned long long)sh.file_bytes);
+            s->bytes = sh.file_bytes;
+        }
+        s->samples = sh.n_records;
+        zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,
+                        (unsigned long long)s->samples, zpi_now() - t0);
+        zpi_shard_free(&sh);
+    }
+    update_offsets(ds);
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ hashing */
+
+static zp_status hash_file(zp_dataset *ds, const shard *s, uint64_t *out)
+{
+    if (s->remote)
+        return fail(ds, ZP_ERR_UNSUPPORTED, "shard '%s': remote storage not built", s->name);
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", s->name, s->path,
+                    strerror(e));
+    }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    char *buf = malloc(HASH_CHUNK);
+    XXH64_state_t *h = XXH64_createState();
+    zp_status st = ZP_OK;
+    if (!buf || !h) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory hashing shard '%s'", s->name);
+        goto out;
+    }
+    XXH64_reset(h, 0);
+    uint64_t off = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, HASH_CHUNK);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            st = fail(ds, ZP_ERR_IO, "shard '%s': read error at byte %llu: %s", s->name,
+                      (unsigned long long)off, strerror(e));
+            goto out;
+        }
+        if (r == 0)
+            break;
+        XXH64_update(h, buf, (size_t)r);
+        off += (uint64_t)r;
+    }
+    *out = XXH64_digest(h);
+out:
+    XXH64_freeState(h);
+    free(buf);
+    close(fd);
+    return st;
+}
+
+zp_status zp_dataset_verify(zp_dataset *ds)
+{
+    if (!ds)
+        return ZP_ERR_INVALID;
+    clear_err(ds);
+    for (size_t i = 0; i < ds->n; i++) {
+        const shard *s = &ds->shards[i];
+        if (!s->has_hash)
+            continue;
+        uint64_t h;
+        zp_status st = hash_file(ds, s, &h);
+        if (st != ZP_OK)
+            return st;
+        if (h != s->xxh64)
+            return fail(ds, ZP_ERR_FORMAT,
+                        "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
+                        "'%s' has %016llx",
+                        s->name, (unsigned long long)s->xxh64, s->path, (unsigned long long)h);
+    }
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ write manifest */
+
+/* The name to write for shard s in a manifest whose folder is mdir (as
+ * given, "" or ending in '/') and mdir_real (canonical, no trailing '/'):
+ *  1. URLs, and relative names that already resolve to the same file from
+ *     the manifest's folder, as named;
+ *  2. files under the manifest's folder, relative to it;
+ *  3. otherwise an absolute path.
+ * Caller frees. */
+static char *manifest_name(const shard *s, const char *mdir, const char *mdir_real)
+{
+    if (s->remote)
+        return zpi_strdup(s->name);
+    struct stat a, b;
+    if (s->name[0] != '/' && stat(s->path, &a) == 0) {
+        char *cand = join_path(mdir, s->name);
+        int same = cand && stat(cand, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        free(cand);
+        if (same)
+            return zpi_strdup(s->name);
+    }
+    /* Canonical folder of the shard + its base name (a symlinked file stays
+     * a name in its folder). */
+    char *sdir = dir_of(s->path);
+    if (!sdir)
+        return NULL;
+    const char *base = s->path + strlen(sdir);
+    char *real = realpath(*sdir ? sdir : ".", NULL);
+    free(sdir);
+    if (!real)
+        return NULL;
+    char *abs = join_path(real, base);
+    free(real);
+    if (!abs)
+        return NULL;
+    size_t m = strlen(mdir_real);
+    if (strcmp(mdir_real, "/") == 0)
+        m = 0;
+    if (strncmp(abs, mdir_real, m) == 0 && abs[m] == '/') {
+        char *rel = zpi_strdup(abs + m + 1);
+        free(abs);
+        return rel;
+    }
+    return abs;
+}
+
+zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash)
+{
+    if (!ds)
+        return ZP_ERR_INVALID;
+    if (!path || !*path)
+        return fail(ds, ZP_ERR_INVALID, "no manifest path given");
+    zp_status st = zp_dataset_index(ds);
+    if (st != ZP_OK)
+        return st;
+    char *mdir = dir_of(path);
+    char *mdir_real = mdir ? realpath(*mdir ? mdir : ".", NULL) : NULL;
+    int mdir_errno = errno;
+    char *tmp = NULL;
+    json_t *root = json_object();
+    json_t *arr = json_array();
+    if (!mdir || !root || !arr) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory writing manifest '%s'", path);
+        goto out;
+    }
+    if (!mdir_real) {
+        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot open its folder '%s': %s", path,
+                  *mdir ? mdir : ".", strerror(mdir_errno));
+        goto out;
+    }
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set(root, "shards", arr);
+    for (size_t i = 0; i < ds->n; i++) {
+        const shard *s = &ds->shards[i];
+        char *name = manifest_name(s, mdir, mdir_real);
+        if (!name) {
+            int e = errno;
+            st = fail(ds, ZP_ERR_IO, "shard '%s': cannot resolve '%s': %s", s->name, s->path,
+                      strerror(e));
+            goto out;
+        }
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_string(name));
+        free(name);
+        json_object_set_new(o, "format", json_string(s->fmt->name));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
+        json_object_set_new(o, "samples", json_integer((json_int_t)s->samples));
+        if (with_hash) {
+            uint64_t h;
+            st = hash_file(ds, s, &h);
+            if (st != ZP_OK) {
+                json_decref(o);
+                goto out;
+            }
+            char hex[17];
+            zpi_fmt(hex, sizeof hex, "%016llx", (unsigned long long)h);
+            json_object_set_new(o, "xxh64", json_string(hex));
+        }
+        if (json_array_append_new(arr, o) != 0) {
+            st = fail(ds, ZP_ERR_NOMEM, "out of memory writing manifest '%s'", path);
+            goto out;
+        }
+    }
+    /* Write beside the target and rename: readers never see half a file. */
+    size_t tl = strlen(path) + 32;
+    tmp = malloc(tl);
+    if (!tmp) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    zpi_fmt(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+    if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0) {
+        int e = errno;
+        unlink(tmp);
+        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot write: %s", path, strerror(e));
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot rename '%s' to it: %s", path, tmp,
+                  strerror(e));
+        goto out;
+    }
+out:
+    free(tmp);
+    json_decref(arr);
+    json_decref(root);
+    free(mdir_real);
+    free(mdir);
+    return st;
+}
+
+/* ------------------------------------------------------------ accessors */
+
+size_t zp_dataset_num_shards(const zp_dataset *ds) { return ds ? ds->n : 0; }
+
+uint64_t zp_dataset_num_samples(const zp_dataset *ds)
+{
+    if (!ds)
+        return 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < ds->n; i++) {
+        if (ds->shards[i].samples == UNKNOWN)
+            return UNKNOWN;
+        total += ds->shards[i].samples;
+    }
+    return total;
+}
+
+const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].name : NULL;
+}
+
+uint64_t zp_dataset_shard_samples(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].samples : UNKNOWN;
+}
+
+uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].bytes : 0;
+}
+
+static void put_u64(XXH64_state_t *h, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i)); /* little-endian on every host */
+    XXH64_update(h, b, sizeof b);
+}
+
+static void put_str(XXH64_state_t *h, const char *s)
+{
+    size_t n = strlen(s);
+    put_u64(h, n);
+    XXH64_update(h, s, n);
+}
+
+uint64_t zp_dataset_fingerprint(const zp_dataset *ds)
+{
+    if (!ds)
+        return 0;
+    XXH64_state_t *h = XXH64_createState();
+    if (!h)
+        return 0;
+    XXH64_reset(h, 0x7a6570686f6e3031ULL); /* "zephon01" */
+    put_u64(h, ds->n);
+    for (size_t i = 0; i < ds->n; i++) {
+        const shard *s = &ds->shards[i];
+        put_str(h, s->name);
+        put_str(h, s->fmt->name);
+        put_u64(h, s->bytes);
+        put_u64(h, s->samples);
+    }
+    uint64_t r = XXH64_digest(h);
+    XXH64_freeState(h);
+    return r;
+}
+
+const char *zp_dataset_errmsg(const zp_dataset *ds) { return ds ? ds->err : ""; }
+
+/* ------------------------------------------------------------ internal */
+
+const char *zpi_dataset_shard_path(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].path : NULL;
+}
+
+const zpi_format *zpi_dataset_shard_format(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].fmt : NULL;
+}
+
+uint64_t zpi_dataset_shard_offset(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].offset : UNKNOWN;
+}
+
+const zpi_load_limits *zpi_dataset_limits(const zp_dataset *ds) { return ds ? &ds->lim : NULL; }

@@ -1,0 +1,200 @@
+/*
+ * format.c - the table of shard formats, and the record index shared by the
+ * line-based formats (one JSON record per line).
+ *
+ * Thread safety: the table is immutable; a zpi_line_index belongs to one
+ * load (one thread).
+ */
+#include "format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Formats live in their own files; adding one is a line here. */
+extern const zpi_format zpi_format_jsonl;
+extern const zpi_format zpi_format_jsonl_zst;
+
+static const zpi_format *const formats[] = {
+    &zpi_format_jsonl,
+    &zpi_format_jsonl_zst,
+};
+#define N_FORMATS (sizeof formats / sizeof formats[0])
+
+int zpi_path_is_url(const char *path)
+{
+    if (!path)
+        return 0;
+    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
+           strncmp(path, "s3://", 5) == 0;
+}
+
+const zpi_format *zpi_format_for_path(const char *path)
+{
+    if (!path)
+        return NULL;
+    size_t n = strlen(path);
+    /* A URL's query or fragment ("...jsonl.zst?X-Amz-...") is not part of
+     * the file name. */
+    if (zpi_path_is_url(path)) {
+        size_t q = strcspn(path, "?#");
+        if (q < n)
+            n = q;
+    }
+    const zpi_format *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < N_FORMATS; i++) {
+        size_t sl = strlen(formats[i]->suffix);
+        if (sl <= n && sl > best_len && memcmp(path + n - sl, formats[i]->suffix, sl) == 0) {
+            best = formats[i];
+            best_len = sl;
+        }
+    }
+    return best;
+}
+
+const zpi_format *zpi_format_by_name(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (strcmp(formats[i]->name, name) == 0)
+            return formats[i];
+    return NULL;
+}
+
+void zpi_shard_free(zpi_shard *s)
+{
+    if (!s)
+        return;
+    free(s->data);
+    free(s->offsets);
+    s->data = NULL;
+    s->offsets = NULL;
+    s->data_len = 0;
+    s->n_records = 0;
+}
+
+/* ------------------------------------------------------------ line index */
+
+void zpi_line_index_init(zpi_line_index *ix, const char *name, const zpi_load_limits *lim)
+{
+    memset(ix, 0, sizeof *ix);
+    ix->name = name;
+    ix->lim = lim;
+}
+
+void zpi_line_index_free(zpi_line_index *ix)
+{
+    if (!ix)
+        return;
+    free(ix->offsets);
+    ix->offsets = NULL;
+    ix->n = ix->cap = 0;
+}
+
+static zp_status reserve(zpi_line_index *ix, size_t need, char *err, size_t errcap)
+{
+    if (need <= ix->cap)
+        return ZP_OK;
+    size_t cap = ix->cap ? ix->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    uint64_t *o = realloc(ix->offsets, cap * sizeof *o);
+    if (!o) {
+        zpi_fmt(err, errcap, "shard '%s': out of memory indexing %zu records", ix->name, need);
+        return ZP_ERR_NOMEM;
+    }
+    ix->offsets = o;
+    ix->cap = cap;
+    return ZP_OK;
+}
+
+static inline int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* Record the line data[start..end) (end excludes the newline). */
+static zp_status add_line(zpi_line_index *ix, const char *data, size_t start, size_t end, char *err,
+                          size_t errcap)
+{
+    size_t len = end - start;
+    size_t line = ix->n + 1;
+    if (len > ix->lim->max_record_bytes) {
+        zpi_fmt(err, errcap,
+                "shard '%s': line %zu is longer than max_record_bytes (%zu bytes > %zu) at byte %zu",
+                ix->name, line, len, ix->lim->max_record_bytes, start);
+        return ZP_ERR_LIMIT;
+    }
+    /* A record normally starts with '{': the whitespace scan only runs for
+     * the rare line that starts with whitespace. */
+    size_t p = start;
+    while (p < end && is_ws((unsigned char)data[p]))
+        p++;
+    if (p == end) {
+        zpi_fmt(err, errcap, "shard '%s': empty record at line %zu (byte %zu)", ix->name, line,
+                start);
+        return ZP_ERR_FORMAT;
+    }
+    zp_status st = reserve(ix, ix->n + 2, err, errcap); /* +1 for the end sentinel */
+    if (st != ZP_OK)
+        return st;
+    ix->offsets[ix->n++] = start;
+    return ZP_OK;
+}
+
+zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, char *err,
+                              size_t errcap)
+{
+    size_t pos = ix->scanned;
+    while (pos < len) {
+        const char *nl = memchr(data + pos, '\n', len - pos);
+        if (!nl)
+            break;
+        size_t end = (size_t)(nl - data);
+        zp_status st = add_line(ix, data, ix->line_start, end, err, errcap);
+        if (st != ZP_OK)
+            return st;
+        ix->line_start = end + 1;
+        pos = end + 1;
+    }
+    ix->scanned = len;
+    /* Fail a runaway line early instead of decoding the rest of it. */
+    if (len - ix->line_start > ix->lim->max_record_bytes) {
+        zpi_fmt(err, errcap,
+                "shard '%s': line %zu is longer than max_record_bytes (more than %zu bytes) at byte %zu",
+                ix->name, ix->n + 1, ix->lim->max_record_bytes, ix->line_start);
+        return ZP_ERR_LIMIT;
+    }
+    return ZP_OK;
+}
+
+zp_status zpi_line_index_finish(zpi_line_index *ix, const char *data, size_t len, zpi_shard *out,
+                                char *err, size_t errcap)
+{
+    zp_status st = zpi_line_index_feed(ix, data, len, err, errcap);
+    if (st != ZP_OK)
+        return st;
+    uint64_t end = len;
+    if (ix->line_start < len) {
+        /* A final line without newline is a record; its "newline" is the
+         * first padding byte. */
+        st = add_line(ix, data, ix->line_start, len, err, errcap);
+        if (st != ZP_OK)
+            return st;
+        ix->line_start = len;
+        end = (uint64_t)len + 1;
+    }
+    if (ix->n == 0 && !ix->lim->allow_empty) {
+        zpi_fmt(err, errcap, "shard '%s': no records (empty shard)", ix->name);
+        return ZP_ERR_FORMAT;
+    }
+    st = reserve(ix, ix->n + 1, err, errcap);
+    if (st != ZP_OK)
+        return st;
+    ix->offsets[ix->n] = end;
+    out->offsets = ix->offsets;
+    out->n_records = ix->n;
+    ix->offsets = NULL;
+    ix->n = ix->cap = 0;
+    return ZP_OK;
+}

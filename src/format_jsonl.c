@@ -1,0 +1,382 @@
+/*
+ * format_jsonl.c - the "jsonl" and "jsonl.zst" shard formats: one JSON
+ * record per line, plain or zstd-compressed (any number of frames,
+ * skippable frames ignored).
+ *
+ * A load reads the file in 1 MiB reads into one buffer (decompressing with
+ * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. JSON
+ * validity is not checked here: the fetch stage parses each record.
+ *
+ * Ownership: on success the caller owns out->data and out->offsets (release
+ * with zpi_shard_free()); on error nothing is left allocated.
+ * Thread safety: loads share no state; any number may run concurrently.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "format.h"
+#include "util.h"
+
+#define READ_CHUNK ((size_t)1 << 20) /* bytes per read() */
+
+/* read() that retries on EINTR and short reads; -1 on error. */
+static ssize_t read_full(int fd, char *buf, size_t want)
+{
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* Open path for reading. */
+static zp_status open_shard(const char *path, const char *name, int *fd, struct stat *st,
+                            char *err, size_t errcap)
+{
+    *fd = -1;
+    if (zpi_path_is_url(path)) {
+        zpi_fmt(err, errcap, "shard '%s': remote storage not built (cannot open '%s')", name,
+                path);
+        return ZP_ERR_UNSUPPORTED;
+    }
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
+        int e = errno;
+        zpi_fmt(err, errcap, "shard '%s': cannot open '%s': %s", name, path, strerror(e));
+        return ZP_ERR_IO;
+    }
+    if (fstat(f, st) != 0) {
+        int e = errno;
+        zpi_fmt(err, errcap, "shard '%s': cannot stat '%s': %s", name, path, strerror(e));
+        close(f);
+        return ZP_ERR_IO;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        zpi_fmt(err, errcap, "shard '%s': '%s' is not a regular file", name, path);
+        close(f);
+        return ZP_ERR_IO;
+    }
+    (void)posix_fadvise(f, 0, 0, POSIX_FADV_SEQUENTIAL);
+    *fd = f;
+    return ZP_OK;
+}
+
+/* Resize the data buffer to hold cap bytes plus the parser's padding. Large
+ * buffers ask for transparent huge pages: filling hundreds of MB of fresh
+ * memory otherwise costs one page fault per 4 KiB. */
+static zp_status resize(char **data, size_t cap, const char *name, char *err, size_t errcap)
+{
+    char *d = realloc(*data, cap + ZPI_JSON_PADDING);
+    if (!d) {
+        zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, cap);
+        return ZP_ERR_NOMEM;
+    }
+    *data = d;
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (cap >= 4 * huge) {
+        uintptr_t a = ((uintptr_t)d + huge - 1) & ~(huge - 1);
+        uintptr_t b = ((uintptr_t)d + cap) & ~(huge - 1);
+        if (b > a)
+            (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+    }
+    return ZP_OK;
+}
+
+static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t line, char *err,
+                         size_t errcap)
+{
+    zpi_fmt(err, errcap, "shard '%s': decoded size exceeds max_shard_bytes (%zu bytes) at line %zu",
+            name, lim->max_shard_bytes, line);
+    return ZP_ERR_LIMIT;
+}
+
+/* Zero the padding, give back a large unused tail and hand the buffer to
+ * out. */
+static void finish_data(char **data, size_t len, size_t cap, zpi_shard *out)
+{
+    if (cap - len > ((size_t)1 << 20)) {
+        char *d = realloc(*data, len + ZPI_JSON_PADDING);
+        if (d)
+            *data = d;
+    }
+    memset(*data + len, 0, ZPI_JSON_PADDING);
+    out->data = *data;
+    out->data_len = len;
+    *data = NULL;
+}
+
+static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
+                            zpi_shard *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int fd;
+    struct stat sb;
+    zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
+    if (st != ZP_OK)
+        return st;
+    if ((uint64_t)sb.st_size > lim->max_shard_bytes) {
+        close(fd);
+        zpi_fmt(err, errcap, "shard '%s': %llu bytes exceed max_shard_bytes (%zu bytes)", name,
+                (unsigned long long)sb.st_size, lim->max_shard_bytes);
+        return ZP_ERR_LIMIT;
+    }
+    size_t cap = (size_t)sb.st_size;
+    char *data = NULL;
+    size_t len = 0;
+    zpi_line_index ix;
+    zpi_line_index_init(&ix, name, lim);
+    st = resize(&data, cap, name, err, errcap);
+    double t_read = 0;
+    while (st == ZP_OK) {
+        if (len == cap) {
+            /* The expected size is read: one probe read tells EOF from a
+             * file that grew while we read it. */
+            char probe;
+            double t0 = zpi_now();
+            ssize_t r = read_full(fd, &probe, 1);
+            t_read += zpi_now() - t0;
+            if (r < 0) {
+                int e = errno;
+                zpi_fmt(err, errcap, "shard '%s': read error at byte %zu: %s", name, len,
+                        strerror(e));
+                st = ZP_ERR_IO;
+                break;
+            }
+            if (r == 0)
+                break;
+            size_t ncap = cap + cap / 2 + READ_CHUNK;
+            st = resize(&data, ncap, name, err, errcap);
+            if (st != ZP_OK)
+                break;
+            cap = ncap;
+            data[len++] = probe;
+        }
+        size_t want = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
+        double t0 = zpi_now();
+        ssize_t r = read_full(fd, data + len, want);
+        t_read += zpi_now() - t0;
+        if (r < 0) {
+            int e = errno;
+            zpi_fmt(err, errcap, "shard '%s': read error at byte %zu: %s", name, len, strerror(e));
+            st = ZP_ERR_IO;
+            break;
+        }
+        len += (size_t)r;
+        if (len > lim->max_shard_bytes) {
+            st = too_big(name, lim, ix.n + 1, err, errcap);
+            break;
+        }
+        st = zpi_line_index_feed(&ix, data, len, err, errcap);
+        if (r == 0 || (size_t)r < want)
+            break; /* EOF */
+    }
+    close(fd);
+    if (st == ZP_OK)
+        st = zpi_line_index_finish(&ix, data, len, out, err, errcap);
+    if (st != ZP_OK) {
+        zpi_line_index_free(&ix);
+        free(data);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    finish_data(&data, len, cap, out);
+    out->file_bytes = len;
+    out->read_seconds = t_read;
+    out->decompress_seconds = 0;
+    return ZP_OK;
+}
+
+/* Smallest power of two >= x, as a log2 (for the zstd window limit). */
+static int log2_ceil(size_t x)
+{
+    int l = 0;
+    while (l < 63 && ((size_t)1 << l) < x)
+        l++;
+    return l;
+}
+
+static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
+                          zpi_shard *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int fd;
+    struct stat sb;
+    zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
+    if (st != ZP_OK)
+        return st;
+
+    char *inbuf = malloc(READ_CHUNK);
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    char *data = NULL;
+    size_t len = 0, cap = 0;
+    zpi_line_index ix;
+    zpi_line_index_init(&ix, name, lim);
+    if (!inbuf || !dctx) {
+        zpi_fmt(err, errcap, "shard '%s': out of memory", name);
+        st = ZP_ERR_NOMEM;
+        goto done;
+    }
+    /* Frames may use windows up to the shard limit (e.g. zstd --long), and
+     * no more: a hostile header cannot make us reserve more than that. */
+    {
+        int wl = log2_ceil(lim->max_shard_bytes);
+        ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
+        if (!ZSTD_isError(b.error) && wl > b.upperBound)
+            wl = b.upperBound;
+        if (wl > 27) /* 27 is the default; only ever raise it */
+            (void)ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, wl);
+    }
+
+    const size_t limit = lim->max_shard_bytes < SIZE_MAX - ZPI_JSON_PADDING - 1
+                             ? lim->max_shard_bytes + 1
+                             : lim->max_shard_bytes;
+    const size_t min_space = ZSTD_DStreamOutSize();
+    ZSTD_inBuffer in = {inbuf, 0, 0};
+    uint64_t consumed = 0; /* compressed bytes consumed before the current chunk */
+    int eof = 0, need_flush = 0, first = 1;
+    size_t last_ret = 0;
+    double t_read = 0, t_dec = 0;
+
+    for (;;) {
+        if (in.pos == in.size && !need_flush) {
+            if (eof)
+                break;
+            consumed += in.size;
+            double t0 = zpi_now();
+            ssize_t r = read_full(fd, inbuf, READ_CHUNK);
+            t_read += zpi_now() - t0;
+            if (r < 0) {
+                int e = errno;
+                zpi_fmt(err, errcap, "shard '%s': read error at byte %llu: %s", name,
+                        (unsigned long long)consumed, strerror(e));
+                st = ZP_ERR_IO;
+                goto done;
+            }
+            in.size = (size_t)r;
+            in.pos = 0;
+            if ((size_t)r < READ_CHUNK)
+                eof = 1;
+            if (first) {
+                /* First guess of the decoded size: the first frame's content
+                 * size when its header says, and at least 4x the file (text
+                 * compresses 3-5x). Untouched capacity costs no memory, and
+                 * glibc grows large blocks with mremap, not copies. */
+                unsigned long long fcs = r > 0 ? ZSTD_getFrameContentSize(inbuf, (size_t)r)
+                                               : ZSTD_CONTENTSIZE_UNKNOWN;
+                uint64_t guess = (uint64_t)sb.st_size * 4;
+                if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR &&
+                    fcs > guess)
+                    guess = fcs;
+                if (guess < min_space)
+                    guess = min_space;
+                if (guess > limit)
+                    guess = limit;
+                cap = (size_t)guess;
+                st = resize(&data, cap, name, err, errcap);
+                if (st != ZP_OK)
+                    goto done;
+                first = 0;
+            }
+            continue;
+        }
+        if (cap - len < min_space && cap < limit) {
+            size_t ncap = cap + cap / 2;
+            if (ncap < cap + min_space)
+                ncap = cap + min_space;
+            if (ncap > limit)
+                ncap = limit;
+            st = resize(&data, ncap, name, err, errcap);
+            if (st != ZP_OK)
+                goto done;
+            cap = ncap;
+        }
+        ZSTD_outBuffer ob = {data, cap, len};
+        const size_t in_pos0 = in.pos;
+        double t0 = zpi_now();
+        size_t ret = ZSTD_decompressStream(dctx, &ob, &in);
+        t_dec += zpi_now() - t0;
+        if (ZSTD_isError(ret)) {
+            if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge) {
+                zpi_fmt(err, errcap,
+                        "shard '%s': zstd frame needs a window larger than max_shard_bytes "
+                        "(%zu bytes) after line %zu (decoded byte %zu, file bytes %llu-%llu): %s",
+                        name, lim->max_shard_bytes, ix.n, ix.line_start,
+                        (unsigned long long)(consumed + in_pos0),
+                        (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
+                st = ZP_ERR_LIMIT;
+            } else {
+                zpi_fmt(err, errcap,
+                        "shard '%s': corrupt zstd frame after line %zu (decoded byte %zu, "
+                        "file bytes %llu-%llu): %s",
+                        name, ix.n, ix.line_start, (unsigned long long)(consumed + in_pos0),
+                        (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
+                st = ZP_ERR_FORMAT;
+            }
+            goto done;
+        }
+        len = ob.pos;
+        /* A full output buffer may hide decoded bytes still inside zstd,
+         * unless the call ended a frame (ret == 0): then nothing is left,
+         * and calling again without input would start reading a next frame. */
+        need_flush = ob.pos == ob.size && ret != 0;
+        last_ret = ret;
+        if (len > lim->max_shard_bytes) {
+            st = too_big(name, lim, ix.n + 1, err, errcap);
+            goto done;
+        }
+        st = zpi_line_index_feed(&ix, data, len, err, errcap);
+        if (st != ZP_OK)
+            goto done;
+    }
+    consumed += in.size;
+    if (last_ret != 0) {
+        zpi_fmt(err, errcap,
+                "shard '%s': truncated zstd frame after line %zu (decoded byte %zu, file byte %llu)",
+                name, ix.n, ix.line_start, (unsigned long long)consumed);
+        st = ZP_ERR_FORMAT;
+        goto done;
+    }
+    if (!data) { /* empty file */
+        cap = 0;
+        st = resize(&data, cap, name, err, errcap);
+        if (st != ZP_OK)
+            goto done;
+    }
+    st = zpi_line_index_finish(&ix, data, len, out, err, errcap);
+    if (st != ZP_OK)
+        goto done;
+    finish_data(&data, len, cap, out);
+    out->file_bytes = consumed;
+    out->read_seconds = t_read;
+    out->decompress_seconds = t_dec;
+
+done:
+    close(fd);
+    ZSTD_freeDCtx(dctx);
+    free(inbuf);
+    if (st != ZP_OK) {
+        zpi_line_index_free(&ix);
+        free(data);
+        memset(out, 0, sizeof *out);
+    }
+    return st;
+}
+
+const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain};
+const zpi_format zpi_format_jsonl_zst = {"jsonl.zst", ".jsonl.zst", load_zst};

@@ -1,0 +1,410 @@
+/*
+ * observe.c - histograms, snapshots and their JSON renderings.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "observe_internal.h"
+#include "pipeline_internal.h"
+#include "util.h"
+
+/* ------------------------------------------------------------ histograms */
+
+size_t zp_hist_bucket(uint64_t v)
+{
+    if (v < ZP_HIST_SUB)
+        return (size_t)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v);
+    if (e >= ZP_HIST_MAX_EXP)
+        return ZP_HIST_BUCKETS - 1;
+    unsigned sub = (unsigned)(v >> (e - 4)) & (ZP_HIST_SUB - 1);
+    return ZP_HIST_SUB + (size_t)(e - 4) * ZP_HIST_SUB + sub;
+}
+
+void zp_hist_bucket_range(size_t b, uint64_t *lo, uint64_t *hi)
+{
+    if (b < ZP_HIST_SUB) {
+        *lo = *hi = b;
+        return;
+    }
+    if (b >= ZP_HIST_BUCKETS)
+        b = ZP_HIST_BUCKETS - 1;
+    unsigned e = (unsigned)((b - ZP_HIST_SUB) / ZP_HIST_SUB) + 4;
+    uint64_t sub = (b - ZP_HIST_SUB) % ZP_HIST_SUB;
+    *lo = (ZP_HIST_SUB + sub) << (e - 4);
+    *hi = *lo + ((uint64_t)1 << (e - 4)) - 1;
+}
+
+void zp_hist_init(zp_hist *h)
+{
+    memset(h, 0, sizeof *h);
+    h->min_ns = UINT64_MAX;
+}
+
+void zp_hist_record(zp_hist *h, uint64_t ns)
+{
+    h->count++;
+    h->sum_ns += ns;
+    if (ns < h->min_ns)
+        h->min_ns = ns;
+    if (ns > h->max_ns)
+        h->max_ns = ns;
+    h->buckets[zp_hist_bucket(ns)]++;
+}
+
+void zp_hist_merge(zp_hist *dst, const zp_hist *src)
+{
+    dst->count += src->count;
+    dst->sum_ns += src->sum_ns;
+    if (src->min_ns < dst->min_ns)
+        dst->min_ns = src->min_ns;
+    if (src->max_ns > dst->max_ns)
+        dst->max_ns = src->max_ns;
+    for (size_t i = 0; i < ZP_HIST_BUCKETS; i++)
+        dst->buckets[i] += src->buckets[i];
+}
+
+uint64_t zp_hist_quantile(const zp_hist *h, double q)
+{
+    if (!h->count)
+        return 0;
+    if (q <= 0)
+        return h->min_ns;
+    if (q >= 1)
+        return h->max_ns;
+    uint64_t rank = (uint64_t)ceil(q * (double)h->count);
+    if (rank < 1)
+        rank = 1;
+    uint64_t seen = 0;
+    for (size_t b = 0; b < ZP_HIST_BUCKETS; b++) {
+        seen += h->buckets[b];
+        if (seen >= rank) {
+            uint64_t lo, hi;
+            zp_hist_bucket_range(b, &lo, &hi);
+            if (hi > h->max_ns)
+                hi = h->max_ns;
+            if (hi < h->min_ns)
+                hi = h->min_ns;
+            return hi;
+        }
+    }
+    return h->max_ns;
+}
+
+void zpi_ahist_init(zpi_ahist *h)
+{
+    memset(h, 0, sizeof *h);
+    atomic_store_explicit(&h->min, UINT64_MAX, memory_order_relaxed);
+}
+
+void zpi_ahist_record(zpi_ahist *h, uint64_t ns)
+{
+    zpi_ctr_add(&h->count, 1);
+    zpi_ctr_add(&h->sum, ns);
+    if (ns < zpi_ctr_get(&h->min))
+        atomic_store_explicit(&h->min, ns, memory_order_relaxed);
+    if (ns > zpi_ctr_get(&h->max))
+        atomic_store_explicit(&h->max, ns, memory_order_relaxed);
+    zpi_ctr_add(&h->buckets[zp_hist_bucket(ns)], 1);
+}
+
+void zpi_ahist_read(const zpi_ahist *h, zp_hist *dst)
+{
+    zp_hist t;
+    t.count = zpi_ctr_get(&h->count);
+    t.sum_ns = zpi_ctr_get(&h->sum);
+    t.min_ns = zpi_ctr_get(&h->min);
+    t.max_ns = zpi_ctr_get(&h->max);
+    for (size_t i = 0; i < ZP_HIST_BUCKETS; i++)
+        t.buckets[i] = zpi_ctr_get(&h->buckets[i]);
+    zp_hist_merge(dst, &t);
+}
+
+/* ------------------------------------------------------------ snapshots */
+
+zp_status zp_pipeline_enable_observability(zp_pipeline *p)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    if (p->started || p->final_set)
+        return ZP_ERR_STATE;
+    p->observe = 1;
+    return ZP_OK;
+}
+
+zp_status zpi_obs_create(zp_pipeline *p)
+{
+    zpi_obs *o = calloc(1, sizeof *o);
+    if (!o)
+        return ZP_ERR_NOMEM;
+    o->threads = p->threads;
+    o->th = aligned_alloc(64, ((sizeof *o->th * (size_t)p->threads) + 63) / 64 * 64);
+    if (!o->th) {
+        free(o);
+        return ZP_ERR_NOMEM;
+    }
+    memset(o->th, 0, sizeof *o->th * (size_t)p->threads);
+    for (int i = 0; i < p->threads; i++) {
+        zpi_ahist_init(&o->th[i].open_hist);
+        zpi_ahist_init(&o->th[i].record_hist);
+        zpi_ahist_init(&o->th[i].pf_hist);
+    }
+    o->t_start = zpi_now_ns();
+    for (int s = 0; s < ZPI_OBS_STAGES; s++)
+        o->stage[s].t_last = o->t_start;
+    p->obs = o;
+    return ZP_OK;
+}
+
+void zpi_obs_destroy(zp_pipeline *p)
+{
+    if (p->obs) {
+        free(p->obs->th);
+        free(p->obs);
+        p->obs = NULL;
+    }
+}
+
+/* Under mu: account the time since the stage's last change. */
+void zpi_obs_stage_tick(zp_pipeline *p, int s, uint64_t now)
+{
+    zpi_obs_stage *os = &p->obs->stage[s];
+    const zpi_stage *st = &p->stages[s];
+    double dt = (double)(now - os->t_last);
+    if (now <= os->t_last)
+        return;
+    if (st->queued == 0 && st->running < st->parallelism)
+        os->starved_ns += dt * (double)(st->parallelism - st->running);
+    os->queue_area += dt * (double)st->queued;
+    os->t_last = now;
+}
+
+static void require_started(zp_pipeline *p, uint64_t *now, double *wall)
+{
+    *now = zpi_now_ns();
+    *wall = (double)(*now - p->obs->t_start) * 1e-9;
+    if (*wall <= 0)
+        *wall = 1e-9;
+}
+
+zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
+{
+    if (!p || !m)
+        return ZP_ERR_INVALID;
+    if (!p->observe)
+        return ZP_ERR_STATE;
+    memset(m, 0, sizeof *m);
+    if (!p->obs) { /* not started yet */
+        m->n_ops = 0;
+        return ZP_OK;
+    }
+    zpi_obs *o = p->obs;
+    uint64_t now;
+    double wall;
+    require_started(p, &now, &wall);
+    m->wall_seconds = wall;
+    m->threads = (uint32_t)p->threads;
+    zp_pipeline_counts c;
+    zp_pipeline_get_counts(p, &c);
+    m->batches = c.batches;
+    m->samples = c.samples;
+    m->tokens = c.tokens;
+    uint64_t first = zpi_ctr_get(&o->first_batch_ns);
+    m->time_to_first_batch = (double)first * 1e-9;
+    m->stall_seconds = (double)zpi_ctr_get(&o->stall_ns) * 1e-9;
+    double since_first = first ? wall - m->time_to_first_batch : 0;
+    m->stall_fraction = since_first > 0 ? m->stall_seconds / since_first : 0;
+    m->batches_per_second = (double)m->batches / wall;
+    m->samples_per_second = (double)m->samples / wall;
+
+    pthread_mutex_lock(&p->mu);
+    int n = p->n_stages;
+    for (int s = 0; s < n && s < ZP_OBS_MAX_OPS - 1; s++) {
+        zpi_obs_stage_tick(p, s, now);
+        zp_op_metrics *op = &m->ops[s];
+        const zpi_stage *st = &p->stages[s];
+        zpi_fmt(op->name, sizeof op->name, "%s", st->name);
+        op->parallelism = (uint32_t)st->parallelism;
+        op->starved_seconds = o->stage[s].starved_ns * 1e-9;
+        op->blocked_seconds = o->stage[s].blocked_ns * 1e-9;
+        op->queue_now = (uint32_t)st->queued;
+        op->queue_max = o->stage[s].queue_max;
+        op->queue_mean = o->stage[s].queue_area / (double)(now - o->t_start);
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (int s = 0; s < n && s < ZP_OBS_MAX_OPS - 1; s++) {
+        zp_op_metrics *op = &m->ops[s];
+        uint64_t busy = 0, in = 0, out = 0;
+        for (int t = 0; t < o->threads; t++) {
+            busy += zpi_ctr_get(&o->th[t].busy_ns[s]);
+            in += zpi_ctr_get(&o->th[t].items_in[s]);
+            out += zpi_ctr_get(&o->th[t].items_out[s]);
+        }
+        op->busy_seconds = (double)busy * 1e-9;
+        op->items_in = in;
+        op->items_out = out;
+        op->items_per_second = (double)out / wall;
+        op->utilization = op->busy_seconds / ((double)op->parallelism * wall);
+    }
+    /* the ordered batch stage */
+    zp_op_metrics *b = &m->ops[n < ZP_OBS_MAX_OPS - 1 ? n : ZP_OBS_MAX_OPS - 1];
+    zpi_fmt(b->name, sizeof b->name, "batch");
+    b->parallelism = 1;
+    b->busy_seconds = (double)zpi_ctr_get(&o->batch_busy_ns) * 1e-9;
+    b->blocked_seconds = (double)zpi_ctr_get(&o->batch_blocked_ns) * 1e-9;
+    b->starved_seconds = wall - b->busy_seconds - b->blocked_seconds;
+    if (b->starved_seconds < 0)
+        b->starved_seconds = 0;
+    b->items_in = zpi_ctr_get(&o->batch_items);
+    b->items_out = b->items_in;
+    b->items_per_second = (double)b->items_out / wall;
+    b->utilization = b->busy_seconds / wall;
+    pthread_mutex_lock(&p->qmu);
+    size_t ready = 0;
+    for (zpi_batchbuf *bb = p->ready_head; bb; bb = bb->next)
+        ready++;
+    pthread_mutex_unlock(&p->qmu);
+    b->queue_now = (uint32_t)ready;
+    b->queue_max = (uint32_t)p->cfg.prefetch_batches;
+    m->n_ops = (uint32_t)(n < ZP_OBS_MAX_OPS - 1 ? n + 1 : ZP_OBS_MAX_OPS);
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
+{
+    if (!p || !f)
+        return ZP_ERR_INVALID;
+    if (!p->observe)
+        return ZP_ERR_STATE;
+    memset(f, 0, sizeof *f);
+    zp_hist_init(&f->open_ns);
+    zp_hist_init(&f->record_ns);
+    f->slowest_shard = -1;
+    if (!p->obs)
+        return ZP_OK;
+    zpi_obs *o = p->obs;
+    uint64_t slow = 0;
+    for (int t = 0; t < o->threads; t++) {
+        const zpi_obs_thread *th = &o->th[t];
+        f->shards_opened += zpi_ctr_get(&th->shards_opened);
+        f->open_seconds += (double)zpi_ctr_get(&th->open_ns) * 1e-9;
+        f->read_seconds += (double)zpi_ctr_get(&th->read_ns) * 1e-9;
+        f->decompress_seconds += (double)zpi_ctr_get(&th->decompress_ns) * 1e-9;
+        f->wait_seconds += (double)zpi_ctr_get(&th->wait_ns) * 1e-9;
+        f->bytes_compressed += zpi_ctr_get(&th->bytes_compressed);
+        f->bytes_uncompressed += zpi_ctr_get(&th->bytes_uncompressed);
+        f->records += zpi_ctr_get(&th->records);
+        f->fetch_seconds += (double)zpi_ctr_get(&th->busy_ns[0]) * 1e-9;
+        uint64_t sl = zpi_ctr_get(&th->slowest_ns);
+        if (sl > slow) {
+            slow = sl;
+            f->slowest_shard = (int64_t)zpi_ctr_get(&th->slowest_shard_plus1) - 1;
+        }
+        zpi_ahist_read(&th->open_hist, &f->open_ns);
+        zpi_ahist_read(&th->record_hist, &f->record_ns);
+    }
+    f->slowest_shard_seconds = (double)slow * 1e-9;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timing *f)
+{
+    if (!p || !f)
+        return ZP_ERR_INVALID;
+    if (!p->observe)
+        return ZP_ERR_STATE;
+    memset(f, 0, sizeof *f);
+    zp_hist_init(&f->latency_ns);
+    if (!p->obs)
+        return ZP_OK;
+    zpi_obs *o = p->obs;
+    for (int t = 0; t < o->threads; t++) {
+        const zpi_obs_thread *th = &o->th[t];
+        f->downloads += zpi_ctr_get(&th->pf_downloads);
+        f->bytes += zpi_ctr_get(&th->pf_bytes);
+        f->wait_seconds += (double)zpi_ctr_get(&th->wait_ns) * 1e-9;
+        zpi_ahist_read(&th->pf_hist, &f->latency_ns);
+    }
+    zpi_shard_cache_stats cs;
+    zpi_shard_cache_stats_get(p->cache, &cs);
+    f->cache_hits = cs.hits;
+    f->cache_misses = cs.misses;
+    f->cache_evictions = cs.evictions;
+    f->cache_bytes = cs.bytes_resident;
+    f->retries = 0; /* local storage has no transfers to retry */
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static json_t *hist_json(const zp_hist *h)
+{
+    return json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:f}", "count", (json_int_t)h->count,
+                     "mean_s", h->count ? (double)h->sum_ns / (double)h->count * 1e-9 : 0.0,
+                     "p50_s", (double)zp_hist_quantile(h, 0.50) * 1e-9,
+                     "p90_s", (double)zp_hist_quantile(h, 0.90) * 1e-9,
+                     "p99_s", (double)zp_hist_quantile(h, 0.99) * 1e-9,
+                     "max_s", (double)h->max_ns * 1e-9,
+                     "min_s", h->count ? (double)h->min_ns * 1e-9 : 0.0);
+}
+
+static zp_status dump(json_t *j, char **out)
+{
+    if (!j)
+        return ZP_ERR_NOMEM;
+    *out = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    return *out ? ZP_OK : ZP_ERR_NOMEM;
+}
+
+zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
+{
+    json_t *ops = json_array();
+    for (uint32_t i = 0; i < m->n_ops && i < ZP_OBS_MAX_OPS; i++) {
+        const zp_op_metrics *op = &m->ops[i];
+        json_array_append_new(
+            ops, json_pack("{s:s,s:i,s:I,s:I,s:f,s:f,s:f,s:i,s:f,s:i,s:f,s:f}", "name", op->name,
+                           "parallelism", (int)op->parallelism, "items_in", (json_int_t)op->items_in,
+                           "items_out", (json_int_t)op->items_out, "busy_seconds", op->busy_seconds,
+                           "starved_seconds", op->starved_seconds, "blocked_seconds",
+                           op->blocked_seconds, "queue_now", (int)op->queue_now, "queue_mean",
+                           op->queue_mean, "queue_max", (int)op->queue_max, "items_per_second",
+                           op->items_per_second, "utilization", op->utilization));
+    }
+    json_t *j = json_pack(
+        "{s:s,s:f,s:f,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:i,s:o}", "snapshot", "metrics", "wall_seconds",
+        m->wall_seconds, "time_to_first_batch", m->time_to_first_batch, "batches",
+        (json_int_t)m->batches, "samples", (json_int_t)m->samples, "tokens", (json_int_t)m->tokens,
+        "stall_seconds", m->stall_seconds, "stall_fraction", m->stall_fraction, "batches_per_second",
+        m->batches_per_second, "samples_per_second", m->samples_per_second, "threads",
+        (int)m->threads, "operators", ops);
+    return dump(j, out);
+}
+
+zp_status zp_fetch_timing_json(const zp_fetch_timing *f, char **out)
+{
+    json_t *j = json_pack(
+        "{s:s,s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:o,s:o,s:I,s:f}", "snapshot", "fetch_timing",
+        "shards_opened", (json_int_t)f->shards_opened, "open_seconds", f->open_seconds,
+        "read_seconds", f->read_seconds, "decompress_seconds", f->decompress_seconds,
+        "wait_seconds", f->wait_seconds, "fetch_seconds", f->fetch_seconds, "bytes_compressed",
+        (json_int_t)f->bytes_compressed, "bytes_uncompressed", (json_int_t)f->bytes_uncompressed,
+        "records", (json_int_t)f->records, "shard_open", hist_json(&f->open_ns), "record_read",
+        hist_json(&f->record_ns), "slowest_shard", (json_int_t)f->slowest_shard,
+        "slowest_shard_seconds", f->slowest_shard_seconds);
+    return dump(j, out);
+}
+
+zp_status zp_prefetch_timing_json(const zp_prefetch_timing *f, char **out)
+{
+    json_t *j = json_pack("{s:s,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:f}", "snapshot",
+                          "prefetch_timing", "downloads", (json_int_t)f->downloads, "bytes",
+                          (json_int_t)f->bytes, "latency", hist_json(&f->latency_ns), "retries",
+                          (json_int_t)f->retries, "cache_hits", (json_int_t)f->cache_hits,
+                          "cache_misses", (json_int_t)f->cache_misses, "cache_evictions",
+                          (json_int_t)f->cache_evictions, "cache_bytes",
+                          (json_int_t)f->cache_bytes, "wait_seconds", f->wait_seconds);
+    return dump(j, out);
+}

@@ -1,0 +1,284 @@
+/*
+ * tok_internal.h - the tokenizer's private data structures, shared by
+ * tok_vocab.c (building the tables from a vocabulary) and tok_encode.c
+ * (pre-tokenizer, BPE, cache, encoder). Not installed.
+ *
+ * A zp_tokenizer is built once and then only read: every table below is
+ * immutable after zpi_tok_build_finish() returns, so any number of encoders
+ * in any number of threads may use one tokenizer without locking.
+ */
+#ifndef ZP_TOKENIZER_TOK_INTERNAL_H
+#define ZP_TOKENIZER_TOK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "zephon/tokenizer.h"
+
+#define ZPI_TOK_NONE UINT32_MAX
+/* Ids and ranks must stay below this: a pair-map slot packs two ids and a
+ * rank in 21 bits each. */
+#define ZPI_TOK_ID_BITS 21
+#define ZPI_TOK_MAX_IDS (1u << ZPI_TOK_ID_BITS)
+#define ZPI_TOK_ID_MASK (ZPI_TOK_MAX_IDS - 1)
+
+/* Merge semantics. */
+typedef enum zpi_tok_mode {
+    /* tiktoken: a piece that is a whole token is that token; otherwise merge,
+     * lowest rank first (leftmost on ties), the adjacent pair whose
+     * concatenated bytes form the token of lowest rank. Used for "gpt2" and
+     * *.tiktoken files (rank == id). */
+    ZPI_TOK_TIKTOKEN = 0,
+    /* Hugging Face merges.txt: merge, lowest merge line first (leftmost on
+     * ties), only the pairs listed in merges.txt; no whole-piece shortcut. */
+    ZPI_TOK_HF_MERGES = 1
+} zpi_tok_mode;
+
+/* id -> bytes: blob[off .. off+len). off == ZPI_TOK_NONE: no such id (a hole
+ * in a rank file). */
+typedef struct zpi_tok_span {
+    uint32_t off;
+    uint32_t len;
+} zpi_tok_span;
+
+
+struct zp_tokenizer {
+    zp_tokenizer_config cfg;
+    zpi_tok_mode mode;
+    uint32_t n_ids;       /* vocabulary size: ids are 0 .. n_ids-1 */
+    int32_t eot;          /* end-of-text id */
+    uint32_t max_token_len;
+    uint32_t byte_id[256]; /* id of each single-byte token */
+
+    zpi_tok_span *span; /* n_ids entries, owned */
+    uint8_t *blob;      /* token bytes, owned */
+    size_t blob_len, blob_cap;
+
+    /* bytes -> id: open addressing, linear probing. Slot = (hash tag << 32) |
+     * (id + 1); 0 is empty. Only tokens that BPE can produce are in it (not
+     * special tokens such as <|endoftext|> of rank files). Owned. */
+    uint64_t *vmap;
+    uint32_t vmap_mask;
+    uint32_t vmap_count;
+
+    /* (left id, right id) -> merge rank: open addressing, linear probing,
+     * load <= 1/2. Slot = 1 << 63 | left << 42 | right << 21 | rank; 0 is
+     * empty. Owned. */
+    uint64_t *pmap;
+    uint32_t pmap_mask;
+    uint32_t pmap_count;
+    unsigned pmap_shift; /* 64 - log2(capacity) */
+
+    /* rank -> merged id, for merges.txt vocabularies (rank = merge line);
+     * NULL when rank == merged id (tiktoken). merge_cap entries. Owned. */
+    uint32_t *merge_id;
+    uint32_t merge_cap;
+
+    /* rank of the merge of two single bytes, [first << 8 | second]: the
+     * first round of every merge, without hashing. 65536 entries. Owned. */
+    uint32_t *bp_rank;
+};
+
+/* ------------------------------------------------------------ hashing */
+
+static inline uint64_t zpi_tok_load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t zpi_tok_load32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint64_t zpi_tok_mulfold(uint64_t a, uint64_t b)
+{
+    __uint128_t r = (__uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* Hash of a byte string, fast for short strings (one or two multiplies up
+ * to 16 bytes). Never reads outside p[0..n). */
+static inline uint64_t zpi_tok_hash(const uint8_t *p, size_t n)
+{
+    const uint64_t k0 = 0x9E3779B97F4A7C15ULL, k1 = 0xC2B2AE3D27D4EB4FULL,
+                   k2 = 0x165667B19E3779F9ULL;
+    uint64_t a, b;
+    if (n <= 16) {
+        if (n >= 8) {
+            a = zpi_tok_load64(p);
+            b = zpi_tok_load64(p + n - 8);
+        } else if (n >= 4) {
+            a = zpi_tok_load32(p);
+            b = zpi_tok_load32(p + n - 4);
+        } else if (n > 0) {
+            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+        return zpi_tok_mulfold(a ^ k1 ^ n, b ^ k0) * k2;
+    }
+    uint64_t h = n * k0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        h = zpi_tok_mulfold(zpi_tok_load64(p + i) ^ k1 ^ h, zpi_tok_load64(p + i + 8) ^ k0);
+    a = zpi_tok_load64(p + n - 16);
+    b = zpi_tok_load64(p + n - 8);
+    return zpi_tok_mulfold(a ^ k1 ^ h, b ^ k2) * k2;
+}
+
+/* The 43-bit key of pair (a, b): a slot's bits 21..63. */
+static inline uint64_t zpi_tok_pair_key(uint32_t a, uint32_t b)
+{
+    return (1ULL << 42) | ((uint64_t)a << ZPI_TOK_ID_BITS) | b;
+}
+
+static inline uint32_t zpi_tok_pair_home(const zp_tokenizer *t, uint64_t key)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ULL) >> t->pmap_shift);
+}
+
+/* Rank of the merge of adjacent ids (a, b); ZPI_TOK_NONE when they never
+ * merge. */
+static inline uint32_t zpi_tok_pair(const zp_tokenizer *t, uint32_t a, uint32_t b)
+{
+    uint64_t key = zpi_tok_pair_key(a, b);
+    uint32_t i = zpi_tok_pair_home(t, key);
+    for (;;) {
+        uint64_t s = t->pmap[i];
+        if ((s >> ZPI_TOK_ID_BITS) == key)
+            return (uint32_t)s & ZPI_TOK_ID_MASK;
+        if (s == 0)
+            return ZPI_TOK_NONE;
+        i = (i + 1) & t->pmap_mask;
+    }
+}
+
+/* The id a merge of rank `rank` makes. */
+static inline uint32_t zpi_tok_merged(const zp_tokenizer *t, uint32_t rank)
+{
+    return t->merge_id ? t->merge_id[rank] : rank;
+}
+
+/* a[0..n) == b[0..n)? Inlined for the short strings compared here. */
+static inline int zpi_tok_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 < n; i += 8)
+            if (zpi_tok_load64(a + i) != zpi_tok_load64(b + i))
+                return 0;
+        return zpi_tok_load64(a + n - 8) == zpi_tok_load64(b + n - 8);
+    }
+    if (n >= 4)
+        return zpi_tok_load32(a) == zpi_tok_load32(b) &&
+               zpi_tok_load32(a + n - 4) == zpi_tok_load32(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* The id of the token whose bytes are p[0..n) (h = zpi_tok_hash(p, n)), or
+ * ZPI_TOK_NONE. */
+static inline uint32_t zpi_tok_find(const zp_tokenizer *t, const uint8_t *p, size_t n, uint64_t h)
+{
+    uint32_t tag = (uint32_t)(h >> 32);
+    uint32_t i = (uint32_t)h & t->vmap_mask;
+    for (;;) {
+        uint64_t s = t->vmap[i];
+        if (s == 0)
+            return ZPI_TOK_NONE;
+        if ((uint32_t)(s >> 32) == tag) {
+            uint32_t id = (uint32_t)s - 1;
+            const zpi_tok_span *sp = &t->span[id];
+            if (sp->len == n && zpi_tok_eq(t->blob + sp->off, p, n))
+                return id;
+        }
+        i = (i + 1) & t->vmap_mask;
+    }
+}
+
+/* ------------------------------------------------------------ UTF-8 */
+
+/* Decode one UTF-8 character at s[0..n) (n >= 1). Returns its length, or 0
+ * when s does not start with a valid sequence: overlong forms, surrogates
+ * (ED A0..BF), code points above U+10FFFF, stray continuation bytes and
+ * truncated sequences are invalid. *cp gets the code point. */
+static inline size_t zpi_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
+{
+    uint32_t b = s[0];
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
+    if (b < 0xC2)
+        return 0;
+    if (b < 0xE0) {
+        if (n < 2 || (s[1] & 0xC0) != 0x80)
+            return 0;
+        *cp = ((b & 0x1F) << 6) | (s[1] & 0x3Fu);
+        return 2;
+    }
+    if (b < 0xF0) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
+            return 0;
+        uint32_t c = ((b & 0x0F) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+        if (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))
+            return 0;
+        *cp = c;
+        return 3;
+    }
+    if (b < 0xF5) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        uint32_t c = ((b & 0x07) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
+                     (s[3] & 0x3Fu);
+        if (c < 0x10000 || c > 0x10FFFF)
+            return 0;
+        *cp = c;
+        return 4;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ building
+ * (tok_vocab.c). zpi_tok_build_* fill a zeroed zp_tokenizer; on error they
+ * write a message to err and return the status; the caller then destroys
+ * the half-built tokenizer with zp_tokenizer_destroy(). */
+
+/* Allocate id spans and the bytes -> id map for up to max_ids ids. */
+zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size_t errcap);
+/* Set id's bytes. in_map: also enter them in the bytes -> id map (BPE can
+ * produce the token). Fails on a duplicate id or duplicate bytes. */
+zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size_t n, int in_map,
+                            char *err, size_t errcap);
+/* Allocate the pair map for up to max_pairs pairs. */
+zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, char *err, size_t errcap);
+/* tiktoken semantics: enter every split of every mapped token into two
+ * mapped tokens, with rank = id of the whole token. */
+zp_status zpi_tok_build_all_splits(zp_tokenizer *t, char *err, size_t errcap);
+/* Checks (all 256 byte tokens present) and the derived tables. */
+zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap);
+
+/* ------------------------------------------------------------ encoding */
+
+/* End of the pre-tokenizer piece that starts at text[pos] (the GPT-2
+ * pattern; tok_encode.c). Returns len when pos >= len. For tests. */
+size_t zpi_tok_next_piece(const char *text, size_t pos, size_t len);
+
+/* Pieces longer than n bytes (n <= 128, the default) use the heap merge.
+ * For tests: n = 1 sends every piece through the heap merge. */
+void zpi_encoder_set_short_max(zp_encoder *enc, size_t n);
+
+/* The GPT-2 vocab.bpe embedded in the library (tok_gpt2_data.c). */
+extern const char zpi_gpt2_vocab_bpe[] __attribute__((visibility("hidden")));
+extern const char zpi_gpt2_vocab_bpe_end[] __attribute__((visibility("hidden")));
+
+#endif

@@ -1,0 +1,454 @@
+/* test_dataset.c - datasets: paths, globs, manifests (round trip, relative
+ * paths, stale manifests, hashes, remote names), indexing once, errors. */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataset_internal.h"
+#include "testutil.h"
+#include "zephon/dataset.h"
+
+typedef struct fixture {
+    char *dir;
+    zp_dataset *ds;
+    int log_errors;
+    char last_log[1024];
+} fixture;
+
+static void log_fn(void *user, zp_log_level lvl, const char *msg)
+{
+    fixture *f = user;
+    if (lvl == ZP_LOG_ERROR) {
+        f->log_errors++;
+        snprintf(f->last_log, sizeof f->last_log, "%s", msg);
+    }
+}
+
+/* dir/name with n records "{"id": i, "text": "<name> i"}". */
+static void make_shard(const char *dir, const char *name, int n)
+{
+    char *p = zpt_path(dir, name);
+    size_t cap = (size_t)n * 64 + 1, len = 0;
+    char *buf = malloc(cap);
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "{\"id\": %d, \"text\": \"%s %d\"}\n", i,
+                                name, i);
+    int zst = strstr(name, ".zst") != NULL;
+    assert_int_equal(zst ? zpt_write_zst(p, buf, len, 2) : zpt_write_file(p, buf, len), 0);
+    free(buf);
+    free(p);
+}
+
+static zp_dataset *new_ds(fixture *f)
+{
+    zp_dataset_config cfg;
+    zp_dataset_config_init(&cfg);
+    cfg.log = log_fn;
+    cfg.log_user = f;
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(&cfg, &ds), ZP_OK);
+    return ds;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = zpt_tmpdir();
+    if (!f->dir)
+        return -1;
+    make_shard(f->dir, "b.jsonl", 5);
+    make_shard(f->dir, "a.jsonl.zst", 7);
+    make_shard(f->dir, "c.jsonl.zst", 3);
+    f->ds = new_ds(f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    zp_dataset_destroy(f->ds);
+    zpt_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle))
+        fail_msg("message \"%s\" does not contain \"%s\"", hay, needle);
+}
+
+static void add_ok(zp_dataset *ds, const char *spec)
+{
+    zp_status st = zp_dataset_add(ds, spec);
+    if (st != ZP_OK)
+        fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    zp_dataset_config cfg;
+    zp_dataset_config_init(&cfg);
+    assert_int_equal(cfg.max_record_bytes, 16u << 20);
+    assert_int_equal(cfg.max_shard_bytes, (size_t)2 << 30);
+    assert_int_equal(cfg.allow_empty_shards, 0);
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_shards(ds), 0);
+    assert_int_equal(zp_dataset_num_samples(ds), 0);
+    assert_string_equal(zp_dataset_errmsg(ds), "");
+    assert_null(zp_dataset_shard_name(ds, 0));
+    zp_dataset_destroy(ds);
+    zp_dataset_destroy(NULL);
+}
+
+static void test_paths(void **state)
+{
+    fixture *f = *state;
+    char *a = zpt_path(f->dir, "a.jsonl.zst"), *b = zpt_path(f->dir, "b.jsonl");
+    add_ok(f->ds, b);
+    add_ok(f->ds, a);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 2);
+    assert_string_equal(zp_dataset_shard_name(f->ds, 0), b);
+    assert_string_equal(zpi_dataset_shard_format(f->ds, 1)->name, "jsonl.zst");
+    struct stat sb;
+    assert_int_equal(stat(a, &sb), 0);
+    assert_int_equal(zp_dataset_shard_bytes(f->ds, 1), (uint64_t)sb.st_size);
+    assert_int_equal(zp_dataset_shard_samples(f->ds, 0), UINT64_MAX);
+    assert_int_equal(zp_dataset_num_samples(f->ds), UINT64_MAX);
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    assert_int_equal(zp_dataset_shard_samples(f->ds, 0), 5);
+    assert_int_equal(zp_dataset_shard_samples(f->ds, 1), 7);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 12);
+    assert_int_equal(zpi_dataset_shard_offset(f->ds, 0), 0);
+    assert_int_equal(zpi_dataset_shard_offset(f->ds, 1), 5);
+    free(a);
+    free(b);
+}
+
+static void test_path_errors(void **state)
+{
+    fixture *f = *state;
+    char *p = zpt_path(f->dir, "missing.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, p), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), "missing.jsonl");
+    assert_contains(zp_dataset_errmsg(f->ds), "No such file");
+    assert_int_equal(f->log_errors, 1);
+    assert_string_equal(f->last_log, zp_dataset_errmsg(f->ds));
+    free(p);
+    p = zpt_path(f->dir, "notes.txt");
+    assert_int_equal(zpt_write_file(p, "hi", 2), 0);
+    assert_int_equal(zp_dataset_add(f->ds, p), ZP_ERR_INVALID);
+    assert_contains(zp_dataset_errmsg(f->ds), "unknown shard format");
+    assert_int_equal(zp_dataset_add(f->ds, "https://example.com/x.jsonl.zst"), ZP_ERR_UNSUPPORTED);
+    assert_contains(zp_dataset_errmsg(f->ds), "remote storage not built");
+    assert_int_equal(zp_dataset_num_shards(f->ds), 0);
+    free(p);
+}
+
+static void test_glob_sorted(void **state)
+{
+    fixture *f = *state;
+    char *g = zpt_path(f->dir, "*.jsonl*");
+    add_ok(f->ds, g);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 3);
+    const char *want[] = {"a.jsonl.zst", "b.jsonl", "c.jsonl.zst"};
+    for (size_t i = 0; i < 3; i++) {
+        char *p = zpt_path(f->dir, want[i]);
+        assert_string_equal(zp_dataset_shard_name(f->ds, i), p);
+        free(p);
+    }
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 15);
+    free(g);
+}
+
+static void test_glob_no_match(void **state)
+{
+    fixture *f = *state;
+    char *g = zpt_path(f->dir, "*.nothing.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, g), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), "matches no file");
+    assert_contains(zp_dataset_errmsg(f->ds), g);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 0);
+    free(g);
+    /* a match that is not a shard fails the whole add */
+    char *t = zpt_path(f->dir, "d.txt");
+    assert_int_equal(zpt_write_file(t, "x", 1), 0);
+    g = zpt_path(f->dir, "*");
+    assert_int_equal(zp_dataset_add(f->ds, g), ZP_ERR_INVALID);
+    assert_contains(zp_dataset_errmsg(f->ds), "d.txt");
+    assert_int_equal(zp_dataset_num_shards(f->ds), 0);
+    free(g);
+    free(t);
+}
+
+static void test_manifest_round_trip(void **state)
+{
+    fixture *f = *state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    /* names relative to the manifest's folder: written as named */
+    assert_int_equal(chdir(f->dir), 0);
+    add_ok(f->ds, "b.jsonl");
+    add_ok(f->ds, "a.jsonl.zst");
+    assert_int_equal(zp_dataset_write_manifest(f->ds, "manifest.json", 1), ZP_OK);
+    assert_int_equal(chdir(cwd), 0);
+
+    char *m = zpt_path(f->dir, "manifest.json");
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, m);
+    assert_int_equal(zp_dataset_num_shards(d2), 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_string_equal(zp_dataset_shard_name(d2, i), zp_dataset_shard_name(f->ds, i));
+        assert_int_equal(zp_dataset_shard_samples(d2, i), zp_dataset_shard_samples(f->ds, i));
+        assert_int_equal(zp_dataset_shard_bytes(d2, i), zp_dataset_shard_bytes(f->ds, i));
+    }
+    assert_int_equal(zp_dataset_fingerprint(d2), zp_dataset_fingerprint(f->ds));
+    /* counts came from the manifest: indexing reads nothing */
+    assert_int_equal(zp_dataset_num_samples(d2), 12);
+    assert_int_equal(zp_dataset_verify(d2), ZP_OK);
+    char *path0 = zpt_path(f->dir, "b.jsonl");
+    assert_string_equal(zpi_dataset_shard_path(d2, 0), path0);
+
+    /* write again from the manifest-made dataset, read again: identical */
+    char *m2 = zpt_path(f->dir, "again.json");
+    assert_int_equal(zp_dataset_write_manifest(d2, m2, 0), ZP_OK);
+    zp_dataset *d3 = new_ds(f);
+    add_ok(d3, m2);
+    assert_int_equal(zp_dataset_fingerprint(d3), zp_dataset_fingerprint(d2));
+    assert_string_equal(zp_dataset_shard_name(d3, 1), "a.jsonl.zst");
+
+    /* the fingerprint sees names and counts */
+    zp_dataset *d4 = new_ds(f);
+    add_ok(d4, m2);
+    add_ok(d4, m2);
+    assert_int_not_equal(zp_dataset_fingerprint(d4), zp_dataset_fingerprint(d3));
+    zp_dataset_destroy(d4);
+
+    zp_dataset_destroy(d3);
+    zp_dataset_destroy(d2);
+    free(path0);
+    free(m2);
+    free(m);
+}
+
+/* Absolute names of files under the manifest's folder are written relative
+ * to it; files elsewhere are written absolute. Either way the manifest reads
+ * back to the same files and counts. */
+static void test_manifest_written_relative(void **state)
+{
+    fixture *f = *state;
+    char *sub = zpt_path(f->dir, "sub");
+    assert_int_equal(mkdir(sub, 0755), 0);
+    make_shard(sub, "s.jsonl", 4);
+    char *s = zpt_path(sub, "s.jsonl"), *a = zpt_path(f->dir, "a.jsonl.zst");
+    add_ok(f->ds, s);
+    add_ok(f->ds, a);
+    char *m = zpt_path(sub, "m.json");
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 0), ZP_OK);
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, m);
+    assert_string_equal(zp_dataset_shard_name(d2, 0), "s.jsonl");
+    assert_true(zp_dataset_shard_name(d2, 1)[0] == '/');
+    assert_int_equal(zp_dataset_num_samples(d2), 11);
+    zp_dataset_destroy(d2);
+    free(m);
+    free(a);
+    free(s);
+    free(sub);
+}
+
+static void test_manifest_relative_paths(void **state)
+{
+    fixture *f = *state;
+    char *sub = zpt_path(f->dir, "meta");
+    assert_int_equal(mkdir(sub, 0755), 0);
+    make_shard(sub, "local.jsonl", 2);
+    char *abs = zpt_path(f->dir, "c.jsonl.zst");
+    char *m = zpt_path(sub, "m.json");
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"format_version\": 1, \"comment\": \"unknown keys are ignored\", \"shards\": [\n"
+             " {\"path\": \"../b.jsonl\", \"format\": \"jsonl\"},\n"
+             " {\"path\": \"local.jsonl\", \"samples\": 2},\n"
+             " {\"path\": \"%s\"},\n"
+             " {\"path\": \"s3://bucket/x/part-0.jsonl.zst\", \"format\": \"jsonl.zst\","
+             "  \"bytes\": 1234, \"samples\": 10}\n]}\n",
+             abs);
+    assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
+    add_ok(f->ds, m);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 4);
+    assert_string_equal(zp_dataset_shard_name(f->ds, 0), "../b.jsonl");
+    char *want0 = zpt_path(sub, "../b.jsonl");
+    assert_string_equal(zpi_dataset_shard_path(f->ds, 0), want0);
+    assert_string_equal(zpi_dataset_shard_path(f->ds, 2), abs);
+    assert_string_equal(zp_dataset_shard_name(f->ds, 3), "s3://bucket/x/part-0.jsonl.zst");
+    assert_int_equal(zp_dataset_shard_bytes(f->ds, 3), 1234);
+    assert_int_equal(zp_dataset_shard_samples(f->ds, 3), 10);
+    /* counts missing for two local shards: index loads those only */
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 5 + 2 + 3 + 10);
+    assert_int_equal(zpi_dataset_shard_offset(f->ds, 3), 10);
+    free(want0);
+
+    /* a remote shard without a count cannot be indexed yet */
+    snprintf(text, sizeof text,
+             "{\"format_version\": 1, \"shards\": [{\"path\": \"https://h/a.jsonl\"}]}");
+    assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, m);
+    assert_int_equal(zp_dataset_index(d2), ZP_ERR_UNSUPPORTED);
+    assert_contains(zp_dataset_errmsg(d2), "remote storage not built");
+    zp_dataset_destroy(d2);
+    free(m);
+    free(abs);
+    free(sub);
+}
+
+static void test_manifest_errors(void **state)
+{
+    fixture *f = *state;
+    char *m = zpt_path(f->dir, "bad.json");
+    struct {
+        const char *text;
+        zp_status st;
+        const char *want;
+    } cases[] = {
+        {"{\"format_version\": 1, \"shards\": [", ZP_ERR_FORMAT, "line 1"},
+        {"{\"format_version\": 2, \"shards\": []}", ZP_ERR_FORMAT, "format_version"},
+        {"{\"shards\": []}", ZP_ERR_FORMAT, "format_version"},
+        {"{\"format_version\": 1}", ZP_ERR_FORMAT, "shards"},
+        {"{\"format_version\": 1, \"shards\": [{\"bytes\": 3}]}", ZP_ERR_FORMAT, "\"path\""},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"format\": \"parquet\"}]}",
+         ZP_ERR_UNSUPPORTED, "unknown format 'parquet'"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"samples\": -1}]}",
+         ZP_ERR_FORMAT, "samples"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"xxh64\": \"12\"}]}",
+         ZP_ERR_FORMAT, "xxh64"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"gone.jsonl\"}]}", ZP_ERR_IO,
+         "gone.jsonl"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\"}, {\"path\": "
+         "\"c.jsonl.zst\", \"bytes\": 1}]}",
+         ZP_ERR_FORMAT, "stale manifest"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(zpt_write_file(m, cases[i].text, strlen(cases[i].text)), 0);
+        zp_status st = zp_dataset_add(f->ds, m);
+        if (st != cases[i].st)
+            fail_msg("case %zu: status %d, want %d (%s)", i, st, cases[i].st,
+                     zp_dataset_errmsg(f->ds));
+        assert_contains(zp_dataset_errmsg(f->ds), cases[i].want);
+        assert_int_equal(zp_dataset_num_shards(f->ds), 0); /* all or nothing */
+    }
+    free(m);
+}
+
+static void test_stale_manifest(void **state)
+{
+    fixture *f = *state;
+    char *g = zpt_path(f->dir, "*.jsonl*"), *m = zpt_path(f->dir, "m.json");
+    add_ok(f->ds, g);
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 0), ZP_OK);
+    char *b = zpt_path(f->dir, "b.jsonl");
+    assert_int_equal(zpt_append_file(b, "{\"id\": 99}\n", 11), 0);
+    zp_dataset *d2 = new_ds(f);
+    assert_int_equal(zp_dataset_add(d2, m), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d2), "shard 'b.jsonl'");
+    assert_contains(zp_dataset_errmsg(d2), "stale manifest");
+    assert_int_equal(zp_dataset_num_shards(d2), 0);
+    zp_dataset_destroy(d2);
+    free(b);
+    free(m);
+    free(g);
+}
+
+static void test_verify_mismatch(void **state)
+{
+    fixture *f = *state;
+    char *g = zpt_path(f->dir, "*.jsonl*"), *m = zpt_path(f->dir, "m.json");
+    add_ok(f->ds, g);
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 1), ZP_OK);
+    char *mtext = zpt_read_file(m, NULL);
+    assert_contains(mtext, "\"xxh64\"");
+    free(mtext);
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, m);
+    assert_int_equal(zp_dataset_verify(d2), ZP_OK);
+    /* same size, one byte changed */
+    char *b = zpt_path(f->dir, "b.jsonl");
+    size_t n;
+    char *data = zpt_read_file(b, &n);
+    data[10] = data[10] == '1' ? '2' : '1';
+    assert_int_equal(zpt_write_file(b, data, n), 0);
+    assert_int_equal(zp_dataset_verify(d2), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d2), "shard 'b.jsonl'");
+    assert_contains(zp_dataset_errmsg(d2), "hash mismatch");
+    zp_dataset_destroy(d2);
+    free(data);
+    free(b);
+    free(m);
+    free(g);
+}
+
+static void test_index_once(void **state)
+{
+    fixture *f = *state;
+    char *a = zpt_path(f->dir, "a.jsonl.zst");
+    add_ok(f->ds, a);
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    uint64_t fp = zp_dataset_fingerprint(f->ds);
+    /* the second call must not read the shard again */
+    assert_int_equal(unlink(a), 0);
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 7);
+    assert_int_equal(zp_dataset_fingerprint(f->ds), fp);
+    free(a);
+}
+
+static void test_index_error_names_shard(void **state)
+{
+    fixture *f = *state;
+    char *p = zpt_path(f->dir, "bad.jsonl");
+    assert_int_equal(zpt_write_file(p, "{\"a\": 1}\n\n", (size_t)-1), 0);
+    add_ok(f->ds, p);
+    assert_int_equal(zp_dataset_index(f->ds), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(f->ds), "bad.jsonl");
+    assert_contains(zp_dataset_errmsg(f->ds), "empty record at line 2");
+    assert_int_equal(f->log_errors, 1);
+    free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_path_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_glob_sorted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_glob_no_match, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_written_relative, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_relative_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_manifest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_error_names_shard, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("dataset", tests, NULL, NULL);
+}

@@ -1,0 +1,317 @@
+/* test_shard_cache.c - LRU within the budget, pins, single load under
+ * concurrency, failed loads not cached. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shard_cache.h"
+#include "testutil.h"
+#include "zephon/dataset.h"
+
+typedef struct fixture {
+    char *dir;
+    zp_dataset *ds;
+    size_t shard_size; /* accounted size of one shard (all are equal) */
+} fixture;
+
+#define N_SHARDS 4
+#define N_RECORDS 1000
+
+static char *shard_text(int s, size_t *len)
+{
+    size_t cap = N_RECORDS * 64, n = 0;
+    char *buf = malloc(cap);
+    for (int i = 0; i < N_RECORDS; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "{\"id\": %6d, \"text\": \"shard %d\"}\n",
+                              s * N_RECORDS + i, s);
+    *len = n;
+    return buf;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = zpt_tmpdir();
+    if (!f->dir || zp_dataset_create(NULL, &f->ds) != ZP_OK)
+        return -1;
+    for (int s = 0; s < N_SHARDS; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "s%d.jsonl.zst", s);
+        char *p = zpt_path(f->dir, name);
+        size_t n;
+        char *t = shard_text(s, &n);
+        if (zpt_write_zst(p, t, n, 2) != 0 || zp_dataset_add(f->ds, p) != ZP_OK)
+            return -1;
+        f->shard_size = n + ZPI_JSON_PADDING + (N_RECORDS + 1) * sizeof(uint64_t);
+        free(t);
+        free(p);
+    }
+    if (zp_dataset_index(f->ds) != ZP_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    zp_dataset_destroy(f->ds);
+    zpt_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static const zpi_shard *get_ok(zpi_shard_cache *c, uint32_t i, int *loaded)
+{
+    const zpi_shard *sh = NULL;
+    char err[512] = "";
+    zp_status st = zpi_shard_cache_get(c, i, &sh, loaded, err, sizeof err);
+    if (st != ZP_OK)
+        fail_msg("get %u: %s", i, err);
+    assert_int_equal(sh->n_records, N_RECORDS);
+    /* it is the right shard */
+    char want[32];
+    snprintf(want, sizeof want, "\"shard %u\"", i);
+    assert_non_null(memmem(sh->data, (size_t)(sh->offsets[1] - 1), want, strlen(want)));
+    return sh;
+}
+
+static void test_hits_misses_evictions(void **state)
+{
+    fixture *f = *state;
+    zpi_shard_cache *c;
+    /* room for two unpinned shards */
+    assert_int_equal(zpi_shard_cache_create(f->ds, 2 * f->shard_size, &c), ZP_OK);
+    zpi_shard_cache_stats st;
+    int loaded;
+    get_ok(c, 0, &loaded);
+    assert_int_equal(loaded, 1);
+    zpi_shard_cache_put(c, 0);
+    get_ok(c, 0, &loaded); /* hit */
+    assert_int_equal(loaded, 0);
+    zpi_shard_cache_put(c, 0);
+    get_ok(c, 1, &loaded);
+    zpi_shard_cache_put(c, 1);
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.misses, 2);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.bytes_resident, 2 * f->shard_size);
+    /* touch 0 so that 1 is least recently used, then load 2: 1 goes */
+    get_ok(c, 0, NULL);
+    zpi_shard_cache_put(c, 0);
+    get_ok(c, 2, NULL);
+    zpi_shard_cache_put(c, 2);
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.bytes_resident, 2 * f->shard_size);
+    get_ok(c, 0, &loaded); /* still cached */
+    assert_int_equal(loaded, 0);
+    zpi_shard_cache_put(c, 0);
+    get_ok(c, 1, &loaded); /* was evicted */
+    assert_int_equal(loaded, 1);
+    zpi_shard_cache_put(c, 1);
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.hits, 3);
+    assert_int_equal(st.misses, 4);
+    assert_int_equal(st.evictions, 2); /* 2 went when 1 came back */
+    assert_int_equal(st.loads_failed, 0);
+    assert_true(st.bytes_resident <= 2 * f->shard_size);
+    zpi_shard_cache_destroy(c);
+}
+
+static void test_pinned_not_evicted(void **state)
+{
+    fixture *f = *state;
+    zpi_shard_cache *c;
+    assert_int_equal(zpi_shard_cache_create(f->ds, 0, &c), ZP_OK); /* no unpinned room at all */
+    const zpi_shard *s0 = get_ok(c, 0, NULL);
+    const zpi_shard *s0b = get_ok(c, 0, NULL); /* pinned twice */
+    assert_ptr_equal(s0, s0b);
+    for (uint32_t i = 1; i < N_SHARDS; i++) {
+        get_ok(c, i, NULL);
+        zpi_shard_cache_put(c, i); /* evicted at once */
+    }
+    zpi_shard_cache_stats st;
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, N_SHARDS - 1);
+    assert_int_equal(st.bytes_resident, f->shard_size);
+    zpi_shard_cache_put(c, 0);
+    /* still pinned once: data stays valid */
+    assert_memory_equal(s0->data, "{\"id\":      0", 13);
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, N_SHARDS - 1);
+    zpi_shard_cache_put(c, 0);
+    zpi_shard_cache_put(c, 0); /* unbalanced put is ignored */
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, N_SHARDS);
+    assert_int_equal(st.bytes_resident, 0);
+    zpi_shard_cache_destroy(c);
+}
+
+/* A cached, unpinned shard that is pinned again leaves the LRU list: later
+ * pressure evicts others, never it. */
+static void test_repinned_not_evicted(void **state)
+{
+    fixture *f = *state;
+    zpi_shard_cache *c;
+    assert_int_equal(zpi_shard_cache_create(f->ds, f->shard_size, &c), ZP_OK);
+    int loaded;
+    get_ok(c, 0, NULL);
+    zpi_shard_cache_put(c, 0); /* cached, unpinned, least recently used */
+    const zpi_shard *s0 = get_ok(c, 0, &loaded);
+    assert_int_equal(loaded, 0);
+    for (uint32_t i = 1; i < N_SHARDS; i++) {
+        get_ok(c, i, NULL);
+        zpi_shard_cache_put(c, i);
+    }
+    zpi_shard_cache_stats st;
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, N_SHARDS - 2); /* 1 and 2 went; 3 fits the budget */
+    assert_int_equal(st.bytes_resident, 2 * f->shard_size);
+    assert_memory_equal(s0->data, "{\"id\":      0", 13);
+    zpi_shard_cache_put(c, 0); /* now 0 and 3 are unpinned: one must go */
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, N_SHARDS - 1);
+    get_ok(c, 0, &loaded); /* 3 was the least recently used */
+    assert_int_equal(loaded, 0);
+    zpi_shard_cache_put(c, 0);
+    zpi_shard_cache_destroy(c);
+}
+
+typedef struct race {
+    zpi_shard_cache *c;
+    pthread_barrier_t *go;
+    const zpi_shard *got;
+    int loaded;
+    zp_status st;
+} race;
+
+static void *race_main(void *arg)
+{
+    race *r = arg;
+    char err[256];
+    pthread_barrier_wait(r->go);
+    r->st = zpi_shard_cache_get(r->c, 3, &r->got, &r->loaded, err, sizeof err);
+    return NULL;
+}
+
+static void test_concurrent_load_once(void **state)
+{
+    fixture *f = *state;
+    enum { T = 8 };
+    for (int round = 0; round < 20; round++) {
+        zpi_shard_cache *c;
+        assert_int_equal(zpi_shard_cache_create(f->ds, 0, &c), ZP_OK);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, T);
+        pthread_t th[T];
+        race r[T];
+        for (int i = 0; i < T; i++) {
+            r[i] = (race){c, &go, NULL, 0, ZP_ERR_INTERNAL};
+            assert_int_equal(pthread_create(&th[i], NULL, race_main, &r[i]), 0);
+        }
+        int loads = 0;
+        for (int i = 0; i < T; i++) {
+            pthread_join(th[i], NULL);
+            assert_int_equal(r[i].st, ZP_OK);
+            assert_ptr_equal(r[i].got, r[0].got);
+            loads += r[i].loaded;
+        }
+        assert_int_equal(loads, 1);
+        zpi_shard_cache_stats st;
+        zpi_shard_cache_stats_get(c, &st);
+        assert_int_equal(st.misses, 1);
+        assert_int_equal(st.hits, T - 1);
+        for (int i = 0; i < T; i++)
+            zpi_shard_cache_put(c, 3);
+        zpi_shard_cache_stats_get(c, &st);
+        assert_int_equal(st.evictions, 1);
+        pthread_barrier_destroy(&go);
+        zpi_shard_cache_destroy(c);
+    }
+}
+
+static void test_failed_load_each_time(void **state)
+{
+    fixture *f = *state;
+    zpi_shard_cache *c;
+    assert_int_equal(zpi_shard_cache_create(f->ds, 1 << 30, &c), ZP_OK);
+    char *p = zpt_path(f->dir, "s2.jsonl.zst");
+    assert_int_equal(unlink(p), 0);
+    const zpi_shard *sh;
+    char err1[512] = "", err2[512] = "";
+    assert_int_equal(zpi_shard_cache_get(c, 2, &sh, NULL, err1, sizeof err1), ZP_ERR_IO);
+    assert_non_null(strstr(err1, "s2.jsonl.zst"));
+    assert_non_null(strstr(err1, "No such file"));
+    assert_int_equal(zpi_shard_cache_get(c, 2, &sh, NULL, err2, sizeof err2), ZP_ERR_IO);
+    assert_string_equal(err1, err2);
+    zpi_shard_cache_stats st;
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.loads_failed, 2);
+    assert_int_equal(st.misses, 2);
+    assert_int_equal(st.bytes_resident, 0);
+    /* other shards are unaffected; a repaired file loads */
+    get_ok(c, 1, NULL);
+    zpi_shard_cache_put(c, 1);
+    size_t n;
+    char *t = shard_text(2, &n);
+    assert_int_equal(zpt_write_zst(p, t, n, 2), 0);
+    get_ok(c, 2, NULL);
+    zpi_shard_cache_put(c, 2);
+    /* out of range */
+    assert_int_equal(zpi_shard_cache_get(c, N_SHARDS, &sh, NULL, err1, sizeof err1),
+                     ZP_ERR_INVALID);
+    free(t);
+    free(p);
+    zpi_shard_cache_destroy(c);
+}
+
+/* A manifest whose sample count is wrong (same bytes) is caught at load. */
+static void test_stale_count(void **state)
+{
+    fixture *f = *state;
+    char *m = zpt_path(f->dir, "m.json");
+    char *p = zpt_path(f->dir, "s0.jsonl.zst");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"format_version\": 1, \"shards\": [{\"path\": \"s0.jsonl.zst\", \"samples\": %d}]}",
+             N_RECORDS + 1);
+    assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    assert_int_equal(zp_dataset_add(ds, m), ZP_OK);
+    zpi_shard_cache *c;
+    assert_int_equal(zpi_shard_cache_create(ds, 1 << 30, &c), ZP_OK);
+    const zpi_shard *sh;
+    char err[512] = "";
+    assert_int_equal(zpi_shard_cache_get(c, 0, &sh, NULL, err, sizeof err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err, "shard 's0.jsonl.zst'"));
+    assert_non_null(strstr(err, "stale manifest"));
+    zpi_shard_cache_destroy(c);
+    zp_dataset_destroy(ds);
+    free(p);
+    free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hits_misses_evictions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_not_evicted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repinned_not_evicted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_load_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_load_each_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_count, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("shard_cache", tests, NULL, NULL);
+}
