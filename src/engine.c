@@ -90,6 +90,7 @@ typedef struct pinset {
     uint32_t idx[16];
     const zpi_shard *sh[16];
     int n;
+    uint64_t cache_end_ns; /* observability: when the last cache call ended */
 } pinset;
 
 static void pins_release(zp_pipeline *p, pinset *ps)
@@ -114,7 +115,8 @@ static zp_status pins_get(zp_pipeline *p, pinset *ps, uint32_t shard, const zpi_
     uint64_t t0 = ot ? zpi_now_ns() : 0;
     zp_status st = zpi_shard_cache_get(p->cache, shard, out, &loaded, err, errcap);
     if (ot) {
-        uint64_t dt = zpi_now_ns() - t0;
+        ps->cache_end_ns = zpi_now_ns();
+        uint64_t dt = ps->cache_end_ns - t0;
         if (st == ZP_OK && loaded) {
             zpi_ctr_add(&ot->shards_opened, 1);
             zpi_ctr_add(&ot->open_ns, dt);
@@ -163,7 +165,7 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
     }
-    pinset ps = {.n = 0};
+    pinset ps = {.n = 0, .cache_end_ns = 0};
     zpi_obs_thread *ot = obs_self(p);
     uint64_t t_rec = ot ? zpi_now_ns() : 0, bytes = 0;
     for (size_t i = 0; i < c->n && c->err == ZP_OK; i++) {
@@ -173,6 +175,10 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
         if (st != ZP_OK) {
             chunk_fail(c, st, err);
             break;
+        }
+        if (ps.cache_end_ns) { /* a record's time excludes opening its shard */
+            t_rec = ps.cache_end_ns;
+            ps.cache_end_ns = 0;
         }
         zpi_rec *r = &c->recs[i];
         memset(r, 0, sizeof *r);

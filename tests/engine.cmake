@@ -1,2 +1,3 @@
 # Pipeline engine tests (label "engine": also run under TSan).
 zp_add_test(test_pipeline SOURCES tests/test_pipeline.c tests/testutil.c TIMEOUT 300 LABELS engine)
+zp_add_test(test_observe SOURCES tests/test_observe.c tests/testutil.c TIMEOUT 120 LABELS engine)

@@ -63,7 +63,10 @@ zp_status zp_dataset_index(zp_dataset *ds);
 
 /* Write a manifest describing every shard (indexes first if needed). With
  * with_hash != 0 each shard's XXH64 content hash (of its bytes on disk) is
- * written too. Shard paths are written as named. */
+ * written too. Shard paths are written so that they resolve from the
+ * manifest's folder: URLs and names that already resolve from there as
+ * given, files under that folder relative to it, others as absolute paths
+ * (docs/datasets.md). */
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash);
 
 /* Verify the content hash of every shard that has one (from a manifest).

@@ -632,7 +632,7 @@ int zp_cmd_gen(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     gen_opts o = {.shards = 4, .level = 3, .zst = 1, .seed = 1};
-    uint64_t v;
+    uint64_t v = 0;
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {

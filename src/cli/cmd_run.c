@@ -61,7 +61,10 @@ static void run_usage(FILE *f)
         "  --emit-ids DIR          write DIR/rank-<R>.ids: shard:record per sample\n"
         "  --emit-digest FILE      one line per batch: index epoch xxh64 (FILE.rank-<R>\n"
         "                          when the world size is above 1)\n"
-        "  --json                  print the summary as one JSON object\n"
+        "  --observe[=SECONDS]     observability on: print the snapshots every SECONDS\n"
+        "                          (default 5) and at the end\n"
+        "  --metrics-out FILE      write the final snapshots as one JSON document\n"
+        "  --json                  print the summary (and snapshots) as JSON lines\n"
         "  --quiet                 no progress line\n");
 }
 
@@ -189,6 +192,7 @@ void zp_run_opts_init(zp_run_opts *o)
     o->map_parallelism = 1;
     o->tok_parallelism = 1;
     o->rank_set = 0;
+    o->observe = -1;
 }
 
 int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
@@ -323,6 +327,20 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
                 return -1;
             o->emit_digest = v;
             i++;
+        } else if (!strcmp(a, "--observe"))
+            o->observe = 5.0;
+        else if (!strncmp(a, "--observe=", 10)) {
+            char *end;
+            o->observe = strtod(a + 10, &end);
+            if (*end || o->observe < 0) {
+                fprintf(stderr, "zephon run: --observe=SECONDS needs seconds >= 0\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--metrics-out")) {
+            if (!v)
+                return -1;
+            o->metrics_out = v;
+            i++;
         } else if (!strcmp(a, "--json"))
             o->json = 1;
         else if (!strcmp(a, "--quiet"))
@@ -401,6 +419,10 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
         goto perr;
     if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
         goto perr;
+    int observing = o->observe >= 0 || o->metrics_out;
+    if (observing && (st = zp_pipeline_enable_observability(p)) != ZP_OK)
+        goto perr;
+    double last_observe = now_s();
 
     char path[PATH_MAX];
     if (o->emit_ids) {
@@ -446,6 +468,10 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
                 nanosleep(&ts, NULL);
             }
         }
+        if (o->observe > 0 && now_s() - last_observe >= o->observe) {
+            last_observe = now_s();
+            zp_run_print_observe(o, p, stdout);
+        }
         if (tty) {
             double t = now_s();
             if (t - last_progress >= 1.0) {
@@ -463,6 +489,13 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     if (tty)
         fprintf(stderr, "\r%*s\r", 60, "");
     zp_pipeline_get_counts(p, &res->counts);
+    if (o->observe >= 0)
+        zp_run_print_observe(o, p, stdout);
+    if (o->metrics_out && zp_run_write_metrics(p, o->metrics_out) != 0) {
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", o->metrics_out, strerror(errno));
+        rc = 1;
+        goto out;
+    }
     res->padded_per_epoch = zp_worksource_padded(ws);
     res->dropped_per_epoch = zp_worksource_dropped(ws);
     rc = 0;
@@ -537,5 +570,98 @@ int zp_run_main(zp_run_opts *o)
     if (rc == 0)
         zp_run_print(o, &r);
     zp_dataset_destroy(ds);
+    return rc;
+}
+
+/* ------------------------------------------------------------ observability */
+
+static void print_hist(FILE *f, const char *what, const zp_hist *h)
+{
+    if (!h->count) {
+        fprintf(f, "%s -", what);
+        return;
+    }
+    fprintf(f, "%s p50 %.3gms p90 %.3gms p99 %.3gms max %.3gms", what,
+            (double)zp_hist_quantile(h, 0.5) * 1e-6, (double)zp_hist_quantile(h, 0.9) * 1e-6,
+            (double)zp_hist_quantile(h, 0.99) * 1e-6, (double)h->max_ns * 1e-6);
+}
+
+void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f)
+{
+    zp_metrics_snapshot m;
+    zp_fetch_timing ft;
+    zp_prefetch_timing pt;
+    if (zp_pipeline_metrics_snapshot(p, &m) != ZP_OK ||
+        zp_pipeline_fetch_timing_snapshot(p, &ft) != ZP_OK ||
+        zp_pipeline_prefetch_timing_snapshot(p, &pt) != ZP_OK)
+        return;
+    if (o->json) {
+        char *a = NULL, *b = NULL, *c = NULL;
+        if (zp_metrics_json(&m, &a) == ZP_OK && zp_fetch_timing_json(&ft, &b) == ZP_OK &&
+            zp_prefetch_timing_json(&pt, &c) == ZP_OK)
+            fprintf(f, "%s\n%s\n%s\n", a, b, c);
+        free(a);
+        free(b);
+        free(c);
+        fflush(f);
+        return;
+    }
+    fprintf(f, "[%7.2fs] %llu batches (%.1f/s), %llu samples (%.0f/s), first batch %.3fs, "
+               "stall %.2fs = %.1f%% of wall\n",
+            m.wall_seconds, (unsigned long long)m.batches, m.batches_per_second,
+            (unsigned long long)m.samples, m.samples_per_second, m.time_to_first_batch,
+            m.stall_seconds, 100.0 * m.stall_fraction);
+    fprintf(f, "  %-14s %3s %10s %10s %6s %9s %9s %15s %10s\n", "operator", "par", "in", "out",
+            "util", "starved", "blocked", "queue now/avg/max", "items/s");
+    for (uint32_t i = 0; i < m.n_ops; i++) {
+        const zp_op_metrics *op = &m.ops[i];
+        char q[32];
+        snprintf(q, sizeof q, "%u/%.1f/%u", op->queue_now, op->queue_mean, op->queue_max);
+        fprintf(f, "  %-14s %3u %10llu %10llu %5.0f%% %8.2fs %8.2fs %15s %10.0f\n", op->name,
+                op->parallelism, (unsigned long long)op->items_in,
+                (unsigned long long)op->items_out, 100.0 * op->utilization, op->starved_seconds,
+                op->blocked_seconds, q, op->items_per_second);
+    }
+    fprintf(f, "  fetch: %llu shards opened in %.2fs (read %.2fs, decompress %.2fs), waited %.2fs, "
+               "%.1f MB from storage, %.1f MB of records, %llu records\n         ",
+            (unsigned long long)ft.shards_opened, ft.open_seconds, ft.read_seconds,
+            ft.decompress_seconds, ft.wait_seconds, (double)ft.bytes_compressed / 1e6,
+            (double)ft.bytes_uncompressed / 1e6, (unsigned long long)ft.records);
+    print_hist(f, "shard open", &ft.open_ns);
+    fprintf(f, "; ");
+    print_hist(f, "record", &ft.record_ns);
+    if (ft.slowest_shard >= 0)
+        fprintf(f, "; slowest shard #%lld %.3fs", (long long)ft.slowest_shard,
+                ft.slowest_shard_seconds);
+    uint64_t lookups = pt.cache_hits + pt.cache_misses;
+    fprintf(f, "\n  prefetch: %llu loads, %.1f MB; cache %.1f%% hits (%llu/%llu), %llu evictions, "
+               "%.1f MB resident\n",
+            (unsigned long long)pt.downloads, (double)pt.bytes / 1e6,
+            lookups ? 100.0 * (double)pt.cache_hits / (double)lookups : 0.0,
+            (unsigned long long)pt.cache_hits, (unsigned long long)lookups,
+            (unsigned long long)pt.cache_evictions, (double)pt.cache_bytes / 1e6);
+    fflush(f);
+}
+
+int zp_run_write_metrics(zp_pipeline *p, const char *path)
+{
+    zp_metrics_snapshot m;
+    zp_fetch_timing ft;
+    zp_prefetch_timing pt;
+    char *a = NULL, *b = NULL, *c = NULL;
+    int rc = -1;
+    if (zp_pipeline_metrics_snapshot(p, &m) == ZP_OK &&
+        zp_pipeline_fetch_timing_snapshot(p, &ft) == ZP_OK &&
+        zp_pipeline_prefetch_timing_snapshot(p, &pt) == ZP_OK && zp_metrics_json(&m, &a) == ZP_OK &&
+        zp_fetch_timing_json(&ft, &b) == ZP_OK && zp_prefetch_timing_json(&pt, &c) == ZP_OK) {
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "{\"metrics\":%s,\"fetch_timing\":%s,\"prefetch_timing\":%s}\n", a, b, c);
+            rc = fclose(f) == 0 ? 0 : -1;
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
     return rc;
 }

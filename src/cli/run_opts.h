@@ -3,6 +3,8 @@
 #ifndef ZP_RUN_OPTS_H
 #define ZP_RUN_OPTS_H
 
+#include <stdio.h>
+
 #include "zephon.h"
 
 #define ZP_RUN_MAX_SPECS 256
@@ -24,6 +26,8 @@ typedef struct zp_run_opts {
     uint64_t max_batches;
     const char *emit_ids, *emit_digest;
     int json, quiet;
+    double observe;          /* --observe[=SECONDS]: print interval; <0 off, 0 end only */
+    const char *metrics_out; /* --metrics-out FILE */
 } zp_run_opts;
 
 typedef struct zp_run_result {
@@ -42,6 +46,10 @@ void zp_run_rank_from_env(zp_run_opts *o);
 /* Run the pipeline over ds and consume it as the options say. */
 int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
 void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
+/* Print the pipeline's snapshots (table, or JSON lines with --json). */
+void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f);
+/* Write the final snapshots as one JSON document. 0 or -1. */
+int zp_run_write_metrics(zp_pipeline *p, const char *path);
 int zp_run_main(zp_run_opts *o);
 
 #ifdef ZEPHON_CLI_MPI

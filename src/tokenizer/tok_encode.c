@@ -28,7 +28,10 @@
 #define CACHE_WAYS 4
 #define CACHE_DATA 60
 
-#define PAIR_CACHE 16384
+#define PAIR_CACHE 8192
+
+/* Pieces found ahead of their lookups (zp_encode). */
+#define BATCH 16
 #define PAIR_NONE ZPI_TOK_ID_MASK
 
 typedef struct cache_slot {
@@ -43,6 +46,7 @@ struct zp_encoder {
     int tiktoken;            /* whole-piece lookup first */
     size_t cache_max;        /* longest cached piece (bytes), 0: no cache */
     size_t short_max;        /* longest piece for bpe_short, <= SHORT_MAX */
+    size_t hash_max;         /* longest piece that is hashed (whole-token lookup, cache) */
 
     /* short merge: rank of each adjacent pair */
     uint32_t srank[SHORT_MAX];
@@ -389,11 +393,17 @@ static size_t bpe_long(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
 
 static inline size_t align4(size_t n) { return (n + 3) & ~(size_t)3; }
 
+/* Index in ctag/cslot of the first slot of h's set. */
+static inline size_t cache_set(const zp_encoder *e, uint64_t h)
+{
+    return (size_t)(((uint32_t)h >> 12) & e->cset_mask) * CACHE_WAYS;
+}
+
 static inline int cache_get(const zp_encoder *e, const uint8_t *p, size_t n, uint64_t h,
                             int32_t *out, size_t *nout)
 {
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
-    size_t base = (size_t)(((uint32_t)h >> 12) & e->cset_mask) * CACHE_WAYS;
+    size_t base = cache_set(e, h);
     const uint32_t *tg = e->ctag + base;
     for (int w = 0; w < CACHE_WAYS; w++) {
         if (tg[w] != tag)
@@ -414,7 +424,7 @@ static inline void cache_put(zp_encoder *e, const uint8_t *p, size_t n, uint64_t
     if (align4(n) + nids * sizeof(int32_t) > CACHE_DATA)
         return;
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
-    size_t base = (size_t)(((uint32_t)h >> 12) & e->cset_mask) * CACHE_WAYS;
+    size_t base = cache_set(e, h);
     uint32_t *tg = e->ctag + base;
     int w = 0;
     while (w < CACHE_WAYS && tg[w] != 0)
@@ -431,20 +441,14 @@ static inline void cache_put(zp_encoder *e, const uint8_t *p, size_t n, uint64_t
 
 /* ------------------------------------------------------------ encoder */
 
-/* Encode one piece p[0..n) into out (room for n ids). Returns the id count,
- * or (size_t)-1 when out of memory. */
-static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
+/* Encode one piece p[0..n), n >= 2, into out (room for n ids). h is
+ * zpi_tok_hash(p, n) when n <= e->hash_max (else unused). Returns the id
+ * count, or (size_t)-1 when out of memory. */
+static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h,
+                                  int32_t *out)
 {
     const zp_tokenizer *t = e->tok;
-    if (n == 1) {
-        out[0] = (int32_t)t->byte_id[p[0]];
-        return 1;
-    }
-    uint64_t h = 0;
-    int hashed = 0;
     if (e->tiktoken && n <= t->max_token_len) {
-        h = zpi_tok_hash(p, n);
-        hashed = 1;
         uint32_t id = zpi_tok_find(t, p, n, h);
         if (id != ZPI_TOK_NONE) {
             out[0] = (int32_t)id;
@@ -452,8 +456,6 @@ static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, int
         }
     }
     if (n <= e->cache_max) {
-        if (!hashed)
-            h = zpi_tok_hash(p, n);
         size_t m;
         if (cache_get(e, p, n, h, out, &m))
             return m;
@@ -495,6 +497,9 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
         size_t mx = tok->cfg.cache_max_piece_bytes;
         e->cache_max = mx > CACHE_DATA - 4 ? CACHE_DATA - 4 : mx;
     }
+    e->hash_max = e->cache_max;
+    if (e->tiktoken && tok->max_token_len > e->hash_max)
+        e->hash_max = tok->max_token_len;
     *out = e;
     return ZP_OK;
 }
@@ -529,17 +534,43 @@ zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
         *n_ids = 0;
     if (!enc || !n_ids || (len && (!text || !ids)))
         return ZP_ERR_INVALID;
+    const zp_tokenizer *t = enc->tok;
     const uint8_t *s = (const uint8_t *)text;
     size_t i = 0, o = 0;
+    /* Pieces are found BATCH at a time and the table slots they will look up
+     * are prefetched, so that the (mostly cache-missing) lookups of a batch
+     * overlap instead of waiting one after the other. */
+    size_t start[BATCH], plen[BATCH];
+    uint64_t hash[BATCH];
     while (i < len) {
-        size_t j = scan_piece(s, i, len);
-        size_t m = encode_piece(enc, s + i, j - i, ids + o);
-        if (m == (size_t)-1) {
-            *n_ids = o;
-            return ZP_ERR_NOMEM;
+        size_t nb = 0;
+        for (; nb < BATCH && i < len; nb++) {
+            size_t j = scan_piece(s, i, len), n = j - i;
+            start[nb] = i;
+            plen[nb] = n;
+            if (n >= 2 && n <= enc->hash_max) {
+                uint64_t h = zpi_tok_hash(s + i, n);
+                hash[nb] = h;
+                if (enc->tiktoken)
+                    __builtin_prefetch(&t->vmap[(uint32_t)h & t->vmap_mask]);
+                else if (enc->ctag)
+                    __builtin_prefetch(&enc->ctag[cache_set(enc, h)]);
+            }
+            i = j;
         }
-        o += m;
-        i = j;
+        for (size_t k = 0; k < nb; k++) {
+            const uint8_t *p = s + start[k];
+            if (plen[k] == 1) {
+                ids[o++] = (int32_t)t->byte_id[p[0]];
+                continue;
+            }
+            size_t m = encode_piece(enc, p, plen[k], hash[k], ids + o);
+            if (m == (size_t)-1) {
+                *n_ids = o;
+                return ZP_ERR_NOMEM;
+            }
+            o += m;
+        }
     }
     *n_ids = o;
     return ZP_OK;

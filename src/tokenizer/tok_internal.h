@@ -35,6 +35,16 @@ typedef enum zpi_tok_mode {
     ZPI_TOK_HF_MERGES = 1
 } zpi_tok_mode;
 
+/* bytes -> id map slot (16 bytes). head: zpi_tok_head() of the token, which
+ * decides equality by itself for tokens of up to 8 bytes; longer tokens also
+ * compare their bytes after the 8th in the blob. id1 == 0: empty. */
+typedef struct zpi_vslot {
+    uint64_t head;
+    uint32_t id1; /* id + 1 */
+    uint16_t len;
+    uint16_t tag; /* hash bits 48..63, a filter for long tokens */
+} zpi_vslot;
+
 /* id -> bytes: blob[off .. off+len). off == ZPI_TOK_NONE: no such id (a hole
  * in a rank file). */
 typedef struct zpi_tok_span {
@@ -55,10 +65,10 @@ struct zp_tokenizer {
     uint8_t *blob;      /* token bytes, owned */
     size_t blob_len, blob_cap;
 
-    /* bytes -> id: open addressing, linear probing. Slot = (hash tag << 32) |
-     * (id + 1); 0 is empty. Only tokens that BPE can produce are in it (not
-     * special tokens such as <|endoftext|> of rank files). Owned. */
-    uint64_t *vmap;
+    /* bytes -> id: open addressing, linear probing, load <= 1/2. Only tokens
+     * that BPE can produce are in it (not special tokens such as the
+     * <|endoftext|> of rank files). Owned. */
+    zpi_vslot *vmap;
     uint32_t vmap_mask;
     uint32_t vmap_count;
 
@@ -185,21 +195,36 @@ static inline int zpi_tok_eq(const uint8_t *a, const uint8_t *b, size_t n)
     return 1;
 }
 
+/* The first bytes of p[0..n) (n >= 1) packed in 64 bits: for n <= 8 two
+ * strings of the same length are equal iff their heads are (bytes 0-3 and
+ * n-4..n-1 together cover a string of 4 to 8 bytes); for n > 8, the first 8
+ * bytes. Never reads outside p[0..n). */
+static inline uint64_t zpi_tok_head(const uint8_t *p, size_t n)
+{
+    if (n >= 8)
+        return zpi_tok_load64(p);
+    if (n >= 4)
+        return zpi_tok_load32(p) | (zpi_tok_load32(p + n - 4) << 32);
+    return (uint64_t)p[0] | ((uint64_t)p[n >> 1] << 8) | ((uint64_t)p[n - 1] << 16);
+}
+
 /* The id of the token whose bytes are p[0..n) (h = zpi_tok_hash(p, n)), or
- * ZPI_TOK_NONE. */
+ * ZPI_TOK_NONE. One memory access for tokens of up to 8 bytes. */
 static inline uint32_t zpi_tok_find(const zp_tokenizer *t, const uint8_t *p, size_t n, uint64_t h)
 {
-    uint32_t tag = (uint32_t)(h >> 32);
+    uint64_t head = zpi_tok_head(p, n);
+    uint16_t tag = (uint16_t)(h >> 48);
     uint32_t i = (uint32_t)h & t->vmap_mask;
     for (;;) {
-        uint64_t s = t->vmap[i];
-        if (s == 0)
+        const zpi_vslot *s = &t->vmap[i];
+        if (s->id1 == 0)
             return ZPI_TOK_NONE;
-        if ((uint32_t)(s >> 32) == tag) {
-            uint32_t id = (uint32_t)s - 1;
-            const zpi_tok_span *sp = &t->span[id];
-            if (sp->len == n && zpi_tok_eq(t->blob + sp->off, p, n))
-                return id;
+        if (s->head == head && s->len == n) {
+            if (n <= 8)
+                return s->id1 - 1;
+            if (s->tag == tag &&
+                zpi_tok_eq(t->blob + t->span[s->id1 - 1].off + 8, p + 8, n - 8))
+                return s->id1 - 1;
         }
         i = (i + 1) & t->vmap_mask;
     }
@@ -247,6 +272,13 @@ static inline size_t zpi_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
     }
     return 0;
 }
+
+/* ------------------------------------------------------------ memory */
+
+/* Zeroed memory for a large, randomly accessed table: tables of 2 MiB and
+ * more are 2 MiB aligned and, where the system offers it, backed by huge
+ * pages (fewer TLB misses on lookups). Free with free(). NULL on failure. */
+void *zpi_tok_table_alloc(size_t bytes);
 
 /* ------------------------------------------------------------ building
  * (tok_vocab.c). zpi_tok_build_* fill a zeroed zp_tokenizer; on error they

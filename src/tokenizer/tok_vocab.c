@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
@@ -46,6 +47,22 @@ static uint32_t next_pow2_u32(uint64_t v)
 
 /* ------------------------------------------------------------ builder */
 
+void *zpi_tok_table_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge)
+        return calloc(1, bytes ? bytes : 1);
+    size_t sz = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, sz);
+    if (!p)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, sz, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    memset(p, 0, sz);
+    return p;
+}
+
 zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size_t errcap)
 {
     if (max_ids == 0 || max_ids > ZPI_TOK_MAX_IDS)
@@ -53,7 +70,7 @@ zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size
             ZPI_TOK_MAX_IDS);
     t->span = malloc((size_t)max_ids * sizeof *t->span);
     uint32_t cap = next_pow2_u32((uint64_t)max_ids * 2);
-    t->vmap = calloc(cap, sizeof *t->vmap);
+    t->vmap = zpi_tok_table_alloc((size_t)cap * sizeof *t->vmap);
     t->blob_cap = (size_t)max_ids * 8 + 64;
     t->blob = malloc(t->blob_cap);
     if (!t->span || !t->vmap || !t->blob)
@@ -85,10 +102,15 @@ zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size
         uint32_t other = zpi_tok_find(t, p, n, h);
         if (other != ZPI_TOK_NONE)
             ERR(ZP_ERR_FORMAT, "ids %u and %u have the same bytes", other, id);
+        if (n > UINT16_MAX)
+            ERR(ZP_ERR_FORMAT, "id %u: token of %zu bytes (at most %u)", id, n, UINT16_MAX);
         uint32_t i = (uint32_t)h & t->vmap_mask;
-        while (t->vmap[i] != 0)
+        while (t->vmap[i].id1 != 0)
             i = (i + 1) & t->vmap_mask;
-        t->vmap[i] = ((h >> 32) << 32) | ((uint64_t)id + 1);
+        t->vmap[i].head = zpi_tok_head(p, n);
+        t->vmap[i].id1 = id + 1;
+        t->vmap[i].len = (uint16_t)n;
+        t->vmap[i].tag = (uint16_t)(h >> 48);
         t->vmap_count++;
     }
     if (t->blob_len + n > t->blob_cap) {
@@ -108,7 +130,7 @@ zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size
 
 static int pmap_alloc(zp_tokenizer *t, uint32_t cap)
 {
-    uint64_t *m = calloc(cap, sizeof *m);
+    uint64_t *m = zpi_tok_table_alloc((size_t)cap * sizeof *m);
     if (!m)
         return -1;
     unsigned bits = 0;

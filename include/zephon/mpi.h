@@ -1,0 +1,392 @@
+/*
+ * zephon/mpi.h - the MPI layer (libzephon_mpi, CMake target zephon::mpi):
+ * a communicator-aware WorkSource, the startup agreement between ranks,
+ * lock-step delivery, metrics reduced to one rank, straggler detection and
+ * the cluster-wide fetch-timing report.
+ *
+ * This is the only public header that includes <mpi.h>.
+ *
+ * Rules (docs/mpi.md explains them):
+ *  - The library never calls MPI_Init/MPI_Finalize and never uses
+ *    MPI_COMM_WORLD: the caller initialises MPI and passes a communicator,
+ *    which zp_mpi_create() duplicates (MPI_Comm_dup) and sets to
+ *    MPI_ERRORS_RETURN, so an MPI failure becomes a ZP_ERR_MPI with a
+ *    message, not an abort.
+ *  - Only the thread that created a zp_mpi calls it (MPI_THREAD_FUNNELED is
+ *    enough: the pipelines' own threads never call MPI).
+ *  - A function marked "collective over comm" must be called by every rank
+ *    of the communicator, in the same order. Each such function agrees on
+ *    its outcome before it returns: when it fails on one rank it fails on
+ *    every rank (naming the rank and the cause), so no rank is left waiting
+ *    in a later collective.
+ *  - The detail of the last error is kept on the handle: zp_mpi_errmsg().
+ *  - Ranks are assumed to share one data representation (a homogeneous
+ *    cluster): records are moved as bytes.
+ */
+#ifndef ZEPHON_MPI_H
+#define ZEPHON_MPI_H
+
+#include <mpi.h>
+
+#include "common.h"
+#include "dataset.h"
+#include "observe.h"
+#include "pipeline.h"
+#include "worksource.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zp_mpi zp_mpi;
+typedef struct zp_mpi_report zp_mpi_report;
+
+/* ------------------------------------------------------------ settings */
+
+typedef struct zp_mpi_config {
+    /* Rank (in comm) that receives reports. Default 0. */
+    int root;
+    /* Straggler criterion (docs/report.md). A rank is flagged when
+     *   (fetch time per batch >= (1 + straggler_ratio) x the median over ranks
+     *    OR its robust z-score 0.6745 (x - median) / MAD > straggler_z)
+     *   AND its consumer wait (stall) >= straggler_min_stall of its step time.
+     * Defaults 0.25, 3.5 and 0.05. */
+    double straggler_ratio;
+    double straggler_z;
+    double straggler_min_stall;
+    /* Periodic (window) reports name a rank only when it was flagged in this
+     * many consecutive windows. Default 3. */
+    uint32_t straggler_windows;
+    /* Windows of per-rank fetch times kept at the root for the heatmap (the
+     * oldest are dropped beyond it). Default 256. */
+    uint32_t max_windows;
+    /* What a "node" is: 0 (default): the ranks sharing memory
+     * (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); N > 0: consecutive groups
+     * of N ranks (tests, or a per-socket cache). */
+    uint32_t node_group_size;
+    /* Optional log sink (borrowed; must outlive the handle). Default NULL. */
+    zp_log_fn log;
+    void *log_user;
+} zp_mpi_config;
+
+/* Fill cfg with the defaults above. */
+void zp_mpi_config_init(zp_mpi_config *cfg);
+
+/* ------------------------------------------------------------ the handle */
+
+/* Create the MPI layer over comm. Collective over comm. Duplicates comm
+ * (the caller keeps and frees its own), sets MPI_ERRORS_RETURN on the
+ * duplicate, finds this rank's node (node index, node-local rank) and sends
+ * the host names to the root. cfg may be NULL for defaults (it is copied).
+ * MPI must be initialised. OUT: *out, caller owns; release with
+ * zp_mpi_destroy(). On failure *out is NULL and the status says why (no
+ * handle to hold a message: the cause is ZP_ERR_INVALID for a bad setting,
+ * ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM). */
+zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
+
+/* Free the handle and its communicators. Collective over comm (it frees
+ * communicators). A report still in flight is completed first. NULL is
+ * accepted. */
+void zp_mpi_destroy(zp_mpi *m);
+
+/* The last error's detail (borrowed, valid until the next call on m).
+ * Never NULL ("" when there was none). */
+const char *zp_mpi_errmsg(const zp_mpi *m);
+
+/* This rank and the communicator's size. */
+int zp_mpi_rank(const zp_mpi *m);
+int zp_mpi_size(const zp_mpi *m);
+/* Node index (0 .. nodes-1, in order of each node's lowest rank), number
+ * of nodes, this rank's rank and the rank count on its node: the node-local
+ * rank decides which rank of a node does node-wide work (e.g. fills a
+ * node-local shard cache). */
+int zp_mpi_node(const zp_mpi *m);
+int zp_mpi_num_nodes(const zp_mpi *m);
+int zp_mpi_local_rank(const zp_mpi *m);
+int zp_mpi_local_size(const zp_mpi *m);
+/* This rank's host name (MPI_Get_processor_name; borrowed). */
+const char *zp_mpi_hostname(const zp_mpi *m);
+/* The duplicated communicator (borrowed; freed by zp_mpi_destroy()). */
+MPI_Comm zp_mpi_comm(const zp_mpi *m);
+
+/* ------------------------------------------------------------ dataset and plan */
+
+/* Build the same dataset on every rank, reading its metadata once.
+ * Collective over comm. On rank 0 the specs (paths, globs, manifests: see
+ * zp_dataset_add) are added and indexed and the result is serialised as a
+ * manifest; the manifest bytes are broadcast and every rank (rank 0 too)
+ * builds its dataset from them, so no other rank lists folders or counts
+ * records. The specs of other ranks are not read (agree on them with
+ * zp_mpi_agree's extra settings). Shard names become the paths the
+ * manifest holds (absolute, or URLs). cfg may be NULL (defaults; it should
+ * be equal on every rank). On any rank's failure every rank gets the error
+ * with the failing rank named.
+ * OUT: *out, caller owns; release with zp_dataset_destroy(). */
+zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
+                                const zp_dataset_config *cfg, zp_dataset **out);
+
+/* Set cfg->rank and cfg->world_size from the communicator. Local. */
+void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg);
+
+/* zp_worksource_create() with rank and world size taken from the
+ * communicator (the other fields from cfg, which may be NULL for
+ * defaults). Collective over comm: fails on every rank when it fails on
+ * one. ds is borrowed as in zp_worksource_create(). OUT: *out, caller owns;
+ * release with zp_worksource_destroy(). */
+zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksource_config *cfg,
+                                   zp_worksource **out);
+
+/* Startup agreement. Collective over comm. Every rank compares, with one
+ * MPI_Allreduce of the minimum and maximum of each value:
+ *   - the dataset (zp_dataset_fingerprint: shard names, formats, sizes and
+ *     counts), when ds is not NULL;
+ *   - the worksource settings that decide the plan (seed, world_size,
+ *     shuffle, shuffle_block_shards, remainder), when ws is not NULL; its
+ *     rank and world size must also match the communicator;
+ *   - the pipeline settings that decide the batches (epochs, microbatch_size,
+ *     seq_len, pack, on_bad_record), when pc is not NULL; settings that only
+ *     change speed (threads, parallelism, buffers, fetch_delay_us) may
+ *     differ between ranks;
+ *   - extra: the caller's own settings as text (tokenizer, field, map
+ *     operators, start epoch ...), when not NULL.
+ * @return ZP_OK when every rank holds the same values; ZP_ERR_MISMATCH on
+ * every rank otherwise, with a message naming each differing value and the
+ * ranks that hold it (e.g. "seed differs: rank 0-2: 1, rank 3: 7"). The
+ * values agreed on are kept for the report's header. */
+zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
+                       const zp_pipeline_config *pc, const char *extra);
+
+/* ------------------------------------------------------------ lock-step delivery */
+
+/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MINLOC of two
+ * ints) so that all ranks take the same decision. Collective over comm;
+ * call it once per training step on every rank.
+ * @return ZP_OK when every rank has a batch (*out borrowed as with
+ *         zp_pipeline_next);
+ *         ZP_END on every rank as soon as any rank's stream ended (token
+ *         packing gives ranks different batch counts: all ranks stop at the
+ *         shortest; a batch a rank held is not delivered and is counted in
+ *         zp_mpi_batches_dropped());
+ *         an error on every rank when any rank failed: the failing rank's
+ *         own status; the message names the rank (its own message on that
+ *         rank). Once it returned ZP_END or an error, later calls return the
+ *         same without communicating. */
+zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
+
+/* Batches this rank held but did not deliver because another rank ended
+ * first (see zp_mpi_next). */
+uint64_t zp_mpi_batches_dropped(const zp_mpi *m);
+/* Seconds this rank spent in zp_mpi_next's agreement (waiting for the
+ * other ranks). */
+double zp_mpi_sync_seconds(const zp_mpi *m);
+
+/* ------------------------------------------------------------ reports */
+
+/* One rank's contribution to a report: its snapshots. Fill it with
+ * zp_mpi_input_from_pipeline(), or by hand (tests, a custom loader). */
+typedef struct zp_mpi_input {
+    zp_metrics_snapshot metrics;
+    zp_fetch_timing fetch;
+    zp_prefetch_timing prefetch;
+    zp_pipeline_counts counts;
+} zp_mpi_input;
+
+/* Take p's snapshots (observability must be on: else ZP_ERR_STATE). Local;
+ * the consumer's thread. */
+zp_status zp_mpi_input_from_pipeline(zp_pipeline *p, zp_mpi_input *in);
+
+typedef enum zp_mpi_report_kind {
+    /* A final report: the straggler criterion is applied to the totals of
+     * the whole run. */
+    ZP_MPI_REPORT_FINAL = 0,
+    /* A periodic report from inside a training loop: the criterion is
+     * applied to this window (the change since the previous report), and a
+     * rank is named only when flagged in straggler_windows consecutive
+     * windows. */
+    ZP_MPI_REPORT_WINDOW = 1
+} zp_mpi_report_kind;
+
+/* One rank's row in a report: the fixed-size record gathered from every
+ * rank. Integer counters are exact; times are in seconds. */
+typedef struct zp_mpi_rank_stats {
+    int32_t rank;             /* in comm; -1 in totals */
+    int32_t node;             /* node index; -1 in cluster totals */
+    int32_t local_rank;       /* on its node; in totals: the rank count */
+    uint32_t threads;         /* pipeline threads (sum in totals) */
+    uint32_t valid;           /* 0: the rank gave no snapshot (in = NULL) */
+    uint32_t report_index;    /* reports made by this handle before this one */
+    /* counters */
+    uint64_t batches, samples, tokens, records;
+    uint64_t bytes_read;      /* bytes read from storage (compressed) */
+    uint64_t bytes_fetched;   /* record bytes fetched (uncompressed) */
+    uint64_t shards_opened, downloads, retries;
+    uint64_t cache_hits, cache_misses;
+    uint64_t padded, skipped, batches_dropped;
+    /* times, seconds */
+    double wall;              /* since the first next() */
+    double first_batch;       /* time to the first batch */
+    double stall;             /* consumer time inside next() after the first batch */
+    double fetch;             /* time in fetch tasks (summed over them) */
+    double open, read, decompress; /* shard loads: total, of which reading, decompressing */
+    double fetch_wait;        /* fetch waiting on a load in flight elsewhere */
+    double transfer;          /* prefetch downloads (sum of latencies) */
+    double sync;              /* waiting for the other ranks in zp_mpi_next */
+    double slowest_shard;     /* slowest shard load */
+    double slowest_record;    /* slowest record read */
+    int64_t slowest_shard_index; /* -1 if none */
+    /* derived */
+    double stall_fraction;    /* stall / (wall - first_batch) */
+    double step;              /* wall per batch (0 without batches) */
+    double fetch_per_batch;   /* fetch / batches (0 without batches) */
+    double samples_per_second;
+    double bytes_per_second;  /* bytes_fetched / wall */
+    double cache_hit_rate;    /* hits / (hits + misses); 0 without lookups */
+    /* this report's window: the change since this rank's previous report */
+    uint64_t win_batches;
+    double win_seconds;
+    double win_fetch_per_batch;
+    double win_stall_fraction;
+} zp_mpi_rank_stats;
+
+/* Metrics summarised over ranks (zp_mpi_report_stat). */
+typedef enum zp_mpi_metric {
+    ZP_MPI_M_SAMPLES = 0,
+    ZP_MPI_M_BATCHES,
+    ZP_MPI_M_TOKENS,
+    ZP_MPI_M_BYTES_READ,
+    ZP_MPI_M_BYTES_FETCHED,
+    ZP_MPI_M_SHARDS_OPENED,
+    ZP_MPI_M_RETRIES,
+    ZP_MPI_M_WALL,
+    ZP_MPI_M_FIRST_BATCH,
+    ZP_MPI_M_FETCH,
+    ZP_MPI_M_OPEN,
+    ZP_MPI_M_READ,
+    ZP_MPI_M_DECOMPRESS,
+    ZP_MPI_M_TRANSFER,
+    ZP_MPI_M_STALL,
+    ZP_MPI_M_STALL_FRACTION,
+    ZP_MPI_M_SYNC,
+    ZP_MPI_M_STEP,
+    ZP_MPI_M_FETCH_PER_BATCH,
+    ZP_MPI_M_SAMPLES_PER_SECOND,
+    ZP_MPI_M_BYTES_PER_SECOND,
+    ZP_MPI_M_SLOWEST_SHARD,
+    ZP_MPI_M_CACHE_HIT_RATE,
+    ZP_MPI_M_COUNT
+} zp_mpi_metric;
+
+/* A static name for a metric ("samples", "fetch_per_batch_s", ...), NULL
+ * when out of range. */
+const char *zp_mpi_metric_name(zp_mpi_metric m);
+
+/* A metric over the valid ranks. Population standard deviation. */
+typedef struct zp_mpi_stat {
+    double min, max, mean, stddev, sum;
+    int32_t min_rank, max_rank; /* lowest rank holding the min / max; -1 when no rank */
+    uint32_t ranks;             /* valid ranks counted */
+    double imbalance;           /* max / mean (0 when the mean is 0) */
+} zp_mpi_stat;
+
+/* Why a rank is named as a straggler (bits of zp_mpi_straggler.reasons). */
+#define ZP_MPI_SLOW_RATIO 1u /* fetch per batch >= (1 + ratio) x median */
+#define ZP_MPI_SLOW_Z 2u     /* robust z-score above the threshold */
+#define ZP_MPI_SLOW_STALL 4u /* consumer wait >= min stall (always set when named) */
+
+typedef struct zp_mpi_straggler {
+    int32_t rank;
+    uint32_t reasons;          /* ZP_MPI_SLOW_* bits */
+    double fetch_per_batch;    /* seconds, the value judged (run or window) */
+    double median;             /* the median over ranks */
+    double ratio;              /* fetch_per_batch / median (inf when the median is 0) */
+    double z;                  /* robust z-score (inf when MAD is 0 and above the median) */
+    double stall_fraction;
+    uint32_t windows;          /* consecutive flagged windows ending at this report */
+    char reason[256];          /* the same in words */
+} zp_mpi_straggler;
+
+/* Reduce every rank's snapshots to the root. Collective over comm. in may
+ * be NULL on a rank that has nothing to give (it is listed as invalid).
+ * Scalars travel as one fixed-size zp_mpi_rank_stats per rank
+ * (MPI_Gather); the histograms are merged with MPI_Reduce (MPI_SUM of the
+ * bucket counts, MIN/MAX of the extremes), so the bytes gathered do not grow
+ * with the histograms.
+ * OUT: *out on the root: the report, caller owns; release with
+ * zp_mpi_report_destroy(). NULL on the other ranks.
+ * Not while a non-blocking report is in flight (ZP_ERR_STATE). */
+zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind,
+                        zp_mpi_report **out);
+
+/* The same, non-blocking (MPI_Igather + MPI_Ireduce): start it at the same
+ * step on every rank (collective over comm), then call test() (local, cheap;
+ * it also progresses the transfer: call it once per step) until *done, or
+ * wait(). in is copied: the caller may reuse it at once. Only one report
+ * may be in flight per handle. The root's analysis runs inside the test()
+ * or wait() that completes the transfer. OUT of test/wait: *out as with
+ * zp_mpi_report(), NULL on other ranks and while not done. */
+zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind);
+zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_mpi_report **out);
+zp_status zp_mpi_report_wait(zp_mpi *m, zp_mpi_report **out);
+/* 1 while a non-blocking report is in flight. */
+int zp_mpi_report_pending(const zp_mpi *m);
+
+void zp_mpi_report_destroy(zp_mpi_report *r);
+
+/* Reading a report (root). Pointers are borrowed, valid until
+ * zp_mpi_report_destroy(). */
+zp_mpi_report_kind zp_mpi_report_get_kind(const zp_mpi_report *r);
+int zp_mpi_report_num_ranks(const zp_mpi_report *r);
+/* Row of rank i (0 <= i < num_ranks), NULL when out of range. */
+const zp_mpi_rank_stats *zp_mpi_report_rank(const zp_mpi_report *r, int i);
+/* Cluster totals: counters and times summed over valid ranks (counters
+ * exactly); derived fields are cluster rates. */
+const zp_mpi_rank_stats *zp_mpi_report_totals(const zp_mpi_report *r);
+int zp_mpi_report_num_nodes(const zp_mpi_report *r);
+/* Totals of node j; NULL when out of range. */
+const zp_mpi_rank_stats *zp_mpi_report_node(const zp_mpi_report *r, int j);
+/* Host name of rank i / of node j (borrowed). */
+const char *zp_mpi_report_rank_host(const zp_mpi_report *r, int i);
+const char *zp_mpi_report_node_host(const zp_mpi_report *r, int j);
+/* A metric summarised over valid ranks. ZP_ERR_INVALID for a bad metric. */
+zp_status zp_mpi_report_stat(const zp_mpi_report *r, zp_mpi_metric metric, zp_mpi_stat *out);
+/* Merged histograms over ranks: 0 shard load times, 1 record read times,
+ * 2 prefetch download latencies. NULL when which is out of range. */
+const zp_hist *zp_mpi_report_hist(const zp_mpi_report *r, int which);
+/* Stragglers, slowest first. @return their count; *out borrowed. */
+size_t zp_mpi_report_stragglers(const zp_mpi_report *r, const zp_mpi_straggler **out);
+/* Aggregate throughput, samples/s: achieved (total samples / slowest
+ * rank's wall) and as bounded by the slowest rank (its samples/s x ranks:
+ * what lock-step training gets). */
+double zp_mpi_report_throughput(const zp_mpi_report *r, double *bounded);
+/* Seconds the root spent on this report: from the start of the collective
+ * to the end of the analysis; and the bytes each rank sent in the gather. */
+double zp_mpi_report_seconds(const zp_mpi_report *r);
+size_t zp_mpi_report_gather_bytes(const zp_mpi_report *r);
+/* Windows kept for the heatmap and rank i's fetch time per batch in window
+ * w (0 = oldest kept; NaN when the rank delivered no batch in it). */
+int zp_mpi_report_num_windows(const zp_mpi_report *r);
+double zp_mpi_report_window_fetch(const zp_mpi_report *r, int w, int i);
+
+typedef enum zp_mpi_format {
+    ZP_MPI_TEXT = 0, /* aligned plain text */
+    ZP_MPI_JSON = 1, /* one JSON object (docs/report.md lists its fields) */
+    ZP_MPI_CSV = 2,  /* one row per rank, with a header row */
+    ZP_MPI_HTML = 3  /* one self-contained page with inline SVG charts */
+} zp_mpi_format;
+
+/* Render the report. OUT: *out NUL-terminated, malloc'd: caller frees with
+ * free(); *len (may be NULL) its length. */
+zp_status zp_mpi_report_render(const zp_mpi_report *r, zp_mpi_format fmt, char **out, size_t *len);
+
+/* Write report.txt, report.json, report.csv, report.html and windows.csv
+ * into dir (created if missing, with its parents). ZP_ERR_IO names the file
+ * that failed; *errbuf (may be NULL) of errlen bytes gets the message. */
+zp_status zp_mpi_report_write(const zp_mpi_report *r, const char *dir, char *errbuf, size_t errlen);
+
+/* The one-line verdict ("verdict: ..."), borrowed. */
+const char *zp_mpi_report_verdict(const zp_mpi_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
