@@ -4,16 +4,23 @@
  *
  *   bench_tokenizer TEXT.jsonl [PASSES]
  *
- * Prints "key value" lines (MB = 10^6 bytes of UTF-8 text):
+ * Prints "key value" lines (MB = 10^6 bytes of UTF-8 text; best of PASSES,
+ * default 3):
  *   docs, bytes, tokens          the input and the ids it gives
  *   load_ms_min, load_ms_median  zp_tokenizer_create("gpt2") (20 runs)
- *   mbps_1t                      one thread, cache on (best of PASSES)
- *   mbps_1t_nocache              one thread, cache off
+ *   mbps_1t                      one thread, cache on (wall clock)
+ *   mbps_1t_nocache              one thread, cache off (wall clock)
+ *   cpu_mbps_1t[_nocache]        the same per second of CPU time (less
+ *                                sensitive to other load on the machine)
  *   mbps_2t                      two threads, one encoder each, each on its
  *                                own half of the documents (wall clock)
- *   tokenizer_bytes, encoder_bytes, rss_delta_bytes
- *                                zp_*_memory() and the process's resident
- *                                set growth across creating both
+ *   tokenizer_bytes, encoder_bytes
+ *                                zp_tokenizer_memory(), zp_encoder_memory()
+ *                                (the latter after a pass over the text)
+ *   rss_after_create_bytes, rss_after_one_pass_bytes
+ *                                growth of the process's resident set after
+ *                                creating the tokenizer + one encoder, and
+ *                                after that encoder encoded the whole text
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -34,6 +41,13 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -98,8 +112,10 @@ static void *run_job(void *p)
     return NULL;
 }
 
+/* Encode all documents with `threads` threads; returns the wall time and
+ * puts the process CPU time in *cpu. */
 static double timed_threads(const zp_tokenizer *tok, const doc *docs, size_t n_docs,
-                            size_t bytes, int threads, size_t *tokens)
+                            size_t bytes, int threads, size_t *tokens, double *cpu)
 {
     job jobs[2];
     pthread_t th[2];
@@ -112,6 +128,7 @@ static double timed_threads(const zp_tokenizer *tok, const doc *docs, size_t n_d
             break;
         }
     }
+    double c0 = cpu_now();
     double t0 = now();
     for (int k = 0; k < threads; k++) {
         jobs[k] = (job){tok, docs, threads == 1 ? 0 : (k == 0 ? 0 : split),
@@ -125,6 +142,7 @@ static double timed_threads(const zp_tokenizer *tok, const doc *docs, size_t n_d
         for (int k = 0; k < 2; k++)
             pthread_join(th[k], NULL);
     double dt = now() - t0;
+    *cpu = cpu_now() - c0;
     *tokens = 0;
     for (int k = 0; k < threads; k++) {
         if (jobs[k].failed) {
@@ -232,16 +250,20 @@ int main(int argc, char **argv)
     if (zp_tokenizer_create("gpt2", &cfg, &tok_nc, err, sizeof err) != ZP_OK)
         return 1;
     size_t tokens = 0;
-    double best1 = 1e30, best1nc = 1e30, best2 = 1e30;
+    double best1 = 1e30, best1nc = 1e30, best2 = 1e30, cpu1 = 1e30, cpu1nc = 1e30, c;
     size_t tk1 = 0, tk2 = 0, tknc = 0;
     for (int p = 0; p < passes; p++) {
-        double d = timed_threads(tok, docs, n_docs, bytes, 1, &tk1);
+        double d = timed_threads(tok, docs, n_docs, bytes, 1, &tk1, &c);
         if (d < best1)
             best1 = d;
-        d = timed_threads(tok_nc, docs, n_docs, bytes, 1, &tknc);
+        if (c < cpu1)
+            cpu1 = c;
+        d = timed_threads(tok_nc, docs, n_docs, bytes, 1, &tknc, &c);
         if (d < best1nc)
             best1nc = d;
-        d = timed_threads(tok, docs, n_docs, bytes, 2, &tk2);
+        if (c < cpu1nc)
+            cpu1nc = c;
+        d = timed_threads(tok, docs, n_docs, bytes, 2, &tk2, &c);
         if (d < best2)
             best2 = d;
     }
@@ -259,6 +281,8 @@ int main(int argc, char **argv)
     printf("load_ms_median %.2f\n", lt[10]);
     printf("mbps_1t %.2f\n", (double)bytes / best1 / 1e6);
     printf("mbps_1t_nocache %.2f\n", (double)bytes / best1nc / 1e6);
+    printf("cpu_mbps_1t %.2f\n", (double)bytes / cpu1 / 1e6);
+    printf("cpu_mbps_1t_nocache %.2f\n", (double)bytes / cpu1nc / 1e6);
     printf("mbps_2t %.2f\n", (double)bytes / best2 / 1e6);
     printf("tokenizer_bytes %zu\n", zp_tokenizer_memory(tok));
     printf("encoder_bytes %zu\n", enc_bytes);

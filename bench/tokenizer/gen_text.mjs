@@ -6,10 +6,11 @@
 //
 // What it is (printed by run.sh too):
 //  - ~85% English-like prose: words drawn from the GPT-2 vocabulary's own
-//    lowercase words (frequency ~ Zipf over the merge order, so frequent
-//    words come first as in English), plus ~18% rarer words built from two
-//    pieces ("inter"+"locks", suffixes -ing/-ed/-ly/-s, proper names) so
-//    that, as in real text, a good share of words are not single tokens;
+//    lowercase words of 3+ letters and the common 1-2 letter words
+//    (frequency ~ Zipf over the merge order, so frequent words come first as
+//    in English), plus ~12% rarer words built from two pieces ("inter" +
+//    "locks", suffixes -ing/-ed/-ly/-s, proper names) so that, as in real
+//    text, a share of words are not single tokens;
 //    sentences with capitals, commas, quotes, parentheses, numbers, years,
 //    contractions (don't, it's, we'll) and paragraphs.
 //  - ~7% code (C/Python-like, indented, with identifiers and numbers).
@@ -45,13 +46,17 @@ const zipf = (n) => Math.min(n - 1, Math.floor(Math.exp(rnd() * Math.log(n + 1))
 // ---------------------------------------------------------------- words
 const encoder = JSON.parse(fs.readFileSync(path.join(root, 'data/gpt2/encoder.json'), 'utf8'));
 const byId = Object.entries(encoder).sort((a, b) => a[1] - b[1]).map(([k]) => k);
+const short = new Set(['a', 'I', 'an', 'as', 'at', 'be', 'by', 'do', 'go', 'he', 'if', 'in', 'is',
+                       'it', 'me', 'my', 'no', 'of', 'on', 'or', 'so', 'to', 'up', 'us', 'we']);
 const words = [];  // "Ġword" tokens, lowercase, in merge order
 const pieces = []; // word-internal pieces (no Ġ), lowercase
 for (const tok of byId) {
-    if (/^\u0120[a-z]{2,}$/.test(tok)) words.push(tok.slice(1));
+    if (/^\u0120[a-z]{3,}$/.test(tok) || (tok[0] === '\u0120' && short.has(tok.slice(1))))
+        words.push(tok.slice(1));
     else if (/^[a-z]{2,}$/.test(tok)) pieces.push(tok);
 }
-words.unshift('a', 'I'); // single-letter words
+if (!words.includes('a')) words.unshift('a');
+if (!words.includes('I')) words.unshift('I');
 const names = ['Alice', 'Bob', 'Chen', 'Dmitri', 'Fatima', 'Gonzalez', 'Haruki', 'Ingrid', 'Jamal',
                'Kowalski', 'Lakshmi', 'Moreau', 'Nakamura', 'Okonkwo', 'Petrov', 'Quinn', 'Rossi',
                'Schmidt', 'Tanaka', 'Umar', 'Vasquez', 'Wang', 'Xu', 'Yilmaz', 'Zhang', 'Berlin',
@@ -62,9 +67,9 @@ const contractions = ["don't", "it's", "we'll", "they're", "I'm", "you've", "can
 
 function word() {
     const r = rnd();
-    if (r < 0.80) return words[zipf(Math.min(words.length, 20000))];
-    if (r < 0.88) return words[zipf(8000)] + pick(suffixes);
-    if (r < 0.95) return words[zipf(5000)] + pieces[zipf(pieces.length)];
+    if (r < 0.86) return words[zipf(Math.min(words.length, 20000))];
+    if (r < 0.92) return words[zipf(8000)] + pick(suffixes);
+    if (r < 0.95) return words[zipf(3000)] + pieces[zipf(3000)];
     if (r < 0.98) return pick(contractions);
     return pick(names);
 }

@@ -80,8 +80,9 @@ void zp_mpi_config_init(zp_mpi_config *cfg);
  * the host names to the root. cfg may be NULL for defaults (it is copied).
  * MPI must be initialised. OUT: *out, caller owns; release with
  * zp_mpi_destroy(). On failure *out is NULL and the status says why (no
- * handle to hold a message: the cause is ZP_ERR_INVALID for a bad setting,
- * ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM). */
+ * handle to hold a message): ZP_ERR_STATE when MPI is not initialised (or
+ * finalised), ZP_ERR_INVALID for a bad setting or MPI_COMM_NULL,
+ * ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
 zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
 
 /* Free the handle and its communicators. Collective over comm (it frees

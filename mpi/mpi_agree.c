@@ -1,0 +1,515 @@
+/* mpi_agree.c - startup agreement between ranks (dataset, plan and batch
+ * settings compared with one MPI_Allreduce), and the dataset built once on
+ * rank 0 and broadcast as a manifest. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpi_internal.h"
+
+/* ------------------------------------------------------------ info */
+
+int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src)
+{
+    *dst = *src;
+    dst->extra = NULL;
+    if (src->extra) {
+        size_t n = strlen(src->extra) + 1;
+        dst->extra = malloc(n);
+        if (!dst->extra)
+            return -1;
+        memcpy(dst->extra, src->extra, n);
+    }
+    return 0;
+}
+
+void zpi_mpi_info_free(zpi_mpi_info *i)
+{
+    free(i->extra);
+    i->extra = NULL;
+}
+
+static const char *pack_name(zp_pack_mode p)
+{
+    switch (p) {
+    case ZP_PACK_RECORDS:
+        return "records";
+    case ZP_PACK_CONCAT:
+        return "concat";
+    case ZP_PACK_PAD:
+        return "pad";
+    }
+    return "?";
+}
+
+void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b)
+{
+    const char *sep = "";
+    if (i->have_ws) {
+        zpi_sb_printf(b, "seed=%llu world_size=%u shuffle=%d shuffle_block_shards=%u remainder=%s",
+                      (unsigned long long)i->ws.seed, i->ws.world_size, i->ws.shuffle,
+                      i->ws.shuffle_block_shards,
+                      i->ws.remainder == ZP_REMAINDER_DROP ? "drop" : "pad");
+        sep = " ";
+    }
+    if (i->have_pc) {
+        zpi_sb_printf(b, "%sepochs=%u microbatch_size=%zu seq_len=%zu pack=%s on_bad_record=%s", sep,
+                      i->pc.epochs, i->pc.microbatch_size, i->pc.seq_len, pack_name(i->pc.pack),
+                      i->pc.on_bad_record == ZP_BAD_RECORD_SKIP ? "skip" : "fail");
+        sep = " ";
+    }
+    if (i->extra && *i->extra)
+        zpi_sb_printf(b, "%s%s", sep, i->extra);
+    if (!i->have_ws && !i->have_pc && !(i->extra && *i->extra))
+        zpi_sb_puts(b, "(not agreed: zp_mpi_agree was not called)");
+}
+
+/* ------------------------------------------------------------ agreement */
+
+enum {
+    F_PRESENT, /* bits: 1 dataset, 2 worksource, 4 pipeline, 8 extra */
+    F_DS_FP,
+    F_DS_SHARDS,
+    F_DS_SAMPLES,
+    F_SEED,
+    F_WORLD,
+    F_SHUFFLE,
+    F_BLOCK,
+    F_REMAINDER,
+    F_EPOCHS,
+    F_MICRO,
+    F_SEQ,
+    F_PACK,
+    F_BAD,
+    F_EXTRA,
+    F_N
+};
+
+static const char *const FIELD_NAME[F_N] = {
+    "the settings given to zp_mpi_agree (dataset/worksource/pipeline/extra present)",
+    "dataset manifest",
+    "dataset shard count",
+    "dataset sample count",
+    "seed",
+    "world_size",
+    "shuffle",
+    "shuffle_block_shards",
+    "remainder",
+    "epochs",
+    "microbatch_size",
+    "seq_len",
+    "pack",
+    "on_bad_record",
+    "extra settings",
+};
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* The value of rank i's field f for a message. */
+static void field_value(char *buf, size_t cap, const uint64_t *rec, int f)
+{
+    switch (f) {
+    case F_DS_FP:
+        snprintf(buf, cap, "fingerprint %016llx (%llu shards, %llu samples)",
+                 (unsigned long long)rec[F_DS_FP], (unsigned long long)rec[F_DS_SHARDS],
+                 (unsigned long long)rec[F_DS_SAMPLES]);
+        break;
+    case F_REMAINDER:
+        snprintf(buf, cap, "%s", rec[f] ? "drop" : "pad");
+        break;
+    case F_PACK:
+        snprintf(buf, cap, "%s", pack_name((zp_pack_mode)rec[f]));
+        break;
+    case F_BAD:
+        snprintf(buf, cap, "%s", rec[f] ? "skip" : "fail");
+        break;
+    case F_EXTRA:
+        snprintf(buf, cap, "hash %016llx", (unsigned long long)rec[f]);
+        break;
+    default:
+        snprintf(buf, cap, "%llu", (unsigned long long)rec[f]);
+    }
+}
+
+/* Append "name differs: rank 0-2: v, rank 3: w" for field f to msg. */
+static void describe_field(char *msg, size_t cap, const uint64_t *all, int size, int f,
+                           int *ranks)
+{
+    size_t len = strlen(msg);
+    snprintf(msg + len, cap - len, "%s%s differs:", len ? "; " : "", FIELD_NAME[f]);
+    /* distinct values in order of first appearance, at most 4 shown */
+    uint64_t shown[4];
+    int n_shown = 0;
+    for (int i = 0; i < size && n_shown < 4; i++) {
+        uint64_t v = all[(size_t)i * F_N + (size_t)f];
+        int seen = 0;
+        for (int k = 0; k < n_shown; k++)
+            seen |= shown[k] == v;
+        if (seen)
+            continue;
+        shown[n_shown++] = v;
+        size_t n = 0;
+        for (int j = 0; j < size; j++)
+            if (all[(size_t)j * F_N + (size_t)f] == v)
+                ranks[n++] = j;
+        char list[128], val[160];
+        zpi_mpi_ranklist(list, sizeof list, ranks, n);
+        field_value(val, sizeof val, all + (size_t)i * F_N, f);
+        len = strlen(msg);
+        snprintf(msg + len, cap - len, "%s rank%s %s: %s", n_shown > 1 ? "," : "", n > 1 ? "s" : "",
+                 list, val);
+    }
+}
+
+/* Broadcast rank src's extra string (at most cap-1 bytes) into buf. */
+static zp_status bcast_extra(zp_mpi *m, int src, const char *extra, char *buf, size_t cap)
+{
+    memset(buf, 0, cap);
+    if (m->rank == src && extra)
+        snprintf(buf, cap, "%s", extra);
+    return zpi_mpi_check(m, MPI_Bcast(buf, (int)cap, MPI_CHAR, src, m->comm),
+                         "MPI_Bcast (extra settings)");
+}
+
+zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
+                       const zp_pipeline_config *pc, const char *extra)
+{
+    if (!m)
+        return ZP_ERR_INVALID;
+    zp_status local = ZP_OK;
+    if (ws && (ws->rank != (uint32_t)m->rank || ws->world_size != (uint32_t)m->size))
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID,
+                             "worksource rank %u / world size %u do not match the communicator "
+                             "(rank %d of %d): use zp_mpi_worksource_config()",
+                             ws->rank, ws->world_size, m->rank, m->size);
+    zp_status st = zpi_mpi_agree_status(m, local);
+    if (st != ZP_OK)
+        return st;
+
+    uint64_t rec[F_N];
+    memset(rec, 0, sizeof rec);
+    uint64_t ds_bytes = 0;
+    if (ds) {
+        rec[F_PRESENT] |= 1;
+        rec[F_DS_FP] = zp_dataset_fingerprint(ds);
+        rec[F_DS_SHARDS] = zp_dataset_num_shards(ds);
+        rec[F_DS_SAMPLES] = zp_dataset_num_samples(ds);
+        for (size_t i = 0; i < zp_dataset_num_shards(ds); i++)
+            ds_bytes += zp_dataset_shard_bytes(ds, i);
+    }
+    if (ws) {
+        rec[F_PRESENT] |= 2;
+        rec[F_SEED] = ws->seed;
+        rec[F_WORLD] = ws->world_size;
+        rec[F_SHUFFLE] = (uint64_t)ws->shuffle;
+        rec[F_BLOCK] = ws->shuffle_block_shards;
+        rec[F_REMAINDER] = (uint64_t)ws->remainder;
+    }
+    if (pc) {
+        rec[F_PRESENT] |= 4;
+        rec[F_EPOCHS] = pc->epochs;
+        rec[F_MICRO] = pc->microbatch_size;
+        rec[F_SEQ] = pc->seq_len;
+        rec[F_PACK] = (uint64_t)pc->pack;
+        rec[F_BAD] = (uint64_t)pc->on_bad_record;
+    }
+    if (extra) {
+        rec[F_PRESENT] |= 8;
+        rec[F_EXTRA] = fnv1a(extra);
+    }
+    /* min of v and of ~v (= ~max v) in one reduction */
+    uint64_t in[2 * F_N], res[2 * F_N];
+    for (int f = 0; f < F_N; f++) {
+        in[f] = rec[f];
+        in[F_N + f] = ~rec[f];
+    }
+    st = zpi_mpi_check(m, MPI_Allreduce(in, res, 2 * F_N, MPI_UINT64_T, MPI_MIN, m->comm),
+                       "MPI_Allreduce (startup agreement)");
+    if (st != ZP_OK)
+        return st;
+    int differ = 0;
+    for (int f = 0; f < F_N; f++)
+        differ |= res[f] != ~res[F_N + f];
+    if (!differ) {
+        zpi_mpi_info_free(&m->info);
+        memset(&m->info, 0, sizeof m->info);
+        m->info.have_dataset = ds != NULL;
+        m->info.have_ws = ws != NULL;
+        m->info.have_pc = pc != NULL;
+        m->info.ds_shards = rec[F_DS_SHARDS];
+        m->info.ds_samples = rec[F_DS_SAMPLES];
+        m->info.ds_fingerprint = rec[F_DS_FP];
+        m->info.ds_bytes = ds_bytes;
+        if (ws)
+            m->info.ws = *ws;
+        if (pc)
+            m->info.pc = *pc;
+        if (extra && !(m->info.extra = malloc(strlen(extra) + 1)))
+            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+        else if (extra)
+            memcpy(m->info.extra, extra, strlen(extra) + 1);
+        return zpi_mpi_agree_status(m, local);
+    }
+
+    /* A mismatch (every rank is here): gather every rank's values so that
+     * every rank can name the ranks that differ. */
+    uint64_t *all = malloc((size_t)m->size * F_N * sizeof *all);
+    int *ranks = malloc((size_t)m->size * sizeof *ranks);
+    local = (all && ranks) ? ZP_OK
+                           : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory naming differing ranks");
+    st = zpi_mpi_agree_status(m, local);
+    if (st == ZP_OK)
+        st = zpi_mpi_check(m, MPI_Allgather(rec, F_N, MPI_UINT64_T, all, F_N, MPI_UINT64_T, m->comm),
+                           "MPI_Allgather (startup agreement)");
+    if (st != ZP_OK) {
+        free(all);
+        free(ranks);
+        return st;
+    }
+    char msg[ZPI_MPI_ERRMAX];
+    msg[0] = '\0';
+    int extra_differs = 0;
+    for (int f = 0; f < F_N; f++) {
+        if (res[f] == ~res[F_N + f])
+            continue;
+        if (f == F_DS_SHARDS || f == F_DS_SAMPLES) {
+            if (res[F_DS_FP] != ~res[F_N + F_DS_FP])
+                continue; /* already said with the fingerprint */
+        }
+        if (f == F_EXTRA)
+            extra_differs = 1;
+        describe_field(msg, sizeof msg, all, m->size, f, ranks);
+    }
+    if (extra_differs) {
+        /* show rank 0's text and that of the first rank that differs */
+        int other = 0;
+        for (int i = 1; i < m->size && !other; i++)
+            if (all[(size_t)i * F_N + F_EXTRA] != all[F_EXTRA])
+                other = i;
+        char a[200], b[200];
+        if (bcast_extra(m, 0, extra, a, sizeof a) == ZP_OK &&
+            bcast_extra(m, other, extra, b, sizeof b) == ZP_OK) {
+            size_t len = strlen(msg);
+            snprintf(msg + len, sizeof msg - len, " (rank 0: '%s'; rank %d: '%s')", a, other, b);
+        }
+    }
+    free(all);
+    free(ranks);
+    return zpi_mpi_fail(m, ZP_ERR_MISMATCH, "ranks disagree: %s", msg);
+}
+
+/* ------------------------------------------------------------ dataset broadcast */
+
+static const char *tmp_dir(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+static int is_url(const char *s)
+{
+    return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0 ||
+           strncmp(s, "s3://", 5) == 0;
+}
+
+/* A temporary file name "<tmp>/zephon-manifest-XXXXXX.json", created
+ * empty. Caller frees and unlinks. */
+static char *make_tmp(zp_mpi *m)
+{
+    const char *d = tmp_dir();
+    size_t n = strlen(d) + 40;
+    char *p = malloc(n);
+    if (!p) {
+        zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(p, n, "%s/zephon-manifest-XXXXXX.json", d);
+    int fd = mkstemps(p, 5);
+    if (fd < 0) {
+        zpi_mpi_fail(m, ZP_ERR_IO, "cannot create a temporary manifest in '%s': %s", d,
+                     strerror(errno));
+        free(p);
+        return NULL;
+    }
+    close(fd);
+    return p;
+}
+
+/* Rank 0: build the dataset from the specs and serialise it as a manifest
+ * whose paths do not depend on where the manifest is written (absolute, or
+ * URLs). *out malloc'd. */
+static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
+                                const zp_dataset_config *cfg, char **out, size_t *out_len)
+{
+    zp_dataset *ds = NULL;
+    char *tmp = NULL;
+    json_t *root = NULL;
+    zp_status st = zp_dataset_create(cfg, &ds);
+    if (st != ZP_OK) {
+        zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((st = zp_dataset_add(ds, specs[i])) != ZP_OK) {
+            zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
+            goto out;
+        }
+    }
+    if ((st = zp_dataset_index(ds)) != ZP_OK) {
+        zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
+        goto out;
+    }
+    if (!(tmp = make_tmp(m))) {
+        st = ZP_ERR_IO;
+        goto out;
+    }
+    if ((st = zp_dataset_write_manifest(ds, tmp, 0)) != ZP_OK) {
+        zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
+        goto out;
+    }
+    json_error_t je;
+    root = json_load_file(tmp, 0, &je);
+    if (!root) {
+        st = zpi_mpi_fail(m, ZP_ERR_FORMAT, "cannot read back the manifest '%s': %s", tmp, je.text);
+        goto out;
+    }
+    /* Paths relative to the temporary manifest's folder become absolute. */
+    char *dir = realpath(tmp_dir(), NULL);
+    if (!dir) {
+        st = zpi_mpi_fail(m, ZP_ERR_IO, "cannot resolve '%s': %s", tmp_dir(), strerror(errno));
+        goto out;
+    }
+    json_t *shards = json_object_get(root, "shards");
+    for (size_t i = 0; i < json_array_size(shards); i++) {
+        json_t *e = json_array_get(shards, i);
+        const char *p = json_string_value(json_object_get(e, "path"));
+        if (!p || p[0] == '/' || is_url(p))
+            continue;
+        size_t len = strlen(dir) + strlen(p) + 2;
+        char *abs = malloc(len);
+        if (!abs) {
+            free(dir);
+            st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        snprintf(abs, len, "%s/%s", dir, p);
+        json_object_set_new(e, "path", json_string(abs));
+        free(abs);
+    }
+    free(dir);
+    *out = json_dumps(root, JSON_COMPACT);
+    if (!*out) {
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory serialising the manifest");
+        goto out;
+    }
+    *out_len = strlen(*out);
+out:
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    json_decref(root);
+    zp_dataset_destroy(ds);
+    return st;
+}
+
+/* Broadcast len bytes from rank 0 in pieces that fit an int count. */
+static zp_status bcast_bytes(zp_mpi *m, char *buf, uint64_t len)
+{
+    const uint64_t piece = (uint64_t)1 << 30;
+    for (uint64_t off = 0; off < len; off += piece) {
+        uint64_t n = len - off < piece ? len - off : piece;
+        zp_status st = zpi_mpi_check(m, MPI_Bcast(buf + off, (int)n, MPI_CHAR, 0, m->comm),
+                                     "MPI_Bcast (manifest)");
+        if (st != ZP_OK)
+            return st;
+    }
+    return ZP_OK;
+}
+
+/* Every rank: a dataset from the manifest bytes (written to a private
+ * temporary file: the core reads manifests from files). */
+static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
+                                    const zp_dataset_config *cfg, zp_dataset **out)
+{
+    char *tmp = make_tmp(m);
+    if (!tmp)
+        return ZP_ERR_IO;
+    zp_status st = ZP_OK;
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(bytes, 1, len, f) != len || fclose(f) != 0) {
+        st = zpi_mpi_fail(m, ZP_ERR_IO, "cannot write the temporary manifest '%s': %s", tmp,
+                          strerror(errno));
+        f = NULL;
+    }
+    zp_dataset *ds = NULL;
+    if (st == ZP_OK && (st = zp_dataset_create(cfg, &ds)) != ZP_OK)
+        zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
+    if (st == ZP_OK && (st = zp_dataset_add(ds, tmp)) != ZP_OK)
+        zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
+    unlink(tmp);
+    free(tmp);
+    if (st != ZP_OK) {
+        zp_dataset_destroy(ds);
+        return st;
+    }
+    *out = ds;
+    return ZP_OK;
+}
+
+zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
+                                const zp_dataset_config *cfg, zp_dataset **out)
+{
+    if (!m)
+        return ZP_ERR_INVALID;
+    if (out)
+        *out = NULL;
+    char *bytes = NULL;
+    size_t len = 0;
+    zp_status local = ZP_OK;
+    if (!out)
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no output given");
+    else if (m->rank == 0 && (!specs || n_specs == 0))
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no dataset given (no shard, glob or manifest)");
+    else if (m->rank == 0)
+        local = build_manifest(m, specs, n_specs, cfg, &bytes, &len);
+    zp_status st = zpi_mpi_agree_status(m, local);
+    uint64_t n = len;
+    if (st == ZP_OK)
+        st = zpi_mpi_check(m, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, m->comm), "MPI_Bcast (manifest size)");
+    if (st == ZP_OK && m->rank != 0) {
+        bytes = malloc(n + 1);
+        local = bytes ? ZP_OK
+                      : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a manifest of %llu bytes",
+                                     (unsigned long long)n);
+        st = zpi_mpi_agree_status(m, local);
+    } else if (st == ZP_OK) {
+        st = zpi_mpi_agree_status(m, ZP_OK);
+    }
+    if (st == ZP_OK)
+        st = bcast_bytes(m, bytes, n);
+    zp_dataset *ds = NULL;
+    if (st == ZP_OK) {
+        local = dataset_from_bytes(m, bytes, (size_t)n, cfg, &ds);
+        st = zpi_mpi_agree_status(m, local);
+    }
+    free(bytes);
+    if (st != ZP_OK) {
+        zp_dataset_destroy(ds);
+        return st;
+    }
+    *out = ds;
+    return ZP_OK;
+}

@@ -1,0 +1,154 @@
+/*
+ * mpi_internal.h - the MPI layer's private structures and helpers, shared
+ * by mpi_comm.c (the handle, errors, lock-step delivery), mpi_agree.c
+ * (startup agreement, dataset broadcast), mpi_report.c (gather, reduce,
+ * analysis) and mpi_render.c (text, JSON, CSV, HTML).
+ *
+ * Only the public API of libzephon is used here (no src/ internals), so
+ * the MPI layer can be built against an installed libzephon.
+ */
+#ifndef ZP_MPI_INTERNAL_H
+#define ZP_MPI_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "zephon/mpi.h"
+
+#define ZPI_MPI_ERRMAX 1024
+#define ZPI_MPI_HOST 64
+#define ZPI_MPI_NHIST 3
+/* per histogram in the SUM reduction: count, sum_ns, buckets */
+#define ZPI_MPI_HSUM (2 + ZP_HIST_BUCKETS)
+
+/* What the agreement keeps for the report's header. */
+typedef struct zpi_mpi_info {
+    int have_dataset, have_ws, have_pc;
+    uint64_t ds_shards, ds_samples, ds_bytes, ds_fingerprint;
+    zp_worksource_config ws;
+    zp_pipeline_config pc;
+    char *extra; /* malloc'd, may be NULL */
+} zpi_mpi_info;
+
+/* The root's memory of earlier windows (heatmap, consecutive flags). */
+typedef struct zpi_mpi_history {
+    uint32_t cap;        /* windows kept at most */
+    uint32_t kept;       /* windows held (<= cap) */
+    uint32_t head;       /* ring index of the oldest */
+    uint64_t total;      /* windows seen */
+    float *fetch;        /* cap x size: fetch per batch (NaN: no batch) */
+    double *t_end;       /* cap: the root's wall time at each window's end */
+    uint32_t *streak;    /* size: consecutive flagged windows, ending at the last */
+} zpi_mpi_history;
+
+/* A report in flight (blocking reports use it too). */
+typedef struct zpi_mpi_pending {
+    int active;
+    zp_mpi_report_kind kind;
+    double t0;
+    MPI_Request req[3];
+    zp_mpi_rank_stats send;
+    zp_mpi_rank_stats *recv;               /* root: size records */
+    uint64_t hsum[ZPI_MPI_NHIST * ZPI_MPI_HSUM], hsum_out[ZPI_MPI_NHIST * ZPI_MPI_HSUM];
+    uint64_t hmin[ZPI_MPI_NHIST * 2], hmin_out[ZPI_MPI_NHIST * 2];
+} zpi_mpi_pending;
+
+struct zp_mpi {
+    MPI_Comm comm;      /* our duplicate */
+    MPI_Comm node_comm; /* the ranks of this node */
+    int rank, size;
+    int node, nodes, local_rank, local_size;
+    char host[ZPI_MPI_HOST];
+    char *hosts;        /* root: size x ZPI_MPI_HOST */
+    int *node_of;       /* root: node index of each rank */
+    zp_mpi_config cfg;
+    char err[ZPI_MPI_ERRMAX];
+
+    zpi_mpi_info info;
+
+    /* lock-step delivery */
+    zp_status step_final;         /* ZP_OK while running; ZP_END or the error after */
+    char step_msg[ZPI_MPI_ERRMAX];
+    uint64_t dropped;
+    double sync_seconds;
+
+    /* reports */
+    uint32_t reports;             /* made so far */
+    int have_prev;
+    zp_mpi_rank_stats prev;       /* this rank's previous record (windows) */
+    zpi_mpi_history hist;         /* root */
+    zpi_mpi_pending pend;
+};
+
+struct zp_mpi_report {
+    zp_mpi_report_kind kind;
+    int size, nodes, root;
+    uint32_t index;                /* reports before this one */
+    zp_mpi_rank_stats *ranks;      /* size */
+    zp_mpi_rank_stats totals;
+    zp_mpi_rank_stats *node_tot;   /* nodes */
+    char *hosts;                   /* size x ZPI_MPI_HOST */
+    zp_hist hist[ZPI_MPI_NHIST];
+    zp_mpi_stat stat[ZP_MPI_M_COUNT];
+    zp_mpi_straggler *strag;
+    size_t n_strag;
+    double *z, *ratio;             /* size: the criterion's values per rank (run or window) */
+    uint8_t *flag;                 /* size: flagged in this report's basis */
+    double median, mad;            /* of the judged fetch per batch */
+    double throughput, bounded;
+    double seconds;
+    size_t gather_bytes;
+    /* windows (copied from the root's history, oldest first) */
+    int n_windows;
+    uint64_t first_window;         /* index of the oldest kept window */
+    float *win;                    /* n_windows x size */
+    double *win_t;                 /* n_windows */
+    /* header */
+    char job_id[64];
+    zpi_mpi_info info;             /* copied; extra owned */
+    zp_mpi_config cfg;
+    uint32_t threads_min, threads_max;
+    int ranks_per_node_min, ranks_per_node_max;
+    char verdict[512];
+};
+
+/* Store a message on m and return st. */
+zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Check an MPI return code: MPI_SUCCESS gives ZP_OK, else ZP_ERR_MPI with
+ * "<what>: <MPI's error string>" stored on m. */
+zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what);
+/* Agree on an outcome. Collective. Every rank passes its local status (its
+ * message on m when not ZP_OK); all ranks return ZP_OK when all were ZP_OK,
+ * else the status of the lowest failing rank, with that rank's message
+ * ("rank R: ...") stored on every rank. */
+zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
+void zpi_mpi_log(const zp_mpi *m, zp_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+double zpi_mpi_now(void);
+
+/* Rank lists as ranges ("0-3,7,9-10") into buf, at most cap bytes, with
+ * "... (N ranks)" when cut. ranks sorted ascending. */
+void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n);
+
+/* Analysis at the root: build the report from the gathered records. */
+zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_mpi_report **out);
+
+/* A growable string for the renderers. */
+typedef struct zpi_sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} zpi_sbuf;
+void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void zpi_sb_puts(zpi_sbuf *b, const char *s);
+/* Append s escaped for HTML text / for a CSV field. */
+void zpi_sb_html(zpi_sbuf *b, const char *s);
+
+/* Copy an info (deep); 0 or -1 on allocation failure. */
+int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src);
+void zpi_mpi_info_free(zpi_mpi_info *i);
+/* The settings line of the header ("seed=1 world_size=4 ..."). */
+void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b);
+
+#endif

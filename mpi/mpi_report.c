@@ -1,0 +1,774 @@
+/* mpi_report.c - reports: each rank's snapshots become one fixed-size
+ * record, gathered to the root (MPI_Igather); histograms are merged on the
+ * way (MPI_Ireduce); the root computes statistics over ranks, per-node
+ * totals and the stragglers. */
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+
+/* ------------------------------------------------------------ metrics table */
+
+typedef struct metric_def {
+    const char *name;
+    size_t off;
+    int is_u64;
+} metric_def;
+
+#define U(n, f) {n, offsetof(zp_mpi_rank_stats, f), 1}
+#define D(n, f) {n, offsetof(zp_mpi_rank_stats, f), 0}
+static const metric_def METRICS[ZP_MPI_M_COUNT] = {
+    U("samples", samples),
+    U("batches", batches),
+    U("tokens", tokens),
+    U("bytes_read", bytes_read),
+    U("bytes_fetched", bytes_fetched),
+    U("shards_opened", shards_opened),
+    U("retries", retries),
+    D("wall_s", wall),
+    D("first_batch_s", first_batch),
+    D("fetch_s", fetch),
+    D("open_s", open),
+    D("read_s", read),
+    D("decompress_s", decompress),
+    D("transfer_s", transfer),
+    D("stall_s", stall),
+    D("stall_fraction", stall_fraction),
+    D("sync_s", sync),
+    D("step_s", step),
+    D("fetch_per_batch_s", fetch_per_batch),
+    D("samples_per_s", samples_per_second),
+    D("bytes_per_s", bytes_per_second),
+    D("slowest_shard_s", slowest_shard),
+    D("cache_hit_rate", cache_hit_rate),
+};
+#undef U
+#undef D
+
+const char *zp_mpi_metric_name(zp_mpi_metric m)
+{
+    return (unsigned)m < ZP_MPI_M_COUNT ? METRICS[m].name : NULL;
+}
+
+static double metric_value(const zp_mpi_rank_stats *s, int m)
+{
+    const char *p = (const char *)s + METRICS[m].off;
+    if (METRICS[m].is_u64) {
+        uint64_t v;
+        memcpy(&v, p, sizeof v);
+        return (double)v;
+    }
+    double d;
+    memcpy(&d, p, sizeof d);
+    return d;
+}
+
+/* ------------------------------------------------------------ the record */
+
+zp_status zp_mpi_input_from_pipeline(zp_pipeline *p, zp_mpi_input *in)
+{
+    if (!p || !in)
+        return ZP_ERR_INVALID;
+    zp_status st;
+    if ((st = zp_pipeline_metrics_snapshot(p, &in->metrics)) != ZP_OK ||
+        (st = zp_pipeline_fetch_timing_snapshot(p, &in->fetch)) != ZP_OK ||
+        (st = zp_pipeline_prefetch_timing_snapshot(p, &in->prefetch)) != ZP_OK)
+        return st;
+    zp_pipeline_get_counts(p, &in->counts);
+    return ZP_OK;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->rank = m->rank;
+    s->node = m->node;
+    s->local_rank = m->local_rank;
+    s->report_index = m->reports;
+    s->batches_dropped = m->dropped;
+    s->sync = m->sync_seconds;
+    s->slowest_shard_index = -1;
+    if (!in) {
+        s->win_fetch_per_batch = NAN;
+        s->win_stall_fraction = NAN;
+        return;
+    }
+    const zp_metrics_snapshot *mt = &in->metrics;
+    const zp_fetch_timing *f = &in->fetch;
+    const zp_prefetch_timing *pf = &in->prefetch;
+    s->valid = 1;
+    s->threads = mt->threads;
+    s->batches = mt->batches;
+    s->samples = mt->samples;
+    s->tokens = mt->tokens;
+    s->records = f->records;
+    s->bytes_read = f->bytes_compressed + pf->bytes;
+    s->bytes_fetched = f->bytes_uncompressed;
+    s->shards_opened = f->shards_opened;
+    s->downloads = pf->downloads;
+    s->retries = pf->retries;
+    s->cache_hits = pf->cache_hits;
+    s->cache_misses = pf->cache_misses;
+    s->padded = in->counts.padded;
+    s->skipped = in->counts.skipped;
+    s->wall = mt->wall_seconds;
+    s->first_batch = mt->time_to_first_batch;
+    s->stall = mt->stall_seconds;
+    s->fetch = f->fetch_seconds;
+    s->open = f->open_seconds;
+    s->read = f->read_seconds;
+    s->decompress = f->decompress_seconds;
+    s->fetch_wait = f->wait_seconds + pf->wait_seconds;
+    s->transfer = (double)pf->latency_ns.sum_ns * 1e-9;
+    s->slowest_shard = f->slowest_shard_seconds;
+    s->slowest_shard_index = f->slowest_shard;
+    s->slowest_record = f->record_ns.count ? (double)f->record_ns.max_ns * 1e-9 : 0;
+    s->stall_fraction = mt->stall_fraction;
+    s->step = s->batches ? s->wall / (double)s->batches : 0;
+    s->fetch_per_batch = s->batches ? s->fetch / (double)s->batches : 0;
+    s->samples_per_second = ratio((double)s->samples, s->wall);
+    s->bytes_per_second = ratio((double)s->bytes_fetched, s->wall);
+    s->cache_hit_rate = ratio((double)s->cache_hits, (double)(s->cache_hits + s->cache_misses));
+    /* the window: the change since this rank's previous report */
+    const zp_mpi_rank_stats *pv = m->have_prev ? &m->prev : NULL;
+    uint64_t db = s->batches - (pv ? pv->batches : 0);
+    double dt = s->wall - (pv ? pv->wall : 0);
+    double df = s->fetch - (pv ? pv->fetch : 0);
+    double dstall = s->stall - (pv ? pv->stall : 0);
+    s->win_batches = db;
+    s->win_seconds = dt;
+    s->win_fetch_per_batch = db ? df / (double)db : NAN;
+    if (!pv)
+        s->win_stall_fraction = s->stall_fraction; /* excludes the wait for the first batch */
+    else
+        s->win_stall_fraction = dt > 0 ? dstall / dt : NAN;
+}
+
+static void fill_hists(const zp_mpi_input *in, uint64_t *hsum, uint64_t *hmin)
+{
+    memset(hsum, 0, ZPI_MPI_NHIST * ZPI_MPI_HSUM * sizeof *hsum);
+    for (int h = 0; h < ZPI_MPI_NHIST; h++) {
+        hmin[2 * h] = UINT64_MAX;
+        hmin[2 * h + 1] = UINT64_MAX; /* UINT64_MAX - max, max = 0 */
+    }
+    if (!in)
+        return;
+    const zp_hist *src[ZPI_MPI_NHIST] = {&in->fetch.open_ns, &in->fetch.record_ns,
+                                         &in->prefetch.latency_ns};
+    for (int h = 0; h < ZPI_MPI_NHIST; h++) {
+        uint64_t *d = hsum + (size_t)h * ZPI_MPI_HSUM;
+        d[0] = src[h]->count;
+        d[1] = src[h]->sum_ns;
+        memcpy(d + 2, src[h]->buckets, sizeof src[h]->buckets);
+        if (src[h]->count) {
+            hmin[2 * h] = src[h]->min_ns;
+            hmin[2 * h + 1] = UINT64_MAX - src[h]->max_ns;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ start / test / wait */
+
+zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind)
+{
+    if (!m)
+        return ZP_ERR_INVALID;
+    zpi_mpi_pending *pd = &m->pend;
+    /* A rank-local refusal here would leave the others in a collective: the
+     * state check is the same on every rank that follows the rules. */
+    if (pd->active)
+        return zpi_mpi_fail(m, ZP_ERR_STATE, "a report is already in flight on this handle");
+    if (kind != ZP_MPI_REPORT_FINAL && kind != ZP_MPI_REPORT_WINDOW)
+        return zpi_mpi_fail(m, ZP_ERR_INVALID, "bad report kind %d", (int)kind);
+    pd->t0 = zpi_mpi_now();
+    pd->kind = kind;
+    fill_record(m, in, &pd->send);
+    fill_hists(in, pd->hsum, pd->hmin);
+    m->prev = pd->send;
+    m->have_prev = in != NULL;
+    m->reports++;
+    zp_status st;
+    st = zpi_mpi_check(m, MPI_Igather(&pd->send, (int)sizeof pd->send, MPI_BYTE, pd->recv,
+                                      (int)sizeof pd->send, MPI_BYTE, m->cfg.root, m->comm,
+                                      &pd->req[0]),
+                       "MPI_Igather (report records)");
+    if (st == ZP_OK)
+        st = zpi_mpi_check(m, MPI_Ireduce(pd->hsum, pd->hsum_out, ZPI_MPI_NHIST * ZPI_MPI_HSUM,
+                                          MPI_UINT64_T, MPI_SUM, m->cfg.root, m->comm, &pd->req[1]),
+                           "MPI_Ireduce (histograms)");
+    if (st == ZP_OK)
+        st = zpi_mpi_check(m, MPI_Ireduce(pd->hmin, pd->hmin_out, ZPI_MPI_NHIST * 2, MPI_UINT64_T,
+                                          MPI_MIN, m->cfg.root, m->comm, &pd->req[2]),
+                           "MPI_Ireduce (histogram extremes)");
+    if (st != ZP_OK)
+        return st;
+    pd->active = 1;
+    return ZP_OK;
+}
+
+static zp_status finish(zp_mpi *m, zp_mpi_report **out)
+{
+    m->pend.active = 0;
+    if (m->rank != m->cfg.root)
+        return ZP_OK;
+    return zpi_mpi_analyse(m, &m->pend, out);
+}
+
+zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_mpi_report **out)
+{
+    if (out)
+        *out = NULL;
+    if (done)
+        *done = 0;
+    if (!m || !done)
+        return ZP_ERR_INVALID;
+    if (!m->pend.active)
+        return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
+    int flag = 0;
+    zp_status st = zpi_mpi_check(m, MPI_Testall(3, m->pend.req, &flag, MPI_STATUSES_IGNORE),
+                                 "MPI_Testall (report)");
+    if (st != ZP_OK) {
+        m->pend.active = 0;
+        return st;
+    }
+    if (!flag)
+        return ZP_OK;
+    *done = 1;
+    zp_mpi_report *r = NULL;
+    st = finish(m, &r);
+    if (out)
+        *out = r;
+    else
+        zp_mpi_report_destroy(r);
+    return st;
+}
+
+zp_status zp_mpi_report_wait(zp_mpi *m, zp_mpi_report **out)
+{
+    if (out)
+        *out = NULL;
+    if (!m)
+        return ZP_ERR_INVALID;
+    if (!m->pend.active)
+        return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
+    zp_status st = zpi_mpi_check(m, MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE),
+                                 "MPI_Waitall (report)");
+    if (st != ZP_OK) {
+        m->pend.active = 0;
+        return st;
+    }
+    zp_mpi_report *r = NULL;
+    st = finish(m, &r);
+    if (out)
+        *out = r;
+    else
+        zp_mpi_report_destroy(r);
+    return st;
+}
+
+int zp_mpi_report_pending(const zp_mpi *m) { return m ? m->pend.active : 0; }
+
+zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind,
+                        zp_mpi_report **out)
+{
+    if (out)
+        *out = NULL;
+    zp_status st = zp_mpi_report_start(m, in, kind);
+    if (st != ZP_OK)
+        return st;
+    return zp_mpi_report_wait(m, out);
+}
+
+/* ------------------------------------------------------------ analysis */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The straggler criterion on values x (fetch per batch) and stall
+ * fractions of the ranks whose ok[i] is set. Fills flag, ratio, z; returns
+ * the bits per rank in flag (0 when not flagged). */
+static void judge(const zp_mpi_config *cfg, int n, const double *x, const double *stall,
+                  const uint8_t *ok, uint8_t *flag, double *rat, double *z, double *med_out,
+                  double *mad_out, double *scratch)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        flag[i] = 0;
+        rat[i] = NAN;
+        z[i] = NAN;
+        if (ok[i] && isfinite(x[i]))
+            scratch[k++] = x[i];
+    }
+    double med = median_of(scratch, k);
+    size_t k2 = 0;
+    for (int i = 0; i < n; i++)
+        if (ok[i] && isfinite(x[i]))
+            scratch[k2++] = fabs(x[i] - med);
+    double mad = median_of(scratch, k2);
+    *med_out = med;
+    *mad_out = mad;
+    for (int i = 0; i < n; i++) {
+        if (!ok[i] || !isfinite(x[i]))
+            continue;
+        rat[i] = med > 0 ? x[i] / med : (x[i] > 0 ? INFINITY : 1.0);
+        if (mad > 0)
+            z[i] = 0.6745 * (x[i] - med) / mad;
+        else
+            z[i] = x[i] > med ? INFINITY : 0.0;
+        if (k < 2)
+            continue; /* nobody to compare with */
+        unsigned bits = 0;
+        if (x[i] > med && rat[i] >= 1.0 + cfg->straggler_ratio)
+            bits |= ZP_MPI_SLOW_RATIO;
+        if (z[i] > cfg->straggler_z)
+            bits |= ZP_MPI_SLOW_Z;
+        if (bits && isfinite(stall[i]) && stall[i] >= cfg->straggler_min_stall)
+            flag[i] = (uint8_t)(bits | ZP_MPI_SLOW_STALL);
+    }
+}
+
+static void add_into(zp_mpi_rank_stats *t, const zp_mpi_rank_stats *s)
+{
+    t->threads += s->threads;
+    t->local_rank += 1; /* rank count */
+    t->batches += s->batches;
+    t->samples += s->samples;
+    t->tokens += s->tokens;
+    t->records += s->records;
+    t->bytes_read += s->bytes_read;
+    t->bytes_fetched += s->bytes_fetched;
+    t->shards_opened += s->shards_opened;
+    t->downloads += s->downloads;
+    t->retries += s->retries;
+    t->cache_hits += s->cache_hits;
+    t->cache_misses += s->cache_misses;
+    t->padded += s->padded;
+    t->skipped += s->skipped;
+    t->batches_dropped += s->batches_dropped;
+    t->wall = fmax(t->wall, s->wall);
+    t->first_batch = fmax(t->first_batch, s->first_batch);
+    t->stall += s->stall;
+    t->fetch += s->fetch;
+    t->open += s->open;
+    t->read += s->read;
+    t->decompress += s->decompress;
+    t->fetch_wait += s->fetch_wait;
+    t->transfer += s->transfer;
+    t->sync += s->sync;
+    if (s->slowest_shard > t->slowest_shard) {
+        t->slowest_shard = s->slowest_shard;
+        t->slowest_shard_index = s->slowest_shard_index;
+    }
+    t->slowest_record = fmax(t->slowest_record, s->slowest_record);
+    t->win_batches += s->win_batches;
+    t->win_seconds = fmax(t->win_seconds, s->win_seconds);
+    /* running sums for the derived fields, finished in derive() */
+    t->stall_fraction += s->wall - s->first_batch;
+    t->step += s->step;
+}
+
+static void derive(zp_mpi_rank_stats *t)
+{
+    uint32_t n = (uint32_t)t->local_rank;
+    double active = t->stall_fraction; /* summed wall after the first batch */
+    t->stall_fraction = ratio(t->stall, active);
+    t->step = n ? t->step / n : 0; /* mean step */
+    t->fetch_per_batch = ratio(t->fetch, (double)t->batches);
+    t->samples_per_second = ratio((double)t->samples, t->wall);
+    t->bytes_per_second = ratio((double)t->bytes_fetched, t->wall);
+    t->cache_hit_rate = ratio((double)t->cache_hits, (double)(t->cache_hits + t->cache_misses));
+    t->win_fetch_per_batch = NAN;
+    t->win_stall_fraction = NAN;
+}
+
+static void stat_of(const zp_mpi_rank_stats *rs, int n, int metric, zp_mpi_stat *s)
+{
+    memset(s, 0, sizeof *s);
+    s->min_rank = s->max_rank = -1;
+    double sum = 0;
+    uint32_t k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rs[i].valid)
+            continue;
+        double v = metric_value(&rs[i], metric);
+        if (!isfinite(v))
+            continue;
+        if (k == 0 || v < s->min) {
+            s->min = v;
+            s->min_rank = rs[i].rank;
+        }
+        if (k == 0 || v > s->max) {
+            s->max = v;
+            s->max_rank = rs[i].rank;
+        }
+        sum += v;
+        k++;
+    }
+    s->ranks = k;
+    s->sum = sum;
+    if (!k)
+        return;
+    s->mean = sum / k;
+    double ss = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rs[i].valid)
+            continue;
+        double v = metric_value(&rs[i], metric);
+        if (isfinite(v))
+            ss += (v - s->mean) * (v - s->mean);
+    }
+    s->stddev = sqrt(ss / k);
+    s->imbalance = s->mean > 0 ? s->max / s->mean : 0;
+}
+
+static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
+                           const zp_mpi_straggler *s, zp_mpi_report_kind kind)
+{
+    int n = 0;
+    n += snprintf(buf + n, cap - (size_t)n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
+    if (isfinite(s->ratio))
+        n += snprintf(buf + n, cap - (size_t)n, " = %.2fx the median %.3f ms", s->ratio,
+                      s->median * 1e3);
+    else
+        n += snprintf(buf + n, cap - (size_t)n, " (median %.3f ms)", s->median * 1e3);
+    if (s->reasons & ZP_MPI_SLOW_RATIO)
+        n += snprintf(buf + n, cap - (size_t)n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
+    if (s->reasons & ZP_MPI_SLOW_Z) {
+        if (isfinite(s->z))
+            n += snprintf(buf + n, cap - (size_t)n, "; robust z %.1f (> %.1f)", s->z,
+                          cfg->straggler_z);
+        else
+            n += snprintf(buf + n, cap - (size_t)n, "; robust z inf (MAD 0; > %.1f)",
+                          cfg->straggler_z);
+    }
+    n += snprintf(buf + n, cap - (size_t)n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
+                  s->stall_fraction * 100, cfg->straggler_min_stall * 100);
+    if (kind == ZP_MPI_REPORT_WINDOW && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "; in the last %u windows", s->windows);
+}
+
+static int cmp_strag(const void *a, const void *b)
+{
+    const zp_mpi_straggler *x = a, *y = b;
+    if (x->fetch_per_batch != y->fetch_per_batch)
+        return x->fetch_per_batch < y->fetch_per_batch ? 1 : -1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static const char *job_env(void)
+{
+    static const char *const names[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return v;
+    }
+    return NULL;
+}
+
+zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_mpi_report **out)
+{
+    int n = m->size;
+    zp_mpi_report *r = calloc(1, sizeof *r);
+    if (!r)
+        return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a report");
+    r->kind = pd->kind;
+    r->size = n;
+    r->nodes = m->nodes;
+    r->root = m->cfg.root;
+    r->cfg = m->cfg;
+    r->index = m->reports - 1;
+    r->gather_bytes = sizeof(zp_mpi_rank_stats);
+    r->ranks = malloc((size_t)n * sizeof *r->ranks);
+    r->node_tot = calloc((size_t)(m->nodes > 0 ? m->nodes : 1), sizeof *r->node_tot);
+    r->hosts = malloc((size_t)n * ZPI_MPI_HOST);
+    r->z = malloc((size_t)n * sizeof *r->z);
+    r->ratio = malloc((size_t)n * sizeof *r->ratio);
+    r->flag = calloc((size_t)n, 1);
+    double *x = malloc((size_t)n * sizeof *x), *stall = malloc((size_t)n * sizeof *stall);
+    double *scratch = malloc((size_t)n * sizeof *scratch), *wz = malloc((size_t)n * sizeof *wz);
+    double *wr = malloc((size_t)n * sizeof *wr);
+    uint8_t *ok = malloc((size_t)n), *wflag = malloc((size_t)n);
+    r->strag = calloc((size_t)n, sizeof *r->strag);
+    zpi_mpi_history *h = &m->hist;
+    int keep = (int)(h->kept < h->cap ? h->kept + 1 : h->cap);
+    r->win = malloc((size_t)keep * (size_t)n * sizeof *r->win);
+    r->win_t = malloc((size_t)keep * sizeof *r->win_t);
+    zp_status st = ZP_OK;
+    if (!r->ranks || !r->node_tot || !r->hosts || !r->z || !r->ratio || !r->flag || !x || !stall || !scratch ||
+        !wz || !wr || !ok || !wflag || !r->strag || !r->win || !r->win_t ||
+        zpi_mpi_info_copy(&r->info, &m->info) != 0) {
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory analysing a report of %d ranks", n);
+        goto out;
+    }
+    memcpy(r->ranks, pd->recv, (size_t)n * sizeof *r->ranks);
+    memcpy(r->hosts, m->hosts, (size_t)n * ZPI_MPI_HOST);
+    const char *job = job_env();
+    snprintf(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
+
+    /* merged histograms */
+    for (int k = 0; k < ZPI_MPI_NHIST; k++) {
+        zp_hist *hh = &r->hist[k];
+        const uint64_t *s = pd->hsum_out + (size_t)k * ZPI_MPI_HSUM;
+        hh->count = s[0];
+        hh->sum_ns = s[1];
+        memcpy(hh->buckets, s + 2, sizeof hh->buckets);
+        hh->min_ns = pd->hmin_out[2 * k];
+        hh->max_ns = hh->count ? UINT64_MAX - pd->hmin_out[2 * k + 1] : 0;
+    }
+
+    /* totals, nodes, threads */
+    memset(&r->totals, 0, sizeof r->totals);
+    r->totals.rank = -1;
+    r->totals.node = -1;
+    r->totals.slowest_shard_index = -1;
+    r->threads_min = UINT32_MAX;
+    for (int j = 0; j < r->nodes; j++) {
+        r->node_tot[j].rank = -1;
+        r->node_tot[j].node = j;
+        r->node_tot[j].slowest_shard_index = -1;
+    }
+    int *per_node = calloc((size_t)(r->nodes > 0 ? r->nodes : 1), sizeof *per_node);
+    if (!per_node) {
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        zp_mpi_rank_stats *s = &r->ranks[i];
+        if (s->node >= 0 && s->node < r->nodes)
+            per_node[s->node]++;
+        if (!s->valid)
+            continue;
+        add_into(&r->totals, s);
+        if (s->node >= 0 && s->node < r->nodes)
+            add_into(&r->node_tot[s->node], s);
+        if (s->threads < r->threads_min)
+            r->threads_min = s->threads;
+        if (s->threads > r->threads_max)
+            r->threads_max = s->threads;
+    }
+    if (r->threads_min == UINT32_MAX)
+        r->threads_min = 0;
+    r->ranks_per_node_min = n;
+    r->ranks_per_node_max = 0;
+    for (int j = 0; j < r->nodes; j++) {
+        if (per_node[j] < r->ranks_per_node_min)
+            r->ranks_per_node_min = per_node[j];
+        if (per_node[j] > r->ranks_per_node_max)
+            r->ranks_per_node_max = per_node[j];
+    }
+    free(per_node);
+    derive(&r->totals);
+    for (int j = 0; j < r->nodes; j++)
+        derive(&r->node_tot[j]);
+    for (int k = 0; k < ZP_MPI_M_COUNT; k++)
+        stat_of(r->ranks, n, k, &r->stat[k]);
+
+    /* the criterion on the whole run and on this window */
+    for (int i = 0; i < n; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        ok[i] = s->valid && s->batches > 0;
+        x[i] = s->batches ? s->fetch_per_batch : NAN;
+        stall[i] = s->stall_fraction;
+    }
+    double med_run, mad_run, med_win, mad_win;
+    judge(&m->cfg, n, x, stall, ok, r->flag, r->ratio, r->z, &med_run, &mad_run, scratch);
+    for (int i = 0; i < n; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        ok[i] = s->valid && s->win_batches > 0;
+        x[i] = s->win_fetch_per_batch;
+        stall[i] = s->win_stall_fraction;
+    }
+    judge(&m->cfg, n, x, stall, ok, wflag, wr, wz, &med_win, &mad_win, scratch);
+
+    /* the root's window history */
+    uint32_t slot = h->kept < h->cap ? (h->head + h->kept) % h->cap : h->head;
+    if (h->kept < h->cap)
+        h->kept++;
+    else
+        h->head = (h->head + 1) % h->cap;
+    for (int i = 0; i < n; i++) {
+        h->fetch[(size_t)slot * (size_t)n + (size_t)i] = (float)r->ranks[i].win_fetch_per_batch;
+        h->streak[i] = wflag[i] ? h->streak[i] + 1 : 0;
+    }
+    h->t_end[slot] = r->totals.wall;
+    h->total++;
+    r->n_windows = (int)h->kept;
+    r->first_window = h->total - h->kept;
+    for (uint32_t w = 0; w < h->kept; w++) {
+        uint32_t src = (h->head + w) % h->cap;
+        memcpy(r->win + (size_t)w * (size_t)n, h->fetch + (size_t)src * (size_t)n,
+               (size_t)n * sizeof *r->win);
+        r->win_t[w] = h->t_end[src];
+    }
+
+    /* the stragglers */
+    int window = r->kind == ZP_MPI_REPORT_WINDOW;
+    r->median = window ? med_win : med_run;
+    r->mad = window ? mad_win : mad_run;
+    if (window) {
+        memcpy(r->ratio, wr, (size_t)n * sizeof *wr);
+        memcpy(r->z, wz, (size_t)n * sizeof *wz);
+        memcpy(r->flag, wflag, (size_t)n);
+    }
+    for (int i = 0; i < n; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        int named = window ? h->streak[i] >= m->cfg.straggler_windows : r->flag[i] != 0;
+        if (!named)
+            continue;
+        zp_mpi_straggler *g = &r->strag[r->n_strag++];
+        g->rank = s->rank;
+        g->reasons = window ? wflag[i] : r->flag[i];
+        g->fetch_per_batch = window ? s->win_fetch_per_batch : s->fetch_per_batch;
+        g->median = r->median;
+        g->ratio = r->ratio[i];
+        g->z = r->z[i];
+        g->stall_fraction = window ? s->win_stall_fraction : s->stall_fraction;
+        g->windows = h->streak[i];
+        straggler_text(g->reason, sizeof g->reason, &m->cfg, g, r->kind);
+    }
+    qsort(r->strag, r->n_strag, sizeof *r->strag, cmp_strag);
+
+    /* throughput and the verdict */
+    const zp_mpi_stat *sps = &r->stat[ZP_MPI_M_SAMPLES_PER_SECOND];
+    r->throughput = r->totals.samples_per_second;
+    r->bounded = sps->ranks ? sps->min * (double)sps->ranks : 0;
+    const zp_mpi_stat *sf = &r->stat[ZP_MPI_M_STALL_FRACTION];
+    if (!sf->ranks) {
+        snprintf(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
+    } else {
+        int holds = sf->max >= m->cfg.straggler_min_stall;
+        int k = snprintf(r->verdict, sizeof r->verdict,
+                         "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d "
+                         "at %.1f%%",
+                         holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
+                         sf->max * 100);
+        if (r->n_strag && k > 0 && (size_t)k < sizeof r->verdict) {
+            int ranks[8];
+            size_t nr = r->n_strag < 8 ? r->n_strag : 8;
+            for (size_t i = 0; i < nr; i++)
+                ranks[i] = r->strag[i].rank;
+            char list[96];
+            zpi_mpi_ranklist(list, sizeof list, ranks, nr);
+            snprintf(r->verdict + k, sizeof r->verdict - (size_t)k, "; straggler%s: rank%s %s%s",
+                     r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
+                     r->n_strag > nr ? " ..." : "");
+        }
+    }
+out:
+    free(x);
+    free(stall);
+    free(scratch);
+    free(wz);
+    free(wr);
+    free(ok);
+    free(wflag);
+    if (st != ZP_OK) {
+        zp_mpi_report_destroy(r);
+        return st;
+    }
+    r->seconds = zpi_mpi_now() - pd->t0;
+    *out = r;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ accessors */
+
+void zp_mpi_report_destroy(zp_mpi_report *r)
+{
+    if (!r)
+        return;
+    free(r->ranks);
+    free(r->node_tot);
+    free(r->hosts);
+    free(r->z);
+    free(r->ratio);
+    free(r->flag);
+    free(r->strag);
+    free(r->win);
+    free(r->win_t);
+    zpi_mpi_info_free(&r->info);
+    free(r);
+}
+
+zp_mpi_report_kind zp_mpi_report_get_kind(const zp_mpi_report *r)
+{
+    return r ? r->kind : ZP_MPI_REPORT_FINAL;
+}
+int zp_mpi_report_num_ranks(const zp_mpi_report *r) { return r ? r->size : 0; }
+const zp_mpi_rank_stats *zp_mpi_report_rank(const zp_mpi_report *r, int i)
+{
+    return r && i >= 0 && i < r->size ? &r->ranks[i] : NULL;
+}
+const zp_mpi_rank_stats *zp_mpi_report_totals(const zp_mpi_report *r)
+{
+    return r ? &r->totals : NULL;
+}
+int zp_mpi_report_num_nodes(const zp_mpi_report *r) { return r ? r->nodes : 0; }
+const zp_mpi_rank_stats *zp_mpi_report_node(const zp_mpi_report *r, int j)
+{
+    return r && j >= 0 && j < r->nodes ? &r->node_tot[j] : NULL;
+}
+const char *zp_mpi_report_rank_host(const zp_mpi_report *r, int i)
+{
+    return r && i >= 0 && i < r->size ? r->hosts + (size_t)i * ZPI_MPI_HOST : "";
+}
+const char *zp_mpi_report_node_host(const zp_mpi_report *r, int j)
+{
+    if (!r)
+        return "";
+    for (int i = 0; i < r->size; i++)
+        if (r->ranks[i].node == j)
+            return r->hosts + (size_t)i * ZPI_MPI_HOST;
+    return "";
+}
+zp_status zp_mpi_report_stat(const zp_mpi_report *r, zp_mpi_metric metric, zp_mpi_stat *out)
+{
+    if (!r || !out || (unsigned)metric >= ZP_MPI_M_COUNT)
+        return ZP_ERR_INVALID;
+    *out = r->stat[metric];
+    return ZP_OK;
+}
+const zp_hist *zp_mpi_report_hist(const zp_mpi_report *r, int which)
+{
+    return r && which >= 0 && which < ZPI_MPI_NHIST ? &r->hist[which] : NULL;
+}
+size_t zp_mpi_report_stragglers(const zp_mpi_report *r, const zp_mpi_straggler **out)
+{
+    if (out)
+        *out = r ? r->strag : NULL;
+    return r ? r->n_strag : 0;
+}
+double zp_mpi_report_throughput(const zp_mpi_report *r, double *bounded)
+{
+    if (bounded)
+        *bounded = r ? r->bounded : 0;
+    return r ? r->throughput : 0;
+}
+double zp_mpi_report_seconds(const zp_mpi_report *r) { return r ? r->seconds : 0; }
+size_t zp_mpi_report_gather_bytes(const zp_mpi_report *r) { return r ? r->gather_bytes : 0; }
+int zp_mpi_report_num_windows(const zp_mpi_report *r) { return r ? r->n_windows : 0; }
+double zp_mpi_report_window_fetch(const zp_mpi_report *r, int w, int i)
+{
+    if (!r || w < 0 || w >= r->n_windows || i < 0 || i >= r->size)
+        return NAN;
+    return (double)r->win[(size_t)w * (size_t)r->size + (size_t)i];
+}
+const char *zp_mpi_report_verdict(const zp_mpi_report *r) { return r ? r->verdict : ""; }
