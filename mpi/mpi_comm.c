@@ -83,6 +83,15 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
     return (zp_status)res.v;
 }
 
+zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg)
+{
+    if (!m)
+        return ZP_ERR_INVALID;
+    if (local != ZP_OK)
+        zpi_mpi_fail(m, local, "%s", msg ? msg : zp_status_str(local));
+    return zpi_mpi_agree_status(m, local);
+}
+
 void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n)
 {
     size_t len = 0;

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
-ROUNDS=${2:-5}
+ROUNDS=${2:-7}
 if [[ ! -x $B/zephon ]]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF >/dev/null
   cmake --build "$B" -j2 >/dev/null
@@ -22,6 +22,7 @@ fi
 measure() { # label, args...
   local label=$1; shift
   local off=() on=()
+  "$Z" run "$D/manifest.json" --quiet "$@" >/dev/null   # warm-up: page cache, CPU clocks
   for ((i = 0; i < ROUNDS; i++)); do
     off+=("$("$Z" run "$D/manifest.json" --quiet --json "$@" | python3 -c 'import json,sys;print(json.loads(sys.stdin.read().strip().splitlines()[-1])["samples_per_s"])')")
     on+=("$("$Z" run "$D/manifest.json" --quiet --json --observe=0 "$@" | python3 -c 'import json,sys;print(json.loads(sys.stdin.read().strip().splitlines()[-1])["samples_per_s"])')")

@@ -110,6 +110,14 @@ const char *zp_mpi_hostname(const zp_mpi *m);
 /* The duplicated communicator (borrowed; freed by zp_mpi_destroy()). */
 MPI_Comm zp_mpi_comm(const zp_mpi *m);
 
+/* Agree on an outcome. Collective over comm. local: this rank's status,
+ * msg: its message (may be NULL; copied). @return ZP_OK on every rank when
+ * every rank passed ZP_OK; otherwise, on every rank, the status of the
+ * lowest failing rank, with that rank's message ("rank R: msg") on the
+ * handle. Use it after rank-local work that may fail, before the next
+ * collective, so that no rank is left waiting. */
+zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg);
+
 /* ------------------------------------------------------------ dataset and plan */
 
 /* Build the same dataset on every rank, reading its metadata once.

@@ -61,6 +61,10 @@ static void run_usage(FILE *f)
         "  --emit-ids DIR          write DIR/rank-<R>.ids: shard:record per sample\n"
         "  --emit-digest FILE      one line per batch: index epoch xxh64 (FILE.rank-<R>\n"
         "                          when the world size is above 1)\n"
+        "  --report DIR            MPI: write the cluster fetch-timing report (txt, json,\n"
+        "                          csv, html) into DIR (see docs/report.md)\n"
+        "  --report-every N        MPI: a report window every N steps (default: about 32\n"
+        "                          windows per run)\n"
         "  --observe[=SECONDS]     observability on: print the snapshots every SECONDS\n"
         "                          (default 5) and at the end\n"
         "  --metrics-out FILE      write the final snapshots as one JSON document\n"
@@ -176,8 +180,13 @@ int zp_cmd_run(int argc, char **argv)
         return 2;
     }
 #ifdef ZEPHON_CLI_MPI
-    if (zp_cli_under_mpi())
+    if (zp_cli_under_mpi() || o.report_dir)
         return zp_cmd_run_mpi(&o);
+#else
+    if (o.report_dir) {
+        fprintf(stderr, "zephon run: --report needs zephon built with MPI (ZEPHON_WITH_MPI)\n");
+        return 2;
+    }
 #endif
     return zp_run_main(&o);
 }
@@ -327,7 +336,16 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
                 return -1;
             o->emit_digest = v;
             i++;
-        } else if (!strcmp(a, "--observe"))
+        } else if (!strcmp(a, "--report")) {
+            if (!v) {
+                fprintf(stderr, "zephon run: --report needs a folder\n");
+                return -1;
+            }
+            o->report_dir = v;
+            i++;
+        } else if (!strcmp(a, "--report-every"))
+            NEED_U64(o->report_every);
+        else if (!strcmp(a, "--observe"))
             o->observe = 5.0;
         else if (!strncmp(a, "--observe=", 10)) {
             char *end;
@@ -390,6 +408,8 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     zp_worksource *ws = NULL;
     zp_pipeline *p = NULL;
     FILE *ids = NULL, *dig = NULL;
+    const zp_run_hooks *hk = o->hooks;
+    int started = 0;
     memset(res, 0, sizeof *res);
     static int quiet_flag;
     quiet_flag = o->quiet;
@@ -440,11 +460,16 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             goto out;
     }
 
+    if (hk) {
+        started = 1;
+        if (hk->start(hk->user, p) != 0)
+            goto out;
+    }
     int tty = !o->quiet && isatty(STDERR_FILENO);
     double t0 = now_s(), t_first = 0, last_progress = t0;
     const zp_batch *b;
     while (res->batches < o->max_batches) {
-        st = zp_pipeline_next(p, &b);
+        st = hk ? hk->next(hk->user, p, &b) : zp_pipeline_next(p, &b);
         if (st == ZP_END)
             break;
         if (st != ZP_OK)
@@ -468,6 +493,8 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
                 nanosleep(&ts, NULL);
             }
         }
+        if (hk)
+            hk->step(hk->user, p, res->batches);
         if (o->observe > 0 && now_s() - last_observe >= o->observe) {
             last_observe = now_s();
             zp_run_print_observe(o, p, stdout);
@@ -501,12 +528,18 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     rc = 0;
     goto out;
 perr:
-    fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st), zp_pipeline_errmsg(p));
+    fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st),
+            hk && started ? hk->errmsg(hk->user, p) : zp_pipeline_errmsg(p));
 out:
     if (ids && fclose(ids) != 0)
         rc = 1;
     if (dig && fclose(dig) != 0)
         rc = 1;
+    if (hk) {
+        if (!started)
+            hk->start(hk->user, NULL);
+        rc = hk->finish(hk->user, started ? p : NULL, rc);
+    }
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
     return rc;

@@ -9,6 +9,24 @@
 
 #define ZP_RUN_MAX_SPECS 256
 
+/* Hooks through which the MPI front end (cmd_run_mpi.c) takes part in a
+ * run; NULL in a plain run. Every rank calls start exactly once (p NULL when
+ * building the pipeline failed on this rank) and then finish exactly once,
+ * so that collective hooks never leave a rank waiting. */
+typedef struct zp_run_hooks {
+    void *user;
+    /* before the first batch; nonzero: stop the run (rc 1) */
+    int (*start)(void *user, zp_pipeline *p);
+    /* replaces zp_pipeline_next() */
+    zp_status (*next)(void *user, zp_pipeline *p, const zp_batch **out);
+    /* the message of an error returned by next */
+    const char *(*errmsg)(void *user, zp_pipeline *p);
+    /* after each consumed batch (after --step-time) */
+    void (*step)(void *user, zp_pipeline *p, uint64_t batches);
+    /* before the pipeline is destroyed; returns the run's rc */
+    int (*finish)(void *user, zp_pipeline *p, int rc);
+} zp_run_hooks;
+
 typedef struct zp_run_opts {
     const char *specs[ZP_RUN_MAX_SPECS];
     size_t n_specs;
@@ -28,6 +46,9 @@ typedef struct zp_run_opts {
     int json, quiet;
     double observe;          /* --observe[=SECONDS]: print interval; <0 off, 0 end only */
     const char *metrics_out; /* --metrics-out FILE */
+    const char *report_dir;  /* --report DIR (MPI build) */
+    uint64_t report_every;   /* --report-every N batches; 0: automatic */
+    const zp_run_hooks *hooks; /* set by the MPI front end */
 } zp_run_opts;
 
 typedef struct zp_run_result {

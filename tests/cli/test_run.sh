@@ -76,5 +76,15 @@ check "rank >= world size rejected" '[[ $rc -ne 0 ]] && grep -q "world size" "$T
 "$Z" run "$M" --quiet --microbatch 0 >/dev/null 2>"$T/err"; rc=$?
 check "microbatch 0 rejected" '[[ $rc -ne 0 ]]'
 
+printf '{"text":"ok"}\n{"text":"bad \xff\xfe bytes"}\n' > "$T/utf8.jsonl"
+"$Z" run "$T/utf8.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
+check "invalid UTF-8: nonzero exit, names shard and line" '[[ $rc -ne 0 ]] && grep -q "utf8.jsonl" "$T/err" && grep -q "line 2" "$T/err" && grep -qi "utf" "$T/err"'
+python3 -c "import sys;d=open('$T/ds/shard-00000.jsonl.zst','rb').read();open('$T/trunc.jsonl.zst','wb').write(d[:len(d)//2])"
+"$Z" run "$T/trunc.jsonl.zst" --quiet >/dev/null 2>"$T/err"; rc=$?
+check "truncated zstd: nonzero exit, names shard" '[[ $rc -ne 0 ]] && grep -q "trunc.jsonl.zst" "$T/err" && grep -qi "truncated" "$T/err"'
+: > "$T/empty.jsonl"
+"$Z" run "$T/empty.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
+check "empty shard: nonzero exit, names shard" '[[ $rc -ne 0 ]] && grep -q "empty.jsonl" "$T/err"'
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -1,0 +1,967 @@
+/* mpi_render.c - the cluster-wide fetch-timing report as text, JSON, CSV
+ * and one self-contained HTML page with inline SVG charts. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mpi_internal.h"
+
+/* ------------------------------------------------------------ string buffer */
+
+static void sb_grow(zpi_sbuf *b, size_t need)
+{
+    if (b->oom || b->len + need + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + need + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    sb_grow(b, (size_t)n);
+    if (b->oom)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void zpi_sb_puts(zpi_sbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    sb_grow(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+void zpi_sb_html(zpi_sbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<':
+            zpi_sb_puts(b, "&lt;");
+            break;
+        case '>':
+            zpi_sb_puts(b, "&gt;");
+            break;
+        case '&':
+            zpi_sb_puts(b, "&amp;");
+            break;
+        case '"':
+            zpi_sb_puts(b, "&quot;");
+            break;
+        default: {
+            char c[2] = {*s, 0};
+            zpi_sb_puts(b, c);
+        }
+        }
+    }
+}
+
+static void sb_csv(zpi_sbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        zpi_sb_puts(b, s);
+        return;
+    }
+    zpi_sb_puts(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"')
+            zpi_sb_puts(b, "\"\"");
+        else {
+            char c[2] = {*s, 0};
+            zpi_sb_puts(b, c);
+        }
+    }
+    zpi_sb_puts(b, "\"");
+}
+
+/* ------------------------------------------------------------ shared pieces */
+
+static const char *HIST_NAME[ZPI_MPI_NHIST] = {"shard_load", "record_read", "transfer"};
+
+static void human_bytes(char *buf, size_t cap, double v)
+{
+    static const char *u[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    int i = 0;
+    while (v >= 1000 && i < 5) {
+        v /= 1000;
+        i++;
+    }
+    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* "host: ranks 0-3" groups, one per node, in node order. */
+static void node_ranks(const zp_mpi_report *r, int node, char *buf, size_t cap, int *scratch)
+{
+    size_t k = 0;
+    for (int i = 0; i < r->size; i++)
+        if (r->ranks[i].node == node)
+            scratch[k++] = i;
+    zpi_mpi_ranklist(buf, cap, scratch, k);
+}
+
+static const char *kind_name(zp_mpi_report_kind k)
+{
+    return k == ZP_MPI_REPORT_WINDOW ? "window" : "final";
+}
+
+static void criterion_text(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    zpi_sb_printf(b,
+                  "fetch time per batch >= %.2fx the median or robust z-score > %.1f, and consumer "
+                  "wait >= %.1f%% of the step; ",
+                  1.0 + r->cfg.straggler_ratio, r->cfg.straggler_z,
+                  r->cfg.straggler_min_stall * 100);
+    if (r->kind == ZP_MPI_REPORT_WINDOW)
+        zpi_sb_printf(b, "judged per window, named after %u consecutive windows",
+                      r->cfg.straggler_windows);
+    else
+        zpi_sb_puts(b, "judged on the whole run");
+}
+
+static double pct(double v) { return isfinite(v) ? v * 100 : NAN; }
+
+/* ------------------------------------------------------------ text */
+
+static void render_text(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    char tmp[128], tmp2[128];
+    int *scratch = malloc((size_t)r->size * sizeof *scratch);
+    if (!scratch) {
+        b->oom = 1;
+        return;
+    }
+    zpi_sb_printf(b, "Zephon cluster fetch-timing report (%s, report %u)\n", kind_name(r->kind),
+                  r->index);
+    zpi_sb_printf(b, "job %s: %d rank%s on %d node%s (", r->job_id, r->size, r->size == 1 ? "" : "s",
+                  r->nodes, r->nodes == 1 ? "" : "s");
+    if (r->ranks_per_node_min == r->ranks_per_node_max)
+        zpi_sb_printf(b, "%d ranks per node", r->ranks_per_node_max);
+    else
+        zpi_sb_printf(b, "%d-%d ranks per node", r->ranks_per_node_min, r->ranks_per_node_max);
+    if (r->threads_min == r->threads_max)
+        zpi_sb_printf(b, "), %u threads per rank\n", r->threads_max);
+    else
+        zpi_sb_printf(b, "), %u-%u threads per rank\n", r->threads_min, r->threads_max);
+    if (r->info.have_dataset) {
+        human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
+        zpi_sb_printf(b, "dataset: %llu shards, %llu samples, %s (fingerprint %016llx)\n",
+                      (unsigned long long)r->info.ds_shards, (unsigned long long)r->info.ds_samples,
+                      tmp, (unsigned long long)r->info.ds_fingerprint);
+    } else {
+        zpi_sb_puts(b, "dataset: (not agreed)\n");
+    }
+    zpi_sb_puts(b, "settings: ");
+    zpi_mpi_settings_text(&r->info, b);
+    zpi_sb_puts(b, "\nstraggler criterion: ");
+    criterion_text(r, b);
+    zpi_sb_printf(b, "\nreport: gathered and analysed in %.3f ms, %zu bytes gathered per rank\n",
+                  r->seconds * 1e3, r->gather_bytes);
+
+    zpi_sb_puts(b, "\nhosts:\n");
+    for (int j = 0; j < r->nodes; j++) {
+        node_ranks(r, j, tmp, sizeof tmp, scratch);
+        zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_mpi_report_node_host(r, j), tmp);
+    }
+
+    zpi_sb_puts(b, "\nper rank (times in seconds):\n");
+    zpi_sb_printf(b, "  %5s %4s %-16s %10s %10s %8s %8s %8s %8s %8s %7s %10s %10s %9s %6s %7s\n",
+                  "rank", "node", "host", "samples", "bytes", "open", "read", "decomp", "xfer",
+                  "stall", "stall%", "samples/s", "fetch/b ms", "slowest", "hit%", "retries");
+    for (int i = 0; i < r->size; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        if (!s->valid) {
+            zpi_sb_printf(b, "  %5d %4d %-16.16s (no snapshot)\n", s->rank, s->node,
+                          zp_mpi_report_rank_host(r, i));
+            continue;
+        }
+        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_sb_printf(b,
+                      "  %5d %4d %-16.16s %10llu %10s %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %10.0f "
+                      "%10.3f %9.4f %5.1f%% %7llu\n",
+                      s->rank, s->node, zp_mpi_report_rank_host(r, i),
+                      (unsigned long long)s->samples, tmp, s->open, s->read, s->decompress,
+                      s->transfer, s->stall, s->stall_fraction * 100, s->samples_per_second,
+                      s->fetch_per_batch * 1e3, s->slowest_shard, s->cache_hit_rate * 100,
+                      (unsigned long long)s->retries);
+    }
+
+    zpi_sb_printf(b, "\ncluster summary (over %u ranks):\n", r->stat[0].ranks);
+    zpi_sb_printf(b, "  %-18s %14s %6s %14s %6s %14s %14s %9s\n", "metric", "min", "rank", "max",
+                  "rank", "mean", "stddev", "max/mean");
+    for (int k = 0; k < ZP_MPI_M_COUNT; k++) {
+        const zp_mpi_stat *st = &r->stat[k];
+        zpi_sb_printf(b, "  %-18s %14.6g %6d %14.6g %6d %14.6g %14.6g %9.3f\n", zp_mpi_metric_name(k),
+                      st->min, st->min_rank, st->max, st->max_rank, st->mean, st->stddev,
+                      st->imbalance);
+    }
+    const zp_mpi_stat *sps = &r->stat[ZP_MPI_M_SAMPLES_PER_SECOND];
+    zpi_sb_printf(b,
+                  "aggregate throughput: %.0f samples/s achieved; %.0f samples/s bounded by the "
+                  "slowest rank (rank %d: %.0f samples/s x %u ranks)\n",
+                  r->throughput, r->bounded, sps->min_rank, sps->min, sps->ranks);
+    const zp_mpi_rank_stats *t = &r->totals;
+    human_bytes(tmp, sizeof tmp, (double)t->bytes_read);
+    human_bytes(tmp2, sizeof tmp2, (double)t->bytes_fetched);
+    zpi_sb_printf(b,
+                  "cluster totals: %llu batches, %llu samples, %llu tokens, %s read, %s of records, "
+                  "%llu shard loads, %llu retries, %llu padded, %llu skipped, %llu batches dropped "
+                  "at the common stop\n",
+                  (unsigned long long)t->batches, (unsigned long long)t->samples,
+                  (unsigned long long)t->tokens, tmp, tmp2, (unsigned long long)t->shards_opened,
+                  (unsigned long long)t->retries, (unsigned long long)t->padded,
+                  (unsigned long long)t->skipped, (unsigned long long)t->batches_dropped);
+
+    zpi_sb_puts(b, "\nper node:\n");
+    zpi_sb_printf(b, "  %4s %-24s %5s %12s %10s %10s %7s %12s\n", "node", "host", "ranks",
+                  "samples", "bytes", "stall_s", "stall%", "samples/s");
+    for (int j = 0; j < r->nodes; j++) {
+        const zp_mpi_rank_stats *s = &r->node_tot[j];
+        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_sb_printf(b, "  %4d %-24.24s %5d %12llu %10s %10.3f %6.1f%% %12.0f\n", j,
+                      zp_mpi_report_node_host(r, j), s->local_rank, (unsigned long long)s->samples,
+                      tmp, s->stall, s->stall_fraction * 100, s->samples_per_second);
+    }
+
+    zpi_sb_puts(b, "\nlatency over all ranks (ms):\n");
+    for (int k = 0; k < ZPI_MPI_NHIST; k++) {
+        const zp_hist *h = &r->hist[k];
+        if (!h->count) {
+            zpi_sb_printf(b, "  %-12s no events\n", HIST_NAME[k]);
+            continue;
+        }
+        zpi_sb_printf(b, "  %-12s %llu events, p50 %.3f, p90 %.3f, p99 %.3f, max %.3f\n",
+                      HIST_NAME[k], (unsigned long long)h->count,
+                      (double)zp_hist_quantile(h, 0.5) * 1e-6, (double)zp_hist_quantile(h, 0.9) * 1e-6,
+                      (double)zp_hist_quantile(h, 0.99) * 1e-6, (double)h->max_ns * 1e-6);
+    }
+
+    zpi_sb_puts(b, "\nstragglers:\n");
+    if (!r->n_strag)
+        zpi_sb_puts(b, "  none\n");
+    for (size_t i = 0; i < r->n_strag; i++)
+        zpi_sb_printf(b, "  rank %d (%s): %s\n", r->strag[i].rank,
+                      zp_mpi_report_rank_host(r, r->strag[i].rank), r->strag[i].reason);
+    zpi_sb_printf(b, "\n%s\n", r->verdict);
+    free(scratch);
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static json_t *jint(uint64_t v) { return json_integer((json_int_t)v); }
+
+static json_t *stats_json(const zp_mpi_rank_stats *s)
+{
+    json_t *o = json_object();
+    if (s->rank >= 0)
+        json_object_set_new(o, "rank", json_integer(s->rank));
+    if (s->node >= 0)
+        json_object_set_new(o, "node", json_integer(s->node));
+    if (s->rank >= 0) {
+        json_object_set_new(o, "local_rank", json_integer(s->local_rank));
+        json_object_set_new(o, "valid", json_boolean(s->valid));
+    } else {
+        json_object_set_new(o, "ranks", json_integer(s->local_rank));
+    }
+    json_object_set_new(o, "threads", jint(s->threads));
+#define JU(f) json_object_set_new(o, #f, jint(s->f))
+#define JD(f, name) json_object_set_new(o, name, jreal(s->f))
+    JU(batches);
+    JU(samples);
+    JU(tokens);
+    JU(records);
+    JU(bytes_read);
+    JU(bytes_fetched);
+    JU(shards_opened);
+    JU(downloads);
+    JU(retries);
+    JU(cache_hits);
+    JU(cache_misses);
+    JU(padded);
+    JU(skipped);
+    JU(batches_dropped);
+    JD(wall, "wall_s");
+    JD(first_batch, "first_batch_s");
+    JD(stall, "stall_s");
+    JD(stall_fraction, "stall_fraction");
+    JD(fetch, "fetch_s");
+    JD(open, "open_s");
+    JD(read, "read_s");
+    JD(decompress, "decompress_s");
+    JD(fetch_wait, "fetch_wait_s");
+    JD(transfer, "transfer_s");
+    JD(sync, "sync_s");
+    JD(slowest_shard, "slowest_shard_s");
+    json_object_set_new(o, "slowest_shard_index", json_integer(s->slowest_shard_index));
+    JD(slowest_record, "slowest_record_s");
+    JD(step, "step_s");
+    JD(fetch_per_batch, "fetch_per_batch_s");
+    JD(samples_per_second, "samples_per_s");
+    JD(bytes_per_second, "bytes_per_s");
+    JD(cache_hit_rate, "cache_hit_rate");
+    JU(win_batches);
+    JD(win_seconds, "win_s");
+    JD(win_fetch_per_batch, "win_fetch_per_batch_s");
+    JD(win_stall_fraction, "win_stall_fraction");
+#undef JU
+#undef JD
+    return o;
+}
+
+static json_t *render_json_obj(const zp_mpi_report *r)
+{
+    int *scratch = malloc((size_t)r->size * sizeof *scratch);
+    if (!scratch)
+        return NULL;
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("zephon-report"));
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "kind", json_string(kind_name(r->kind)));
+    json_object_set_new(root, "index", json_integer(r->index));
+
+    json_t *hd = json_object();
+    json_object_set_new(hd, "job_id", json_string(r->job_id));
+    json_object_set_new(hd, "ranks", json_integer(r->size));
+    json_object_set_new(hd, "nodes", json_integer(r->nodes));
+    json_object_set_new(hd, "ranks_per_node_min", json_integer(r->ranks_per_node_min));
+    json_object_set_new(hd, "ranks_per_node_max", json_integer(r->ranks_per_node_max));
+    json_object_set_new(hd, "threads_per_rank_min", json_integer(r->threads_min));
+    json_object_set_new(hd, "threads_per_rank_max", json_integer(r->threads_max));
+    json_t *hosts = json_array();
+    for (int j = 0; j < r->nodes; j++) {
+        char list[256];
+        node_ranks(r, j, list, sizeof list, scratch);
+        json_t *h = json_object();
+        json_object_set_new(h, "node", json_integer(j));
+        json_object_set_new(h, "host", json_string(zp_mpi_report_node_host(r, j)));
+        json_object_set_new(h, "ranks", json_string(list));
+        json_array_append_new(hosts, h);
+    }
+    json_object_set_new(hd, "nodes_table", hosts);
+    json_t *rh = json_array();
+    for (int i = 0; i < r->size; i++)
+        json_array_append_new(rh, json_string(zp_mpi_report_rank_host(r, i)));
+    json_object_set_new(hd, "rank_host", rh);
+    zpi_sbuf sb = {0};
+    zpi_mpi_settings_text(&r->info, &sb);
+    json_object_set_new(hd, "settings", json_string(sb.p ? sb.p : ""));
+    free(sb.p);
+    if (r->info.have_dataset) {
+        json_t *d = json_object();
+        char fp[24];
+        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->info.ds_fingerprint);
+        json_object_set_new(d, "shards", jint(r->info.ds_shards));
+        json_object_set_new(d, "samples", jint(r->info.ds_samples));
+        json_object_set_new(d, "bytes", jint(r->info.ds_bytes));
+        json_object_set_new(d, "fingerprint", json_string(fp));
+        json_object_set_new(hd, "dataset", d);
+    } else {
+        json_object_set_new(hd, "dataset", json_null());
+    }
+    json_t *cr = json_object();
+    json_object_set_new(cr, "ratio", json_real(r->cfg.straggler_ratio));
+    json_object_set_new(cr, "z", json_real(r->cfg.straggler_z));
+    json_object_set_new(cr, "min_stall", json_real(r->cfg.straggler_min_stall));
+    json_object_set_new(cr, "windows", json_integer(r->cfg.straggler_windows));
+    json_object_set_new(hd, "criterion", cr);
+    json_object_set_new(hd, "report_seconds", json_real(r->seconds));
+    json_object_set_new(hd, "gather_bytes_per_rank", jint(r->gather_bytes));
+    json_object_set_new(root, "header", hd);
+
+    json_t *ranks = json_array();
+    for (int i = 0; i < r->size; i++) {
+        json_t *o = stats_json(&r->ranks[i]);
+        json_object_set_new(o, "host", json_string(zp_mpi_report_rank_host(r, i)));
+        json_array_append_new(ranks, o);
+    }
+    json_object_set_new(root, "ranks", ranks);
+
+    json_t *sum = json_object();
+    for (int k = 0; k < ZP_MPI_M_COUNT; k++) {
+        const zp_mpi_stat *st = &r->stat[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "min", jreal(st->min));
+        json_object_set_new(o, "min_rank", json_integer(st->min_rank));
+        json_object_set_new(o, "max", jreal(st->max));
+        json_object_set_new(o, "max_rank", json_integer(st->max_rank));
+        json_object_set_new(o, "mean", jreal(st->mean));
+        json_object_set_new(o, "stddev", jreal(st->stddev));
+        json_object_set_new(o, "sum", jreal(st->sum));
+        json_object_set_new(o, "imbalance", jreal(st->imbalance));
+        json_object_set_new(o, "ranks", json_integer(st->ranks));
+        json_object_set_new(sum, zp_mpi_metric_name(k), o);
+    }
+    json_t *tp = json_object();
+    json_object_set_new(tp, "achieved_samples_per_s", jreal(r->throughput));
+    json_object_set_new(tp, "bounded_by_slowest_samples_per_s", jreal(r->bounded));
+    json_object_set_new(sum, "throughput", tp);
+    json_object_set_new(root, "summary", sum);
+    json_object_set_new(root, "totals", stats_json(&r->totals));
+    json_t *nodes = json_array();
+    for (int j = 0; j < r->nodes; j++) {
+        json_t *o = stats_json(&r->node_tot[j]);
+        json_object_set_new(o, "host", json_string(zp_mpi_report_node_host(r, j)));
+        json_array_append_new(nodes, o);
+    }
+    json_object_set_new(root, "nodes", nodes);
+
+    json_t *hs = json_object();
+    for (int k = 0; k < ZPI_MPI_NHIST; k++) {
+        const zp_hist *h = &r->hist[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "count", jint(h->count));
+        json_object_set_new(o, "sum_s", json_real((double)h->sum_ns * 1e-9));
+        json_object_set_new(o, "min_s", json_real(h->count ? (double)h->min_ns * 1e-9 : 0));
+        json_object_set_new(o, "p50_s", json_real((double)zp_hist_quantile(h, 0.5) * 1e-9));
+        json_object_set_new(o, "p90_s", json_real((double)zp_hist_quantile(h, 0.9) * 1e-9));
+        json_object_set_new(o, "p99_s", json_real((double)zp_hist_quantile(h, 0.99) * 1e-9));
+        json_object_set_new(o, "max_s", json_real((double)h->max_ns * 1e-9));
+        json_object_set_new(hs, HIST_NAME[k], o);
+    }
+    json_object_set_new(root, "histograms", hs);
+
+    json_t *sg = json_array();
+    for (size_t i = 0; i < r->n_strag; i++) {
+        const zp_mpi_straggler *g = &r->strag[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "rank", json_integer(g->rank));
+        json_object_set_new(o, "host", json_string(zp_mpi_report_rank_host(r, g->rank)));
+        json_t *rs = json_array();
+        if (g->reasons & ZP_MPI_SLOW_RATIO)
+            json_array_append_new(rs, json_string("ratio"));
+        if (g->reasons & ZP_MPI_SLOW_Z)
+            json_array_append_new(rs, json_string("robust_z"));
+        if (g->reasons & ZP_MPI_SLOW_STALL)
+            json_array_append_new(rs, json_string("stall"));
+        json_object_set_new(o, "reasons", rs);
+        json_object_set_new(o, "fetch_per_batch_s", jreal(g->fetch_per_batch));
+        json_object_set_new(o, "median_s", jreal(g->median));
+        json_object_set_new(o, "ratio", jreal(g->ratio));
+        json_object_set_new(o, "z", jreal(g->z));
+        json_object_set_new(o, "stall_fraction", jreal(g->stall_fraction));
+        json_object_set_new(o, "windows", json_integer(g->windows));
+        json_object_set_new(o, "reason", json_string(g->reason));
+        json_array_append_new(sg, o);
+    }
+    json_object_set_new(root, "stragglers", sg);
+
+    json_t *win = json_object();
+    json_object_set_new(win, "first", jint(r->first_window));
+    json_t *te = json_array();
+    for (int w = 0; w < r->n_windows; w++)
+        json_array_append_new(te, jreal(r->win_t[w]));
+    json_object_set_new(win, "t_end_s", te);
+    json_t *rows = json_array();
+    for (int i = 0; i < r->size; i++) {
+        json_t *row = json_array();
+        for (int w = 0; w < r->n_windows; w++)
+            json_array_append_new(row, jreal(zp_mpi_report_window_fetch(r, w, i)));
+        json_array_append_new(rows, row);
+    }
+    json_object_set_new(win, "fetch_per_batch_s", rows);
+    json_object_set_new(root, "windows", win);
+    json_object_set_new(root, "verdict", json_string(r->verdict));
+    free(scratch);
+    return root;
+}
+
+/* ------------------------------------------------------------ CSV */
+
+static void render_csv(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    zpi_sb_puts(b, "rank,node,host,valid,threads,batches,samples,tokens,records,bytes_read,"
+                   "bytes_fetched,shards_opened,downloads,retries,cache_hits,cache_misses,padded,"
+                   "skipped,batches_dropped,wall_s,first_batch_s,stall_s,stall_fraction,fetch_s,"
+                   "open_s,read_s,decompress_s,fetch_wait_s,transfer_s,sync_s,slowest_shard_s,"
+                   "slowest_record_s,step_s,fetch_per_batch_s,samples_per_s,bytes_per_s,"
+                   "cache_hit_rate,straggler\n");
+    for (int i = 0; i < r->size; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        int strag = 0;
+        for (size_t k = 0; k < r->n_strag; k++)
+            strag |= r->strag[k].rank == s->rank;
+        zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
+        sb_csv(b, zp_mpi_report_rank_host(r, i));
+        zpi_sb_printf(b,
+                      ",%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
+                      "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
+                      "%.9g,%.9g,%.9g,%d\n",
+                      s->valid, s->threads, (unsigned long long)s->batches,
+                      (unsigned long long)s->samples, (unsigned long long)s->tokens,
+                      (unsigned long long)s->records, (unsigned long long)s->bytes_read,
+                      (unsigned long long)s->bytes_fetched, (unsigned long long)s->shards_opened,
+                      (unsigned long long)s->downloads, (unsigned long long)s->retries,
+                      (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
+                      (unsigned long long)s->padded, (unsigned long long)s->skipped,
+                      (unsigned long long)s->batches_dropped, s->wall, s->first_batch, s->stall,
+                      s->stall_fraction, s->fetch, s->open, s->read, s->decompress, s->fetch_wait,
+                      s->transfer, s->sync, s->slowest_shard, s->slowest_record, s->step,
+                      s->fetch_per_batch, s->samples_per_second, s->bytes_per_second,
+                      s->cache_hit_rate, strag);
+    }
+}
+
+static void render_windows_csv(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    zpi_sb_puts(b, "window,t_end_s,rank,fetch_per_batch_s\n");
+    for (int w = 0; w < r->n_windows; w++)
+        for (int i = 0; i < r->size; i++) {
+            double v = zp_mpi_report_window_fetch(r, w, i);
+            zpi_sb_printf(b, "%llu,%.6f,%d,", (unsigned long long)(r->first_window + (uint64_t)w),
+                          r->win_t[w], i);
+            if (isfinite(v))
+                zpi_sb_printf(b, "%.9g\n", v);
+            else
+                zpi_sb_puts(b, "\n");
+        }
+}
+
+/* ------------------------------------------------------------ HTML */
+
+#define HTML_MAX_CHART_RANKS 512
+
+/* The parts of a rank's time drawn in the stacked bars. */
+enum { P_READ, P_DECOMP, P_OPEN_OTHER, P_FETCH_OTHER, P_TRANSFER, P_STALL, P_SYNC, P_N };
+static const char *const PART_NAME[P_N] = {"read",      "decompress", "open (other)",
+                                           "fetch (other)", "transfer", "stall (consumer wait)",
+                                           "sync (waiting for other ranks)"};
+static const char *const PART_COLOR[P_N] = {"#4e79a7", "#59a14f", "#8cd17d", "#a0cbe8",
+                                            "#f28e2b", "#e15759", "#bab0ac"};
+
+static void parts_of(const zp_mpi_rank_stats *s, double *p)
+{
+    p[P_READ] = s->read;
+    p[P_DECOMP] = s->decompress;
+    p[P_OPEN_OTHER] = fmax(0, s->open - s->read - s->decompress);
+    p[P_FETCH_OTHER] = fmax(0, s->fetch - s->open);
+    p[P_TRANSFER] = s->transfer;
+    p[P_STALL] = s->stall;
+    p[P_SYNC] = s->sync;
+}
+
+static void svg_bars(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    int n = r->size < HTML_MAX_CHART_RANKS ? r->size : HTML_MAX_CHART_RANKS;
+    double maxt = 0;
+    for (int i = 0; i < n; i++) {
+        double p[P_N], t = 0;
+        parts_of(&r->ranks[i], p);
+        for (int k = 0; k < P_N; k++)
+            t += p[k];
+        maxt = fmax(maxt, t);
+    }
+    if (maxt <= 0)
+        maxt = 1;
+    const int row = 16, left = 70, width = 640;
+    int height = n * row + 40;
+    zpi_sb_printf(b,
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "role=\"img\" aria-label=\"where each rank's time goes\">\n",
+                  left + width + 20, height);
+    for (int i = 0; i < n; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        double p[P_N];
+        parts_of(s, p);
+        int y = 4 + i * row;
+        zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">rank %d</text>\n",
+                      left - 6, y + 11, s->rank);
+        double x = left;
+        for (int k = 0; k < P_N; k++) {
+            double w = p[k] / maxt * width;
+            if (w <= 0)
+                continue;
+            zpi_sb_printf(b,
+                          "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                          "<title>rank %d %s: %.4f s</title></rect>\n",
+                          x, y, w, row - 3, PART_COLOR[k], s->rank, PART_NAME[k], p[k]);
+            x += w;
+        }
+    }
+    int ay = 4 + n * row + 14;
+    zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\">0 s</text>", left, ay);
+    zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%.3f s</text>\n",
+                  left + width, ay, maxt);
+    zpi_sb_puts(b, "</svg>\n<div class=\"legend\">");
+    for (int k = 0; k < P_N; k++)
+        zpi_sb_printf(b, "<span><i style=\"background:%s\"></i>%s</span> ", PART_COLOR[k],
+                      PART_NAME[k]);
+    zpi_sb_puts(b, "</div>\n");
+    if (n < r->size)
+        zpi_sb_printf(b, "<p class=\"note\">The first %d of %d ranks are drawn; the tables list all.</p>\n",
+                      n, r->size);
+}
+
+/* White (fast) to dark red (slow): v in [0, 1]. */
+static void heat_color(char *buf, size_t cap, double v)
+{
+    if (!isfinite(v)) {
+        snprintf(buf, cap, "#dddddd");
+        return;
+    }
+    v = v < 0 ? 0 : v > 1 ? 1 : v;
+    int rr = (int)(255 - 90 * v), gg = (int)(255 - 230 * v), bb = (int)(255 - 230 * v);
+    snprintf(buf, cap, "#%02x%02x%02x", rr, gg, bb);
+}
+
+static void svg_heatmap(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    int n = r->size < HTML_MAX_CHART_RANKS ? r->size : HTML_MAX_CHART_RANKS;
+    int nw = r->n_windows;
+    double maxv = 0;
+    for (int w = 0; w < nw; w++)
+        for (int i = 0; i < n; i++) {
+            double v = zp_mpi_report_window_fetch(r, w, i);
+            if (isfinite(v))
+                maxv = fmax(maxv, v);
+        }
+    if (maxv <= 0)
+        maxv = 1;
+    const int left = 70, top = 4;
+    int cw = nw > 0 ? 640 / nw : 8, ch = 14;
+    if (cw > 40)
+        cw = 40;
+    if (cw < 2)
+        cw = 2;
+    zpi_sb_printf(b,
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "role=\"img\" aria-label=\"fetch time per batch, rank by window\">\n",
+                  left + cw * nw + 20, top + ch * n + 30);
+    for (int i = 0; i < n; i++) {
+        zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">rank %d</text>\n",
+                      left - 6, top + i * ch + 11, i);
+        for (int w = 0; w < nw; w++) {
+            double v = zp_mpi_report_window_fetch(r, w, i);
+            char col[16];
+            heat_color(col, sizeof col, v / maxv);
+            zpi_sb_printf(b,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>rank "
+                          "%d window %llu: ",
+                          left + w * cw, top + i * ch, cw - 1, ch - 1, col, i,
+                          (unsigned long long)(r->first_window + (uint64_t)w));
+            if (isfinite(v))
+                zpi_sb_printf(b, "%.3f ms/batch", v * 1e3);
+            else
+                zpi_sb_puts(b, "no batch");
+            zpi_sb_puts(b, "</title></rect>\n");
+        }
+    }
+    zpi_sb_printf(b,
+                  "<text x=\"%d\" y=\"%d\" class=\"lbl\">windows %llu..%llu (oldest left); white 0, "
+                  "dark red %.3f ms/batch</text>\n</svg>\n",
+                  left, top + ch * n + 18, (unsigned long long)r->first_window,
+                  (unsigned long long)(r->first_window + (uint64_t)(nw > 0 ? nw - 1 : 0)),
+                  maxv * 1e3);
+}
+
+static void html_cell_num(zpi_sbuf *b, double v, const char *fmt)
+{
+    zpi_sb_puts(b, "<td>");
+    if (isfinite(v))
+        zpi_sb_printf(b, fmt, v);
+    else
+        zpi_sb_puts(b, "-");
+    zpi_sb_puts(b, "</td>");
+}
+
+static void render_html(const zp_mpi_report *r, zpi_sbuf *b)
+{
+    char tmp[128];
+    int *scratch = malloc((size_t)r->size * sizeof *scratch);
+    if (!scratch) {
+        b->oom = 1;
+        return;
+    }
+    zpi_sb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                   "<title>Zephon fetch-timing report</title>\n<style>\n"
+                   "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}\n"
+                   "table{border-collapse:collapse;margin:8px 0 20px}\n"
+                   "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\n"
+                   "th{background:#f0f0f0}td.l,th.l{text-align:left}\n"
+                   "tr.strag td{background:#fde0dc}\n"
+                   ".verdict{font-weight:bold;padding:8px;border-left:6px solid #e15759;"
+                   "background:#fbeeee}\n.verdict.ok{border-color:#59a14f;background:#eef7ec}\n"
+                   ".lbl{font:11px sans-serif;fill:#333}.note{color:#666}\n"
+                   ".legend span{margin-right:12px;font-size:12px}"
+                   ".legend i{display:inline-block;width:10px;height:10px;margin-right:4px}\n"
+                   "</style></head><body>\n");
+    zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
+                  kind_name(r->kind), r->index);
+    zpi_sb_html(b, r->job_id);
+    zpi_sb_printf(b, " &middot; %d ranks on %d nodes (%d-%d per node) &middot; %u-%u threads per rank"
+                     " &middot; analysed in %.3f ms, %zu bytes gathered per rank</p>\n",
+                  r->size, r->nodes, r->ranks_per_node_min, r->ranks_per_node_max, r->threads_min,
+                  r->threads_max, r->seconds * 1e3, r->gather_bytes);
+    int holds = r->stat[ZP_MPI_M_STALL_FRACTION].ranks &&
+                r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
+    zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
+    zpi_sb_html(b, r->verdict);
+    zpi_sb_puts(b, "</p>\n<p>");
+    if (r->info.have_dataset) {
+        human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
+        zpi_sb_printf(b, "Dataset: %llu shards, %llu samples, %s. ",
+                      (unsigned long long)r->info.ds_shards, (unsigned long long)r->info.ds_samples,
+                      tmp);
+    }
+    zpi_sbuf st = {0};
+    zpi_mpi_settings_text(&r->info, &st);
+    zpi_sb_puts(b, "Settings: <code>");
+    zpi_sb_html(b, st.p ? st.p : "");
+    free(st.p);
+    zpi_sb_puts(b, "</code>.<br>Straggler criterion: ");
+    zpi_sbuf cr = {0};
+    criterion_text(r, &cr);
+    zpi_sb_html(b, cr.p ? cr.p : "");
+    free(cr.p);
+    zpi_sb_puts(b, ".</p>\n");
+
+    zpi_sb_puts(b, "<h2>Stragglers</h2>\n");
+    if (!r->n_strag)
+        zpi_sb_puts(b, "<p>None.</p>\n");
+    else {
+        zpi_sb_puts(b, "<ul>\n");
+        for (size_t i = 0; i < r->n_strag; i++) {
+            zpi_sb_printf(b, "<li><b>rank %d</b> (", r->strag[i].rank);
+            zpi_sb_html(b, zp_mpi_report_rank_host(r, r->strag[i].rank));
+            zpi_sb_puts(b, "): ");
+            zpi_sb_html(b, r->strag[i].reason);
+            zpi_sb_puts(b, "</li>\n");
+        }
+        zpi_sb_puts(b, "</ul>\n");
+    }
+
+    zpi_sb_puts(b, "<h2>Where each rank's time goes</h2>\n");
+    svg_bars(r, b);
+    zpi_sb_puts(b, "<h2>Fetch time per batch, rank &times; window</h2>\n");
+    svg_heatmap(r, b);
+
+    zpi_sb_puts(b, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>node</th><th class=\"l\">host</th>"
+                   "<th>samples</th><th>bytes read</th><th>open s</th><th>read s</th>"
+                   "<th>decompress s</th><th>transfer s</th><th>stall s</th><th>stall %</th>"
+                   "<th>samples/s</th><th>fetch ms/batch</th><th>slowest shard s</th>"
+                   "<th>cache hit %</th><th>retries</th></tr>\n");
+    for (int i = 0; i < r->size; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        int strag = 0;
+        for (size_t k = 0; k < r->n_strag; k++)
+            strag |= r->strag[k].rank == s->rank;
+        zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">", strag ? " class=\"strag\"" : "",
+                      s->rank, s->node);
+        zpi_sb_html(b, zp_mpi_report_rank_host(r, i));
+        zpi_sb_puts(b, "</td>");
+        if (!s->valid) {
+            zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
+            continue;
+        }
+        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_sb_printf(b, "<td>%llu</td><td>%s</td>", (unsigned long long)s->samples, tmp);
+        html_cell_num(b, s->open, "%.3f");
+        html_cell_num(b, s->read, "%.3f");
+        html_cell_num(b, s->decompress, "%.3f");
+        html_cell_num(b, s->transfer, "%.3f");
+        html_cell_num(b, s->stall, "%.3f");
+        html_cell_num(b, pct(s->stall_fraction), "%.1f");
+        html_cell_num(b, s->samples_per_second, "%.0f");
+        html_cell_num(b, s->fetch_per_batch * 1e3, "%.3f");
+        html_cell_num(b, s->slowest_shard, "%.4f");
+        html_cell_num(b, pct(s->cache_hit_rate), "%.1f");
+        zpi_sb_printf(b, "<td>%llu</td></tr>\n", (unsigned long long)s->retries);
+    }
+    zpi_sb_puts(b, "</table>\n");
+
+    zpi_sb_puts(b, "<h2>Cluster summary</h2>\n<table><tr><th class=\"l\">metric</th><th>min</th>"
+                   "<th>rank</th><th>max</th><th>rank</th><th>mean</th><th>stddev</th>"
+                   "<th>max/mean</th></tr>\n");
+    for (int k = 0; k < ZP_MPI_M_COUNT; k++) {
+        const zp_mpi_stat *s = &r->stat[k];
+        zpi_sb_printf(b, "<tr><td class=\"l\">%s</td>", zp_mpi_metric_name(k));
+        html_cell_num(b, s->min, "%.6g");
+        zpi_sb_printf(b, "<td>%d</td>", s->min_rank);
+        html_cell_num(b, s->max, "%.6g");
+        zpi_sb_printf(b, "<td>%d</td>", s->max_rank);
+        html_cell_num(b, s->mean, "%.6g");
+        html_cell_num(b, s->stddev, "%.6g");
+        html_cell_num(b, s->imbalance, "%.3f");
+        zpi_sb_puts(b, "</tr>\n");
+    }
+    zpi_sb_puts(b, "</table>\n");
+    zpi_sb_printf(b, "<p>Aggregate throughput: %.0f samples/s achieved; %.0f samples/s as bounded by "
+                     "the slowest rank (rank %d).</p>\n",
+                  r->throughput, r->bounded, r->stat[ZP_MPI_M_SAMPLES_PER_SECOND].min_rank);
+
+    zpi_sb_puts(b, "<h2>Nodes</h2>\n<table><tr><th>node</th><th class=\"l\">host</th>"
+                   "<th class=\"l\">ranks</th><th>samples</th><th>bytes read</th><th>stall %</th>"
+                   "<th>samples/s</th></tr>\n");
+    for (int j = 0; j < r->nodes; j++) {
+        const zp_mpi_rank_stats *s = &r->node_tot[j];
+        char list[256];
+        node_ranks(r, j, list, sizeof list, scratch);
+        zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
+        zpi_sb_html(b, zp_mpi_report_node_host(r, j));
+        zpi_sb_printf(b, "</td><td class=\"l\">%s</td><td>%llu</td>", list,
+                      (unsigned long long)s->samples);
+        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_sb_printf(b, "<td>%s</td>", tmp);
+        html_cell_num(b, pct(s->stall_fraction), "%.1f");
+        html_cell_num(b, s->samples_per_second, "%.0f");
+        zpi_sb_puts(b, "</tr>\n");
+    }
+    zpi_sb_puts(b, "</table>\n</body></html>\n");
+    free(scratch);
+}
+
+/* ------------------------------------------------------------ entry points */
+
+zp_status zp_mpi_report_render(const zp_mpi_report *r, zp_mpi_format fmt, char **out, size_t *len)
+{
+    if (!r || !out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    zpi_sbuf b = {0};
+    switch (fmt) {
+    case ZP_MPI_TEXT:
+        render_text(r, &b);
+        break;
+    case ZP_MPI_CSV:
+        render_csv(r, &b);
+        break;
+    case ZP_MPI_HTML:
+        render_html(r, &b);
+        break;
+    case ZP_MPI_JSON: {
+        json_t *root = render_json_obj(r);
+        char *s = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(root);
+        if (!s)
+            return ZP_ERR_NOMEM;
+        /* jansson's buffer may come from its own allocator: copy to ours */
+        zpi_sb_puts(&b, s);
+        zpi_sb_puts(&b, "\n");
+        free(s);
+        break;
+    }
+    default:
+        return ZP_ERR_INVALID;
+    }
+    if (b.oom || !b.p) {
+        free(b.p);
+        return ZP_ERR_NOMEM;
+    }
+    *out = b.p;
+    if (len)
+        *len = b.len;
+    return ZP_OK;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            free(p);
+            return -1;
+        }
+        *s = '/';
+    }
+    int rc = mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
+    free(p);
+    return rc;
+}
+
+static zp_status write_file(const char *dir, const char *name, const char *data, size_t len,
+                            char *errbuf, size_t errlen)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path)
+        return ZP_ERR_NOMEM;
+    snprintf(path, n, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, len, f) == len;
+    int e = errno;
+    if (f && fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok && errbuf)
+        snprintf(errbuf, errlen, "cannot write '%s': %s", path, strerror(e));
+    free(path);
+    return ok ? ZP_OK : ZP_ERR_IO;
+}
+
+zp_status zp_mpi_report_write(const zp_mpi_report *r, const char *dir, char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = '\0';
+    if (!r || !dir || !*dir)
+        return ZP_ERR_INVALID;
+    if (mkdir_p(dir) != 0) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
+        return ZP_ERR_IO;
+    }
+    static const struct {
+        const char *name;
+        int fmt; /* -1: windows.csv */
+    } files[] = {{"report.txt", ZP_MPI_TEXT},
+                 {"report.json", ZP_MPI_JSON},
+                 {"report.csv", ZP_MPI_CSV},
+                 {"report.html", ZP_MPI_HTML},
+                 {"windows.csv", -1}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *s = NULL;
+        size_t len = 0;
+        zp_status st;
+        if (files[i].fmt >= 0) {
+            st = zp_mpi_report_render(r, (zp_mpi_format)files[i].fmt, &s, &len);
+        } else {
+            zpi_sbuf b = {0};
+            render_windows_csv(r, &b);
+            st = b.oom || !b.p ? ZP_ERR_NOMEM : ZP_OK;
+            s = b.p;
+            len = b.len;
+            if (st != ZP_OK) {
+                free(s);
+                s = NULL;
+            }
+        }
+        if (st != ZP_OK) {
+            if (errbuf)
+                snprintf(errbuf, errlen, "cannot render %s: %s", files[i].name, zp_status_str(st));
+            return st;
+        }
+        st = write_file(dir, files[i].name, s, len, errbuf, errlen);
+        free(s);
+        if (st != ZP_OK)
+            return st;
+    }
+    return ZP_OK;
+}

@@ -1,0 +1,34 @@
+# libzephon_mpi: the MPI layer (communicator-aware WorkSource, startup
+# agreement, lock-step delivery, metrics reduction, straggler analysis and
+# the cluster report). Included by the top-level CMakeLists.txt when
+# ZEPHON_WITH_MPI is ON (MPI::MPI_C found there).
+set(_zp_mpi_dir ${CMAKE_CURRENT_LIST_DIR})
+add_library(zephon_mpi
+  ${_zp_mpi_dir}/mpi_comm.c
+  ${_zp_mpi_dir}/mpi_agree.c
+  ${_zp_mpi_dir}/mpi_report.c
+  ${_zp_mpi_dir}/mpi_render.c)
+add_library(zephon::mpi ALIAS zephon_mpi)
+target_compile_options(zephon_mpi PRIVATE ${ZP_WARN})
+target_compile_definitions(zephon_mpi PRIVATE _GNU_SOURCE)
+target_include_directories(zephon_mpi
+  PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+         $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+  PRIVATE ${_zp_mpi_dir})
+target_link_libraries(zephon_mpi
+  PUBLIC zephon MPI::MPI_C
+  PRIVATE PkgConfig::JANSSON m)
+# exported as zephon::mpi (the installed package config must find_dependency(MPI))
+set_target_properties(zephon_mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0
+  EXPORT_NAME mpi)
+install(TARGETS zephon_mpi EXPORT zephonTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# bench/mpi: the cost of one report (gather + analysis) at 2..16 ranks.
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
+  add_executable(bench_mpi_report ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
+  target_compile_options(bench_mpi_report PRIVATE ${ZP_WARN})
+  target_compile_definitions(bench_mpi_report PRIVATE _GNU_SOURCE)
+  target_link_libraries(bench_mpi_report PRIVATE zephon_mpi m)
+endif()
