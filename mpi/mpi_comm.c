@@ -87,7 +87,7 @@ zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg)
 {
     if (!m)
         return ZP_ERR_INVALID;
-    if (local != ZP_OK)
+    if (local != ZP_OK && msg != m->err)
         zpi_mpi_fail(m, local, "%s", msg ? msg : zp_status_str(local));
     return zpi_mpi_agree_status(m, local);
 }
@@ -232,10 +232,11 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->size);
     int hl = 0;
-    char host[MPI_MAX_PROCESSOR_NAME];
+    char host[MPI_MAX_PROCESSOR_NAME] = {0};
     if (MPI_Get_processor_name(host, &hl) != MPI_SUCCESS)
         snprintf(host, sizeof host, "?");
-    snprintf(m->host, sizeof m->host, "%s", host);
+    host[sizeof m->host - 1] = '\0'; /* host names are cut to 63 bytes */
+    memcpy(m->host, host, sizeof m->host);
 
     zp_status local = ZP_OK;
     const zp_mpi_config *c = &m->cfg;

@@ -80,7 +80,7 @@ struct zp_mpi {
     zpi_mpi_pending pend;
 };
 
-struct zp_mpi_report {
+struct zp_cluster_report {
     zp_mpi_report_kind kind;
     int size, nodes, root;
     uint32_t index;                /* reports before this one */
@@ -132,7 +132,7 @@ double zpi_mpi_now(void);
 void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n);
 
 /* Analysis at the root: build the report from the gathered records. */
-zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_mpi_report **out);
+zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out);
 
 /* A growable string for the renderers. */
 typedef struct zpi_sbuf {

@@ -114,7 +114,7 @@ static void human_bytes(char *buf, size_t cap, double v)
 }
 
 /* "host: ranks 0-3" groups, one per node, in node order. */
-static void node_ranks(const zp_mpi_report *r, int node, char *buf, size_t cap, int *scratch)
+static void node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap, int *scratch)
 {
     size_t k = 0;
     for (int i = 0; i < r->size; i++)
@@ -128,7 +128,7 @@ static const char *kind_name(zp_mpi_report_kind k)
     return k == ZP_MPI_REPORT_WINDOW ? "window" : "final";
 }
 
-static void criterion_text(const zp_mpi_report *r, zpi_sbuf *b)
+static void criterion_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     zpi_sb_printf(b,
                   "fetch time per batch >= %.2fx the median or robust z-score > %.1f, and consumer "
@@ -146,7 +146,7 @@ static double pct(double v) { return isfinite(v) ? v * 100 : NAN; }
 
 /* ------------------------------------------------------------ text */
 
-static void render_text(const zp_mpi_report *r, zpi_sbuf *b)
+static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char tmp[128], tmp2[128];
     int *scratch = malloc((size_t)r->size * sizeof *scratch);
@@ -184,7 +184,7 @@ static void render_text(const zp_mpi_report *r, zpi_sbuf *b)
     zpi_sb_puts(b, "\nhosts:\n");
     for (int j = 0; j < r->nodes; j++) {
         node_ranks(r, j, tmp, sizeof tmp, scratch);
-        zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_mpi_report_node_host(r, j), tmp);
+        zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_cluster_report_node_host(r, j), tmp);
     }
 
     zpi_sb_puts(b, "\nper rank (times in seconds):\n");
@@ -195,14 +195,14 @@ static void render_text(const zp_mpi_report *r, zpi_sbuf *b)
         const zp_mpi_rank_stats *s = &r->ranks[i];
         if (!s->valid) {
             zpi_sb_printf(b, "  %5d %4d %-16.16s (no snapshot)\n", s->rank, s->node,
-                          zp_mpi_report_rank_host(r, i));
+                          zp_cluster_report_rank_host(r, i));
             continue;
         }
         human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
         zpi_sb_printf(b,
                       "  %5d %4d %-16.16s %10llu %10s %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %10.0f "
                       "%10.3f %9.4f %5.1f%% %7llu\n",
-                      s->rank, s->node, zp_mpi_report_rank_host(r, i),
+                      s->rank, s->node, zp_cluster_report_rank_host(r, i),
                       (unsigned long long)s->samples, tmp, s->open, s->read, s->decompress,
                       s->transfer, s->stall, s->stall_fraction * 100, s->samples_per_second,
                       s->fetch_per_batch * 1e3, s->slowest_shard, s->cache_hit_rate * 100,
@@ -242,7 +242,7 @@ static void render_text(const zp_mpi_report *r, zpi_sbuf *b)
         const zp_mpi_rank_stats *s = &r->node_tot[j];
         human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
         zpi_sb_printf(b, "  %4d %-24.24s %5d %12llu %10s %10.3f %6.1f%% %12.0f\n", j,
-                      zp_mpi_report_node_host(r, j), s->local_rank, (unsigned long long)s->samples,
+                      zp_cluster_report_node_host(r, j), s->local_rank, (unsigned long long)s->samples,
                       tmp, s->stall, s->stall_fraction * 100, s->samples_per_second);
     }
 
@@ -264,7 +264,7 @@ static void render_text(const zp_mpi_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "  none\n");
     for (size_t i = 0; i < r->n_strag; i++)
         zpi_sb_printf(b, "  rank %d (%s): %s\n", r->strag[i].rank,
-                      zp_mpi_report_rank_host(r, r->strag[i].rank), r->strag[i].reason);
+                      zp_cluster_report_rank_host(r, r->strag[i].rank), r->strag[i].reason);
     zpi_sb_printf(b, "\n%s\n", r->verdict);
     free(scratch);
 }
@@ -332,7 +332,7 @@ static json_t *stats_json(const zp_mpi_rank_stats *s)
     return o;
 }
 
-static json_t *render_json_obj(const zp_mpi_report *r)
+static json_t *render_json_obj(const zp_cluster_report *r)
 {
     int *scratch = malloc((size_t)r->size * sizeof *scratch);
     if (!scratch)
@@ -357,14 +357,14 @@ static json_t *render_json_obj(const zp_mpi_report *r)
         node_ranks(r, j, list, sizeof list, scratch);
         json_t *h = json_object();
         json_object_set_new(h, "node", json_integer(j));
-        json_object_set_new(h, "host", json_string(zp_mpi_report_node_host(r, j)));
+        json_object_set_new(h, "host", json_string(zp_cluster_report_node_host(r, j)));
         json_object_set_new(h, "ranks", json_string(list));
         json_array_append_new(hosts, h);
     }
     json_object_set_new(hd, "nodes_table", hosts);
     json_t *rh = json_array();
     for (int i = 0; i < r->size; i++)
-        json_array_append_new(rh, json_string(zp_mpi_report_rank_host(r, i)));
+        json_array_append_new(rh, json_string(zp_cluster_report_rank_host(r, i)));
     json_object_set_new(hd, "rank_host", rh);
     zpi_sbuf sb = {0};
     zpi_mpi_settings_text(&r->info, &sb);
@@ -395,7 +395,7 @@ static json_t *render_json_obj(const zp_mpi_report *r)
     json_t *ranks = json_array();
     for (int i = 0; i < r->size; i++) {
         json_t *o = stats_json(&r->ranks[i]);
-        json_object_set_new(o, "host", json_string(zp_mpi_report_rank_host(r, i)));
+        json_object_set_new(o, "host", json_string(zp_cluster_report_rank_host(r, i)));
         json_array_append_new(ranks, o);
     }
     json_object_set_new(root, "ranks", ranks);
@@ -424,7 +424,7 @@ static json_t *render_json_obj(const zp_mpi_report *r)
     json_t *nodes = json_array();
     for (int j = 0; j < r->nodes; j++) {
         json_t *o = stats_json(&r->node_tot[j]);
-        json_object_set_new(o, "host", json_string(zp_mpi_report_node_host(r, j)));
+        json_object_set_new(o, "host", json_string(zp_cluster_report_node_host(r, j)));
         json_array_append_new(nodes, o);
     }
     json_object_set_new(root, "nodes", nodes);
@@ -449,7 +449,7 @@ static json_t *render_json_obj(const zp_mpi_report *r)
         const zp_mpi_straggler *g = &r->strag[i];
         json_t *o = json_object();
         json_object_set_new(o, "rank", json_integer(g->rank));
-        json_object_set_new(o, "host", json_string(zp_mpi_report_rank_host(r, g->rank)));
+        json_object_set_new(o, "host", json_string(zp_cluster_report_rank_host(r, g->rank)));
         json_t *rs = json_array();
         if (g->reasons & ZP_MPI_SLOW_RATIO)
             json_array_append_new(rs, json_string("ratio"));
@@ -479,7 +479,7 @@ static json_t *render_json_obj(const zp_mpi_report *r)
     for (int i = 0; i < r->size; i++) {
         json_t *row = json_array();
         for (int w = 0; w < r->n_windows; w++)
-            json_array_append_new(row, jreal(zp_mpi_report_window_fetch(r, w, i)));
+            json_array_append_new(row, jreal(zp_cluster_report_window_fetch(r, w, i)));
         json_array_append_new(rows, row);
     }
     json_object_set_new(win, "fetch_per_batch_s", rows);
@@ -491,7 +491,7 @@ static json_t *render_json_obj(const zp_mpi_report *r)
 
 /* ------------------------------------------------------------ CSV */
 
-static void render_csv(const zp_mpi_report *r, zpi_sbuf *b)
+static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
     zpi_sb_puts(b, "rank,node,host,valid,threads,batches,samples,tokens,records,bytes_read,"
                    "bytes_fetched,shards_opened,downloads,retries,cache_hits,cache_misses,padded,"
@@ -505,7 +505,7 @@ static void render_csv(const zp_mpi_report *r, zpi_sbuf *b)
         for (size_t k = 0; k < r->n_strag; k++)
             strag |= r->strag[k].rank == s->rank;
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
-        sb_csv(b, zp_mpi_report_rank_host(r, i));
+        sb_csv(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_printf(b,
                       ",%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
                       "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
@@ -525,12 +525,12 @@ static void render_csv(const zp_mpi_report *r, zpi_sbuf *b)
     }
 }
 
-static void render_windows_csv(const zp_mpi_report *r, zpi_sbuf *b)
+static void render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
     zpi_sb_puts(b, "window,t_end_s,rank,fetch_per_batch_s\n");
     for (int w = 0; w < r->n_windows; w++)
         for (int i = 0; i < r->size; i++) {
-            double v = zp_mpi_report_window_fetch(r, w, i);
+            double v = zp_cluster_report_window_fetch(r, w, i);
             zpi_sb_printf(b, "%llu,%.6f,%d,", (unsigned long long)(r->first_window + (uint64_t)w),
                           r->win_t[w], i);
             if (isfinite(v))
@@ -563,7 +563,7 @@ static void parts_of(const zp_mpi_rank_stats *s, double *p)
     p[P_SYNC] = s->sync;
 }
 
-static void svg_bars(const zp_mpi_report *r, zpi_sbuf *b)
+static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
 {
     int n = r->size < HTML_MAX_CHART_RANKS ? r->size : HTML_MAX_CHART_RANKS;
     double maxt = 0;
@@ -627,14 +627,14 @@ static void heat_color(char *buf, size_t cap, double v)
     snprintf(buf, cap, "#%02x%02x%02x", rr, gg, bb);
 }
 
-static void svg_heatmap(const zp_mpi_report *r, zpi_sbuf *b)
+static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
 {
     int n = r->size < HTML_MAX_CHART_RANKS ? r->size : HTML_MAX_CHART_RANKS;
     int nw = r->n_windows;
     double maxv = 0;
     for (int w = 0; w < nw; w++)
         for (int i = 0; i < n; i++) {
-            double v = zp_mpi_report_window_fetch(r, w, i);
+            double v = zp_cluster_report_window_fetch(r, w, i);
             if (isfinite(v))
                 maxv = fmax(maxv, v);
         }
@@ -654,7 +654,7 @@ static void svg_heatmap(const zp_mpi_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">rank %d</text>\n",
                       left - 6, top + i * ch + 11, i);
         for (int w = 0; w < nw; w++) {
-            double v = zp_mpi_report_window_fetch(r, w, i);
+            double v = zp_cluster_report_window_fetch(r, w, i);
             char col[16];
             heat_color(col, sizeof col, v / maxv);
             zpi_sb_printf(b,
@@ -687,7 +687,7 @@ static void html_cell_num(zpi_sbuf *b, double v, const char *fmt)
     zpi_sb_puts(b, "</td>");
 }
 
-static void render_html(const zp_mpi_report *r, zpi_sbuf *b)
+static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char tmp[128];
     int *scratch = malloc((size_t)r->size * sizeof *scratch);
@@ -745,7 +745,7 @@ static void render_html(const zp_mpi_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "<ul>\n");
         for (size_t i = 0; i < r->n_strag; i++) {
             zpi_sb_printf(b, "<li><b>rank %d</b> (", r->strag[i].rank);
-            zpi_sb_html(b, zp_mpi_report_rank_host(r, r->strag[i].rank));
+            zpi_sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
             zpi_sb_puts(b, "): ");
             zpi_sb_html(b, r->strag[i].reason);
             zpi_sb_puts(b, "</li>\n");
@@ -770,7 +770,7 @@ static void render_html(const zp_mpi_report *r, zpi_sbuf *b)
             strag |= r->strag[k].rank == s->rank;
         zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">", strag ? " class=\"strag\"" : "",
                       s->rank, s->node);
-        zpi_sb_html(b, zp_mpi_report_rank_host(r, i));
+        zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_puts(b, "</td>");
         if (!s->valid) {
             zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
@@ -820,7 +820,7 @@ static void render_html(const zp_mpi_report *r, zpi_sbuf *b)
         char list[256];
         node_ranks(r, j, list, sizeof list, scratch);
         zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
-        zpi_sb_html(b, zp_mpi_report_node_host(r, j));
+        zpi_sb_html(b, zp_cluster_report_node_host(r, j));
         zpi_sb_printf(b, "</td><td class=\"l\">%s</td><td>%llu</td>", list,
                       (unsigned long long)s->samples);
         human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
@@ -835,7 +835,7 @@ static void render_html(const zp_mpi_report *r, zpi_sbuf *b)
 
 /* ------------------------------------------------------------ entry points */
 
-zp_status zp_mpi_report_render(const zp_mpi_report *r, zp_mpi_format fmt, char **out, size_t *len)
+zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt, char **out, size_t *len)
 {
     if (!r || !out)
         return ZP_ERR_INVALID;
@@ -917,7 +917,7 @@ static zp_status write_file(const char *dir, const char *name, const char *data,
     return ok ? ZP_OK : ZP_ERR_IO;
 }
 
-zp_status zp_mpi_report_write(const zp_mpi_report *r, const char *dir, char *errbuf, size_t errlen)
+zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, char *errbuf, size_t errlen)
 {
     if (errbuf && errlen)
         errbuf[0] = '\0';
@@ -941,7 +941,7 @@ zp_status zp_mpi_report_write(const zp_mpi_report *r, const char *dir, char *err
         size_t len = 0;
         zp_status st;
         if (files[i].fmt >= 0) {
-            st = zp_mpi_report_render(r, (zp_mpi_format)files[i].fmt, &s, &len);
+            st = zp_cluster_report_render(r, (zp_mpi_format)files[i].fmt, &s, &len);
         } else {
             zpi_sbuf b = {0};
             render_windows_csv(r, &b);

@@ -212,7 +212,7 @@ zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_k
     return ZP_OK;
 }
 
-static zp_status finish(zp_mpi *m, zp_mpi_report **out)
+static zp_status finish(zp_mpi *m, zp_cluster_report **out)
 {
     m->pend.active = 0;
     if (m->rank != m->cfg.root)
@@ -220,7 +220,7 @@ static zp_status finish(zp_mpi *m, zp_mpi_report **out)
     return zpi_mpi_analyse(m, &m->pend, out);
 }
 
-zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_mpi_report **out)
+zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out)
 {
     if (out)
         *out = NULL;
@@ -240,16 +240,16 @@ zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_mpi_report **out)
     if (!flag)
         return ZP_OK;
     *done = 1;
-    zp_mpi_report *r = NULL;
+    zp_cluster_report *r = NULL;
     st = finish(m, &r);
     if (out)
         *out = r;
     else
-        zp_mpi_report_destroy(r);
+        zp_cluster_report_destroy(r);
     return st;
 }
 
-zp_status zp_mpi_report_wait(zp_mpi *m, zp_mpi_report **out)
+zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out)
 {
     if (out)
         *out = NULL;
@@ -263,19 +263,19 @@ zp_status zp_mpi_report_wait(zp_mpi *m, zp_mpi_report **out)
         m->pend.active = 0;
         return st;
     }
-    zp_mpi_report *r = NULL;
+    zp_cluster_report *r = NULL;
     st = finish(m, &r);
     if (out)
         *out = r;
     else
-        zp_mpi_report_destroy(r);
+        zp_cluster_report_destroy(r);
     return st;
 }
 
 int zp_mpi_report_pending(const zp_mpi *m) { return m ? m->pend.active : 0; }
 
 zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind,
-                        zp_mpi_report **out)
+                        zp_cluster_report **out)
 {
     if (out)
         *out = NULL;
@@ -483,10 +483,10 @@ static const char *job_env(void)
     return NULL;
 }
 
-zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_mpi_report **out)
+zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out)
 {
     int n = m->size;
-    zp_mpi_report *r = calloc(1, sizeof *r);
+    zp_cluster_report *r = calloc(1, sizeof *r);
     if (!r)
         return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a report");
     r->kind = pd->kind;
@@ -502,10 +502,10 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_mpi_report **out)
     r->z = malloc((size_t)n * sizeof *r->z);
     r->ratio = malloc((size_t)n * sizeof *r->ratio);
     r->flag = calloc((size_t)n, 1);
-    double *x = malloc((size_t)n * sizeof *x), *stall = malloc((size_t)n * sizeof *stall);
+    double *x = calloc((size_t)n, sizeof *x), *stall = calloc((size_t)n, sizeof *stall);
     double *scratch = malloc((size_t)n * sizeof *scratch), *wz = malloc((size_t)n * sizeof *wz);
     double *wr = malloc((size_t)n * sizeof *wr);
-    uint8_t *ok = malloc((size_t)n), *wflag = malloc((size_t)n);
+    uint8_t *ok = calloc((size_t)n, 1), *wflag = calloc((size_t)n, 1);
     r->strag = calloc((size_t)n, sizeof *r->strag);
     zpi_mpi_history *h = &m->hist;
     int keep = (int)(h->kept < h->cap ? h->kept + 1 : h->cap);
@@ -681,7 +681,7 @@ out:
     free(ok);
     free(wflag);
     if (st != ZP_OK) {
-        zp_mpi_report_destroy(r);
+        zp_cluster_report_destroy(r);
         return st;
     }
     r->seconds = zpi_mpi_now() - pd->t0;
@@ -691,7 +691,7 @@ out:
 
 /* ------------------------------------------------------------ accessors */
 
-void zp_mpi_report_destroy(zp_mpi_report *r)
+void zp_cluster_report_destroy(zp_cluster_report *r)
 {
     if (!r)
         return;
@@ -708,29 +708,29 @@ void zp_mpi_report_destroy(zp_mpi_report *r)
     free(r);
 }
 
-zp_mpi_report_kind zp_mpi_report_get_kind(const zp_mpi_report *r)
+zp_mpi_report_kind zp_cluster_report_get_kind(const zp_cluster_report *r)
 {
     return r ? r->kind : ZP_MPI_REPORT_FINAL;
 }
-int zp_mpi_report_num_ranks(const zp_mpi_report *r) { return r ? r->size : 0; }
-const zp_mpi_rank_stats *zp_mpi_report_rank(const zp_mpi_report *r, int i)
+int zp_cluster_report_num_ranks(const zp_cluster_report *r) { return r ? r->size : 0; }
+const zp_mpi_rank_stats *zp_cluster_report_rank(const zp_cluster_report *r, int i)
 {
     return r && i >= 0 && i < r->size ? &r->ranks[i] : NULL;
 }
-const zp_mpi_rank_stats *zp_mpi_report_totals(const zp_mpi_report *r)
+const zp_mpi_rank_stats *zp_cluster_report_totals(const zp_cluster_report *r)
 {
     return r ? &r->totals : NULL;
 }
-int zp_mpi_report_num_nodes(const zp_mpi_report *r) { return r ? r->nodes : 0; }
-const zp_mpi_rank_stats *zp_mpi_report_node(const zp_mpi_report *r, int j)
+int zp_cluster_report_num_nodes(const zp_cluster_report *r) { return r ? r->nodes : 0; }
+const zp_mpi_rank_stats *zp_cluster_report_node(const zp_cluster_report *r, int j)
 {
     return r && j >= 0 && j < r->nodes ? &r->node_tot[j] : NULL;
 }
-const char *zp_mpi_report_rank_host(const zp_mpi_report *r, int i)
+const char *zp_cluster_report_rank_host(const zp_cluster_report *r, int i)
 {
     return r && i >= 0 && i < r->size ? r->hosts + (size_t)i * ZPI_MPI_HOST : "";
 }
-const char *zp_mpi_report_node_host(const zp_mpi_report *r, int j)
+const char *zp_cluster_report_node_host(const zp_cluster_report *r, int j)
 {
     if (!r)
         return "";
@@ -739,36 +739,36 @@ const char *zp_mpi_report_node_host(const zp_mpi_report *r, int j)
             return r->hosts + (size_t)i * ZPI_MPI_HOST;
     return "";
 }
-zp_status zp_mpi_report_stat(const zp_mpi_report *r, zp_mpi_metric metric, zp_mpi_stat *out)
+zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metric metric, zp_mpi_stat *out)
 {
     if (!r || !out || (unsigned)metric >= ZP_MPI_M_COUNT)
         return ZP_ERR_INVALID;
     *out = r->stat[metric];
     return ZP_OK;
 }
-const zp_hist *zp_mpi_report_hist(const zp_mpi_report *r, int which)
+const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which)
 {
     return r && which >= 0 && which < ZPI_MPI_NHIST ? &r->hist[which] : NULL;
 }
-size_t zp_mpi_report_stragglers(const zp_mpi_report *r, const zp_mpi_straggler **out)
+size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out)
 {
     if (out)
         *out = r ? r->strag : NULL;
     return r ? r->n_strag : 0;
 }
-double zp_mpi_report_throughput(const zp_mpi_report *r, double *bounded)
+double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded)
 {
     if (bounded)
         *bounded = r ? r->bounded : 0;
     return r ? r->throughput : 0;
 }
-double zp_mpi_report_seconds(const zp_mpi_report *r) { return r ? r->seconds : 0; }
-size_t zp_mpi_report_gather_bytes(const zp_mpi_report *r) { return r ? r->gather_bytes : 0; }
-int zp_mpi_report_num_windows(const zp_mpi_report *r) { return r ? r->n_windows : 0; }
-double zp_mpi_report_window_fetch(const zp_mpi_report *r, int w, int i)
+double zp_cluster_report_seconds(const zp_cluster_report *r) { return r ? r->seconds : 0; }
+size_t zp_cluster_report_gather_bytes(const zp_cluster_report *r) { return r ? r->gather_bytes : 0; }
+int zp_cluster_report_num_windows(const zp_cluster_report *r) { return r ? r->n_windows : 0; }
+double zp_cluster_report_window_fetch(const zp_cluster_report *r, int w, int i)
 {
     if (!r || w < 0 || w >= r->n_windows || i < 0 || i >= r->size)
         return NAN;
     return (double)r->win[(size_t)w * (size_t)r->size + (size_t)i];
 }
-const char *zp_mpi_report_verdict(const zp_mpi_report *r) { return r ? r->verdict : ""; }
+const char *zp_cluster_report_verdict(const zp_cluster_report *r) { return r ? r->verdict : ""; }

@@ -206,6 +206,19 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
                     zp_dataset_shard_name(p->ds, s->shard), (unsigned long long)s->record + 1,
                     (unsigned long long)s->record, jerr);
             record_bad(p, c, i, st, m);
+        } else if (p->tok) {
+            /* keep the tokenize field now, so tokenize needs no second parse */
+            const char *txt;
+            size_t tn;
+            if (zpi_json_get_string(w->json, p->tok_field, &txt, &tn) == ZP_OK) {
+                if (zpi_arena_append(&c->text, &c->text_len, &c->text_cap, txt, tn, &r->text_off) !=
+                    ZP_OK) {
+                    chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a text field");
+                    break;
+                }
+                r->text_len = tn;
+                r->flags |= ZPI_REC_TEXT;
+            }
         }
         bytes += len;
         if (ot) {

@@ -229,13 +229,13 @@ static zp_status pack_record(zp_pipeline *p, const zpi_chunk *c, size_t i)
     return ZP_OK;
 }
 
-/* Concatenate mode: place one token of the stream. */
-static zp_status put_token(zp_pipeline *p, uint32_t epoch, int32_t t)
+/* Concatenate mode: make room for at least one token. A full row is
+ * followed by a new one that starts with its last token (the carry). */
+static zp_status concat_room(zp_pipeline *p, uint32_t epoch)
 {
     zpi_packer *pk = &p->pk;
     size_t cols = p->cfg.seq_len + 1;
     if (pk->cur && pk->col == cols) {
-        /* Row full: the next row starts with its last token. */
         zpi_batchbuf *bb = pk->cur;
         int32_t carry = bb->tokens[pk->row * cols + cols - 1];
         if (pk->row + 1 == p->cfg.microbatch_size) {
@@ -256,37 +256,43 @@ static zp_status put_token(zp_pipeline *p, uint32_t epoch, int32_t t)
         pk->col = 1;
         pk->seg = carry == p->eot ? 1 : 0;
     }
-    if (!pk->cur) {
-        zp_status st = begin_batch(p, epoch);
-        if (st != ZP_OK)
-            return st;
-    }
-    zpi_batchbuf *bb = pk->cur;
-    size_t at = pk->row * cols + pk->col;
-    bb->tokens[at] = t;
-    bb->mask[at] = 1;
-    bb->seg[at] = pk->seg;
-    pk->col++;
-    if (t == p->eot)
-        pk->seg++;
+    if (!pk->cur)
+        return begin_batch(p, epoch);
     return ZP_OK;
 }
 
+/* Concatenate mode: one document's tokens followed by EOT, copied in spans
+ * as long as the rows allow. */
 static zp_status pack_concat(zp_pipeline *p, const zpi_chunk *c, size_t i)
 {
+    zpi_packer *pk = &p->pk;
     const zpi_rec *r = &c->recs[i];
     const int32_t *t = c->tok + r->tok_off;
-    zp_status st = put_token(p, c->epoch, r->tok_len ? t[0] : p->eot);
-    if (st != ZP_OK)
-        return st;
-    st = add_sample(p->pk.cur, &c->samples[i]);
-    for (size_t k = 1; st == ZP_OK && k < r->tok_len; k++)
-        st = put_token(p, c->epoch, t[k]);
-    if (st == ZP_OK && r->tok_len)
-        st = put_token(p, c->epoch, p->eot);
-    if (st == ZP_OK)
-        p->pk.cur->delta.tokens += r->tok_len + 1;
-    return st;
+    size_t n = r->tok_len, total = n + 1, pos = 0, cols = p->cfg.seq_len + 1;
+    while (pos < total) {
+        zp_status st = concat_room(p, c->epoch);
+        if (st != ZP_OK)
+            return st;
+        zpi_batchbuf *bb = pk->cur;
+        if (pos == 0 && (st = add_sample(bb, &c->samples[i])) != ZP_OK)
+            return st;
+        size_t k = cols - pk->col;
+        if (k > total - pos)
+            k = total - pos;
+        size_t at = pk->row * cols + pk->col;
+        size_t from_doc = pos + k <= n ? k : n - pos; /* the span may end with EOT */
+        memcpy(bb->tokens + at, t + pos, from_doc * sizeof *t);
+        if (from_doc < k)
+            bb->tokens[at + from_doc] = p->eot;
+        memset(bb->mask + at, 1, k);
+        for (size_t j = 0; j < k; j++)
+            bb->seg[at + j] = pk->seg;
+        pk->col += k;
+        pos += k;
+    }
+    pk->seg++; /* the EOT ended the document */
+    pk->cur->delta.tokens += total;
+    return ZP_OK;
 }
 
 static zp_status pack_pad(zp_pipeline *p, const zpi_chunk *c, size_t i)

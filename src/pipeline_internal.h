@@ -37,7 +37,10 @@
 #define ZPI_MAX_STAGES (ZPI_MAX_MAPS + 2)
 #define ZPI_ERRMAX 1024
 
-enum { ZPI_REC_SKIP = 1u, ZPI_REC_DROP = 2u, ZPI_REC_TEXT = 4u };
+/* ZPI_REC_TEXT: text_off/text_len hold the tokenize text, either extracted
+ * at fetch (then a new JSON from a callback invalidates it) or set by a
+ * callback (ZPI_REC_TEXT_USER). */
+enum { ZPI_REC_SKIP = 1u, ZPI_REC_DROP = 2u, ZPI_REC_TEXT = 4u, ZPI_REC_TEXT_USER = 8u };
 
 typedef struct zpi_rec {
     uint64_t json_off; /* in chunk->json */

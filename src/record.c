@@ -100,7 +100,7 @@ zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len)
         return st;
     r->text_off = off;
     r->text_len = len;
-    r->flags |= ZPI_REC_TEXT;
+    r->flags |= ZPI_REC_TEXT | ZPI_REC_TEXT_USER;
     return ZP_OK;
 }
 
@@ -114,6 +114,8 @@ zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len)
         return st;
     r->json_off = off;
     r->json_len = len;
+    if (!(r->flags & ZPI_REC_TEXT_USER))
+        r->flags &= ~(uint32_t)ZPI_REC_TEXT; /* re-read the field from the new JSON */
     rec->parsed = 0;
     return ZP_OK;
 }

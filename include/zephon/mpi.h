@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 typedef struct zp_mpi zp_mpi;
-typedef struct zp_mpi_report zp_mpi_report;
+typedef struct zp_cluster_report zp_cluster_report;
 
 /* ------------------------------------------------------------ settings */
 
@@ -257,7 +257,7 @@ typedef struct zp_mpi_rank_stats {
     double win_stall_fraction;
 } zp_mpi_rank_stats;
 
-/* Metrics summarised over ranks (zp_mpi_report_stat). */
+/* Metrics summarised over ranks (zp_cluster_report_stat). */
 typedef enum zp_mpi_metric {
     ZP_MPI_M_SAMPLES = 0,
     ZP_MPI_M_BATCHES,
@@ -321,10 +321,10 @@ typedef struct zp_mpi_straggler {
  * bucket counts, MIN/MAX of the extremes), so the bytes gathered do not grow
  * with the histograms.
  * OUT: *out on the root: the report, caller owns; release with
- * zp_mpi_report_destroy(). NULL on the other ranks.
+ * zp_cluster_report_destroy(). NULL on the other ranks.
  * Not while a non-blocking report is in flight (ZP_ERR_STATE). */
 zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind,
-                        zp_mpi_report **out);
+                        zp_cluster_report **out);
 
 /* The same, non-blocking (MPI_Igather + MPI_Ireduce): start it at the same
  * step on every rank (collective over comm), then call test() (local, cheap;
@@ -334,47 +334,47 @@ zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind ki
  * or wait() that completes the transfer. OUT of test/wait: *out as with
  * zp_mpi_report(), NULL on other ranks and while not done. */
 zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind);
-zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_mpi_report **out);
-zp_status zp_mpi_report_wait(zp_mpi *m, zp_mpi_report **out);
+zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out);
+zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out);
 /* 1 while a non-blocking report is in flight. */
 int zp_mpi_report_pending(const zp_mpi *m);
 
-void zp_mpi_report_destroy(zp_mpi_report *r);
+void zp_cluster_report_destroy(zp_cluster_report *r);
 
 /* Reading a report (root). Pointers are borrowed, valid until
- * zp_mpi_report_destroy(). */
-zp_mpi_report_kind zp_mpi_report_get_kind(const zp_mpi_report *r);
-int zp_mpi_report_num_ranks(const zp_mpi_report *r);
+ * zp_cluster_report_destroy(). */
+zp_mpi_report_kind zp_cluster_report_get_kind(const zp_cluster_report *r);
+int zp_cluster_report_num_ranks(const zp_cluster_report *r);
 /* Row of rank i (0 <= i < num_ranks), NULL when out of range. */
-const zp_mpi_rank_stats *zp_mpi_report_rank(const zp_mpi_report *r, int i);
+const zp_mpi_rank_stats *zp_cluster_report_rank(const zp_cluster_report *r, int i);
 /* Cluster totals: counters and times summed over valid ranks (counters
  * exactly); derived fields are cluster rates. */
-const zp_mpi_rank_stats *zp_mpi_report_totals(const zp_mpi_report *r);
-int zp_mpi_report_num_nodes(const zp_mpi_report *r);
+const zp_mpi_rank_stats *zp_cluster_report_totals(const zp_cluster_report *r);
+int zp_cluster_report_num_nodes(const zp_cluster_report *r);
 /* Totals of node j; NULL when out of range. */
-const zp_mpi_rank_stats *zp_mpi_report_node(const zp_mpi_report *r, int j);
+const zp_mpi_rank_stats *zp_cluster_report_node(const zp_cluster_report *r, int j);
 /* Host name of rank i / of node j (borrowed). */
-const char *zp_mpi_report_rank_host(const zp_mpi_report *r, int i);
-const char *zp_mpi_report_node_host(const zp_mpi_report *r, int j);
+const char *zp_cluster_report_rank_host(const zp_cluster_report *r, int i);
+const char *zp_cluster_report_node_host(const zp_cluster_report *r, int j);
 /* A metric summarised over valid ranks. ZP_ERR_INVALID for a bad metric. */
-zp_status zp_mpi_report_stat(const zp_mpi_report *r, zp_mpi_metric metric, zp_mpi_stat *out);
+zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metric metric, zp_mpi_stat *out);
 /* Merged histograms over ranks: 0 shard load times, 1 record read times,
  * 2 prefetch download latencies. NULL when which is out of range. */
-const zp_hist *zp_mpi_report_hist(const zp_mpi_report *r, int which);
+const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which);
 /* Stragglers, slowest first. @return their count; *out borrowed. */
-size_t zp_mpi_report_stragglers(const zp_mpi_report *r, const zp_mpi_straggler **out);
+size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out);
 /* Aggregate throughput, samples/s: achieved (total samples / slowest
  * rank's wall) and as bounded by the slowest rank (its samples/s x ranks:
  * what lock-step training gets). */
-double zp_mpi_report_throughput(const zp_mpi_report *r, double *bounded);
+double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded);
 /* Seconds the root spent on this report: from the start of the collective
  * to the end of the analysis; and the bytes each rank sent in the gather. */
-double zp_mpi_report_seconds(const zp_mpi_report *r);
-size_t zp_mpi_report_gather_bytes(const zp_mpi_report *r);
+double zp_cluster_report_seconds(const zp_cluster_report *r);
+size_t zp_cluster_report_gather_bytes(const zp_cluster_report *r);
 /* Windows kept for the heatmap and rank i's fetch time per batch in window
  * w (0 = oldest kept; NaN when the rank delivered no batch in it). */
-int zp_mpi_report_num_windows(const zp_mpi_report *r);
-double zp_mpi_report_window_fetch(const zp_mpi_report *r, int w, int i);
+int zp_cluster_report_num_windows(const zp_cluster_report *r);
+double zp_cluster_report_window_fetch(const zp_cluster_report *r, int w, int i);
 
 typedef enum zp_mpi_format {
     ZP_MPI_TEXT = 0, /* aligned plain text */
@@ -385,15 +385,15 @@ typedef enum zp_mpi_format {
 
 /* Render the report. OUT: *out NUL-terminated, malloc'd: caller frees with
  * free(); *len (may be NULL) its length. */
-zp_status zp_mpi_report_render(const zp_mpi_report *r, zp_mpi_format fmt, char **out, size_t *len);
+zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt, char **out, size_t *len);
 
 /* Write report.txt, report.json, report.csv, report.html and windows.csv
  * into dir (created if missing, with its parents). ZP_ERR_IO names the file
  * that failed; *errbuf (may be NULL) of errlen bytes gets the message. */
-zp_status zp_mpi_report_write(const zp_mpi_report *r, const char *dir, char *errbuf, size_t errlen);
+zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, char *errbuf, size_t errlen);
 
 /* The one-line verdict ("verdict: ..."), borrowed. */
-const char *zp_mpi_report_verdict(const zp_mpi_report *r);
+const char *zp_cluster_report_verdict(const zp_cluster_report *r);
 
 #ifdef __cplusplus
 }

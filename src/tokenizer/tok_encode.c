@@ -20,7 +20,7 @@
 #define SHORT_MAX 128
 /* Long-merge scratch above this many positions is freed after use, so that
  * one huge piece does not keep megabytes resident in the encoder. */
-#define LONG_KEEP 65536
+#define LONG_KEEP 4096
 
 /* Cache: sets of CACHE_WAYS slots of 64 bytes (one cache line); the tags of
  * a set are stored together in ctag. A slot holds the piece bytes followed
@@ -28,11 +28,14 @@
 #define CACHE_WAYS 4
 #define CACHE_DATA 60
 
-#define PAIR_CACHE 8192
+/* Entries of the per-encoder pair cache (8 bytes each); PAIR_NONE is the
+ * rank stored for "these two never merge" (ranks are below it). */
+#define PAIR_CACHE_BITS 13
+#define PAIR_CACHE (1u << PAIR_CACHE_BITS)
+#define PAIR_NONE ZPI_TOK_ID_MASK
 
 /* Pieces found ahead of their lookups (zp_encode). */
 #define BATCH 16
-#define PAIR_NONE ZPI_TOK_ID_MASK
 
 typedef struct cache_slot {
     uint8_t klen;
@@ -78,7 +81,8 @@ struct zp_encoder {
  * Bytes that do not start valid UTF-8 are one-byte characters of class
  * "other", like U+FFFD. */
 
-static inline unsigned cls_at(const uint8_t *s, size_t i, size_t n, size_t *clen)
+static inline __attribute__((always_inline)) unsigned cls_at(const uint8_t *s, size_t i,
+                                                             size_t n, size_t *clen)
 {
     uint8_t b = s[i];
     if (b < 0x80) {
@@ -96,7 +100,8 @@ static inline unsigned cls_at(const uint8_t *s, size_t i, size_t n, size_t *clen
 }
 
 /* End of the piece that starts at s[i] (i < n). */
-static inline size_t scan_piece(const uint8_t *s, size_t i, size_t n)
+static inline __attribute__((always_inline)) size_t scan_piece(const uint8_t *s, size_t i,
+                                                               size_t n)
 {
     const size_t start = i;
     uint8_t b = s[i];
@@ -170,7 +175,7 @@ size_t zpi_tok_next_piece(const char *text, size_t pos, size_t len)
 static inline uint32_t pair_rank(zp_encoder *e, uint32_t a, uint32_t b)
 {
     uint64_t key = zpi_tok_pair_key(a, b);
-    uint32_t i = (uint32_t)((key * 0xD6E8FEB86659FD93ULL) >> 52) & (PAIR_CACHE - 1);
+    uint32_t i = (uint32_t)((key * 0xD6E8FEB86659FD93ULL) >> (64 - PAIR_CACHE_BITS));
     uint64_t s = e->pcache[i];
     if ((s >> ZPI_TOK_ID_BITS) == key) {
         uint32_t r = (uint32_t)s & ZPI_TOK_ID_MASK;

@@ -210,7 +210,9 @@ static inline uint64_t zpi_tok_head(const uint8_t *p, size_t n)
 
 /* The id of the token whose bytes are p[0..n) (h = zpi_tok_hash(p, n)), or
  * ZPI_TOK_NONE. One memory access for tokens of up to 8 bytes. */
-static inline uint32_t zpi_tok_find(const zp_tokenizer *t, const uint8_t *p, size_t n, uint64_t h)
+static inline __attribute__((always_inline)) uint32_t zpi_tok_find(const zp_tokenizer *t,
+                                                                    const uint8_t *p, size_t n,
+                                                                    uint64_t h)
 {
     uint64_t head = zpi_tok_head(p, n);
     uint16_t tag = (uint16_t)(h >> 48);

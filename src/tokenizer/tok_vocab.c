@@ -318,9 +318,11 @@ zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap)
         uint64_t s = t->pmap[i];
         if (s == 0)
             continue;
-        uint32_t a = (uint32_t)(s >> 42) & ZPI_TOK_ID_MASK, b = (uint32_t)(s >> 21) & ZPI_TOK_ID_MASK;
+        uint32_t a = (uint32_t)(s >> (2 * ZPI_TOK_ID_BITS)) & ZPI_TOK_ID_MASK;
+        uint32_t b = (uint32_t)(s >> ZPI_TOK_ID_BITS) & ZPI_TOK_ID_MASK;
         if (byte_of[a] >= 0 && byte_of[b] >= 0)
-            t->bp_rank[(unsigned)byte_of[a] << 8 | (unsigned)byte_of[b]] = (uint32_t)s & ZPI_TOK_ID_MASK;
+            t->bp_rank[(unsigned)byte_of[a] << 8 | (unsigned)byte_of[b]] =
+                (uint32_t)s & ZPI_TOK_ID_MASK;
     }
     free(byte_of);
     return ZP_OK;
@@ -749,8 +751,8 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
         if (n == 0 || (lineno == 1 && n >= 8 && memcmp(line, "#version", 8) == 0))
             continue;
         const char *sp = memchr(line, ' ', n);
-        if (!sp || sp == line || sp + 1 == line + n || memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1) ||
-            n > 2048) {
+        if (!sp || sp == line || sp + 1 == line + n ||
+            memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1) || n > 2048) {
             zpi_fmt(err, errcap, "%s:%zu: expected two tokens separated by one space", mpath,
                     lineno);
             st = ZP_ERR_FORMAT;

@@ -1,0 +1,258 @@
+/* cmd_run_mpi.c - `zephon run` under mpirun or srun: the command (never the
+ * library) initialises MPI; rank 0 builds the dataset and broadcasts it; the
+ * ranks agree on the dataset and the settings; each rank runs its pipeline
+ * through the same code path as a plain run (zp_run_pipeline), with the
+ * ranks in lock-step (zp_mpi_next: all stop at the same step, which token
+ * packing needs); periodic report windows are gathered without blocking the
+ * loop, and a final report is written with --report DIR. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "run_opts.h"
+#include "zephon/mpi.h"
+
+int zp_cli_under_mpi(void)
+{
+    /* Open MPI's mpirun, PMIx (srun --mpi=pmix, prterun), MPICH/Hydra. */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                                       "PMI_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
+
+typedef struct mpi_run {
+    zp_mpi *m;
+    zp_run_opts *o;
+    uint64_t every;      /* report window every N steps */
+    zp_cluster_report *final;
+    int report_failed;
+} mpi_run;
+
+static void say(const mpi_run *r, const char *fmt, const char *detail)
+{
+    fprintf(stderr, "zephon run: rank %d: ", zp_mpi_rank(r->m));
+    fprintf(stderr, fmt, detail);
+    fputc('\n', stderr);
+}
+
+static int hook_start(void *user, zp_pipeline *p)
+{
+    mpi_run *r = user;
+    zp_status local = ZP_OK;
+    const char *msg = "the pipeline could not be built on this rank";
+    if (!p)
+        local = ZP_ERR_STATE;
+    else if ((local = zp_pipeline_enable_observability(p)) != ZP_OK)
+        msg = "cannot turn observability on";
+    zp_status st = zp_mpi_agree_status(r->m, local, msg);
+    if (st != ZP_OK && p)
+        say(r, "%s", zp_mpi_errmsg(r->m));
+    return st != ZP_OK;
+}
+
+static zp_status hook_next(void *user, zp_pipeline *p, const zp_batch **out)
+{
+    mpi_run *r = user;
+    return zp_mpi_next(r->m, p, out);
+}
+
+static const char *hook_errmsg(void *user, zp_pipeline *p)
+{
+    (void)p;
+    mpi_run *r = user;
+    return zp_mpi_errmsg(r->m);
+}
+
+/* A window report completed: the root keeps it in the handle's history (the
+ * heatmap); nothing to print. */
+static void window_done(mpi_run *r, zp_cluster_report *rep) { zp_cluster_report_destroy(rep); }
+
+static void hook_step(void *user, zp_pipeline *p, uint64_t batches)
+{
+    mpi_run *r = user;
+    zp_cluster_report *rep = NULL;
+    if (zp_mpi_report_pending(r->m)) {
+        int done = 0;
+        if (zp_mpi_report_test(r->m, &done, &rep) != ZP_OK) {
+            say(r, "report window: %s", zp_mpi_errmsg(r->m));
+            r->report_failed = 1;
+        } else if (done)
+            window_done(r, rep);
+    }
+    if (r->report_failed || batches % r->every != 0)
+        return;
+    if (zp_mpi_report_pending(r->m)) {
+        /* the previous window is still in flight: finish it first (every
+         * rank does the same at the same step) */
+        if (zp_mpi_report_wait(r->m, &rep) != ZP_OK) {
+            say(r, "report window: %s", zp_mpi_errmsg(r->m));
+            r->report_failed = 1;
+            return;
+        }
+        window_done(r, rep);
+    }
+    zp_mpi_input in;
+    zp_status st = zp_mpi_input_from_pipeline(p, &in);
+    if (zp_mpi_report_start(r->m, st == ZP_OK ? &in : NULL, ZP_MPI_REPORT_WINDOW) != ZP_OK) {
+        say(r, "report window: %s", zp_mpi_errmsg(r->m));
+        r->report_failed = 1;
+    }
+}
+
+static int hook_finish(void *user, zp_pipeline *p, int rc)
+{
+    mpi_run *r = user;
+    zp_cluster_report *rep = NULL;
+    if (zp_mpi_report_pending(r->m)) {
+        if (zp_mpi_report_wait(r->m, &rep) != ZP_OK) {
+            say(r, "report window: %s", zp_mpi_errmsg(r->m));
+            return 1;
+        }
+        window_done(r, rep);
+    }
+    zp_mpi_input in;
+    int have = p && zp_mpi_input_from_pipeline(p, &in) == ZP_OK;
+    if (zp_mpi_report(r->m, have ? &in : NULL, ZP_MPI_REPORT_FINAL, &r->final) != ZP_OK) {
+        say(r, "report: %s", zp_mpi_errmsg(r->m));
+        return 1;
+    }
+    return rc;
+}
+
+/* The settings that must be equal on every rank beyond the library's
+ * configs (compared as text by zp_mpi_agree). */
+static char *extra_settings(const zp_run_opts *o)
+{
+    size_t cap = 1024;
+    for (size_t i = 0; i < o->n_specs; i++)
+        cap += strlen(o->specs[i]) + 8;
+    char *s = malloc(cap);
+    if (!s)
+        return NULL;
+    int n = snprintf(s, cap,
+                     "tokenize=%s field=%s map=%s pack=%s start_epoch=%llu max_batches=%llu "
+                     "report_every=%llu data=",
+                     o->tok_id[0] ? o->tok_id : "none", o->field, o->map_strip ? "strip" : "none",
+                     !o->tok_id[0] ? "records" : o->pack == ZP_PACK_PAD ? "pad" : "concat",
+                     (unsigned long long)o->start_epoch,
+                     o->max_batches == UINT64_MAX ? 0ULL : (unsigned long long)o->max_batches,
+                     (unsigned long long)o->report_every);
+    for (size_t i = 0; i < o->n_specs && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(s + n, cap - (size_t)n, "%s%s", i ? "," : "", o->specs[i]);
+    return s;
+}
+
+/* Steps between report windows: about 32 windows over the run. */
+static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
+{
+    zp_worksource *ws = NULL;
+    uint64_t per = 0;
+    if (zp_worksource_create(ds, &o->ws, &ws) == ZP_OK)
+        per = zp_worksource_samples_per_rank(ws);
+    zp_worksource_destroy(ws);
+    uint64_t mb = o->pc.microbatch_size ? o->pc.microbatch_size : 32;
+    uint64_t steps = (per + mb - 1) / mb * (o->pc.epochs ? o->pc.epochs : 1);
+    if (o->max_batches < steps)
+        steps = o->max_batches;
+    uint64_t every = steps / 32;
+    return every ? every : 1;
+}
+
+static int run_ranks(zp_run_opts *o, zp_mpi *m)
+{
+    int rank = zp_mpi_rank(m);
+    if (o->rank_set && rank == 0)
+        fprintf(stderr, "zephon run: under MPI the rank and world size come from the "
+                        "communicator: --rank/--world-size ignored\n");
+    zp_mpi_worksource_config(m, &o->ws);
+
+    zp_dataset *ds = NULL;
+    zp_status st = zp_mpi_dataset_create(m, o->specs, o->n_specs, NULL, &ds);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: rank %d: dataset: %s: %s\n", rank, zp_status_str(st),
+                zp_mpi_errmsg(m));
+        return 1;
+    }
+    char *extra = extra_settings(o);
+    st = zp_mpi_agree(m, ds, &o->ws, &o->pc, extra ? extra : "?");
+    free(extra);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: rank %d: %s: %s\n", rank, zp_status_str(st), zp_mpi_errmsg(m));
+        zp_dataset_destroy(ds);
+        return 1;
+    }
+
+    mpi_run r = {.m = m, .o = o};
+    r.every = o->report_every ? o->report_every : auto_every(o, ds);
+    zp_run_hooks hooks = {&r, hook_start, hook_next, hook_errmsg, hook_step, hook_finish};
+    o->hooks = &hooks;
+    zp_run_result res;
+    int rc = zp_run_pipeline(o, ds, &res);
+    o->hooks = NULL;
+    if (rc == 0)
+        zp_run_print(o, &res);
+    if (rc == 0 && zp_mpi_batches_dropped(m))
+        printf("rank %d: %llu batch(es) not delivered: another rank's stream ended first (all "
+               "ranks stop at the same step)\n",
+               rank, (unsigned long long)zp_mpi_batches_dropped(m));
+    fflush(stdout);
+
+    zp_cluster_report *rep = r.final;
+    if (rep) {
+        if (o->report_dir) {
+            char err[512];
+            if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
+                fprintf(stderr, "zephon run: report: %s\n", err);
+                rc = 1;
+            }
+        }
+        if (!o->json) {
+            char *text = NULL;
+            if (o->report_dir && zp_cluster_report_render(rep, ZP_MPI_TEXT, &text, NULL) == ZP_OK)
+                fputs(text, stdout);
+            else
+                printf("%s\n", zp_cluster_report_verdict(rep));
+            free(text);
+            if (o->report_dir)
+                printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
+        }
+        fflush(stdout);
+        zp_cluster_report_destroy(rep);
+    }
+    zp_dataset_destroy(ds);
+    return rc;
+}
+
+int zp_cmd_run_mpi(zp_run_opts *o)
+{
+    int provided = 0, already = 0;
+    MPI_Initialized(&already);
+    if (!already && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "zephon run: MPI_Init_thread failed\n");
+        return 1;
+    }
+    zp_mpi_config mc;
+    zp_mpi_config_init(&mc);
+    zp_mpi *m = NULL;
+    /* The command owns MPI and may name MPI_COMM_WORLD; the library
+     * duplicates it. */
+    zp_status st = zp_mpi_create(MPI_COMM_WORLD, &mc, &m);
+    int rc;
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: MPI layer: %s\n", zp_status_str(st));
+        rc = 1;
+    } else {
+        rc = run_ranks(o, m);
+    }
+    zp_mpi_destroy(m);
+    if (!already)
+        MPI_Finalize();
+    return rc;
+}

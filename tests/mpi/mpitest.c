@@ -1,0 +1,121 @@
+/* mpitest.c - see mpitest.h. */
+#include "mpitest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+int mpt_rank, mpt_size;
+static int local_failures;
+
+void mpt_init(int *argc, char ***argv)
+{
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mpt_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mpt_size);
+    if (mpt_rank != 0 && !freopen("/dev/null", "w", stdout))
+        fprintf(stderr, "rank %d: cannot silence stdout\n", mpt_rank);
+}
+
+int mpt_finish(int cmocka_failures)
+{
+    int any = 0;
+    MPI_Allreduce(&cmocka_failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (mpt_rank == 0)
+        printf("%s at %d rank%s\n", any ? "FAILED" : "passed", mpt_size, mpt_size > 1 ? "s" : "");
+    fflush(stdout);
+    MPI_Finalize();
+    return any ? 1 : 0;
+}
+
+void mpt_fail(const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rank %d: %s:%d: %s\n", mpt_rank, file, line, msg);
+    local_failures++;
+}
+
+void mpt_sync(void)
+{
+    int mine = local_failures, worst = 0, failing = 0, one = local_failures ? 1 : 0;
+    local_failures = 0;
+    MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&one, &failing, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (worst)
+        fail_msg("%d of %d ranks recorded failures (see their stderr)", failing, mpt_size);
+}
+
+char *mpt_tmpdir(void)
+{
+    char buf[512] = {0};
+    if (mpt_rank == 0) {
+        char *d = zpt_tmpdir();
+        if (d)
+            snprintf(buf, sizeof buf, "%s", d);
+        free(d);
+    }
+    MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return buf[0] ? strdup(buf) : NULL;
+}
+
+void mpt_rmdir(char *dir)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (mpt_rank == 0)
+        zpt_rmtree(dir);
+    free(dir);
+}
+
+uint64_t mpt_make_dataset(const char *dir, const char *name, const size_t *n, size_t shards,
+                          int64_t bad_global)
+{
+    uint64_t total = 0;
+    for (size_t s = 0; s < shards; s++)
+        total += n[s];
+    if (mpt_rank == 0) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        FILE *man = fopen(path, "w");
+        fprintf(man, "{\"format_version\": 1, \"shards\": [");
+        uint64_t g = 0;
+        for (size_t s = 0; s < shards; s++) {
+            char sp[1024];
+            snprintf(sp, sizeof sp, "%s/%s-%02zu.jsonl", dir, name, s);
+            FILE *f = fopen(sp, "w");
+            for (size_t j = 0; j < n[s]; j++, g++) {
+                if ((int64_t)g == bad_global) {
+                    fprintf(f, "{\"id\": %llu, \"text\": \"broken\n", (unsigned long long)g);
+                    continue;
+                }
+                fprintf(f, "{\"id\": %llu, \"text\": \"doc %llu", (unsigned long long)g,
+                        (unsigned long long)g);
+                for (size_t w = 0; w < (g * 7919) % 23; w++)
+                    fprintf(f, " word%zu", w);
+                fprintf(f, "\"}\n");
+            }
+            fclose(f);
+            fprintf(man, "%s{\"path\": \"%s-%02zu.jsonl\", \"samples\": %zu}", s ? ", " : "", name,
+                    s, n[s]);
+        }
+        fprintf(man, "]}\n");
+        fclose(man);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return total;
+}
+
+void mpt_sleep(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
