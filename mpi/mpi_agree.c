@@ -288,26 +288,46 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
             if (res[F_DS_FP] != ~res[F_N + F_DS_FP])
                 continue; /* already said with the fingerprint */
         }
-        if (f == F_EXTRA)
+        if (f == F_EXTRA) {
             extra_differs = 1;
+            continue;
+        }
         describe_field(msg, sizeof msg, all, m->size, f, ranks);
     }
     if (extra_differs) {
-        /* show rank 0's text and that of the first rank that differs */
+        /* the ranks holding rank 0's text, and those holding the text of
+         * the first rank that differs; both texts shown */
         int other = 0;
         for (int i = 1; i < m->size && !other; i++)
             if (all[(size_t)i * F_N + F_EXTRA] != all[F_EXTRA])
                 other = i;
-        char a[200], b[200];
+        char a[200], b[200], la[96], lb[96];
+        size_t na = 0, nb = 0, nrest = 0;
+        for (int i = 0; i < m->size; i++) {
+            uint64_t v = all[(size_t)i * F_N + F_EXTRA];
+            if (v == all[F_EXTRA])
+                ranks[na++] = i;
+        }
+        zpi_mpi_ranklist(la, sizeof la, ranks, na);
+        for (int i = 0; i < m->size; i++) {
+            uint64_t v = all[(size_t)i * F_N + F_EXTRA];
+            if (v == all[(size_t)other * F_N + F_EXTRA])
+                ranks[nb++] = i;
+            else if (v != all[F_EXTRA])
+                nrest++;
+        }
+        zpi_mpi_ranklist(lb, sizeof lb, ranks, nb);
         if (bcast_extra(m, 0, extra, a, sizeof a) == ZP_OK &&
             bcast_extra(m, other, extra, b, sizeof b) == ZP_OK) {
             size_t len = strlen(msg);
-            snprintf(msg + len, sizeof msg - len, " (rank 0: '%s'; rank %d: '%s')", a, other, b);
+            snprintf(msg + len, sizeof msg - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
+                     len ? "; " : "", na > 1 ? "s" : "", la, a, nb > 1 ? "s" : "", lb, b,
+                     nrest ? " (and other variants)" : "");
         }
     }
     free(all);
     free(ranks);
-    return zpi_mpi_fail(m, ZP_ERR_MISMATCH, "ranks disagree: %s", msg);
+    return zpi_mpi_fail(m, ZP_ERR_MISMATCH, "%s", msg);
 }
 
 /* ------------------------------------------------------------ dataset broadcast */

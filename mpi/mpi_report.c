@@ -322,6 +322,13 @@ static void judge(const zp_mpi_config *cfg, int n, const double *x, const double
         if (ok[i] && isfinite(x[i]))
             scratch[k2++] = fabs(x[i] - med);
     double mad = median_of(scratch, k2);
+    /* MAD is 0 when more than half the ranks are equal: fall back to the
+     * mean absolute deviation (the usual modified z-score fallback), so one
+     * rank that differs a little from identical peers is not infinitely far. */
+    double meanad = 0;
+    for (size_t i = 0; i < k2; i++)
+        meanad += scratch[i];
+    meanad = k2 ? meanad / (double)k2 : 0;
     *med_out = med;
     *mad_out = mad;
     for (int i = 0; i < n; i++) {
@@ -330,8 +337,10 @@ static void judge(const zp_mpi_config *cfg, int n, const double *x, const double
         rat[i] = med > 0 ? x[i] / med : (x[i] > 0 ? INFINITY : 1.0);
         if (mad > 0)
             z[i] = 0.6745 * (x[i] - med) / mad;
+        else if (meanad > 0)
+            z[i] = (x[i] - med) / (1.253314 * meanad);
         else
-            z[i] = x[i] > med ? INFINITY : 0.0;
+            z[i] = 0.0; /* all equal */
         if (k < 2)
             continue; /* nobody to compare with */
         unsigned bits = 0;
@@ -455,8 +464,7 @@ static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
             n += snprintf(buf + n, cap - (size_t)n, "; robust z %.1f (> %.1f)", s->z,
                           cfg->straggler_z);
         else
-            n += snprintf(buf + n, cap - (size_t)n, "; robust z inf (MAD 0; > %.1f)",
-                          cfg->straggler_z);
+            n += snprintf(buf + n, cap - (size_t)n, "; robust z inf (> %.1f)", cfg->straggler_z);
     }
     n += snprintf(buf + n, cap - (size_t)n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
                   s->stall_fraction * 100, cfg->straggler_min_stall * 100);

@@ -32,3 +32,8 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
   target_compile_definitions(bench_mpi_report PRIVATE _GNU_SOURCE)
   target_link_libraries(bench_mpi_report PRIVATE zephon_mpi m)
 endif()
+
+# slurm/train_example.c: the training loop slurm/zephon-with-training.sbatch runs.
+add_executable(example_mpi_train ${CMAKE_CURRENT_SOURCE_DIR}/slurm/train_example.c)
+target_compile_options(example_mpi_train PRIVATE ${ZP_WARN})
+target_link_libraries(example_mpi_train PRIVATE zephon_mpi)

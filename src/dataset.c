@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -45,7 +46,8 @@ typedef struct shard {
 } shard;
 
 struct zp_dataset {
-    zp_dataset_config cfg;
+    zp_dataset_config cfg;     /* cfg.index_cache_dir points at cache_dir */
+    char *cache_dir;           /* index cache folder, NULL when off; owned */
     zpi_load_limits lim;
     shard *shards;
     size_t n, cap;
@@ -113,6 +115,13 @@ zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out)
     ds->lim.max_record_bytes = ds->cfg.max_record_bytes;
     ds->lim.max_shard_bytes = ds->cfg.max_shard_bytes;
     ds->lim.allow_empty = ds->cfg.allow_empty_shards != 0;
+    if (ds->cfg.index_cache_dir && *ds->cfg.index_cache_dir) {
+        if (!(ds->cache_dir = zpi_strdup(ds->cfg.index_cache_dir))) {
+            free(ds);
+            return ZP_ERR_NOMEM;
+        }
+    }
+    ds->cfg.index_cache_dir = ds->cache_dir;
     *out = ds;
     return ZP_OK;
 }
@@ -130,6 +139,7 @@ void zp_dataset_destroy(zp_dataset *ds)
     for (size_t i = 0; i < ds->n; i++)
         shard_release(&ds->shards[i]);
     free(ds->shards);
+    free(ds->cache_dir);
     free(ds);
 }
 
@@ -472,6 +482,294 @@ zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
     return st;
 }
 
+/* ------------------------------------------------------------ index cache */
+
+/* One small JSON file per shard, named by the XXH64 of the shard's
+ * canonical path and format (docs/datasets.md, "Index cache"):
+ *
+ *   {"zephon_index_cache": 1, "path": "/abs/a.jsonl.zst", "format": "jsonl.zst",
+ *    "bytes": 123, "mtime_ns": 1700000000123456789, "samples": 7,
+ *    "longest_record": 80, "decoded_bytes": 560}
+ *
+ * An entry is used only when path, format, bytes and mtime_ns all match the
+ * shard as it is now, and its longest record and decoded size are within
+ * this dataset's limits (so a hit accepts exactly what a load would). */
+
+#define CACHE_VERSION 1
+#define CACHE_MAX_ENTRY ((off_t)64 << 10)
+#define CACHE_HASH_SEED 0x7a70696478763031ULL /* "zpidxv01" */
+/* An entry is not written for a shard modified less than this long ago:
+ * a same-size rewrite within the file system's timestamp granularity (1-2 s
+ * on some) would keep the mtime and could not be told apart. */
+#define CACHE_RACY_NS ((int64_t)2000000000)
+
+typedef struct cache_key {
+    char *abs;          /* canonical absolute path of the shard; owned */
+    const char *format; /* static */
+    uint64_t bytes;
+    int64_t mtime_ns;
+    char *file;         /* the entry's path; owned */
+} cache_key;
+
+typedef struct cache_stats {
+    size_t hits, misses;
+    int warned; /* a write failure was logged at WARN (the rest go to DEBUG) */
+} cache_stats;
+
+static int64_t mtime_ns_of(const struct stat *sb)
+{
+    return (int64_t)sb->st_mtim.tv_sec * 1000000000 + (int64_t)sb->st_mtim.tv_nsec;
+}
+
+static void cache_key_free(cache_key *k)
+{
+    free(k->abs);
+    free(k->file);
+}
+
+/* The key of shard s as it is now. -1 when the shard cannot be stat'ed or
+ * resolved: then it is indexed without the cache (and the load reports why
+ * it cannot be read). */
+static int cache_key_init(zp_dataset *ds, const shard *s, cache_key *k)
+{
+    memset(k, 0, sizeof *k);
+    struct stat sb;
+    if (stat(s->path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return -1;
+    k->abs = realpath(s->path, NULL);
+    if (!k->abs)
+        return -1;
+    k->format = s->fmt->name;
+    k->bytes = (uint64_t)sb.st_size;
+    k->mtime_ns = mtime_ns_of(&sb);
+    size_t a = strlen(k->abs), f = strlen(k->format);
+    char *key = malloc(a + 1 + f);
+    if (!key) {
+        cache_key_free(k);
+        return -1;
+    }
+    memcpy(key, k->abs, a + 1); /* the NUL separates path and format */
+    memcpy(key + a + 1, k->format, f);
+    char name[32];
+    zpi_fmt(name, sizeof name, "%016llx.json",
+            (unsigned long long)XXH64(key, a + 1 + f, CACHE_HASH_SEED));
+    free(key);
+    k->file = join_path(ds->cache_dir, name);
+    if (!k->file) {
+        cache_key_free(k);
+        return -1;
+    }
+    return 0;
+}
+
+/* A JSON integer member >= min; 0 or -1. */
+static int entry_int(json_t *o, const char *key, json_int_t min, json_int_t *v)
+{
+    json_t *x = json_object_get(o, key);
+    if (!json_is_integer(x) || json_integer_value(x) < min)
+        return -1;
+    *v = json_integer_value(x);
+    return 0;
+}
+
+static void cache_warn(zp_dataset *ds, cache_stats *cs, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A cache folder that cannot be read or written: the first such failure of
+ * an index call at WARN, the rest at DEBUG (one message, not one per shard). */
+static void cache_warn(zp_dataset *ds, cache_stats *cs, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    zpi_vfmt(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    zpi_dataset_log(ds, cs->warned ? ZP_LOG_DEBUG : ZP_LOG_WARN, "%s (continuing without it)",
+                    buf);
+    cs->warned = 1;
+}
+
+/* 1 and *samples on a hit; 0 on a miss (logged: DEBUG for an absent, stale
+ * or foreign entry, WARN for one that cannot be read or is corrupt). */
+static int cache_lookup(zp_dataset *ds, const shard *s, const cache_key *k, uint64_t *samples,
+                        cache_stats *cs)
+{
+    int fd = open(k->file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            zpi_dataset_log(ds, ZP_LOG_DEBUG, "index cache: shard '%s': no entry '%s'", s->name,
+                            k->file);
+        else
+            cache_warn(ds, cs, "index cache '%s': cannot read '%s': %s", ds->cache_dir, k->file,
+                       strerror(e));
+        return 0;
+    }
+    struct stat sb;
+    char *buf = NULL;
+    json_t *root = NULL;
+    const char *why = NULL;
+    char jerr[256];
+    ssize_t got = 0;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > CACHE_MAX_ENTRY) {
+        why = "not a regular file of at most 64 KiB";
+        goto corrupt;
+    }
+    buf = malloc((size_t)sb.st_size + 1);
+    if (!buf) {
+        why = "out of memory";
+        goto corrupt;
+    }
+    while (got < sb.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)(sb.st_size - got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += r;
+    }
+    json_error_t je;
+    root = json_loadb(buf, (size_t)got, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        zpi_fmt(jerr, sizeof jerr, "line %d column %d: %s", je.line, je.column, je.text);
+        why = jerr;
+        goto corrupt;
+    }
+    json_int_t ver, bytes, mtime, n, longest, decoded;
+    json_t *jp = json_object_get(root, "path"), *jf = json_object_get(root, "format");
+    if (!json_is_object(root) || entry_int(root, "zephon_index_cache", 0, &ver) != 0 ||
+        ver != CACHE_VERSION || !json_is_string(jp) || !json_is_string(jf) ||
+        entry_int(root, "bytes", 0, &bytes) != 0 ||
+        entry_int(root, "mtime_ns", INT64_MIN, &mtime) != 0 ||
+        entry_int(root, "samples", 0, &n) != 0 ||
+        entry_int(root, "longest_record", 0, &longest) != 0 ||
+        entry_int(root, "decoded_bytes", 0, &decoded) != 0) {
+        why = "not an index cache entry (version 1)";
+        goto corrupt;
+    }
+    int hit = 0;
+    if (strcmp(json_string_value(jp), k->abs) != 0 || strcmp(json_string_value(jf), k->format) != 0)
+        zpi_dataset_log(ds, ZP_LOG_DEBUG, "index cache: shard '%s': '%s' is the entry of another shard",
+                        s->name, k->file);
+    else if ((uint64_t)bytes != k->bytes || (int64_t)mtime != k->mtime_ns)
+        zpi_dataset_log(ds, ZP_LOG_DEBUG,
+                        "index cache: shard '%s': stale entry (it says %lld bytes, mtime %lld ns; "
+                        "the file has %llu bytes, mtime %lld ns)",
+                        s->name, (long long)bytes, (long long)mtime, (unsigned long long)k->bytes,
+                        (long long)k->mtime_ns);
+    else if ((uint64_t)longest > (uint64_t)ds->lim.max_record_bytes ||
+             (uint64_t)decoded > (uint64_t)ds->lim.max_shard_bytes ||
+             (n == 0 && !ds->lim.allow_empty))
+        zpi_dataset_log(ds, ZP_LOG_DEBUG,
+                        "index cache: shard '%s': entry outside this dataset's limits; loading it",
+                        s->name);
+    else {
+        *samples = (uint64_t)n;
+        hit = 1;
+    }
+    json_decref(root);
+    free(buf);
+    close(fd);
+    return hit;
+corrupt:
+    zpi_dataset_log(ds, ZP_LOG_WARN, "index cache: shard '%s': ignoring corrupt entry '%s': %s",
+                    s->name, k->file, why);
+    json_decref(root);
+    free(buf);
+    close(fd);
+    return 0;
+}
+
+/* Write the entry of shard s, just loaded into sh, when the file did not
+ * change meanwhile. Written to a temporary file in the cache folder and
+ * renamed over the entry, so a reader sees the old entry or the new one,
+ * never part of one. Failures are logged, never returned. */
+static void cache_store(zp_dataset *ds, const shard *s, const cache_key *k, const zpi_shard *sh,
+                        cache_stats *cs)
+{
+    struct stat sb;
+    if (stat(s->path, &sb) != 0 || (uint64_t)sb.st_size != k->bytes ||
+        mtime_ns_of(&sb) != k->mtime_ns || sh->file_bytes != k->bytes) {
+        zpi_dataset_log(ds, ZP_LOG_DEBUG,
+                        "index cache: shard '%s' changed while it was indexed; not cached",
+                        s->name);
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+    if (k->mtime_ns > now_ns - CACHE_RACY_NS) {
+        zpi_dataset_log(ds, ZP_LOG_DEBUG,
+                        "index cache: shard '%s' was modified less than 2 s ago; not cached",
+                        s->name);
+        return;
+    }
+    uint64_t longest = 0;
+    for (uint64_t i = 0; i < sh->n_records; i++) {
+        uint64_t len = sh->offsets[i + 1] - sh->offsets[i] - 1; /* without its newline */
+        if (len > longest)
+            longest = len;
+    }
+    json_t *o = json_object();
+    char *text = NULL, *tmp = NULL;
+    int fd = -1;
+    if (!o || json_object_set_new(o, "zephon_index_cache", json_integer(CACHE_VERSION)) != 0 ||
+        json_object_set_new(o, "path", json_string(k->abs)) != 0 ||
+        json_object_set_new(o, "format", json_string(k->format)) != 0 ||
+        json_object_set_new(o, "bytes", json_integer((json_int_t)k->bytes)) != 0 ||
+        json_object_set_new(o, "mtime_ns", json_integer((json_int_t)k->mtime_ns)) != 0 ||
+        json_object_set_new(o, "samples", json_integer((json_int_t)sh->n_records)) != 0 ||
+        json_object_set_new(o, "longest_record", json_integer((json_int_t)longest)) != 0 ||
+        json_object_set_new(o, "decoded_bytes", json_integer((json_int_t)sh->data_len)) != 0 ||
+        !(text = json_dumps(o, JSON_COMPACT))) {
+        /* a path that is not UTF-8 cannot be a JSON string: not cached */
+        zpi_dataset_log(ds, ZP_LOG_DEBUG, "index cache: shard '%s': cannot encode an entry",
+                        s->name);
+        goto out;
+    }
+    /* ".<entry>.tmp-XXXXXX": mkstemp makes the name unique across threads,
+     * processes and hosts sharing the folder. */
+    const char *base = strrchr(k->file, '/') + 1;
+    size_t dl = (size_t)(base - k->file), tl = strlen(k->file) + 16;
+    if (!(tmp = malloc(tl))) {
+        cache_warn(ds, cs, "index cache: out of memory writing the entry of shard '%s'", s->name);
+        goto out;
+    }
+    zpi_fmt(tmp, tl, "%.*s.%s.tmp-XXXXXX", (int)dl, k->file, base);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        cache_warn(ds, cs, "index cache '%s': cannot write the entry of shard '%s': %s",
+                   ds->cache_dir, s->name, strerror(e));
+        goto out;
+    }
+    size_t len = strlen(text), off = 0;
+    int e = 0;
+    while (off < len && !e) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w > 0)
+            off += (size_t)w;
+        else if (w == 0)
+            e = EIO;
+        else if (errno != EINTR)
+            e = errno;
+    }
+    if (close(fd) != 0 && !e)
+        e = errno;
+    fd = -1;
+    if (!e && rename(tmp, k->file) != 0)
+        e = errno;
+    if (e) {
+        unlink(tmp);
+        cache_warn(ds, cs, "index cache '%s': cannot write '%s' (shard '%s'): %s", ds->cache_dir,
+                   k->file, s->name, strerror(e));
+    }
+out:
+    free(tmp);
+    free(text);
+    json_decref(o);
+}
+
 /* ------------------------------------------------------------ index */
 
 zp_status zp_dataset_index(zp_dataset *ds)
@@ -479,16 +777,42 @@ zp_status zp_dataset_index(zp_dataset *ds)
     if (!ds)
         return ZP_ERR_INVALID;
     clear_err(ds);
+    cache_stats cs = {0, 0, 0};
     for (size_t i = 0; i < ds->n; i++) {
         shard *s = &ds->shards[i];
         if (s->samples != UNKNOWN)
             continue;
+        cache_key k;
+        int cached = ds->cache_dir && !s->remote && cache_key_init(ds, s, &k) == 0;
+        if (cached) {
+            uint64_t n;
+            if (cache_lookup(ds, s, &k, &n, &cs)) {
+                if (k.bytes != s->bytes) {
+                    zpi_dataset_log(ds, ZP_LOG_WARN,
+                                    "shard '%s' changed size since it was added (%llu -> %llu "
+                                    "bytes)",
+                                    s->name, (unsigned long long)s->bytes,
+                                    (unsigned long long)k.bytes);
+                    s->bytes = k.bytes;
+                }
+                s->samples = n;
+                cs.hits++;
+                zpi_dataset_log(ds, ZP_LOG_DEBUG, "shard '%s': %llu records (index cache)",
+                                s->name, (unsigned long long)n);
+                cache_key_free(&k);
+                continue;
+            }
+            cs.misses++;
+        }
         zpi_shard sh;
         char err[sizeof ds->err];
         double t0 = zpi_now();
         zp_status st = s->fmt->load(s->path, s->name, &ds->lim, &sh, err, sizeof err);
-        if (st != ZP_OK)
+        if (st != ZP_OK) {
+            if (cached)
+                cache_key_free(&k);
             return fail(ds, st, "%s", err);
+        }
         if (sh.file_bytes != s->bytes) {
             zpi_dataset_log(ds, ZP_LOG_WARN,
                             "shard '%s' changed size since it was added (%llu -> %llu bytes)",
@@ -499,8 +823,15 @@ zp_status zp_dataset_index(zp_dataset *ds)
         s->samples = sh.n_records;
         zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,
                         (unsigned long long)s->samples, zpi_now() - t0);
+        if (cached) {
+            cache_store(ds, s, &k, &sh, &cs);
+            cache_key_free(&k);
+        }
         zpi_shard_free(&sh);
     }
+    if (cs.hits + cs.misses)
+        zpi_dataset_log(ds, ZP_LOG_INFO, "index cache '%s': %zu of %zu shards from the cache",
+                        ds->cache_dir, cs.hits, cs.hits + cs.misses);
     update_offsets(ds);
     return ZP_OK;
 }

@@ -1,5 +1,8 @@
 /* test_dataset.c - datasets: paths, globs, manifests (round trip, relative
- * paths, stale manifests, hashes, remote names), indexing once, errors. */
+ * paths, stale manifests, hashes, remote names), indexing once, the index
+ * cache, errors. */
+#include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -22,6 +26,8 @@ typedef struct fixture {
     zp_dataset *ds;
     int log_errors;
     char last_log[1024];
+    int log_warnings;
+    char last_warning[1024];
 } fixture;
 
 static void log_fn(void *user, zp_log_level lvl, const char *msg)
@@ -30,6 +36,9 @@ static void log_fn(void *user, zp_log_level lvl, const char *msg)
     if (lvl == ZP_LOG_ERROR) {
         f->log_errors++;
         snprintf(f->last_log, sizeof f->last_log, "%s", msg);
+    } else if (lvl == ZP_LOG_WARN) {
+        f->log_warnings++;
+        snprintf(f->last_warning, sizeof f->last_warning, "%s", msg);
     }
 }
 
@@ -106,6 +115,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_record_bytes, 16u << 20);
     assert_int_equal(cfg.max_shard_bytes, (size_t)2 << 30);
     assert_int_equal(cfg.allow_empty_shards, 0);
+    assert_null(cfg.index_cache_dir); /* the index cache is off by default */
     zp_dataset *ds;
     assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
     assert_int_equal(zp_dataset_num_shards(ds), 0);
@@ -433,6 +443,294 @@ static void test_index_error_names_shard(void **state)
     free(p);
 }
 
+/* ------------------------------------------------------------ index cache */
+
+/* A dataset over dir/names[0..n) with the index cache in cache_dir. */
+static zp_dataset *cached_ds(fixture *f, const char *cache_dir, const char *const *names,
+                             size_t n)
+{
+    zp_dataset_config cfg;
+    zp_dataset_config_init(&cfg);
+    cfg.log = log_fn;
+    cfg.log_user = f;
+    cfg.index_cache_dir = cache_dir;
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(&cfg, &ds), ZP_OK);
+    for (size_t i = 0; i < n; i++) {
+        char *p = zpt_path(f->dir, names[i]);
+        add_ok(ds, p);
+        free(p);
+    }
+    return ds;
+}
+
+static void get_mtime(const char *path, struct timespec *ts)
+{
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    *ts = sb.st_mtim;
+}
+
+static void set_mtime(const char *path, const struct timespec *ts)
+{
+    struct timespec t[2] = {*ts, *ts};
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* Make dir/name look written an hour ago (with a nonzero ns part): the cache
+ * does not keep entries of shards modified in the last seconds. */
+static void backdate(const char *dir, const char *name)
+{
+    char *p = zpt_path(dir, name);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec -= 3600;
+    ts.tv_nsec = 123456789;
+    set_mtime(p, &ts);
+    free(p);
+}
+
+/* Replace dir/name with as many '\n' bytes (not a valid shard of either
+ * format), keeping its size and mtime: only reading it can tell. */
+static void garble_keep_mtime(const char *dir, const char *name)
+{
+    char *p = zpt_path(dir, name);
+    struct timespec ts;
+    get_mtime(p, &ts);
+    size_t n;
+    char *data = zpt_read_file(p, &n);
+    assert_non_null(data);
+    memset(data, '\n', n);
+    assert_int_equal(zpt_write_file(p, data, n), 0);
+    set_mtime(p, &ts);
+    free(data);
+    free(p);
+}
+
+/* Entries in a folder (temporary files included), and the first one's path. */
+static size_t dir_entries(const char *dir, char **first)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (n++ == 0 && first)
+            *first = zpt_path(dir, e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+static char *make_cache_dir(fixture *f)
+{
+    char *c = zpt_path(f->dir, "cache");
+    assert_int_equal(mkdir(c, 0755), 0);
+    return c;
+}
+
+/* A second dataset over the same shards takes the counts from the cache
+ * without reading the shards; a changed mtime makes it read them again. */
+static void test_index_cache_hit(void **state)
+{
+    fixture *f = *state;
+    char *cache = make_cache_dir(f);
+    const char *names[] = {"a.jsonl.zst", "b.jsonl"};
+    backdate(f->dir, "a.jsonl.zst");
+    backdate(f->dir, "b.jsonl");
+    zp_dataset *d1 = cached_ds(f, cache, names, 2);
+    assert_int_equal(zp_dataset_index(d1), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d1), 12);
+    assert_int_equal(dir_entries(cache, NULL), 2); /* one entry per shard, no temporaries */
+
+    garble_keep_mtime(f->dir, "a.jsonl.zst");
+    /* the setting is copied at create: the caller's buffer may change */
+    char dirbuf[PATH_MAX];
+    snprintf(dirbuf, sizeof dirbuf, "%s", cache);
+    zp_dataset *d2 = cached_ds(f, dirbuf, names, 2);
+    memset(dirbuf, 0, sizeof dirbuf);
+    assert_int_equal(zp_dataset_index(d2), ZP_OK);
+    assert_int_equal(zp_dataset_shard_samples(d2, 0), 7);
+    assert_int_equal(zp_dataset_shard_samples(d2, 1), 5);
+    assert_int_equal(zpi_dataset_shard_offset(d2, 1), 7);
+    assert_int_equal(zp_dataset_fingerprint(d2), zp_dataset_fingerprint(d1));
+    assert_int_equal(f->log_errors + f->log_warnings, 0);
+
+    /* a changed mtime (1 ns later) is a miss: the shard is read, and fails */
+    char *a = zpt_path(f->dir, "a.jsonl.zst");
+    struct timespec ts;
+    get_mtime(a, &ts);
+    ts.tv_nsec++;
+    set_mtime(a, &ts);
+    const char *b_first[] = {"b.jsonl", "a.jsonl.zst"};
+    zp_dataset *d3 = cached_ds(f, cache, b_first, 2);
+    assert_int_equal(zp_dataset_index(d3), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d3), "a.jsonl.zst");
+    assert_int_equal(zp_dataset_shard_samples(d3, 0), 5); /* b still came from the cache */
+
+    /* and a dataset without the cache reads the shard too */
+    zp_dataset *d4 = cached_ds(f, NULL, names, 1);
+    assert_int_equal(zp_dataset_index(d4), ZP_ERR_FORMAT);
+    zp_dataset_destroy(d4);
+    zp_dataset_destroy(d3);
+    zp_dataset_destroy(d2);
+    zp_dataset_destroy(d1);
+    free(a);
+    free(cache);
+}
+
+/* An entry whose size differs from the file's is stale: the shard is read
+ * again, and the entry replaced. */
+static void test_index_cache_stale_size(void **state)
+{
+    fixture *f = *state;
+    char *cache = make_cache_dir(f);
+    const char *names[] = {"b.jsonl"};
+    backdate(f->dir, "b.jsonl");
+    zp_dataset *d1 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d1), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d1), 5);
+
+    /* one more record, same mtime: only the size tells */
+    char *b = zpt_path(f->dir, "b.jsonl");
+    struct timespec ts;
+    get_mtime(b, &ts);
+    assert_int_equal(zpt_append_file(b, "{\"id\": 99}\n", 11), 0);
+    set_mtime(b, &ts);
+    zp_dataset *d2 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d2), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d2), 6);
+    assert_int_equal(dir_entries(cache, NULL), 1); /* replaced, not added */
+
+    /* the replaced entry serves the new file */
+    garble_keep_mtime(f->dir, "b.jsonl");
+    zp_dataset *d3 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d3), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d3), 6);
+    zp_dataset_destroy(d3);
+    zp_dataset_destroy(d2);
+    zp_dataset_destroy(d1);
+    free(b);
+    free(cache);
+}
+
+/* A corrupt entry is a miss (a warning), never an error; the shard is read
+ * and a good entry written in its place. */
+static void test_index_cache_corrupt_entry(void **state)
+{
+    fixture *f = *state;
+    char *cache = make_cache_dir(f);
+    const char *names[] = {"a.jsonl.zst"};
+    backdate(f->dir, "a.jsonl.zst");
+    zp_dataset *d1 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d1), ZP_OK);
+    zp_dataset_destroy(d1);
+    char *entry = NULL;
+    assert_int_equal(dir_entries(cache, &entry), 1);
+    const char *bad[] = {
+        "",
+        "{\"zephon_index_cache\": 1, \"path\": ",
+        "[1, 2, 3]",
+        "{\"zephon_index_cache\": 1, \"path\": 5}",
+        "{\"zephon_index_cache\": 2}",
+        ("{\"zephon_index_cache\": 1, \"path\": \"/x\", \"format\": \"jsonl.zst\", \"bytes\": 1, "
+         "\"mtime_ns\": 1, \"samples\": -3, \"longest_record\": 1, \"decoded_bytes\": 1}"),
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(zpt_write_file(entry, bad[i], strlen(bad[i])), 0);
+        f->log_warnings = 0;
+        zp_dataset *d = cached_ds(f, cache, names, 1);
+        zp_status st = zp_dataset_index(d);
+        if (st != ZP_OK)
+            fail_msg("case %zu: %s", i, zp_dataset_errmsg(d));
+        assert_int_equal(zp_dataset_num_samples(d), 7);
+        if (f->log_warnings != 1)
+            fail_msg("case %zu: %d warnings, want 1", i, f->log_warnings);
+        assert_contains(f->last_warning, "corrupt");
+        assert_contains(f->last_warning, entry);
+        zp_dataset_destroy(d);
+    }
+    assert_int_equal(f->log_errors, 0);
+    /* the last miss rewrote a good entry */
+    garble_keep_mtime(f->dir, "a.jsonl.zst");
+    zp_dataset *d2 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d2), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d2), 7);
+    zp_dataset_destroy(d2);
+    free(entry);
+    free(cache);
+}
+
+/* A cache folder that cannot be used (under a regular file, or missing) is
+ * logged once per index call and otherwise ignored. */
+static void test_index_cache_unwritable(void **state)
+{
+    fixture *f = *state;
+    const char *names[] = {"a.jsonl.zst", "c.jsonl.zst"};
+    backdate(f->dir, "a.jsonl.zst");
+    backdate(f->dir, "c.jsonl.zst");
+    const char *dirs[] = {"b.jsonl/cache", "no-such-folder"};
+    for (size_t i = 0; i < 2; i++) {
+        char *cache = zpt_path(f->dir, dirs[i]);
+        f->log_warnings = 0;
+        zp_dataset *d = cached_ds(f, cache, names, 2);
+        assert_int_equal(zp_dataset_index(d), ZP_OK);
+        assert_int_equal(zp_dataset_num_samples(d), 10);
+        if (f->log_warnings != 1)
+            fail_msg("'%s': %d warnings, want 1", cache, f->log_warnings);
+        assert_contains(f->last_warning, "index cache");
+        assert_contains(f->last_warning, cache);
+        assert_int_equal(f->log_errors, 0);
+        assert_string_equal(zp_dataset_errmsg(d), "");
+        zp_dataset_destroy(d);
+        free(cache);
+    }
+}
+
+/* A shard modified in the last seconds is indexed but not cached: a
+ * same-size rewrite within the mtime granularity could not be detected. */
+static void test_index_cache_skips_fresh_shard(void **state)
+{
+    fixture *f = *state;
+    char *cache = make_cache_dir(f);
+    const char *names[] = {"a.jsonl.zst"};
+    zp_dataset *d1 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d1), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d1), 7);
+    assert_int_equal(dir_entries(cache, NULL), 0);
+    zp_dataset_destroy(d1);
+    free(cache);
+}
+
+/* A hit accepts only what a load would: an entry whose longest record is
+ * over this dataset's max_record_bytes is a miss, and the load fails. */
+static void test_index_cache_limits(void **state)
+{
+    fixture *f = *state;
+    char *cache = make_cache_dir(f);
+    const char *names[] = {"a.jsonl.zst"};
+    backdate(f->dir, "a.jsonl.zst");
+    zp_dataset *d1 = cached_ds(f, cache, names, 1);
+    assert_int_equal(zp_dataset_index(d1), ZP_OK);
+    zp_dataset_destroy(d1);
+
+    zp_dataset_config cfg;
+    zp_dataset_config_init(&cfg);
+    cfg.index_cache_dir = cache;
+    cfg.max_record_bytes = 10;
+    zp_dataset *d2;
+    assert_int_equal(zp_dataset_create(&cfg, &d2), ZP_OK);
+    char *a = zpt_path(f->dir, "a.jsonl.zst");
+    add_ok(d2, a);
+    assert_int_equal(zp_dataset_index(d2), ZP_ERR_LIMIT);
+    assert_contains(zp_dataset_errmsg(d2), "max_record_bytes");
+    zp_dataset_destroy(d2);
+    free(a);
+    free(cache);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,6 +747,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_error_names_shard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_cache_hit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_cache_stale_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_cache_corrupt_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_cache_unwritable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_cache_skips_fresh_shard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_cache_limits, setup, teardown),
     };
     return cmocka_run_group_tests_name("dataset", tests, NULL, NULL);
 }

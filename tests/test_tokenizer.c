@@ -930,7 +930,12 @@ static void test_cli_tokenize(void **state)
     in = "{\"text\": \"ok\"}\n{\"txt\": \"x\"}\n";
     write_file(p, in, strlen(in));
     assert_int_equal(run_cli(args, &out), 1);
-    assert_non_null(strstr(out, ":2: no such field"));
+    assert_non_null(strstr(out, ":2: no field 'text'"));
+    free(out);
+    in = "{\"text\": [1]}\n";
+    write_file(p, in, strlen(in));
+    assert_int_equal(run_cli(args, &out), 1);
+    assert_non_null(strstr(out, ":1: field 'text' is not a string"));
     free(out);
     in = "[1]\n";
     write_file(p, in, strlen(in));

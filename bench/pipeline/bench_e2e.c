@@ -59,7 +59,7 @@ static void load_texts(zp_dataset *ds, texts *t)
     while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
         for (size_t i = 0; i < b->rows; i++) {
             json_error_t e;
-            json_t *j = json_loadb(b->data + b->offsets[i], b->offsets[i + 1] - b->offsets[i], 0, &e);
+            json_t *j = json_loadb(b->data + b->offsets[i], b->offsets[i + 1] - b->offsets[i], JSON_ALLOW_NUL, &e);
             const char *s = json_string_value(json_object_get(j, "text"));
             size_t n = json_string_length(json_object_get(j, "text"));
             if (!s)

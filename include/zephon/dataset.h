@@ -35,6 +35,14 @@ typedef struct zp_dataset_config {
     /* Optional log sink (borrowed; must outlive the dataset). Default NULL. */
     zp_log_fn log;
     void *log_user;
+    /* Folder of the persistent index cache (a path; the string is copied at
+     * create). Default NULL (or ""): off. When set, zp_dataset_index() takes
+     * the record count of a local shard from the cache when an entry matches
+     * the shard's absolute path, size, mtime (ns) and format, and writes an
+     * entry after counting one. The folder must exist; a cache that cannot
+     * be read or written is logged (ZP_LOG_WARN) and otherwise ignored: it
+     * never makes indexing fail. See docs/datasets.md "Index cache". */
+    const char *index_cache_dir;
 } zp_dataset_config;
 
 /* Fill cfg with the defaults above. */
@@ -57,8 +65,9 @@ void zp_dataset_destroy(zp_dataset *ds);
 zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
 
 /* Count the records of every shard whose count is not known yet (shards not
- * from a manifest). Reads each such shard once; the counts are kept, so a
- * second call does nothing. Called implicitly by zp_worksource_create(). */
+ * from a manifest). Reads each such shard once, unless its count is in the
+ * index cache (index_cache_dir); the counts are kept, so a second call does
+ * nothing. Called implicitly by zp_worksource_create(). */
 zp_status zp_dataset_index(zp_dataset *ds);
 
 /* Write a manifest describing every shard (indexes first if needed). With

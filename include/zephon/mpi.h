@@ -308,7 +308,8 @@ typedef struct zp_mpi_straggler {
     double fetch_per_batch;    /* seconds, the value judged (run or window) */
     double median;             /* the median over ranks */
     double ratio;              /* fetch_per_batch / median (inf when the median is 0) */
-    double z;                  /* robust z-score (inf when MAD is 0 and above the median) */
+    double z;                  /* robust z-score 0.6745 (x - median) / MAD; when MAD is 0,
+                                  (x - median) / (1.2533 x mean absolute deviation) */
     double stall_fraction;
     uint32_t windows;          /* consecutive flagged windows ending at this report */
     char reason[256];          /* the same in words */

@@ -36,6 +36,9 @@ static void run_usage(FILE *f)
         "  --no-shuffle            dataset order\n"
         "  --block-shards N        shards per shuffle block (default 8)\n"
         "  --remainder pad|drop    samples %% world size policy (default pad)\n"
+        "  --no-index-cache        count shards lacking a manifest count by reading them,\n"
+        "                          without the index cache ($XDG_CACHE_HOME/zephon/index,\n"
+        "                          else ~/.cache/zephon/index; docs/datasets.md)\n"
         "  --rank R --world-size W this rank (default: MPI, else RANK/WORLD_SIZE,\n"
         "                          else SLURM_PROCID/SLURM_NTASKS, else 0/1)\n"
         "pipeline:\n"
@@ -237,6 +240,8 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
             NEED_U64(o->start_epoch);
         else if (!strcmp(a, "--no-shuffle"))
             o->ws.shuffle = 0;
+        else if (!strcmp(a, "--no-index-cache"))
+            o->no_index_cache = 1;
         else if (!strcmp(a, "--block-shards"))
             NEED_U64(o->ws.shuffle_block_shards);
         else if (!strcmp(a, "--remainder")) {
@@ -576,6 +581,52 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
                (unsigned long long)r->counts.truncated_tokens);
 }
 
+/* The index cache folder of `zephon run`: $XDG_CACHE_HOME/zephon/index
+ * (when absolute, as the XDG spec asks), else $HOME/.cache/zephon/index,
+ * created like mkdir -p (new folders 0700). 0, or -1 with errno (ENOENT
+ * when neither variable is usable). */
+static int run_index_cache_dir(char *buf, size_t cap)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    buf[0] = '\0';
+    if (xdg && xdg[0] == '/')
+        n = snprintf(buf, cap, "%s/zephon/index", xdg);
+    else if (home && *home)
+        n = snprintf(buf, cap, "%s/.cache/zephon/index", home);
+    else {
+        errno = ENOENT;
+        return -1;
+    }
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        int r = mkdir(buf, 0700);
+        int e = errno;
+        *p = c;
+        if (r != 0 && e != EEXIST) {
+            errno = e;
+            return -1;
+        }
+        if (c == '\0')
+            break;
+    }
+    struct stat sb;
+    if (stat(buf, &sb) != 0)
+        return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
 int zp_run_main(zp_run_opts *o)
 {
     zp_run_rank_from_env(o);
@@ -584,8 +635,19 @@ int zp_run_main(zp_run_opts *o)
                 o->ws.world_size);
         return 2;
     }
+    zp_dataset_config dcfg;
+    zp_dataset_config_init(&dcfg);
+    char cache_dir[PATH_MAX];
+    if (!o->no_index_cache) {
+        if (run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
+            dcfg.index_cache_dir = cache_dir;
+        else if (!o->quiet)
+            fprintf(stderr, "zephon run: warning: index cache off: %s%s%s: %s\n",
+                    cache_dir[0] ? "cannot create '" : "no $XDG_CACHE_HOME or $HOME",
+                    cache_dir, cache_dir[0] ? "'" : "", strerror(errno));
+    }
     zp_dataset *ds = NULL;
-    zp_status st = zp_dataset_create(NULL, &ds);
+    zp_status st = zp_dataset_create(&dcfg, &ds);
     if (st != ZP_OK) {
         fprintf(stderr, "zephon run: %s\n", zp_status_str(st));
         return 1;

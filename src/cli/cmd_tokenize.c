@@ -141,12 +141,13 @@ int zp_cmd_tokenize(int argc, char **argv)
         }
         json_t *v = json_is_object(obj) ? json_object_get(obj, field) : NULL;
         if (!json_is_object(obj) || !v || !json_is_string(v)) {
-            fprintf(stderr, "zephon tokenize: %s:%zu: %s\n", name, lineno,
-                    !json_is_object(obj) ? "not a JSON object"
-                    : !v                 ? "no such field"
-                                         : "field is not a string");
-            if (json_is_object(obj))
-                fprintf(stderr, "zephon tokenize: (field '%s')\n", field);
+            if (!json_is_object(obj))
+                fprintf(stderr, "zephon tokenize: %s:%zu: not a JSON object\n", name, lineno);
+            else if (!v)
+                fprintf(stderr, "zephon tokenize: %s:%zu: no field '%s'\n", name, lineno, field);
+            else
+                fprintf(stderr, "zephon tokenize: %s:%zu: field '%s' is not a string\n", name,
+                        lineno, field);
             json_decref(obj);
             goto out;
         }

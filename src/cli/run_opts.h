@@ -48,6 +48,7 @@ typedef struct zp_run_opts {
     const char *metrics_out; /* --metrics-out FILE */
     const char *report_dir;  /* --report DIR (MPI build) */
     uint64_t report_every;   /* --report-every N batches; 0: automatic */
+    int no_index_cache;      /* --no-index-cache: count shards without the index cache */
     const zp_run_hooks *hooks; /* set by the MPI front end */
 } zp_run_opts;
 

@@ -61,7 +61,8 @@ struct zp_encoder {
 
     /* long merge, one entry per byte position, lcap positions, owned */
     size_t lcap;
-    uint32_t *lid, *lnext, *lprev, *lrank, *heap, *where;
+    uint32_t *lid, *lnext, *lprev, *where;
+    uint64_t *lheap;
 
     /* cache, owned */
     uint32_t *ctag;     /* nsets * CACHE_WAYS tags, 0 = empty */
@@ -223,168 +224,145 @@ static size_t bpe_short(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
     return m;
 }
 
-/* Indexed binary min-heap of positions keyed by (rank, position). */
-static inline uint64_t hkey(const zp_encoder *e, uint32_t pos)
+/* Indexed binary min-heap of keys rank << 32 | position: the smallest key
+ * is the next merge (lowest rank, leftmost). where[pos] is the index of
+ * pos's key in the heap, or NONE. */
+static inline void heap_set(zp_encoder *e, size_t k, uint64_t key)
 {
-    return ((uint64_t)e->lrank[pos] << 32) | pos;
+    e->lheap[k] = key;
+    e->where[(uint32_t)key] = (uint32_t)k;
 }
 
 static void heap_up(zp_encoder *e, size_t k)
 {
-    uint32_t *h = e->heap, *w = e->where;
-    uint32_t x = h[k];
-    uint64_t kx = hkey(e, x);
+    const uint64_t *h = e->lheap;
+    uint64_t x = h[k];
     while (k > 0) {
         size_t parent = (k - 1) / 2;
-        if (hkey(e, h[parent]) <= kx)
+        if (h[parent] <= x)
             break;
-        h[k] = h[parent];
-        w[h[k]] = (uint32_t)k;
+        heap_set(e, k, h[parent]);
         k = parent;
     }
-    h[k] = x;
-    w[x] = (uint32_t)k;
+    heap_set(e, k, x);
 }
 
 static void heap_down(zp_encoder *e, size_t k, size_t hn)
 {
-    uint32_t *h = e->heap, *w = e->where;
-    uint32_t x = h[k];
-    uint64_t kx = hkey(e, x);
+    const uint64_t *h = e->lheap;
+    uint64_t x = h[k];
     for (;;) {
         size_t c = 2 * k + 1;
         if (c >= hn)
             break;
-        uint64_t kc = hkey(e, h[c]);
-        if (c + 1 < hn) {
-            uint64_t kc2 = hkey(e, h[c + 1]);
-            if (kc2 < kc) {
-                c++;
-                kc = kc2;
-            }
-        }
-        if (kx <= kc)
+        if (c + 1 < hn && h[c + 1] < h[c])
+            c++;
+        if (x <= h[c])
             break;
-        h[k] = h[c];
-        w[h[k]] = (uint32_t)k;
+        heap_set(e, k, h[c]);
         k = c;
     }
-    h[k] = x;
-    w[x] = (uint32_t)k;
+    heap_set(e, k, x);
 }
 
 static void heap_remove(zp_encoder *e, size_t k, size_t *hn)
 {
-    uint32_t gone = e->heap[k];
-    e->where[gone] = ZPI_TOK_NONE;
+    e->where[(uint32_t)e->lheap[k]] = ZPI_TOK_NONE;
     size_t last = --*hn;
     if (k == last)
         return;
-    uint32_t x = e->heap[last];
-    e->heap[k] = x;
-    e->where[x] = (uint32_t)k;
+    uint64_t x = e->lheap[last];
+    heap_set(e, k, x);
     heap_up(e, k);
-    heap_down(e, e->where[x], *hn);
+    heap_down(e, e->where[(uint32_t)x], *hn);
 }
 
-/* pos's rank changed: move, insert or remove it. */
-static void heap_update(zp_encoder *e, uint32_t pos, size_t *hn)
+/* The pair starting at pos now has rank `rank`: insert, move or remove it. */
+static void heap_update(zp_encoder *e, uint32_t pos, uint32_t rank, size_t *hn)
 {
     uint32_t k = e->where[pos];
-    if (k == ZPI_TOK_NONE) {
-        if (e->lrank[pos] == ZPI_TOK_NONE)
-            return;
-        e->heap[*hn] = pos;
-        e->where[pos] = (uint32_t)*hn;
-        (*hn)++;
-        heap_up(e, *hn - 1);
+    if (rank == ZPI_TOK_NONE) {
+        if (k != ZPI_TOK_NONE)
+            heap_remove(e, k, hn);
         return;
     }
-    if (e->lrank[pos] == ZPI_TOK_NONE) {
-        heap_remove(e, k, hn);
-        return;
-    }
+    if (k == ZPI_TOK_NONE)
+        k = (uint32_t)(*hn)++;
+    heap_set(e, k, ((uint64_t)rank << 32) | pos);
     heap_up(e, k);
     heap_down(e, e->where[pos], *hn);
+}
+
+static void long_release(zp_encoder *e)
+{
+    free(e->lid);
+    free(e->lnext);
+    free(e->lprev);
+    free(e->where);
+    free(e->lheap);
+    e->lid = e->lnext = e->lprev = e->where = NULL;
+    e->lheap = NULL;
+    e->lcap = 0;
 }
 
 static int long_reserve(zp_encoder *e, size_t n)
 {
     if (n <= e->lcap)
         return 0;
-    uint32_t **arrs[6] = {&e->lid, &e->lnext, &e->lprev, &e->lrank, &e->heap, &e->where};
-    for (int i = 0; i < 6; i++) {
-        free(*arrs[i]);
-        *arrs[i] = NULL;
-    }
-    e->lcap = 0;
-    for (int i = 0; i < 6; i++) {
-        *arrs[i] = malloc(n * sizeof(uint32_t));
-        if (!*arrs[i])
-            return -1;
+    long_release(e);
+    e->lid = malloc(n * sizeof *e->lid);
+    e->lnext = malloc(n * sizeof *e->lnext);
+    e->lprev = malloc(n * sizeof *e->lprev);
+    e->where = malloc(n * sizeof *e->where);
+    e->lheap = malloc(n * sizeof *e->lheap);
+    if (!e->lid || !e->lnext || !e->lprev || !e->where || !e->lheap) {
+        long_release(e);
+        return -1;
     }
     e->lcap = n;
     return 0;
 }
 
-static void long_release(zp_encoder *e)
-{
-    uint32_t **arrs[6] = {&e->lid, &e->lnext, &e->lprev, &e->lrank, &e->heap, &e->where};
-    for (int i = 0; i < 6; i++) {
-        free(*arrs[i]);
-        *arrs[i] = NULL;
-    }
-    e->lcap = 0;
-}
-
-/* Heap merge of p[0..n), O(n log n): same result as bpe_short (the pair of
- * lowest rank first, leftmost on ties). Returns the id count, or
- * (size_t)-1 when scratch memory cannot grow. */
+/* Heap merge of p[0..n), O(n log n): the parts are a doubly linked list over
+ * byte positions (a part starting at i has id[i]); the same result as
+ * bpe_short. Returns the id count, or (size_t)-1 when scratch memory cannot
+ * grow. */
 static size_t bpe_long(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
 {
     const zp_tokenizer *t = e->tok;
     if (n >= ZPI_TOK_NONE || long_reserve(e, n) != 0)
         return (size_t)-1;
-    uint32_t *id = e->lid, *next = e->lnext, *prev = e->lprev, *rk = e->lrank;
+    uint32_t *id = e->lid, *next = e->lnext, *prev = e->lprev, *where = e->where;
     const uint32_t nn = (uint32_t)n;
+    size_t hn = 0;
     for (uint32_t i = 0; i < nn; i++) {
         id[i] = t->byte_id[p[i]];
         next[i] = i + 1;
         prev[i] = i == 0 ? ZPI_TOK_NONE : i - 1;
-    }
-    size_t hn = 0;
-    for (uint32_t i = 0; i < nn; i++) {
-        rk[i] = i + 1 < nn ? t->bp_rank[(unsigned)p[i] << 8 | p[i + 1]] : ZPI_TOK_NONE;
-        e->where[i] = ZPI_TOK_NONE;
-        if (rk[i] != ZPI_TOK_NONE) {
-            e->heap[hn] = i;
-            e->where[i] = (uint32_t)hn;
-            hn++;
-        }
+        uint32_t r = i + 1 < nn ? t->bp_rank[(unsigned)p[i] << 8 | p[i + 1]] : ZPI_TOK_NONE;
+        where[i] = ZPI_TOK_NONE;
+        if (r != ZPI_TOK_NONE)
+            heap_set(e, hn++, ((uint64_t)r << 32) | i);
     }
     for (size_t k = hn / 2; k-- > 0;)
         heap_down(e, k, hn);
     while (hn > 0) {
-        uint32_t i = e->heap[0];
+        uint64_t top = e->lheap[0];
+        uint32_t i = (uint32_t)top;
         heap_remove(e, 0, &hn);
         uint32_t j = next[i];
-        id[i] = zpi_tok_merged(t, rk[i]);
-        if (e->where[j] != ZPI_TOK_NONE)
-            heap_remove(e, e->where[j], &hn);
+        id[i] = zpi_tok_merged(t, (uint32_t)(top >> 32));
+        if (where[j] != ZPI_TOK_NONE)
+            heap_remove(e, where[j], &hn);
         uint32_t nj = next[j];
         next[i] = nj;
         if (nj < nn) {
             prev[nj] = i;
-            rk[i] = pair_rank(e, id[i], id[nj]);
-        } else {
-            rk[i] = ZPI_TOK_NONE;
+            heap_update(e, i, pair_rank(e, id[i], id[nj]), &hn);
         }
-        heap_update(e, i, &hn);
         uint32_t pi = prev[i];
-        if (pi != ZPI_TOK_NONE) {
-            rk[pi] = pair_rank(e, id[pi], id[i]);
-            heap_update(e, pi, &hn);
-        }
+        if (pi != ZPI_TOK_NONE)
+            heap_update(e, pi, pair_rank(e, id[pi], id[i]), &hn);
     }
     size_t m = 0;
     for (uint32_t i = 0; i < nn; i = next[i])
@@ -529,7 +507,7 @@ size_t zp_encoder_memory(const zp_encoder *enc)
     if (!enc)
         return 0;
     size_t slots = enc->ctag ? ((size_t)enc->cset_mask + 1) * CACHE_WAYS : 0;
-    return sizeof *enc + enc->lcap * 6 * sizeof(uint32_t) +
+    return sizeof *enc + enc->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
            slots * (sizeof(uint32_t) + sizeof(cache_slot));
 }
 
@@ -553,6 +531,7 @@ zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
             size_t j = scan_piece(s, i, len), n = j - i;
             start[nb] = i;
             plen[nb] = n;
+            hash[nb] = 0;
             if (n >= 2 && n <= enc->hash_max) {
                 uint64_t h = zpi_tok_hash(s + i, n);
                 hash[nb] = h;

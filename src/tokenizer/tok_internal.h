@@ -52,7 +52,6 @@ typedef struct zpi_tok_span {
     uint32_t len;
 } zpi_tok_span;
 
-
 struct zp_tokenizer {
     zp_tokenizer_config cfg;
     zpi_tok_mode mode;

@@ -33,14 +33,14 @@ int mpt_finish(int cmocka_failures)
     return any ? 1 : 0;
 }
 
-void mpt_fail(const char *file, int line, const char *fmt, ...)
+void mpt_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt + 1, ap); /* fmt starts with "-" (see MPT_CHECK) */
     va_end(ap);
-    fprintf(stderr, "rank %d: %s:%d: %s\n", mpt_rank, file, line, msg);
+    fprintf(stderr, "rank %d: %s:%d: check '%s' failed: %s\n", mpt_rank, file, line, cond, msg);
     local_failures++;
 }
 
@@ -98,7 +98,8 @@ uint64_t mpt_make_dataset(const char *dir, const char *name, const size_t *n, si
                 }
                 fprintf(f, "{\"id\": %llu, \"text\": \"doc %llu", (unsigned long long)g,
                         (unsigned long long)g);
-                for (size_t w = 0; w < (g * 7919) % 23; w++)
+                /* varied lengths, longer towards the end of the dataset */
+                for (size_t w = 0; w < (g * 7919) % 23 + (g * 48) / total; w++)
                     fprintf(f, " word%zu", w);
                 fprintf(f, "\"}\n");
             }

@@ -31,11 +31,12 @@ void mpt_init(int *argc, char ***argv);
 int mpt_finish(int cmocka_failures);
 
 /* Record a failure on this rank (no longjmp). */
-void mpt_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mpt_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 #define MPT_CHECK(cond, ...)                                                                       \
     do {                                                                                           \
         if (!(cond))                                                                               \
-            mpt_fail(__FILE__, __LINE__, "check '" #cond "' failed: " __VA_ARGS__);                \
+            mpt_fail(__FILE__, __LINE__, #cond, "-" __VA_ARGS__);                                  \
     } while (0)
 
 /* Collective: fail the current test on every rank when any rank recorded a

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# test_mpi_cli.sh ZEPHON MPIRUN - `zephon run` under mpirun (the MPI path
+# is taken automatically):
+#  1. 1..4 ranks: exactly once across ranks, equal counts, the report in
+#     four formats, its totals equal to the sum of the ranks' rows;
+#  2. a slow rank (--fetch-delay-us on one rank, MPMD) is named as the
+#     straggler and no other rank is;
+#  3. a rank given a different manifest: every rank fails with a message
+#     naming the ranks, no hang;
+#  4. token packing: every rank delivers the same number of batches;
+#  5. --report without mpirun (an MPI singleton) works.
+set -u
+Z=${1:?usage: test_mpi_cli.sh ZEPHON MPIRUN}
+MPIRUN=${2:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0; passes=0
+ok()   { passes=$((passes+1)); echo "ok - $*"; }
+bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+run() { timeout 60 "$MPIRUN" --oversubscribe --bind-to none "$@"; }
+
+"$Z" gen --out "$T/a" --shards 9 --samples-per-shard 150 --uneven --seed 7 >/dev/null || { echo "FAIL - gen"; exit 1; }
+"$Z" gen --out "$T/b" --shards 4 --samples-per-shard 50 --seed 8 >/dev/null || { echo "FAIL - gen"; exit 1; }
+A="$T/a/manifest.json"; B="$T/b/manifest.json"
+total=$(python3 -c "import json;print(sum(s['samples'] for s in json.load(open('$A'))['shards']))")
+
+# 1. exactly once + the report
+for W in 1 2 3 4; do
+  run -np $W "$Z" run "$A" --quiet --seed 5 --threads 1 --microbatch 16 \
+      --emit-ids "$T/ids$W" --report "$T/rep$W" > "$T/out$W" 2> "$T/err$W"
+  rc=$?
+  check "W=$W runs (rc $rc)" '[[ $rc -eq 0 ]]'
+  [[ $rc -eq 0 ]] || { cat "$T/err$W"; continue; }
+  counts=$(for ((r=0; r<W; r++)); do wc -l < "$T/ids$W/rank-$r.ids"; done | sort -u | wc -l)
+  check "W=$W equal per-rank counts" '[[ $counts -eq 1 ]]'
+  uniq=$(cat "$T"/ids$W/rank-*.ids | sort -u | wc -l)
+  check "W=$W every sample delivered ($uniq of $total)" '[[ $uniq -eq $total ]]'
+  all=$(cat "$T"/ids$W/rank-*.ids | wc -l)
+  check "W=$W fewer than W repeats ($all - $total)" '[[ $all -ge $total && $((all - total)) -lt $W ]]'
+  for f in report.txt report.json report.csv report.html windows.csv; do
+    check "W=$W wrote $f" '[[ -s "$T/rep$W/$f" ]]'
+  done
+  check "W=$W report totals and ranks" "python3 - '$T/rep$W/report.json' $W $all <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); W = int(sys.argv[2]); n = int(sys.argv[3])
+assert d['header']['ranks'] == W and len(d['ranks']) == W, d['header']
+assert [r['rank'] for r in d['ranks']] == list(range(W))
+for k in ('samples', 'batches', 'records', 'bytes_fetched', 'bytes_read', 'shards_opened'):
+    assert d['totals'][k] == sum(r[k] for r in d['ranks']), k
+assert d['totals']['samples'] == n, (d['totals']['samples'], n)
+assert d['header']['dataset']['samples'] > 0
+assert d['verdict'].startswith('verdict: ')
+assert len(d['windows']['fetch_per_batch_s']) == W
+EOF"
+  rows=$(($(wc -l < "$T/rep$W/report.csv") - 1))
+  check "W=$W csv has one row per rank" '[[ $rows -eq $W ]]'
+  check "W=$W html is self-contained" '! grep -Eq "<script|<link|src=|@import" "$T/rep$W/report.html" && grep -q "<svg" "$T/rep$W/report.html"'
+  check "W=$W text report printed by rank 0 only" '[[ $(grep -c "^verdict: " "$T/out$W") -eq 1 ]]'
+done
+
+# 2. a slow rank is named, and only it
+common=(--quiet --threads 1 --microbatch 4 --chunk-samples 4 --prefetch-batches 8 --step-time 0.004 --max-batches 30 --report-every 5)
+run -np 2 "$Z" run "$A" "${common[@]}" --report "$T/slow" : \
+    -np 1 "$Z" run "$A" "${common[@]}" --report "$T/slow" --fetch-delay-us 25000 > "$T/slow.out" 2> "$T/slow.err"
+rc=$?
+check "slow-rank run (rc $rc)" '[[ $rc -eq 0 ]]'
+check "the slow rank (2) is the only straggler" "python3 - '$T/slow/report.json' <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [s['rank'] for s in d['stragglers']]
+assert names == [2], (names, d['verdict'])
+s = d['stragglers'][0]
+assert 'ratio' in s['reasons'] and 'stall' in s['reasons'], s
+assert 'straggler: rank 2' in d['verdict'], d['verdict']
+EOF" || cat "$T/slow/report.txt"
+check "the text report names it" 'grep -q "^  rank 2 (" "$T/slow/report.txt"'
+
+# 3. a rank given a different manifest: all fail, no hang
+run -np 2 "$Z" run "$A" --quiet : -np 1 "$Z" run "$B" --quiet > "$T/mm.out" 2> "$T/mm.err"
+rc=$?
+check "different manifest fails (rc $rc, not a timeout)" '[[ $rc -ne 0 && $rc -ne 124 ]]'
+n=$(grep -c "ranks disagree: .*rank 2: .*$B" "$T/mm.err")
+check "every rank names rank 2 and its manifest ($n lines)" '[[ $n -eq 3 ]]' || cat "$T/mm.err"
+
+# 4. token packing: the same number of batches on every rank
+run -np 3 "$Z" run "$A" --quiet --threads 1 --tokenize gpt2 --seq-len 64 --microbatch 2 --json \
+    > "$T/tok.out" 2> "$T/tok.err"
+rc=$?
+check "token run (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/tok.err"
+nb=$(grep -o '"batches":[0-9]*' "$T/tok.out" | sort -u | wc -l)
+nr=$(grep -c '"batches":' "$T/tok.out")
+check "token packing: 3 ranks, one batch count" '[[ $nr -eq 3 && $nb -eq 1 ]]' || cat "$T/tok.out"
+# the same ranks run alone (no MPI) deliver different counts: all stopped at the shortest
+solo=$(for r in 0 1 2; do "$Z" run "$A" --quiet --threads 1 --tokenize gpt2 --seq-len 64 --microbatch 2 \
+         --json --rank $r --world-size 3 | grep -o '"batches":[0-9]*' | cut -d: -f2; done | sort -n)
+lo=$(head -1 <<<"$solo"); distinct=$(sort -u <<<"$solo" | wc -l)
+got=$(grep -o '"batches":[0-9]*' "$T/tok.out" | head -1 | cut -d: -f2)
+check "token packing: alone the ranks differ ($distinct counts), together they stop at the shortest ($got = $lo)" \
+  '[[ $distinct -gt 1 && "$got" == "$lo" ]]'
+
+# 5. a singleton run with --report
+timeout 60 "$Z" run "$B" --quiet --report "$T/single" > "$T/single.out" 2>&1
+rc=$?
+check "singleton --report (rc $rc)" '[[ $rc -eq 0 && -s "$T/single/report.json" ]]' || cat "$T/single.out"
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]

@@ -1,0 +1,48 @@
+# MPI tests (label "mpi"): cmocka programs run under mpirun with 1..4 ranks
+# (oversubscribed on small machines), command-line tests of `zephon run`
+# under mpirun, and the real single-node Slurm test (label "slurm").
+# Every test has a TIMEOUT: a rank that dies before a collective would
+# otherwise leave the others waiting.
+set(_zp_mpi_tests ${CMAKE_CURRENT_LIST_DIR})
+set(ZP_MPI_ENV
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
+  # Open MPI's own allocations are reported as leaks under ASan
+  LSAN_OPTIONS=suppressions=${_zp_mpi_tests}/lsan.supp:print_suppressions=0)
+set(ZP_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none)
+
+# zp_add_mpi_test(NAME SOURCES... NP n... TIMEOUT s)
+function(zp_add_mpi_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;NP" ${ARGN})
+  add_executable(${name} ${T_SOURCES} ${_zp_mpi_tests}/mpitest.c
+                 ${CMAKE_CURRENT_SOURCE_DIR}/tests/testutil.c)
+  target_compile_options(${name} PRIVATE ${ZP_WARN})
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_include_directories(${name} PRIVATE ${_zp_mpi_tests} ${CMAKE_CURRENT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE zephon_mpi PkgConfig::CMOCKA PkgConfig::ZSTD m)
+  foreach(np ${T_NP})
+    add_test(NAME ${name}_np${np}
+      COMMAND ${ZP_MPIRUN} ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${name}>)
+    set_tests_properties(${name}_np${np} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS mpi
+      ENVIRONMENT "${ZP_MPI_ENV}")
+  endforeach()
+endfunction()
+
+zp_add_mpi_test(test_mpi_basic SOURCES ${_zp_mpi_tests}/test_mpi_basic.c NP 1 2 3 4 TIMEOUT 60)
+zp_add_mpi_test(test_mpi_agree SOURCES ${_zp_mpi_tests}/test_mpi_agree.c NP 1 2 3 4 TIMEOUT 60)
+zp_add_mpi_test(test_mpi_straggler SOURCES ${_zp_mpi_tests}/test_mpi_straggler.c NP 1 2 3 4 TIMEOUT 90)
+
+# `zephon run` under mpirun: exactly once, the report files, a slow rank
+# named, a rank given another manifest, token packing in lock-step.
+add_test(NAME test_mpi_cli
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_cli.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_cli PROPERTIES TIMEOUT 180 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
+# A real single-node Slurm (munged, slurmctld, slurmd started and stopped by
+# the script) running slurm/zephon-smoke.sbatch. Needs root and the
+# slurm-wlm and munge packages (tools/deps.sh --slurm); not under sanitizers.
+add_test(NAME test_mpi_slurm
+  COMMAND bash ${_zp_mpi_tests}/slurm_test.sh $<TARGET_FILE:zephon_cli> $<TARGET_FILE:example_mpi_train>)
+set_tests_properties(test_mpi_slurm PROPERTIES TIMEOUT 180 LABELS "mpi;slurm;nosan"
+  ENVIRONMENT "${ZP_MPI_ENV}" RUN_SERIAL TRUE)
