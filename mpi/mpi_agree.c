@@ -122,24 +122,24 @@ static void field_value(char *buf, size_t cap, const uint64_t *rec, int f)
 {
     switch (f) {
     case F_DS_FP:
-        snprintf(buf, cap, "fingerprint %016llx (%llu shards, %llu samples)",
+        zpi_mpi_fmt(buf, cap, "fingerprint %016llx (%llu shards, %llu samples)",
                  (unsigned long long)rec[F_DS_FP], (unsigned long long)rec[F_DS_SHARDS],
                  (unsigned long long)rec[F_DS_SAMPLES]);
         break;
     case F_REMAINDER:
-        snprintf(buf, cap, "%s", rec[f] ? "drop" : "pad");
+        zpi_mpi_fmt(buf, cap, "%s", rec[f] ? "drop" : "pad");
         break;
     case F_PACK:
-        snprintf(buf, cap, "%s", pack_name((zp_pack_mode)rec[f]));
+        zpi_mpi_fmt(buf, cap, "%s", pack_name((zp_pack_mode)rec[f]));
         break;
     case F_BAD:
-        snprintf(buf, cap, "%s", rec[f] ? "skip" : "fail");
+        zpi_mpi_fmt(buf, cap, "%s", rec[f] ? "skip" : "fail");
         break;
     case F_EXTRA:
-        snprintf(buf, cap, "hash %016llx", (unsigned long long)rec[f]);
+        zpi_mpi_fmt(buf, cap, "hash %016llx", (unsigned long long)rec[f]);
         break;
     default:
-        snprintf(buf, cap, "%llu", (unsigned long long)rec[f]);
+        zpi_mpi_fmt(buf, cap, "%llu", (unsigned long long)rec[f]);
     }
 }
 
@@ -148,7 +148,7 @@ static void describe_field(char *msg, size_t cap, const uint64_t *all, int size,
                            int *ranks)
 {
     size_t len = strlen(msg);
-    snprintf(msg + len, cap - len, "%s%s differs:", len ? "; " : "", FIELD_NAME[f]);
+    zpi_mpi_fmt(msg + len, cap - len, "%s%s differs:", len ? "; " : "", FIELD_NAME[f]);
     /* distinct values in order of first appearance, at most 4 shown */
     uint64_t shown[4];
     int n_shown = 0;
@@ -168,7 +168,7 @@ static void describe_field(char *msg, size_t cap, const uint64_t *all, int size,
         zpi_mpi_ranklist(list, sizeof list, ranks, n);
         field_value(val, sizeof val, all + (size_t)i * F_N, f);
         len = strlen(msg);
-        snprintf(msg + len, cap - len, "%s rank%s %s: %s", n_shown > 1 ? "," : "", n > 1 ? "s" : "",
+        zpi_mpi_fmt(msg + len, cap - len, "%s rank%s %s: %s", n_shown > 1 ? "," : "", n > 1 ? "s" : "",
                  list, val);
     }
 }
@@ -178,7 +178,7 @@ static zp_status bcast_extra(zp_mpi *m, int src, const char *extra, char *buf, s
 {
     memset(buf, 0, cap);
     if (m->rank == src && extra)
-        snprintf(buf, cap, "%s", extra);
+        zpi_mpi_fmt(buf, cap, "%s", extra);
     return zpi_mpi_check(m, MPI_Bcast(buf, (int)cap, MPI_CHAR, src, m->comm),
                          "MPI_Bcast (extra settings)");
 }
@@ -320,7 +320,7 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         if (bcast_extra(m, 0, extra, a, sizeof a) == ZP_OK &&
             bcast_extra(m, other, extra, b, sizeof b) == ZP_OK) {
             size_t len = strlen(msg);
-            snprintf(msg + len, sizeof msg - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
+            zpi_mpi_fmt(msg + len, sizeof msg - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
                      len ? "; " : "", na > 1 ? "s" : "", la, a, nb > 1 ? "s" : "", lb, b,
                      nrest ? " (and other variants)" : "");
         }
@@ -355,7 +355,7 @@ static char *make_tmp(zp_mpi *m)
         zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    snprintf(p, n, "%s/zephon-manifest-XXXXXX.json", d);
+    zpi_mpi_fmt(p, n, "%s/zephon-manifest-XXXXXX.json", d);
     int fd = mkstemps(p, 5);
     if (fd < 0) {
         zpi_mpi_fail(m, ZP_ERR_IO, "cannot create a temporary manifest in '%s': %s", d,
@@ -424,7 +424,7 @@ static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
             st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
             goto out;
         }
-        snprintf(abs, len, "%s/%s", dir, p);
+        zpi_mpi_fmt(abs, len, "%s/%s", dir, p);
         json_object_set_new(e, "path", json_string(abs));
         free(abs);
     }

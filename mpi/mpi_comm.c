@@ -20,6 +20,14 @@ double zpi_mpi_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
 zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
 {
     va_list ap;
@@ -36,7 +44,7 @@ zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what)
     char s[MPI_MAX_ERROR_STRING];
     int n = 0;
     if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
-        snprintf(s, sizeof s, "MPI error %d", rc);
+        zpi_mpi_fmt(s, sizeof s, "MPI error %d", rc);
     return zpi_mpi_fail(m, ZP_ERR_MPI, "rank %d: %s failed: %s", m->rank, what, s);
 }
 
@@ -74,7 +82,7 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
     if (m->rank != res.r) {
         /* Messages from MPI failures already start with "rank R:". */
         char pre[32];
-        snprintf(pre, sizeof pre, "rank %d:", res.r);
+        zpi_mpi_fmt(pre, sizeof pre, "rank %d:", res.r);
         if (strncmp(msg, pre, strlen(pre)) == 0)
             zpi_mpi_fail(m, (zp_status)res.v, "%s", msg);
         else
@@ -102,12 +110,12 @@ void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n)
             j++;
         char item[48];
         if (j == i)
-            snprintf(item, sizeof item, "%s%d", i ? "," : "", ranks[i]);
+            zpi_mpi_fmt(item, sizeof item, "%s%d", i ? "," : "", ranks[i]);
         else
-            snprintf(item, sizeof item, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
+            zpi_mpi_fmt(item, sizeof item, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
         size_t il = strlen(item);
         if (len + il + 24 >= cap) {
-            snprintf(buf + len, cap - len, ",... (%zu ranks)", n);
+            zpi_mpi_fmt(buf + len, cap - len, ",... (%zu ranks)", n);
             return;
         }
         memcpy(buf + len, item, il + 1);
@@ -234,7 +242,7 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
     int hl = 0;
     char host[MPI_MAX_PROCESSOR_NAME] = {0};
     if (MPI_Get_processor_name(host, &hl) != MPI_SUCCESS)
-        snprintf(host, sizeof host, "?");
+        zpi_mpi_fmt(host, sizeof host, "?");
     host[sizeof m->host - 1] = '\0'; /* host names are cut to 63 bytes */
     memcpy(m->host, host, sizeof m->host);
 
@@ -381,7 +389,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     m->sync_seconds += zpi_mpi_now() - t0;
     if (mst != ZP_OK) {
         m->step_final = mst;
-        snprintf(m->step_msg, sizeof m->step_msg, "%s", m->err);
+        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "%s", m->err);
         return mst;
     }
     if (res.v == 2) {
@@ -392,7 +400,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
         if (st == ZP_OK)
             m->dropped++;
         m->step_final = ZP_END;
-        snprintf(m->step_msg, sizeof m->step_msg,
+        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg,
                  "end of stream: rank %d ended first, every rank stops at this step", res.r);
         zpi_mpi_fail(m, ZP_END, "%s", m->step_msg);
         return ZP_END;
@@ -411,19 +419,19 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
                         "MPI_Bcast (a rank's pipeline error)");
     if (mst != ZP_OK) {
         m->step_final = mst;
-        snprintf(m->step_msg, sizeof m->step_msg, "%s", m->err);
+        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "%s", m->err);
         return mst;
     }
     e.msg[sizeof e.msg - 1] = '\0';
     if (m->rank == res.r || in.v == 0) {
         /* this rank failed too: its own error */
         m->step_final = st;
-        snprintf(m->step_msg, sizeof m->step_msg, "%s", m->rank == res.r ? e.msg : m->err);
+        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "%s", m->rank == res.r ? e.msg : m->err);
     } else {
         if (st == ZP_OK)
             m->dropped++;
         m->step_final = (zp_status)e.status;
-        snprintf(m->step_msg, sizeof m->step_msg, "rank %d failed: %s: %s", res.r,
+        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "rank %d failed: %s: %s", res.r,
                  zp_status_str((zp_status)e.status), e.msg);
     }
     zpi_mpi_fail(m, m->step_final, "%s", m->step_msg);

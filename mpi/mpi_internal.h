@@ -87,6 +87,8 @@ struct zp_cluster_report {
     zp_mpi_rank_stats *ranks;      /* size */
     zp_mpi_rank_stats totals;
     zp_mpi_rank_stats *node_tot;   /* nodes */
+    int *node_off, *node_list;     /* the ranks of node j: node_list[node_off[j] .. node_off[j+1]) */
+    uint8_t *named;                /* size: 1 for a named straggler */
     char *hosts;                   /* size x ZPI_MPI_HOST */
     zp_hist hist[ZPI_MPI_NHIST];
     zp_mpi_stat stat[ZP_MPI_M_COUNT];
@@ -96,7 +98,8 @@ struct zp_cluster_report {
     uint8_t *flag;                 /* size: flagged in this report's basis */
     double median, mad;            /* of the judged fetch per batch */
     double throughput, bounded;
-    double seconds;
+    double seconds;                /* start of the collective to the end of the analysis */
+    double analysis_seconds;       /* of which the root's analysis */
     size_t gather_bytes;
     /* windows (copied from the root's history, oldest first) */
     int n_windows;
@@ -126,6 +129,8 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
 void zpi_mpi_log(const zp_mpi *m, zp_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 double zpi_mpi_now(void);
+/* snprintf whose result is cut to cap without a compiler warning. */
+void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Rank lists as ranges ("0-3,7,9-10") into buf, at most cap bytes, with
  * "... (N ranks)" when cut. ranks sorted ascending. */

@@ -110,17 +110,15 @@ static void human_bytes(char *buf, size_t cap, double v)
         v /= 1000;
         i++;
     }
-    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+    zpi_mpi_fmt(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
 }
 
 /* "host: ranks 0-3" groups, one per node, in node order. */
 static void node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap, int *scratch)
 {
-    size_t k = 0;
-    for (int i = 0; i < r->size; i++)
-        if (r->ranks[i].node == node)
-            scratch[k++] = i;
-    zpi_mpi_ranklist(buf, cap, scratch, k);
+    (void)scratch;
+    zpi_mpi_ranklist(buf, cap, r->node_list + r->node_off[node],
+                     (size_t)(r->node_off[node + 1] - r->node_off[node]));
 }
 
 static const char *kind_name(zp_mpi_report_kind k)
@@ -178,8 +176,10 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
     zpi_mpi_settings_text(&r->info, b);
     zpi_sb_puts(b, "\nstraggler criterion: ");
     criterion_text(r, b);
-    zpi_sb_printf(b, "\nreport: gathered and analysed in %.3f ms, %zu bytes gathered per rank\n",
-                  r->seconds * 1e3, r->gather_bytes);
+    zpi_sb_printf(b,
+                  "\nreport: gathered and analysed in %.3f ms (analysis %.3f ms), %zu bytes "
+                  "gathered per rank\n",
+                  r->seconds * 1e3, r->analysis_seconds * 1e3, r->gather_bytes);
 
     zpi_sb_puts(b, "\nhosts:\n");
     for (int j = 0; j < r->nodes; j++) {
@@ -373,7 +373,7 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     if (r->info.have_dataset) {
         json_t *d = json_object();
         char fp[24];
-        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->info.ds_fingerprint);
+        zpi_mpi_fmt(fp, sizeof fp, "%016llx", (unsigned long long)r->info.ds_fingerprint);
         json_object_set_new(d, "shards", jint(r->info.ds_shards));
         json_object_set_new(d, "samples", jint(r->info.ds_samples));
         json_object_set_new(d, "bytes", jint(r->info.ds_bytes));
@@ -389,6 +389,7 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(cr, "windows", json_integer(r->cfg.straggler_windows));
     json_object_set_new(hd, "criterion", cr);
     json_object_set_new(hd, "report_seconds", json_real(r->seconds));
+    json_object_set_new(hd, "analysis_seconds", json_real(r->analysis_seconds));
     json_object_set_new(hd, "gather_bytes_per_rank", jint(r->gather_bytes));
     json_object_set_new(root, "header", hd);
 
@@ -501,9 +502,7 @@ static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                    "cache_hit_rate,straggler\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
-        int strag = 0;
-        for (size_t k = 0; k < r->n_strag; k++)
-            strag |= r->strag[k].rank == s->rank;
+        int strag = r->named[i];
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
         sb_csv(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_printf(b,
@@ -619,12 +618,12 @@ static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
 static void heat_color(char *buf, size_t cap, double v)
 {
     if (!isfinite(v)) {
-        snprintf(buf, cap, "#dddddd");
+        zpi_mpi_fmt(buf, cap, "#dddddd");
         return;
     }
     v = v < 0 ? 0 : v > 1 ? 1 : v;
     int rr = (int)(255 - 90 * v), gg = (int)(255 - 230 * v), bb = (int)(255 - 230 * v);
-    snprintf(buf, cap, "#%02x%02x%02x", rr, gg, bb);
+    zpi_mpi_fmt(buf, cap, "#%02x%02x%02x", rr, gg, bb);
 }
 
 static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
@@ -765,9 +764,7 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    "<th>cache hit %</th><th>retries</th></tr>\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
-        int strag = 0;
-        for (size_t k = 0; k < r->n_strag; k++)
-            strag |= r->strag[k].rank == s->rank;
+        int strag = r->named[i];
         zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">", strag ? " class=\"strag\"" : "",
                       s->rank, s->node);
         zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
@@ -903,7 +900,7 @@ static zp_status write_file(const char *dir, const char *name, const char *data,
     char *path = malloc(n);
     if (!path)
         return ZP_ERR_NOMEM;
-    snprintf(path, n, "%s/%s", dir, name);
+    zpi_mpi_fmt(path, n, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     int ok = f && fwrite(data, 1, len, f) == len;
     int e = errno;
@@ -912,7 +909,7 @@ static zp_status write_file(const char *dir, const char *name, const char *data,
         e = errno;
     }
     if (!ok && errbuf)
-        snprintf(errbuf, errlen, "cannot write '%s': %s", path, strerror(e));
+        zpi_mpi_fmt(errbuf, errlen, "cannot write '%s': %s", path, strerror(e));
     free(path);
     return ok ? ZP_OK : ZP_ERR_IO;
 }
@@ -925,7 +922,7 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
         return ZP_ERR_INVALID;
     if (mkdir_p(dir) != 0) {
         if (errbuf)
-            snprintf(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
+            zpi_mpi_fmt(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
         return ZP_ERR_IO;
     }
     static const struct {
@@ -955,7 +952,7 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
         }
         if (st != ZP_OK) {
             if (errbuf)
-                snprintf(errbuf, errlen, "cannot render %s: %s", files[i].name, zp_status_str(st));
+                zpi_mpi_fmt(errbuf, errlen, "cannot render %s: %s", files[i].name, zp_status_str(st));
             return st;
         }
         st = write_file(dir, files[i].name, s, len, errbuf, errlen);

@@ -287,18 +287,52 @@ zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind ki
 
 /* ------------------------------------------------------------ analysis */
 
-static int cmp_double(const void *a, const void *b)
+/* The k-th smallest of v[0..n) (Hoare's selection, O(n) on average);
+ * reorders v so that v[0..k) <= v[k]. */
+static double select_kth(double *v, size_t n, size_t k)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
 }
 
+/* The median of v[0..n) (v is reordered); NaN when empty. */
 static double median_of(double *v, size_t n)
 {
     if (n == 0)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    double hi = select_kth(v, n, n / 2);
+    if (n % 2)
+        return hi;
+    double lo = v[0]; /* the largest of the lower half */
+    for (size_t i = 1; i < n / 2; i++)
+        if (v[i] > lo)
+            lo = v[i];
+    return 0.5 * (lo + hi);
 }
 
 /* The straggler criterion on values x (fetch per batch) and stall
@@ -469,7 +503,7 @@ static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
     n += snprintf(buf + n, cap - (size_t)n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
                   s->stall_fraction * 100, cfg->straggler_min_stall * 100);
     if (kind == ZP_MPI_REPORT_WINDOW && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, "; in the last %u windows", s->windows);
+        zpi_mpi_fmt(buf + n, cap - (size_t)n, "; in the last %u windows", s->windows);
 }
 
 static int cmp_strag(const void *a, const void *b)
@@ -494,6 +528,7 @@ static const char *job_env(void)
 zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out)
 {
     int n = m->size;
+    double t_analysis = zpi_mpi_now();
     zp_cluster_report *r = calloc(1, sizeof *r);
     if (!r)
         return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a report");
@@ -510,6 +545,9 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     r->z = malloc((size_t)n * sizeof *r->z);
     r->ratio = malloc((size_t)n * sizeof *r->ratio);
     r->flag = calloc((size_t)n, 1);
+    r->named = calloc((size_t)n, 1);
+    r->node_off = calloc((size_t)(m->nodes > 0 ? m->nodes : 1) + 1, sizeof *r->node_off);
+    r->node_list = malloc((size_t)n * sizeof *r->node_list);
     double *x = calloc((size_t)n, sizeof *x), *stall = calloc((size_t)n, sizeof *stall);
     double *scratch = malloc((size_t)n * sizeof *scratch), *wz = malloc((size_t)n * sizeof *wz);
     double *wr = malloc((size_t)n * sizeof *wr);
@@ -520,7 +558,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     r->win = malloc((size_t)keep * (size_t)n * sizeof *r->win);
     r->win_t = malloc((size_t)keep * sizeof *r->win_t);
     zp_status st = ZP_OK;
-    if (!r->ranks || !r->node_tot || !r->hosts || !r->z || !r->ratio || !r->flag || !x || !stall || !scratch ||
+    if (!r->ranks || !r->node_tot || !r->hosts || !r->named || !r->node_off || !r->node_list || !r->z || !r->ratio || !r->flag || !x || !stall || !scratch ||
         !wz || !wr || !ok || !wflag || !r->strag || !r->win || !r->win_t ||
         zpi_mpi_info_copy(&r->info, &m->info) != 0) {
         st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory analysing a report of %d ranks", n);
@@ -529,7 +567,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     memcpy(r->ranks, pd->recv, (size_t)n * sizeof *r->ranks);
     memcpy(r->hosts, m->hosts, (size_t)n * ZPI_MPI_HOST);
     const char *job = job_env();
-    snprintf(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
+    zpi_mpi_fmt(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
 
     /* merged histograms */
     for (int k = 0; k < ZPI_MPI_NHIST; k++) {
@@ -581,6 +619,16 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
             r->ranks_per_node_min = per_node[j];
         if (per_node[j] > r->ranks_per_node_max)
             r->ranks_per_node_max = per_node[j];
+    }
+    /* the ranks of each node, in rank order (counting sort) */
+    for (int j = 0; j < r->nodes; j++)
+        r->node_off[j + 1] = r->node_off[j] + per_node[j];
+    for (int j = 0; j < r->nodes; j++)
+        per_node[j] = r->node_off[j];
+    for (int i = 0; i < n; i++) {
+        int j = r->ranks[i].node;
+        if (j >= 0 && j < r->nodes)
+            r->node_list[per_node[j]++] = i;
     }
     free(per_node);
     derive(&r->totals);
@@ -641,6 +689,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         int named = window ? h->streak[i] >= m->cfg.straggler_windows : r->flag[i] != 0;
         if (!named)
             continue;
+        r->named[i] = 1;
         zp_mpi_straggler *g = &r->strag[r->n_strag++];
         g->rank = s->rank;
         g->reasons = window ? wflag[i] : r->flag[i];
@@ -660,7 +709,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     r->bounded = sps->ranks ? sps->min * (double)sps->ranks : 0;
     const zp_mpi_stat *sf = &r->stat[ZP_MPI_M_STALL_FRACTION];
     if (!sf->ranks) {
-        snprintf(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
+        zpi_mpi_fmt(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
     } else {
         int holds = sf->max >= m->cfg.straggler_min_stall;
         int k = snprintf(r->verdict, sizeof r->verdict,
@@ -675,7 +724,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
                 ranks[i] = r->strag[i].rank;
             char list[96];
             zpi_mpi_ranklist(list, sizeof list, ranks, nr);
-            snprintf(r->verdict + k, sizeof r->verdict - (size_t)k, "; straggler%s: rank%s %s%s",
+            zpi_mpi_fmt(r->verdict + k, sizeof r->verdict - (size_t)k, "; straggler%s: rank%s %s%s",
                      r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
                      r->n_strag > nr ? " ..." : "");
         }
@@ -692,7 +741,9 @@ out:
         zp_cluster_report_destroy(r);
         return st;
     }
-    r->seconds = zpi_mpi_now() - pd->t0;
+    double t_end = zpi_mpi_now();
+    r->seconds = t_end - pd->t0;
+    r->analysis_seconds = t_end - t_analysis;
     *out = r;
     return ZP_OK;
 }
@@ -709,6 +760,9 @@ void zp_cluster_report_destroy(zp_cluster_report *r)
     free(r->z);
     free(r->ratio);
     free(r->flag);
+    free(r->named);
+    free(r->node_off);
+    free(r->node_list);
     free(r->strag);
     free(r->win);
     free(r->win_t);
@@ -740,12 +794,9 @@ const char *zp_cluster_report_rank_host(const zp_cluster_report *r, int i)
 }
 const char *zp_cluster_report_node_host(const zp_cluster_report *r, int j)
 {
-    if (!r)
+    if (!r || j < 0 || j >= r->nodes || r->node_off[j] == r->node_off[j + 1])
         return "";
-    for (int i = 0; i < r->size; i++)
-        if (r->ranks[i].node == j)
-            return r->hosts + (size_t)i * ZPI_MPI_HOST;
-    return "";
+    return r->hosts + (size_t)r->node_list[r->node_off[j]] * ZPI_MPI_HOST;
 }
 zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metric metric, zp_mpi_stat *out)
 {
@@ -771,6 +822,10 @@ double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded)
     return r ? r->throughput : 0;
 }
 double zp_cluster_report_seconds(const zp_cluster_report *r) { return r ? r->seconds : 0; }
+double zp_cluster_report_analysis_seconds(const zp_cluster_report *r)
+{
+    return r ? r->analysis_seconds : 0;
+}
 size_t zp_cluster_report_gather_bytes(const zp_cluster_report *r) { return r ? r->gather_bytes : 0; }
 int zp_cluster_report_num_windows(const zp_cluster_report *r) { return r ? r->n_windows : 0; }
 double zp_cluster_report_window_fetch(const zp_cluster_report *r, int w, int i)

@@ -31,6 +31,8 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
   target_compile_options(bench_mpi_report PRIVATE ${ZP_WARN})
   target_compile_definitions(bench_mpi_report PRIVATE _GNU_SOURCE)
   target_link_libraries(bench_mpi_report PRIVATE zephon_mpi m)
+  # --analyse N times the root's analysis of N ranks' records (mpi_internal.h)
+  target_include_directories(bench_mpi_report PRIVATE ${_zp_mpi_dir})
 endif()
 
 # slurm/train_example.c: the training loop slurm/zephon-with-training.sbatch runs.

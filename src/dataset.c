@@ -783,8 +783,8 @@ zp_status zp_dataset_index(zp_dataset *ds)
         if (s->samples != UNKNOWN)
             continue;
         cache_key k;
-        int cached = ds->cache_dir && !s->remote && cache_key_init(ds, s, &k) == 0;
-        if (cached) {
+        int use_cache = ds->cache_dir && !s->remote && cache_key_init(ds, s, &k) == 0;
+        if (use_cache) {
             uint64_t n;
             if (cache_lookup(ds, s, &k, &n, &cs)) {
                 if (k.bytes != s->bytes) {
@@ -809,7 +809,7 @@ zp_status zp_dataset_index(zp_dataset *ds)
         double t0 = zpi_now();
         zp_status st = s->fmt->load(s->path, s->name, &ds->lim, &sh, err, sizeof err);
         if (st != ZP_OK) {
-            if (cached)
+            if (use_cache)
                 cache_key_free(&k);
             return fail(ds, st, "%s", err);
         }
@@ -823,7 +823,7 @@ zp_status zp_dataset_index(zp_dataset *ds)
         s->samples = sh.n_records;
         zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,
                         (unsigned long long)s->samples, zpi_now() - t0);
-        if (cached) {
+        if (use_cache) {
             cache_store(ds, s, &k, &sh, &cs);
             cache_key_free(&k);
         }

@@ -369,8 +369,10 @@ size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_str
  * what lock-step training gets). */
 double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded);
 /* Seconds the root spent on this report: from the start of the collective
- * to the end of the analysis; and the bytes each rank sent in the gather. */
+ * to the end of the analysis, and of which the analysis alone; the bytes
+ * each rank sent in the gather. */
 double zp_cluster_report_seconds(const zp_cluster_report *r);
+double zp_cluster_report_analysis_seconds(const zp_cluster_report *r);
 size_t zp_cluster_report_gather_bytes(const zp_cluster_report *r);
 /* Windows kept for the heatmap and rank i's fetch time per batch in window
  * w (0 = oldest kept; NaN when the rank delivered no batch in it). */

@@ -136,7 +136,7 @@ static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
 {
     static const char *names[] = {"error", "warning", "info", "debug"};
     int quiet = *(int *)user;
-    if (lvl >= ZP_LOG_INFO && quiet)
+    if (lvl == ZP_LOG_DEBUG || (lvl == ZP_LOG_INFO && quiet))
         return;
     fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
 }
@@ -646,6 +646,10 @@ int zp_run_main(zp_run_opts *o)
                     cache_dir[0] ? "cannot create '" : "no $XDG_CACHE_HOME or $HOME",
                     cache_dir, cache_dir[0] ? "'" : "", strerror(errno));
     }
+    static int quiet_flag;
+    quiet_flag = o->quiet;
+    dcfg.log = log_to_stderr;
+    dcfg.log_user = &quiet_flag;
     zp_dataset *ds = NULL;
     zp_status st = zp_dataset_create(&dcfg, &ds);
     if (st != ZP_OK) {

@@ -7,7 +7,11 @@ set(_zp_mpi_tests ${CMAKE_CURRENT_LIST_DIR})
 set(ZP_MPI_ENV
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
-  # Open MPI's own allocations are reported as leaks under ASan
+  # oversubscribed ranks yield their core while waiting (no busy polling)
+  OMPI_MCA_mpi_yield_when_idle=1
+  # Open MPI keeps allocations until exit: under ASan they are suppressed by
+  # library name (lsan.supp), which needs full stacks (slow unwinder)
+  ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0
   LSAN_OPTIONS=suppressions=${_zp_mpi_tests}/lsan.supp:print_suppressions=0)
 set(ZP_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none)
 
