@@ -670,7 +670,7 @@ static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
     }
     zpi_sb_printf(b,
                   "<text x=\"%d\" y=\"%d\" class=\"lbl\">windows %llu..%llu (oldest left); white 0, "
-                  "dark red %.3f ms/batch</text>\n</svg>\n",
+                  "dark red %.3f ms/batch, grey: no batch in the window</text>\n</svg>\n",
                   left, top + ch * n + 18, (unsigned long long)r->first_window,
                   (unsigned long long)(r->first_window + (uint64_t)(nw > 0 ? nw - 1 : 0)),
                   maxv * 1e3);

@@ -363,6 +363,62 @@ static void test_observe_json_has_every_documented_field(void **state)
     zp_worksource_destroy(ws);
 }
 
+static uint64_t stream_hash(zp_pipeline *p)
+{
+    const zp_batch *b;
+    uint64_t h = 1469598103934665603ull;
+    while (zp_pipeline_next(p, &b) == ZP_OK) {
+        for (size_t i = 0; i < b->offsets[b->rows]; i++)
+            h = (h ^ (unsigned char)b->data[i]) * 1099511628211ull;
+        h = (h ^ b->rows) * 1099511628211ull;
+    }
+    return h;
+}
+
+static void test_prefetch_loads_ahead_and_keeps_output(void **state)
+{
+    fixture *f = *state;
+    zp_worksource *ws;
+    zp_pipeline *p = make(f, &ws, 0, 4);
+    uint64_t ref = stream_hash(p);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+
+    /* look ahead over the whole dataset with 2 prefetch tasks; then a cache
+     * too small to hold two shards (evictions, reloads) */
+    for (int small = 0; small <= 1; small++) {
+        assert_int_equal(zp_worksource_create(f->ds, NULL, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 2;
+        pc.chunk_samples = 8;
+        pc.microbatch_size = 4;
+        if (small)
+            pc.shard_cache_bytes = 1;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_prefetch(p, 1000, 2), ZP_OK);
+        assert_int_equal(zp_pipeline_enable_observability(p), ZP_OK);
+        assert_int_equal(stream_hash(p), ref);
+        zp_fetch_timing *ft = malloc(sizeof *ft);
+        zp_prefetch_timing *pt = malloc(sizeof *pt);
+        assert_int_equal(zp_pipeline_fetch_timing_snapshot(p, ft), ZP_OK);
+        assert_int_equal(zp_pipeline_prefetch_timing_snapshot(p, pt), ZP_OK);
+        assert_true(pt->downloads >= 1);
+        assert_int_equal(pt->latency_ns.count, pt->downloads);
+        if (!small) {
+            /* every shard loaded exactly once, by prefetch or by fetch */
+            assert_int_equal(ft->shards_opened + pt->downloads, 4);
+            assert_int_equal(pt->cache_evictions, 0);
+        } else {
+            assert_true(pt->cache_evictions > 0);
+        }
+        free(ft);
+        free(pt);
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_observe_stall_large_when_transform_slow),
         cmocka_unit_test(test_observe_stall_small_when_consumer_slow),
         cmocka_unit_test(test_observe_json_has_every_documented_field),
+        cmocka_unit_test(test_prefetch_loads_ahead_and_keeps_output),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
