@@ -10,6 +10,7 @@
  * step (default 0.01). Every 20 steps a report window is gathered without
  * blocking the loop; at the end the final report is written.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
