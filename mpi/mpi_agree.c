@@ -1,13 +1,9 @@
 /* mpi_agree.c - startup agreement between ranks (dataset, plan and batch
  * settings compared with one MPI_Allreduce), and the dataset built once on
  * rank 0 and broadcast as a manifest. */
-#include <errno.h>
-#include <jansson.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mpi_internal.h"
 
@@ -332,115 +328,22 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
 
 /* ------------------------------------------------------------ dataset broadcast */
 
-static const char *tmp_dir(void)
-{
-    const char *t = getenv("TMPDIR");
-    return t && *t ? t : "/tmp";
-}
-
-static int is_url(const char *s)
-{
-    return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0 ||
-           strncmp(s, "s3://", 5) == 0;
-}
-
-/* A temporary file name "<tmp>/zephon-manifest-XXXXXX.json", created
- * empty. Caller frees and unlinks. */
-static char *make_tmp(zp_mpi *m)
-{
-    const char *d = tmp_dir();
-    size_t n = strlen(d) + 40;
-    char *p = malloc(n);
-    if (!p) {
-        zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    zpi_mpi_fmt(p, n, "%s/zephon-manifest-XXXXXX.json", d);
-    int fd = mkstemps(p, 5);
-    if (fd < 0) {
-        zpi_mpi_fail(m, ZP_ERR_IO, "cannot create a temporary manifest in '%s': %s", d,
-                     strerror(errno));
-        free(p);
-        return NULL;
-    }
-    close(fd);
-    return p;
-}
-
 /* Rank 0: build the dataset from the specs and serialise it as a manifest
- * whose paths do not depend on where the manifest is written (absolute, or
- * URLs). *out malloc'd. */
+ * that does not depend on a folder (canonical absolute paths or URLs, and
+ * each shard's name as rank 0 was given it). *out malloc'd. */
 static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
                                 const zp_dataset_config *cfg, char **out, size_t *out_len)
 {
     zp_dataset *ds = NULL;
-    char *tmp = NULL;
-    json_t *root = NULL;
     zp_status st = zp_dataset_create(cfg, &ds);
-    if (st != ZP_OK) {
-        zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((st = zp_dataset_add(ds, specs[i])) != ZP_OK) {
-            zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
-            goto out;
-        }
-    }
-    if ((st = zp_dataset_index(ds)) != ZP_OK) {
+    if (st != ZP_OK)
+        return zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
+    for (size_t i = 0; i < n && st == ZP_OK; i++)
+        st = zp_dataset_add(ds, specs[i]);
+    if (st == ZP_OK) /* indexes the shards without counts */
+        st = zp_dataset_manifest_json(ds, 0, NULL, out, out_len);
+    if (st != ZP_OK)
         zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
-        goto out;
-    }
-    if (!(tmp = make_tmp(m))) {
-        st = ZP_ERR_IO;
-        goto out;
-    }
-    if ((st = zp_dataset_write_manifest(ds, tmp, 0)) != ZP_OK) {
-        zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
-        goto out;
-    }
-    json_error_t je;
-    root = json_load_file(tmp, 0, &je);
-    if (!root) {
-        st = zpi_mpi_fail(m, ZP_ERR_FORMAT, "cannot read back the manifest '%s': %s", tmp, je.text);
-        goto out;
-    }
-    /* Paths relative to the temporary manifest's folder become absolute. */
-    char *dir = realpath(tmp_dir(), NULL);
-    if (!dir) {
-        st = zpi_mpi_fail(m, ZP_ERR_IO, "cannot resolve '%s': %s", tmp_dir(), strerror(errno));
-        goto out;
-    }
-    json_t *shards = json_object_get(root, "shards");
-    for (size_t i = 0; i < json_array_size(shards); i++) {
-        json_t *e = json_array_get(shards, i);
-        const char *p = json_string_value(json_object_get(e, "path"));
-        if (!p || p[0] == '/' || is_url(p))
-            continue;
-        size_t len = strlen(dir) + strlen(p) + 2;
-        char *abs = malloc(len);
-        if (!abs) {
-            free(dir);
-            st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        zpi_mpi_fmt(abs, len, "%s/%s", dir, p);
-        json_object_set_new(e, "path", json_string(abs));
-        free(abs);
-    }
-    free(dir);
-    *out = json_dumps(root, JSON_COMPACT);
-    if (!*out) {
-        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory serialising the manifest");
-        goto out;
-    }
-    *out_len = strlen(*out);
-out:
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
-    json_decref(root);
     zp_dataset_destroy(ds);
     return st;
 }
@@ -459,29 +362,17 @@ static zp_status bcast_bytes(zp_mpi *m, char *buf, uint64_t len)
     return ZP_OK;
 }
 
-/* Every rank: a dataset from the manifest bytes (written to a private
- * temporary file: the core reads manifests from files). */
+/* Every rank: a dataset from the manifest bytes (paths are absolute, so
+ * no rank's current folder matters). */
 static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
                                     const zp_dataset_config *cfg, zp_dataset **out)
 {
-    char *tmp = make_tmp(m);
-    if (!tmp)
-        return ZP_ERR_IO;
-    zp_status st = ZP_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(bytes, 1, len, f) != len || fclose(f) != 0) {
-        st = zpi_mpi_fail(m, ZP_ERR_IO, "cannot write the temporary manifest '%s': %s", tmp,
-                          strerror(errno));
-        f = NULL;
-    }
     zp_dataset *ds = NULL;
-    if (st == ZP_OK && (st = zp_dataset_create(cfg, &ds)) != ZP_OK)
-        zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
-    if (st == ZP_OK && (st = zp_dataset_add(ds, tmp)) != ZP_OK)
-        zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
-    unlink(tmp);
-    free(tmp);
-    if (st != ZP_OK) {
+    zp_status st = zp_dataset_create(cfg, &ds);
+    if (st != ZP_OK)
+        return zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
+    if ((st = zp_dataset_add_manifest_json(ds, bytes, len, NULL)) != ZP_OK) {
+        zpi_mpi_fail(m, st, "dataset broadcast by rank 0: %s", zp_dataset_errmsg(ds));
         zp_dataset_destroy(ds);
         return st;
     }

@@ -1,7 +1,7 @@
 /*
  * dataset.c - a dataset: an ordered list of shards, added as paths, globs
- * or manifests (docs/datasets.md), with record counts, a fingerprint and
- * manifest writing/verification.
+ * or manifests (files or bytes; docs/datasets.md), with record counts, a
+ * fingerprint and manifest writing (to a file or bytes) and verification.
  *
  * Ownership: the dataset owns its shard table and all strings in it; names
  * and paths handed out are borrowed until zp_dataset_destroy().
@@ -32,9 +32,11 @@
 #define DEFAULT_MAX_SHARD ((size_t)2 << 30)
 #define UNKNOWN UINT64_MAX
 #define HASH_CHUNK ((size_t)1 << 20)
+/* How messages name a manifest given as bytes. */
+#define MANIFEST_IN_MEMORY "manifest (in memory)"
 
 typedef struct shard {
-    char *name;            /* as given, or as written in the manifest; owned */
+    char *name;            /* as given, or the manifest's "name" (default "path"); owned */
     char *path;            /* path to open (resolved against the manifest's folder); owned */
     const zpi_format *fmt; /* static */
     uint64_t bytes;        /* size on disk */
@@ -43,6 +45,7 @@ typedef struct shard {
     uint64_t xxh64;        /* content hash when has_hash */
     int has_hash;
     int remote;            /* http://, https://, s3:// */
+    int named;             /* name given by a manifest's "name" (not derived from the path) */
 } shard;
 
 struct zp_dataset {
@@ -287,74 +290,90 @@ static int get_count(json_t *obj, const char *key, uint64_t *v)
     return 0;
 }
 
-static zp_status add_manifest_entry(zp_dataset *ds, const char *mpath, const char *mdir, size_t i,
+/* A string member of a manifest entry: 0 and *out when a non-empty string
+ * without NUL; 1 when absent; -1 when not a string or empty; -2 when it
+ * contains a NUL. */
+static int get_text(json_t *obj, const char *key, const char **out)
+{
+    json_t *x = json_object_get(obj, key);
+    if (!x)
+        return 1;
+    if (!json_is_string(x) || json_string_length(x) == 0)
+        return -1;
+    if (strlen(json_string_value(x)) != json_string_length(x))
+        return -2;
+    *out = json_string_value(x);
+    return 0;
+}
+
+/* Shard i of a manifest. what names the manifest in messages ("manifest
+ * 'm.json'"); mdir is the folder relative paths resolve against ("" or a
+ * folder, with or without its final '/'). */
+static zp_status add_manifest_entry(zp_dataset *ds, const char *what, const char *mdir, size_t i,
                                     json_t *e)
 {
     if (!json_is_object(e))
-        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shards[%zu] is not an object", mpath, i);
-    json_t *jp = json_object_get(e, "path");
-    if (!json_is_string(jp) || json_string_length(jp) == 0)
-        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shards[%zu]: missing or empty \"path\"",
-                    mpath, i);
-    const char *name = json_string_value(jp);
-    if (strlen(name) != json_string_length(jp))
-        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shards[%zu]: \"path\" contains NUL", mpath,
-                    i);
+        return fail(ds, ZP_ERR_FORMAT, "%s: shards[%zu] is not an object", what, i);
+    const char *loc = NULL, *name = NULL;
+    int r = get_text(e, "path", &loc);
+    if (r == -2)
+        return fail(ds, ZP_ERR_FORMAT, "%s: shards[%zu]: \"path\" contains NUL", what, i);
+    if (r != 0)
+        return fail(ds, ZP_ERR_FORMAT, "%s: shards[%zu]: missing or empty \"path\"", what, i);
+    int named = get_text(e, "name", &name);
+    if (named < 0)
+        return fail(ds, ZP_ERR_FORMAT, "%s: shards[%zu] ('%s'): \"name\" %s", what, i, loc,
+                    named == -2 ? "contains NUL" : "is not a non-empty string");
+    if (named != 0)
+        name = loc; /* the default: the path as written */
     const zpi_format *fmt;
     json_t *jf = json_object_get(e, "format");
     if (jf) {
         if (!json_is_string(jf))
-            return fail(ds, ZP_ERR_FORMAT, "manifest '%s': shard '%s': \"format\" is not a string",
-                        mpath, name);
+            return fail(ds, ZP_ERR_FORMAT, "%s: shard '%s': \"format\" is not a string", what,
+                        name);
         fmt = zpi_format_by_name(json_string_value(jf));
         if (!fmt)
-            return fail(ds, ZP_ERR_UNSUPPORTED, "manifest '%s': shard '%s': unknown format '%s'",
-                        mpath, name, json_string_value(jf));
+            return fail(ds, ZP_ERR_UNSUPPORTED, "%s: shard '%s': unknown format '%s'", what, name,
+                        json_string_value(jf));
     } else {
-        fmt = zpi_format_for_path(name);
+        fmt = zpi_format_for_path(loc);
         if (!fmt)
             return fail(ds, ZP_ERR_FORMAT,
-                        "manifest '%s': shard '%s': no \"format\" and an unknown file suffix",
-                        mpath, name);
+                        "%s: shard '%s': no \"format\" and an unknown file suffix", what, name);
     }
     uint64_t bytes = 0, samples = 0, hash = 0;
     int have_bytes = get_count(e, "bytes", &bytes);
     int have_samples = get_count(e, "samples", &samples);
     if (have_bytes == -2 || have_samples == -2)
-        return fail(ds, ZP_ERR_FORMAT,
-                    "manifest '%s': shard '%s': \"%s\" is not a non-negative integer", mpath, name,
-                    have_bytes == -2 ? "bytes" : "samples");
+        return fail(ds, ZP_ERR_FORMAT, "%s: shard '%s': \"%s\" is not a non-negative integer",
+                    what, name, have_bytes == -2 ? "bytes" : "samples");
     json_t *jh = json_object_get(e, "xxh64");
     if (jh && (!json_is_string(jh) || parse_hex64(json_string_value(jh), &hash) != 0))
         return fail(ds, ZP_ERR_FORMAT,
-                    "manifest '%s': shard '%s': \"xxh64\" is not a string of 16 hex digits", mpath,
-                    name);
+                    "%s: shard '%s': \"xxh64\" is not a string of 16 hex digits", what, name);
 
-    int remote = zpi_path_is_url(name);
-    char *path = (remote || name[0] == '/') ? zpi_strdup(name) : join_path(mdir, name);
+    int remote = zpi_path_is_url(loc);
+    char *path = (remote || loc[0] == '/') ? zpi_strdup(loc) : join_path(mdir, loc);
     if (!path)
         return fail(ds, ZP_ERR_NOMEM, "out of memory");
     if (!remote) {
         struct stat sb;
+        zp_status st = ZP_OK;
         if (stat(path, &sb) != 0) {
             int er = errno;
-            zp_status st = fail(ds, ZP_ERR_IO, "manifest '%s': shard '%s': cannot open '%s': %s",
-                                mpath, name, path, strerror(er));
-            free(path);
-            return st;
+            st = fail(ds, ZP_ERR_IO, "%s: shard '%s': cannot open '%s': %s", what, name, path,
+                      strerror(er));
+        } else if (!S_ISREG(sb.st_mode)) {
+            st = fail(ds, ZP_ERR_IO, "%s: shard '%s': '%s' is not a regular file", what, name,
+                      path);
+        } else if (have_bytes == 0 && bytes != (uint64_t)sb.st_size) {
+            st = fail(ds, ZP_ERR_FORMAT,
+                      "shard '%s': stale %s: it says %llu bytes but '%s' has %llu bytes (re-run "
+                      "zephon index)",
+                      name, what, (unsigned long long)bytes, path, (unsigned long long)sb.st_size);
         }
-        if (!S_ISREG(sb.st_mode)) {
-            zp_status st = fail(ds, ZP_ERR_IO, "manifest '%s': shard '%s': '%s' is not a regular file",
-                                mpath, name, path);
-            free(path);
-            return st;
-        }
-        if (have_bytes == 0 && bytes != (uint64_t)sb.st_size) {
-            zp_status st = fail(ds, ZP_ERR_FORMAT,
-                                "shard '%s': stale manifest '%s': it says %llu bytes but '%s' "
-                                "has %llu bytes (re-run zephon index)",
-                                name, mpath, (unsigned long long)bytes, path,
-                                (unsigned long long)sb.st_size);
+        if (st != ZP_OK) {
             free(path);
             return st;
         }
@@ -364,6 +383,7 @@ static zp_status add_manifest_entry(zp_dataset *ds, const char *mpath, const cha
     zp_status st = push_shard(ds, zpi_strdup(name), path, fmt, &s);
     if (st != ZP_OK)
         return st;
+    s->named = named == 0;
     s->bytes = bytes;
     if (have_samples == 0)
         s->samples = samples;
@@ -374,6 +394,44 @@ static zp_status add_manifest_entry(zp_dataset *ds, const char *mpath, const cha
     return ZP_OK;
 }
 
+/* The shards of a parsed manifest (root NULL: the parse failed, je says
+ * why), shared by manifest files and manifest bytes. Takes root. */
+static zp_status add_manifest_root(zp_dataset *ds, json_t *root, const json_error_t *je,
+                                   const char *what, const char *mdir)
+{
+    if (!root)
+        return fail(ds, ZP_ERR_FORMAT, "%s: line %d column %d: %s", what, je->line, je->column,
+                    je->text);
+    zp_status st = ZP_OK;
+    json_t *ver = json_object_get(root, "format_version");
+    json_t *shards = json_object_get(root, "shards");
+    if (!json_is_object(root)) {
+        st = fail(ds, ZP_ERR_FORMAT, "%s: not a JSON object", what);
+    } else if (!ver) {
+        st = fail(ds, ZP_ERR_FORMAT, "%s: missing \"format_version\"", what);
+    } else if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
+        st = fail(ds, ZP_ERR_FORMAT, "%s: unsupported \"format_version\" (this version reads 1)",
+                  what);
+    } else if (!json_is_array(shards)) {
+        st = fail(ds, ZP_ERR_FORMAT, "%s: missing \"shards\" array", what);
+    } else {
+        for (size_t i = 0; i < json_array_size(shards) && st == ZP_OK; i++)
+            st = add_manifest_entry(ds, what, mdir, i, json_array_get(shards, i));
+    }
+    json_decref(root);
+    return st;
+}
+
+/* "manifest '<path>'" for messages; caller frees. */
+static char *manifest_what(const char *mpath)
+{
+    size_t n = strlen(mpath) + 16;
+    char *w = malloc(n);
+    if (w)
+        zpi_fmt(w, n, "manifest '%s'", mpath);
+    return w;
+}
+
 static zp_status add_manifest(zp_dataset *ds, const char *mpath)
 {
     struct stat sb;
@@ -381,32 +439,17 @@ static zp_status add_manifest(zp_dataset *ds, const char *mpath)
         int e = errno;
         return fail(ds, ZP_ERR_IO, "manifest '%s': cannot open: %s", mpath, strerror(e));
     }
-    json_error_t je;
-    json_t *root = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return fail(ds, ZP_ERR_FORMAT, "manifest '%s': line %d column %d: %s", mpath, je.line,
-                    je.column, je.text);
-    zp_status st = ZP_OK;
-    char *mdir = NULL;
-    json_t *ver = json_object_get(root, "format_version");
-    json_t *shards = json_object_get(root, "shards");
-    if (!json_is_object(root)) {
-        st = fail(ds, ZP_ERR_FORMAT, "manifest '%s': not a JSON object", mpath);
-    } else if (!ver) {
-        st = fail(ds, ZP_ERR_FORMAT, "manifest '%s': missing \"format_version\"", mpath);
-    } else if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
-        st = fail(ds, ZP_ERR_FORMAT,
-                  "manifest '%s': unsupported \"format_version\" (this version reads 1)", mpath);
-    } else if (!json_is_array(shards)) {
-        st = fail(ds, ZP_ERR_FORMAT, "manifest '%s': missing \"shards\" array", mpath);
-    } else if (!(mdir = dir_of(mpath))) {
+    char *what = manifest_what(mpath), *mdir = dir_of(mpath);
+    zp_status st;
+    if (!what || !mdir) {
         st = fail(ds, ZP_ERR_NOMEM, "out of memory");
     } else {
-        for (size_t i = 0; i < json_array_size(shards) && st == ZP_OK; i++)
-            st = add_manifest_entry(ds, mpath, mdir, i, json_array_get(shards, i));
+        json_error_t je;
+        json_t *root = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+        st = add_manifest_root(ds, root, &je, what, mdir);
     }
     free(mdir);
-    json_decref(root);
+    free(what);
     return st;
 }
 
@@ -457,6 +500,18 @@ static zp_status add_glob(zp_dataset *ds, const char *pattern)
     return st;
 }
 
+/* End of an add: all or nothing (on error drop the shards added since
+ * there were n0), offsets up to date. */
+static zp_status end_add(zp_dataset *ds, size_t n0, zp_status st)
+{
+    if (st != ZP_OK) {
+        while (ds->n > n0)
+            shard_release(&ds->shards[--ds->n]);
+    }
+    update_offsets(ds);
+    return st;
+}
+
 zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
 {
     if (!ds)
@@ -473,13 +528,22 @@ zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
         st = add_file(ds, spec);
     else
         st = add_glob(ds, spec);
-    if (st != ZP_OK) {
-        /* all or nothing: drop what this call added */
-        while (ds->n > n0)
-            shard_release(&ds->shards[--ds->n]);
-    }
-    update_offsets(ds);
-    return st;
+    return end_add(ds, n0, st);
+}
+
+zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t len,
+                                       const char *base_dir)
+{
+    if (!ds)
+        return ZP_ERR_INVALID;
+    clear_err(ds);
+    if (!json)
+        return fail(ds, ZP_ERR_INVALID, "no manifest bytes given");
+    size_t n0 = ds->n;
+    json_error_t je;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    zp_status st = add_manifest_root(ds, root, &je, MANIFEST_IN_MEMORY, base_dir ? base_dir : "");
+    return end_add(ds, n0, st);
 }
 
 /* ------------------------------------------------------------ index cache */
@@ -905,27 +969,11 @@ zp_status zp_dataset_verify(zp_dataset *ds)
 
 /* ------------------------------------------------------------ write manifest */
 
-/* The name to write for shard s in a manifest whose folder is mdir (as
- * given, "" or ending in '/') and mdir_real (canonical, no trailing '/'):
- *  1. URLs, and relative names that already resolve to the same file from
- *     the manifest's folder, as named;
- *  2. files under the manifest's folder, relative to it;
- *  3. otherwise an absolute path.
- * Caller frees. */
-static char *manifest_name(const shard *s, const char *mdir, const char *mdir_real)
+/* The canonical absolute path of local shard s: the canonical folder of its
+ * path + its base name (a symlinked file stays a name in its folder); NULL
+ * with errno set on failure. Caller frees. */
+static char *absolute_path(const shard *s)
 {
-    if (s->remote)
-        return zpi_strdup(s->name);
-    struct stat a, b;
-    if (s->name[0] != '/' && stat(s->path, &a) == 0) {
-        char *cand = join_path(mdir, s->name);
-        int same = cand && stat(cand, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-        free(cand);
-        if (same)
-            return zpi_strdup(s->name);
-    }
-    /* Canonical folder of the shard + its base name (a symlinked file stays
-     * a name in its folder). */
     char *sdir = dir_of(s->path);
     if (!sdir)
         return NULL;
@@ -936,8 +984,33 @@ static char *manifest_name(const shard *s, const char *mdir, const char *mdir_re
         return NULL;
     char *abs = join_path(real, base);
     free(real);
-    if (!abs)
-        return NULL;
+    return abs;
+}
+
+/* The "path" to write for shard s in a manifest for folder mdir (as given,
+ * "" for the current folder, with or without its final '/') whose canonical
+ * form is mdir_real; mdir NULL: a manifest that does not depend on a folder.
+ *  1. URLs as they are;
+ *  2. relative names that already resolve to the same file from mdir, as
+ *     named;
+ *  3. files under mdir, relative to it;
+ *  4. otherwise (always when mdir is NULL) the canonical absolute path.
+ * NULL with errno set on failure. Caller frees. */
+static char *manifest_path(const shard *s, const char *mdir, const char *mdir_real)
+{
+    if (s->remote)
+        return zpi_strdup(s->path);
+    struct stat a, b;
+    if (mdir && s->name[0] != '/' && stat(s->path, &a) == 0) {
+        char *cand = join_path(mdir, s->name);
+        int same = cand && stat(cand, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        free(cand);
+        if (same)
+            return zpi_strdup(s->name);
+    }
+    char *abs = absolute_path(s);
+    if (!abs || !mdir)
+        return abs;
     size_t m = strlen(mdir_real);
     if (strcmp(mdir_real, "/") == 0)
         m = 0;
@@ -949,90 +1022,150 @@ static char *manifest_name(const shard *s, const char *mdir, const char *mdir_re
     return abs;
 }
 
+/* The manifest of ds as malloc'd, NUL-terminated JSON (2-space indent).
+ * base_dir: the folder it is for (see manifest_path), NULL for one that
+ * does not depend on a folder. what names the manifest in messages. */
+static zp_status manifest_json(zp_dataset *ds, int with_hash, const char *base_dir,
+                               const char *what, char **out, size_t *out_len)
+{
+    zp_status st = zp_dataset_index(ds);
+    if (st != ZP_OK)
+        return st;
+    char *mdir_real = NULL;
+    if (base_dir && !(mdir_real = realpath(*base_dir ? base_dir : ".", NULL))) {
+        int e = errno;
+        return fail(ds, ZP_ERR_IO, "%s: cannot open its folder '%s': %s", what,
+                    *base_dir ? base_dir : ".", strerror(e));
+    }
+    char *text = NULL;
+    json_t *root = json_object();
+    json_t *arr = json_array();
+    if (!root || !arr || json_object_set_new(root, "format_version", json_integer(1)) != 0 ||
+        json_object_set(root, "shards", arr) != 0) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory writing %s", what);
+        goto out;
+    }
+    for (size_t i = 0; i < ds->n; i++) {
+        const shard *s = &ds->shards[i];
+        char *path = manifest_path(s, base_dir, mdir_real);
+        if (!path) {
+            int e = errno;
+            st = fail(ds, ZP_ERR_IO, "shard '%s': cannot resolve '%s': %s", s->name, s->path,
+                      strerror(e));
+            goto out;
+        }
+        /* The name is kept when it differs from the path written and is
+         * not derived from the shard's location (a manifest's "name"), or
+         * always in a manifest without a folder (the names as given:
+         * zp_mpi_dataset_create). In a manifest for a folder, a name that
+         * was the shard's location becomes the path written for it. */
+        int keep_name = strcmp(path, s->name) != 0 && (s->named || !base_dir);
+        json_t *o = json_object();
+        int bad = !o || json_object_set_new(o, "path", json_string(path)) != 0 ||
+                  (keep_name && json_object_set_new(o, "name", json_string(s->name)) != 0) ||
+                  json_object_set_new(o, "format", json_string(s->fmt->name)) != 0 ||
+                  json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes)) != 0 ||
+                  json_object_set_new(o, "samples", json_integer((json_int_t)s->samples)) != 0;
+        free(path);
+        if (!bad && with_hash) {
+            uint64_t h;
+            if ((st = hash_file(ds, s, &h)) != ZP_OK) {
+                json_decref(o);
+                goto out;
+            }
+            char hex[17];
+            zpi_fmt(hex, sizeof hex, "%016llx", (unsigned long long)h);
+            bad = json_object_set_new(o, "xxh64", json_string(hex)) != 0;
+        }
+        if (bad || json_array_append_new(arr, o) != 0) {
+            if (bad)
+                json_decref(o);
+            /* json_string() refuses text that is not UTF-8 */
+            st = fail(ds, ZP_ERR_INVALID,
+                      "%s: cannot encode shard '%s' (a name or path that is not UTF-8, or out "
+                      "of memory)",
+                      what, s->name);
+            goto out;
+        }
+    }
+    /* Into our own buffer: the caller frees it with free(), whatever
+     * allocator jansson was given. */
+    size_t n = json_dumpb(root, NULL, 0, JSON_INDENT(2));
+    if (n == 0 || !(text = malloc(n + 1)) || json_dumpb(root, text, n, JSON_INDENT(2)) != n) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory writing %s", what);
+        goto out;
+    }
+    text[n] = '\0';
+    *out = text;
+    text = NULL;
+    if (out_len)
+        *out_len = n;
+out:
+    free(text);
+    json_decref(arr);
+    json_decref(root);
+    free(mdir_real);
+    return st;
+}
+
+zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *base_dir, char **out,
+                                   size_t *len)
+{
+    if (!ds)
+        return ZP_ERR_INVALID;
+    if (!out)
+        return fail(ds, ZP_ERR_INVALID, "no output given");
+    *out = NULL;
+    if (len)
+        *len = 0;
+    return manifest_json(ds, with_hash, base_dir, "manifest", out, len);
+}
+
+/* Write len bytes to path, replacing it atomically: written beside it and
+ * renamed, so readers never see half a file. */
+static zp_status write_atomic(zp_dataset *ds, const char *path, const char *bytes, size_t len)
+{
+    size_t tl = strlen(path) + 32;
+    char *tmp = malloc(tl);
+    if (!tmp)
+        return fail(ds, ZP_ERR_NOMEM, "out of memory");
+    zpi_fmt(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+    zp_status st = ZP_OK;
+    FILE *f = fopen(tmp, "wb");
+    int e = f ? 0 : errno;
+    if (f && fwrite(bytes, 1, len, f) != len)
+        e = errno ? errno : EIO;
+    if (f && fclose(f) != 0 && !e)
+        e = errno;
+    if (e) {
+        unlink(tmp);
+        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot write: %s", path, strerror(e));
+    } else if (rename(tmp, path) != 0) {
+        e = errno;
+        unlink(tmp);
+        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot rename '%s' to it: %s", path, tmp,
+                  strerror(e));
+    }
+    free(tmp);
+    return st;
+}
+
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash)
 {
     if (!ds)
         return ZP_ERR_INVALID;
     if (!path || !*path)
         return fail(ds, ZP_ERR_INVALID, "no manifest path given");
-    zp_status st = zp_dataset_index(ds);
-    if (st != ZP_OK)
-        return st;
-    char *mdir = dir_of(path);
-    char *mdir_real = mdir ? realpath(*mdir ? mdir : ".", NULL) : NULL;
-    int mdir_errno = errno;
-    char *tmp = NULL;
-    json_t *root = json_object();
-    json_t *arr = json_array();
-    if (!mdir || !root || !arr) {
+    char *what = manifest_what(path), *mdir = dir_of(path), *text = NULL;
+    size_t len = 0;
+    zp_status st;
+    if (!what || !mdir)
         st = fail(ds, ZP_ERR_NOMEM, "out of memory writing manifest '%s'", path);
-        goto out;
-    }
-    if (!mdir_real) {
-        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot open its folder '%s': %s", path,
-                  *mdir ? mdir : ".", strerror(mdir_errno));
-        goto out;
-    }
-    json_object_set_new(root, "format_version", json_integer(1));
-    json_object_set(root, "shards", arr);
-    for (size_t i = 0; i < ds->n; i++) {
-        const shard *s = &ds->shards[i];
-        char *name = manifest_name(s, mdir, mdir_real);
-        if (!name) {
-            int e = errno;
-            st = fail(ds, ZP_ERR_IO, "shard '%s': cannot resolve '%s': %s", s->name, s->path,
-                      strerror(e));
-            goto out;
-        }
-        json_t *o = json_object();
-        json_object_set_new(o, "path", json_string(name));
-        free(name);
-        json_object_set_new(o, "format", json_string(s->fmt->name));
-        json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
-        json_object_set_new(o, "samples", json_integer((json_int_t)s->samples));
-        if (with_hash) {
-            uint64_t h;
-            st = hash_file(ds, s, &h);
-            if (st != ZP_OK) {
-                json_decref(o);
-                goto out;
-            }
-            char hex[17];
-            zpi_fmt(hex, sizeof hex, "%016llx", (unsigned long long)h);
-            json_object_set_new(o, "xxh64", json_string(hex));
-        }
-        if (json_array_append_new(arr, o) != 0) {
-            st = fail(ds, ZP_ERR_NOMEM, "out of memory writing manifest '%s'", path);
-            goto out;
-        }
-    }
-    /* Write beside the target and rename: readers never see half a file. */
-    size_t tl = strlen(path) + 32;
-    tmp = malloc(tl);
-    if (!tmp) {
-        st = fail(ds, ZP_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    zpi_fmt(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0) {
-        int e = errno;
-        unlink(tmp);
-        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot write: %s", path, strerror(e));
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        st = fail(ds, ZP_ERR_IO, "manifest '%s': cannot rename '%s' to it: %s", path, tmp,
-                  strerror(e));
-        goto out;
-    }
-out:
-    free(tmp);
-    json_decref(arr);
-    json_decref(root);
-    free(mdir_real);
+    else if ((st = manifest_json(ds, with_hash, mdir, what, &text, &len)) == ZP_OK)
+        st = write_atomic(ds, path, text, len);
+    free(text);
     free(mdir);
+    free(what);
     return st;
 }
 

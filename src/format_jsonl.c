@@ -211,6 +211,95 @@ static int log2_ceil(size_t x)
     return l;
 }
 
+/* Sum of the decoded sizes recorded in the headers of all frames of src
+ * (skippable frames count 0), with the stable API only. UNKNOWN when a
+ * frame does not record its size, ERROR when a frame is damaged. */
+static unsigned long long frames_content_size(const char *src, size_t n)
+{
+    unsigned long long total = 0;
+    while (n) {
+        if (n < 4)
+            return ZSTD_CONTENTSIZE_ERROR;
+        uint32_t magic = (uint32_t)(unsigned char)src[0] | (uint32_t)(unsigned char)src[1] << 8 |
+                         (uint32_t)(unsigned char)src[2] << 16 |
+                         (uint32_t)(unsigned char)src[3] << 24;
+        size_t fsz = ZSTD_findFrameCompressedSize(src, n);
+        if (ZSTD_isError(fsz) || fsz > n)
+            return ZSTD_CONTENTSIZE_ERROR;
+        if ((magic & ZSTD_MAGIC_SKIPPABLE_MASK) != ZSTD_MAGIC_SKIPPABLE_START) {
+            unsigned long long c = ZSTD_getFrameContentSize(src, n);
+            if (c == ZSTD_CONTENTSIZE_UNKNOWN || c == ZSTD_CONTENTSIZE_ERROR)
+                return c;
+            total += c;
+        }
+        src += fsz;
+        n -= fsz;
+    }
+    return total;
+}
+
+/* Fast path of load_zst: when every frame's header records its decoded
+ * size, read the file whole and decode it in one call straight into a
+ * buffer of the exact size (no copies out of a window buffer, no
+ * regrowth). Returns 1 when it did the load (*st says how it went), 0 when
+ * the streaming path must do it: unknown sizes, or any zstd error (the
+ * streaming path then names the failing line and byte). Costs the
+ * compressed size in memory while it runs. */
+static int load_zst_whole(int fd, const struct stat *sb, const char *name,
+                          const zpi_load_limits *lim, zpi_shard *out, char *err, size_t errcap,
+                          zp_status *st)
+{
+    if (sb->st_size <= 0 || (uint64_t)sb->st_size > lim->max_shard_bytes)
+        return 0;
+    size_t csize = (size_t)sb->st_size;
+    char *src = malloc(csize);
+    if (!src)
+        return 0;
+    double t0 = zpi_now();
+    ssize_t r = read_full(fd, src, csize);
+    double t_read = zpi_now() - t0;
+    unsigned long long dsize =
+        r == (ssize_t)csize ? frames_content_size(src, csize) : ZSTD_CONTENTSIZE_ERROR;
+    if (dsize == ZSTD_CONTENTSIZE_UNKNOWN || dsize == ZSTD_CONTENTSIZE_ERROR ||
+        dsize > lim->max_shard_bytes) {
+        free(src);
+        return 0;
+    }
+    char *data = NULL;
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    if (!dctx || resize(&data, (size_t)dsize, name, err, errcap) != ZP_OK) {
+        ZSTD_freeDCtx(dctx);
+        free(src);
+        free(data);
+        return 0;
+    }
+    t0 = zpi_now();
+    size_t got = ZSTD_decompressDCtx(dctx, data, (size_t)dsize, src, csize);
+    double t_dec = zpi_now() - t0;
+    ZSTD_freeDCtx(dctx);
+    free(src);
+    if (ZSTD_isError(got) || got != dsize) {
+        free(data);
+        return 0;
+    }
+    zpi_line_index ix;
+    zpi_line_index_init(&ix, name, lim);
+    *st = zpi_line_index_feed(&ix, data, got, err, errcap);
+    if (*st == ZP_OK)
+        *st = zpi_line_index_finish(&ix, data, got, out, err, errcap);
+    if (*st != ZP_OK) {
+        zpi_line_index_free(&ix);
+        free(data);
+        memset(out, 0, sizeof *out);
+        return 1;
+    }
+    finish_data(&data, got, got, out);
+    out->file_bytes = csize;
+    out->read_seconds = t_read;
+    out->decompress_seconds = t_dec;
+    return 1;
+}
+
 static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
                           zpi_shard *out, char *err, size_t errcap)
 {
@@ -220,6 +309,16 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
     if (st != ZP_OK)
         return st;
+    if (load_zst_whole(fd, &sb, name, lim, out, err, errcap, &st)) {
+        close(fd);
+        return st;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        int e = errno;
+        zpi_fmt(err, errcap, "shard '%s': cannot seek '%s': %s", name, path, strerror(e));
+        close(fd);
+        return ZP_ERR_IO;
+    }
 
     char *inbuf = malloc(READ_CHUNK);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();

@@ -364,6 +364,20 @@ static void test_manifest_errors(void **state)
                      zp_dataset_errmsg(f->ds));
         assert_contains(zp_dataset_errmsg(f->ds), cases[i].want);
         assert_int_equal(zp_dataset_num_shards(f->ds), 0); /* all or nothing */
+        /* the same bytes given in memory: the same status and message, the
+         * manifest named "manifest (in memory)" */
+        char want[2048], label[700];
+        snprintf(label, sizeof label, "manifest '%s'", m);
+        const char *msg = zp_dataset_errmsg(f->ds), *at = strstr(msg, label);
+        assert_non_null(at);
+        snprintf(want, sizeof want, "%.*smanifest (in memory)%s", (int)(at - msg), msg,
+                 at + strlen(label));
+        st = zp_dataset_add_manifest_json(f->ds, cases[i].text, strlen(cases[i].text), f->dir);
+        if (st != cases[i].st)
+            fail_msg("case %zu (bytes): status %d, want %d (%s)", i, st, cases[i].st,
+                     zp_dataset_errmsg(f->ds));
+        assert_string_equal(zp_dataset_errmsg(f->ds), want);
+        assert_int_equal(zp_dataset_num_shards(f->ds), 0);
     }
     free(m);
 }
@@ -413,6 +427,212 @@ static void test_verify_mismatch(void **state)
     free(b);
     free(m);
     free(g);
+}
+
+/* ------------------------------------------------------------ manifests as bytes */
+
+static void expect_same_dataset(const zp_dataset *a, const zp_dataset *b)
+{
+    assert_int_equal(zp_dataset_num_shards(a), zp_dataset_num_shards(b));
+    for (size_t i = 0; i < zp_dataset_num_shards(a); i++) {
+        assert_string_equal(zp_dataset_shard_name(a, i), zp_dataset_shard_name(b, i));
+        assert_int_equal(zp_dataset_shard_samples(a, i), zp_dataset_shard_samples(b, i));
+        assert_int_equal(zp_dataset_shard_bytes(a, i), zp_dataset_shard_bytes(b, i));
+    }
+    assert_int_equal(zp_dataset_num_samples(a), zp_dataset_num_samples(b));
+    assert_int_equal(zp_dataset_fingerprint(a), zp_dataset_fingerprint(b));
+}
+
+/* Without a folder (base_dir NULL) the bytes keep every name as given
+ * (relative paths, "./", a glob's matches) and resolve from any folder:
+ * the form zp_mpi_dataset_create broadcasts. */
+static void test_manifest_json_round_trip(void **state)
+{
+    fixture *f = *state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(f->dir), 0);
+    add_ok(f->ds, "b.jsonl");
+    add_ok(f->ds, "./a.jsonl.zst");
+    add_ok(f->ds, "c*.jsonl.zst");
+    char *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(zp_dataset_manifest_json(f->ds, 1, NULL, &bytes, &len), ZP_OK);
+    assert_non_null(bytes);
+    assert_int_equal(len, strlen(bytes));
+    assert_contains(bytes, "\"name\": \"./a.jsonl.zst\"");
+    assert_contains(bytes, "\"xxh64\"");
+    /* read from another folder: the same names, counts and fingerprint */
+    assert_int_equal(chdir("/"), 0);
+    zp_dataset *d2 = new_ds(f);
+    assert_int_equal(zp_dataset_add_manifest_json(d2, bytes, len, NULL), ZP_OK);
+    expect_same_dataset(f->ds, d2);
+    assert_string_equal(zp_dataset_shard_name(d2, 2), "c.jsonl.zst");
+    char *real = realpath(f->dir, NULL), *want = zpt_path(real, "b.jsonl");
+    assert_string_equal(zpi_dataset_shard_path(d2, 0), want);
+    assert_int_equal(zp_dataset_verify(d2), ZP_OK); /* the hashes came along */
+    assert_int_equal(zpi_dataset_shard_offset(d2, 2), 12);
+    /* and serialise to the same bytes again */
+    char *again = NULL;
+    size_t len2 = 0;
+    assert_int_equal(zp_dataset_manifest_json(d2, 1, NULL, &again, &len2), ZP_OK);
+    assert_int_equal(len2, len);
+    assert_string_equal(again, bytes);
+    free(again);
+    /* len is honoured: the bytes need no NUL, a prefix is not a manifest */
+    zp_dataset *d3 = new_ds(f);
+    assert_int_equal(zp_dataset_add_manifest_json(d3, bytes, len - 1, NULL), ZP_ERR_FORMAT);
+    assert_int_equal(zp_dataset_num_shards(d3), 0);
+    zp_dataset_destroy(d3);
+    assert_int_equal(chdir(cwd), 0);
+    zp_dataset_destroy(d2);
+    free(want);
+    free(real);
+    free(bytes);
+}
+
+/* With a folder, the bytes are the file zp_dataset_write_manifest writes
+ * there (one code path), and read back against that folder. */
+static void test_manifest_json_is_the_file(void **state)
+{
+    fixture *f = *state;
+    char *g = zpt_path(f->dir, "*.jsonl*"), *m = zpt_path(f->dir, "m.json");
+    add_ok(f->ds, g);
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 1), ZP_OK);
+    size_t flen = 0;
+    char *file = zpt_read_file(m, &flen);
+    char *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(zp_dataset_manifest_json(f->ds, 1, f->dir, &bytes, &len), ZP_OK);
+    assert_int_equal(len, flen);
+    assert_memory_equal(bytes, file, len);
+    assert_null(strstr(bytes, "\"name\"")); /* names of locations become the paths */
+    assert_contains(bytes, "\"path\": \"b.jsonl\"");
+
+    /* read from the bytes and from the file: the same dataset */
+    zp_dataset *d2 = new_ds(f), *d3 = new_ds(f);
+    assert_int_equal(zp_dataset_add_manifest_json(d2, bytes, len, f->dir), ZP_OK);
+    add_ok(d3, m);
+    expect_same_dataset(d2, d3);
+    assert_string_equal(zp_dataset_shard_name(d2, 1), "b.jsonl");
+    char *want = zpt_path(f->dir, "b.jsonl");
+    assert_string_equal(zpi_dataset_shard_path(d2, 1), want);
+    /* a folder that does not exist is named */
+    char *none = zpt_path(f->dir, "no-such-folder");
+    char *junk = (char *)d2;
+    assert_int_equal(zp_dataset_manifest_json(d2, 0, none, &junk, NULL), ZP_ERR_IO);
+    assert_null(junk);
+    assert_contains(zp_dataset_errmsg(d2), "no-such-folder");
+    zp_dataset_destroy(d3);
+    zp_dataset_destroy(d2);
+    free(none);
+    free(want);
+    free(bytes);
+    free(file);
+    free(m);
+    free(g);
+}
+
+/* "name": the shard's name in ids and messages, when it differs from
+ * "path"; kept by the writer wherever the manifest is written. */
+static void test_manifest_name(void **state)
+{
+    fixture *f = *state;
+    const char *text = "{\"format_version\": 1, \"shards\": [\n"
+                       " {\"path\": \"b.jsonl\", \"name\": \"train/part-b\", \"samples\": 5},\n"
+                       " {\"path\": \"a.jsonl.zst\", \"name\": \"a.jsonl.zst\"},\n"
+                       " {\"path\": \"s3://bucket/x.jsonl.zst\", \"name\": \"remote-x\","
+                       "  \"bytes\": 9, \"samples\": 2}]}";
+    assert_int_equal(zp_dataset_add_manifest_json(f->ds, text, strlen(text), f->dir), ZP_OK);
+    assert_string_equal(zp_dataset_shard_name(f->ds, 0), "train/part-b");
+    assert_string_equal(zp_dataset_shard_name(f->ds, 1), "a.jsonl.zst");
+    assert_string_equal(zp_dataset_shard_name(f->ds, 2), "remote-x");
+    char *b = zpt_path(f->dir, "b.jsonl");
+    assert_string_equal(zpi_dataset_shard_path(f->ds, 0), b);
+    assert_string_equal(zpi_dataset_shard_path(f->ds, 2), "s3://bucket/x.jsonl.zst");
+
+    /* written beside the shards: "name" only where it differs from the
+     * path written; read back: the same dataset */
+    char *m = zpt_path(f->dir, "m.json");
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 0), ZP_OK);
+    char *mtext = zpt_read_file(m, NULL);
+    assert_contains(mtext, "\"path\": \"b.jsonl\",\n      \"name\": \"train/part-b\"");
+    assert_contains(mtext, "\"path\": \"s3://bucket/x.jsonl.zst\",\n      \"name\": \"remote-x\"");
+    assert_null(strstr(mtext, "\"name\": \"a.jsonl.zst\""));
+    free(mtext);
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, m);
+    expect_same_dataset(f->ds, d2);
+    /* written elsewhere (absolute paths): a "name" stays; a name that was
+     * the path in the old manifest becomes the path in the new one */
+    char *sub = zpt_path(f->dir, "sub"), *m2 = zpt_path(sub, "m.json");
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_int_equal(zp_dataset_write_manifest(d2, m2, 0), ZP_OK);
+    zp_dataset *d4 = new_ds(f);
+    add_ok(d4, m2);
+    assert_string_equal(zp_dataset_shard_name(d4, 0), "train/part-b");
+    assert_true(zp_dataset_shard_name(d4, 1)[0] == '/');
+    assert_string_equal(zp_dataset_shard_name(d4, 2), "remote-x");
+    assert_int_equal(zp_dataset_num_samples(d4), 5 + 7 + 2);
+    zp_dataset_destroy(d4);
+
+    /* messages name the shard by its name (and the file by its path) */
+    const char *stale = "{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"name\": "
+                        "\"train/part-b\", \"bytes\": 1}]}";
+    zp_dataset *d3 = new_ds(f);
+    assert_int_equal(zp_dataset_add_manifest_json(d3, stale, strlen(stale), f->dir),
+                     ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d3), "shard 'train/part-b': stale manifest (in memory)");
+    assert_contains(zp_dataset_errmsg(d3), b);
+    zp_dataset_destroy(d3);
+    zp_dataset_destroy(d2);
+    free(m2);
+    free(sub);
+    free(m);
+    free(b);
+}
+
+/* Malformed bytes: ZP_ERR_FORMAT naming what is wrong; nothing added. */
+static void test_manifest_json_errors(void **state)
+{
+    fixture *f = *state;
+    char *b = zpt_path(f->dir, "b.jsonl");
+    add_ok(f->ds, b);
+    struct {
+        const char *text;
+        const char *want;
+    } cases[] = {
+        {"", "manifest (in memory): line 1 column 0: '[' or '{' expected"},
+        {"{\"format_version\": 1, \"shards\": [", "manifest (in memory): line 1 column 33"},
+        {"{\"format_version\": 1, \"shards\": []} x", "end of file expected"},
+        {"{\"format_version\": 1, \"format_version\": 1, \"shards\": []}", "duplicate"},
+        {"[]", "manifest (in memory): not a JSON object"},
+        {"{\"shards\": []}", "manifest (in memory): missing \"format_version\""},
+        {"{\"format_version\": 1, \"shards\": {}}", "missing \"shards\" array"},
+        {"{\"format_version\": 1, \"shards\": [7]}", "shards[0] is not an object"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"\"}]}", "shards[0]: missing or empty \"path\""},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"name\": 3}]}",
+         "shards[0] ('b.jsonl'): \"name\" is not a non-empty string"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"name\": \"\"}]}",
+         "\"name\" is not a non-empty string"},
+        {"{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"name\": \"a\\u0000b\"}]}",
+         "NUL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zp_status st = zp_dataset_add_manifest_json(f->ds, cases[i].text, strlen(cases[i].text),
+                                                    f->dir);
+        if (st != ZP_ERR_FORMAT)
+            fail_msg("case %zu: status %d, want ZP_ERR_FORMAT (%s)", i, st,
+                     zp_dataset_errmsg(f->ds));
+        assert_contains(zp_dataset_errmsg(f->ds), cases[i].want);
+        assert_string_equal(f->last_log, zp_dataset_errmsg(f->ds));
+        assert_int_equal(zp_dataset_num_shards(f->ds), 1); /* all or nothing */
+    }
+    assert_int_equal(zp_dataset_add_manifest_json(f->ds, NULL, 0, NULL), ZP_ERR_INVALID);
+    assert_int_equal(zp_dataset_add_manifest_json(NULL, "{}", 2, NULL), ZP_ERR_INVALID);
+    assert_int_equal(zp_dataset_manifest_json(f->ds, 0, NULL, NULL, NULL), ZP_ERR_INVALID);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 1);
+    free(b);
 }
 
 static void test_index_once(void **state)
@@ -745,6 +965,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_manifest_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_manifest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_json_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_json_is_the_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_json_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_error_names_shard, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_cache_hit, setup, teardown),

@@ -60,9 +60,24 @@ void zp_dataset_destroy(zp_dataset *ds);
  *  - a glob pattern (matches are added in sorted order; no match is an error);
  *  - a manifest: a path ending in .json (see docs/datasets.md).
  * Paths inside a manifest are relative to the manifest's folder.
- * The shard's name (as used in sample ids) is spec as given, or the path as
- * written in the manifest. */
+ * The shard's name (as used in sample ids and messages) is spec as given
+ * (each match as matched for a glob), or for a manifest entry its "name",
+ * by default its "path" as written.
+ * All or nothing: on error the dataset is as before the call. */
 zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
+
+/* Add the shards of a manifest given as bytes (JSON, len bytes; no NUL
+ * needed at the end), exactly as zp_dataset_add() adds a manifest file:
+ * the same fields, validation and messages (the manifest is named
+ * "manifest (in memory)" in them). Relative paths resolve against base_dir
+ * (a folder, with or without its final '/'), NULL for the current folder.
+ * json is borrowed for the call. All or nothing, like zp_dataset_add().
+ * @return ZP_OK; ZP_ERR_FORMAT for bytes that are not a valid manifest (the
+ * message names the line and column of a JSON syntax error, or the
+ * field); ZP_ERR_IO for a local shard that cannot be opened;
+ * ZP_ERR_INVALID for NULL arguments. */
+zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t len,
+                                       const char *base_dir);
 
 /* Count the records of every shard whose count is not known yet (shards not
  * from a manifest). Reads each such shard once, unless its count is in the
@@ -74,9 +89,26 @@ zp_status zp_dataset_index(zp_dataset *ds);
  * with_hash != 0 each shard's XXH64 content hash (of its bytes on disk) is
  * written too. Shard paths are written so that they resolve from the
  * manifest's folder: URLs and names that already resolve from there as
- * given, files under that folder relative to it, others as absolute paths
- * (docs/datasets.md). */
+ * given, files under that folder relative to it, others as absolute paths;
+ * a shard named by a manifest's "name" keeps it (docs/datasets.md). The
+ * file is replaced atomically (written beside it, then renamed). */
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash);
+
+/* The manifest zp_dataset_write_manifest() would write (indexes first if
+ * needed), as bytes instead of a file: *out is NUL-terminated JSON of *len
+ * bytes (the NUL not counted; len may be NULL).
+ * base_dir: the folder the manifest is for; paths are written as
+ * zp_dataset_write_manifest() writes them for the manifest's folder (""
+ * is the current folder), and a shard's name is written as "name" only
+ * when it came from a manifest's "name" and differs from the path written.
+ * base_dir NULL: a manifest that does not depend on any folder: local
+ * paths are canonical absolute paths, URLs as they are, and every shard
+ * name that differs from the path written is kept as "name" -- read back
+ * (zp_dataset_add_manifest_json) it gives the same names, counts and
+ * fingerprint wherever it is read. The MPI layer broadcasts this form.
+ * OUT: *out, caller owns; release with free(). On error *out is NULL. */
+zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *base_dir, char **out,
+                                   size_t *len);
 
 /* Verify the content hash of every shard that has one (from a manifest).
  * A mismatch is ZP_ERR_FORMAT naming the shard. */

@@ -126,8 +126,10 @@ zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg);
  * manifest; the manifest bytes are broadcast and every rank (rank 0 too)
  * builds its dataset from them, so no other rank lists folders or counts
  * records. The specs of other ranks are not read (agree on them with
- * zp_mpi_agree's extra settings). Shard names become the paths the
- * manifest holds (absolute, or URLs). cfg may be NULL (defaults; it should
+ * zp_mpi_agree's extra settings). The manifest holds absolute paths (or
+ * URLs) and the shard names rank 0 was given (zp_dataset_manifest_json with
+ * no folder): every rank's shard names are rank 0's, and no rank writes a
+ * file. cfg may be NULL (defaults; it should
  * be equal on every rank). On any rank's failure every rank gets the error
  * with the failing rank named.
  * OUT: *out, caller owns; release with zp_dataset_destroy(). */

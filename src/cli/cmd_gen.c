@@ -325,7 +325,6 @@ typedef struct gen_ctx {
 } gen_ctx;
 
 #define CHUNK ((size_t)4 << 20)         /* records are compressed in chunks this large */
-#define FRAME_INPUT ((size_t)64 << 20)  /* a new zstd frame every this many input bytes */
 
 static int write_all(int fd, const char *p, size_t n)
 {
@@ -365,7 +364,7 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
         ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
     }
     rng lens = rng_for(o->seed, si, 1), text = rng_for(o->seed, si, 2);
-    size_t n = 0, frame_in = 0;
+    size_t n = 0;
     for (uint64_t i = 0; i < j->count; i++) {
         size_t target = draw_len(&lens);
         char *p = in + n;
@@ -387,15 +386,16 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
             n = 0;
             continue;
         }
-        frame_in += n;
-        ZSTD_EndDirective mode = (last || frame_in >= FRAME_INPUT) ? ZSTD_e_end : ZSTD_e_continue;
-        if (mode == ZSTD_e_end)
-            frame_in = 0;
+        /* Each chunk is one frame whose header records its size, so that
+         * readers can decode a whole shard in one call into a buffer of
+         * the exact size. */
+        ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+        ZSTD_CCtx_setPledgedSrcSize(cc, n);
         ZSTD_inBuffer ib = {in, n, 0};
         size_t left;
         do {
             ZSTD_outBuffer ob = {outb, out_cap, 0};
-            left = ZSTD_compressStream2(cc, &ob, &ib, mode);
+            left = ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end);
             if (ZSTD_isError(left)) {
                 snprintf(j->err, sizeof j->err, "'%s': zstd: %s", j->path, ZSTD_getErrorName(left));
                 goto out;
@@ -403,7 +403,7 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
             if (write_all(fd, outb, ob.pos) != 0)
                 goto io_err;
             j->written += ob.pos;
-        } while (mode == ZSTD_e_end ? left != 0 : ib.pos < ib.size);
+        } while (left != 0);
         n = 0;
     }
     if (close(fd) != 0) {

@@ -2,8 +2,8 @@
  *  - the handle: a duplicated communicator with MPI_ERRORS_RETURN, nodes and
  *    node-local ranks, works on a sub-communicator, bad settings refused on
  *    every rank;
- *  - the dataset built on rank 0 and broadcast; an error there reaches
- *    every rank;
+ *  - the dataset built on rank 0 and broadcast, with rank 0's shard names
+ *    on every rank; an error there reaches every rank;
  *  - exactly once across ranks through the MPI path (pad and drop);
  *  - reduced integer counters equal the sum of the per-rank counters
  *    exactly (real pipelines, and hand-made counters above 2^53);
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mpitest.h"
 #include "zephon.h"
@@ -124,6 +125,88 @@ static void test_dataset_error_reaches_every_rank(void **state)
     if (mpt_rank != 0)
         MPT_CHECK(strncmp(zp_mpi_errmsg(m), "rank 0: ", 8) == 0, "'%s'", zp_mpi_errmsg(m));
     zp_mpi_destroy(m);
+    mpt_sync();
+}
+
+/* Names are what rank 0 was given (a relative glob and a relative path),
+ * equal on every rank whatever its current folder; the shards resolve
+ * from every rank (each rank reads its part) and the description is the
+ * one rank 0 builds on its own. */
+static void test_dataset_names_as_given(void **state)
+{
+    (void)state;
+    char *dir = mpt_tmpdir();
+    MPT_CHECK(dir != NULL);
+    static const size_t sz[] = {9, 4, 6};
+    uint64_t total = mpt_make_dataset(dir, "n.json", sz, 3, -1);
+    char cwd[1024];
+    MPT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    /* rank 0 names the shards relative to the data; the others stand
+     * elsewhere */
+    MPT_CHECK(chdir(mpt_rank == 0 ? dir : "/") == 0);
+    const char *specs[] = {"n.json-0[01].jsonl", "./n.json-02.jsonl"};
+    const char *want[] = {"n.json-00.jsonl", "n.json-01.jsonl", "./n.json-02.jsonl"};
+
+    zp_mpi *m = NULL;
+    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &m) == ZP_OK);
+    zp_dataset *ds = NULL;
+    zp_status st = zp_mpi_dataset_create(m, mpt_rank == 0 ? specs : NULL, mpt_rank == 0 ? 2 : 0,
+                                         NULL, &ds);
+    MPT_CHECK(st == ZP_OK, "%s: %s", zp_status_str(st), zp_mpi_errmsg(m));
+    MPT_CHECK(zp_dataset_num_shards(ds) == 3);
+    for (size_t i = 0; i < 3; i++) {
+        const char *name = zp_dataset_shard_name(ds, i);
+        MPT_CHECK(name && strcmp(name, want[i]) == 0, "shard %zu is named '%s', want '%s'", i,
+                  name ? name : "(null)", want[i]);
+    }
+    /* rank 0's names on every rank: compare them as one string */
+    char mine[256] = "", root[256];
+    for (size_t i = 0; i < zp_dataset_num_shards(ds); i++) {
+        size_t len = strlen(mine);
+        snprintf(mine + len, sizeof mine - len, "%s|", zp_dataset_shard_name(ds, i));
+    }
+    memcpy(root, mine, sizeof root);
+    MPI_Bcast(root, sizeof root, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPT_CHECK(strcmp(mine, root) == 0, "names '%s', rank 0 has '%s'", mine, root);
+    /* the same description as rank 0's own dataset from the specs */
+    if (mpt_rank == 0) {
+        zp_dataset *own = NULL;
+        MPT_CHECK(zp_dataset_create(NULL, &own) == ZP_OK);
+        for (size_t i = 0; i < 2; i++)
+            MPT_CHECK(zp_dataset_add(own, specs[i]) == ZP_OK, "%s", zp_dataset_errmsg(own));
+        MPT_CHECK(zp_dataset_index(own) == ZP_OK);
+        MPT_CHECK(zp_dataset_fingerprint(own) == zp_dataset_fingerprint(ds));
+        zp_dataset_destroy(own);
+    }
+    MPT_CHECK(zp_mpi_agree(m, ds, NULL, NULL, NULL) == ZP_OK, "%s", zp_mpi_errmsg(m));
+
+    /* every rank reads its samples: the paths resolve from its folder */
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    zp_worksource *ws = NULL;
+    MPT_CHECK(zp_mpi_worksource_create(m, ds, &wc, &ws) == ZP_OK, "%s", zp_mpi_errmsg(m));
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = 1;
+    pc.microbatch_size = 2;
+    zp_pipeline *p = NULL;
+    MPT_CHECK(ws && zp_pipeline_create(ws, &pc, &p) == ZP_OK);
+    const zp_batch *b;
+    uint64_t n = 0, mine_n = 0;
+    while (p && (st = zp_mpi_next(m, p, &b)) == ZP_OK)
+        n += b->n_samples;
+    MPT_CHECK(st == ZP_END, "%s: %s", zp_status_str(st), zp_mpi_errmsg(m));
+    mine_n = ws ? zp_worksource_samples_per_rank(ws) : 0;
+    MPT_CHECK(n == mine_n, "read %llu samples, plan %llu", (unsigned long long)n,
+              (unsigned long long)mine_n);
+    MPT_CHECK(mine_n * (uint64_t)mpt_size >= total);
+
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+    zp_mpi_destroy(m);
+    MPT_CHECK(chdir(cwd) == 0);
+    mpt_rmdir(dir);
     mpt_sync();
 }
 
@@ -582,6 +665,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handle),
         cmocka_unit_test(test_agree_status),
         cmocka_unit_test(test_dataset_error_reaches_every_rank),
+        cmocka_unit_test(test_dataset_names_as_given),
         cmocka_unit_test(test_exactly_once_pad),
         cmocka_unit_test(test_exactly_once_drop),
         cmocka_unit_test(test_reduction_exact),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_mpi_cli.sh ZEPHON MPIRUN - `zephon run` under mpirun (the MPI path
 # is taken automatically):
-#  1. 1..4 ranks: exactly once across ranks, equal counts, the report in
-#     four formats, its totals equal to the sum of the ranks' rows;
+#  1. 1..4 ranks: exactly once across ranks, equal counts, sample ids
+#     naming shards as the manifest does, the report in four formats, its
+#     totals equal to the sum of the ranks' rows;
 #  2. a slow rank (--fetch-delay-us on one rank, MPMD) is named as the
 #     straggler and no other rank is;
 #  3. a rank given a different manifest: every rank fails with a message
@@ -38,6 +39,8 @@ for W in 1 2 3 4; do
   check "W=$W equal per-rank counts" '[[ $counts -eq 1 ]]'
   uniq=$(cat "$T"/ids$W/rank-*.ids | sort -u | wc -l)
   check "W=$W every sample delivered ($uniq of $total)" '[[ $uniq -eq $total ]]'
+  # every rank names the shards as the manifest does (not by rank 0's paths)
+  check "W=$W ids use the manifest's shard names" '! grep -qv "^shard-[0-9]*\.jsonl\.zst:[0-9]*$" "$T"/ids$W/rank-*.ids'
   all=$(cat "$T"/ids$W/rank-*.ids | wc -l)
   check "W=$W fewer than W repeats ($all - $total)" '[[ $all -ge $total && $((all - total)) -lt $W ]]'
   for f in report.txt report.json report.csv report.html windows.csv; do
