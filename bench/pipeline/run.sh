@@ -11,7 +11,16 @@ if [[ ! -x $B/bench_e2e ]]; then
 fi
 M=${2:-}
 if [[ -z $M ]]; then
-  M=bench/out/e2e-data-400/manifest.json
-  [[ -f $M ]] || "$B/zephon" gen --out bench/out/e2e-data-400 --shards 8 --bytes 400M --seed 3 >/dev/null
+  # The tokenizer benchmark's English-heavy mixed text (Zipf-distributed
+  # GPT-2 words, code, multilingual lines), 200 MB in 8 jsonl.zst shards.
+  D=bench/out/e2e-real
+  M=$D/manifest.json
+  if [[ ! -f $M ]]; then
+    mkdir -p "$D"
+    node bench/tokenizer/gen_text.mjs "$D/all.jsonl" 200 >/dev/null
+    (cd "$D" && split -n l/8 -d -a 2 all.jsonl part- && rm all.jsonl &&
+     for f in part-??; do zstd -q -3 --rm "$f" -o "$f.jsonl.zst"; done)
+    "$B/zephon" index -o "$M" "$D/*.jsonl.zst" >/dev/null
+  fi
 fi
-"$B/bench_e2e" "$M" 3
+"$B/bench_e2e" "$M" "${ROUNDS:-3}"
