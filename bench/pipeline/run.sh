@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end text pipeline vs tokenizer-only throughput, in one run.
 #   bench/pipeline/run.sh [BUILD_DIR] [DATASET_MANIFEST]
-# Without a dataset, generates bench/out/e2e-data-400 (~400 MB of JSONL.zst).
+# Without a dataset, generates bench/out/e2e-real: 200 MB of the tokenizer
+# benchmark's English-heavy text (needs node), in 8 jsonl.zst shards.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
