@@ -37,16 +37,6 @@ void zpi_fmt(char *buf, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-uint64_t zpi_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 char *zpi_strdup(const char *s)
 {
     if (!s)

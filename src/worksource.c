@@ -126,18 +126,6 @@ static inline uint64_t ws_mask(unsigned bits)
     return bits >= 64 ? ~0ULL : ((1ULL << bits) - 1);
 }
 
-/* The splitmix64 finaliser (as zpi_mix64), inlined: it is the Feistel
- * round function, on the hot path. */
-static inline uint64_t ws_mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 /* The image of x (< n) under the bijection of [0, n) keyed by key.
  *
  * A Feistel network on a mixed-radix domain: x = h * 2^lo + l with
@@ -177,10 +165,10 @@ static uint64_t ws_permute(uint64_t x, uint64_t n, uint64_t key)
         uint64_t h = x >> lo, l = x & mlo, rk = key;
         for (unsigned r = 0; r < rounds; r += 2) {
             rk += 0x9e3779b97f4a7c15ULL;
-            h += ((ws_mix(l ^ rk) >> 32) * A) >> 32; /* < 2A */
+            h += ((zpi_mix64(l ^ rk) >> 32) * A) >> 32; /* < 2A */
             h -= h >= A ? A : 0;
             rk += 0x9e3779b97f4a7c15ULL;
-            l = (l ^ ws_mix(h ^ rk)) & mlo;
+            l = (l ^ zpi_mix64(h ^ rk)) & mlo;
         }
         x = (h << lo) | l;
     } while (x >= n);
