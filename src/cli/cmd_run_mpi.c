@@ -137,10 +137,9 @@ static char *extra_settings(const zp_run_opts *o)
     if (!s)
         return NULL;
     int n = snprintf(s, cap,
-                     "tokenize=%s field=%s map=%s pack=%s start_epoch=%llu max_batches=%llu "
+                     "tokenize=%s field=%s map=%s start_epoch=%llu max_batches=%llu "
                      "report_every=%llu data=",
                      o->tok_id[0] ? o->tok_id : "none", o->field, o->map_strip ? "strip" : "none",
-                     !o->tok_id[0] ? "records" : o->pack == ZP_PACK_PAD ? "pad" : "concat",
                      (unsigned long long)o->start_epoch,
                      o->max_batches == UINT64_MAX ? 0ULL : (unsigned long long)o->max_batches,
                      (unsigned long long)o->report_every);
@@ -181,6 +180,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
         return 1;
     }
     char *extra = extra_settings(o);
+    /* agree on the packing the pipeline will use (tokenize turns it on) */
+    o->pc.pack = !o->tok_id[0] ? ZP_PACK_RECORDS : o->pack ? o->pack : ZP_PACK_CONCAT;
     st = zp_mpi_agree(m, ds, &o->ws, &o->pc, extra ? extra : "?");
     free(extra);
     if (st != ZP_OK) {
