@@ -336,10 +336,11 @@ static void spawn(zp_pipeline *p, int s, zpi_chunk *c)
     stage_task(p, s, c);
 }
 
-static void fifo_push(zpi_stage *st, zpi_chunk *c)
+static void fifo_push(zp_pipeline *p, zpi_stage *st, zpi_chunk *c)
 {
     c->next = NULL;
-    c->enq_ns = zpi_now_ns();
+    if (p->obs)
+        c->enq_ns = zpi_now_ns();
     if (st->tail)
         st->tail->next = c;
     else
@@ -377,7 +378,7 @@ static int handoff_locked(zp_pipeline *p, int s, zpi_chunk *c)
         st->running++;
         return 1;
     }
-    fifo_push(st, c);
+    fifo_push(p, st, c);
     if (p->obs && st->queued > p->obs->stage[s].queue_max)
         p->obs->stage[s].queue_max = (uint32_t)st->queued;
     return 0;
