@@ -585,7 +585,7 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
  * (when absolute, as the XDG spec asks), else $HOME/.cache/zephon/index,
  * created like mkdir -p (new folders 0700). 0, or -1 with errno (ENOENT
  * when neither variable is usable). */
-static int run_index_cache_dir(char *buf, size_t cap)
+int zp_run_index_cache_dir(char *buf, size_t cap)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
@@ -639,7 +639,7 @@ int zp_run_main(zp_run_opts *o)
     zp_dataset_config_init(&dcfg);
     char cache_dir[PATH_MAX];
     if (!o->no_index_cache) {
-        if (run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
+        if (zp_run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
             dcfg.index_cache_dir = cache_dir;
         else if (!o->quiet)
             fprintf(stderr, "zephon run: warning: index cache off: %s%s%s: %s\n",

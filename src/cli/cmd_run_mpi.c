@@ -7,6 +7,7 @@
  * loop, and a final report is written with --report DIR. */
 #include <errno.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,8 +173,14 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
                         "communicator: --rank/--world-size ignored\n");
     zp_mpi_worksource_config(m, &o->ws);
 
+    /* rank 0 indexes (or reads the manifest); the others get its bytes */
+    zp_dataset_config dcfg;
+    zp_dataset_config_init(&dcfg);
+    char cache_dir[PATH_MAX];
+    if (!o->no_index_cache && zp_run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
+        dcfg.index_cache_dir = cache_dir;
     zp_dataset *ds = NULL;
-    zp_status st = zp_mpi_dataset_create(m, o->specs, o->n_specs, NULL, &ds);
+    zp_status st = zp_mpi_dataset_create(m, o->specs, o->n_specs, &dcfg, &ds);
     if (st != ZP_OK) {
         fprintf(stderr, "zephon run: rank %d: dataset: %s: %s\n", rank, zp_status_str(st),
                 zp_mpi_errmsg(m));

@@ -73,6 +73,9 @@ void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f);
 /* Write the final snapshots as one JSON document. 0 or -1. */
 int zp_run_write_metrics(zp_pipeline *p, const char *path);
 int zp_run_main(zp_run_opts *o);
+/* The index cache folder of `zephon run` ($XDG_CACHE_HOME/zephon/index or
+ * $HOME/.cache/zephon/index), created if needed. 0, or -1 with errno. */
+int zp_run_index_cache_dir(char *buf, size_t cap);
 
 #ifdef ZEPHON_CLI_MPI
 /* cmd_run_mpi.c: 1 when launched by mpirun/srun (PMIx/Open MPI variables). */
