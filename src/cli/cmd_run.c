@@ -565,10 +565,11 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
         return;
     }
     printf("rank %u/%u: %llu batches, %llu samples in %.3f s: %.0f samples/s, %.1f batches/s, "
-           "%.1f MB/s",
+           "%.1f MB/s of %s",
            o->ws.rank, o->ws.world_size, (unsigned long long)r->batches,
            (unsigned long long)r->counts.samples, r->seconds, (double)r->counts.samples / s,
-           (double)r->batches / s, (double)r->bytes / s / 1e6);
+           (double)r->batches / s, (double)r->bytes / s / 1e6,
+           r->counts.tokens ? "token batches" : "records");
     if (r->counts.tokens)
         printf(", %.0f tokens/s", (double)r->counts.tokens / s);
     printf("\n");
