@@ -675,6 +675,7 @@ static int cache_lookup(zp_dataset *ds, const shard *s, const cache_key *k, uint
     const char *why = NULL;
     char jerr[256];
     ssize_t got = 0;
+    int hit = 0;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > CACHE_MAX_ENTRY) {
         why = "not a regular file of at most 64 KiB";
         goto corrupt;
@@ -711,7 +712,6 @@ static int cache_lookup(zp_dataset *ds, const shard *s, const cache_key *k, uint
         why = "not an index cache entry (version 1)";
         goto corrupt;
     }
-    int hit = 0;
     if (strcmp(json_string_value(jp), k->abs) != 0 || strcmp(json_string_value(jf), k->format) != 0)
         zpi_dataset_log(ds, ZP_LOG_DEBUG, "index cache: shard '%s': '%s' is the entry of another shard",
                         s->name, k->file);
@@ -731,17 +731,15 @@ static int cache_lookup(zp_dataset *ds, const shard *s, const cache_key *k, uint
         *samples = (uint64_t)n;
         hit = 1;
     }
+    goto out;
+corrupt:
+    zpi_dataset_log(ds, ZP_LOG_WARN, "index cache: shard '%s': ignoring corrupt entry '%s': %s",
+                    s->name, k->file, why);
+out:
     json_decref(root);
     free(buf);
     close(fd);
     return hit;
-corrupt:
-    zpi_dataset_log(ds, ZP_LOG_WARN, "index cache: shard '%s': ignoring corrupt entry '%s': %s",
-                    s->name, k->file, why);
-    json_decref(root);
-    free(buf);
-    close(fd);
-    return 0;
 }
 
 /* Write the entry of shard s, just loaded into sh, when the file did not
@@ -836,6 +834,52 @@ out:
 
 /* ------------------------------------------------------------ index */
 
+/* Shard s has n records, and `bytes` bytes as it was just read. */
+static void set_count(zp_dataset *ds, shard *s, uint64_t bytes, uint64_t n)
+{
+    if (bytes != s->bytes) {
+        zpi_dataset_log(ds, ZP_LOG_WARN,
+                        "shard '%s' changed size since it was added (%llu -> %llu bytes)",
+                        s->name, (unsigned long long)s->bytes, (unsigned long long)bytes);
+        s->bytes = bytes;
+    }
+    s->samples = n;
+}
+
+/* Count the records of shard s: from the index cache when it has them,
+ * else by loading the shard (and then keeping the count in the cache). */
+static zp_status index_shard(zp_dataset *ds, shard *s, cache_stats *cs)
+{
+    cache_key k;
+    int use_cache = ds->cache_dir && !s->remote && cache_key_init(ds, s, &k) == 0;
+    uint64_t n;
+    if (use_cache && cache_lookup(ds, s, &k, &n, cs)) {
+        set_count(ds, s, k.bytes, n);
+        cs->hits++;
+        zpi_dataset_log(ds, ZP_LOG_DEBUG, "shard '%s': %llu records (index cache)", s->name,
+                        (unsigned long long)n);
+        cache_key_free(&k);
+        return ZP_OK;
+    }
+    if (use_cache)
+        cs->misses++;
+    zpi_shard sh;
+    char err[sizeof ds->err];
+    double t0 = zpi_now();
+    zp_status st = s->fmt->load(s->path, s->name, &ds->lim, &sh, err, sizeof err);
+    if (st == ZP_OK) {
+        set_count(ds, s, sh.file_bytes, sh.n_records);
+        zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,
+                        (unsigned long long)s->samples, zpi_now() - t0);
+        if (use_cache)
+            cache_store(ds, s, &k, &sh, cs);
+        zpi_shard_free(&sh);
+    }
+    if (use_cache)
+        cache_key_free(&k);
+    return st == ZP_OK ? ZP_OK : fail(ds, st, "%s", err);
+}
+
 zp_status zp_dataset_index(zp_dataset *ds)
 {
     if (!ds)
@@ -843,55 +887,11 @@ zp_status zp_dataset_index(zp_dataset *ds)
     clear_err(ds);
     cache_stats cs = {0, 0, 0};
     for (size_t i = 0; i < ds->n; i++) {
-        shard *s = &ds->shards[i];
-        if (s->samples != UNKNOWN)
+        if (ds->shards[i].samples != UNKNOWN)
             continue;
-        cache_key k;
-        int use_cache = ds->cache_dir && !s->remote && cache_key_init(ds, s, &k) == 0;
-        if (use_cache) {
-            uint64_t n;
-            if (cache_lookup(ds, s, &k, &n, &cs)) {
-                if (k.bytes != s->bytes) {
-                    zpi_dataset_log(ds, ZP_LOG_WARN,
-                                    "shard '%s' changed size since it was added (%llu -> %llu "
-                                    "bytes)",
-                                    s->name, (unsigned long long)s->bytes,
-                                    (unsigned long long)k.bytes);
-                    s->bytes = k.bytes;
-                }
-                s->samples = n;
-                cs.hits++;
-                zpi_dataset_log(ds, ZP_LOG_DEBUG, "shard '%s': %llu records (index cache)",
-                                s->name, (unsigned long long)n);
-                cache_key_free(&k);
-                continue;
-            }
-            cs.misses++;
-        }
-        zpi_shard sh;
-        char err[sizeof ds->err];
-        double t0 = zpi_now();
-        zp_status st = s->fmt->load(s->path, s->name, &ds->lim, &sh, err, sizeof err);
-        if (st != ZP_OK) {
-            if (use_cache)
-                cache_key_free(&k);
-            return fail(ds, st, "%s", err);
-        }
-        if (sh.file_bytes != s->bytes) {
-            zpi_dataset_log(ds, ZP_LOG_WARN,
-                            "shard '%s' changed size since it was added (%llu -> %llu bytes)",
-                            s->name, (unsigned long long)s->bytes,
-                            (unsigned long long)sh.file_bytes);
-            s->bytes = sh.file_bytes;
-        }
-        s->samples = sh.n_records;
-        zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,
-                        (unsigned long long)s->samples, zpi_now() - t0);
-        if (use_cache) {
-            cache_store(ds, s, &k, &sh, &cs);
-            cache_key_free(&k);
-        }
-        zpi_shard_free(&sh);
+        zp_status st = index_shard(ds, &ds->shards[i], &cs);
+        if (st != ZP_OK)
+            return st;
     }
     if (cs.hits + cs.misses)
         zpi_dataset_log(ds, ZP_LOG_INFO, "index cache '%s': %zu of %zu shards from the cache",

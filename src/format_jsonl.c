@@ -45,6 +45,22 @@ static ssize_t read_full(int fd, char *buf, size_t want)
     return (ssize_t)got;
 }
 
+/* read_full(), its time added to *t. On error the message names the shard
+ * and the byte offset `at` where the read started. */
+static ssize_t timed_read(int fd, char *buf, size_t want, double *t, const char *name,
+                          uint64_t at, char *err, size_t errcap)
+{
+    double t0 = zpi_now();
+    ssize_t r = read_full(fd, buf, want);
+    *t += zpi_now() - t0;
+    if (r < 0) {
+        int e = errno;
+        zpi_fmt(err, errcap, "shard '%s': read error at byte %llu: %s", name,
+                (unsigned long long)at, strerror(e));
+    }
+    return r;
+}
+
 /* Open path for reading. */
 static zp_status open_shard(const char *path, const char *name, int *fd, struct stat *st,
                             char *err, size_t errcap)
@@ -106,19 +122,30 @@ static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t li
     return ZP_ERR_LIMIT;
 }
 
-/* Zero the padding, give back a large unused tail and hand the buffer to
- * out. */
-static void finish_data(char **data, size_t len, size_t cap, zpi_shard *out)
+/* End of every load, whatever stopped it (st): on ZP_OK, index the final
+ * line, zero the padding, give back a large unused tail of data (capacity
+ * cap) and hand data and the offsets to out; otherwise, or when that fails,
+ * free both and clear out (also the figures the caller set in it). */
+static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t len, size_t cap,
+                          zpi_shard *out, char *err, size_t errcap)
 {
-    if (cap - len > ((size_t)1 << 20)) {
-        char *d = realloc(*data, len + ZPI_JSON_PADDING);
-        if (d)
-            *data = d;
+    if (st == ZP_OK)
+        st = zpi_line_index_finish(ix, data, len, out, err, errcap);
+    if (st != ZP_OK) {
+        zpi_line_index_free(ix);
+        free(data);
+        memset(out, 0, sizeof *out);
+        return st;
     }
-    memset(*data + len, 0, ZPI_JSON_PADDING);
-    out->data = *data;
+    if (cap - len > ((size_t)1 << 20)) {
+        char *d = realloc(data, len + ZPI_JSON_PADDING);
+        if (d)
+            data = d;
+    }
+    memset(data + len, 0, ZPI_JSON_PADDING);
+    out->data = data;
     out->data_len = len;
-    *data = NULL;
+    return ZP_OK;
 }
 
 static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
@@ -148,13 +175,8 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
             /* The expected size is read: one probe read tells EOF from a
              * file that grew while we read it. */
             char probe;
-            double t0 = zpi_now();
-            ssize_t r = read_full(fd, &probe, 1);
-            t_read += zpi_now() - t0;
+            ssize_t r = timed_read(fd, &probe, 1, &t_read, name, len, err, errcap);
             if (r < 0) {
-                int e = errno;
-                zpi_fmt(err, errcap, "shard '%s': read error at byte %zu: %s", name, len,
-                        strerror(e));
                 st = ZP_ERR_IO;
                 break;
             }
@@ -168,12 +190,8 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
             data[len++] = probe;
         }
         size_t want = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
-        double t0 = zpi_now();
-        ssize_t r = read_full(fd, data + len, want);
-        t_read += zpi_now() - t0;
+        ssize_t r = timed_read(fd, data + len, want, &t_read, name, len, err, errcap);
         if (r < 0) {
-            int e = errno;
-            zpi_fmt(err, errcap, "shard '%s': read error at byte %zu: %s", name, len, strerror(e));
             st = ZP_ERR_IO;
             break;
         }
@@ -187,19 +205,9 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
             break; /* EOF */
     }
     close(fd);
-    if (st == ZP_OK)
-        st = zpi_line_index_finish(&ix, data, len, out, err, errcap);
-    if (st != ZP_OK) {
-        zpi_line_index_free(&ix);
-        free(data);
-        memset(out, 0, sizeof *out);
-        return st;
-    }
-    finish_data(&data, len, cap, out);
     out->file_bytes = len;
     out->read_seconds = t_read;
-    out->decompress_seconds = 0;
-    return ZP_OK;
+    return end_load(st, &ix, data, len, cap, out, err, errcap);
 }
 
 /* Smallest power of two >= x, as a log2 (for the zstd window limit). */
@@ -284,19 +292,10 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
     }
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
-    *st = zpi_line_index_feed(&ix, data, got, err, errcap);
-    if (*st == ZP_OK)
-        *st = zpi_line_index_finish(&ix, data, got, out, err, errcap);
-    if (*st != ZP_OK) {
-        zpi_line_index_free(&ix);
-        free(data);
-        memset(out, 0, sizeof *out);
-        return 1;
-    }
-    finish_data(&data, got, got, out);
     out->file_bytes = csize;
     out->read_seconds = t_read;
     out->decompress_seconds = t_dec;
+    *st = end_load(ZP_OK, &ix, data, got, got, out, err, errcap);
     return 1;
 }
 
@@ -357,13 +356,8 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
             if (eof)
                 break;
             consumed += in.size;
-            double t0 = zpi_now();
-            ssize_t r = read_full(fd, inbuf, READ_CHUNK);
-            t_read += zpi_now() - t0;
+            ssize_t r = timed_read(fd, inbuf, READ_CHUNK, &t_read, name, consumed, err, errcap);
             if (r < 0) {
-                int e = errno;
-                zpi_fmt(err, errcap, "shard '%s': read error at byte %llu: %s", name,
-                        (unsigned long long)consumed, strerror(e));
                 st = ZP_ERR_IO;
                 goto done;
             }
@@ -457,10 +451,6 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
         if (st != ZP_OK)
             goto done;
     }
-    st = zpi_line_index_finish(&ix, data, len, out, err, errcap);
-    if (st != ZP_OK)
-        goto done;
-    finish_data(&data, len, cap, out);
     out->file_bytes = consumed;
     out->read_seconds = t_read;
     out->decompress_seconds = t_dec;
@@ -469,12 +459,7 @@ done:
     close(fd);
     ZSTD_freeDCtx(dctx);
     free(inbuf);
-    if (st != ZP_OK) {
-        zpi_line_index_free(&ix);
-        free(data);
-        memset(out, 0, sizeof *out);
-    }
-    return st;
+    return end_load(st, &ix, data, len, cap, out, err, errcap);
 }
 
 const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain};

@@ -96,12 +96,8 @@ extern "C" zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, ch
         simdjson::error_code e =
             j->parser.parse(reinterpret_cast<const uint8_t *>(buf ? buf : ""), len, false).get(doc);
         if (e) {
-            if (e == simdjson::MEMALLOC) {
-                set_err(err, errcap, "out of memory", simdjson::error_message(e));
-                return ZP_ERR_NOMEM;
-            }
             set_err(err, errcap, short_cause(e), simdjson::error_message(e));
-            return ZP_ERR_FORMAT;
+            return e == simdjson::MEMALLOC ? ZP_ERR_NOMEM : ZP_ERR_FORMAT;
         }
         if (!doc.is_object()) {
             const char *what;

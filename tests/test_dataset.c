@@ -57,16 +57,44 @@ static void make_shard(const char *dir, const char *name, int n)
     free(p);
 }
 
-static zp_dataset *new_ds(fixture *f)
+static void add_ok(zp_dataset *ds, const char *spec)
+{
+    zp_status st = zp_dataset_add(ds, spec);
+    if (st != ZP_OK)
+        fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
+}
+
+/* A dataset over dir/names[0..n) with the index cache in cache_dir. */
+static zp_dataset *cached_ds(fixture *f, const char *cache_dir, const char *const *names,
+                             size_t n)
 {
     zp_dataset_config cfg;
     zp_dataset_config_init(&cfg);
     cfg.log = log_fn;
     cfg.log_user = f;
+    cfg.index_cache_dir = cache_dir;
     zp_dataset *ds;
     assert_int_equal(zp_dataset_create(&cfg, &ds), ZP_OK);
+    for (size_t i = 0; i < n; i++) {
+        char *p = zpt_path(f->dir, names[i]);
+        add_ok(ds, p);
+        free(p);
+    }
     return ds;
 }
+
+/* cached_ds() indexed: the index succeeds and counts `samples` records. */
+static zp_dataset *indexed_ds(fixture *f, const char *cache_dir, const char *const *names,
+                              size_t n, uint64_t samples)
+{
+    zp_dataset *ds = cached_ds(f, cache_dir, names, n);
+    assert_int_equal(zp_dataset_index(ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(ds), samples);
+    return ds;
+}
+
+/* An empty dataset that logs into f, without the index cache. */
+static zp_dataset *new_ds(fixture *f) { return cached_ds(f, NULL, NULL, 0); }
 
 static int setup(void **state)
 {
@@ -96,13 +124,6 @@ static void assert_contains(const char *hay, const char *needle)
 {
     if (!strstr(hay, needle))
         fail_msg("message \"%s\" does not contain \"%s\"", hay, needle);
-}
-
-static void add_ok(zp_dataset *ds, const char *spec)
-{
-    zp_status st = zp_dataset_add(ds, spec);
-    if (st != ZP_OK)
-        fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
 }
 
 /* ------------------------------------------------------------ tests */
@@ -665,25 +686,6 @@ static void test_index_error_names_shard(void **state)
 
 /* ------------------------------------------------------------ index cache */
 
-/* A dataset over dir/names[0..n) with the index cache in cache_dir. */
-static zp_dataset *cached_ds(fixture *f, const char *cache_dir, const char *const *names,
-                             size_t n)
-{
-    zp_dataset_config cfg;
-    zp_dataset_config_init(&cfg);
-    cfg.log = log_fn;
-    cfg.log_user = f;
-    cfg.index_cache_dir = cache_dir;
-    zp_dataset *ds;
-    assert_int_equal(zp_dataset_create(&cfg, &ds), ZP_OK);
-    for (size_t i = 0; i < n; i++) {
-        char *p = zpt_path(f->dir, names[i]);
-        add_ok(ds, p);
-        free(p);
-    }
-    return ds;
-}
-
 static void get_mtime(const char *path, struct timespec *ts)
 {
     struct stat sb;
@@ -760,9 +762,7 @@ static void test_index_cache_hit(void **state)
     const char *names[] = {"a.jsonl.zst", "b.jsonl"};
     backdate(f->dir, "a.jsonl.zst");
     backdate(f->dir, "b.jsonl");
-    zp_dataset *d1 = cached_ds(f, cache, names, 2);
-    assert_int_equal(zp_dataset_index(d1), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(d1), 12);
+    zp_dataset *d1 = indexed_ds(f, cache, names, 2, 12);
     assert_int_equal(dir_entries(cache, NULL), 2); /* one entry per shard, no temporaries */
 
     garble_keep_mtime(f->dir, "a.jsonl.zst");
@@ -809,9 +809,7 @@ static void test_index_cache_stale_size(void **state)
     char *cache = make_cache_dir(f);
     const char *names[] = {"b.jsonl"};
     backdate(f->dir, "b.jsonl");
-    zp_dataset *d1 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d1), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(d1), 5);
+    zp_dataset *d1 = indexed_ds(f, cache, names, 1, 5);
 
     /* one more record, same mtime: only the size tells */
     char *b = zpt_path(f->dir, "b.jsonl");
@@ -819,16 +817,12 @@ static void test_index_cache_stale_size(void **state)
     get_mtime(b, &ts);
     assert_int_equal(zpt_append_file(b, "{\"id\": 99}\n", 11), 0);
     set_mtime(b, &ts);
-    zp_dataset *d2 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d2), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(d2), 6);
+    zp_dataset *d2 = indexed_ds(f, cache, names, 1, 6);
     assert_int_equal(dir_entries(cache, NULL), 1); /* replaced, not added */
 
     /* the replaced entry serves the new file */
     garble_keep_mtime(f->dir, "b.jsonl");
-    zp_dataset *d3 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d3), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(d3), 6);
+    zp_dataset *d3 = indexed_ds(f, cache, names, 1, 6);
     zp_dataset_destroy(d3);
     zp_dataset_destroy(d2);
     zp_dataset_destroy(d1);
@@ -844,9 +838,7 @@ static void test_index_cache_corrupt_entry(void **state)
     char *cache = make_cache_dir(f);
     const char *names[] = {"a.jsonl.zst"};
     backdate(f->dir, "a.jsonl.zst");
-    zp_dataset *d1 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d1), ZP_OK);
-    zp_dataset_destroy(d1);
+    zp_dataset_destroy(indexed_ds(f, cache, names, 1, 7)); /* writes the entry */
     char *entry = NULL;
     assert_int_equal(dir_entries(cache, &entry), 1);
     const char *bad[] = {
@@ -875,9 +867,7 @@ static void test_index_cache_corrupt_entry(void **state)
     assert_int_equal(f->log_errors, 0);
     /* the last miss rewrote a good entry */
     garble_keep_mtime(f->dir, "a.jsonl.zst");
-    zp_dataset *d2 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d2), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(d2), 7);
+    zp_dataset *d2 = indexed_ds(f, cache, names, 1, 7);
     zp_dataset_destroy(d2);
     free(entry);
     free(cache);
@@ -895,9 +885,7 @@ static void test_index_cache_unwritable(void **state)
     for (size_t i = 0; i < 2; i++) {
         char *cache = zpt_path(f->dir, dirs[i]);
         f->log_warnings = 0;
-        zp_dataset *d = cached_ds(f, cache, names, 2);
-        assert_int_equal(zp_dataset_index(d), ZP_OK);
-        assert_int_equal(zp_dataset_num_samples(d), 10);
+        zp_dataset *d = indexed_ds(f, cache, names, 2, 10);
         if (f->log_warnings != 1)
             fail_msg("'%s': %d warnings, want 1", cache, f->log_warnings);
         assert_contains(f->last_warning, "index cache");
@@ -916,9 +904,7 @@ static void test_index_cache_skips_fresh_shard(void **state)
     fixture *f = *state;
     char *cache = make_cache_dir(f);
     const char *names[] = {"a.jsonl.zst"};
-    zp_dataset *d1 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d1), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(d1), 7);
+    zp_dataset *d1 = indexed_ds(f, cache, names, 1, 7);
     assert_int_equal(dir_entries(cache, NULL), 0);
     zp_dataset_destroy(d1);
     free(cache);
@@ -932,9 +918,7 @@ static void test_index_cache_limits(void **state)
     char *cache = make_cache_dir(f);
     const char *names[] = {"a.jsonl.zst"};
     backdate(f->dir, "a.jsonl.zst");
-    zp_dataset *d1 = cached_ds(f, cache, names, 1);
-    assert_int_equal(zp_dataset_index(d1), ZP_OK);
-    zp_dataset_destroy(d1);
+    zp_dataset_destroy(indexed_ds(f, cache, names, 1, 7)); /* writes the entry */
 
     zp_dataset_config cfg;
     zp_dataset_config_init(&cfg);

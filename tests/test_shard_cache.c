@@ -85,6 +85,15 @@ static const zpi_shard *get_ok(zpi_shard_cache *c, uint32_t i, int *loaded)
     return sh;
 }
 
+/* get_ok() and put at once; returns whether the get loaded the shard. */
+static int touch(zpi_shard_cache *c, uint32_t i)
+{
+    int loaded;
+    get_ok(c, i, &loaded);
+    zpi_shard_cache_put(c, i);
+    return loaded;
+}
+
 static void test_hits_misses_evictions(void **state)
 {
     fixture *f = *state;
@@ -92,34 +101,22 @@ static void test_hits_misses_evictions(void **state)
     /* room for two unpinned shards */
     assert_int_equal(zpi_shard_cache_create(f->ds, 2 * f->shard_size, &c), ZP_OK);
     zpi_shard_cache_stats st;
-    int loaded;
-    get_ok(c, 0, &loaded);
-    assert_int_equal(loaded, 1);
-    zpi_shard_cache_put(c, 0);
-    get_ok(c, 0, &loaded); /* hit */
-    assert_int_equal(loaded, 0);
-    zpi_shard_cache_put(c, 0);
-    get_ok(c, 1, &loaded);
-    zpi_shard_cache_put(c, 1);
+    assert_int_equal(touch(c, 0), 1);
+    assert_int_equal(touch(c, 0), 0); /* hit */
+    touch(c, 1);
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.hits, 1);
     assert_int_equal(st.misses, 2);
     assert_int_equal(st.evictions, 0);
     assert_int_equal(st.bytes_resident, 2 * f->shard_size);
     /* touch 0 so that 1 is least recently used, then load 2: 1 goes */
-    get_ok(c, 0, NULL);
-    zpi_shard_cache_put(c, 0);
-    get_ok(c, 2, NULL);
-    zpi_shard_cache_put(c, 2);
+    touch(c, 0);
+    touch(c, 2);
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.evictions, 1);
     assert_int_equal(st.bytes_resident, 2 * f->shard_size);
-    get_ok(c, 0, &loaded); /* still cached */
-    assert_int_equal(loaded, 0);
-    zpi_shard_cache_put(c, 0);
-    get_ok(c, 1, &loaded); /* was evicted */
-    assert_int_equal(loaded, 1);
-    zpi_shard_cache_put(c, 1);
+    assert_int_equal(touch(c, 0), 0); /* still cached */
+    assert_int_equal(touch(c, 1), 1); /* was evicted */
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.hits, 3);
     assert_int_equal(st.misses, 4);
@@ -137,10 +134,8 @@ static void test_pinned_not_evicted(void **state)
     const zpi_shard *s0 = get_ok(c, 0, NULL);
     const zpi_shard *s0b = get_ok(c, 0, NULL); /* pinned twice */
     assert_ptr_equal(s0, s0b);
-    for (uint32_t i = 1; i < N_SHARDS; i++) {
-        get_ok(c, i, NULL);
-        zpi_shard_cache_put(c, i); /* evicted at once */
-    }
+    for (uint32_t i = 1; i < N_SHARDS; i++)
+        touch(c, i); /* evicted at once */
     zpi_shard_cache_stats st;
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.evictions, N_SHARDS - 1);
@@ -166,14 +161,11 @@ static void test_repinned_not_evicted(void **state)
     zpi_shard_cache *c;
     assert_int_equal(zpi_shard_cache_create(f->ds, f->shard_size, &c), ZP_OK);
     int loaded;
-    get_ok(c, 0, NULL);
-    zpi_shard_cache_put(c, 0); /* cached, unpinned, least recently used */
+    touch(c, 0); /* cached, unpinned, least recently used */
     const zpi_shard *s0 = get_ok(c, 0, &loaded);
     assert_int_equal(loaded, 0);
-    for (uint32_t i = 1; i < N_SHARDS; i++) {
-        get_ok(c, i, NULL);
-        zpi_shard_cache_put(c, i);
-    }
+    for (uint32_t i = 1; i < N_SHARDS; i++)
+        touch(c, i);
     zpi_shard_cache_stats st;
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.evictions, N_SHARDS - 2); /* 1 and 2 went; 3 fits the budget */
@@ -182,9 +174,7 @@ static void test_repinned_not_evicted(void **state)
     zpi_shard_cache_put(c, 0); /* now 0 and 3 are unpinned: one must go */
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.evictions, N_SHARDS - 1);
-    get_ok(c, 0, &loaded); /* 3 was the least recently used */
-    assert_int_equal(loaded, 0);
-    zpi_shard_cache_put(c, 0);
+    assert_int_equal(touch(c, 0), 0); /* 3 was the least recently used */
     zpi_shard_cache_destroy(c);
 }
 
@@ -261,13 +251,11 @@ static void test_failed_load_each_time(void **state)
     assert_int_equal(st.misses, 2);
     assert_int_equal(st.bytes_resident, 0);
     /* other shards are unaffected; a repaired file loads */
-    get_ok(c, 1, NULL);
-    zpi_shard_cache_put(c, 1);
+    touch(c, 1);
     size_t n;
     char *t = shard_text(2, &n);
     assert_int_equal(zpt_write_zst(p, t, n, 2), 0);
-    get_ok(c, 2, NULL);
-    zpi_shard_cache_put(c, 2);
+    touch(c, 2);
     /* out of range */
     assert_int_equal(zpi_shard_cache_get(c, N_SHARDS, &sh, NULL, err1, sizeof err1),
                      ZP_ERR_INVALID);
@@ -281,7 +269,6 @@ static void test_stale_count(void **state)
 {
     fixture *f = *state;
     char *m = zpt_path(f->dir, "m.json");
-    char *p = zpt_path(f->dir, "s0.jsonl.zst");
     char text[1024];
     snprintf(text, sizeof text,
              "{\"format_version\": 1, \"shards\": [{\"path\": \"s0.jsonl.zst\", \"samples\": %d}]}",
@@ -299,7 +286,6 @@ static void test_stale_count(void **state)
     assert_non_null(strstr(err, "stale manifest"));
     zpi_shard_cache_destroy(c);
     zp_dataset_destroy(ds);
-    free(p);
     free(m);
 }
 

@@ -25,6 +25,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "util.h"
 #include "zephon/dataset.h"
 
 /* ------------------------------------------------------------ vocabulary */
@@ -255,19 +256,17 @@ static char *gen_text(const word_table *t, rng *r, char *p, size_t target)
         if (space)
             *p++ = ' ';
         space = 1;
-        if (!in_sentence) {
-            sentence_left = 4 + (int)((x >> 12) & 15); /* 4..19 words */
-            in_sentence = 1;
-            unsigned w = t->pick[x & (TABLE_SIZE - 1)];
-            memcpy(p, t->text[w], WORD_SLOT);
-            if (*p >= 'a' && *p <= 'z')
-                *p = (char)(*p - 32); /* capitalised */
-            p += t->len[w];
-        } else if (((x >> 12) & 63) == 0) {
+        if (in_sentence && ((x >> 12) & 63) == 0) {
             p = put_number(p, rng_next(r));
         } else {
             unsigned w = t->pick[x & (TABLE_SIZE - 1)];
             memcpy(p, t->text[w], WORD_SLOT);
+            if (!in_sentence) {
+                sentence_left = 4 + (int)((x >> 12) & 15); /* 4..19 words */
+                in_sentence = 1;
+                if (*p >= 'a' && *p <= 'z')
+                    *p = (char)(*p - 32); /* capitalised */
+            }
             p += t->len[w];
         }
         uint32_t k = (x >> 18) & 63;
@@ -560,13 +559,6 @@ static int mkdir_p(const char *dir)
     return r;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The manifest goes through the library's writer. Counts are known here, so
  * a small seed manifest carries them in and nothing is read back. */
 static int write_manifest(const gen_opts *o, const shard_job *jobs, char *err, size_t errcap)
@@ -707,7 +699,7 @@ int zp_cmd_gen(int argc, char **argv)
         return 1;
     }
 
-    double t0 = now_s();
+    double t0 = zpi_now();
     word_table *words = malloc(sizeof *words);
     shard_job *jobs = calloc(o.shards, sizeof *jobs);
     pthread_t *th = calloc(o.threads, sizeof *th);
@@ -741,7 +733,7 @@ int zp_cmd_gen(int argc, char **argv)
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     pthread_mutex_destroy(&g.mu);
-    double t_gen = now_s() - t0;
+    double t_gen = zpi_now() - t0;
 
     uint64_t samples = 0, decoded = 0, written = 0;
     for (unsigned s = 0; s < o.shards; s++) {
@@ -758,7 +750,7 @@ int zp_cmd_gen(int argc, char **argv)
         fprintf(stderr, "zephon gen: manifest: %s\n", err);
         goto out;
     }
-    double t_all = now_s() - t0;
+    double t_all = zpi_now() - t0;
     printf("generated %u shards (%s), %llu samples, %.1f MB of JSONL", o.shards,
            o.zst ? "jsonl.zst" : "jsonl", (unsigned long long)samples, (double)decoded / 1e6);
     if (o.zst)

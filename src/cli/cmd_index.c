@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "util.h"
 #include "zephon/dataset.h"
 
 static void index_usage(FILE *f)
@@ -26,13 +27,6 @@ static void index_usage(FILE *f)
             "  --allow-empty     accept shards without records\n"
             "  --max-record-bytes N  longest line accepted (default 16 MiB)\n"
             "  -v, --verbose     print each shard as it is indexed\n");
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void log_stderr(void *user, zp_log_level lvl, const char *msg)
@@ -95,7 +89,7 @@ int zp_cmd_index(int argc, char **argv)
         return 1;
     }
     int rc = 1;
-    double t0 = now_s();
+    double t0 = zpi_now();
     for (int i = optind; i < argc; i++) {
         if (zp_dataset_add(ds, argv[i]) != ZP_OK) {
             fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
@@ -106,13 +100,13 @@ int zp_cmd_index(int argc, char **argv)
         fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
         goto out;
     }
-    double t_index = now_s() - t0;
-    double t1 = now_s();
+    double t_index = zpi_now() - t0;
+    double t1 = zpi_now();
     if (zp_dataset_write_manifest(ds, out, hash) != ZP_OK) {
         fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
         goto out;
     }
-    double t_write = now_s() - t1;
+    double t_write = zpi_now() - t1;
 
     size_t n = zp_dataset_num_shards(ds);
     uint64_t bytes = 0;

@@ -13,15 +13,9 @@
 #include <xxhash.h>
 
 #include "cli.h"
+#include "util.h"
 #include "run_opts.h"
 #include "zephon.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void run_usage(FILE *f)
 {
@@ -447,7 +441,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     int observing = o->observe >= 0 || o->metrics_out;
     if (observing && (st = zp_pipeline_enable_observability(p)) != ZP_OK)
         goto perr;
-    double last_observe = now_s();
+    double last_observe = zpi_now();
 
     char path[PATH_MAX];
     if (o->emit_ids) {
@@ -471,7 +465,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             goto out;
     }
     int tty = !o->quiet && isatty(STDERR_FILENO);
-    double t0 = now_s(), t_first = 0, last_progress = t0;
+    double t0 = zpi_now(), t_first = 0, last_progress = t0;
     const zp_batch *b;
     while (res->batches < o->max_batches) {
         st = hk ? hk->next(hk->user, p, &b) : zp_pipeline_next(p, &b);
@@ -480,7 +474,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
         if (st != ZP_OK)
             goto perr;
         if (res->batches == 0)
-            t_first = now_s() - t0;
+            t_first = zpi_now() - t0;
         res->batches++;
         res->bytes += batch_bytes(b);
         if (ids)
@@ -491,21 +485,21 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             fprintf(dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
                     (unsigned long long)batch_digest(b));
         if (o->step_time > 0) {
-            double until = now_s() + o->step_time;
+            double until = zpi_now() + o->step_time;
             double left;
-            while ((left = until - now_s()) > 0) {
+            while ((left = until - zpi_now()) > 0) {
                 struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
                 nanosleep(&ts, NULL);
             }
         }
         if (hk)
             hk->step(hk->user, p, res->batches);
-        if (o->observe > 0 && now_s() - last_observe >= o->observe) {
-            last_observe = now_s();
+        if (o->observe > 0 && zpi_now() - last_observe >= o->observe) {
+            last_observe = zpi_now();
             zp_run_print_observe(o, p, stdout);
         }
         if (tty) {
-            double t = now_s();
+            double t = zpi_now();
             if (t - last_progress >= 1.0) {
                 last_progress = t;
                 zp_pipeline_counts c;
@@ -516,7 +510,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             }
         }
     }
-    res->seconds = now_s() - t0;
+    res->seconds = zpi_now() - t0;
     res->first_batch_seconds = t_first;
     if (tty)
         fprintf(stderr, "\r%*s\r", 60, "");

@@ -51,6 +51,19 @@ static char *put_int(char *p, int32_t v)
     return p;
 }
 
+/* buf with room for need elements of elem bytes (the capacity *cap at
+ * least doubles when it grows); NULL when out of memory (buf is kept). */
+static void *reserve(void *buf, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return buf;
+    size_t nc = need > 2 * *cap ? need : 2 * *cap;
+    void *nb = realloc(buf, nc * elem);
+    if (nb)
+        *cap = nc;
+    return nb;
+}
+
 static int is_blank(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -140,7 +153,7 @@ int zp_cmd_tokenize(int argc, char **argv)
             goto out;
         }
         json_t *v = json_is_object(obj) ? json_object_get(obj, field) : NULL;
-        if (!json_is_object(obj) || !v || !json_is_string(v)) {
+        if (!json_is_string(v)) {
             if (!json_is_object(obj))
                 fprintf(stderr, "zephon tokenize: %s:%zu: not a JSON object\n", name, lineno);
             else if (!v)
@@ -153,17 +166,13 @@ int zp_cmd_tokenize(int argc, char **argv)
         }
         const char *text = json_string_value(v);
         size_t tl = json_string_length(v);
-        if (tl + 1 > idcap) {
-            size_t nc = tl + 1 > 2 * idcap ? tl + 1 : 2 * idcap;
-            int32_t *ni = realloc(ids, nc * sizeof *ids);
-            if (!ni) {
-                json_decref(obj);
-                fprintf(stderr, "zephon tokenize: %s:%zu: out of memory\n", name, lineno);
-                goto out;
-            }
-            ids = ni;
-            idcap = nc;
+        int32_t *ni = reserve(ids, &idcap, tl + 1, sizeof *ids);
+        if (!ni) {
+            json_decref(obj);
+            fprintf(stderr, "zephon tokenize: %s:%zu: out of memory\n", name, lineno);
+            goto out;
         }
+        ids = ni;
         size_t n_ids = 0;
         st = zp_encode(enc, text, tl, ids, &n_ids);
         json_decref(obj);
@@ -171,17 +180,12 @@ int zp_cmd_tokenize(int argc, char **argv)
             fprintf(stderr, "zephon tokenize: %s:%zu: %s\n", name, lineno, zp_status_str(st));
             goto out;
         }
-        size_t need = n_ids * 12 + 3;
-        if (need > ocap) {
-            size_t nc = need > 2 * ocap ? need : 2 * ocap;
-            char *nb = realloc(obuf, nc);
-            if (!nb) {
-                fprintf(stderr, "zephon tokenize: %s:%zu: out of memory\n", name, lineno);
-                goto out;
-            }
-            obuf = nb;
-            ocap = nc;
+        char *nb = reserve(obuf, &ocap, n_ids * 12 + 3, 1);
+        if (!nb) {
+            fprintf(stderr, "zephon tokenize: %s:%zu: out of memory\n", name, lineno);
+            goto out;
         }
+        obuf = nb;
         char *p = obuf;
         *p++ = '[';
         for (size_t i = 0; i < n_ids; i++) {
