@@ -12,15 +12,8 @@
 int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src)
 {
     *dst = *src;
-    dst->extra = NULL;
-    if (src->extra) {
-        size_t n = strlen(src->extra) + 1;
-        dst->extra = malloc(n);
-        if (!dst->extra)
-            return -1;
-        memcpy(dst->extra, src->extra, n);
-    }
-    return 0;
+    dst->extra = src->extra ? strdup(src->extra) : NULL;
+    return src->extra && !dst->extra ? -1 : 0;
 }
 
 void zpi_mpi_info_free(zpi_mpi_info *i)
@@ -252,10 +245,8 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
             m->info.ws = *ws;
         if (pc)
             m->info.pc = *pc;
-        if (extra && !(m->info.extra = malloc(strlen(extra) + 1)))
+        if (extra && !(m->info.extra = strdup(extra)))
             local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
-        else if (extra)
-            memcpy(m->info.extra, extra, strlen(extra) + 1);
         return zpi_mpi_agree_status(m, local);
     }
 
@@ -400,14 +391,11 @@ zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
     uint64_t n = len;
     if (st == ZP_OK)
         st = zpi_mpi_check(m, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, m->comm), "MPI_Bcast (manifest size)");
-    if (st == ZP_OK && m->rank != 0) {
-        bytes = malloc(n + 1);
-        local = bytes ? ZP_OK
-                      : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a manifest of %llu bytes",
-                                     (unsigned long long)n);
+    if (st == ZP_OK) {
+        if (m->rank != 0 && !(bytes = malloc(n + 1)))
+            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a manifest of %llu bytes",
+                                 (unsigned long long)n);
         st = zpi_mpi_agree_status(m, local);
-    } else if (st == ZP_OK) {
-        st = zpi_mpi_agree_status(m, ZP_OK);
     }
     if (st == ZP_OK)
         st = bcast_bytes(m, bytes, n);

@@ -48,18 +48,6 @@ zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what)
     return zpi_mpi_fail(m, ZP_ERR_MPI, "rank %d: %s failed: %s", m->rank, what, s);
 }
 
-void zpi_mpi_log(const zp_mpi *m, zp_log_level lvl, const char *fmt, ...)
-{
-    if (!m->cfg.log)
-        return;
-    char msg[ZPI_MPI_ERRMAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    m->cfg.log(m->cfg.log_user, lvl, msg);
-}
-
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
 {
     struct {
@@ -175,39 +163,19 @@ static zp_status find_node(zp_mpi *m)
     return ZP_OK;
 }
 
-/* Host name and node of every rank, to the root. */
+/* Host name of every rank, to the root (each NUL-terminated in its
+ * ZPI_MPI_HOST bytes, as m->host is). */
 static zp_status gather_hosts(zp_mpi *m)
 {
-    struct {
-        int node;
-        char host[ZPI_MPI_HOST];
-    } mine, *all = NULL;
-    memset(&mine, 0, sizeof mine);
-    mine.node = m->node;
-    memcpy(mine.host, m->host, sizeof mine.host);
-    int root = m->rank == m->cfg.root;
     zp_status local = ZP_OK;
-    if (root) {
-        all = calloc((size_t)m->size, sizeof *all);
-        m->hosts = calloc((size_t)m->size, ZPI_MPI_HOST);
-        m->node_of = calloc((size_t)m->size, sizeof *m->node_of);
-        if (!all || !m->hosts || !m->node_of)
-            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: out of memory for %d host names",
-                                 m->rank, m->size);
-    }
+    if (m->rank == m->cfg.root && !(m->hosts = calloc((size_t)m->size, ZPI_MPI_HOST)))
+        local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: out of memory for %d host names", m->rank,
+                             m->size);
     zp_status st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
-                                         MPI_BYTE, m->cfg.root, m->comm),
+        st = zpi_mpi_check(m, MPI_Gather(m->host, ZPI_MPI_HOST, MPI_CHAR, m->hosts, ZPI_MPI_HOST,
+                                         MPI_CHAR, m->cfg.root, m->comm),
                            "MPI_Gather (host names)");
-    if (st == ZP_OK && root) {
-        for (int i = 0; i < m->size; i++) {
-            m->node_of[i] = all[i].node;
-            memcpy(m->hosts + (size_t)i * ZPI_MPI_HOST, all[i].host, ZPI_MPI_HOST);
-            m->hosts[(size_t)i * ZPI_MPI_HOST + ZPI_MPI_HOST - 1] = '\0';
-        }
-    }
-    free(all);
     return st;
 }
 
@@ -302,7 +270,6 @@ void zp_mpi_destroy(zp_mpi *m)
     }
     free(m->pend.recv);
     free(m->hosts);
-    free(m->node_of);
     free(m->hist.fetch);
     free(m->hist.t_end);
     free(m->hist.streak);
@@ -362,16 +329,28 @@ zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksourc
 
 /* ------------------------------------------------------------ lock-step delivery */
 
+/* Lock-step delivery has stopped with st: every later zp_mpi_next answers
+ * st and the message formatted here (stored on m too). */
+static zp_status step_stop(zp_mpi *m, zp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static zp_status step_stop(zp_mpi *m, zp_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->step_msg, sizeof m->step_msg, fmt, ap);
+    va_end(ap);
+    m->step_final = st;
+    return zpi_mpi_fail(m, st, "%s", m->step_msg);
+}
+
 zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
 {
     if (!m)
         return ZP_ERR_INVALID;
     if (out)
         *out = NULL;
-    if (m->step_final != ZP_OK) {
-        zpi_mpi_fail(m, m->step_final, "%s", m->step_msg);
-        return m->step_final;
-    }
+    if (m->step_final != ZP_OK)
+        return zpi_mpi_fail(m, m->step_final, "%s", m->step_msg);
     const zp_batch *b = NULL;
     zp_status st;
     if (!p || !out)
@@ -387,11 +366,8 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     zp_status mst = zpi_mpi_check(m, MPI_Allreduce(&in, &res, 1, MPI_2INT, MPI_MINLOC, m->comm),
                                   "MPI_Allreduce (lock-step next)");
     m->sync_seconds += zpi_mpi_now() - t0;
-    if (mst != ZP_OK) {
-        m->step_final = mst;
-        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "%s", m->err);
-        return mst;
-    }
+    if (mst != ZP_OK)
+        return step_stop(m, mst, "%s", m->err);
     if (res.v == 2) {
         *out = b;
         return ZP_OK;
@@ -399,11 +375,8 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     if (res.v == 1) {
         if (st == ZP_OK)
             m->dropped++;
-        m->step_final = ZP_END;
-        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg,
-                 "end of stream: rank %d ended first, every rank stops at this step", res.r);
-        zpi_mpi_fail(m, ZP_END, "%s", m->step_msg);
-        return ZP_END;
+        return step_stop(m, ZP_END,
+                         "end of stream: rank %d ended first, every rank stops at this step", res.r);
     }
     /* An error on rank res.r: every rank learns its status and message. */
     struct {
@@ -417,23 +390,13 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     }
     mst = zpi_mpi_check(m, MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, res.r, m->comm),
                         "MPI_Bcast (a rank's pipeline error)");
-    if (mst != ZP_OK) {
-        m->step_final = mst;
-        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "%s", m->err);
-        return mst;
-    }
+    if (mst != ZP_OK)
+        return step_stop(m, mst, "%s", m->err);
     e.msg[sizeof e.msg - 1] = '\0';
-    if (m->rank == res.r || in.v == 0) {
-        /* this rank failed too: its own error */
-        m->step_final = st;
-        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "%s", m->rank == res.r ? e.msg : m->err);
-    } else {
-        if (st == ZP_OK)
-            m->dropped++;
-        m->step_final = (zp_status)e.status;
-        zpi_mpi_fmt(m->step_msg, sizeof m->step_msg, "rank %d failed: %s: %s", res.r,
-                 zp_status_str((zp_status)e.status), e.msg);
-    }
-    zpi_mpi_fail(m, m->step_final, "%s", m->step_msg);
-    return m->step_final;
+    if (m->rank == res.r || in.v == 0) /* this rank failed too: its own error */
+        return step_stop(m, st, "%s", m->rank == res.r ? e.msg : m->err);
+    if (st == ZP_OK)
+        m->dropped++;
+    return step_stop(m, (zp_status)e.status, "rank %d failed: %s: %s", res.r,
+                     zp_status_str((zp_status)e.status), e.msg);
 }

@@ -60,7 +60,6 @@ struct zp_mpi {
     int node, nodes, local_rank, local_size;
     char host[ZPI_MPI_HOST];
     char *hosts;        /* root: size x ZPI_MPI_HOST */
-    int *node_of;       /* root: node index of each rank */
     zp_mpi_config cfg;
     char err[ZPI_MPI_ERRMAX];
 
@@ -126,8 +125,6 @@ zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what);
  * else the status of the lowest failing rank, with that rank's message
  * ("rank R: ...") stored on every rank. */
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
-void zpi_mpi_log(const zp_mpi *m, zp_log_level lvl, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 double zpi_mpi_now(void);
 /* snprintf whose result is cut to cap without a compiler warning. */
 void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -147,8 +144,6 @@ typedef struct zpi_sbuf {
 } zpi_sbuf;
 void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zpi_sb_puts(zpi_sbuf *b, const char *s);
-/* Append s escaped for HTML text / for a CSV field. */
-void zpi_sb_html(zpi_sbuf *b, const char *s);
 
 /* Copy an info (deep); 0 or -1 on allocation failure. */
 int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src);

@@ -46,17 +46,20 @@ void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void zpi_sb_puts(zpi_sbuf *b, const char *s)
+static void sb_putn(zpi_sbuf *b, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     sb_grow(b, n);
     if (b->oom)
         return;
-    memcpy(b->p + b->len, s, n + 1);
+    memcpy(b->p + b->len, s, n);
     b->len += n;
+    b->p[b->len] = '\0';
 }
 
-void zpi_sb_html(zpi_sbuf *b, const char *s)
+void zpi_sb_puts(zpi_sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+/* Append s escaped for HTML text. */
+static void sb_html(zpi_sbuf *b, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -72,14 +75,13 @@ void zpi_sb_html(zpi_sbuf *b, const char *s)
         case '"':
             zpi_sb_puts(b, "&quot;");
             break;
-        default: {
-            char c[2] = {*s, 0};
-            zpi_sb_puts(b, c);
-        }
+        default:
+            sb_putn(b, s, 1);
         }
     }
 }
 
+/* Append s as a CSV field (quoted when it holds a comma, quote or newline). */
 static void sb_csv(zpi_sbuf *b, const char *s)
 {
     if (!strpbrk(s, ",\"\n\r")) {
@@ -90,10 +92,8 @@ static void sb_csv(zpi_sbuf *b, const char *s)
     for (; *s; s++) {
         if (*s == '"')
             zpi_sb_puts(b, "\"\"");
-        else {
-            char c[2] = {*s, 0};
-            zpi_sb_puts(b, c);
-        }
+        else
+            sb_putn(b, s, 1);
     }
     zpi_sb_puts(b, "\"");
 }
@@ -114,9 +114,8 @@ static void human_bytes(char *buf, size_t cap, double v)
 }
 
 /* "host: ranks 0-3" groups, one per node, in node order. */
-static void node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap, int *scratch)
+static void node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap)
 {
-    (void)scratch;
     zpi_mpi_ranklist(buf, cap, r->node_list + r->node_off[node],
                      (size_t)(r->node_off[node + 1] - r->node_off[node]));
 }
@@ -147,11 +146,6 @@ static double pct(double v) { return isfinite(v) ? v * 100 : NAN; }
 static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char tmp[128], tmp2[128];
-    int *scratch = malloc((size_t)r->size * sizeof *scratch);
-    if (!scratch) {
-        b->oom = 1;
-        return;
-    }
     zpi_sb_printf(b, "Zephon cluster fetch-timing report (%s, report %u)\n", kind_name(r->kind),
                   r->index);
     zpi_sb_printf(b, "job %s: %d rank%s on %d node%s (", r->job_id, r->size, r->size == 1 ? "" : "s",
@@ -183,7 +177,7 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 
     zpi_sb_puts(b, "\nhosts:\n");
     for (int j = 0; j < r->nodes; j++) {
-        node_ranks(r, j, tmp, sizeof tmp, scratch);
+        node_ranks(r, j, tmp, sizeof tmp);
         zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_cluster_report_node_host(r, j), tmp);
     }
 
@@ -266,7 +260,6 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "  rank %d (%s): %s\n", r->strag[i].rank,
                       zp_cluster_report_rank_host(r, r->strag[i].rank), r->strag[i].reason);
     zpi_sb_printf(b, "\n%s\n", r->verdict);
-    free(scratch);
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -274,7 +267,9 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 static json_t *jint(uint64_t v) { return json_integer((json_int_t)v); }
 
-static json_t *stats_json(const zp_mpi_rank_stats *s)
+/* A rank's record, a node's or the cluster's totals (rank -1); host NULL
+ * for the totals. */
+static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
 {
     json_t *o = json_object();
     if (s->rank >= 0)
@@ -329,14 +324,13 @@ static json_t *stats_json(const zp_mpi_rank_stats *s)
     JD(win_stall_fraction, "win_stall_fraction");
 #undef JU
 #undef JD
+    if (host)
+        json_object_set_new(o, "host", json_string(host));
     return o;
 }
 
 static json_t *render_json_obj(const zp_cluster_report *r)
 {
-    int *scratch = malloc((size_t)r->size * sizeof *scratch);
-    if (!scratch)
-        return NULL;
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("zephon-report"));
     json_object_set_new(root, "format_version", json_integer(1));
@@ -354,7 +348,7 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_t *hosts = json_array();
     for (int j = 0; j < r->nodes; j++) {
         char list[256];
-        node_ranks(r, j, list, sizeof list, scratch);
+        node_ranks(r, j, list, sizeof list);
         json_t *h = json_object();
         json_object_set_new(h, "node", json_integer(j));
         json_object_set_new(h, "host", json_string(zp_cluster_report_node_host(r, j)));
@@ -394,11 +388,8 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(root, "header", hd);
 
     json_t *ranks = json_array();
-    for (int i = 0; i < r->size; i++) {
-        json_t *o = stats_json(&r->ranks[i]);
-        json_object_set_new(o, "host", json_string(zp_cluster_report_rank_host(r, i)));
-        json_array_append_new(ranks, o);
-    }
+    for (int i = 0; i < r->size; i++)
+        json_array_append_new(ranks, stats_json(&r->ranks[i], zp_cluster_report_rank_host(r, i)));
     json_object_set_new(root, "ranks", ranks);
 
     json_t *sum = json_object();
@@ -421,13 +412,10 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(tp, "bounded_by_slowest_samples_per_s", jreal(r->bounded));
     json_object_set_new(sum, "throughput", tp);
     json_object_set_new(root, "summary", sum);
-    json_object_set_new(root, "totals", stats_json(&r->totals));
+    json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
     json_t *nodes = json_array();
-    for (int j = 0; j < r->nodes; j++) {
-        json_t *o = stats_json(&r->node_tot[j]);
-        json_object_set_new(o, "host", json_string(zp_cluster_report_node_host(r, j)));
-        json_array_append_new(nodes, o);
-    }
+    for (int j = 0; j < r->nodes; j++)
+        json_array_append_new(nodes, stats_json(&r->node_tot[j], zp_cluster_report_node_host(r, j)));
     json_object_set_new(root, "nodes", nodes);
 
     json_t *hs = json_object();
@@ -486,8 +474,22 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(win, "fetch_per_batch_s", rows);
     json_object_set_new(root, "windows", win);
     json_object_set_new(root, "verdict", json_string(r->verdict));
-    free(scratch);
     return root;
+}
+
+static void render_json(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    json_t *root = render_json_obj(r);
+    char *s = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (!s) {
+        b->oom = 1;
+        return;
+    }
+    /* jansson's buffer may come from its own allocator: copy to ours */
+    zpi_sb_puts(b, s);
+    zpi_sb_puts(b, "\n");
+    free(s);
 }
 
 /* ------------------------------------------------------------ CSV */
@@ -689,11 +691,6 @@ static void html_cell_num(zpi_sbuf *b, double v, const char *fmt)
 static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char tmp[128];
-    int *scratch = malloc((size_t)r->size * sizeof *scratch);
-    if (!scratch) {
-        b->oom = 1;
-        return;
-    }
     zpi_sb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                    "<title>Zephon fetch-timing report</title>\n<style>\n"
                    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}\n"
@@ -709,7 +706,7 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    "</style></head><body>\n");
     zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
                   kind_name(r->kind), r->index);
-    zpi_sb_html(b, r->job_id);
+    sb_html(b, r->job_id);
     zpi_sb_printf(b, " &middot; %d ranks on %d nodes (%d-%d per node) &middot; %u-%u threads per rank"
                      " &middot; analysed in %.3f ms, %zu bytes gathered per rank</p>\n",
                   r->size, r->nodes, r->ranks_per_node_min, r->ranks_per_node_max, r->threads_min,
@@ -717,7 +714,7 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     int holds = r->stat[ZP_MPI_M_STALL_FRACTION].ranks &&
                 r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
     zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
-    zpi_sb_html(b, r->verdict);
+    sb_html(b, r->verdict);
     zpi_sb_puts(b, "</p>\n<p>");
     if (r->info.have_dataset) {
         human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
@@ -728,12 +725,12 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     zpi_sbuf st = {0};
     zpi_mpi_settings_text(&r->info, &st);
     zpi_sb_puts(b, "Settings: <code>");
-    zpi_sb_html(b, st.p ? st.p : "");
+    sb_html(b, st.p ? st.p : "");
     free(st.p);
     zpi_sb_puts(b, "</code>.<br>Straggler criterion: ");
     zpi_sbuf cr = {0};
     criterion_text(r, &cr);
-    zpi_sb_html(b, cr.p ? cr.p : "");
+    sb_html(b, cr.p ? cr.p : "");
     free(cr.p);
     zpi_sb_puts(b, ".</p>\n");
 
@@ -744,9 +741,9 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "<ul>\n");
         for (size_t i = 0; i < r->n_strag; i++) {
             zpi_sb_printf(b, "<li><b>rank %d</b> (", r->strag[i].rank);
-            zpi_sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
+            sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
             zpi_sb_puts(b, "): ");
-            zpi_sb_html(b, r->strag[i].reason);
+            sb_html(b, r->strag[i].reason);
             zpi_sb_puts(b, "</li>\n");
         }
         zpi_sb_puts(b, "</ul>\n");
@@ -767,7 +764,7 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         int strag = r->named[i];
         zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">", strag ? " class=\"strag\"" : "",
                       s->rank, s->node);
-        zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
+        sb_html(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_puts(b, "</td>");
         if (!s->valid) {
             zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
@@ -815,9 +812,9 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     for (int j = 0; j < r->nodes; j++) {
         const zp_mpi_rank_stats *s = &r->node_tot[j];
         char list[256];
-        node_ranks(r, j, list, sizeof list, scratch);
+        node_ranks(r, j, list, sizeof list);
         zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
-        zpi_sb_html(b, zp_cluster_report_node_host(r, j));
+        sb_html(b, zp_cluster_report_node_host(r, j));
         zpi_sb_printf(b, "</td><td class=\"l\">%s</td><td>%llu</td>", list,
                       (unsigned long long)s->samples);
         human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
@@ -827,42 +824,17 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "</tr>\n");
     }
     zpi_sb_puts(b, "</table>\n</body></html>\n");
-    free(scratch);
 }
 
 /* ------------------------------------------------------------ entry points */
 
-zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt, char **out, size_t *len)
+typedef void (*render_fn)(const zp_cluster_report *r, zpi_sbuf *b);
+
+/* Render into a new string: *out malloc'd (len bytes, NUL-terminated). */
+static zp_status render_with(render_fn fn, const zp_cluster_report *r, char **out, size_t *len)
 {
-    if (!r || !out)
-        return ZP_ERR_INVALID;
-    *out = NULL;
     zpi_sbuf b = {0};
-    switch (fmt) {
-    case ZP_MPI_TEXT:
-        render_text(r, &b);
-        break;
-    case ZP_MPI_CSV:
-        render_csv(r, &b);
-        break;
-    case ZP_MPI_HTML:
-        render_html(r, &b);
-        break;
-    case ZP_MPI_JSON: {
-        json_t *root = render_json_obj(r);
-        char *s = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
-        json_decref(root);
-        if (!s)
-            return ZP_ERR_NOMEM;
-        /* jansson's buffer may come from its own allocator: copy to ours */
-        zpi_sb_puts(&b, s);
-        zpi_sb_puts(&b, "\n");
-        free(s);
-        break;
-    }
-    default:
-        return ZP_ERR_INVALID;
-    }
+    fn(r, &b);
     if (b.oom || !b.p) {
         free(b.p);
         return ZP_ERR_NOMEM;
@@ -871,6 +843,22 @@ zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt
     if (len)
         *len = b.len;
     return ZP_OK;
+}
+
+zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt, char **out, size_t *len)
+{
+    static const render_fn by_format[] = {
+        [ZP_MPI_TEXT] = render_text,
+        [ZP_MPI_JSON] = render_json,
+        [ZP_MPI_CSV] = render_csv,
+        [ZP_MPI_HTML] = render_html,
+    };
+    if (!r || !out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    if ((unsigned)fmt >= sizeof by_format / sizeof by_format[0])
+        return ZP_ERR_INVALID;
+    return render_with(by_format[fmt], r, out, len);
 }
 
 static int mkdir_p(const char *dir)
@@ -927,29 +915,16 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
     }
     static const struct {
         const char *name;
-        int fmt; /* -1: windows.csv */
-    } files[] = {{"report.txt", ZP_MPI_TEXT},
-                 {"report.json", ZP_MPI_JSON},
-                 {"report.csv", ZP_MPI_CSV},
-                 {"report.html", ZP_MPI_HTML},
-                 {"windows.csv", -1}};
+        render_fn fn;
+    } files[] = {{"report.txt", render_text},
+                 {"report.json", render_json},
+                 {"report.csv", render_csv},
+                 {"report.html", render_html},
+                 {"windows.csv", render_windows_csv}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char *s = NULL;
         size_t len = 0;
-        zp_status st;
-        if (files[i].fmt >= 0) {
-            st = zp_cluster_report_render(r, (zp_mpi_format)files[i].fmt, &s, &len);
-        } else {
-            zpi_sbuf b = {0};
-            render_windows_csv(r, &b);
-            st = b.oom || !b.p ? ZP_ERR_NOMEM : ZP_OK;
-            s = b.p;
-            len = b.len;
-            if (st != ZP_OK) {
-                free(s);
-                s = NULL;
-            }
-        }
+        zp_status st = render_with(files[i].fn, r, &s, &len);
         if (st != ZP_OK) {
             if (errbuf)
                 zpi_mpi_fmt(errbuf, errlen, "cannot render %s: %s", files[i].name, zp_status_str(st));

@@ -4,6 +4,7 @@
  * totals and the stragglers. */
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,12 +213,19 @@ zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_k
     return ZP_OK;
 }
 
-static zp_status finish(zp_mpi *m, zp_cluster_report **out)
+/* The end of the report in flight, whose requests completed with st: the
+ * analysis at the root; the report to *out, or destroyed when out is NULL. */
+static zp_status finish(zp_mpi *m, zp_status st, zp_cluster_report **out)
 {
     m->pend.active = 0;
-    if (m->rank != m->cfg.root)
-        return ZP_OK;
-    return zpi_mpi_analyse(m, &m->pend, out);
+    zp_cluster_report *r = NULL;
+    if (st == ZP_OK && m->rank == m->cfg.root)
+        st = zpi_mpi_analyse(m, &m->pend, &r);
+    if (out)
+        *out = r;
+    else
+        zp_cluster_report_destroy(r);
+    return st;
 }
 
 zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out)
@@ -233,20 +241,10 @@ zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out)
     int flag = 0;
     zp_status st = zpi_mpi_check(m, MPI_Testall(3, m->pend.req, &flag, MPI_STATUSES_IGNORE),
                                  "MPI_Testall (report)");
-    if (st != ZP_OK) {
-        m->pend.active = 0;
-        return st;
-    }
-    if (!flag)
+    if (st == ZP_OK && !flag)
         return ZP_OK;
-    *done = 1;
-    zp_cluster_report *r = NULL;
-    st = finish(m, &r);
-    if (out)
-        *out = r;
-    else
-        zp_cluster_report_destroy(r);
-    return st;
+    *done = st == ZP_OK;
+    return finish(m, st, out);
 }
 
 zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out)
@@ -257,19 +255,9 @@ zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out)
         return ZP_ERR_INVALID;
     if (!m->pend.active)
         return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
-    zp_status st = zpi_mpi_check(m, MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE),
-                                 "MPI_Waitall (report)");
-    if (st != ZP_OK) {
-        m->pend.active = 0;
-        return st;
-    }
-    zp_cluster_report *r = NULL;
-    st = finish(m, &r);
-    if (out)
-        *out = r;
-    else
-        zp_cluster_report_destroy(r);
-    return st;
+    return finish(m, zpi_mpi_check(m, MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE),
+                                   "MPI_Waitall (report)"),
+                  out);
 }
 
 int zp_mpi_report_pending(const zp_mpi *m) { return m ? m->pend.active : 0; }
@@ -481,29 +469,44 @@ static void stat_of(const zp_mpi_rank_stats *rs, int n, int metric, zp_mpi_stat 
     s->imbalance = s->mean > 0 ? s->max / s->mean : 0;
 }
 
+/* Append to buf (cap bytes, *len of them used) with printf; once the text
+ * is cut, *len stays at cap - 1 and later appends write nothing. */
+static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *len = *len + (size_t)k < cap ? *len + (size_t)k : cap - 1;
+}
+
 static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
                            const zp_mpi_straggler *s, zp_mpi_report_kind kind)
 {
-    int n = 0;
-    n += snprintf(buf + n, cap - (size_t)n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
+    size_t n = 0;
+    buf[0] = '\0';
+    append(buf, cap, &n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
     if (isfinite(s->ratio))
-        n += snprintf(buf + n, cap - (size_t)n, " = %.2fx the median %.3f ms", s->ratio,
-                      s->median * 1e3);
+        append(buf, cap, &n, " = %.2fx the median %.3f ms", s->ratio, s->median * 1e3);
     else
-        n += snprintf(buf + n, cap - (size_t)n, " (median %.3f ms)", s->median * 1e3);
+        append(buf, cap, &n, " (median %.3f ms)", s->median * 1e3);
     if (s->reasons & ZP_MPI_SLOW_RATIO)
-        n += snprintf(buf + n, cap - (size_t)n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
+        append(buf, cap, &n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
     if (s->reasons & ZP_MPI_SLOW_Z) {
         if (isfinite(s->z))
-            n += snprintf(buf + n, cap - (size_t)n, "; robust z %.1f (> %.1f)", s->z,
-                          cfg->straggler_z);
+            append(buf, cap, &n, "; robust z %.1f (> %.1f)", s->z, cfg->straggler_z);
         else
-            n += snprintf(buf + n, cap - (size_t)n, "; robust z inf (> %.1f)", cfg->straggler_z);
+            append(buf, cap, &n, "; robust z inf (> %.1f)", cfg->straggler_z);
     }
-    n += snprintf(buf + n, cap - (size_t)n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
-                  s->stall_fraction * 100, cfg->straggler_min_stall * 100);
-    if (kind == ZP_MPI_REPORT_WINDOW && n > 0 && (size_t)n < cap)
-        zpi_mpi_fmt(buf + n, cap - (size_t)n, "; in the last %u windows", s->windows);
+    append(buf, cap, &n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
+           s->stall_fraction * 100, cfg->straggler_min_stall * 100);
+    if (kind == ZP_MPI_REPORT_WINDOW)
+        append(buf, cap, &n, "; in the last %u windows", s->windows);
 }
 
 static int cmp_strag(const void *a, const void *b)
@@ -637,22 +640,28 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     for (int k = 0; k < ZP_MPI_M_COUNT; k++)
         stat_of(r->ranks, n, k, &r->stat[k]);
 
-    /* the criterion on the whole run and on this window */
-    for (int i = 0; i < n; i++) {
-        const zp_mpi_rank_stats *s = &r->ranks[i];
-        ok[i] = s->valid && s->batches > 0;
-        x[i] = s->batches ? s->fetch_per_batch : NAN;
-        stall[i] = s->stall_fraction;
-    }
-    double med_run, mad_run, med_win, mad_win;
-    judge(&m->cfg, n, x, stall, ok, r->flag, r->ratio, r->z, &med_run, &mad_run, scratch);
+    /* the criterion on this window (the history's streaks need it in every
+     * report) and, in a final report, on the whole run: the report holds
+     * the one of its basis */
+    int window = r->kind == ZP_MPI_REPORT_WINDOW;
+    uint8_t *wf = window ? r->flag : wflag;
     for (int i = 0; i < n; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         ok[i] = s->valid && s->win_batches > 0;
         x[i] = s->win_fetch_per_batch;
         stall[i] = s->win_stall_fraction;
     }
-    judge(&m->cfg, n, x, stall, ok, wflag, wr, wz, &med_win, &mad_win, scratch);
+    judge(&m->cfg, n, x, stall, ok, wf, window ? r->ratio : wr, window ? r->z : wz, &r->median,
+          &r->mad, scratch);
+    if (!window) {
+        for (int i = 0; i < n; i++) {
+            const zp_mpi_rank_stats *s = &r->ranks[i];
+            ok[i] = s->valid && s->batches > 0;
+            x[i] = s->batches ? s->fetch_per_batch : NAN;
+            stall[i] = s->stall_fraction;
+        }
+        judge(&m->cfg, n, x, stall, ok, r->flag, r->ratio, r->z, &r->median, &r->mad, scratch);
+    }
 
     /* the root's window history */
     uint32_t slot = h->kept < h->cap ? (h->head + h->kept) % h->cap : h->head;
@@ -662,7 +671,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         h->head = (h->head + 1) % h->cap;
     for (int i = 0; i < n; i++) {
         h->fetch[(size_t)slot * (size_t)n + (size_t)i] = (float)r->ranks[i].win_fetch_per_batch;
-        h->streak[i] = wflag[i] ? h->streak[i] + 1 : 0;
+        h->streak[i] = wf[i] ? h->streak[i] + 1 : 0;
     }
     h->t_end[slot] = r->totals.wall;
     h->total++;
@@ -676,14 +685,6 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     }
 
     /* the stragglers */
-    int window = r->kind == ZP_MPI_REPORT_WINDOW;
-    r->median = window ? med_win : med_run;
-    r->mad = window ? mad_win : mad_run;
-    if (window) {
-        memcpy(r->ratio, wr, (size_t)n * sizeof *wr);
-        memcpy(r->z, wz, (size_t)n * sizeof *wz);
-        memcpy(r->flag, wflag, (size_t)n);
-    }
     for (int i = 0; i < n; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         int named = window ? h->streak[i] >= m->cfg.straggler_windows : r->flag[i] != 0;
@@ -692,7 +693,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         r->named[i] = 1;
         zp_mpi_straggler *g = &r->strag[r->n_strag++];
         g->rank = s->rank;
-        g->reasons = window ? wflag[i] : r->flag[i];
+        g->reasons = r->flag[i];
         g->fetch_per_batch = window ? s->win_fetch_per_batch : s->fetch_per_batch;
         g->median = r->median;
         g->ratio = r->ratio[i];
@@ -712,21 +713,21 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         zpi_mpi_fmt(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
     } else {
         int holds = sf->max >= m->cfg.straggler_min_stall;
-        int k = snprintf(r->verdict, sizeof r->verdict,
-                         "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d "
-                         "at %.1f%%",
-                         holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
-                         sf->max * 100);
-        if (r->n_strag && k > 0 && (size_t)k < sizeof r->verdict) {
+        size_t len = 0;
+        append(r->verdict, sizeof r->verdict, &len,
+               "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d at %.1f%%",
+               holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
+               sf->max * 100);
+        if (r->n_strag) {
             int ranks[8];
             size_t nr = r->n_strag < 8 ? r->n_strag : 8;
             for (size_t i = 0; i < nr; i++)
                 ranks[i] = r->strag[i].rank;
             char list[96];
             zpi_mpi_ranklist(list, sizeof list, ranks, nr);
-            zpi_mpi_fmt(r->verdict + k, sizeof r->verdict - (size_t)k, "; straggler%s: rank%s %s%s",
-                     r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
-                     r->n_strag > nr ? " ..." : "");
+            append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
+                   r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
+                   r->n_strag > nr ? " ..." : "");
         }
     }
 out:

@@ -80,7 +80,6 @@ static int analyse_only(int n, int reps, int windows)
     m->size = n;
     m->nodes = (n + 7) / 8;
     m->hosts = calloc((size_t)n, ZPI_MPI_HOST);
-    m->node_of = calloc((size_t)n, sizeof *m->node_of);
     m->hist.cap = m->cfg.max_windows;
     m->hist.fetch = malloc((size_t)m->hist.cap * (size_t)n * sizeof *m->hist.fetch);
     m->hist.t_end = calloc(m->hist.cap, sizeof *m->hist.t_end);
@@ -89,7 +88,6 @@ static int analyse_only(int n, int reps, int windows)
     zp_mpi_input in;
     for (int i = 0; i < n; i++) {
         snprintf(m->hosts + (size_t)i * ZPI_MPI_HOST, ZPI_MPI_HOST, "node%05d", i / 8);
-        m->node_of[i] = i / 8;
         fill(&in, i);
         m->rank = i;
         m->node = i / 8;
@@ -155,7 +153,6 @@ static int analyse_only(int n, int reps, int windows)
            tr[2] * 1e3, len[2]);
     free(t);
     free(m->hosts);
-    free(m->node_of);
     free(m->hist.fetch);
     free(m->hist.t_end);
     free(m->hist.streak);

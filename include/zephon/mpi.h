@@ -64,9 +64,6 @@ typedef struct zp_mpi_config {
      * (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); N > 0: consecutive groups
      * of N ranks (tests, or a per-socket cache). */
     uint32_t node_group_size;
-    /* Optional log sink (borrowed; must outlive the handle). Default NULL. */
-    zp_log_fn log;
-    void *log_user;
 } zp_mpi_config;
 
 /* Fill cfg with the defaults above. */

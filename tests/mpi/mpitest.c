@@ -114,6 +114,36 @@ uint64_t mpt_make_dataset(const char *dir, const char *name, const size_t *n, si
     return total;
 }
 
+void mpt_job_open(mpt_job *j, const char *name, const size_t *n, size_t shards,
+                  int64_t bad_global)
+{
+    memset(j, 0, sizeof *j);
+    j->dir = mpt_tmpdir();
+    MPT_CHECK(j->dir != NULL);
+    j->total = mpt_make_dataset(j->dir, name, n, shards, bad_global);
+    char man[600];
+    snprintf(man, sizeof man, "%s/%s", j->dir, name);
+    const char *specs[] = {man};
+    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &j->m) == ZP_OK);
+    zp_status st = zp_mpi_dataset_create(j->m, mpt_rank == 0 ? specs : NULL, mpt_rank == 0 ? 1 : 0,
+                                         NULL, &j->ds);
+    MPT_CHECK(st == ZP_OK, "%s: %s", zp_status_str(st), zp_mpi_errmsg(j->m));
+}
+
+void mpt_job_close(mpt_job *j)
+{
+    zp_dataset_destroy(j->ds);
+    zp_mpi_destroy(j->m);
+    mpt_rmdir(j->dir);
+    memset(j, 0, sizeof *j);
+}
+
+void mpt_minmax_u64(uint64_t v, uint64_t *lo, uint64_t *hi)
+{
+    MPI_Allreduce(&v, lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+}
+
 void mpt_sleep(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};

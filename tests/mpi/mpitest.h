@@ -22,6 +22,8 @@
 #include <cmocka.h>
 #include <mpi.h>
 
+#include "zephon/mpi.h"
+
 extern int mpt_rank, mpt_size;
 
 /* MPI_Init_thread, rank/size, quiet stdout on ranks other than 0. */
@@ -54,6 +56,25 @@ void mpt_rmdir(char *dir);
  * bad_global >= 0 makes that record malformed JSON. Returns the total. */
 uint64_t mpt_make_dataset(const char *dir, const char *name, const size_t *n, size_t shards,
                           int64_t bad_global);
+
+/* A test's job on MPI_COMM_WORLD: a fresh folder holding the dataset
+ * mpt_make_dataset(dir, name, n, shards, bad_global) writes, a handle with
+ * the default settings, and the dataset built by rank 0 from the manifest
+ * dir/<name> and broadcast (zp_mpi_dataset_create; only rank 0 names it).
+ * Failures are recorded with MPT_CHECK; what could not be made is NULL. */
+typedef struct mpt_job {
+    char *dir;
+    uint64_t total; /* samples in the dataset */
+    zp_mpi *m;
+    zp_dataset *ds;
+} mpt_job;
+void mpt_job_open(mpt_job *j, const char *name, const size_t *n, size_t shards,
+                  int64_t bad_global);
+/* Destroy the dataset and the handle; remove the folder (collective). */
+void mpt_job_close(mpt_job *j);
+
+/* Collective: the least and the greatest of v over the ranks. */
+void mpt_minmax_u64(uint64_t v, uint64_t *lo, uint64_t *hi);
 
 /* Sleep s seconds. */
 void mpt_sleep(double s);

@@ -217,20 +217,12 @@ static const size_t SIZES[] = {37, 200, 5, 111, 64, 3};
 
 static void run_exactly_once(zp_remainder rem)
 {
-    char *dir = mpt_tmpdir();
-    MPT_CHECK(dir != NULL);
-    uint64_t total = mpt_make_dataset(dir, "a.json", SIZES, NS, -1);
-    char man[600];
-    snprintf(man, sizeof man, "%s/a.json", dir);
-    const char *specs[] = {man};
-
-    zp_mpi *m = NULL;
-    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &m) == ZP_OK);
-    zp_dataset *ds = NULL;
     /* only rank 0 names the dataset: the others receive it */
-    zp_status st = zp_mpi_dataset_create(m, mpt_rank == 0 ? specs : NULL, mpt_rank == 0 ? 1 : 0,
-                                         NULL, &ds);
-    MPT_CHECK(st == ZP_OK, "%s: %s", zp_status_str(st), zp_mpi_errmsg(m));
+    mpt_job j;
+    mpt_job_open(&j, "a.json", SIZES, NS, -1);
+    zp_mpi *m = j.m;
+    zp_dataset *ds = j.ds;
+    uint64_t total = j.total;
     MPT_CHECK(zp_dataset_num_samples(ds) == total);
     zp_worksource_config wc;
     zp_worksource_config_init(&wc);
@@ -256,6 +248,7 @@ static void run_exactly_once(zp_remainder rem)
     int *padded = calloc(per + 1, sizeof *padded);
     uint64_t n = 0, steps = 0;
     const zp_batch *b;
+    zp_status st;
     while ((st = zp_mpi_next(m, p, &b)) == ZP_OK) {
         steps++;
         for (size_t i = 0; i < b->n_samples && n <= per; i++, n++) {
@@ -270,8 +263,7 @@ static void run_exactly_once(zp_remainder rem)
     /* a later call answers the same without communicating */
     MPT_CHECK(zp_mpi_next(m, p, &b) == ZP_END);
     uint64_t smin, smax;
-    MPI_Allreduce(&steps, &smin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&steps, &smax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    mpt_minmax_u64(steps, &smin, &smax);
     MPT_CHECK(smin == smax, "steps differ between ranks: %llu..%llu", (unsigned long long)smin,
               (unsigned long long)smax);
 
@@ -361,9 +353,7 @@ static void run_exactly_once(zp_remainder rem)
     free(padded);
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
-    zp_mpi_destroy(m);
-    mpt_rmdir(dir);
+    mpt_job_close(&j);
     mpt_sync();
 }
 
@@ -547,16 +537,11 @@ static void test_lockstep_tokens(void **state)
 {
     (void)state;
     /* later ranks get longer documents: more token batches */
-    char *dir = mpt_tmpdir();
     static const size_t sz[] = {40, 40, 40, 40};
-    mpt_make_dataset(dir, "t.json", sz, 4, -1);
-    char man[600];
-    snprintf(man, sizeof man, "%s/t.json", dir);
-    const char *specs[] = {man};
-    zp_mpi *m = NULL;
-    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &m) == ZP_OK);
-    zp_dataset *ds = NULL;
-    MPT_CHECK(zp_mpi_dataset_create(m, specs, 1, NULL, &ds) == ZP_OK);
+    mpt_job j;
+    mpt_job_open(&j, "t.json", sz, 4, -1);
+    zp_mpi *m = j.m;
+    zp_dataset *ds = j.ds;
     zp_worksource_config wc;
     zp_worksource_config_init(&wc);
     wc.shuffle = 0;
@@ -572,8 +557,7 @@ static void test_lockstep_tokens(void **state)
         solo++;
     zp_pipeline_destroy(p);
     uint64_t lo, hi;
-    MPI_Allreduce(&solo, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&solo, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    mpt_minmax_u64(solo, &lo, &hi);
     if (mpt_size > 1)
         MPT_CHECK(lo < hi, "the dataset should give ranks different batch counts (%llu)",
                   (unsigned long long)lo);
@@ -595,31 +579,24 @@ static void test_lockstep_tokens(void **state)
         MPT_CHECK(strstr(zp_mpi_errmsg(m), "ended first") != NULL, "'%s'", zp_mpi_errmsg(m));
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
-    zp_mpi_destroy(m);
-    mpt_rmdir(dir);
+    mpt_job_close(&j);
     mpt_sync();
 }
 
 static void test_error_reaches_every_rank(void **state)
 {
     (void)state;
-    char *dir = mpt_tmpdir();
     static const size_t sz[] = {30, 30};
-    uint64_t total = mpt_make_dataset(dir, "bad.json", sz, 2, 59); /* the last record */
-    char man[600];
-    snprintf(man, sizeof man, "%s/bad.json", dir);
-    const char *specs[] = {man};
-    zp_mpi *m = NULL;
-    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &m) == ZP_OK);
-    zp_dataset *ds = NULL;
-    MPT_CHECK(zp_mpi_dataset_create(m, specs, 1, NULL, &ds) == ZP_OK);
+    mpt_job j;
+    mpt_job_open(&j, "bad.json", sz, 2, 59); /* the last record */
+    zp_mpi *m = j.m;
+    uint64_t total = j.total;
     zp_worksource_config wc;
     zp_worksource_config_init(&wc);
     wc.shuffle = 0;
     wc.remainder = ZP_REMAINDER_DROP;
     zp_worksource *ws = NULL;
-    MPT_CHECK(zp_mpi_worksource_create(m, ds, &wc, &ws) == ZP_OK);
+    MPT_CHECK(zp_mpi_worksource_create(m, j.ds, &wc, &ws) == ZP_OK);
     /* with DROP the last record is delivered only when the world size
      * divides the total */
     int failing = total % (uint64_t)mpt_size == 0 ? mpt_size - 1 : -1;
@@ -647,14 +624,11 @@ static void test_error_reaches_every_rank(void **state)
         MPT_CHECK(zp_mpi_next(m, p, &b) == ZP_ERR_FORMAT);
     }
     uint64_t lo, hi;
-    MPI_Allreduce(&steps, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&steps, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    mpt_minmax_u64(steps, &lo, &hi);
     MPT_CHECK(lo == hi);
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
-    zp_mpi_destroy(m);
-    mpt_rmdir(dir);
+    mpt_job_close(&j);
     mpt_sync();
 }
 

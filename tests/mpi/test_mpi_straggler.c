@@ -2,6 +2,7 @@
  *  - the criterion on hand-made snapshots: slow fetch AND consumer stall is
  *    named (ratio); slow fetch without stall is not; a small but far outlier
  *    is named by the robust z-score alone; thresholds are settings;
+ *  - a reason longer than its buffer is cut without writing past it;
  *  - real pipelines with a fetch delay injected on the last rank: the final
  *    report names that rank and no other; periodic (non-blocking) window
  *    reports name it only from its third consecutive flagged window. */
@@ -41,6 +42,18 @@ static unsigned named(const zp_cluster_report *r, unsigned *reasons_of_last)
             *reasons_of_last = s[i].reasons;
     }
     return set;
+}
+
+/* Wait for the window report in flight, if any; rank 0 keeps whom it names. */
+static void wait_window(zp_mpi *m, unsigned *sets, int *n)
+{
+    if (!zp_mpi_report_pending(m))
+        return;
+    zp_cluster_report *r = NULL;
+    MPT_CHECK(zp_mpi_report_wait(m, &r) == ZP_OK);
+    if (mpt_rank == 0)
+        sets[(*n)++] = r ? named(r, NULL) : 0;
+    zp_cluster_report_destroy(r);
 }
 
 static void test_criterion_synthetic(void **state)
@@ -111,6 +124,28 @@ static void test_criterion_synthetic(void **state)
     mpt_sync();
 }
 
+/* A reason longer than its buffer (absurd but finite times print hundreds
+ * of digits) is cut, and nothing is written past it (run under ASan). */
+static void test_long_reason_cut(void **state)
+{
+    (void)state;
+    zp_mpi *m = NULL;
+    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &m) == ZP_OK);
+    zp_mpi_input in;
+    input(&in, mpt_rank == mpt_size - 1 ? 1e300 : 0.001, 0.2);
+    zp_cluster_report *r = NULL;
+    MPT_CHECK(zp_mpi_report(m, &in, ZP_MPI_REPORT_FINAL, &r) == ZP_OK);
+    if (r && mpt_size > 1) {
+        const zp_mpi_straggler *s;
+        MPT_CHECK(zp_cluster_report_stragglers(r, &s) == 1);
+        MPT_CHECK(strlen(s[0].reason) == sizeof s[0].reason - 1, "%zu", strlen(s[0].reason));
+        MPT_CHECK(strncmp(s[0].reason, "fetch ", 6) == 0, "'%.40s'", s[0].reason);
+    }
+    zp_cluster_report_destroy(r);
+    zp_mpi_destroy(m);
+    mpt_sync();
+}
+
 /* ------------------------------------------------------------ real pipelines */
 
 #define STEPS 36
@@ -119,20 +154,14 @@ static void test_criterion_synthetic(void **state)
 static void test_slow_rank_named(void **state)
 {
     (void)state;
-    char *dir = mpt_tmpdir();
     static const size_t sz[] = {100, 100, 100, 100, 100, 100, 100, 100};
-    mpt_make_dataset(dir, "s.json", sz, 8, -1);
-    char man[600];
-    snprintf(man, sizeof man, "%s/s.json", dir);
-    const char *specs[] = {man};
-    zp_mpi *m = NULL;
-    MPT_CHECK(zp_mpi_create(MPI_COMM_WORLD, NULL, &m) == ZP_OK);
-    zp_dataset *ds = NULL;
-    MPT_CHECK(zp_mpi_dataset_create(m, specs, 1, NULL, &ds) == ZP_OK);
+    mpt_job j;
+    mpt_job_open(&j, "s.json", sz, 8, -1);
+    zp_mpi *m = j.m;
     zp_worksource_config wc;
     zp_worksource_config_init(&wc);
     zp_worksource *ws = NULL;
-    MPT_CHECK(zp_mpi_worksource_create(m, ds, &wc, &ws) == ZP_OK);
+    MPT_CHECK(zp_mpi_worksource_create(m, j.ds, &wc, &ws) == ZP_OK);
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
     pc.threads = 1;
@@ -167,24 +196,14 @@ static void test_slow_rank_named(void **state)
             zp_cluster_report_destroy(r);
         }
         if (step % EVERY == 0) {
-            if (zp_mpi_report_pending(m)) {
-                MPT_CHECK(zp_mpi_report_wait(m, &r) == ZP_OK);
-                if (mpt_rank == 0)
-                    window_sets[windows++] = r ? named(r, NULL) : 0;
-                zp_cluster_report_destroy(r);
-            }
+            wait_window(m, window_sets, &windows);
             MPT_CHECK(zp_mpi_input_from_pipeline(p, &in) == ZP_OK);
             MPT_CHECK(zp_mpi_report_start(m, &in, ZP_MPI_REPORT_WINDOW) == ZP_OK);
         }
     }
-    zp_cluster_report *r = NULL;
-    if (zp_mpi_report_pending(m)) {
-        MPT_CHECK(zp_mpi_report_wait(m, &r) == ZP_OK);
-        if (mpt_rank == 0)
-            window_sets[windows++] = r ? named(r, NULL) : 0;
-        zp_cluster_report_destroy(r);
-    }
+    wait_window(m, window_sets, &windows);
     MPT_CHECK(zp_mpi_input_from_pipeline(p, &in) == ZP_OK);
+    zp_cluster_report *r = NULL;
     MPT_CHECK(zp_mpi_report(m, &in, ZP_MPI_REPORT_FINAL, &r) == ZP_OK);
     if (mpt_rank == 0 && r) {
         unsigned why = 0, set = named(r, &why);
@@ -214,9 +233,7 @@ static void test_slow_rank_named(void **state)
     zp_cluster_report_destroy(r);
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
-    zp_mpi_destroy(m);
-    mpt_rmdir(dir);
+    mpt_job_close(&j);
     mpt_sync();
 }
 
@@ -225,6 +242,7 @@ int main(int argc, char **argv)
     mpt_init(&argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_criterion_synthetic),
+        cmocka_unit_test(test_long_reason_cut),
         cmocka_unit_test(test_slow_rank_named),
     };
     return mpt_finish(cmocka_run_group_tests_name("mpi_straggler", tests, NULL, NULL));
