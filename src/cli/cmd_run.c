@@ -45,6 +45,8 @@ static void run_usage(FILE *f)
         "  --pack concat|pad       token packing (default concat)\n"
         "  --seq-len N             tokens per row minus one (default 2048)\n"
         "  --microbatch N          rows per batch (default 32)\n"
+        "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
+        "                          with P loads at once (default P 1; default off)\n"
         "  --prefetch-batches N    finished batches buffered (default 2)\n"
         "  --chunk-samples N       samples per task (default 64)\n"
         "  --in-flight N           chunks in flight (default: from parallelism)\n"
@@ -302,7 +304,19 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
             NEED_U64(o->pc.seq_len);
         else if (!strcmp(a, "--microbatch"))
             NEED_U64(o->pc.microbatch_size);
-        else if (!strcmp(a, "--prefetch-batches"))
+        else if (!strcmp(a, "--prefetch")) {
+            char *end = NULL;
+            unsigned long long n = v && *v != '-' ? strtoull(v, &end, 10) : 0, par = 1;
+            if (end && *end == ':' && end[1] && end[1] != '-')
+                par = strtoull(end + 1, &end, 10);
+            if (!v || n == 0 || par == 0 || !end || *end) {
+                fprintf(stderr, "zephon run: --prefetch takes N[:P] with N, P >= 1\n");
+                return -1;
+            }
+            o->prefetch_buffer = n;
+            o->prefetch_parallelism = par;
+            i++;
+        } else if (!strcmp(a, "--prefetch-batches"))
             NEED_U64(o->pc.prefetch_batches);
         else if (!strcmp(a, "--chunk-samples"))
             NEED_U64(o->pc.chunk_samples);
@@ -437,6 +451,9 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     if (o->tok_id[0] && (st = zp_pipeline_tokenize(p, o->tok_id, o->field, o->tok_parallelism)) != ZP_OK)
         goto perr;
     if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
+        goto perr;
+    if (o->prefetch_buffer &&
+        (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
         goto perr;
     int observing = o->observe >= 0 || o->metrics_out;
     if (observing && (st = zp_pipeline_enable_observability(p)) != ZP_OK)

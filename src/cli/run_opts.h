@@ -38,6 +38,7 @@ typedef struct zp_run_opts {
     uint64_t map_parallelism;
     char tok_id[512];
     uint64_t tok_parallelism;
+    uint64_t prefetch_buffer, prefetch_parallelism; /* --prefetch N[:P]; 0: off */
     const char *field;
     zp_pack_mode pack; /* 0: default */
     double step_time;

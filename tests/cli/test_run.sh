@@ -26,6 +26,10 @@ for cfg in "--threads 1" "--threads 2 --fetch-parallelism 2" "--threads 4 --fetc
   [[ -z "$ref" ]] && ref=$h
   check "digest equal with $cfg" '[[ "$h" == "$ref" ]]'
 done
+"$Z" run "$M" --quiet --seed 3 --microbatch 8 --threads 2 --map strip:1 --prefetch 500:2 --emit-digest "$T/dp.txt" >/dev/null || bad "run --prefetch"
+check "digest equal with --prefetch 500:2" '[[ "$(sha256sum < "$T/dp.txt")" == "$ref" ]]'
+"$Z" run "$M" --quiet --prefetch 0 >/dev/null 2>&1; rc=$?
+check "--prefetch 0 rejected" '[[ $rc -ne 0 ]]'
 check "digest has one line per batch" '[[ $(wc -l < "$T/d.txt") -gt 10 ]]'
 
 # 2. exactly once across ranks, equal counts, ids named shard:record
