@@ -64,6 +64,15 @@ check "SLURM_PROCID/SLURM_NTASKS respected" '[[ -f "$T/ids/rank-2.ids" ]]'
 check "tokenized digests equal (threads 1 vs 4)" 'cmp -s "$T/t1.txt" "$T/t3.txt"'
 check "tokenized digest: one line per batch" '[[ $(wc -l < "$T/t2.txt") -eq $(wc -l < "$T/t1.txt") ]]'
 
+# observability from the command line
+"$Z" run "$M" --quiet --threads 2 --observe=0 --json --metrics-out "$T/m.json" > "$T/obs.txt" || bad "run --observe"
+check "--observe --json prints three snapshots and the summary as JSON lines" \
+  'python3 -c "import json,sys; L=[json.loads(l) for l in open(\"$T/obs.txt\")]; s=[d.get(\"snapshot\") for d in L]; sys.exit(0 if s[:3]==[\"metrics\",\"fetch_timing\",\"prefetch_timing\"] and \"samples_per_s\" in L[-1] else 1)"'
+check "--metrics-out writes one document whose counts match the run" \
+  'python3 -c "import json,sys; d=json.load(open(\"$T/m.json\")); m=d[\"metrics\"]; f=d[\"fetch_timing\"]; sys.exit(0 if m[\"samples\"]==$total and f[\"records\"]==$total and \"prefetch_timing\" in d else 1)"'
+"$Z" run "$M" --quiet --threads 2 --observe=0 > "$T/obs2.txt" || bad "run --observe table"
+check "--observe prints the operator table" 'grep -q "operator" "$T/obs2.txt" && grep -q "tokenize\|fetch" "$T/obs2.txt" && grep -q "stall" "$T/obs2.txt"'
+
 # 4. errors
 "$Z" run "$T/nope/*.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
 check "missing shards: nonzero exit" '[[ $rc -ne 0 ]]'
