@@ -130,11 +130,8 @@ static zp_status begin_batch(zp_pipeline *p, uint32_t epoch)
     bb->b.mode = p->tok ? p->cfg.pack : ZP_PACK_RECORDS;
     bb->data_len = 0;
     if (p->tok) {
-        size_t n = p->cfg.microbatch_size * (p->cfg.seq_len + 1);
-        for (size_t i = 0; i < n; i++)
-            bb->tokens[i] = p->eot;
-        memset(bb->mask, 0, n);
-        memset(bb->seg, 0xff, n * sizeof *bb->seg); /* -1 */
+        /* no initialisation: every position is written, by a token or by
+         * pad_range() when the row or the batch is closed */
         bb->b.cols = p->cfg.seq_len + 1;
         bb->b.rows = p->cfg.microbatch_size;
     } else {
@@ -145,6 +142,19 @@ static zp_status begin_batch(zp_pipeline *p, uint32_t epoch)
     pk->col = 0;
     pk->seg = 0;
     return ZP_OK;
+}
+
+/* Token modes: positions [from, to) of the batch are padding: EOT tokens,
+ * loss mask 0, segment -1. */
+static void pad_range(zp_pipeline *p, zpi_batchbuf *bb, size_t from, size_t to)
+{
+    if (from >= to)
+        return;
+    for (size_t i = from; i < to; i++)
+        bb->tokens[i] = p->eot;
+    memset(bb->mask + from, 0, to - from);
+    memset(bb->seg + from, 0xff, (to - from) * sizeof *bb->seg); /* -1 */
+    bb->delta.pad_tokens += to - from;
 }
 
 static void push_batch(zp_pipeline *p, int last_in_epoch)
@@ -163,10 +173,10 @@ static void push_batch(zp_pipeline *p, int last_in_epoch)
         if (filled > p->cfg.microbatch_size)
             filled = p->cfg.microbatch_size;
         b->rows_filled = filled;
-        size_t real = 0, n = b->rows * b->cols;
-        for (size_t i = 0; i < n; i++)
-            real += bb->mask[i];
-        bb->delta.pad_tokens += n - real;
+        /* what follows the fill position is padding (pad mode fills each
+         * row's tail as it closes the row) */
+        size_t at = pk->row * b->cols + pk->col, n = b->rows * b->cols;
+        pad_range(p, bb, at < n ? at : n, n);
     } else {
         b->data = bb->data;
         b->offsets = bb->offsets;
@@ -316,6 +326,7 @@ static zp_status pack_pad(zp_pipeline *p, const zpi_chunk *c, size_t i)
         row[r->tok_len] = p->eot;
     memset(bb->mask + pk->row * cols, 1, keep);
     memset(bb->seg + pk->row * cols, 0, keep * sizeof *bb->seg);
+    pad_range(p, bb, pk->row * cols + keep, (pk->row + 1) * cols);
     bb->delta.tokens += keep;
     bb->delta.truncated_tokens += total - keep;
     zp_status st = add_sample(bb, &c->samples[i]);

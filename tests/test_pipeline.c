@@ -624,6 +624,7 @@ static void test_pipeline_concat_tokens_in_equal_tokens_out(void **state)
                 for (size_t c = start; c < b->cols; c++) {
                     if (!m[c]) {
                         assert_int_equal(sg[c], -1);
+                        assert_int_equal(t[c], eot);
                         pad++;
                         continue;
                     }
@@ -685,8 +686,8 @@ static void test_pipeline_pad_mode_one_doc_per_row(void **state)
             for (size_t c = 0; c < b->cols; c++) {
                 int32_t w = c < n ? ids[c] : (c == n ? eot : eot);
                 assert_int_equal(m[c], c < keep);
-                if (c < keep)
-                    assert_int_equal(t[c], w);
+                assert_int_equal(t[c], c < keep ? w : eot); /* padding is EOT */
+                assert_int_equal(b->segment_ids[i * b->cols + c], c < keep ? 0 : -1);
             }
             truncated += n + 1 - keep;
             real += keep;
