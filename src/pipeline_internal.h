@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "error.h"
 #include "json.h"
 #include "observe_internal.h"
 #include "shard_cache.h"
@@ -35,7 +36,7 @@
 
 #define ZPI_MAX_MAPS 8
 #define ZPI_MAX_STAGES (ZPI_MAX_MAPS + 2)
-#define ZPI_ERRMAX 1024
+
 
 /* ZPI_REC_TEXT: text_off/text_len hold the tokenize text, either extracted
  * at fetch (then a new JSON from a callback invalidates it) or set by a

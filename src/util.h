@@ -32,4 +32,78 @@ static inline uint64_t zpi_hash2(uint64_t a, uint64_t b) { return zpi_mix64(a ^ 
 /* strdup that returns NULL on failure (and for NULL). */
 char *zpi_strdup(const char *s);
 
+/* ---- the small helpers, one copy each ---- */
+
+/* 1 when s ends with suffix. */
+int zpi_has_suffix(const char *s, const char *suffix);
+
+/* mkdir -p: creates dir and its missing parents with mode. 0, or -1 with
+ * errno (the failing component is left in errno's context only). */
+int zpi_mkdir_p(const char *dir, unsigned mode);
+
+/* Parses a whole decimal unsigned 64-bit number (no sign, no spaces, no
+ * trailing text), with an optional binary size suffix when `sizes` is set
+ * (k, M, G, T: 2^10..2^40, case-insensitive, optional trailing "B" or "iB").
+ * 0 on success; -1 with errno = EINVAL (not a number) or ERANGE (above
+ * UINT64_MAX or outside [min, max]). */
+int zpi_parse_u64(const char *s, uint64_t min, uint64_t max, int sizes, uint64_t *out);
+/* The same for a finite double in [min, max]. */
+int zpi_parse_double(const char *s, double min, double max, double *out);
+
+/* Writes len bytes to path atomically: into "path.tmp.<pid>" in the same
+ * folder, fsync, rename over path. 0, or -1 with errno (the temporary file
+ * is removed). */
+int zpi_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* A growable byte buffer. Zero-initialise; release with zpi_buf_free. The
+ * append functions return 0, or -1 when out of memory (the buffer keeps
+ * what it had). p is always NUL-terminated after an append. */
+typedef struct zpi_buf {
+    char *p;
+    size_t len, cap;
+} zpi_buf;
+int zpi_buf_reserve(zpi_buf *b, size_t extra);
+int zpi_buf_append(zpi_buf *b, const void *data, size_t n);
+int zpi_buf_puts(zpi_buf *b, const char *s);
+int zpi_buf_printf(zpi_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void zpi_buf_free(zpi_buf *b);
+
+/* Grows an array *arr of *cap elements of `elem` bytes to hold at least
+ * `need` (at least doubling). 0, or -1 when out of memory or the size would
+ * overflow (the array is kept). */
+int zpi_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* One intrusive FIFO: embed a zpi_fifo_node in the element, recover the
+ * element with ZPI_CONTAINER_OF. Not thread-safe (the owner locks). */
+typedef struct zpi_fifo_node {
+    struct zpi_fifo_node *next;
+} zpi_fifo_node;
+typedef struct zpi_fifo {
+    zpi_fifo_node *head, *tail;
+    size_t n;
+} zpi_fifo;
+#define ZPI_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+static inline void zpi_fifo_push(zpi_fifo *q, zpi_fifo_node *x)
+{
+    x->next = NULL;
+    if (q->tail)
+        q->tail->next = x;
+    else
+        q->head = x;
+    q->tail = x;
+    q->n++;
+}
+static inline zpi_fifo_node *zpi_fifo_pop(zpi_fifo *q)
+{
+    zpi_fifo_node *x = q->head;
+    if (x) {
+        q->head = x->next;
+        if (!q->head)
+            q->tail = NULL;
+        q->n--;
+        x->next = NULL;
+    }
+    return x;
+}
+
 #endif
