@@ -11,7 +11,11 @@ const char *zpi_dataset_shard_path(const zp_dataset *ds, size_t i);
 const zpi_format *zpi_dataset_shard_format(const zp_dataset *ds, size_t i);
 /* First global sample id of shard i (prefix sum of counts). */
 uint64_t zpi_dataset_shard_offset(const zp_dataset *ds, size_t i);
-const zpi_load_limits *zpi_dataset_limits(const zp_dataset *ds);
+/* What a load of shard i accepts and expects (the dataset's limits, the
+ * shard's record count and, from a manifest, its content hash): pass it to
+ * the shard's format's load, which checks them. Borrowed, valid until the
+ * dataset is destroyed; NULL when i is out of range. */
+const zpi_load_limits *zpi_dataset_shard_limits(const zp_dataset *ds, size_t i);
 /* Log through the dataset's callback (printf-style); no-op without one. */
 void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

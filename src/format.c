@@ -22,26 +22,11 @@ static const zpi_format *const formats[] = {
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
-int zpi_path_is_url(const char *path)
-{
-    if (!path)
-        return 0;
-    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-           strncmp(path, "s3://", 5) == 0;
-}
-
 const zpi_format *zpi_format_for_path(const char *path)
 {
     if (!path)
         return NULL;
     size_t n = strlen(path);
-    /* A URL's query or fragment ("...jsonl.zst?X-Amz-...") is not part of
-     * the file name. */
-    if (zpi_path_is_url(path)) {
-        size_t q = strcspn(path, "?#");
-        if (q < n)
-            n = q;
-    }
     const zpi_format *best = NULL;
     size_t best_len = 0;
     for (size_t i = 0; i < N_FORMATS; i++) {
@@ -196,5 +181,35 @@ zp_status zpi_line_index_finish(zpi_line_index *ix, const char *data, size_t len
     out->n_records = ix->n;
     ix->offsets = NULL;
     ix->n = ix->cap = 0;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ checks */
+
+zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
+                         const uint64_t *hash, const zpi_shard *sh, char *err, size_t errcap)
+{
+    if (lim->has_xxh64 && hash && *hash != lim->expect_xxh64) {
+        zpi_fmt(err, errcap,
+                "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, '%s' has "
+                "%016llx (the file changed since it was indexed: re-run zephon index)",
+                name, (unsigned long long)lim->expect_xxh64, path, (unsigned long long)*hash);
+        return ZP_ERR_FORMAT;
+    }
+    if (lim->has_records && sh->n_records != lim->expect_records) {
+        if (lim->records_from_manifest)
+            zpi_fmt(err, errcap,
+                    "shard '%s': has %llu records but the manifest says %llu (stale manifest: "
+                    "re-run zephon index)",
+                    name, (unsigned long long)sh->n_records,
+                    (unsigned long long)lim->expect_records);
+        else
+            zpi_fmt(err, errcap,
+                    "shard '%s': has %llu records but had %llu when it was indexed (the file "
+                    "changed)",
+                    name, (unsigned long long)sh->n_records,
+                    (unsigned long long)lim->expect_records);
+        return ZP_ERR_FORMAT;
+    }
     return ZP_OK;
 }

@@ -25,10 +25,27 @@ typedef struct zpi_shard {
     double decompress_seconds; /* time spent decompressing (0 for plain formats) */
 } zpi_shard;
 
+/* What a load accepts: the dataset's limits, and what the dataset knows of
+ * the one shard being loaded (zpi_dataset_shard_limits), checked by every
+ * load so that a shard changed since it was indexed is never served. */
 typedef struct zpi_load_limits {
     size_t max_record_bytes;
     size_t max_shard_bytes;
     int allow_empty;
+    /* has_records: the record count the dataset has for the shard
+     * (records_from_manifest: it came from a manifest, for the message). A
+     * load that finds another count is a ZP_ERR_FORMAT naming the shard and
+     * both counts. All zero (as in a zero-initialised struct): nothing is
+     * expected. */
+    int has_records;
+    int records_from_manifest;
+    uint64_t expect_records;
+    /* has_xxh64: the manifest's XXH64 (seed 0) of the shard's bytes as
+     * stored. The load hashes the bytes as it reads them (XXH64 runs at
+     * several GB/s, far faster than decoding) and a different hash is a
+     * ZP_ERR_FORMAT naming the shard, its path and both hashes. */
+    int has_xxh64;
+    uint64_t expect_xxh64;
 } zpi_load_limits;
 
 typedef struct zpi_format {
@@ -36,7 +53,9 @@ typedef struct zpi_format {
     const char *suffix; /* file name suffix that selects it */
     /* Load the whole shard at path. name is the shard's name for messages.
      * Errors name the shard and, where it applies, the line and byte offset:
-     * "shard 'a.jsonl.zst': truncated zstd frame after line 120 (byte 53311)". */
+     * "shard 'a.jsonl.zst': truncated zstd frame after line 120 (byte 53311)".
+     * The load checks the expectations in lim (record count, content hash)
+     * with zpi_load_check(). */
     zp_status (*load)(const char *path, const char *name, const zpi_load_limits *lim,
                       zpi_shard *out, char *err, size_t errcap);
 } zpi_format;
@@ -69,7 +88,12 @@ zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, 
 zp_status zpi_line_index_finish(zpi_line_index *ix, const char *data, size_t len, zpi_shard *out,
                                 char *err, size_t errcap);
 void zpi_line_index_free(zpi_line_index *ix);
-/* 1 when path names remote storage (http://, https://, s3://). */
-int zpi_path_is_url(const char *path);
+
+/* The end of every load: checks a loaded shard against lim's expectations.
+ * hash: XXH64 of the bytes read, or NULL when lim->has_xxh64 is 0. A
+ * mismatch of the hash is reported before one of the count (it explains
+ * it). ZP_OK, or ZP_ERR_FORMAT with the message in err. */
+zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
+                         const uint64_t *hash, const zpi_shard *sh, char *err, size_t errcap);
 
 #endif

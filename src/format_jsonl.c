@@ -4,7 +4,9 @@
  * skippable frames ignored).
  *
  * A load reads the file in 1 MiB reads into one buffer (decompressing with
- * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. JSON
+ * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. When the
+ * manifest gives the shard's hash, the bytes are hashed (XXH64) as they are
+ * read and checked at the end, with the record count (zpi_load_check). JSON
  * validity is not checked here: the fetch stage parses each record.
  *
  * Ownership: on success the caller owns out->data and out->offsets (release
@@ -19,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -66,11 +69,6 @@ static zp_status open_shard(const char *path, const char *name, int *fd, struct 
                             char *err, size_t errcap)
 {
     *fd = -1;
-    if (zpi_path_is_url(path)) {
-        zpi_fmt(err, errcap, "shard '%s': remote storage not built (cannot open '%s')", name,
-                path);
-        return ZP_ERR_UNSUPPORTED;
-    }
     int f = open(path, O_RDONLY | O_CLOEXEC);
     if (f < 0) {
         int e = errno;
@@ -122,15 +120,50 @@ static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t li
     return ZP_ERR_LIMIT;
 }
 
+/* A hash of the bytes read, when the manifest has one to check (h NULL
+ * otherwise). */
+static zp_status hash_begin(const zpi_load_limits *lim, const char *name, XXH64_state_t **h,
+                            char *err, size_t errcap)
+{
+    *h = NULL;
+    if (!lim->has_xxh64)
+        return ZP_OK;
+    if (!(*h = XXH64_createState()) || XXH64_reset(*h, 0) != XXH_OK) {
+        XXH64_freeState(*h);
+        *h = NULL;
+        zpi_fmt(err, errcap, "shard '%s': out of memory", name);
+        return ZP_ERR_NOMEM;
+    }
+    return ZP_OK;
+}
+
+/* The digest of h (freed), or NULL without one. */
+static const uint64_t *hash_end(XXH64_state_t *h, uint64_t *v)
+{
+    if (!h)
+        return NULL;
+    *v = XXH64_digest(h);
+    XXH64_freeState(h);
+    return v;
+}
+
 /* End of every load, whatever stopped it (st): on ZP_OK, index the final
- * line, zero the padding, give back a large unused tail of data (capacity
- * cap) and hand data and the offsets to out; otherwise, or when that fails,
- * free both and clear out (also the figures the caller set in it). */
+ * line, check the shard against lim (hash: of the bytes read, NULL when not
+ * hashed), zero the padding, give back a large unused tail of data
+ * (capacity cap) and hand data and the offsets to out; otherwise, or when
+ * that fails, free both and clear out (also the figures the caller set in
+ * it). */
 static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t len, size_t cap,
-                          zpi_shard *out, char *err, size_t errcap)
+                          const char *path, const uint64_t *hash, zpi_shard *out, char *err,
+                          size_t errcap)
 {
     if (st == ZP_OK)
         st = zpi_line_index_finish(ix, data, len, out, err, errcap);
+    if (st == ZP_OK) {
+        st = zpi_load_check(ix->lim, ix->name, path, hash, out, err, errcap);
+        if (st != ZP_OK)
+            free(out->offsets);
+    }
     if (st != ZP_OK) {
         zpi_line_index_free(ix);
         free(data);
@@ -168,7 +201,10 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
     size_t len = 0;
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
-    st = resize(&data, cap, name, err, errcap);
+    XXH64_state_t *h;
+    st = hash_begin(lim, name, &h, err, errcap);
+    if (st == ZP_OK)
+        st = resize(&data, cap, name, err, errcap);
     double t_read = 0;
     while (st == ZP_OK) {
         if (len == cap) {
@@ -188,6 +224,8 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
                 break;
             cap = ncap;
             data[len++] = probe;
+            if (h)
+                XXH64_update(h, &probe, 1);
         }
         size_t want = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
         ssize_t r = timed_read(fd, data + len, want, &t_read, name, len, err, errcap);
@@ -195,6 +233,8 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
             st = ZP_ERR_IO;
             break;
         }
+        if (h)
+            XXH64_update(h, data + len, (size_t)r);
         len += (size_t)r;
         if (len > lim->max_shard_bytes) {
             st = too_big(name, lim, ix.n + 1, err, errcap);
@@ -207,7 +247,9 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
     close(fd);
     out->file_bytes = len;
     out->read_seconds = t_read;
-    return end_load(st, &ix, data, len, cap, out, err, errcap);
+    uint64_t hv;
+    const uint64_t *hash = hash_end(h, &hv);
+    return end_load(st, &ix, data, len, cap, path, hash, out, err, errcap);
 }
 
 /* Smallest power of two >= x, as a log2 (for the zstd window limit). */
@@ -253,7 +295,7 @@ static unsigned long long frames_content_size(const char *src, size_t n)
  * the streaming path must do it: unknown sizes, or any zstd error (the
  * streaming path then names the failing line and byte). Costs the
  * compressed size in memory while it runs. */
-static int load_zst_whole(int fd, const struct stat *sb, const char *name,
+static int load_zst_whole(int fd, const struct stat *sb, const char *path, const char *name,
                           const zpi_load_limits *lim, zpi_shard *out, char *err, size_t errcap,
                           zp_status *st)
 {
@@ -285,6 +327,7 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
     size_t got = ZSTD_decompressDCtx(dctx, data, (size_t)dsize, src, csize);
     double t_dec = zpi_now() - t0;
     ZSTD_freeDCtx(dctx);
+    uint64_t hv = lim->has_xxh64 ? XXH64(src, csize, 0) : 0;
     free(src);
     if (ZSTD_isError(got) || got != dsize) {
         free(data);
@@ -295,7 +338,8 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
     out->file_bytes = csize;
     out->read_seconds = t_read;
     out->decompress_seconds = t_dec;
-    *st = end_load(ZP_OK, &ix, data, got, got, out, err, errcap);
+    *st = end_load(ZP_OK, &ix, data, got, got, path, lim->has_xxh64 ? &hv : NULL, out, err,
+                   errcap);
     return 1;
 }
 
@@ -308,7 +352,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
     if (st != ZP_OK)
         return st;
-    if (load_zst_whole(fd, &sb, name, lim, out, err, errcap, &st)) {
+    if (load_zst_whole(fd, &sb, path, name, lim, out, err, errcap, &st)) {
         close(fd);
         return st;
     }
@@ -325,6 +369,9 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     size_t len = 0, cap = 0;
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
+    XXH64_state_t *h;
+    if ((st = hash_begin(lim, name, &h, err, errcap)) != ZP_OK)
+        goto done;
     if (!inbuf || !dctx) {
         zpi_fmt(err, errcap, "shard '%s': out of memory", name);
         st = ZP_ERR_NOMEM;
@@ -361,6 +408,8 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
                 st = ZP_ERR_IO;
                 goto done;
             }
+            if (h)
+                XXH64_update(h, inbuf, (size_t)r);
             in.size = (size_t)r;
             in.pos = 0;
             if ((size_t)r < READ_CHUNK)
@@ -459,7 +508,9 @@ done:
     close(fd);
     ZSTD_freeDCtx(dctx);
     free(inbuf);
-    return end_load(st, &ix, data, len, cap, out, err, errcap);
+    uint64_t hv;
+    const uint64_t *hash = hash_end(h, &hv);
+    return end_load(st, &ix, data, len, cap, path, hash, out, err, errcap);
 }
 
 const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain};

@@ -175,7 +175,7 @@ zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shar
     zpi_shard sh;
     memset(&sh, 0, sizeof sh);
     zp_status st = fmt->load(zpi_dataset_shard_path(c->ds, index),
-                             zp_dataset_shard_name(c->ds, index), zpi_dataset_limits(c->ds), &sh,
+                             zp_dataset_shard_name(c->ds, index), zpi_dataset_shard_limits(c->ds, index), &sh,
                              err, errcap);
     if (st == ZP_OK) {
         st = check_loaded(c->ds, index, &sh, err, errcap);

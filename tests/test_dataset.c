@@ -1,6 +1,6 @@
 /* test_dataset.c - datasets: paths, globs, manifests (round trip, relative
- * paths, stale manifests, hashes, remote names), indexing once, the index
- * cache, errors. */
+ * paths, stale manifests, hashes, names), folders, the same file reached
+ * twice, checks on load, indexing once, the index store, errors. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -64,7 +64,7 @@ static void add_ok(zp_dataset *ds, const char *spec)
         fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
 }
 
-/* A dataset over dir/names[0..n) with the index cache in cache_dir. */
+/* A dataset over dir/names[0..n) with the index store in cache_dir. */
 static zp_dataset *cached_ds(fixture *f, const char *cache_dir, const char *const *names,
                              size_t n)
 {
@@ -72,7 +72,7 @@ static zp_dataset *cached_ds(fixture *f, const char *cache_dir, const char *cons
     zp_dataset_config_init(&cfg);
     cfg.log = log_fn;
     cfg.log_user = f;
-    cfg.index_cache_dir = cache_dir;
+    cfg.index_store_dir = cache_dir;
     zp_dataset *ds;
     assert_int_equal(zp_dataset_create(&cfg, &ds), ZP_OK);
     for (size_t i = 0; i < n; i++) {
@@ -93,7 +93,7 @@ static zp_dataset *indexed_ds(fixture *f, const char *cache_dir, const char *con
     return ds;
 }
 
-/* An empty dataset that logs into f, without the index cache. */
+/* An empty dataset that logs into f, without the index store. */
 static zp_dataset *new_ds(fixture *f) { return cached_ds(f, NULL, NULL, 0); }
 
 static int setup(void **state)
@@ -136,7 +136,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_record_bytes, 16u << 20);
     assert_int_equal(cfg.max_shard_bytes, (size_t)2 << 30);
     assert_int_equal(cfg.allow_empty_shards, 0);
-    assert_null(cfg.index_cache_dir); /* the index cache is off by default */
+    assert_null(cfg.index_store_dir); /* the index store is off by default */
+    assert_null(cfg.index_cache_dir); /* its former name, an alias */
     zp_dataset *ds;
     assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
     assert_int_equal(zp_dataset_num_shards(ds), 0);
@@ -185,8 +186,10 @@ static void test_path_errors(void **state)
     assert_int_equal(zpt_write_file(p, "hi", 2), 0);
     assert_int_equal(zp_dataset_add(f->ds, p), ZP_ERR_INVALID);
     assert_contains(zp_dataset_errmsg(f->ds), "unknown shard format");
-    assert_int_equal(zp_dataset_add(f->ds, "https://example.com/x.jsonl.zst"), ZP_ERR_UNSUPPORTED);
-    assert_contains(zp_dataset_errmsg(f->ds), "remote storage not built");
+    /* no remote storage: a URL is a missing file, with a note */
+    assert_int_equal(zp_dataset_add(f->ds, "https://example.com/x.jsonl.zst"), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), "shard 'https://example.com/x.jsonl.zst'");
+    assert_contains(zp_dataset_errmsg(f->ds), "URLs are not supported");
     assert_int_equal(zp_dataset_num_shards(f->ds), 0);
     free(p);
 }
@@ -267,8 +270,14 @@ static void test_manifest_round_trip(void **state)
     /* the fingerprint sees names and counts */
     zp_dataset *d4 = new_ds(f);
     add_ok(d4, m2);
-    add_ok(d4, m2);
+    char *c = zpt_path(f->dir, "c.jsonl.zst");
+    add_ok(d4, c);
+    free(c);
     assert_int_not_equal(zp_dataset_fingerprint(d4), zp_dataset_fingerprint(d3));
+    /* the same manifest twice is the same shards twice: refused */
+    assert_int_equal(zp_dataset_add(d4, m2), ZP_ERR_INVALID);
+    assert_contains(zp_dataset_errmsg(d4), "is the same file as shard 'b.jsonl'");
+    assert_int_equal(zp_dataset_num_shards(d4), 3);
     zp_dataset_destroy(d4);
 
     zp_dataset_destroy(d3);
@@ -317,34 +326,30 @@ static void test_manifest_relative_paths(void **state)
              "{\"format_version\": 1, \"comment\": \"unknown keys are ignored\", \"shards\": [\n"
              " {\"path\": \"../b.jsonl\", \"format\": \"jsonl\"},\n"
              " {\"path\": \"local.jsonl\", \"samples\": 2},\n"
-             " {\"path\": \"%s\"},\n"
-             " {\"path\": \"s3://bucket/x/part-0.jsonl.zst\", \"format\": \"jsonl.zst\","
-             "  \"bytes\": 1234, \"samples\": 10}\n]}\n",
+             " {\"path\": \"%s\"}\n]}\n",
              abs);
     assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
     add_ok(f->ds, m);
-    assert_int_equal(zp_dataset_num_shards(f->ds), 4);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 3);
     assert_string_equal(zp_dataset_shard_name(f->ds, 0), "../b.jsonl");
     char *want0 = zpt_path(sub, "../b.jsonl");
     assert_string_equal(zpi_dataset_shard_path(f->ds, 0), want0);
     assert_string_equal(zpi_dataset_shard_path(f->ds, 2), abs);
-    assert_string_equal(zp_dataset_shard_name(f->ds, 3), "s3://bucket/x/part-0.jsonl.zst");
-    assert_int_equal(zp_dataset_shard_bytes(f->ds, 3), 1234);
-    assert_int_equal(zp_dataset_shard_samples(f->ds, 3), 10);
-    /* counts missing for two local shards: index loads those only */
+    assert_int_equal(zp_dataset_shard_samples(f->ds, 1), 2);
+    /* counts missing for two shards: index loads those only */
     assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
-    assert_int_equal(zp_dataset_num_samples(f->ds), 5 + 2 + 3 + 10);
-    assert_int_equal(zpi_dataset_shard_offset(f->ds, 3), 10);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 5 + 2 + 3);
+    assert_int_equal(zpi_dataset_shard_offset(f->ds, 2), 7);
     free(want0);
 
-    /* a remote shard without a count cannot be indexed yet */
+    /* no remote storage: a URL in a manifest is a missing file, named */
     snprintf(text, sizeof text,
              "{\"format_version\": 1, \"shards\": [{\"path\": \"https://h/a.jsonl\"}]}");
     assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
     zp_dataset *d2 = new_ds(f);
-    add_ok(d2, m);
-    assert_int_equal(zp_dataset_index(d2), ZP_ERR_UNSUPPORTED);
-    assert_contains(zp_dataset_errmsg(d2), "remote storage not built");
+    assert_int_equal(zp_dataset_add(d2, m), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(d2), "shard 'https://h/a.jsonl': cannot open");
+    assert_contains(zp_dataset_errmsg(d2), "URLs are not supported");
     zp_dataset_destroy(d2);
     free(m);
     free(abs);
@@ -562,15 +567,14 @@ static void test_manifest_name(void **state)
     const char *text = "{\"format_version\": 1, \"shards\": [\n"
                        " {\"path\": \"b.jsonl\", \"name\": \"train/part-b\", \"samples\": 5},\n"
                        " {\"path\": \"a.jsonl.zst\", \"name\": \"a.jsonl.zst\"},\n"
-                       " {\"path\": \"s3://bucket/x.jsonl.zst\", \"name\": \"remote-x\","
-                       "  \"bytes\": 9, \"samples\": 2}]}";
+                       " {\"path\": \"c.jsonl.zst\", \"name\": \"other-c\","
+                       "  \"samples\": 3}]}";
     assert_int_equal(zp_dataset_add_manifest_json(f->ds, text, strlen(text), f->dir), ZP_OK);
     assert_string_equal(zp_dataset_shard_name(f->ds, 0), "train/part-b");
     assert_string_equal(zp_dataset_shard_name(f->ds, 1), "a.jsonl.zst");
-    assert_string_equal(zp_dataset_shard_name(f->ds, 2), "remote-x");
+    assert_string_equal(zp_dataset_shard_name(f->ds, 2), "other-c");
     char *b = zpt_path(f->dir, "b.jsonl");
     assert_string_equal(zpi_dataset_shard_path(f->ds, 0), b);
-    assert_string_equal(zpi_dataset_shard_path(f->ds, 2), "s3://bucket/x.jsonl.zst");
 
     /* written beside the shards: "name" only where it differs from the
      * path written; read back: the same dataset */
@@ -578,7 +582,7 @@ static void test_manifest_name(void **state)
     assert_int_equal(zp_dataset_write_manifest(f->ds, m, 0), ZP_OK);
     char *mtext = zpt_read_file(m, NULL);
     assert_contains(mtext, "\"path\": \"b.jsonl\",\n      \"name\": \"train/part-b\"");
-    assert_contains(mtext, "\"path\": \"s3://bucket/x.jsonl.zst\",\n      \"name\": \"remote-x\"");
+    assert_contains(mtext, "\"path\": \"c.jsonl.zst\",\n      \"name\": \"other-c\"");
     assert_null(strstr(mtext, "\"name\": \"a.jsonl.zst\""));
     free(mtext);
     zp_dataset *d2 = new_ds(f);
@@ -593,8 +597,8 @@ static void test_manifest_name(void **state)
     add_ok(d4, m2);
     assert_string_equal(zp_dataset_shard_name(d4, 0), "train/part-b");
     assert_true(zp_dataset_shard_name(d4, 1)[0] == '/');
-    assert_string_equal(zp_dataset_shard_name(d4, 2), "remote-x");
-    assert_int_equal(zp_dataset_num_samples(d4), 5 + 7 + 2);
+    assert_string_equal(zp_dataset_shard_name(d4, 2), "other-c");
+    assert_int_equal(zp_dataset_num_samples(d4), 5 + 7 + 3);
     zp_dataset_destroy(d4);
 
     /* messages name the shard by its name (and the file by its path) */
@@ -684,7 +688,7 @@ static void test_index_error_names_shard(void **state)
     free(p);
 }
 
-/* ------------------------------------------------------------ index cache */
+/* ------------------------------------------------------------ index store */
 
 static void get_mtime(const char *path, struct timespec *ts)
 {
@@ -699,7 +703,7 @@ static void set_mtime(const char *path, const struct timespec *ts)
     assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
 }
 
-/* Make dir/name look written an hour ago (with a nonzero ns part): the cache
+/* Make dir/name look written an hour ago (with a nonzero ns part): the store
  * does not keep entries of shards modified in the last seconds. */
 static void backdate(const char *dir, const char *name)
 {
@@ -753,9 +757,9 @@ static char *make_cache_dir(fixture *f)
     return c;
 }
 
-/* A second dataset over the same shards takes the counts from the cache
+/* A second dataset over the same shards takes the counts from the store
  * without reading the shards; a changed mtime makes it read them again. */
-static void test_index_cache_hit(void **state)
+static void test_index_store_hit(void **state)
 {
     fixture *f = *state;
     char *cache = make_cache_dir(f);
@@ -803,7 +807,7 @@ static void test_index_cache_hit(void **state)
 
 /* An entry whose size differs from the file's is stale: the shard is read
  * again, and the entry replaced. */
-static void test_index_cache_stale_size(void **state)
+static void test_index_store_stale_size(void **state)
 {
     fixture *f = *state;
     char *cache = make_cache_dir(f);
@@ -832,7 +836,7 @@ static void test_index_cache_stale_size(void **state)
 
 /* A corrupt entry is a miss (a warning), never an error; the shard is read
  * and a good entry written in its place. */
-static void test_index_cache_corrupt_entry(void **state)
+static void test_index_store_corrupt_entry(void **state)
 {
     fixture *f = *state;
     char *cache = make_cache_dir(f);
@@ -873,33 +877,72 @@ static void test_index_cache_corrupt_entry(void **state)
     free(cache);
 }
 
-/* A cache folder that cannot be used (under a regular file, or missing) is
- * logged once per index call and otherwise ignored. */
-static void test_index_cache_unwritable(void **state)
+/* A store folder that cannot be used at create is a settings error naming
+ * the setting and the folder; one that goes away later is logged once per
+ * index pass and otherwise ignored. */
+static void test_index_store_unwritable(void **state)
 {
     fixture *f = *state;
     const char *names[] = {"a.jsonl.zst", "c.jsonl.zst"};
     backdate(f->dir, "a.jsonl.zst");
     backdate(f->dir, "c.jsonl.zst");
-    const char *dirs[] = {"b.jsonl/cache", "no-such-folder"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *dirs[] = {"b.jsonl/cache", "no-such-folder", "b.jsonl"};
+    const char *why[] = {"Not a directory", "No such file or directory", "not a folder"};
+    for (size_t i = 0; i < 3; i++) {
         char *cache = zpt_path(f->dir, dirs[i]);
-        f->log_warnings = 0;
-        zp_dataset *d = indexed_ds(f, cache, names, 2, 10);
-        if (f->log_warnings != 1)
-            fail_msg("'%s': %d warnings, want 1", cache, f->log_warnings);
-        assert_contains(f->last_warning, "index cache");
-        assert_contains(f->last_warning, cache);
-        assert_int_equal(f->log_errors, 0);
-        assert_string_equal(zp_dataset_errmsg(d), "");
+        zp_dataset_config cfg;
+        zp_dataset_config_init(&cfg);
+        cfg.index_store_dir = cache;
+        zp_dataset *d = NULL;
+        assert_int_equal(zp_dataset_create(&cfg, &d), ZP_ERR_INVALID);
+        assert_non_null(d); /* the error-only handle keeps the message */
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "index_store_dir = '%s'", cache);
+        assert_contains(zp_dataset_errmsg(d), want);
+        assert_contains(zp_dataset_errmsg(d), why[i]);
+        assert_int_equal(zp_dataset_add(d, cache), ZP_ERR_INVALID);
+        assert_contains(zp_dataset_errmsg(d), want);
         zp_dataset_destroy(d);
         free(cache);
     }
+    char *cache = make_cache_dir(f);
+    zp_dataset *d = cached_ds(f, cache, names, 2);
+    assert_int_equal(rmdir(cache), 0);
+    f->log_warnings = 0;
+    assert_int_equal(zp_dataset_index(d), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(d), 10);
+    if (f->log_warnings != 1)
+        fail_msg("%d warnings, want 1", f->log_warnings);
+    assert_contains(f->last_warning, "index store");
+    assert_contains(f->last_warning, cache);
+    assert_int_equal(f->log_errors, 0);
+    assert_string_equal(zp_dataset_errmsg(d), "");
+    zp_dataset_destroy(d);
+    free(cache);
+}
+
+/* Any other setting out of range at create: named with its value. */
+static void test_create_invalid(void **state)
+{
+    (void)state;
+    zp_dataset_config cfg;
+    zp_dataset_config_init(&cfg);
+    cfg.max_shard_bytes = SIZE_MAX;
+    zp_dataset *d = NULL;
+    assert_int_equal(zp_dataset_create(&cfg, &d), ZP_ERR_INVALID);
+    assert_non_null(d);
+    char want[64];
+    snprintf(want, sizeof want, "max_shard_bytes = %zu: at most", (size_t)SIZE_MAX);
+    assert_contains(zp_dataset_errmsg(d), want);
+    assert_int_equal(zp_dataset_index(d), ZP_ERR_INVALID);
+    assert_int_equal(zp_dataset_num_shards(d), 0);
+    zp_dataset_destroy(d);
+    assert_int_equal(zp_dataset_create(&cfg, NULL), ZP_ERR_INVALID);
 }
 
 /* A shard modified in the last seconds is indexed but not cached: a
  * same-size rewrite within the mtime granularity could not be detected. */
-static void test_index_cache_skips_fresh_shard(void **state)
+static void test_index_store_skips_fresh_shard(void **state)
 {
     fixture *f = *state;
     char *cache = make_cache_dir(f);
@@ -912,7 +955,7 @@ static void test_index_cache_skips_fresh_shard(void **state)
 
 /* A hit accepts only what a load would: an entry whose longest record is
  * over this dataset's max_record_bytes is a miss, and the load fails. */
-static void test_index_cache_limits(void **state)
+static void test_index_store_limits(void **state)
 {
     fixture *f = *state;
     char *cache = make_cache_dir(f);
@@ -922,7 +965,7 @@ static void test_index_cache_limits(void **state)
 
     zp_dataset_config cfg;
     zp_dataset_config_init(&cfg);
-    cfg.index_cache_dir = cache;
+    cfg.index_store_dir = cache;
     cfg.max_record_bytes = 10;
     zp_dataset *d2;
     assert_int_equal(zp_dataset_create(&cfg, &d2), ZP_OK);
@@ -955,12 +998,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_manifest_json_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_error_names_shard, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_index_cache_hit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_index_cache_stale_size, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_index_cache_corrupt_entry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_index_cache_unwritable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_index_cache_skips_fresh_shard, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_index_cache_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_store_hit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_store_stale_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_store_corrupt_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_store_unwritable, setup, teardown),
+        cmocka_unit_test(test_create_invalid),
+        cmocka_unit_test_setup_teardown(test_index_store_skips_fresh_shard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_store_limits, setup, teardown),
     };
     return cmocka_run_group_tests_name("dataset", tests, NULL, NULL);
 }

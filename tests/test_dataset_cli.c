@@ -65,7 +65,7 @@ static uint64_t check_records(zp_dataset *ds)
         char err[512];
         zp_status st = zpi_dataset_shard_format(ds, s)->load(zpi_dataset_shard_path(ds, s),
                                                             zp_dataset_shard_name(ds, s),
-                                                            zpi_dataset_limits(ds), &sh, err,
+                                                            zpi_dataset_shard_limits(ds, s), &sh, err,
                                                             sizeof err);
         if (st != ZP_OK)
             fail_msg("%s", err);

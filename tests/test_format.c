@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "format.h"
@@ -184,8 +185,6 @@ static void test_format_lookup(void **state)
     (void)state;
     assert_string_equal(zpi_format_for_path("a/b.jsonl")->name, "jsonl");
     assert_string_equal(zpi_format_for_path("a/b.jsonl.zst")->name, "jsonl.zst");
-    assert_string_equal(zpi_format_for_path("s3://bkt/x.jsonl.zst")->name, "jsonl.zst");
-    assert_string_equal(zpi_format_for_path("https://h/x.jsonl?sig=1.zst")->name, "jsonl");
     assert_null(zpi_format_for_path("b.json"));
     assert_null(zpi_format_for_path("b.jsonl.gz"));
     assert_null(zpi_format_for_path(""));
@@ -504,15 +503,121 @@ static void test_missing_file(void **state)
     free(p);
 }
 
-static void test_remote_not_built(void **state)
+/* No remote storage yet: a URL is a path that does not exist. */
+static void test_url_is_a_missing_file(void **state)
 {
     fixture *f = *state;
     zpi_shard sh;
     char err[512] = "";
     const char *u = "https://example.com/a.jsonl.zst";
     assert_int_equal(zpi_format_for_path(u)->load(u, u, &f->lim, &sh, err, sizeof err),
-                     ZP_ERR_UNSUPPORTED);
-    assert_contains(err, "remote storage not built");
+                     ZP_ERR_IO);
+    assert_contains(err, "shard 'https://example.com/a.jsonl.zst'");
+    assert_contains(err, "No such file or directory");
+}
+
+/* ------------------------------------------------------------ checks on load */
+
+/* dir/name written as plain JSONL, as zstd with the decoded size in the
+ * frame header (the whole-file path) or as zstd without it (the streaming
+ * path); returns the XXH64 of the file's bytes. */
+static uint64_t write_kind(fixture *f, const char *name, int kind)
+{
+    char *p = zpt_path(f->dir, name);
+    size_t n = strlen(three);
+    if (kind == 0) {
+        assert_int_equal(zpt_write_file(p, three, n), 0);
+    } else {
+        ZSTD_CCtx *c = ZSTD_createCCtx();
+        assert_non_null(c);
+        assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, kind == 1)));
+        char z[1024];
+        ZSTD_inBuffer in = {three, n, 0};
+        ZSTD_outBuffer out = {z, sizeof z, 0};
+        if (kind == 1)
+            assert_false(ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c, n)));
+        assert_int_equal(ZSTD_compressStream2(c, &out, &in, ZSTD_e_end), 0);
+        ZSTD_freeCCtx(c);
+        unsigned long long fcs = ZSTD_getFrameContentSize(z, out.pos);
+        assert_true(kind == 1 ? fcs == n : fcs == ZSTD_CONTENTSIZE_UNKNOWN);
+        assert_int_equal(zpt_write_file(p, z, out.pos), 0);
+    }
+    size_t len;
+    char *bytes = zpt_read_file(p, &len);
+    assert_non_null(bytes);
+    uint64_t h = XXH64(bytes, len, 0);
+    free(bytes);
+    free(p);
+    return h;
+}
+
+/* The manifest's hash is checked on every load, on each read path: the
+ * right hash loads, another one is an error naming the shard, the path and
+ * both hashes. */
+static void test_load_checks_hash(void **state)
+{
+    fixture *f = *state;
+    const char *names[] = {"h.jsonl", "h1.jsonl.zst", "h2.jsonl.zst"};
+    for (int kind = 0; kind < 3; kind++) {
+        uint64_t h = write_kind(f, names[kind], kind);
+        char *p = zpt_path(f->dir, names[kind]);
+        zpi_load_limits lim = f->lim;
+        lim.has_xxh64 = 1;
+        lim.expect_xxh64 = h;
+        zpi_shard sh;
+        char err[512] = "";
+        if (zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err) != ZP_OK)
+            fail_msg("%s: %s", names[kind], err);
+        check_three(&sh);
+        zpi_shard_free(&sh);
+        lim.expect_xxh64 = h ^ 1;
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+                         ZP_ERR_FORMAT);
+        char want[256];
+        snprintf(want, sizeof want, "shard '%s': content hash mismatch", names[kind]);
+        assert_contains(err, want);
+        assert_contains(err, p);
+        snprintf(want, sizeof want, "xxh64 %016llx", (unsigned long long)(h ^ 1));
+        assert_contains(err, want);
+        snprintf(want, sizeof want, "has %016llx", (unsigned long long)h);
+        assert_contains(err, want);
+        assert_null(sh.data);
+        assert_null(sh.offsets);
+        free(p);
+    }
+}
+
+/* A record count the dataset has for the shard is checked on every load:
+ * another count is an error naming the shard and both counts. */
+static void test_load_checks_count(void **state)
+{
+    fixture *f = *state;
+    const char *names[] = {"n.jsonl", "n1.jsonl.zst", "n2.jsonl.zst"};
+    for (int kind = 0; kind < 3; kind++) {
+        write_kind(f, names[kind], kind);
+        char *p = zpt_path(f->dir, names[kind]);
+        zpi_load_limits lim = f->lim;
+        lim.has_records = 1;
+        lim.expect_records = 3;
+        zpi_shard sh;
+        char err[512] = "";
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+                         ZP_OK);
+        zpi_shard_free(&sh);
+        lim.expect_records = 4;
+        lim.records_from_manifest = 1;
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+                         ZP_ERR_FORMAT);
+        char want[256];
+        snprintf(want, sizeof want, "shard '%s': has 3 records but the manifest says 4",
+                 names[kind]);
+        assert_contains(err, want);
+        lim.records_from_manifest = 0;
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+                         ZP_ERR_FORMAT);
+        assert_contains(err, "has 3 records but had 4 when it was indexed");
+        free(p);
+    }
 }
 
 static void test_empty_shard(void **state)
@@ -653,7 +758,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zst_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zst_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_remote_not_built, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_url_is_a_missing_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_checks_hash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_checks_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_shard, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_line_too_long, setup, teardown),

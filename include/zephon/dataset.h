@@ -3,9 +3,15 @@
  *
  * A shard is a file of records (JSON objects, one per line) in one of the
  * supported formats: "jsonl" and "jsonl.zst" (zstd-compressed JSONL, one or
- * many frames). Shards are added as paths, glob patterns or a manifest
- * (docs/datasets.md describes the manifest). The order in which shards are
- * added is the dataset's order; sample ids are (shard index, record index).
+ * many frames). Shards are added as paths, glob patterns, folders or a
+ * manifest (docs/datasets.md describes the manifest). The order in which
+ * shards are added is the dataset's order; sample ids are (shard index,
+ * record index). A file is in a dataset once: reaching it a second time
+ * (by another name, through a link, by two globs) is an error naming both.
+ *
+ * Errors: every call that fails keeps its message on the handle
+ * (zp_dataset_errmsg) until the next failing call, and logs it once
+ * (ZP_LOG_ERROR) through the log callback.
  *
  * Thread safety: building a dataset (add/index) is not thread-safe. Once
  * built, the const accessors may be called from any thread.
@@ -35,21 +41,35 @@ typedef struct zp_dataset_config {
     /* Optional log sink (borrowed; must outlive the dataset). Default NULL. */
     zp_log_fn log;
     void *log_user;
-    /* Folder of the persistent index cache (a path; the string is copied at
-     * create). Default NULL (or ""): off. When set, zp_dataset_index() takes
-     * the record count of a local shard from the cache when an entry matches
-     * the shard's absolute path, size, mtime (ns) and format, and writes an
-     * entry after counting one. The folder must exist; a cache that cannot
-     * be read or written is logged (ZP_LOG_WARN) and otherwise ignored: it
-     * never makes indexing fail. See docs/datasets.md "Index cache". */
-    const char *index_cache_dir;
+    /* Folder of the index store: record counts kept on disk between runs
+     * (a path; the string is copied at create). Default NULL (or ""): off.
+     * When set, zp_dataset_index() takes the record count of a shard from
+     * the store when an entry matches the shard's absolute path, size,
+     * mtime (ns) and format, and writes an entry after counting one. The
+     * folder must exist at create (else ZP_ERR_INVALID naming it); a store
+     * that cannot be read or written later is logged (ZP_LOG_WARN) and
+     * otherwise ignored: it never makes indexing fail. Not the shard cache
+     * (decoded shards in memory during a run). See docs/datasets.md "Index
+     * store". index_cache_dir is the former name of the same field, kept as
+     * an alias. */
+    union {
+        const char *index_store_dir;
+        const char *index_cache_dir; /* alias (former name) */
+    };
 } zp_dataset_config;
 
 /* Fill cfg with the defaults above. */
 void zp_dataset_config_init(zp_dataset_config *cfg);
 
 /* Create an empty dataset. cfg may be NULL for defaults (it is copied).
- * OUT: *out, caller owns; release with zp_dataset_destroy(). */
+ * OUT: *out, caller owns; release with zp_dataset_destroy().
+ * @return ZP_OK; ZP_ERR_INVALID for a setting out of range (the message
+ * names the setting and its value: "index_store_dir = '/x': cannot use the
+ * folder: No such file or directory"); ZP_ERR_NOMEM.
+ * On failure *out still holds a handle that holds only the error (NULL
+ * only when even that could not be allocated): read zp_dataset_errmsg(),
+ * then release it with zp_dataset_destroy(); every other call on it returns
+ * the create's status. */
 zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out);
 
 /* Destroy; NULL is accepted. */
@@ -57,14 +77,30 @@ void zp_dataset_destroy(zp_dataset *ds);
 
 /* Add shards. spec is one of:
  *  - a path ending in .jsonl or .jsonl.zst;
- *  - a glob pattern (matches are added in sorted order; no match is an error);
+ *  - a folder: its manifest.json when it has one, else its shard files
+ *    (.jsonl, .jsonl.zst; not in subfolders) in bytewise order of their
+ *    names; other entries are skipped and counted in one ZP_LOG_WARN
+ *    message; a folder without shard files is an error;
+ *  - a glob pattern (matches are added in bytewise order; no match is an
+ *    error; a match that is neither a shard nor a .json manifest too);
  *  - a manifest: a path ending in .json (see docs/datasets.md).
  * Paths inside a manifest are relative to the manifest's folder.
  * The shard's name (as used in sample ids and messages) is spec as given
- * (each match as matched for a glob), or for a manifest entry its "name",
- * by default its "path" as written.
+ * (each match as matched for a glob; "folder/file" for a folder), or for a
+ * manifest entry its "name", by default its "path" as written.
+ * A file already in the dataset (same device and inode, whatever the
+ * spelling or link) is ZP_ERR_INVALID naming both shards.
+ * A URL is not supported: it fails as a missing file, with a note.
  * All or nothing: on error the dataset is as before the call. */
 zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
+
+/* Never read the file at path (the manifest a program is about to write
+ * from this dataset, as `zephon index -o` does): a glob skips it, a folder
+ * whose manifest.json it is is read as its shard files, and naming it
+ * directly is ZP_ERR_INVALID. Compared by device and inode, so a file that
+ * does not exist yet excludes nothing (no glob can match it). Call before
+ * zp_dataset_add(); a second call replaces the first. */
+zp_status zp_dataset_exclude(zp_dataset *ds, const char *path);
 
 /* Add the shards of a manifest given as bytes (JSON, len bytes; no NUL
  * needed at the end), exactly as zp_dataset_add() adds a manifest file:
@@ -74,24 +110,26 @@ zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
  * json is borrowed for the call. All or nothing, like zp_dataset_add().
  * @return ZP_OK; ZP_ERR_FORMAT for bytes that are not a valid manifest (the
  * message names the line and column of a JSON syntax error, or the
- * field); ZP_ERR_IO for a local shard that cannot be opened;
+ * field); ZP_ERR_IO for a shard that cannot be opened;
  * ZP_ERR_INVALID for NULL arguments. */
 zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t len,
                                        const char *base_dir);
 
 /* Count the records of every shard whose count is not known yet (shards not
  * from a manifest). Reads each such shard once, unless its count is in the
- * index cache (index_cache_dir); the counts are kept, so a second call does
- * nothing. Called implicitly by zp_worksource_create(). */
+ * index store (index_store_dir); the counts are kept, so a second call does
+ * nothing. A shard with a content hash in its manifest is checked while it
+ * is read. Called implicitly by zp_worksource_create(). */
 zp_status zp_dataset_index(zp_dataset *ds);
 
 /* Write a manifest describing every shard (indexes first if needed). With
  * with_hash != 0 each shard's XXH64 content hash (of its bytes on disk) is
  * written too. Shard paths are written so that they resolve from the
- * manifest's folder: URLs and names that already resolve from there as
- * given, files under that folder relative to it, others as absolute paths;
- * a shard named by a manifest's "name" keeps it (docs/datasets.md). The
- * file is replaced atomically (written beside it, then renamed). */
+ * manifest's folder: names that already resolve from there as given, files
+ * under that folder relative to it, others as absolute paths; a shard named
+ * by a manifest's "name" keeps it (docs/datasets.md). The same dataset
+ * gives the same bytes. The file is replaced atomically (written beside it,
+ * then renamed). */
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash);
 
 /* The manifest zp_dataset_write_manifest() would write (indexes first if
@@ -101,8 +139,8 @@ zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_h
  * zp_dataset_write_manifest() writes them for the manifest's folder (""
  * is the current folder), and a shard's name is written as "name" only
  * when it came from a manifest's "name" and differs from the path written.
- * base_dir NULL: a manifest that does not depend on any folder: local
- * paths are canonical absolute paths, URLs as they are, and every shard
+ * base_dir NULL: a manifest that does not depend on any folder: paths are
+ * canonical absolute paths, and every shard
  * name that differs from the path written is kept as "name" -- read back
  * (zp_dataset_add_manifest_json) it gives the same names, counts and
  * fingerprint wherever it is read. The MPI layer broadcasts this form.
@@ -111,7 +149,9 @@ zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *ba
                                    size_t *len);
 
 /* Verify the content hash of every shard that has one (from a manifest).
- * A mismatch is ZP_ERR_FORMAT naming the shard. */
+ * A mismatch is ZP_ERR_FORMAT naming the shard. (Every load of such a
+ * shard checks it too, as it reads the bytes: this call checks them all
+ * up front.) */
 zp_status zp_dataset_verify(zp_dataset *ds);
 
 size_t zp_dataset_num_shards(const zp_dataset *ds);
