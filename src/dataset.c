@@ -568,7 +568,7 @@ static zp_status add_folder(zp_dataset *ds, const char *dir)
     }
     if (st == ZP_OK && skipped)
         zpi_dataset_log(ds, ZP_LOG_WARN,
-                        "folder '%s': skipped %zu entr%s that %s not shard files (.jsonl, "
+                        "folder '%s': skipped %zu entr%s that %s not a shard file (.jsonl, "
                         ".jsonl.zst), e.g. '%s'",
                         dir, skipped, skipped == 1 ? "y" : "ies", skipped == 1 ? "is" : "are",
                         example);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "dataset_internal.h"
+#include "shard_cache.h"
 #include "testutil.h"
 #include "zephon/dataset.h"
 
@@ -660,6 +661,313 @@ static void test_manifest_json_errors(void **state)
     free(b);
 }
 
+
+/* ------------------------------------------------------------ folders */
+
+/* A folder is its shard files in bytewise order; other entries (files of
+ * other kinds, subfolders, manifests not named manifest.json) are skipped
+ * and counted in one warning. */
+static void test_folder_sorted(void **state)
+{
+    fixture *f = *state;
+    char *notes = zpt_path(f->dir, "notes.txt"), *sub = zpt_path(f->dir, "sub");
+    char *other = zpt_path(f->dir, "other.json");
+    assert_int_equal(zpt_write_file(notes, "hi", 2), 0);
+    assert_int_equal(zpt_write_file(other, "{}", 2), 0);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    make_shard(sub, "z.jsonl", 2); /* not recursive */
+    make_shard(f->dir, "B.jsonl", 1); /* bytewise: 'B' < 'a' */
+    add_ok(f->ds, f->dir);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 4);
+    const char *want[] = {"B.jsonl", "a.jsonl.zst", "b.jsonl", "c.jsonl.zst"};
+    for (size_t i = 0; i < 4; i++) {
+        char *p = zpt_path(f->dir, want[i]);
+        assert_string_equal(zp_dataset_shard_name(f->ds, i), p);
+        free(p);
+    }
+    assert_int_equal(f->log_warnings, 1);
+    assert_contains(f->last_warning, f->dir);
+    assert_contains(f->last_warning, "skipped 3 entries that are not a shard file");
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 1 + 7 + 5 + 3);
+    /* with a final '/', the same shards and names */
+    char *slash = malloc(strlen(f->dir) + 2);
+    sprintf(slash, "%s/", f->dir);
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, slash);
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(zp_dataset_shard_name(d2, i), zp_dataset_shard_name(f->ds, i));
+    zp_dataset_destroy(d2);
+    /* a folder without shard files is an error */
+    char *empty = zpt_path(f->dir, "empty");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_int_equal(zp_dataset_add(f->ds, empty), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), "has no shard files");
+    assert_contains(zp_dataset_errmsg(f->ds), empty);
+    free(empty);
+    free(slash);
+    free(notes);
+    free(other);
+    free(sub);
+}
+
+/* A folder with a manifest.json is the dataset that manifest describes
+ * (its counts, its names); the shard files beside it are not added again. */
+static void test_folder_manifest(void **state)
+{
+    fixture *f = *state;
+    const char *text = "{\"format_version\": 1, \"shards\": [\n"
+                       " {\"path\": \"c.jsonl.zst\", \"samples\": 3},\n"
+                       " {\"path\": \"b.jsonl\", \"name\": \"train/b\", \"samples\": 5}]}";
+    char *m = zpt_path(f->dir, "manifest.json");
+    assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
+    add_ok(f->ds, f->dir);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 2);
+    assert_string_equal(zp_dataset_shard_name(f->ds, 0), "c.jsonl.zst");
+    assert_string_equal(zp_dataset_shard_name(f->ds, 1), "train/b");
+    assert_int_equal(zp_dataset_num_samples(f->ds), 8);
+    assert_int_equal(f->log_warnings, 0);
+    free(m);
+}
+
+/* ------------------------------------------------------------ the same file twice */
+
+/* Adding spec to ds fails with ZP_ERR_INVALID naming both spellings, and
+ * leaves the dataset as it was. */
+static void expect_same_file(zp_dataset *ds, const char *spec, const char *first,
+                             const char *second)
+{
+    size_t n = zp_dataset_num_shards(ds);
+    uint64_t fp = zp_dataset_fingerprint(ds);
+    zp_status st = zp_dataset_add(ds, spec);
+    if (st != ZP_ERR_INVALID)
+        fail_msg("add '%s': status %d, want ZP_ERR_INVALID (%s)", spec, st, zp_dataset_errmsg(ds));
+    const char *msg = zp_dataset_errmsg(ds);
+    assert_contains(msg, "is the same file as shard");
+    char want[PATH_MAX + 32];
+    snprintf(want, sizeof want, "shard '%s'", second);
+    assert_contains(msg, want);
+    snprintf(want, sizeof want, "as shard '%s'", first);
+    assert_contains(msg, want);
+    assert_int_equal(zp_dataset_num_shards(ds), n);
+    assert_int_equal(zp_dataset_fingerprint(ds), fp);
+}
+
+static void test_same_file_twice(void **state)
+{
+    fixture *f = *state;
+    char *a = zpt_path(f->dir, "a.jsonl.zst"), *b = zpt_path(f->dir, "b.jsonl");
+    char *c = zpt_path(f->dir, "c.jsonl.zst");
+    /* two overlapping globs */
+    char *g1 = zpt_path(f->dir, "*.jsonl*"), *g2 = zpt_path(f->dir, "[bc]*");
+    add_ok(f->ds, g1);
+    expect_same_file(f->ds, g2, b, b);
+    expect_same_file(f->ds, a, a, a); /* a path named again */
+    zp_dataset_destroy(f->ds);
+
+    /* a glob that also matches a manifest of the same shards */
+    f->ds = new_ds(f);
+    add_ok(f->ds, b);
+    add_ok(f->ds, c);
+    char *m = zpt_path(f->dir, "m.json");
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 0), ZP_OK);
+    zp_dataset_destroy(f->ds);
+    f->ds = new_ds(f);
+    char *gall = zpt_path(f->dir, "*");
+    expect_same_file(f->ds, gall, b, "b.jsonl"); /* glob: a, b, c, then m.json's b */
+    assert_int_equal(zp_dataset_num_shards(f->ds), 0);
+
+    /* "./name" and "name", a hard link, a symlink, "dir/../dir/name" */
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(f->dir), 0);
+    assert_int_equal(link("a.jsonl.zst", "hard.jsonl.zst"), 0);
+    assert_int_equal(symlink("a.jsonl.zst", "soft.jsonl.zst"), 0);
+    add_ok(f->ds, "a.jsonl.zst");
+    expect_same_file(f->ds, "./a.jsonl.zst", "a.jsonl.zst", "./a.jsonl.zst");
+    expect_same_file(f->ds, "hard.jsonl.zst", "a.jsonl.zst", "hard.jsonl.zst");
+    expect_same_file(f->ds, "soft.jsonl.zst", "a.jsonl.zst", "soft.jsonl.zst");
+    expect_same_file(f->ds, a, "a.jsonl.zst", a);
+    assert_int_equal(chdir(cwd), 0);
+
+    /* a manifest that lists one file twice */
+    const char *twice = "{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\"},"
+                        " {\"path\": \"./b.jsonl\", \"name\": \"again\"}]}";
+    assert_int_equal(zp_dataset_add_manifest_json(f->ds, twice, strlen(twice), f->dir),
+                     ZP_ERR_INVALID);
+    assert_contains(zp_dataset_errmsg(f->ds), "shard 'again'");
+    assert_contains(zp_dataset_errmsg(f->ds), "same file as shard 'b.jsonl'");
+    assert_int_equal(zp_dataset_num_shards(f->ds), 1);
+    /* after the refusals, other files still go in, and the first is still known */
+    add_ok(f->ds, c);
+    expect_same_file(f->ds, a, "a.jsonl.zst", a);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 2);
+    free(gall);
+    free(m);
+    free(g1);
+    free(g2);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* Many shards (the identity table grows), and a refused add that rolls
+ * back many shards added before the duplicate in the same call (across two
+ * growths of the table): every file stays known once. */
+static void test_same_file_many(void **state)
+{
+    fixture *f = *state;
+    char *sub = zpt_path(f->dir, "many");
+    assert_int_equal(mkdir(sub, 0755), 0);
+    char name[64];
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof name, "s%03d.jsonl", i);
+        make_shard(sub, name, 1);
+    }
+    char *g = zpt_path(sub, "s0*"), *g12 = zpt_path(sub, "s[12]*");
+    add_ok(f->ds, g); /* s000..s099 */
+    /* a manifest of s100..s299 and then s050: refused, all rolled back */
+    size_t cap = 300 * 32 + 128, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text + len, cap - len, "{\"format_version\": 1, \"shards\": [");
+    for (int i = 100; i < 300; i++)
+        len += (size_t)snprintf(text + len, cap - len, "{\"path\": \"s%03d.jsonl\"}, ", i);
+    len += (size_t)snprintf(text + len, cap - len, "{\"path\": \"s050.jsonl\"}]}");
+    assert_int_equal(zp_dataset_add_manifest_json(f->ds, text, len, sub), ZP_ERR_INVALID);
+    assert_contains(zp_dataset_errmsg(f->ds), "shard 's050.jsonl'");
+    assert_int_equal(zp_dataset_num_shards(f->ds), 100);
+    add_ok(f->ds, g12); /* s100..s299 were rolled back: they go in now */
+    assert_int_equal(zp_dataset_num_shards(f->ds), 300);
+    char *again = zpt_path(sub, "s299.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, again), ZP_ERR_INVALID);
+    free(again);
+    again = zpt_path(sub, "s000.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, again), ZP_ERR_INVALID);
+    assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
+    assert_int_equal(zp_dataset_num_samples(f->ds), 300);
+    free(again);
+    free(text);
+    free(g);
+    free(g12);
+    free(sub);
+}
+
+/* The file excluded (the manifest being written) is never read: a glob
+ * skips it, a folder whose manifest.json it is is read as its shard files,
+ * naming it is an error. */
+static void test_exclude(void **state)
+{
+    fixture *f = *state;
+    char *m = zpt_path(f->dir, "manifest.json");
+    char *b = zpt_path(f->dir, "b.jsonl");
+    add_ok(f->ds, b);
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 0), ZP_OK);
+    zp_dataset_destroy(f->ds);
+    f->ds = new_ds(f);
+    assert_int_equal(zp_dataset_exclude(f->ds, m), ZP_OK);
+    add_ok(f->ds, f->dir); /* not the manifest (1 shard): the 3 shard files */
+    assert_int_equal(zp_dataset_num_shards(f->ds), 3);
+    assert_int_equal(f->log_warnings, 0); /* the excluded file is not "skipped" */
+    zp_dataset_destroy(f->ds);
+    f->ds = new_ds(f);
+    assert_int_equal(zp_dataset_exclude(f->ds, m), ZP_OK);
+    char *g = zpt_path(f->dir, "*");
+    add_ok(f->ds, g);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 3);
+    assert_int_equal(zp_dataset_add(f->ds, m), ZP_ERR_INVALID);
+    assert_contains(zp_dataset_errmsg(f->ds), "the manifest being written");
+    free(g);
+    free(b);
+    free(m);
+}
+
+/* ------------------------------------------------------------ checks on load */
+
+/* Flip one byte of dir/name (size and line count kept). */
+static void flip_byte(const char *dir, const char *name, size_t at)
+{
+    char *p = zpt_path(dir, name);
+    size_t n;
+    char *data = zpt_read_file(p, &n);
+    assert_non_null(data);
+    assert_true(at < n);
+    data[at] ^= 0x01;
+    assert_int_equal(zpt_write_file(p, data, n), 0);
+    free(data);
+    free(p);
+}
+
+/* Load shard i through the shard cache (what the pipeline's fetch does). */
+static zp_status cache_load(zp_dataset *ds, uint32_t i, char *err, size_t errcap)
+{
+    zpi_shard_cache *c;
+    assert_int_equal(zpi_shard_cache_create(ds, (size_t)64 << 20, &c), ZP_OK);
+    const zpi_shard *sh;
+    zp_status st = zpi_shard_cache_get(c, i, &sh, NULL, err, errcap);
+    if (st == ZP_OK)
+        zpi_shard_cache_put(c, i);
+    zpi_shard_cache_destroy(c);
+    return st;
+}
+
+/* A manifest with hashes: a shard changed after indexing (same size, same
+ * lines) fails its load with a message naming it; the others load. */
+static void test_hash_checked_on_load(void **state)
+{
+    fixture *f = *state;
+    char *m = zpt_path(f->dir, "m.json");
+    char *b = zpt_path(f->dir, "b.jsonl"), *a = zpt_path(f->dir, "a.jsonl.zst");
+    add_ok(f->ds, b);
+    add_ok(f->ds, a);
+    assert_int_equal(zp_dataset_write_manifest(f->ds, m, 1), ZP_OK);
+    flip_byte(f->dir, "b.jsonl", 10); /* inside the text of record 0 */
+    zp_dataset *d2 = new_ds(f);
+    add_ok(d2, m);
+    char err[1024] = "";
+    assert_int_equal(cache_load(d2, 0, err, sizeof err), ZP_ERR_FORMAT);
+    assert_contains(err, "shard 'b.jsonl': content hash mismatch");
+    assert_contains(err, b);
+    assert_int_equal(cache_load(d2, 1, err, sizeof err), ZP_OK);
+    zp_dataset_destroy(d2);
+
+    /* a hash without a count: the index pass checks it as it reads */
+    const char *text = "{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", "
+                       "\"xxh64\": \"0123456789abcdef\"}]}";
+    d2 = new_ds(f);
+    assert_int_equal(zp_dataset_add_manifest_json(d2, text, strlen(text), f->dir), ZP_OK);
+    assert_int_equal(zp_dataset_index(d2), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d2), "shard 'b.jsonl': content hash mismatch");
+    assert_contains(zp_dataset_errmsg(d2), "0123456789abcdef");
+    zp_dataset_destroy(d2);
+    free(a);
+    free(b);
+    free(m);
+}
+
+/* A manifest whose count is wrong for a shard of the right size: the load
+ * fails naming the shard and both counts. */
+static void test_count_checked_on_load(void **state)
+{
+    fixture *f = *state;
+    char *b = zpt_path(f->dir, "b.jsonl");
+    size_t n;
+    char *data = zpt_read_file(b, &n);
+    char *nl = strchr(data, '\n');
+    *nl = ' '; /* two records on one line: 4 lines, same size */
+    assert_int_equal(zpt_write_file(b, data, n), 0);
+    free(data);
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"format_version\": 1, \"shards\": [{\"path\": \"b.jsonl\", \"bytes\": %zu, "
+             "\"samples\": 5}]}",
+             n);
+    assert_int_equal(zp_dataset_add_manifest_json(f->ds, text, strlen(text), f->dir), ZP_OK);
+    char err[1024] = "";
+    assert_int_equal(cache_load(f->ds, 0, err, sizeof err), ZP_ERR_FORMAT);
+    assert_contains(err, "shard 'b.jsonl': has 4 records but the manifest says 5");
+    free(b);
+}
+
 static void test_index_once(void **state)
 {
     fixture *f = *state;
@@ -996,6 +1304,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_manifest_json_is_the_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_json_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_folder_sorted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_folder_manifest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_file_twice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_file_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exclude, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hash_checked_on_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_count_checked_on_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_error_names_shard, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_store_hit, setup, teardown),

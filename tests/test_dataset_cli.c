@@ -215,6 +215,105 @@ static void test_index_errors(void **state)
     free(bad);
 }
 
+/* Whole file dir/name (asserted to exist); caller frees. */
+static char *read_in(const char *dir, const char *name, size_t *len)
+{
+    char *p = zpt_path(dir, name);
+    char *d = zpt_read_file(p, len);
+    if (!d)
+        fail_msg("cannot read '%s'", p);
+    free(p);
+    return d;
+}
+
+/* `zephon index` never reads its own output: run again on the folder or a
+ * glob that holds it, it writes the same bytes (and the same shards, not
+ * the shards twice). Another manifest matched by a glob is refused. */
+static void test_index_idempotent(void **state)
+{
+    (void)state;
+    char args[2048];
+    snprintf(args, sizeof args, "gen --out '%s/r' --shards 3 --samples-per-shard 20", tmp);
+    assert_int_equal(run_cli(args), 0);
+    char *dir = zpt_path(tmp, "r");
+    const char *inputs[] = {"'%s/r'", "'%s/r/'", "'%s/r/*'"};
+    size_t len0 = 0;
+    char *first = NULL;
+    for (int hash = 0; hash < 2; hash++) {
+        for (size_t i = 0; i < 3; i++) {
+            for (int again = 0; again < 2; again++) {
+                char in[1024];
+                snprintf(in, sizeof in, inputs[i], tmp);
+                snprintf(args, sizeof args, "index %s -o '%s/r/manifest.json' %s",
+                         hash ? "--hash" : "", tmp, in);
+                if (run_cli(args) != 0)
+                    fail_msg("%s: %s", args, cli_output());
+                char *out = cli_output();
+                assert_contains(out, "indexed 3 shards, 60 samples");
+                free(out);
+                size_t len;
+                char *m = read_in(dir, "manifest.json", &len);
+                if (!first) {
+                    first = m;
+                    len0 = len;
+                    continue;
+                }
+                if (len != len0 || memcmp(m, first, len) != 0)
+                    fail_msg("%s: a different manifest:\n%s\nbefore:\n%s", args, m, first);
+                free(m);
+            }
+        }
+        if (!hash) { /* with --hash: another manifest, again the same each time */
+            free(first);
+            first = NULL;
+        }
+    }
+    assert_contains(first, "\"xxh64\"");
+    assert_null(strstr(first, "\"path\": \"manifest.json\""));
+    zp_dataset *ds = open_manifest(dir, "manifest.json");
+    assert_int_equal(zp_dataset_num_shards(ds), 3);
+    assert_int_equal(zp_dataset_verify(ds), ZP_OK);
+    zp_dataset_destroy(ds);
+    free(first);
+    /* a glob that matches both the shards and another manifest of them */
+    snprintf(args, sizeof args, "index -o '%s/other.json' '%s/r/*'", tmp, tmp);
+    assert_int_equal(run_cli(args), 1);
+    char *out = cli_output();
+    assert_contains(out, "is the same file as shard 'shard-00000.jsonl.zst'");
+    free(out);
+    free(dir);
+}
+
+/* A shard changed after `zephon index --hash` (one byte, same size and
+ * lines) stops `zephon run` with a message naming it. */
+static void test_run_hash_mismatch(void **state)
+{
+    (void)state;
+    char args[2048];
+    snprintf(args, sizeof args,
+             "gen --out '%s/h' --shards 3 --samples-per-shard 20 --format jsonl", tmp);
+    assert_int_equal(run_cli(args), 0);
+    snprintf(args, sizeof args, "index --hash -o '%s/h/manifest.json' '%s/h'", tmp, tmp);
+    assert_int_equal(run_cli(args), 0);
+    snprintf(args, sizeof args, "run '%s/h' --quiet --no-index-cache", tmp);
+    if (run_cli(args) != 0)
+        fail_msg("%s: %s", args, cli_output());
+    char *dir = zpt_path(tmp, "h");
+    size_t len;
+    char *d = read_in(dir, "shard-00001.jsonl", &len);
+    d[40] ^= 1; /* inside the first record's text */
+    char *p = zpt_path(dir, "shard-00001.jsonl");
+    assert_int_equal(zpt_write_file(p, d, len), 0);
+    assert_int_equal(run_cli(args), 1);
+    char *out = cli_output();
+    assert_contains(out, "shard 'shard-00001.jsonl': content hash mismatch");
+    assert_contains(out, p);
+    free(out);
+    free(p);
+    free(d);
+    free(dir);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -238,6 +337,8 @@ int main(void)
         cmocka_unit_test(test_gen_bytes_uneven_plain),
         cmocka_unit_test(test_index_matches_gen),
         cmocka_unit_test(test_index_errors),
+        cmocka_unit_test(test_index_idempotent),
+        cmocka_unit_test(test_run_hash_mismatch),
     };
     return cmocka_run_group_tests_name("dataset_cli", tests, group_setup, group_teardown);
 }

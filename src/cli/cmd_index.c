@@ -2,8 +2,13 @@
  *
  * Reads every shard once (validating its framing and line limits), counts
  * its records and writes a manifest (docs/datasets.md). Shard paths are
- * written relative to the manifest's folder when they lie under it. */
+ * written relative to the manifest's folder when they lie under it. The
+ * manifest being written is never read as input (a glob or a folder that
+ * holds it skips it), so running the same command again gives the same
+ * bytes. */
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +25,11 @@ static void index_usage(FILE *f)
             "                    SHARD_OR_GLOB...\n"
             "\n"
             "Count the records of every shard and write MANIFEST (JSON).\n"
-            "  SHARD_OR_GLOB     a .jsonl or .jsonl.zst file, a quoted glob pattern\n"
+            "  SHARD_OR_GLOB     a .jsonl or .jsonl.zst file, a folder (its shard files,\n"
+            "                    or its manifest.json), a quoted glob pattern\n"
             "                    ('data/*.jsonl.zst'), or an existing manifest (.json)\n"
-            "  -o, --output F    the manifest to write (replaced atomically)\n"
+            "  -o, --output F    the manifest to write (replaced atomically; never read\n"
+            "                    as input, even when a glob or folder holds it)\n"
             "  --hash            also write each shard's XXH64 content hash\n"
             "  --allow-empty     accept shards without records\n"
             "  --max-record-bytes N  longest line accepted (default 16 MiB)\n"
@@ -61,11 +68,12 @@ int zp_cmd_index(int argc, char **argv)
         case 'E': cfg.allow_empty_shards = 1; break;
         case 'v': verbose = 1; break;
         case 'R': {
-            char *end;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (*end || v == 0) {
-                fprintf(stderr, "zephon index: --max-record-bytes: not a positive number: '%s'\n",
-                        optarg);
+            uint64_t v;
+            if (zpi_parse_u64(optarg, 1, SIZE_MAX / 2, 1, &v) != 0) {
+                fprintf(stderr,
+                        "zephon index: --max-record-bytes '%s': %s (a size from 1 byte to %zu, "
+                        "k/M/G suffixes allowed)\n",
+                        optarg, errno == ERANGE ? "out of range" : "not a size", SIZE_MAX / 2);
                 return 2;
             }
             cfg.max_record_bytes = (size_t)v;
@@ -84,11 +92,18 @@ int zp_cmd_index(int argc, char **argv)
     cfg.log_user = &verbose;
 
     zp_dataset *ds = NULL;
-    if (zp_dataset_create(&cfg, &ds) != ZP_OK) {
-        fprintf(stderr, "zephon index: out of memory\n");
+    zp_status st = zp_dataset_create(&cfg, &ds);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon index: %s\n", ds ? zp_dataset_errmsg(ds) : zp_status_str(st));
+        zp_dataset_destroy(ds);
         return 1;
     }
     int rc = 1;
+    /* never read the manifest being written (a glob or folder may hold it) */
+    if (zp_dataset_exclude(ds, out) != ZP_OK) {
+        fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
+        goto out;
+    }
     double t0 = zpi_now();
     for (int i = optind; i < argc; i++) {
         if (zp_dataset_add(ds, argv[i]) != ZP_OK) {
