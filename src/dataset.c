@@ -120,7 +120,7 @@ static zp_status logged(zp_dataset *ds, zp_status st)
             return (ds)->create_status;                                                            \
     } while (0)
 
-/* "; URLs are not supported (yet)" after a path that looks like one. */
+/* A note for a path that looks like a URL (there is no remote storage). */
 static const char *url_note(const char *path)
 {
     return strstr(path, "://") ? " (URLs are not supported: give a local path)" : "";
