@@ -83,16 +83,12 @@ static zp_status reserve(zpi_line_index *ix, size_t need, char *err, size_t errc
 {
     if (need <= ix->cap)
         return ZP_OK;
-    size_t cap = ix->cap ? ix->cap : 1024;
-    while (cap < need)
-        cap *= 2;
-    uint64_t *o = realloc(ix->offsets, cap * sizeof *o);
-    if (!o) {
+    if (need < 1024)
+        need = 1024;
+    if (zpi_grow((void **)&ix->offsets, &ix->cap, need, sizeof *ix->offsets) != 0) {
         zpi_fmt(err, errcap, "shard '%s': out of memory indexing %zu records", ix->name, need);
         return ZP_ERR_NOMEM;
     }
-    ix->offsets = o;
-    ix->cap = cap;
     return ZP_OK;
 }
 
