@@ -543,7 +543,9 @@ static zp_status add_folder(zp_dataset *ds, const char *dir)
         int shard_file = zpi_format_for_path(de->d_name) && stat(p, &sb) == 0 &&
                          S_ISREG(sb.st_mode);
         if (!shard_file) {
-            if (!(stat(p, &sb) == 0 && is_excluded(ds, &sb)) && skipped++ == 0)
+            /* the example named is the first in bytewise order */
+            if (!(stat(p, &sb) == 0 && is_excluded(ds, &sb)) &&
+                (skipped++ == 0 || strcmp(de->d_name, example) < 0))
                 zpi_fmt(example, sizeof example, "%s", de->d_name);
             free(p);
             continue;

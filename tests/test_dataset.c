@@ -688,6 +688,7 @@ static void test_folder_sorted(void **state)
     assert_int_equal(f->log_warnings, 1);
     assert_contains(f->last_warning, f->dir);
     assert_contains(f->last_warning, "skipped 3 entries that are not a shard file");
+    assert_contains(f->last_warning, "e.g. 'notes.txt'"); /* the first skipped, bytewise */
     assert_int_equal(zp_dataset_index(f->ds), ZP_OK);
     assert_int_equal(zp_dataset_num_samples(f->ds), 1 + 7 + 5 + 3);
     /* with a final '/', the same shards and names */
