@@ -862,6 +862,13 @@ static void test_invalid(void **state)
     assert_int_equal(zp_worksource_sample(ws, 3, 6, &s), ZP_ERR_INVALID);
     assert_non_null(strstr(zp_worksource_errmsg(ws), "position = 6 (epoch 3)"));
     assert_non_null(strstr(zp_worksource_errmsg(ws), "samples_per_rank = 6"));
+    /* Positions near UINT64_MAX are refused, never wrapped onto a sample. */
+    assert_int_equal(zp_worksource_sample(ws, UINT32_MAX, UINT64_MAX, &s), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws),
+                           "position = 18446744073709551615 (epoch 4294967295)"));
+    st.position = UINT64_MAX;
+    assert_int_equal(zp_worksource_set_state(ws, &st), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "position = 18446744073709551615"));
     assert_int_equal(zp_worksource_sample(ws, 0, 5, NULL), ZP_ERR_INVALID);
     assert_int_equal(zp_worksource_next(ws, NULL), ZP_ERR_INVALID);
     assert_non_null(strstr(zp_worksource_errmsg(ws), "out is NULL"));
