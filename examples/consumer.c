@@ -49,7 +49,7 @@ int main(int argc, char **argv)
         wc.world_size = (uint32_t)atoi(argv[3]);
     }
     if ((st = zp_worksource_create(ds, &wc, &ws)) != ZP_OK) {
-        fprintf(stderr, "worksource: %s\n", zp_dataset_errmsg(ds));
+        fprintf(stderr, "worksource: %s\n", zp_worksource_errmsg(ws));
         goto out;
     }
 

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (zp_worksource_create(ds, NULL, &ws) != ZP_OK) {
-        fprintf(stderr, "worksource: %s\n", zp_dataset_errmsg(ds));
+        fprintf(stderr, "worksource: %s\n", zp_worksource_errmsg(ws));
         goto out;
     }
     if (zp_pipeline_create(ws, NULL, &p) != ZP_OK)

@@ -315,7 +315,7 @@ zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksourc
     if (!out || !ds)
         local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no dataset or no output given");
     else if ((local = zp_worksource_create(ds, &c, &ws)) != ZP_OK)
-        zpi_mpi_fail(m, local, "worksource: %s: %s", zp_status_str(local), zp_dataset_errmsg(ds));
+        zpi_mpi_fail(m, local, "worksource: %s", zp_worksource_errmsg(ws));
     zp_status st = zpi_mpi_agree_status(m, local);
     if (st != ZP_OK) {
         zp_worksource_destroy(ws);

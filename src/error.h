@@ -39,13 +39,16 @@ typedef struct zpi_err {
     char msg[ZPI_ERRMAX];
 } zpi_err;
 
-/* Sets code and message (printf-style, truncated to fit) and returns code. */
+/* Sets code and message (printf-style, truncated to fit) and returns code.
+ * The arguments may quote the old message (e->msg). e may be NULL. */
 zp_status zpi_err_set(zpi_err *e, zp_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 zp_status zpi_err_vset(zpi_err *e, zp_status code, const char *fmt, va_list ap);
-/* Copies src into dst (dst may be NULL) and returns src's code. */
+/* Copies src into dst (dst may be NULL) and returns src's code (ZP_OK for a
+ * NULL src). */
 zp_status zpi_err_copy(zpi_err *dst, const zpi_err *src);
-/* Prefixes the message with "what: " (e.g. a file name), keeping the code. */
+/* Prefixes the message with "what: " (e.g. a file name), keeping the code;
+ * an empty "what" leaves the message as it is. */
 zp_status zpi_err_prefix(zpi_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zpi_err_clear(zpi_err *e);
 /* The message; never NULL: "" when no error was set, the status name when a

@@ -154,13 +154,15 @@ int zpi_parse_double(const char *s, double min, double max, double *out)
         return -1;
     }
     char *end;
-    errno = 0;
     double v = strtod(s, &end);
-    if (*end || end == s) {
+    if (*end || end == s || isnan(v)) {
         errno = EINVAL;
         return -1;
     }
-    if (errno == ERANGE || !isfinite(v) || v < min || v > max) {
+    /* strtod's ERANGE also flags underflow (a subnormal or a rounding to
+     * zero), which is a value like any other here: only overflow (inf) and
+     * the bounds are range errors. */
+    if (!isfinite(v) || v < min || v > max) {
         errno = ERANGE;
         return -1;
     }
@@ -170,19 +172,26 @@ int zpi_parse_double(const char *s, double min, double max, double *out)
 
 int zpi_write_file_atomic(const char *path, const void *data, size_t len)
 {
-    size_t n = strlen(path) + 32;
+    /* A name of its own for every call (mkostemp: O_EXCL with a random
+     * suffix): two threads or processes writing the same path never share
+     * a temporary file. */
+    size_t n = strlen(path) + 16;
     char *tmp = malloc(n);
     if (!tmp)
         return -1;
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
+        int e = errno;
         free(tmp);
+        errno = e;
         return -1;
     }
-    const char *c = data;
-    size_t left = len;
     int rc = 0;
+    if (fchmod(fd, 0644) != 0) /* mkostemp creates 0600 */
+        rc = -1;
+    const char *c = data;
+    size_t left = rc == 0 ? len : 0;
     while (left > 0) {
         ssize_t w = write(fd, c, left);
         if (w < 0) {
@@ -216,14 +225,22 @@ int zpi_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return 0;
+    if (elem == 0) { /* realloc(p, 0) would free the array */
+        errno = EINVAL;
+        return -1;
+    }
     size_t nc = *cap ? *cap : 16;
     while (nc < need) {
-        if (nc > SIZE_MAX / 2)
+        if (nc > SIZE_MAX / 2) {
+            errno = ENOMEM;
             return -1;
+        }
         nc *= 2;
     }
-    if (elem && nc > SIZE_MAX / elem)
+    if (nc > SIZE_MAX / elem) {
+        errno = ENOMEM;
         return -1;
+    }
     void *p = realloc(*arr, nc * elem);
     if (!p)
         return -1;

@@ -47,12 +47,16 @@ int zpi_mkdir_p(const char *dir, unsigned mode);
  * 0 on success; -1 with errno = EINVAL (not a number) or ERANGE (above
  * UINT64_MAX or outside [min, max]). */
 int zpi_parse_u64(const char *s, uint64_t min, uint64_t max, int sizes, uint64_t *out);
-/* The same for a finite double in [min, max]. */
+/* The same for a finite double in [min, max] (strtod's syntax, no leading
+ * space, no trailing text): EINVAL for text that is not a number (NaN
+ * included), ERANGE for an infinite value or one outside [min, max]. An
+ * underflow is the rounded value (a subnormal or zero), not an error. */
 int zpi_parse_double(const char *s, double min, double max, double *out);
 
-/* Writes len bytes to path atomically: into "path.tmp.<pid>" in the same
- * folder, fsync, rename over path. 0, or -1 with errno (the temporary file
- * is removed). */
+/* Writes len bytes to path atomically: into a temporary file of its own
+ * ("path.tmp.XXXXXX", created with O_EXCL, so concurrent writers of one path
+ * never share it) in the same folder, mode 0644, fsync, rename over path.
+ * 0, or -1 with errno (the temporary file is removed). */
 int zpi_write_file_atomic(const char *path, const void *data, size_t len);
 
 /* A growable byte buffer. Zero-initialise; release with zpi_buf_free. The
@@ -69,8 +73,9 @@ int zpi_buf_printf(zpi_buf *b, const char *fmt, ...) __attribute__((format(print
 void zpi_buf_free(zpi_buf *b);
 
 /* Grows an array *arr of *cap elements of `elem` bytes to hold at least
- * `need` (at least doubling). 0, or -1 when out of memory or the size would
- * overflow (the array is kept). */
+ * `need` (at least doubling; 16 from empty). 0, or -1 with errno ENOMEM when
+ * out of memory or the size would overflow, EINVAL when elem is 0 (the
+ * array and *cap are kept). */
 int zpi_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* One intrusive FIFO: embed a zpi_fifo_node in the element, recover the

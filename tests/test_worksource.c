@@ -118,7 +118,9 @@ static void check_partition(const uint64_t *counts, size_t n, uint32_t world, in
         zp_worksource_config c = mkcfg(seed, 0, world, shuffle, block, rem);
         zp_worksource *ws = NULL;
         assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
-        assert_null(ws);
+        assert_non_null(ws); /* error-only handle */
+        assert_non_null(strstr(zp_worksource_errmsg(ws), "every rank would get no sample"));
+        zp_worksource_destroy(ws);
         fake_dataset_destroy(ds);
         return;
     }
@@ -761,6 +763,41 @@ static void test_last_epoch(void **state)
     fake_dataset_destroy(ds);
 }
 
+/* A failed create: status st, an error-only handle whose message contains
+ * every string of `want` (NULL-terminated) and does not end in an empty
+ * colon; every other call on it fails with ZP_ERR_STATE, keeping the
+ * message. */
+static void expect_create_fails(zp_dataset *ds, const zp_worksource_config *c, zp_status st,
+                                const char *const *want)
+{
+    zp_worksource *ws = (zp_worksource *)(uintptr_t)1;
+    assert_int_equal(zp_worksource_create(ds, c, &ws), st);
+    assert_non_null(ws);
+    assert_true(ws != (zp_worksource *)(uintptr_t)1);
+    const char *m = zp_worksource_errmsg(ws);
+    assert_non_null(m);
+    size_t n = strlen(m);
+    if (n == 0 || m[n - 1] == ':' || (n >= 2 && m[n - 2] == ':' && m[n - 1] == ' '))
+        fail_msg("message \"%s\" is empty or ends in an empty colon", m);
+    for (; *want; want++)
+        if (!strstr(m, *want))
+            fail_msg("message \"%s\" does not name \"%s\"", m, *want);
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", m);
+    zp_sample s;
+    zp_worksource_state stt = {0, 0, 0};
+    uint64_t u;
+    assert_int_equal(zp_worksource_samples_per_rank(ws), 0);
+    assert_int_equal(zp_worksource_next(ws, &s), ZP_ERR_STATE);
+    assert_int_equal(zp_worksource_sample(ws, 0, 0, &s), ZP_ERR_STATE);
+    assert_int_equal(zp_worksource_set_state(ws, &stt), ZP_ERR_STATE);
+    assert_int_equal(zp_worksource_stream_index(ws, 0, 0, &u), ZP_ERR_STATE);
+    assert_string_equal(zp_worksource_errmsg(ws), saved);
+    zp_worksource_destroy(ws);
+}
+
+#define WANT(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 static void test_invalid(void **state)
 {
     (void)state;
@@ -769,50 +806,157 @@ static void test_invalid(void **state)
     zp_worksource *ws = (zp_worksource *)(uintptr_t)1;
     zp_worksource_config c;
 
-    assert_int_equal(zp_worksource_create(NULL, NULL, &ws), ZP_ERR_INVALID);
-    assert_null(ws);
+    expect_create_fails(NULL, NULL, ZP_ERR_INVALID, WANT("no dataset"));
     assert_int_equal(zp_worksource_create(ds, NULL, NULL), ZP_ERR_INVALID);
 
     c = mkcfg(0, 4, 4, 1, 8, ZP_REMAINDER_PAD); /* rank == world_size */
-    assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
-    assert_null(ws);
+    expect_create_fails(ds, &c, ZP_ERR_INVALID, WANT("rank = 4", "world_size = 4"));
     c = mkcfg(0, 9, 4, 1, 8, ZP_REMAINDER_PAD);
-    assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
+    expect_create_fails(ds, &c, ZP_ERR_INVALID, WANT("rank = 9", "world_size = 4"));
     c = mkcfg(0, 0, 0, 1, 8, ZP_REMAINDER_PAD); /* world_size 0 */
-    assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
+    expect_create_fails(ds, &c, ZP_ERR_INVALID, WANT("world_size = 0"));
     c = mkcfg(0, 0, 1, 1, 0, ZP_REMAINDER_PAD); /* block 0 */
-    assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
+    expect_create_fails(ds, &c, ZP_ERR_INVALID, WANT("shuffle_block_shards = 0"));
     c = mkcfg(0, 0, 1, 1, 8, (zp_remainder)2); /* unknown policy */
-    assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
+    expect_create_fails(ds, &c, ZP_ERR_INVALID, WANT("remainder = 2"));
     c = mkcfg(0, 0, 13, 1, 8, ZP_REMAINDER_DROP); /* 12 samples, 13 ranks */
-    assert_int_equal(zp_worksource_create(ds, &c, &ws), ZP_ERR_INVALID);
-    assert_null(ws);
+    expect_create_fails(ds, &c, ZP_ERR_INVALID, WANT("drop", "12 samples", "world_size = 13"));
 
     /* Empty datasets: no shards; shards with no records. */
     zp_dataset *none = mkds(counts, 0);
-    assert_int_equal(zp_worksource_create(none, NULL, &ws), ZP_ERR_INVALID);
+    expect_create_fails(none, NULL, ZP_ERR_INVALID, WANT("no shards"));
     static const uint64_t zeros[] = {0, 0};
     zp_dataset *empty = mkds(zeros, 2);
-    assert_int_equal(zp_worksource_create(empty, NULL, &ws), ZP_ERR_INVALID);
-    assert_null(ws);
+    expect_create_fails(empty, NULL, ZP_ERR_INVALID, WANT("2 shard(s) hold no records"));
     fake_dataset_destroy(none);
     fake_dataset_destroy(empty);
 
-    /* set_state with another seed; position past the epoch; sample past it. */
+    /* 2^63 samples or more: refused, naming the shard and the counts. */
+    static const uint64_t huge[] = {1ull << 62, 1ull << 62};
+    zp_dataset *big = mkds(huge, 2);
+    expect_create_fails(big, NULL, ZP_ERR_LIMIT,
+                        WANT("shard 1 (fake-1.jsonl)", "4611686018427387904 records after "
+                                                       "4611686018427387904"));
+    fake_dataset_destroy(big);
+
+    /* set_state with another seed; position past the epoch; sample past it:
+     * each names the values, and a later success keeps the message. */
     c = mkcfg(17, 0, 2, 1, 8, ZP_REMAINDER_PAD);
     ws = mkws(ds, &c);
+    assert_string_equal(zp_worksource_errmsg(ws), "");
     zp_worksource_state st = {18, 0, 0};
     assert_int_equal(zp_worksource_set_state(ws, &st), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "seed = 18"));
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "seed = 17"));
     st.seed = 17;
     st.position = 7;
     assert_int_equal(zp_worksource_set_state(ws, &st), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "position = 7"));
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "samples_per_rank = 6"));
     st.position = 6;
     assert_int_equal(zp_worksource_set_state(ws, &st), ZP_OK);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "position = 7"));
     assert_int_equal(zp_worksource_set_state(ws, NULL), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "state is NULL"));
     zp_sample s;
-    assert_int_equal(zp_worksource_sample(ws, 0, 6, &s), ZP_ERR_INVALID);
+    assert_int_equal(zp_worksource_sample(ws, 3, 6, &s), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "position = 6 (epoch 3)"));
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "samples_per_rank = 6"));
+    /* Positions near UINT64_MAX are refused, never wrapped onto a sample. */
+    assert_int_equal(zp_worksource_sample(ws, UINT32_MAX, UINT64_MAX, &s), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws),
+                           "position = 18446744073709551615 (epoch 4294967295)"));
+    st.position = UINT64_MAX;
+    assert_int_equal(zp_worksource_set_state(ws, &st), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "position = 18446744073709551615"));
     assert_int_equal(zp_worksource_sample(ws, 0, 5, NULL), ZP_ERR_INVALID);
     assert_int_equal(zp_worksource_next(ws, NULL), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "out is NULL"));
+    zp_worksource_destroy(ws);
+    assert_string_equal(zp_worksource_errmsg(NULL), "no worksource (NULL)");
+    fake_dataset_destroy(ds);
+}
+
+/* The sequential stream ends after epoch UINT32_MAX with ZP_ERR_LIMIT and a
+ * message naming the epoch; (UINT32_MAX, per) is a valid resume state. */
+static void test_last_epoch_message(void **state)
+{
+    (void)state;
+    static const uint64_t counts[] = {2, 1};
+    zp_dataset *ds = mkds(counts, 2);
+    zp_worksource *ws = mkws(ds, NULL);
+    zp_worksource_state st = {0, UINT32_MAX, 2};
+    assert_int_equal(zp_worksource_set_state(ws, &st), ZP_OK);
+    zp_sample s;
+    assert_int_equal(zp_worksource_next(ws, &s), ZP_OK);
+    assert_int_equal(s.epoch, UINT32_MAX);
+    assert_int_equal(s.position, 2);
+    assert_int_equal(zp_worksource_next(ws, &s), ZP_ERR_LIMIT);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "epoch 4294967295"));
+    assert_int_equal(zp_worksource_next(ws, &s), ZP_ERR_LIMIT); /* stays at the end */
+    zp_worksource_get_state(ws, &st);
+    assert_int_equal(st.epoch, UINT32_MAX);
+    assert_int_equal(st.position, 3);
+    zp_worksource_destroy(ws);
+    fake_dataset_destroy(ds);
+}
+
+/* Epoch arithmetic: epoch x samples_per_rank + position and start + epochs
+ * are checked; an overflow is an error naming the values, never a wrap. */
+static void test_epoch_arithmetic_checked(void **state)
+{
+    (void)state;
+    /* 2^40 + 3 samples on 1 rank: epoch 2^24 starts past 2^64. */
+    static const uint64_t counts[] = {1ull << 40, 3};
+    zp_dataset *ds = mkds(counts, 2);
+    zp_worksource_config c = mkcfg(5, 0, 1, 0, 8, ZP_REMAINDER_PAD);
+    zp_worksource *ws = mkws(ds, &c);
+    const uint64_t per = zp_worksource_samples_per_rank(ws);
+    assert_int_equal(per, (1ull << 40) + 3);
+    uint64_t u = 0;
+    assert_int_equal(zp_worksource_stream_index(ws, 0, 7, &u), ZP_OK);
+    assert_int_equal(u, 7);
+    assert_int_equal(zp_worksource_stream_index(ws, 3, per, &u), ZP_OK);
+    assert_int_equal(u, 4 * per);
+    /* The largest epoch that fits: floor((2^64 - 1) / per). */
+    const uint32_t emax = (uint32_t)(UINT64_MAX / per);
+    assert_int_equal(zp_worksource_stream_index(ws, emax, 0, &u), ZP_OK);
+    assert_int_equal(u, (uint64_t)emax * per);
+    u = 99;
+    assert_int_equal(zp_worksource_stream_index(ws, emax + 1, 0, &u), ZP_ERR_LIMIT);
+    assert_int_equal(u, 99);
+    char want[128];
+    snprintf(want, sizeof want, "epoch %u x samples_per_rank %llu + position 0", emax + 1,
+             (unsigned long long)per);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), want));
+    /* The multiplication fits, the addition does not. */
+    const uint64_t room = UINT64_MAX - (uint64_t)emax * per; /* < per */
+    assert_int_equal(zp_worksource_stream_index(ws, emax, room, &u), ZP_OK);
+    assert_int_equal(u, UINT64_MAX);
+    assert_int_equal(zp_worksource_stream_index(ws, emax, room + 1, &u), ZP_ERR_LIMIT);
+    assert_int_equal(zp_worksource_stream_index(ws, UINT32_MAX, per, &u), ZP_ERR_LIMIT);
+    assert_int_equal(zp_worksource_stream_index(ws, 0, per + 1, &u), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "position = "));
+
+    /* The last epoch of a run. */
+    uint32_t last = 0;
+    assert_int_equal(zp_worksource_last_epoch(ws, 0, 1, &last), ZP_OK);
+    assert_int_equal(last, 0);
+    assert_int_equal(zp_worksource_last_epoch(ws, 10, 5, &last), ZP_OK);
+    assert_int_equal(last, 14);
+    assert_int_equal(zp_worksource_last_epoch(ws, 7, 0, &last), ZP_OK); /* without end */
+    assert_int_equal(last, UINT32_MAX);
+    assert_int_equal(zp_worksource_last_epoch(ws, 0, 1ull << 32, &last), ZP_OK);
+    assert_int_equal(last, UINT32_MAX);
+    assert_int_equal(zp_worksource_last_epoch(ws, UINT32_MAX, 1, &last), ZP_OK);
+    assert_int_equal(last, UINT32_MAX);
+    last = 3;
+    assert_int_equal(zp_worksource_last_epoch(ws, 1, 1ull << 32, &last), ZP_ERR_INVALID);
+    assert_int_equal(last, 3);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "epochs = 4294967296 from start epoch 1"));
+    assert_int_equal(zp_worksource_last_epoch(ws, UINT32_MAX, 2, &last), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_worksource_errmsg(ws), "epochs = 2 from start epoch 4294967295"));
+    assert_int_equal(zp_worksource_last_epoch(ws, 2, UINT64_MAX, &last), ZP_ERR_INVALID);
     zp_worksource_destroy(ws);
     fake_dataset_destroy(ds);
 }
@@ -845,11 +989,11 @@ static void test_create_indexes_dataset(void **state)
     zp_worksource_destroy(ws);
     fake_dataset_destroy(ds);
 
-    /* An indexing failure is returned as is. */
+    /* An indexing failure is returned as is, with the dataset's message. */
     assert_int_equal(fake_dataset_create(counts, 3, 0, &ds), ZP_OK);
     fake_dataset_set_index_status(ds, ZP_ERR_IO);
-    assert_int_equal(zp_worksource_create(ds, NULL, &ws), ZP_ERR_IO);
-    assert_null(ws);
+    expect_create_fails(ds, NULL, ZP_ERR_IO,
+                        WANT("dataset: fake-1.jsonl: cannot open: No such file or directory"));
     fake_dataset_destroy(ds);
 }
 
@@ -940,6 +1084,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_last_epoch),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_last_epoch_message),
+        cmocka_unit_test(test_epoch_arithmetic_checked),
         cmocka_unit_test(test_empty_shards_skipped),
         cmocka_unit_test(test_create_indexes_dataset),
     };

@@ -4,3 +4,46 @@ foreach(part dataset worksource engine cli)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
   endif()
 endforeach()
+
+# The small helpers and the error mechanism (src/util.c, src/error.c).
+zp_add_test(test_util SOURCES tests/test_util.c tests/testutil.c TIMEOUT 60 LABELS unit)
+
+# The shared libraries export the zp_ API only (ZP_API, -fvisibility=hidden).
+# test_exports_probe runs the same check on a library that exports a zpi_
+# symbol and must fail: the check itself is tested.
+set(_zp_check_exports ${CMAKE_CURRENT_LIST_DIR}/../cmake/check_exports.cmake)
+foreach(lib zephon zephon_mpi)
+  if(TARGET ${lib})
+    get_target_property(_type ${lib} TYPE)
+    if(_type STREQUAL "SHARED_LIBRARY")
+      if(lib STREQUAL "zephon")
+        set(_expect zp_pipeline_create)
+      else()
+        set(_expect zp_mpi_create)
+      endif()
+      add_test(NAME test_exports_${lib}
+        COMMAND ${CMAKE_COMMAND} -DNM=${CMAKE_NM} -DLIB=$<TARGET_FILE:${lib}>
+                -DEXPECT=${_expect} -P ${_zp_check_exports})
+      set_tests_properties(test_exports_${lib} PROPERTIES TIMEOUT 30 LABELS unit)
+    endif()
+  endif()
+endforeach()
+add_library(zp_exports_probe SHARED ${CMAKE_CURRENT_LIST_DIR}/exports/probe.c)
+add_test(NAME test_exports_probe
+  COMMAND ${CMAKE_COMMAND} -DNM=${CMAKE_NM} -DLIB=$<TARGET_FILE:zp_exports_probe>
+          -DEXPECT=zp_probe_public -P ${_zp_check_exports})
+set_tests_properties(test_exports_probe PROPERTIES TIMEOUT 30 LABELS unit
+  PASS_REGULAR_EXPRESSION "zp_ API:[ \n]*zpi_probe_internal")
+
+# Install: an installed copy is found by pkg-config and find_package, the
+# README's example builds and runs against it, and the tree can be moved.
+# Label nosan: a consumer of a sanitizer build would need the sanitizer flags.
+# Shared builds only (the test checks which libzephon.so the programs load).
+get_target_property(_type zephon TYPE)
+if(_type STREQUAL "SHARED_LIBRARY")
+  add_test(NAME test_install
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/install/install_test.sh
+            ${CMAKE_BINARY_DIR} ${CMAKE_CURRENT_LIST_DIR}/..)
+  set_tests_properties(test_install PROPERTIES TIMEOUT 300 LABELS "install;nosan"
+    ENVIRONMENT "CC=${CMAKE_C_COMPILER};CMAKE=${CMAKE_COMMAND}")
+endif()

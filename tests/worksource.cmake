@@ -7,7 +7,9 @@ add_executable(test_worksource
   ${_zp_ws_root}/tests/test_worksource.c
   ${_zp_ws_root}/tests/fake_dataset.c
   ${_zp_ws_root}/src/worksource.c
-  ${_zp_ws_root}/src/util.c)
+  ${_zp_ws_root}/src/util.c
+  ${_zp_ws_root}/src/error.c
+  ${_zp_ws_root}/src/status.c)
 target_compile_options(test_worksource PRIVATE ${ZP_WARN})
 target_compile_definitions(test_worksource PRIVATE _GNU_SOURCE)
 target_include_directories(test_worksource PRIVATE

@@ -15,6 +15,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ZP_API marks the functions the shared libraries export. The libraries are
+ * built with -fvisibility=hidden and ZP_BUILDING_LIBRARY defined, so that
+ * only the functions declared with ZP_API (the zp_ API of these headers) are
+ * exported; the internal zpi_ functions stay hidden. For a program that uses
+ * the library ZP_API expands to nothing. (libuv's UV_EXTERN, nng's NNG_DECL.) */
+#ifndef ZP_API
+#if defined(ZP_BUILDING_LIBRARY) && (defined(__GNUC__) || defined(__clang__))
+#define ZP_API __attribute__((visibility("default")))
+#else
+#define ZP_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,10 +56,10 @@ typedef enum zp_status {
 
 /* @return a static, human readable name for s ("ok", "invalid argument",
  * ...). Never NULL. Thread-safe. */
-const char *zp_status_str(zp_status s);
+ZP_API const char *zp_status_str(zp_status s);
 
 /* @return ZP_VERSION_STRING of the library actually linked. */
-const char *zp_version(void);
+ZP_API const char *zp_version(void);
 
 typedef enum zp_log_level {
     ZP_LOG_ERROR = 0,

@@ -59,7 +59,7 @@ typedef struct zp_dataset_config {
 } zp_dataset_config;
 
 /* Fill cfg with the defaults above. */
-void zp_dataset_config_init(zp_dataset_config *cfg);
+ZP_API void zp_dataset_config_init(zp_dataset_config *cfg);
 
 /* Create an empty dataset. cfg may be NULL for defaults (it is copied).
  * OUT: *out, caller owns; release with zp_dataset_destroy().
@@ -70,10 +70,10 @@ void zp_dataset_config_init(zp_dataset_config *cfg);
  * only when even that could not be allocated): read zp_dataset_errmsg(),
  * then release it with zp_dataset_destroy(); every other call on it returns
  * the create's status. */
-zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out);
+ZP_API zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out);
 
 /* Destroy; NULL is accepted. */
-void zp_dataset_destroy(zp_dataset *ds);
+ZP_API void zp_dataset_destroy(zp_dataset *ds);
 
 /* Add shards. spec is one of:
  *  - a path ending in .jsonl or .jsonl.zst;
@@ -92,7 +92,7 @@ void zp_dataset_destroy(zp_dataset *ds);
  * spelling or link) is ZP_ERR_INVALID naming both shards.
  * A URL is not supported: it fails as a missing file, with a note.
  * All or nothing: on error the dataset is as before the call. */
-zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
+ZP_API zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
 
 /* Never read the file at path (the manifest a program is about to write
  * from this dataset, as `zephon index -o` does): a glob skips it, a folder
@@ -100,7 +100,7 @@ zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
  * directly is ZP_ERR_INVALID. Compared by device and inode, so a file that
  * does not exist yet excludes nothing (no glob can match it). Call before
  * zp_dataset_add(); a second call replaces the first. */
-zp_status zp_dataset_exclude(zp_dataset *ds, const char *path);
+ZP_API zp_status zp_dataset_exclude(zp_dataset *ds, const char *path);
 
 /* Add the shards of a manifest given as bytes (JSON, len bytes; no NUL
  * needed at the end), exactly as zp_dataset_add() adds a manifest file:
@@ -112,7 +112,7 @@ zp_status zp_dataset_exclude(zp_dataset *ds, const char *path);
  * message names the line and column of a JSON syntax error, or the
  * field); ZP_ERR_IO for a shard that cannot be opened;
  * ZP_ERR_INVALID for NULL arguments. */
-zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t len,
+ZP_API zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t len,
                                        const char *base_dir);
 
 /* Count the records of every shard whose count is not known yet (shards not
@@ -120,7 +120,7 @@ zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t 
  * index store (index_store_dir); the counts are kept, so a second call does
  * nothing. A shard with a content hash in its manifest is checked while it
  * is read. Called implicitly by zp_worksource_create(). */
-zp_status zp_dataset_index(zp_dataset *ds);
+ZP_API zp_status zp_dataset_index(zp_dataset *ds);
 
 /* Write a manifest describing every shard (indexes first if needed). With
  * with_hash != 0 each shard's XXH64 content hash (of its bytes on disk) is
@@ -130,7 +130,7 @@ zp_status zp_dataset_index(zp_dataset *ds);
  * by a manifest's "name" keeps it (docs/datasets.md). The same dataset
  * gives the same bytes. The file is replaced atomically (written beside it,
  * then renamed). */
-zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash);
+ZP_API zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash);
 
 /* The manifest zp_dataset_write_manifest() would write (indexes first if
  * needed), as bytes instead of a file: *out is NUL-terminated JSON of *len
@@ -145,32 +145,32 @@ zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_h
  * (zp_dataset_add_manifest_json) it gives the same names, counts and
  * fingerprint wherever it is read. The MPI layer broadcasts this form.
  * OUT: *out, caller owns; release with free(). On error *out is NULL. */
-zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *base_dir, char **out,
+ZP_API zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *base_dir, char **out,
                                    size_t *len);
 
 /* Verify the content hash of every shard that has one (from a manifest).
  * A mismatch is ZP_ERR_FORMAT naming the shard. (Every load of such a
  * shard checks it too, as it reads the bytes: this call checks them all
  * up front.) */
-zp_status zp_dataset_verify(zp_dataset *ds);
+ZP_API zp_status zp_dataset_verify(zp_dataset *ds);
 
-size_t zp_dataset_num_shards(const zp_dataset *ds);
+ZP_API size_t zp_dataset_num_shards(const zp_dataset *ds);
 /* Total records. Valid after zp_dataset_index(). */
-uint64_t zp_dataset_num_samples(const zp_dataset *ds);
+ZP_API uint64_t zp_dataset_num_samples(const zp_dataset *ds);
 /* Shard name (borrowed, valid until the dataset is destroyed). NULL when i
  * is out of range. */
-const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i);
+ZP_API const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i);
 /* Record count of shard i (UINT64_MAX when not indexed yet). */
-uint64_t zp_dataset_shard_samples(const zp_dataset *ds, size_t i);
+ZP_API uint64_t zp_dataset_shard_samples(const zp_dataset *ds, size_t i);
 /* Size on disk of shard i in bytes. */
-uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i);
+ZP_API uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i);
 /* A 64-bit hash of the dataset's description (names, formats, sizes,
  * counts): equal on every rank that sees the same dataset. */
-uint64_t zp_dataset_fingerprint(const zp_dataset *ds);
+ZP_API uint64_t zp_dataset_fingerprint(const zp_dataset *ds);
 
 /* The last error's detail (borrowed, valid until the next call on ds).
  * Never NULL ("" when there was none). */
-const char *zp_dataset_errmsg(const zp_dataset *ds);
+ZP_API const char *zp_dataset_errmsg(const zp_dataset *ds);
 
 #ifdef __cplusplus
 }

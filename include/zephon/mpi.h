@@ -67,7 +67,7 @@ typedef struct zp_mpi_config {
 } zp_mpi_config;
 
 /* Fill cfg with the defaults above. */
-void zp_mpi_config_init(zp_mpi_config *cfg);
+ZP_API void zp_mpi_config_init(zp_mpi_config *cfg);
 
 /* ------------------------------------------------------------ the handle */
 
@@ -80,32 +80,32 @@ void zp_mpi_config_init(zp_mpi_config *cfg);
  * handle to hold a message): ZP_ERR_STATE when MPI is not initialised (or
  * finalised), ZP_ERR_INVALID for a bad setting or MPI_COMM_NULL,
  * ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
-zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
+ZP_API zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
 
 /* Free the handle and its communicators. Collective over comm (it frees
  * communicators). A report still in flight is completed first. NULL is
  * accepted. */
-void zp_mpi_destroy(zp_mpi *m);
+ZP_API void zp_mpi_destroy(zp_mpi *m);
 
 /* The last error's detail (borrowed, valid until the next call on m).
  * Never NULL ("" when there was none). */
-const char *zp_mpi_errmsg(const zp_mpi *m);
+ZP_API const char *zp_mpi_errmsg(const zp_mpi *m);
 
 /* This rank and the communicator's size. */
-int zp_mpi_rank(const zp_mpi *m);
-int zp_mpi_size(const zp_mpi *m);
+ZP_API int zp_mpi_rank(const zp_mpi *m);
+ZP_API int zp_mpi_size(const zp_mpi *m);
 /* Node index (0 .. nodes-1, in order of each node's lowest rank), number
  * of nodes, this rank's rank and the rank count on its node: the node-local
  * rank decides which rank of a node does node-wide work (e.g. fills a
  * node-local shard cache). */
-int zp_mpi_node(const zp_mpi *m);
-int zp_mpi_num_nodes(const zp_mpi *m);
-int zp_mpi_local_rank(const zp_mpi *m);
-int zp_mpi_local_size(const zp_mpi *m);
+ZP_API int zp_mpi_node(const zp_mpi *m);
+ZP_API int zp_mpi_num_nodes(const zp_mpi *m);
+ZP_API int zp_mpi_local_rank(const zp_mpi *m);
+ZP_API int zp_mpi_local_size(const zp_mpi *m);
 /* This rank's host name (MPI_Get_processor_name; borrowed). */
-const char *zp_mpi_hostname(const zp_mpi *m);
+ZP_API const char *zp_mpi_hostname(const zp_mpi *m);
 /* The duplicated communicator (borrowed; freed by zp_mpi_destroy()). */
-MPI_Comm zp_mpi_comm(const zp_mpi *m);
+ZP_API MPI_Comm zp_mpi_comm(const zp_mpi *m);
 
 /* Agree on an outcome. Collective over comm. local: this rank's status,
  * msg: its message (may be NULL; copied). @return ZP_OK on every rank when
@@ -113,7 +113,7 @@ MPI_Comm zp_mpi_comm(const zp_mpi *m);
  * lowest failing rank, with that rank's message ("rank R: msg") on the
  * handle. Use it after rank-local work that may fail, before the next
  * collective, so that no rank is left waiting. */
-zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg);
+ZP_API zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg);
 
 /* ------------------------------------------------------------ dataset and plan */
 
@@ -130,18 +130,18 @@ zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg);
  * be equal on every rank). On any rank's failure every rank gets the error
  * with the failing rank named.
  * OUT: *out, caller owns; release with zp_dataset_destroy(). */
-zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
+ZP_API zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
                                 const zp_dataset_config *cfg, zp_dataset **out);
 
 /* Set cfg->rank and cfg->world_size from the communicator. Local. */
-void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg);
+ZP_API void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg);
 
 /* zp_worksource_create() with rank and world size taken from the
  * communicator (the other fields from cfg, which may be NULL for
  * defaults). Collective over comm: fails on every rank when it fails on
  * one. ds is borrowed as in zp_worksource_create(). OUT: *out, caller owns;
  * release with zp_worksource_destroy(). */
-zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksource_config *cfg,
+ZP_API zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksource_config *cfg,
                                    zp_worksource **out);
 
 /* Startup agreement. Collective over comm. Every rank compares, with one
@@ -161,7 +161,7 @@ zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksourc
  * every rank otherwise, with a message naming each differing value and the
  * ranks that hold it (e.g. "seed differs: rank 0-2: 1, rank 3: 7"). The
  * values agreed on are kept for the report's header. */
-zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
+ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
                        const zp_pipeline_config *pc, const char *extra);
 
 /* ------------------------------------------------------------ lock-step delivery */
@@ -179,14 +179,14 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
  *         own status; the message names the rank (its own message on that
  *         rank). Once it returned ZP_END or an error, later calls return the
  *         same without communicating. */
-zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
+ZP_API zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
 
 /* Batches this rank held but did not deliver because another rank ended
  * first (see zp_mpi_next). */
-uint64_t zp_mpi_batches_dropped(const zp_mpi *m);
+ZP_API uint64_t zp_mpi_batches_dropped(const zp_mpi *m);
 /* Seconds this rank spent in zp_mpi_next's agreement (waiting for the
  * other ranks). */
-double zp_mpi_sync_seconds(const zp_mpi *m);
+ZP_API double zp_mpi_sync_seconds(const zp_mpi *m);
 
 /* ------------------------------------------------------------ reports */
 
@@ -201,7 +201,7 @@ typedef struct zp_mpi_input {
 
 /* Take p's snapshots (observability must be on: else ZP_ERR_STATE). Local;
  * the consumer's thread. */
-zp_status zp_mpi_input_from_pipeline(zp_pipeline *p, zp_mpi_input *in);
+ZP_API zp_status zp_mpi_input_from_pipeline(zp_pipeline *p, zp_mpi_input *in);
 
 typedef enum zp_mpi_report_kind {
     /* A final report: the straggler criterion is applied to the totals of
@@ -286,7 +286,7 @@ typedef enum zp_mpi_metric {
 
 /* A static name for a metric ("samples", "fetch_per_batch_s", ...), NULL
  * when out of range. */
-const char *zp_mpi_metric_name(zp_mpi_metric m);
+ZP_API const char *zp_mpi_metric_name(zp_mpi_metric m);
 
 /* A metric over the valid ranks. Population standard deviation. */
 typedef struct zp_mpi_stat {
@@ -323,7 +323,7 @@ typedef struct zp_mpi_straggler {
  * OUT: *out on the root: the report, caller owns; release with
  * zp_cluster_report_destroy(). NULL on the other ranks.
  * Not while a non-blocking report is in flight (ZP_ERR_STATE). */
-zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind,
+ZP_API zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind,
                         zp_cluster_report **out);
 
 /* The same, non-blocking (MPI_Igather + MPI_Ireduce): start it at the same
@@ -333,50 +333,50 @@ zp_status zp_mpi_report(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind ki
  * may be in flight per handle. The root's analysis runs inside the test()
  * or wait() that completes the transfer. OUT of test/wait: *out as with
  * zp_mpi_report(), NULL on other ranks and while not done. */
-zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind);
-zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out);
-zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out);
+ZP_API zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind);
+ZP_API zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out);
+ZP_API zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out);
 /* 1 while a non-blocking report is in flight. */
-int zp_mpi_report_pending(const zp_mpi *m);
+ZP_API int zp_mpi_report_pending(const zp_mpi *m);
 
-void zp_cluster_report_destroy(zp_cluster_report *r);
+ZP_API void zp_cluster_report_destroy(zp_cluster_report *r);
 
 /* Reading a report (root). Pointers are borrowed, valid until
  * zp_cluster_report_destroy(). */
-zp_mpi_report_kind zp_cluster_report_get_kind(const zp_cluster_report *r);
-int zp_cluster_report_num_ranks(const zp_cluster_report *r);
+ZP_API zp_mpi_report_kind zp_cluster_report_get_kind(const zp_cluster_report *r);
+ZP_API int zp_cluster_report_num_ranks(const zp_cluster_report *r);
 /* Row of rank i (0 <= i < num_ranks), NULL when out of range. */
-const zp_mpi_rank_stats *zp_cluster_report_rank(const zp_cluster_report *r, int i);
+ZP_API const zp_mpi_rank_stats *zp_cluster_report_rank(const zp_cluster_report *r, int i);
 /* Cluster totals: counters and times summed over valid ranks (counters
  * exactly); derived fields are cluster rates. */
-const zp_mpi_rank_stats *zp_cluster_report_totals(const zp_cluster_report *r);
-int zp_cluster_report_num_nodes(const zp_cluster_report *r);
+ZP_API const zp_mpi_rank_stats *zp_cluster_report_totals(const zp_cluster_report *r);
+ZP_API int zp_cluster_report_num_nodes(const zp_cluster_report *r);
 /* Totals of node j; NULL when out of range. */
-const zp_mpi_rank_stats *zp_cluster_report_node(const zp_cluster_report *r, int j);
+ZP_API const zp_mpi_rank_stats *zp_cluster_report_node(const zp_cluster_report *r, int j);
 /* Host name of rank i / of node j (borrowed). */
-const char *zp_cluster_report_rank_host(const zp_cluster_report *r, int i);
-const char *zp_cluster_report_node_host(const zp_cluster_report *r, int j);
+ZP_API const char *zp_cluster_report_rank_host(const zp_cluster_report *r, int i);
+ZP_API const char *zp_cluster_report_node_host(const zp_cluster_report *r, int j);
 /* A metric summarised over valid ranks. ZP_ERR_INVALID for a bad metric. */
-zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metric metric, zp_mpi_stat *out);
+ZP_API zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metric metric, zp_mpi_stat *out);
 /* Merged histograms over ranks: 0 shard load times, 1 record read times,
  * 2 prefetch download latencies. NULL when which is out of range. */
-const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which);
+ZP_API const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which);
 /* Stragglers, slowest first. @return their count; *out borrowed. */
-size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out);
+ZP_API size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out);
 /* Aggregate throughput, samples/s: achieved (total samples / slowest
  * rank's wall) and as bounded by the slowest rank (its samples/s x ranks:
  * what lock-step training gets). */
-double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded);
+ZP_API double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded);
 /* Seconds the root spent on this report: from the start of the collective
  * to the end of the analysis, and of which the analysis alone; the bytes
  * each rank sent in the gather. */
-double zp_cluster_report_seconds(const zp_cluster_report *r);
-double zp_cluster_report_analysis_seconds(const zp_cluster_report *r);
-size_t zp_cluster_report_gather_bytes(const zp_cluster_report *r);
+ZP_API double zp_cluster_report_seconds(const zp_cluster_report *r);
+ZP_API double zp_cluster_report_analysis_seconds(const zp_cluster_report *r);
+ZP_API size_t zp_cluster_report_gather_bytes(const zp_cluster_report *r);
 /* Windows kept for the heatmap and rank i's fetch time per batch in window
  * w (0 = oldest kept; NaN when the rank delivered no batch in it). */
-int zp_cluster_report_num_windows(const zp_cluster_report *r);
-double zp_cluster_report_window_fetch(const zp_cluster_report *r, int w, int i);
+ZP_API int zp_cluster_report_num_windows(const zp_cluster_report *r);
+ZP_API double zp_cluster_report_window_fetch(const zp_cluster_report *r, int w, int i);
 
 typedef enum zp_mpi_format {
     ZP_MPI_TEXT = 0, /* aligned plain text */
@@ -387,15 +387,15 @@ typedef enum zp_mpi_format {
 
 /* Render the report. OUT: *out NUL-terminated, malloc'd: caller frees with
  * free(); *len (may be NULL) its length. */
-zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt, char **out, size_t *len);
+ZP_API zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt, char **out, size_t *len);
 
 /* Write report.txt, report.json, report.csv, report.html and windows.csv
  * into dir (created if missing, with its parents). ZP_ERR_IO names the file
  * that failed; *errbuf (may be NULL) of errlen bytes gets the message. */
-zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, char *errbuf, size_t errlen);
+ZP_API zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, char *errbuf, size_t errlen);
 
 /* The one-line verdict ("verdict: ..."), borrowed. */
-const char *zp_cluster_report_verdict(const zp_cluster_report *r);
+ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
 
 #ifdef __cplusplus
 }

@@ -40,16 +40,16 @@ typedef struct zp_hist {
     uint64_t buckets[ZP_HIST_BUCKETS];
 } zp_hist;
 
-void zp_hist_init(zp_hist *h);
-void zp_hist_record(zp_hist *h, uint64_t ns);
+ZP_API void zp_hist_init(zp_hist *h);
+ZP_API void zp_hist_record(zp_hist *h, uint64_t ns);
 /* dst += src. */
-void zp_hist_merge(zp_hist *dst, const zp_hist *src);
+ZP_API void zp_hist_merge(zp_hist *dst, const zp_hist *src);
 /* The value at quantile q (0..1): the upper bound of the bucket holding it,
  * clamped to [min, max]. 0 when empty. */
-uint64_t zp_hist_quantile(const zp_hist *h, double q);
+ZP_API uint64_t zp_hist_quantile(const zp_hist *h, double q);
 /* Bucket index of a value, and the bucket's [lo, hi] range. */
-size_t zp_hist_bucket(uint64_t ns);
-void zp_hist_bucket_range(size_t b, uint64_t *lo, uint64_t *hi);
+ZP_API size_t zp_hist_bucket(uint64_t ns);
+ZP_API void zp_hist_bucket_range(size_t b, uint64_t *lo, uint64_t *hi);
 
 /* ------------------------------------------------------------ snapshots */
 
@@ -117,18 +117,18 @@ typedef struct zp_prefetch_timing {
 
 /* Turn observability on; only before the first zp_pipeline_next()
  * (ZP_ERR_STATE after). */
-zp_status zp_pipeline_enable_observability(struct zp_pipeline *p);
+ZP_API zp_status zp_pipeline_enable_observability(struct zp_pipeline *p);
 
 /* Snapshots: ZP_ERR_STATE when observability is off. Consumer's thread. */
-zp_status zp_pipeline_metrics_snapshot(struct zp_pipeline *p, zp_metrics_snapshot *out);
-zp_status zp_pipeline_fetch_timing_snapshot(struct zp_pipeline *p, zp_fetch_timing *out);
-zp_status zp_pipeline_prefetch_timing_snapshot(struct zp_pipeline *p, zp_prefetch_timing *out);
+ZP_API zp_status zp_pipeline_metrics_snapshot(struct zp_pipeline *p, zp_metrics_snapshot *out);
+ZP_API zp_status zp_pipeline_fetch_timing_snapshot(struct zp_pipeline *p, zp_fetch_timing *out);
+ZP_API zp_status zp_pipeline_prefetch_timing_snapshot(struct zp_pipeline *p, zp_prefetch_timing *out);
 
 /* JSON renderings (one object each; stable field names, see
  * docs/observability.md). *out is malloc'd: caller frees with free(). */
-zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out);
-zp_status zp_fetch_timing_json(const zp_fetch_timing *f, char **out);
-zp_status zp_prefetch_timing_json(const zp_prefetch_timing *f, char **out);
+ZP_API zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out);
+ZP_API zp_status zp_fetch_timing_json(const zp_fetch_timing *f, char **out);
+ZP_API zp_status zp_prefetch_timing_json(const zp_prefetch_timing *f, char **out);
 
 #ifdef __cplusplus
 }

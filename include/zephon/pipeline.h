@@ -36,23 +36,23 @@ typedef struct zp_pipeline zp_pipeline;
 typedef struct zp_record zp_record;
 
 /* Sample identity of the record. */
-const zp_sample *zp_record_sample(const zp_record *rec);
+ZP_API const zp_sample *zp_record_sample(const zp_record *rec);
 /* The record's JSON bytes (not NUL-terminated). Borrowed: valid until the
  * callback returns or the record is changed. */
-const char *zp_record_json(const zp_record *rec, size_t *len);
+ZP_API const char *zp_record_json(const zp_record *rec, size_t *len);
 /* A top-level string field of the record (unescaped, may contain NUL).
  * Borrowed: valid until the callback returns or the record is changed.
  * ZP_END when absent, ZP_ERR_FORMAT when not a string. */
-zp_status zp_record_get_string(zp_record *rec, const char *key, const char **s, size_t *len);
+ZP_API zp_status zp_record_get_string(zp_record *rec, const char *key, const char **s, size_t *len);
 /* The text the tokenize operator will encode: the tokenize field, or what
  * zp_record_set_text() stored. */
-zp_status zp_record_text(zp_record *rec, const char **s, size_t *len);
+ZP_API zp_status zp_record_text(zp_record *rec, const char **s, size_t *len);
 /* Replace the text handed to tokenize (copied). */
-zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len);
+ZP_API zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len);
 /* Replace the record's JSON bytes (copied; what record batches carry). */
-zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len);
+ZP_API zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len);
 /* Drop this record from the stream (counted in zp_pipeline_counts.filtered). */
-void zp_record_drop(zp_record *rec);
+ZP_API void zp_record_drop(zp_record *rec);
 
 /* A map_transform callback. Called concurrently from several threads (as
  * many as the operator's parallelism) on different records; must be
@@ -61,7 +61,7 @@ void zp_record_drop(zp_record *rec);
  * record. */
 typedef zp_status (*zp_map_fn)(void *user, zp_record *rec);
 /* Attach a message to a failing record (printf-style). */
-void zp_record_error(zp_record *rec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ZP_API void zp_record_error(zp_record *rec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------------ batches */
 
@@ -137,7 +137,7 @@ typedef struct zp_pipeline_config {
     void *log_user;
 } zp_pipeline_config;
 
-void zp_pipeline_config_init(zp_pipeline_config *cfg);
+ZP_API void zp_pipeline_config_init(zp_pipeline_config *cfg);
 
 /* Counts of what the stream did, for reports. */
 typedef struct zp_pipeline_counts {
@@ -158,27 +158,27 @@ typedef struct zp_pipeline_counts {
  * starts at the worksource's state when the first zp_pipeline_next() is
  * called. cfg may be NULL. Nothing runs until the first zp_pipeline_next().
  * OUT: *out, caller owns; release with zp_pipeline_destroy(). */
-zp_status zp_pipeline_create(zp_worksource *ws, const zp_pipeline_config *cfg, zp_pipeline **out);
+ZP_API zp_status zp_pipeline_create(zp_worksource *ws, const zp_pipeline_config *cfg, zp_pipeline **out);
 
 /* Stop the pipeline's threads (mid-stream is fine: no leak, no hang) and
  * free it. NULL is accepted. */
-void zp_pipeline_destroy(zp_pipeline *p);
+ZP_API void zp_pipeline_destroy(zp_pipeline *p);
 
 /* Builder calls mirroring the seed API; only before the first next(). Each
  * returns ZP_ERR_STATE after iteration started, ZP_ERR_INVALID on a bad
  * value. */
-zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism);
-zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
+ZP_API zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism);
+ZP_API zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
 /* Append a map operator (at most 8). name may be NULL ("map_transform"). */
-zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
+ZP_API zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
                                     const char *name);
 /* Tokenize the string field `field` with tokenizer id ("gpt2", or a path;
  * see zephon/tokenizer.h). */
-zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
+ZP_API zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
                                size_t parallelism);
-zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size);
-zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len);
-zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
+ZP_API zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size);
+ZP_API zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len);
+ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
 
 /* Deliver the next batch. Blocks until one is ready.
  * @return ZP_OK with *out set (borrowed until the next call);
@@ -187,20 +187,20 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
  *         (zp_pipeline_errmsg) names the shard, the record and the cause.
  *         Errors come in stream order, after every batch that precedes
  *         the bad record, and stay: later calls return the same error. */
-zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
+ZP_API zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
 
 /* Detail of the last error (borrowed, valid until the next call on p). */
-const char *zp_pipeline_errmsg(const zp_pipeline *p);
+ZP_API const char *zp_pipeline_errmsg(const zp_pipeline *p);
 
-void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out);
+ZP_API void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out);
 
 /* The worksource state to resume after the last delivered batch: a new
  * pipeline on a worksource restored with it continues the identical stream
  * (record mode; token modes resume at the first document not yet started). */
-void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st);
+ZP_API void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st);
 
 /* The tokenizer's EOT id in token modes, -1 otherwise. */
-int32_t zp_pipeline_eot(const zp_pipeline *p);
+ZP_API int32_t zp_pipeline_eot(const zp_pipeline *p);
 
 #ifdef __cplusplus
 }

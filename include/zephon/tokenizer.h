@@ -36,7 +36,7 @@ typedef struct zp_tokenizer_config {
     size_t cache_max_piece_bytes;
 } zp_tokenizer_config;
 
-void zp_tokenizer_config_init(zp_tokenizer_config *cfg);
+ZP_API void zp_tokenizer_config_init(zp_tokenizer_config *cfg);
 
 /* Create a tokenizer. id is either "gpt2" (the vocabulary that ships with
  * Zephon, no network needed), a folder holding vocab.json + merges.txt (as
@@ -44,34 +44,34 @@ void zp_tokenizer_config_init(zp_tokenizer_config *cfg);
  * (*.tiktoken). cfg may be NULL. On failure *out is NULL and, when err is
  * not NULL, err (errcap bytes) holds the reason.
  * OUT: *out, caller owns; release with zp_tokenizer_destroy(). */
-zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg,
+ZP_API zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg,
                               zp_tokenizer **out, char *err, size_t errcap);
-void zp_tokenizer_destroy(zp_tokenizer *tok);
+ZP_API void zp_tokenizer_destroy(zp_tokenizer *tok);
 
 /* Number of ids (50257 for gpt2). */
-size_t zp_tokenizer_vocab_size(const zp_tokenizer *tok);
+ZP_API size_t zp_tokenizer_vocab_size(const zp_tokenizer *tok);
 /* The end-of-text id (50256 for gpt2). */
-int32_t zp_tokenizer_eot(const zp_tokenizer *tok);
+ZP_API int32_t zp_tokenizer_eot(const zp_tokenizer *tok);
 /* Resident bytes of the tokenizer's tables (not counting encoders). */
-size_t zp_tokenizer_memory(const zp_tokenizer *tok);
+ZP_API size_t zp_tokenizer_memory(const zp_tokenizer *tok);
 
 /* Per-thread encoder. tok is borrowed and must outlive the encoder.
  * OUT: *out, caller owns; release with zp_encoder_destroy(). */
-zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out);
-void zp_encoder_destroy(zp_encoder *enc);
+ZP_API zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out);
+ZP_API void zp_encoder_destroy(zp_encoder *enc);
 /* Resident bytes of the encoder (scratch and cache). */
-size_t zp_encoder_memory(const zp_encoder *enc);
+ZP_API size_t zp_encoder_memory(const zp_encoder *enc);
 
 /* Encode len bytes of text. ids must have room for len ids (a token is at
  * least one byte); *n_ids gets the count. Never fails on any input bytes;
  * returns ZP_ERR_NOMEM only when scratch memory cannot grow. */
-zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
+ZP_API zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
                     size_t *n_ids);
 
 /* Decode ids into bytes. out has cap bytes; *out_len gets the length needed.
  * Returns ZP_ERR_LIMIT when cap is too small (nothing useful written),
  * ZP_ERR_INVALID for an id out of range. */
-zp_status zp_decode(const zp_tokenizer *tok, const int32_t *ids, size_t n_ids, char *out,
+ZP_API zp_status zp_decode(const zp_tokenizer *tok, const int32_t *ids, size_t n_ids, char *out,
                     size_t cap, size_t *out_len);
 
 #ifdef __cplusplus

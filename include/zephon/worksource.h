@@ -43,7 +43,7 @@ typedef struct zp_worksource_config {
     zp_remainder remainder;        /* default ZP_REMAINDER_PAD */
 } zp_worksource_config;
 
-void zp_worksource_config_init(zp_worksource_config *cfg);
+ZP_API void zp_worksource_config_init(zp_worksource_config *cfg);
 
 /* One planned sample. */
 typedef struct zp_sample {
@@ -63,35 +63,67 @@ typedef struct zp_worksource_state {
 } zp_worksource_state;
 
 /* Create. ds is borrowed and must outlive the worksource; it is indexed if
- * needed. cfg may be NULL for defaults. rank >= world_size is
- * ZP_ERR_INVALID. OUT: *out, caller owns; release with
- * zp_worksource_destroy(). */
-zp_status zp_worksource_create(zp_dataset *ds, const zp_worksource_config *cfg,
+ * needed. cfg may be NULL for defaults.
+ * @return ZP_OK; ZP_ERR_INVALID for an invalid setting (rank >= world_size,
+ *         world_size or shuffle_block_shards 0, an unknown remainder policy,
+ *         DROP with fewer samples than ranks, no dataset, an empty dataset);
+ *         the dataset's status when indexing it fails; ZP_ERR_LIMIT for
+ *         2^32 shards or 2^63 samples and more; ZP_ERR_NOMEM.
+ * OUT: *out, caller owns; release with zp_worksource_destroy(). On failure
+ * *out is an error-only handle (NULL only when out is NULL or memory ran
+ * out): zp_worksource_errmsg(*out) says why, naming the setting and its
+ * value, and every other call on it returns ZP_ERR_STATE; release it with
+ * zp_worksource_destroy() too. */
+ZP_API zp_status zp_worksource_create(zp_dataset *ds, const zp_worksource_config *cfg,
                                zp_worksource **out);
-void zp_worksource_destroy(zp_worksource *ws);
+/* Accepts NULL. */
+ZP_API void zp_worksource_destroy(zp_worksource *ws);
+
+/* The message of the last failed call on ws (create included): borrowed,
+ * valid until the next call on ws; "" when no call failed. Successful calls
+ * keep the message. Never NULL. */
+ZP_API const char *zp_worksource_errmsg(const zp_worksource *ws);
 
 /* Samples this rank gets per epoch (equal on every rank). */
-uint64_t zp_worksource_samples_per_rank(const zp_worksource *ws);
+ZP_API uint64_t zp_worksource_samples_per_rank(const zp_worksource *ws);
 /* Samples padded (repeats) or dropped per epoch over all ranks. */
-uint64_t zp_worksource_padded(const zp_worksource *ws);
-uint64_t zp_worksource_dropped(const zp_worksource *ws);
+ZP_API uint64_t zp_worksource_padded(const zp_worksource *ws);
+ZP_API uint64_t zp_worksource_dropped(const zp_worksource *ws);
 
 /* Random access: the sample at `position` of `epoch` for this rank.
- * position >= samples_per_rank is ZP_ERR_INVALID. */
-zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t position,
+ * position >= samples_per_rank is ZP_ERR_INVALID (errmsg names both). */
+ZP_API zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t position,
                                zp_sample *out);
 
-/* Sequential: the next sample; epochs follow each other without end (the
- * caller decides when to stop). */
-zp_status zp_worksource_next(zp_worksource *ws, zp_sample *out);
+/* Sequential: the next sample; epochs follow each other until the last one,
+ * UINT32_MAX, after which it returns ZP_ERR_LIMIT (the caller decides when
+ * to stop). */
+ZP_API zp_status zp_worksource_next(zp_worksource *ws, zp_sample *out);
 
-void zp_worksource_get_state(const zp_worksource *ws, zp_worksource_state *st);
-/* st->seed must equal the configured seed (else ZP_ERR_INVALID). */
-zp_status zp_worksource_set_state(zp_worksource *ws, const zp_worksource_state *st);
+ZP_API void zp_worksource_get_state(const zp_worksource *ws, zp_worksource_state *st);
+/* st->seed must equal the configured seed and st->position be at most
+ * samples_per_rank (else ZP_ERR_INVALID, errmsg names the values). */
+ZP_API zp_status zp_worksource_set_state(zp_worksource *ws, const zp_worksource_state *st);
+
+/* Checked epoch arithmetic, for callers counting samples over epochs.
+ *
+ * stream_index: epoch * samples_per_rank + position in *out, the number of
+ * samples of this rank's stream before (epoch, position).
+ * @return ZP_OK; ZP_ERR_INVALID when position > samples_per_rank;
+ *         ZP_ERR_LIMIT (the message names the three values) when the
+ *         result exceeds UINT64_MAX. */
+ZP_API zp_status zp_worksource_stream_index(zp_worksource *ws, uint32_t epoch, uint64_t position,
+                                     uint64_t *out);
+/* last_epoch: the last epoch of a run of `epochs` epochs from start_epoch,
+ * start_epoch + epochs - 1, in *out; epochs 0 (without end) gives
+ * UINT32_MAX. @return ZP_OK; ZP_ERR_INVALID (naming both values) when the
+ * run would go past epoch UINT32_MAX. */
+ZP_API zp_status zp_worksource_last_epoch(zp_worksource *ws, uint32_t start_epoch, uint64_t epochs,
+                                   uint32_t *out);
 
 /* The borrowed dataset and the copied config. */
-zp_dataset *zp_worksource_dataset(const zp_worksource *ws);
-const zp_worksource_config *zp_worksource_get_config(const zp_worksource *ws);
+ZP_API zp_dataset *zp_worksource_dataset(const zp_worksource *ws);
+ZP_API const zp_worksource_config *zp_worksource_get_config(const zp_worksource *ws);
 
 #ifdef __cplusplus
 }

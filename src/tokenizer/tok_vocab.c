@@ -407,13 +407,13 @@ static zp_status read_whole(const char *path, char **buf, size_t *len, char *err
             b = nb;
         }
     }
-    int rerr = ferror(f);
+    int rerr = ferror(f) ? errno : 0;
     fclose(f);
     if (!b)
         ERR(ZP_ERR_NOMEM, "out of memory reading '%s'", path);
     if (rerr) {
         free(b);
-        ERR(ZP_ERR_IO, "error reading '%s'", path);
+        ERR(ZP_ERR_IO, "cannot read '%s': %s", path, strerror(rerr ? rerr : EIO));
     }
     b[n] = '\0';
     *buf = b;
@@ -814,7 +814,7 @@ zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp
     if (cfg)
         c = *cfg;
     if (c.cache_entries > ((size_t)1 << 26))
-        ERR(ZP_ERR_INVALID, "cache_entries %zu too large (at most %zu)", c.cache_entries,
+        ERR(ZP_ERR_INVALID, "cache_entries = %zu: too large (at most %zu)", c.cache_entries,
             (size_t)1 << 26);
     zp_tokenizer *t = calloc(1, sizeof *t);
     if (!t)
