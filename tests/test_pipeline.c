@@ -536,10 +536,11 @@ static void test_pipeline_rejects_bad_settings(void **state)
     zp_pipeline_config_init(&pc);
     pc.chunk_samples = 0;
     assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_ERR_INVALID);
-    assert_null(p);
+    zp_pipeline_destroy(p); /* an error-only handle */
     zp_pipeline_config_init(&pc);
     pc.microbatch_size = 0;
     assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_ERR_INVALID);
+    zp_pipeline_destroy(p);
     zp_pipeline_config_init(&pc);
     assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
     assert_int_equal(zp_pipeline_map_transform(p, NULL, NULL, 1, NULL), ZP_ERR_INVALID);
