@@ -443,6 +443,127 @@ static void test_pipeline_skip_policy_counts(void **state)
     free(f.dir);
 }
 
+/* Every line malformed: with the skip policy, a run that delivers nothing
+ * because all its records are bad fails, saying so (without the check it
+ * ended with ZP_END and zero batches, like an empty dataset). */
+static void make_all_bad_dataset(fixture *f)
+{
+    f->dir = zpt_tmpdir();
+    assert_non_null(f->dir);
+    assert_int_equal(zp_dataset_create(NULL, &f->ds), ZP_OK);
+    const char *bad[] = {"{\"text\": oops}\n[1, 2]\nnot json\n", "{\"text\": \"unterminated}\n\"x\"\n"};
+    f->total = 0;
+    for (int s = 0; s < 2; s++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/bad%d.jsonl", f->dir, s);
+        assert_int_equal(zpt_write_file(path, bad[s], strlen(bad[s])), 0);
+        assert_int_equal(zp_dataset_add(f->ds, path), ZP_OK);
+    }
+    f->total = 5;
+}
+
+static void test_pipeline_all_records_skipped_fails(void **state)
+{
+    (void)state;
+    fixture f;
+    make_all_bad_dataset(&f);
+    /* epochs 1 (ends at the end of the stream), 3, and 0 (without end: ends
+     * after the first whole epoch instead of spinning forever) */
+    const uint32_t epochs[] = {1, 3, 0};
+    for (int k = 0; k < 3; k++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            zp_worksource_config wc;
+            zp_worksource_config_init(&wc);
+            wc.shuffle = 0;
+            zp_worksource *ws;
+            assert_int_equal(zp_worksource_create(f.ds, &wc, &ws), ZP_OK);
+            zp_pipeline_config pc;
+            zp_pipeline_config_init(&pc);
+            pc.threads = threads;
+            pc.chunk_samples = 2;
+            pc.microbatch_size = 2;
+            pc.epochs = epochs[k];
+            pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+            zp_pipeline *p;
+            assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+            const zp_batch *b;
+            zp_status st;
+            int batches = 0;
+            while ((st = zp_pipeline_next(p, &b)) == ZP_OK)
+                batches++;
+            assert_int_equal(batches, 0);
+            assert_int_equal(st, ZP_ERR_FORMAT);
+            const char *m = zp_pipeline_errmsg(p);
+            assert_non_null(strstr(m, "every record was skipped as bad"));
+            assert_non_null(strstr(m, "5 of 5 records"));
+            /* the first skip's reason, in stream order */
+            assert_non_null(strstr(m, "bad0.jsonl' line 1"));
+            assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_FORMAT); /* sticky */
+            zp_pipeline_counts c;
+            zp_pipeline_get_counts(p, &c);
+            assert_int_equal(c.skipped, 5);
+            assert_int_equal(c.samples, 0);
+            zp_pipeline_destroy(p);
+            zp_worksource_destroy(ws);
+        }
+    }
+    zp_dataset_destroy(f.ds);
+    zpt_rmtree(f.dir);
+    free(f.dir);
+}
+
+/* Records skipped at tokenize (no text field) count as skipped too; one
+ * good record is enough for the run to succeed. */
+static void test_pipeline_all_skipped_at_tokenize_fails_one_good_succeeds(void **state)
+{
+    (void)state;
+    for (int good = 0; good <= 1; good++) {
+        fixture f;
+        f.dir = zpt_tmpdir();
+        assert_int_equal(zp_dataset_create(NULL, &f.ds), ZP_OK);
+        char path[512];
+        snprintf(path, sizeof path, "%s/t.jsonl", f.dir);
+        const char *data = good ? "{\"body\": \"x\"}\n{\"text\": \"hello\"}\n{\"body\": \"y\"}\n"
+                                : "{\"body\": \"x\"}\n{\"body\": \"z\"}\n{\"body\": \"y\"}\n";
+        assert_int_equal(zpt_write_file(path, data, strlen(data)), 0);
+        assert_int_equal(zp_dataset_add(f.ds, path), ZP_OK);
+        zp_worksource *ws;
+        assert_int_equal(zp_worksource_create(f.ds, NULL, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 2;
+        pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+        zp_pipeline *p;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", 1), ZP_OK);
+        assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 8), ZP_OK);
+        const zp_batch *b;
+        zp_status st;
+        int batches = 0;
+        while ((st = zp_pipeline_next(p, &b)) == ZP_OK)
+            batches++;
+        zp_pipeline_counts c;
+        zp_pipeline_get_counts(p, &c);
+        if (good) {
+            assert_int_equal(st, ZP_END);
+            assert_int_equal(batches, 1);
+            assert_int_equal(c.skipped, 2);
+        } else {
+            assert_int_equal(st, ZP_ERR_FORMAT);
+            assert_int_equal(batches, 0);
+            assert_int_equal(c.skipped, 3);
+            const char *m = zp_pipeline_errmsg(p);
+            assert_non_null(strstr(m, "3 of 3 records skipped"));
+            assert_non_null(strstr(m, "no field 'text'"));
+        }
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+        zp_dataset_destroy(f.ds);
+        zpt_rmtree(f.dir);
+        free(f.dir);
+    }
+}
+
 static zp_status failing_map(void *user, zp_record *rec)
 {
     (void)user;
@@ -734,6 +855,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_backpressure_bounds_work),
         cmocka_unit_test(test_pipeline_error_names_shard_and_line),
         cmocka_unit_test(test_pipeline_skip_policy_counts),
+        cmocka_unit_test(test_pipeline_all_records_skipped_fails),
+        cmocka_unit_test(test_pipeline_all_skipped_at_tokenize_fails_one_good_succeeds),
         cmocka_unit_test(test_pipeline_map_error_reported),
         cmocka_unit_test(test_pipeline_resume_continues_identically),
         cmocka_unit_test(test_pipeline_rejects_bad_settings),

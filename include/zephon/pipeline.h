@@ -110,7 +110,11 @@ typedef struct zp_batch {
 
 typedef enum zp_bad_record {
     ZP_BAD_RECORD_FAIL = 0, /* the first bad record ends the stream with its error */
-    ZP_BAD_RECORD_SKIP = 1  /* skip it, count it, log it (warning) */
+    ZP_BAD_RECORD_SKIP = 1  /* skip it, count it, log it (warning); a run in
+                               which every record read was skipped (none
+                               delivered) still fails, at the end of the
+                               stream or of its first whole epoch, with a
+                               message naming the count and the first skip */
 } zp_bad_record;
 
 typedef struct zp_pipeline_config {
