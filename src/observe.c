@@ -14,6 +14,14 @@
 
 /* ------------------------------------------------------------ snapshots */
 
+static zp_status observability_off(zp_pipeline *p, const char *call)
+{
+    return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_STATE,
+                       "%s: observability is off: call zp_pipeline_enable_observability() before "
+                       "the first zp_pipeline_next()",
+                       call);
+}
+
 /* The running engine's counters, or NULL before the first next(). */
 static zpi_obs *obs_of(const zp_pipeline *p)
 {
@@ -30,10 +38,12 @@ static void require_started(const zpi_obs *o, uint64_t *now, double *wall)
 
 zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
 {
-    if (!p || !m)
+    if (!p)
         return ZP_ERR_INVALID;
+    if (!m)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
     if (!zpi_pipeline_observing(p))
-        return ZP_ERR_STATE;
+        return observability_off(p, __func__);
     memset(m, 0, sizeof *m);
     zpi_engine *e = zpi_pipeline_engine(p);
     zpi_obs *o = zpi_engine_obs(e);
@@ -107,10 +117,12 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
 
 zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
 {
-    if (!p || !f)
+    if (!p)
         return ZP_ERR_INVALID;
+    if (!f)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
     if (!zpi_pipeline_observing(p))
-        return ZP_ERR_STATE;
+        return observability_off(p, __func__);
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->open_ns);
     zp_hist_init(&f->record_ns);
@@ -144,10 +156,12 @@ zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
 
 zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timing *f)
 {
-    if (!p || !f)
+    if (!p)
         return ZP_ERR_INVALID;
+    if (!f)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
     if (!zpi_pipeline_observing(p))
-        return ZP_ERR_STATE;
+        return observability_off(p, __func__);
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->latency_ns);
     zpi_obs *o = obs_of(p);

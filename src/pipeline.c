@@ -337,8 +337,9 @@ static void note_resume(zp_pipeline *p, const zp_batch *b)
 
 zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
 {
-    if (!p || !out)
+    if (!p)
         return ZP_ERR_INVALID;
+    ZPI_RETURN_ERR_IF(!out, &p->err, ZP_ERR_INVALID, "zp_pipeline_next: out = NULL");
     *out = NULL;
     if (p->fatal.code != ZP_OK)
         return zpi_err_copy(&p->err, &p->fatal);
@@ -392,5 +393,7 @@ int zpi_pipeline_observing(const zp_pipeline *p) { return p->observe; }
 zpi_engine *zpi_pipeline_engine(const zp_pipeline *p) { return p->engine; }
 
 size_t zpi_pipeline_ready_batches(zp_pipeline *p) { return p->q_ready ? zpi_outq_ready(&p->q) : 0; }
+
+zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
 
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p) { return p->cfg.prefetch_batches; }

@@ -16,6 +16,8 @@ int zpi_pipeline_observing(const zp_pipeline *p);
 zpi_engine *zpi_pipeline_engine(const zp_pipeline *p);
 /* Finished batches waiting for the consumer (0 before the start). */
 size_t zpi_pipeline_ready_batches(zp_pipeline *p);
+/* The handle's error, for the public calls observe.c implements. */
+zpi_err *zpi_pipeline_err(zp_pipeline *p);
 /* The prefetch_batches setting. */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
 
