@@ -1,211 +1,61 @@
 /*
- * observe.c - histograms, snapshots and their JSON renderings.
+ * observe.c - snapshots of a running pipeline and their JSON renderings
+ * (the recording side is obs_counters.c).
  */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "observe_internal.h"
 #include "pipeline_internal.h"
 #include "util.h"
 
-/* ------------------------------------------------------------ histograms */
-
-size_t zp_hist_bucket(uint64_t v)
-{
-    if (v < ZP_HIST_SUB)
-        return (size_t)v;
-    unsigned e = 63u - (unsigned)__builtin_clzll(v);
-    if (e >= ZP_HIST_MAX_EXP)
-        return ZP_HIST_BUCKETS - 1;
-    unsigned sub = (unsigned)(v >> (e - 4)) & (ZP_HIST_SUB - 1);
-    return ZP_HIST_SUB + (size_t)(e - 4) * ZP_HIST_SUB + sub;
-}
-
-void zp_hist_bucket_range(size_t b, uint64_t *lo, uint64_t *hi)
-{
-    if (b < ZP_HIST_SUB) {
-        *lo = *hi = b;
-        return;
-    }
-    if (b >= ZP_HIST_BUCKETS)
-        b = ZP_HIST_BUCKETS - 1;
-    unsigned e = (unsigned)((b - ZP_HIST_SUB) / ZP_HIST_SUB) + 4;
-    uint64_t sub = (b - ZP_HIST_SUB) % ZP_HIST_SUB;
-    *lo = (ZP_HIST_SUB + sub) << (e - 4);
-    *hi = *lo + ((uint64_t)1 << (e - 4)) - 1;
-}
-
-void zp_hist_init(zp_hist *h)
-{
-    memset(h, 0, sizeof *h);
-    h->min_ns = UINT64_MAX;
-}
-
-void zp_hist_record(zp_hist *h, uint64_t ns)
-{
-    h->count++;
-    h->sum_ns += ns;
-    if (ns < h->min_ns)
-        h->min_ns = ns;
-    if (ns > h->max_ns)
-        h->max_ns = ns;
-    h->buckets[zp_hist_bucket(ns)]++;
-}
-
-void zp_hist_merge(zp_hist *dst, const zp_hist *src)
-{
-    dst->count += src->count;
-    dst->sum_ns += src->sum_ns;
-    if (src->min_ns < dst->min_ns)
-        dst->min_ns = src->min_ns;
-    if (src->max_ns > dst->max_ns)
-        dst->max_ns = src->max_ns;
-    for (size_t i = 0; i < ZP_HIST_BUCKETS; i++)
-        dst->buckets[i] += src->buckets[i];
-}
-
-uint64_t zp_hist_quantile(const zp_hist *h, double q)
-{
-    if (!h->count)
-        return 0;
-    if (q <= 0)
-        return h->min_ns;
-    if (q >= 1)
-        return h->max_ns;
-    uint64_t rank = (uint64_t)ceil(q * (double)h->count);
-    if (rank < 1)
-        rank = 1;
-    uint64_t seen = 0;
-    for (size_t b = 0; b < ZP_HIST_BUCKETS; b++) {
-        seen += h->buckets[b];
-        if (seen >= rank) {
-            uint64_t lo, hi;
-            zp_hist_bucket_range(b, &lo, &hi);
-            if (hi > h->max_ns)
-                hi = h->max_ns;
-            if (hi < h->min_ns)
-                hi = h->min_ns;
-            return hi;
-        }
-    }
-    return h->max_ns;
-}
-
-void zpi_ahist_init(zpi_ahist *h)
-{
-    memset(h, 0, sizeof *h);
-    atomic_store_explicit(&h->min, UINT64_MAX, memory_order_relaxed);
-}
-
-void zpi_ahist_record(zpi_ahist *h, uint64_t ns)
-{
-    zpi_ctr_add(&h->count, 1);
-    zpi_ctr_add(&h->sum, ns);
-    if (ns < zpi_ctr_get(&h->min))
-        atomic_store_explicit(&h->min, ns, memory_order_relaxed);
-    if (ns > zpi_ctr_get(&h->max))
-        atomic_store_explicit(&h->max, ns, memory_order_relaxed);
-    zpi_ctr_add(&h->buckets[zp_hist_bucket(ns)], 1);
-}
-
-void zpi_ahist_read(const zpi_ahist *h, zp_hist *dst)
-{
-    zp_hist t;
-    t.count = zpi_ctr_get(&h->count);
-    t.sum_ns = zpi_ctr_get(&h->sum);
-    t.min_ns = zpi_ctr_get(&h->min);
-    t.max_ns = zpi_ctr_get(&h->max);
-    for (size_t i = 0; i < ZP_HIST_BUCKETS; i++)
-        t.buckets[i] = zpi_ctr_get(&h->buckets[i]);
-    zp_hist_merge(dst, &t);
-}
-
 /* ------------------------------------------------------------ snapshots */
 
-zp_status zp_pipeline_enable_observability(zp_pipeline *p)
+static zp_status observability_off(zp_pipeline *p, const char *call)
 {
-    if (!p)
-        return ZP_ERR_INVALID;
-    if (p->started || p->final_set)
-        return ZP_ERR_STATE;
-    p->observe = 1;
-    return ZP_OK;
+    return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_STATE,
+                       "%s: observability is off: call zp_pipeline_enable_observability() before "
+                       "the first zp_pipeline_next()",
+                       call);
 }
 
-zp_status zpi_obs_create(zp_pipeline *p)
+/* The running engine's counters, or NULL before the first next(). */
+static zpi_obs *obs_of(const zp_pipeline *p)
 {
-    zpi_obs *o = calloc(1, sizeof *o);
-    if (!o)
-        return ZP_ERR_NOMEM;
-    o->threads = p->threads;
-    o->th = aligned_alloc(64, ((sizeof *o->th * (size_t)p->threads) + 63) / 64 * 64);
-    if (!o->th) {
-        free(o);
-        return ZP_ERR_NOMEM;
-    }
-    memset(o->th, 0, sizeof *o->th * (size_t)p->threads);
-    for (int i = 0; i < p->threads; i++) {
-        zpi_ahist_init(&o->th[i].open_hist);
-        zpi_ahist_init(&o->th[i].record_hist);
-        zpi_ahist_init(&o->th[i].pf_hist);
-    }
-    o->t_start = zpi_now_ns();
-    for (int s = 0; s < ZPI_OBS_STAGES; s++)
-        o->stage[s].t_last = o->t_start;
-    p->obs = o;
-    return ZP_OK;
+    return zpi_engine_obs(zpi_pipeline_engine(p));
 }
 
-void zpi_obs_destroy(zp_pipeline *p)
-{
-    if (p->obs) {
-        free(p->obs->th);
-        free(p->obs);
-        p->obs = NULL;
-    }
-}
-
-/* Under mu: account the time since the stage's last change. */
-void zpi_obs_stage_tick(zp_pipeline *p, int s, uint64_t now)
-{
-    zpi_obs_stage *os = &p->obs->stage[s];
-    const zpi_stage *st = &p->stages[s];
-    double dt = (double)(now - os->t_last);
-    if (now <= os->t_last)
-        return;
-    if (st->queued == 0 && st->running < st->parallelism)
-        os->starved_ns += dt * (double)(st->parallelism - st->running);
-    os->queue_area += dt * (double)st->queued;
-    os->t_last = now;
-}
-
-static void require_started(zp_pipeline *p, uint64_t *now, double *wall)
+static void require_started(const zpi_obs *o, uint64_t *now, double *wall)
 {
     *now = zpi_now_ns();
-    *wall = (double)(*now - p->obs->t_start) * 1e-9;
+    *wall = (double)(*now - o->t_start) * 1e-9;
     if (*wall <= 0)
         *wall = 1e-9;
 }
 
 zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
 {
-    if (!p || !m)
+    if (!p)
         return ZP_ERR_INVALID;
-    if (!p->observe)
-        return ZP_ERR_STATE;
+    if (!m)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
+    if (!zpi_pipeline_observing(p))
+        return observability_off(p, __func__);
     memset(m, 0, sizeof *m);
-    if (!p->obs) { /* not started yet */
+    zpi_engine *e = zpi_pipeline_engine(p);
+    zpi_obs *o = zpi_engine_obs(e);
+    if (!o) { /* not started yet */
         m->n_ops = 0;
         return ZP_OK;
     }
-    zpi_obs *o = p->obs;
     uint64_t now;
     double wall;
-    require_started(p, &now, &wall);
+    require_started(o, &now, &wall);
     m->wall_seconds = wall;
-    m->threads = (uint32_t)p->threads;
+    m->threads = (uint32_t)zpi_engine_threads(e);
     zp_pipeline_counts c;
     zp_pipeline_get_counts(p, &c);
     m->batches = c.batches;
@@ -219,21 +69,19 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     m->batches_per_second = (double)m->batches / wall;
     m->samples_per_second = (double)m->samples / wall;
 
-    pthread_mutex_lock(&p->mu);
-    int n = p->n_stages;
+    zpi_stage_view views[ZP_OBS_MAX_OPS - 1];
+    int n = zpi_engine_stages(e, now, views, ZP_OBS_MAX_OPS - 1);
     for (int s = 0; s < n && s < ZP_OBS_MAX_OPS - 1; s++) {
-        zpi_obs_stage_tick(p, s, now);
         zp_op_metrics *op = &m->ops[s];
-        const zpi_stage *st = &p->stages[s];
-        zpi_fmt(op->name, sizeof op->name, "%s", st->name);
-        op->parallelism = (uint32_t)st->parallelism;
-        op->starved_seconds = o->stage[s].starved_ns * 1e-9;
-        op->blocked_seconds = o->stage[s].blocked_ns * 1e-9;
-        op->queue_now = (uint32_t)st->queued;
-        op->queue_max = o->stage[s].queue_max;
-        op->queue_mean = o->stage[s].queue_area / (double)(now - o->t_start);
+        const zpi_stage_view *v = &views[s];
+        zpi_fmt(op->name, sizeof op->name, "%s", v->name);
+        op->parallelism = (uint32_t)v->parallelism;
+        op->starved_seconds = v->obs.starved_ns * 1e-9;
+        op->blocked_seconds = v->obs.blocked_ns * 1e-9;
+        op->queue_now = (uint32_t)v->queued;
+        op->queue_max = v->obs.queue_max;
+        op->queue_mean = v->obs.queue_area / (double)(now - o->t_start);
     }
-    pthread_mutex_unlock(&p->mu);
     for (int s = 0; s < n && s < ZP_OBS_MAX_OPS - 1; s++) {
         zp_op_metrics *op = &m->ops[s];
         uint64_t busy = 0, in = 0, out = 0;
@@ -261,30 +109,27 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     b->items_out = b->items_in;
     b->items_per_second = (double)b->items_out / wall;
     b->utilization = b->busy_seconds / wall;
-    pthread_mutex_lock(&p->qmu);
-    size_t ready = 0;
-    for (zpi_batchbuf *bb = p->ready_head; bb; bb = bb->next)
-        ready++;
-    pthread_mutex_unlock(&p->qmu);
-    b->queue_now = (uint32_t)ready;
-    b->queue_max = (uint32_t)p->cfg.prefetch_batches;
+    b->queue_now = (uint32_t)zpi_pipeline_ready_batches(p);
+    b->queue_max = (uint32_t)zpi_pipeline_prefetch_batches(p);
     m->n_ops = (uint32_t)(n < ZP_OBS_MAX_OPS - 1 ? n + 1 : ZP_OBS_MAX_OPS);
     return ZP_OK;
 }
 
 zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
 {
-    if (!p || !f)
+    if (!p)
         return ZP_ERR_INVALID;
-    if (!p->observe)
-        return ZP_ERR_STATE;
+    if (!f)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
+    if (!zpi_pipeline_observing(p))
+        return observability_off(p, __func__);
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->open_ns);
     zp_hist_init(&f->record_ns);
     f->slowest_shard = -1;
-    if (!p->obs)
+    zpi_obs *o = obs_of(p);
+    if (!o)
         return ZP_OK;
-    zpi_obs *o = p->obs;
     uint64_t slow = 0;
     for (int t = 0; t < o->threads; t++) {
         const zpi_obs_thread *th = &o->th[t];
@@ -311,15 +156,17 @@ zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
 
 zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timing *f)
 {
-    if (!p || !f)
+    if (!p)
         return ZP_ERR_INVALID;
-    if (!p->observe)
-        return ZP_ERR_STATE;
+    if (!f)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
+    if (!zpi_pipeline_observing(p))
+        return observability_off(p, __func__);
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->latency_ns);
-    if (!p->obs)
+    zpi_obs *o = obs_of(p);
+    if (!o)
         return ZP_OK;
-    zpi_obs *o = p->obs;
     for (int t = 0; t < o->threads; t++) {
         const zpi_obs_thread *th = &o->th[t];
         f->downloads += zpi_ctr_get(&th->pf_downloads);
@@ -328,7 +175,7 @@ zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timin
         zpi_ahist_read(&th->pf_hist, &f->latency_ns);
     }
     zpi_shard_cache_stats cs;
-    zpi_shard_cache_stats_get(p->cache, &cs);
+    zpi_engine_cache_stats(zpi_pipeline_engine(p), &cs);
     f->cache_hits = cs.hits;
     f->cache_misses = cs.misses;
     f->cache_evictions = cs.evictions;

@@ -11,6 +11,7 @@
 
 #include <stdatomic.h>
 
+#include "zephon/common.h"
 #include "zephon/observe.h"
 
 typedef _Atomic uint64_t zpi_ctr;
@@ -64,6 +65,8 @@ typedef struct zpi_obs_stage {
     uint32_t queue_max;
 } zpi_obs_stage;
 
+/* The recording side lives in obs_counters.c (below the engine); snapshots
+ * and their JSON in observe.c (above it). */
 typedef struct zpi_obs {
     uint64_t t_start;      /* first next() */
     int threads;
@@ -75,5 +78,13 @@ typedef struct zpi_obs {
     zpi_ctr first_batch_ns; /* 0 until the first batch, else time since start */
     zpi_ctr stall_ns;
 } zpi_obs;
+
+/* obs_counters.c */
+zp_status zpi_obs_create(int threads, zpi_obs **out);
+void zpi_obs_destroy(zpi_obs *o); /* NULL accepted */
+/* Under the engine lock: account the time since the stage's last change,
+ * given its state until now (queued chunks, running tasks, slots). */
+void zpi_obs_stage_tick(zpi_obs_stage *os, uint64_t now, size_t queued, size_t running,
+                        size_t parallelism);
 
 #endif

@@ -1,139 +1,44 @@
 /*
- * packer.c - the ordered batch stage and the output queue.
- *
- * Only the drainer (one thread at a time, chunks in order) calls the
- * zpi_pack_* functions, so the packer state needs no lock. The output queue
- * is shared with the consumer under qmu.
- *
- * A full batch is pushed lazily, when the next row is needed or at the
- * epoch's flush, so that the last batch of an epoch can be marked as such.
+ * packer.c - the ordered batch stage (packer.h).
  */
+#include "packer.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline_internal.h"
-#include "util.h"
-
-/* ------------------------------------------------------------ output queue */
-
-zp_status zpi_batchbufs_alloc(zp_pipeline *p)
+void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
+                     zpi_ctr *blocked_ns)
 {
-    size_t B = p->cfg.microbatch_size;
-    int tokens = p->tok != NULL;
-    size_t cols = tokens ? p->cfg.seq_len + 1 : 0;
-    p->n_bufs = p->cfg.prefetch_batches + 2;
-    p->bufs = calloc(p->n_bufs, sizeof *p->bufs);
-    if (!p->bufs)
-        return ZP_ERR_NOMEM;
-    for (size_t i = 0; i < p->n_bufs; i++) {
-        zpi_batchbuf *bb = &p->bufs[i];
-        bb->samples_cap = B;
-        bb->samples = malloc(B * sizeof *bb->samples);
-        if (!bb->samples)
-            return ZP_ERR_NOMEM;
-        if (tokens) {
-            bb->tokens = malloc(B * cols * sizeof *bb->tokens);
-            bb->mask = malloc(B * cols);
-            bb->seg = malloc(B * cols * sizeof *bb->seg);
-            if (!bb->tokens || !bb->mask || !bb->seg)
-                return ZP_ERR_NOMEM;
-        } else {
-            bb->offsets = malloc((B + 1) * sizeof *bb->offsets);
-            if (!bb->offsets)
-                return ZP_ERR_NOMEM;
-        }
-        bb->next = p->free_list;
-        p->free_list = bb;
-    }
-    return ZP_OK;
+    memset(pk, 0, sizeof *pk);
+    pk->set = *set;
+    pk->q = q;
+    pk->blocked_ns = blocked_ns;
 }
 
-void zpi_batchbufs_free(zp_pipeline *p)
+void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out)
 {
-    if (!p->bufs)
-        return;
-    for (size_t i = 0; i < p->n_bufs; i++) {
-        zpi_batchbuf *bb = &p->bufs[i];
-        free(bb->samples);
-        free(bb->data);
-        free(bb->offsets);
-        free(bb->tokens);
-        free(bb->mask);
-        free(bb->seg);
-    }
-    free(p->bufs);
-    p->bufs = NULL;
-    p->free_list = p->ready_head = p->ready_tail = p->held = NULL;
-}
-
-zp_status zpi_out_get_free(zp_pipeline *p, zpi_batchbuf **out)
-{
-    pthread_mutex_lock(&p->qmu);
-    if (!p->free_list && p->obs) {
-        /* blocked on a full output: time it (drain() takes it out of busy) */
-        uint64_t t0 = zpi_now_ns();
-        while (!p->free_list && !atomic_load(&p->stop))
-            pthread_cond_wait(&p->q_free, &p->qmu);
-        uint64_t dt = zpi_now_ns() - t0;
-        zpi_ctr_add(&p->obs->batch_blocked_ns, dt);
-    }
-    while (!p->free_list && !atomic_load(&p->stop))
-        pthread_cond_wait(&p->q_free, &p->qmu);
-    zpi_batchbuf *bb = atomic_load(&p->stop) ? NULL : p->free_list;
-    if (bb)
-        p->free_list = bb->next;
-    pthread_mutex_unlock(&p->qmu);
-    *out = bb;
-    return bb ? ZP_OK : ZP_ERR_STATE;
-}
-
-void zpi_out_push(zp_pipeline *p, zpi_batchbuf *bb)
-{
-    bb->next = NULL;
-    pthread_mutex_lock(&p->qmu);
-    if (p->ready_tail)
-        p->ready_tail->next = bb;
-    else
-        p->ready_head = bb;
-    p->ready_tail = bb;
-    pthread_cond_signal(&p->q_ready);
-    pthread_mutex_unlock(&p->qmu);
-}
-
-void zpi_out_finish(zp_pipeline *p, zp_status st, const char *msg)
-{
-    pthread_mutex_lock(&p->qmu);
-    if (!p->final_set) {
-        p->final_set = 1;
-        p->final_status = st;
-        zpi_fmt(p->final_msg, sizeof p->final_msg, "%s", msg ? msg : "");
-        p->counts.skipped += p->pk.pending.skipped;
-        p->counts.filtered += p->pk.pending.filtered;
-        memset(&p->pk.pending, 0, sizeof p->pk.pending);
-    }
-    pthread_cond_broadcast(&p->q_ready);
-    pthread_mutex_unlock(&p->qmu);
+    *out = pk->pending;
+    memset(&pk->pending, 0, sizeof pk->pending);
 }
 
 /* ------------------------------------------------------------ batch building */
 
-static zp_status begin_batch(zp_pipeline *p, uint32_t epoch)
+static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
 {
-    zpi_packer *pk = &p->pk;
     zpi_batchbuf *bb;
-    zp_status st = zpi_out_get_free(p, &bb);
+    zp_status st = zpi_outq_get_free(pk->q, pk->blocked_ns, &bb);
     if (st != ZP_OK)
         return st;
     memset(&bb->b, 0, sizeof bb->b);
     memset(&bb->delta, 0, sizeof bb->delta);
     bb->b.epoch = epoch;
-    bb->b.mode = p->tok ? p->cfg.pack : ZP_PACK_RECORDS;
+    bb->b.mode = pk->set.tokens ? pk->set.mode : ZP_PACK_RECORDS;
     bb->data_len = 0;
-    if (p->tok) {
+    if (pk->set.tokens) {
         /* no initialisation: every position is written, by a token or by
          * pad_range() when the row or the batch is closed */
-        bb->b.cols = p->cfg.seq_len + 1;
-        bb->b.rows = p->cfg.microbatch_size;
+        bb->b.cols = pk->set.seq_len + 1;
+        bb->b.rows = pk->set.microbatch;
     } else {
         bb->offsets[0] = 0;
     }
@@ -146,37 +51,36 @@ static zp_status begin_batch(zp_pipeline *p, uint32_t epoch)
 
 /* Token modes: positions [from, to) of the batch are padding: EOT tokens,
  * loss mask 0, segment -1. */
-static void pad_range(zp_pipeline *p, zpi_batchbuf *bb, size_t from, size_t to)
+static void pad_range(const zpi_packer *pk, zpi_batchbuf *bb, size_t from, size_t to)
 {
     if (from >= to)
         return;
     for (size_t i = from; i < to; i++)
-        bb->tokens[i] = p->eot;
+        bb->tokens[i] = pk->set.eot;
     memset(bb->mask + from, 0, to - from);
     memset(bb->seg + from, 0xff, (to - from) * sizeof *bb->seg); /* -1 */
     bb->delta.pad_tokens += to - from;
 }
 
-static void push_batch(zp_pipeline *p, int last_in_epoch)
+static void push_batch(zpi_packer *pk, int last_in_epoch)
 {
-    zpi_packer *pk = &p->pk;
     zpi_batchbuf *bb = pk->cur;
     zp_batch *b = &bb->b;
     b->index = pk->next_index++;
     b->last_in_epoch = last_in_epoch;
     b->samples = bb->samples;
-    if (p->tok) {
+    if (pk->set.tokens) {
         b->tokens = bb->tokens;
         b->loss_mask = bb->mask;
         b->segment_ids = bb->seg;
         size_t filled = pk->row + (pk->col > 0 ? 1 : 0);
-        if (filled > p->cfg.microbatch_size)
-            filled = p->cfg.microbatch_size;
+        if (filled > pk->set.microbatch)
+            filled = pk->set.microbatch;
         b->rows_filled = filled;
         /* what follows the fill position is padding (pad mode fills each
          * row's tail as it closes the row) */
         size_t at = pk->row * b->cols + pk->col, n = b->rows * b->cols;
-        pad_range(p, bb, at < n ? at : n, n);
+        pad_range(pk, bb, at < n ? at : n, n);
     } else {
         b->data = bb->data;
         b->offsets = bb->offsets;
@@ -185,20 +89,16 @@ static void push_batch(zp_pipeline *p, int last_in_epoch)
     bb->delta.filtered += pk->pending.filtered;
     memset(&pk->pending, 0, sizeof pk->pending);
     pk->cur = NULL;
-    zpi_out_push(p, bb);
+    zpi_outq_push(pk->q, bb);
 }
 
 static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
 {
     zp_batch *b = &bb->b;
-    if (b->n_samples == bb->samples_cap) {
-        size_t nc = bb->samples_cap * 2;
-        zp_sample *ns = realloc(bb->samples, nc * sizeof *ns);
-        if (!ns)
-            return ZP_ERR_NOMEM;
-        bb->samples = ns;
-        bb->samples_cap = nc;
-    }
+    void *arr = bb->samples;
+    if (zpi_grow(&arr, &bb->samples_cap, b->n_samples + 1, sizeof *bb->samples) != 0)
+        return ZP_ERR_NOMEM;
+    bb->samples = arr;
     bb->samples[b->n_samples++] = *s;
     if (s->padded)
         bb->delta.padded++;
@@ -206,29 +106,22 @@ static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
     return ZP_OK;
 }
 
-static zp_status pack_record(zp_pipeline *p, const zpi_chunk *c, size_t i)
+static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
-    zpi_packer *pk = &p->pk;
-    if (pk->cur && pk->cur->b.rows == p->cfg.microbatch_size)
-        push_batch(p, 0);
+    if (pk->cur && pk->cur->b.rows == pk->set.microbatch)
+        push_batch(pk, 0);
     if (!pk->cur) {
-        zp_status st = begin_batch(p, c->epoch);
+        zp_status st = begin_batch(pk, c->epoch);
         if (st != ZP_OK)
             return st;
     }
     zpi_batchbuf *bb = pk->cur;
     const zpi_rec *r = &c->recs[i];
     size_t need = bb->data_len + r->json_len;
-    if (need > bb->data_cap) {
-        size_t nc = bb->data_cap ? bb->data_cap : 65536;
-        while (nc < need)
-            nc *= 2;
-        char *nd = realloc(bb->data, nc);
-        if (!nd)
-            return ZP_ERR_NOMEM;
-        bb->data = nd;
-        bb->data_cap = nc;
-    }
+    void *data = bb->data;
+    if (zpi_grow(&data, &bb->data_cap, need < 65536 ? 65536 : need, 1) != 0)
+        return ZP_ERR_NOMEM;
+    bb->data = data;
     memcpy(bb->data + bb->data_len, c->json + r->json_off, r->json_len);
     bb->data_len += r->json_len;
     zp_status st = add_sample(bb, &c->samples[i]);
@@ -241,18 +134,17 @@ static zp_status pack_record(zp_pipeline *p, const zpi_chunk *c, size_t i)
 
 /* Concatenate mode: make room for at least one token. A full row is
  * followed by a new one that starts with its last token (the carry). */
-static zp_status concat_room(zp_pipeline *p, uint32_t epoch)
+static zp_status concat_room(zpi_packer *pk, uint32_t epoch)
 {
-    zpi_packer *pk = &p->pk;
-    size_t cols = p->cfg.seq_len + 1;
+    size_t cols = pk->set.seq_len + 1;
     if (pk->cur && pk->col == cols) {
         zpi_batchbuf *bb = pk->cur;
         int32_t carry = bb->tokens[pk->row * cols + cols - 1];
-        if (pk->row + 1 == p->cfg.microbatch_size) {
-            pk->row = p->cfg.microbatch_size; /* for rows_filled */
+        if (pk->row + 1 == pk->set.microbatch) {
+            pk->row = pk->set.microbatch; /* for rows_filled */
             pk->col = 0;
-            push_batch(p, 0);
-            zp_status st = begin_batch(p, epoch);
+            push_batch(pk, 0);
+            zp_status st = begin_batch(pk, epoch);
             if (st != ZP_OK)
                 return st;
         } else {
@@ -264,23 +156,22 @@ static zp_status concat_room(zp_pipeline *p, uint32_t epoch)
         bb->mask[at] = 1;
         bb->seg[at] = 0;
         pk->col = 1;
-        pk->seg = carry == p->eot ? 1 : 0;
+        pk->seg = carry == pk->set.eot ? 1 : 0;
     }
     if (!pk->cur)
-        return begin_batch(p, epoch);
+        return begin_batch(pk, epoch);
     return ZP_OK;
 }
 
 /* Concatenate mode: one document's tokens followed by EOT, copied in spans
  * as long as the rows allow. */
-static zp_status pack_concat(zp_pipeline *p, const zpi_chunk *c, size_t i)
+static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
-    zpi_packer *pk = &p->pk;
     const zpi_rec *r = &c->recs[i];
     const int32_t *t = c->tok + r->tok_off;
-    size_t n = r->tok_len, total = n + 1, pos = 0, cols = p->cfg.seq_len + 1;
+    size_t n = r->tok_len, total = n + 1, pos = 0, cols = pk->set.seq_len + 1;
     while (pos < total) {
-        zp_status st = concat_room(p, c->epoch);
+        zp_status st = concat_room(pk, c->epoch);
         if (st != ZP_OK)
             return st;
         zpi_batchbuf *bb = pk->cur;
@@ -293,7 +184,7 @@ static zp_status pack_concat(zp_pipeline *p, const zpi_chunk *c, size_t i)
         size_t from_doc = pos + k <= n ? k : n - pos; /* the span may end with EOT */
         memcpy(bb->tokens + at, t + pos, from_doc * sizeof *t);
         if (from_doc < k)
-            bb->tokens[at + from_doc] = p->eot;
+            bb->tokens[at + from_doc] = pk->set.eot;
         memset(bb->mask + at, 1, k);
         for (size_t j = 0; j < k; j++)
             bb->seg[at + j] = pk->seg;
@@ -305,14 +196,13 @@ static zp_status pack_concat(zp_pipeline *p, const zpi_chunk *c, size_t i)
     return ZP_OK;
 }
 
-static zp_status pack_pad(zp_pipeline *p, const zpi_chunk *c, size_t i)
+static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
-    zpi_packer *pk = &p->pk;
-    size_t cols = p->cfg.seq_len + 1;
-    if (pk->cur && pk->row == p->cfg.microbatch_size)
-        push_batch(p, 0);
+    size_t cols = pk->set.seq_len + 1;
+    if (pk->cur && pk->row == pk->set.microbatch)
+        push_batch(pk, 0);
     if (!pk->cur) {
-        zp_status st = begin_batch(p, c->epoch);
+        zp_status st = begin_batch(pk, c->epoch);
         if (st != ZP_OK)
             return st;
     }
@@ -323,10 +213,10 @@ static zp_status pack_pad(zp_pipeline *p, const zpi_chunk *c, size_t i)
     size_t from_doc = keep < r->tok_len ? keep : r->tok_len;
     memcpy(row, c->tok + r->tok_off, from_doc * sizeof *row);
     if (keep > r->tok_len)
-        row[r->tok_len] = p->eot;
+        row[r->tok_len] = pk->set.eot;
     memset(bb->mask + pk->row * cols, 1, keep);
     memset(bb->seg + pk->row * cols, 0, keep * sizeof *bb->seg);
-    pad_range(p, bb, pk->row * cols + keep, (pk->row + 1) * cols);
+    pad_range(pk, bb, pk->row * cols + keep, (pk->row + 1) * cols);
     bb->delta.tokens += keep;
     bb->delta.truncated_tokens += total - keep;
     zp_status st = add_sample(bb, &c->samples[i]);
@@ -335,48 +225,47 @@ static zp_status pack_pad(zp_pipeline *p, const zpi_chunk *c, size_t i)
     return st;
 }
 
-zp_status zpi_pack_chunk(zp_pipeline *p, zpi_chunk *c)
+zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
 {
-    p->pk.pending.skipped += c->skipped;
-    p->pk.pending.filtered += c->filtered;
+    pk->pending.skipped += c->skipped;
+    pk->pending.filtered += c->filtered;
     for (size_t i = 0; i < c->n; i++) {
         if (c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP))
             continue;
         zp_status st;
-        if (!p->tok)
-            st = pack_record(p, c, i);
-        else if (p->cfg.pack == ZP_PACK_PAD)
-            st = pack_pad(p, c, i);
+        if (!pk->set.tokens)
+            st = pack_record(pk, c, i);
+        else if (pk->set.mode == ZP_PACK_PAD)
+            st = pack_pad(pk, c, i);
         else
-            st = pack_concat(p, c, i);
+            st = pack_concat(pk, c, i);
         if (st != ZP_OK)
             return st;
     }
     return ZP_OK;
 }
 
-zp_status zpi_pack_flush(zp_pipeline *p, int last_in_epoch)
+void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
 {
-    if (p->pk.cur)
-        push_batch(p, last_in_epoch);
-    return ZP_OK;
+    if (pk->cur)
+        push_batch(pk, last_in_epoch);
 }
 
-void zpi_pack_flush_full(zp_pipeline *p)
+void zpi_pack_flush_full(zpi_packer *pk)
 {
-    zpi_packer *pk = &p->pk;
     if (!pk->cur)
         return;
+    const zpi_pack_settings *set = &pk->set;
     int full;
-    if (!p->tok)
-        full = pk->cur->b.rows == p->cfg.microbatch_size;
-    else if (p->cfg.pack == ZP_PACK_PAD)
-        full = pk->row == p->cfg.microbatch_size;
+    if (!set->tokens)
+        full = pk->cur->b.rows == set->microbatch;
+    else if (set->mode == ZP_PACK_PAD)
+        full = pk->row == set->microbatch;
     else
-        full = pk->row + 1 == p->cfg.microbatch_size && pk->col == p->cfg.seq_len + 1;
+        full = pk->row + 1 == set->microbatch && pk->col == set->seq_len + 1;
     if (full) {
-        if (p->tok && p->cfg.pack == ZP_PACK_CONCAT)
-            pk->row = p->cfg.microbatch_size; /* for rows_filled */
-        push_batch(p, 0);
+        if (set->tokens && set->mode == ZP_PACK_CONCAT)
+            pk->row = set->microbatch; /* for rows_filled */
+        push_batch(pk, 0);
     }
 }

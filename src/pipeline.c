@@ -1,14 +1,39 @@
 /*
- * pipeline.c - the pipeline's API: settings, builder calls, the consumer's
- * side of the output queue, shutdown.
+ * pipeline.c - the pipeline's public API: settings, builder calls, start,
+ * the consumer's side (zp_pipeline_next), shutdown. It owns the handle:
+ * the operator list, the tokenizer, the output queue and the engine.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "pipeline_internal.h"
 #include "util.h"
+
+struct zp_pipeline {
+    zp_pipeline_config cfg;
+    zp_worksource *ws;
+    zpi_err err;   /* the last error, for zp_pipeline_errmsg() */
+    zpi_err fatal; /* a failed create or start: every later call returns it */
+
+    /* operators, fixed before the first next() */
+    zpi_op ops[ZPI_MAX_OPS];
+    int n_ops, n_maps;
+    char *tok_id, *tok_field;
+    zp_tokenizer *tok;
+    size_t prefetch_buffer, prefetch_parallelism;
+    int observe;
+
+    /* the run */
+    int started; /* the first next() was called */
+    int q_ready; /* q was initialised */
+    zpi_outq q;
+    zpi_engine *engine;
+
+    /* consumer side */
+    uint64_t per_rank;
+    zp_worksource_state resume;
+};
 
 void zp_pipeline_config_init(zp_pipeline_config *cfg)
 {
@@ -27,49 +52,42 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->fetch_delay_us = 0;
 }
 
-void zpi_pipeline_log(const zp_pipeline *p, zp_log_level lvl, const char *fmt, ...)
+static const char *pack_name(int mode)
 {
-    if (!p->cfg.log)
-        return;
-    char buf[ZPI_ERRMAX + 64];
-    va_list ap;
-    va_start(ap, fmt);
-    zpi_vfmt(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    p->cfg.log(p->cfg.log_user, lvl, buf);
+    switch (mode) {
+    case ZP_PACK_RECORDS: return "records";
+    case ZP_PACK_CONCAT: return "concat";
+    case ZP_PACK_PAD: return "pad";
+    default: return "unknown";
+    }
 }
 
-static zp_status fail(zp_pipeline *p, zp_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static zp_status fail(zp_pipeline *p, zp_status st, const char *fmt, ...)
+static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    zpi_vfmt(p->errmsg, sizeof p->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-static zp_status check_config(zp_pipeline *p, const zp_pipeline_config *c)
-{
-    if (c->threads < 0 || c->threads > 1024)
-        return fail(p, ZP_ERR_INVALID, "threads must be 0..1024 (got %d)", c->threads);
-    if (c->chunk_samples == 0 || c->chunk_samples > (1u << 20))
-        return fail(p, ZP_ERR_INVALID, "chunk_samples must be 1..1048576 (got %zu)", c->chunk_samples);
-    if (c->fetch_parallelism == 0 || c->fetch_parallelism > 1024)
-        return fail(p, ZP_ERR_INVALID, "fetch parallelism must be 1..1024 (got %zu)", c->fetch_parallelism);
-    if (c->prefetch_batches > 4096)
-        return fail(p, ZP_ERR_INVALID, "prefetch_batches must be 0..4096 (got %zu)", c->prefetch_batches);
-    if (c->microbatch_size == 0 || c->microbatch_size > (1u << 20))
-        return fail(p, ZP_ERR_INVALID, "microbatch_size must be 1..1048576 (got %zu)", c->microbatch_size);
-    if (c->seq_len == 0 || c->seq_len > (1u << 24))
-        return fail(p, ZP_ERR_INVALID, "seq_len must be 1..16777216 (got %zu)", c->seq_len);
-    if (c->in_flight_chunks > 65536)
-        return fail(p, ZP_ERR_INVALID, "in_flight_chunks must be 0..65536 (got %zu)", c->in_flight_chunks);
-    if ((int)c->pack < ZP_PACK_RECORDS || (int)c->pack > ZP_PACK_PAD)
-        return fail(p, ZP_ERR_INVALID, "unknown pack mode %d", (int)c->pack);
-    if ((int)c->on_bad_record < 0 || (int)c->on_bad_record > ZP_BAD_RECORD_SKIP)
-        return fail(p, ZP_ERR_INVALID, "unknown bad-record policy %d", (int)c->on_bad_record);
+    ZPI_RETURN_ERR_IF(c->threads < 0 || c->threads > 1024, e, ZP_ERR_INVALID,
+                      "threads = %d: must be 0..1024 (0: omp_get_max_threads())", c->threads);
+    ZPI_RETURN_ERR_IF(c->chunk_samples == 0 || c->chunk_samples > (1u << 20), e, ZP_ERR_INVALID,
+                      "chunk_samples = %zu: must be 1..1048576", c->chunk_samples);
+    ZPI_RETURN_ERR_IF(c->fetch_parallelism == 0 || c->fetch_parallelism > 1024, e, ZP_ERR_INVALID,
+                      "fetch_parallelism = %zu: must be 1..1024", c->fetch_parallelism);
+    ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096, e, ZP_ERR_INVALID,
+                      "prefetch_batches = %zu: must be 0..4096", c->prefetch_batches);
+    ZPI_RETURN_ERR_IF(c->microbatch_size == 0 || c->microbatch_size > (1u << 20), e, ZP_ERR_INVALID,
+                      "microbatch_size = %zu: must be 1..1048576", c->microbatch_size);
+    ZPI_RETURN_ERR_IF(c->seq_len == 0 || c->seq_len > (1u << 24), e, ZP_ERR_INVALID,
+                      "seq_len = %zu: must be 1..16777216", c->seq_len);
+    ZPI_RETURN_ERR_IF(c->in_flight_chunks > 65536, e, ZP_ERR_INVALID,
+                      "in_flight_chunks = %zu: must be 0..65536 (0: automatic)", c->in_flight_chunks);
+    ZPI_RETURN_ERR_IF((int)c->pack < ZP_PACK_RECORDS || (int)c->pack > ZP_PACK_PAD, e,
+                      ZP_ERR_INVALID,
+                      "pack = %d: unknown pack mode (ZP_PACK_RECORDS, ZP_PACK_CONCAT or ZP_PACK_PAD)",
+                      (int)c->pack);
+    ZPI_RETURN_ERR_IF((int)c->on_bad_record < ZP_BAD_RECORD_FAIL ||
+                          (int)c->on_bad_record > ZP_BAD_RECORD_SKIP,
+                      e, ZP_ERR_INVALID,
+                      "on_bad_record = %d: unknown bad-record policy (ZP_BAD_RECORD_FAIL or "
+                      "ZP_BAD_RECORD_SKIP)",
+                      (int)c->on_bad_record);
     return ZP_OK;
 }
 
@@ -77,34 +95,27 @@ zp_status zp_pipeline_create(zp_worksource *ws, const zp_pipeline_config *cfg, z
 {
     if (!out)
         return ZP_ERR_INVALID;
-    *out = NULL;
-    if (!ws)
-        return ZP_ERR_INVALID;
     zp_pipeline *p = calloc(1, sizeof *p);
+    *out = p;
     if (!p)
         return ZP_ERR_NOMEM;
     if (cfg)
         p->cfg = *cfg;
     else
         zp_pipeline_config_init(&p->cfg);
-    zp_status st = check_config(p, &p->cfg);
+    zp_status st = ws ? check_config(&p->err, &p->cfg)
+                      : zpi_err_set(&p->err, ZP_ERR_INVALID,
+                                    "zp_pipeline_create: ws = NULL: a worksource is required");
     if (st != ZP_OK) {
-        free(p);
+        zpi_err_copy(&p->fatal, &p->err); /* an error-only handle */
         return st;
     }
     p->ws = ws;
-    p->ds = zp_worksource_dataset(ws);
-    p->eot = -1;
-    atomic_init(&p->stop, 0);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->qmu, NULL);
-    pthread_cond_init(&p->q_ready, NULL);
-    pthread_cond_init(&p->q_free, NULL);
-    p->stages[0].kind = ZPI_STAGE_FETCH;
-    zpi_fmt(p->stages[0].name, sizeof p->stages[0].name, "fetch");
-    p->stages[0].parallelism = p->cfg.fetch_parallelism;
-    p->n_stages = 1;
-    *out = p;
+    zpi_op *f = &p->ops[0];
+    f->kind = ZPI_OP_FETCH;
+    zpi_fmt(f->name, sizeof f->name, "fetch");
+    f->parallelism = p->cfg.fetch_parallelism;
+    p->n_ops = 1;
     return ZP_OK;
 }
 
@@ -112,33 +123,39 @@ void zp_pipeline_destroy(zp_pipeline *p)
 {
     if (!p)
         return;
-    zpi_engine_stop(p);
+    zpi_engine_destroy(p->engine);
+    if (p->q_ready)
+        zpi_outq_fini(&p->q);
     zp_tokenizer_destroy(p->tok);
     free(p->tok_id);
     free(p->tok_field);
-    pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->qmu);
-    pthread_cond_destroy(&p->q_ready);
-    pthread_cond_destroy(&p->q_free);
     free(p);
 }
 
-static zp_status builder_check(zp_pipeline *p, size_t parallelism)
+/* A builder call may change the pipeline: before the first next(), on a
+ * handle whose creation succeeded. */
+static zp_status builder_check(zp_pipeline *p, const char *call)
 {
     if (!p)
         return ZP_ERR_INVALID;
-    if (p->started || p->final_set)
-        return fail(p, ZP_ERR_STATE, "pipeline already iterating: configure it before the first next()");
-    if (parallelism == 0 || parallelism > 1024)
-        return fail(p, ZP_ERR_INVALID, "parallelism must be 1..1024 (got %zu)", parallelism);
+    if (p->fatal.code != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    ZPI_RETURN_ERR_IF(p->started, &p->err, ZP_ERR_STATE,
+                      "%s: pipeline already iterating: configure it before the first next()", call);
+    return ZP_OK;
+}
+
+static zp_status check_parallelism(zp_pipeline *p, const char *call, size_t parallelism)
+{
+    ZPI_RETURN_ERR_IF(parallelism == 0 || parallelism > 1024, &p->err, ZP_ERR_INVALID,
+                      "%s: parallelism = %zu: must be 1..1024", call, parallelism);
     return ZP_OK;
 }
 
 zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism)
 {
-    zp_status st = builder_check(p, parallelism);
-    if (st != ZP_OK)
-        return st;
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_prefetch"));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, "zp_pipeline_prefetch", parallelism));
     p->prefetch_buffer = buffer_size;
     p->prefetch_parallelism = parallelism;
     return ZP_OK;
@@ -146,28 +163,29 @@ zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parall
 
 zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism)
 {
-    zp_status st = builder_check(p, parallelism);
-    if (st != ZP_OK)
-        return st;
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_fetch"));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, "zp_pipeline_fetch", parallelism));
     p->cfg.fetch_parallelism = parallelism;
-    p->stages[0].parallelism = parallelism;
+    p->ops[0].parallelism = parallelism;
     return ZP_OK;
 }
 
 zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
                                     const char *name)
 {
-    zp_status st = builder_check(p, parallelism);
-    if (st != ZP_OK)
-        return st;
-    if (!fn)
-        return fail(p, ZP_ERR_INVALID, "map_transform needs a function");
-    if (p->n_maps == ZPI_MAX_MAPS)
-        return fail(p, ZP_ERR_LIMIT, "at most %d map_transform operators", ZPI_MAX_MAPS);
-    if (p->tok)
-        return fail(p, ZP_ERR_STATE, "map_transform must come before tokenize");
-    zpi_stage *s = &p->stages[p->n_stages++];
-    s->kind = ZPI_STAGE_MAP;
+    const char *call = "zp_pipeline_map_transform";
+    ZPI_FORWARD_IF_ERR(builder_check(p, call));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, call, parallelism));
+    ZPI_RETURN_ERR_IF(!fn, &p->err, ZP_ERR_INVALID, "%s: fn = NULL: a map function is required",
+                      call);
+    ZPI_RETURN_ERR_IF(p->n_maps == ZPI_MAX_MAPS, &p->err, ZP_ERR_LIMIT,
+                      "%s('%s'): at most %d map_transform operators", call,
+                      name ? name : "map_transform", ZPI_MAX_MAPS);
+    ZPI_RETURN_ERR_IF(p->tok, &p->err, ZP_ERR_STATE,
+                      "%s('%s'): map_transform must come before tokenize", call,
+                      name ? name : "map_transform");
+    zpi_op *s = &p->ops[p->n_ops++];
+    s->kind = ZPI_OP_MAP;
     s->fn = fn;
     s->user = user;
     s->parallelism = parallelism;
@@ -179,25 +197,29 @@ zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, si
 zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
                                size_t parallelism)
 {
-    zp_status st = builder_check(p, parallelism);
-    if (st != ZP_OK)
-        return st;
-    if (p->tok)
-        return fail(p, ZP_ERR_STATE, "tokenize is already set");
-    if (!tokenizer_id || !*tokenizer_id)
-        return fail(p, ZP_ERR_INVALID, "tokenize needs a tokenizer id (e.g. \"gpt2\")");
+    const char *call = "zp_pipeline_tokenize";
+    ZPI_FORWARD_IF_ERR(builder_check(p, call));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, call, parallelism));
+    ZPI_RETURN_ERR_IF(p->tok, &p->err, ZP_ERR_STATE, "%s: tokenize is already set (tokenizer '%s')",
+                      call, p->tok_id);
+    ZPI_RETURN_ERR_IF(!tokenizer_id || !*tokenizer_id, &p->err, ZP_ERR_INVALID,
+                      "%s: tokenizer_id = %s: a tokenizer id is required (e.g. \"gpt2\")", call,
+                      tokenizer_id ? "\"\"" : "NULL");
     char err[512];
     err[0] = '\0';
-    st = zp_tokenizer_create(tokenizer_id, NULL, &p->tok, err, sizeof err);
+    zp_status st = zp_tokenizer_create(tokenizer_id, NULL, &p->tok, err, sizeof err);
     if (st != ZP_OK)
-        return fail(p, st, "tokenizer '%s': %s", tokenizer_id, err);
+        return zpi_err_set(&p->err, st, "%s: tokenizer_id = '%s': %s", call, tokenizer_id,
+                           err[0] ? err : zp_status_str(st));
     p->tok_id = zpi_strdup(tokenizer_id);
     p->tok_field = zpi_strdup(field && *field ? field : "text");
-    if (!p->tok_id || !p->tok_field)
-        return fail(p, ZP_ERR_NOMEM, "out of memory");
-    p->eot = zp_tokenizer_eot(p->tok);
-    zpi_stage *s = &p->stages[p->n_stages++];
-    s->kind = ZPI_STAGE_TOKENIZE;
+    if (!p->tok_id || !p->tok_field) {
+        zp_tokenizer_destroy(p->tok);
+        p->tok = NULL;
+        return zpi_err_set(&p->err, ZP_ERR_NOMEM, "%s: out of memory", call);
+    }
+    zpi_op *s = &p->ops[p->n_ops++];
+    s->kind = ZPI_OP_TOKENIZE;
     s->parallelism = parallelism;
     zpi_fmt(s->name, sizeof s->name, "tokenize");
     if (p->cfg.pack == ZP_PACK_RECORDS)
@@ -207,24 +229,22 @@ zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const c
 
 zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size)
 {
-    zp_status st = builder_check(p, 1);
-    if (st != ZP_OK)
-        return st;
-    if (microbatch_size == 0 || microbatch_size > (1u << 20))
-        return fail(p, ZP_ERR_INVALID, "microbatch_size must be 1..1048576 (got %zu)", microbatch_size);
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_batch"));
+    ZPI_RETURN_ERR_IF(microbatch_size == 0 || microbatch_size > (1u << 20), &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_batch: microbatch_size = %zu: must be 1..1048576",
+                      microbatch_size);
     p->cfg.microbatch_size = microbatch_size;
     return ZP_OK;
 }
 
 zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len)
 {
-    zp_status st = builder_check(p, 1);
-    if (st != ZP_OK)
-        return st;
-    if (mode != ZP_PACK_CONCAT && mode != ZP_PACK_PAD)
-        return fail(p, ZP_ERR_INVALID, "pack mode must be concat or pad");
-    if (seq_len == 0 || seq_len > (1u << 24))
-        return fail(p, ZP_ERR_INVALID, "seq_len must be 1..16777216 (got %zu)", seq_len);
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_pack"));
+    ZPI_RETURN_ERR_IF(mode != ZP_PACK_CONCAT && mode != ZP_PACK_PAD, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_pack: mode = %d (%s): must be ZP_PACK_CONCAT or ZP_PACK_PAD",
+                      (int)mode, pack_name((int)mode));
+    ZPI_RETURN_ERR_IF(seq_len == 0 || seq_len > (1u << 24), &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_pack: seq_len = %zu: must be 1..16777216", seq_len);
     p->cfg.pack = mode;
     p->cfg.seq_len = seq_len;
     return ZP_OK;
@@ -232,12 +252,72 @@ zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len)
 
 zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
 {
-    zp_status st = builder_check(p, 1);
-    if (st != ZP_OK)
-        return st;
-    if (prefetch_batches > 4096)
-        return fail(p, ZP_ERR_INVALID, "prefetch_batches must be 0..4096 (got %zu)", prefetch_batches);
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_options"));
+    ZPI_RETURN_ERR_IF(prefetch_batches > 4096, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096",
+                      prefetch_batches);
     p->cfg.prefetch_batches = prefetch_batches;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_enable_observability(zp_pipeline *p)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_enable_observability"));
+    p->observe = 1;
+    return ZP_OK;
+}
+
+/* The first next(): set up the output queue and start the engine. A
+ * failure is kept in p->fatal. */
+static zp_status start(zp_pipeline *p)
+{
+    if (p->tok && p->cfg.pack == ZP_PACK_RECORDS)
+        p->cfg.pack = ZP_PACK_CONCAT;
+    ZPI_RETURN_ERR_IF(!p->tok && p->cfg.pack != ZP_PACK_RECORDS, &p->err, ZP_ERR_INVALID,
+                      "pack = %d (%s): token packing needs a tokenize operator "
+                      "(zp_pipeline_tokenize)",
+                      (int)p->cfg.pack, pack_name((int)p->cfg.pack));
+    p->started = 1;
+    zp_worksource_get_state(p->ws, &p->resume);
+    p->per_rank = zp_worksource_samples_per_rank(p->ws);
+
+    size_t rows = p->cfg.microbatch_size, cols = p->tok ? p->cfg.seq_len + 1 : 0;
+    p->q_ready = 1;
+    zp_status st = zpi_outq_init(&p->q, p->cfg.prefetch_batches + 2, rows, cols);
+    if (st != ZP_OK) {
+        zpi_err_set(&p->fatal, st,
+                    "cannot start the pipeline: out of memory for %zu batch buffers of %zu x %zu",
+                    p->cfg.prefetch_batches + 2, rows, cols ? cols : (size_t)1);
+        return zpi_err_copy(&p->err, &p->fatal);
+    }
+    zpi_engine_plan plan = {
+        .ws = p->ws,
+        .threads = p->cfg.threads,
+        .epochs = p->cfg.epochs,
+        .chunk_samples = p->cfg.chunk_samples,
+        .in_flight_chunks = p->cfg.in_flight_chunks,
+        .shard_cache_bytes = p->cfg.shard_cache_bytes,
+        .ops = p->ops,
+        .n_ops = p->n_ops,
+        .env = {.ds = zp_worksource_dataset(p->ws),
+                .on_bad_record = p->cfg.on_bad_record,
+                .log = p->cfg.log,
+                .log_user = p->cfg.log_user,
+                .tok = p->tok,
+                .tok_field = p->tok_field,
+                .fetch_delay_us = p->cfg.fetch_delay_us},
+        .pack = {.microbatch = rows,
+                 .tokens = p->tok != NULL,
+                 .mode = p->cfg.pack,
+                 .seq_len = p->cfg.seq_len,
+                 .eot = p->tok ? zp_tokenizer_eot(p->tok) : -1},
+        .prefetch_buffer = p->prefetch_buffer,
+        .prefetch_parallelism = p->prefetch_parallelism,
+        .observe = p->observe,
+    };
+    st = zpi_engine_start(&plan, &p->q, &p->engine, &p->fatal);
+    if (st != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
     return ZP_OK;
 }
 
@@ -255,91 +335,65 @@ static void note_resume(zp_pipeline *p, const zp_batch *b)
     }
 }
 
-static void add_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
-{
-    a->samples += d->samples;
-    a->padded += d->padded;
-    a->skipped += d->skipped;
-    a->filtered += d->filtered;
-    a->tokens += d->tokens;
-    a->truncated_tokens += d->truncated_tokens;
-    a->pad_tokens += d->pad_tokens;
-}
-
 zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
 {
-    if (!p || !out)
+    if (!p)
         return ZP_ERR_INVALID;
+    ZPI_RETURN_ERR_IF(!out, &p->err, ZP_ERR_INVALID, "zp_pipeline_next: out = NULL");
     *out = NULL;
-    if (!p->started && !p->final_set) {
-        if (p->tok && p->cfg.pack == ZP_PACK_RECORDS)
-            p->cfg.pack = ZP_PACK_CONCAT;
-        if (!p->tok && p->cfg.pack != ZP_PACK_RECORDS)
-            return fail(p, ZP_ERR_INVALID, "token packing needs a tokenize operator");
-        zp_status st = zpi_engine_start(p);
-        if (st != ZP_OK) {
-            zpi_engine_stop(p);
-            p->final_set = 1;
-            p->final_status = st;
-            zpi_fmt(p->final_msg, sizeof p->final_msg, "cannot start the pipeline: %s",
-                    zp_status_str(st));
-            return fail(p, st, "%s", p->final_msg);
-        }
-    }
-    uint64_t t_wait = p->obs ? zpi_now_ns() : 0;
-    pthread_mutex_lock(&p->qmu);
-    if (p->held) {
-        p->held->next = p->free_list;
-        p->free_list = p->held;
-        p->held = NULL;
-        pthread_cond_signal(&p->q_free);
-    }
-    while (!p->ready_head && !p->final_set)
-        pthread_cond_wait(&p->q_ready, &p->qmu);
-    zpi_batchbuf *bb = p->ready_head;
-    zp_status st;
+    if (p->fatal.code != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    if (!p->started)
+        ZPI_FORWARD_IF_ERR(start(p));
+    zpi_obs *obs = zpi_engine_obs(p->engine);
+    uint64_t t_wait = obs ? zpi_now_ns() : 0;
+    zpi_batchbuf *bb;
+    uint64_t now = 0;
+    zp_status st = zpi_outq_next(&p->q, &bb, &p->err, obs ? &now : NULL);
     if (bb) {
-        p->ready_head = bb->next;
-        if (!p->ready_head)
-            p->ready_tail = NULL;
-        p->held = bb;
-        p->counts.batches++;
-        add_counts(&p->counts, &bb->delta);
         note_resume(p, &bb->b);
         *out = &bb->b;
-        st = ZP_OK;
-        if (p->obs) {
-            uint64_t now = zpi_now_ns();
-            if (zpi_ctr_get(&p->obs->first_batch_ns) == 0)
-                atomic_store_explicit(&p->obs->first_batch_ns, now - p->obs->t_start + 1,
+        if (obs) {
+            if (zpi_ctr_get(&obs->first_batch_ns) == 0)
+                atomic_store_explicit(&obs->first_batch_ns, now - obs->t_start + 1,
                                       memory_order_relaxed);
             else
-                zpi_ctr_add(&p->obs->stall_ns, now - t_wait);
+                zpi_ctr_add(&obs->stall_ns, now - t_wait);
         }
-    } else {
-        st = p->final_status;
-        if (st != ZP_END)
-            zpi_fmt(p->errmsg, sizeof p->errmsg, "%s", p->final_msg);
     }
-    pthread_mutex_unlock(&p->qmu);
     return st;
 }
 
-const char *zp_pipeline_errmsg(const zp_pipeline *p) { return p ? p->errmsg : ""; }
+const char *zp_pipeline_errmsg(const zp_pipeline *p) { return p ? zpi_err_msg(&p->err) : ""; }
 
 void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out)
 {
-    pthread_mutex_lock((pthread_mutex_t *)&p->qmu);
-    *out = p->counts;
-    pthread_mutex_unlock((pthread_mutex_t *)&p->qmu);
+    if (p && p->q_ready)
+        zpi_outq_counts((zpi_outq *)&p->q, out);
+    else
+        memset(out, 0, sizeof *out);
 }
 
 void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st)
 {
-    if (!p->started && !p->final_set)
+    if (!p->started && p->ws)
         zp_worksource_get_state(p->ws, st);
+    else if (!p->started)
+        memset(st, 0, sizeof *st);
     else
         *st = p->resume;
 }
 
-int32_t zp_pipeline_eot(const zp_pipeline *p) { return p->tok ? p->eot : -1; }
+int32_t zp_pipeline_eot(const zp_pipeline *p) { return p && p->tok ? zp_tokenizer_eot(p->tok) : -1; }
+
+/* ------------------------------------------------------------ for observe.c */
+
+int zpi_pipeline_observing(const zp_pipeline *p) { return p->observe; }
+
+zpi_engine *zpi_pipeline_engine(const zp_pipeline *p) { return p->engine; }
+
+size_t zpi_pipeline_ready_batches(zp_pipeline *p) { return p->q_ready ? zpi_outq_ready(&p->q) : 0; }
+
+zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
+
+size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p) { return p->cfg.prefetch_batches; }

@@ -10,12 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset_internal.h"
-#include "pipeline_internal.h"
-#include "util.h"
+#include "operators.h"
 
 struct zp_record {
-    zp_pipeline *p;
+    const zpi_op_env *env;
     zpi_worker *w;
     zpi_chunk *c;
     size_t i;
@@ -68,7 +66,7 @@ zp_status zp_record_text(zp_record *rec, const char **s, size_t *len)
         *len = r->text_len;
         return ZP_OK;
     }
-    const char *field = rec->p->tok_field ? rec->p->tok_field : "text";
+    const char *field = rec->env->tok_field ? rec->env->tok_field : "text";
     return zp_record_get_string(rec, field, s, len);
 }
 
@@ -140,43 +138,43 @@ void zp_record_error(zp_record *rec, const char *fmt, ...)
 }
 
 /* Prefix a record-level message with where the record lives. */
-static void name_record(zp_pipeline *p, const zpi_chunk *c, size_t i, const char *what,
+static void name_record(const zpi_op_env *env, const zpi_chunk *c, size_t i, const char *what,
                         const char *msg, char *err, size_t errcap)
 {
     const zp_sample *s = &c->samples[i];
     zpi_fmt(err, errcap, "shard '%s' line %llu (record %llu): %s%s%s",
-            zp_dataset_shard_name(p->ds, s->shard), (unsigned long long)s->record + 1,
+            zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
             (unsigned long long)s->record, what, *msg ? ": " : "", msg);
 }
 
-zp_status zpi_record_map(zp_pipeline *p, zpi_stage *st, zpi_worker *w, zpi_chunk *c, size_t i,
-                         char *err, size_t errcap)
+zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c,
+                         size_t i, char *err, size_t errcap)
 {
     char msg[ZPI_ERRMAX];
     msg[0] = '\0';
-    zp_record rec = {.p = p, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
-    zp_status s = st->fn(st->user, &rec);
+    zp_record rec = {.env = env, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
+    zp_status s = op->fn(op->user, &rec);
     if (s == ZP_OK || s == ZP_END)
         return ZP_OK;
     char what[64];
-    zpi_fmt(what, sizeof what, "%s failed (%s)", st->name, zp_status_str(s));
-    name_record(p, c, i, what, msg, err, errcap);
+    zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
+    name_record(env, c, i, what, msg, err, errcap);
     return s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK;
 }
 
-zp_status zpi_record_tokenize_text(zp_pipeline *p, zpi_worker *w, zpi_chunk *c, size_t i,
+zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
                                    const char **s, size_t *n, char *err, size_t errcap)
 {
     char msg[ZPI_ERRMAX];
     msg[0] = '\0';
-    zp_record rec = {.p = p, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
+    zp_record rec = {.env = env, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
     zp_status st = zp_record_text(&rec, s, n);
     if (st == ZP_OK)
         return ZP_OK;
     if (st == ZP_END)
-        zpi_fmt(msg, sizeof msg, "no field '%s'", p->tok_field);
+        zpi_fmt(msg, sizeof msg, "no field '%s'", env->tok_field);
     else if (st == ZP_ERR_FORMAT && !msg[0])
-        zpi_fmt(msg, sizeof msg, "field '%s' is not a string", p->tok_field);
-    name_record(p, c, i, "tokenize", msg, err, errcap);
+        zpi_fmt(msg, sizeof msg, "field '%s' is not a string", env->tok_field);
+    name_record(env, c, i, "tokenize", msg, err, errcap);
     return st == ZP_END ? ZP_ERR_FORMAT : st;
 }

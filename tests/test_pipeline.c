@@ -443,6 +443,127 @@ static void test_pipeline_skip_policy_counts(void **state)
     free(f.dir);
 }
 
+/* Every line malformed: with the skip policy, a run that delivers nothing
+ * because all its records are bad fails, saying so (without the check it
+ * ended with ZP_END and zero batches, like an empty dataset). */
+static void make_all_bad_dataset(fixture *f)
+{
+    f->dir = zpt_tmpdir();
+    assert_non_null(f->dir);
+    assert_int_equal(zp_dataset_create(NULL, &f->ds), ZP_OK);
+    const char *bad[] = {"{\"text\": oops}\n[1, 2]\nnot json\n", "{\"text\": \"unterminated}\n\"x\"\n"};
+    f->total = 0;
+    for (int s = 0; s < 2; s++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/bad%d.jsonl", f->dir, s);
+        assert_int_equal(zpt_write_file(path, bad[s], strlen(bad[s])), 0);
+        assert_int_equal(zp_dataset_add(f->ds, path), ZP_OK);
+    }
+    f->total = 5;
+}
+
+static void test_pipeline_all_records_skipped_fails(void **state)
+{
+    (void)state;
+    fixture f;
+    make_all_bad_dataset(&f);
+    /* epochs 1 (ends at the end of the stream), 3, and 0 (without end: ends
+     * after the first whole epoch instead of spinning forever) */
+    const uint32_t epochs[] = {1, 3, 0};
+    for (int k = 0; k < 3; k++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            zp_worksource_config wc;
+            zp_worksource_config_init(&wc);
+            wc.shuffle = 0;
+            zp_worksource *ws;
+            assert_int_equal(zp_worksource_create(f.ds, &wc, &ws), ZP_OK);
+            zp_pipeline_config pc;
+            zp_pipeline_config_init(&pc);
+            pc.threads = threads;
+            pc.chunk_samples = 2;
+            pc.microbatch_size = 2;
+            pc.epochs = epochs[k];
+            pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+            zp_pipeline *p;
+            assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+            const zp_batch *b;
+            zp_status st;
+            int batches = 0;
+            while ((st = zp_pipeline_next(p, &b)) == ZP_OK)
+                batches++;
+            assert_int_equal(batches, 0);
+            assert_int_equal(st, ZP_ERR_FORMAT);
+            const char *m = zp_pipeline_errmsg(p);
+            assert_non_null(strstr(m, "every record was skipped as bad"));
+            assert_non_null(strstr(m, "5 of 5 records"));
+            /* the first skip's reason, in stream order */
+            assert_non_null(strstr(m, "bad0.jsonl' line 1"));
+            assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_FORMAT); /* sticky */
+            zp_pipeline_counts c;
+            zp_pipeline_get_counts(p, &c);
+            assert_int_equal(c.skipped, 5);
+            assert_int_equal(c.samples, 0);
+            zp_pipeline_destroy(p);
+            zp_worksource_destroy(ws);
+        }
+    }
+    zp_dataset_destroy(f.ds);
+    zpt_rmtree(f.dir);
+    free(f.dir);
+}
+
+/* Records skipped at tokenize (no text field) count as skipped too; one
+ * good record is enough for the run to succeed. */
+static void test_pipeline_all_skipped_at_tokenize_fails_one_good_succeeds(void **state)
+{
+    (void)state;
+    for (int good = 0; good <= 1; good++) {
+        fixture f;
+        f.dir = zpt_tmpdir();
+        assert_int_equal(zp_dataset_create(NULL, &f.ds), ZP_OK);
+        char path[512];
+        snprintf(path, sizeof path, "%s/t.jsonl", f.dir);
+        const char *data = good ? "{\"body\": \"x\"}\n{\"text\": \"hello\"}\n{\"body\": \"y\"}\n"
+                                : "{\"body\": \"x\"}\n{\"body\": \"z\"}\n{\"body\": \"y\"}\n";
+        assert_int_equal(zpt_write_file(path, data, strlen(data)), 0);
+        assert_int_equal(zp_dataset_add(f.ds, path), ZP_OK);
+        zp_worksource *ws;
+        assert_int_equal(zp_worksource_create(f.ds, NULL, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 2;
+        pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+        zp_pipeline *p;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", 1), ZP_OK);
+        assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 8), ZP_OK);
+        const zp_batch *b;
+        zp_status st;
+        int batches = 0;
+        while ((st = zp_pipeline_next(p, &b)) == ZP_OK)
+            batches++;
+        zp_pipeline_counts c;
+        zp_pipeline_get_counts(p, &c);
+        if (good) {
+            assert_int_equal(st, ZP_END);
+            assert_int_equal(batches, 1);
+            assert_int_equal(c.skipped, 2);
+        } else {
+            assert_int_equal(st, ZP_ERR_FORMAT);
+            assert_int_equal(batches, 0);
+            assert_int_equal(c.skipped, 3);
+            const char *m = zp_pipeline_errmsg(p);
+            assert_non_null(strstr(m, "3 of 3 records skipped"));
+            assert_non_null(strstr(m, "no field 'text'"));
+        }
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+        zp_dataset_destroy(f.ds);
+        zpt_rmtree(f.dir);
+        free(f.dir);
+    }
+}
+
 static zp_status failing_map(void *user, zp_record *rec)
 {
     (void)user;
@@ -526,29 +647,118 @@ static void test_pipeline_resume_continues_identically(void **state)
     zp_worksource_destroy(ws);
 }
 
+/* The message of the last error contains `want` (and never ends in an
+ * empty colon). */
+static void assert_msg(const zp_pipeline *p, const char *want)
+{
+    const char *m = zp_pipeline_errmsg(p);
+    if (!strstr(m, want))
+        fail_msg("message '%s' does not contain '%s'", m, want);
+    size_t n = strlen(m);
+    assert_true(n > 2 && strcmp(m + n - 2, ": ") != 0 && m[n - 1] != ':');
+}
+
+/* A config that zp_pipeline_create() refuses: the error names the setting
+ * and its value, and the failed create leaves an error-only handle holding
+ * that message; the builder calls and next() on it return the same error. */
+static void expect_create_fails(zp_worksource *ws, const zp_pipeline_config *pc, const char *want)
+{
+    zp_pipeline *p = NULL;
+    assert_int_equal(zp_pipeline_create(ws, pc, &p), ZP_ERR_INVALID);
+    assert_non_null(p);
+    assert_msg(p, want);
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_INVALID);
+    assert_int_equal(zp_pipeline_fetch(p, 2), ZP_ERR_INVALID);
+    assert_msg(p, want);
+    zp_pipeline_destroy(p);
+}
+
 static void test_pipeline_rejects_bad_settings(void **state)
 {
     fixture *f = *state;
     zp_worksource *ws;
     assert_int_equal(zp_worksource_create(f->ds, NULL, &ws), ZP_OK);
     zp_pipeline_config pc;
+    static const char *const want[] = {
+        "threads = -1: must be 0..1024",
+        "threads = 2000",
+        "chunk_samples = 0: must be 1..1048576",
+        "fetch_parallelism = 0",
+        "prefetch_batches = 5000: must be 0..4096",
+        "microbatch_size = 0",
+        "seq_len = 0",
+        "in_flight_chunks = 70000",
+        "pack = 7",
+        "on_bad_record = 9",
+    };
+    for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
+        zp_pipeline_config_init(&pc);
+        switch (i) {
+        case 0: pc.threads = -1; break;
+        case 1: pc.threads = 2000; break;
+        case 2: pc.chunk_samples = 0; break;
+        case 3: pc.fetch_parallelism = 0; break;
+        case 4: pc.prefetch_batches = 5000; break;
+        case 5: pc.microbatch_size = 0; break;
+        case 6: pc.seq_len = 0; break;
+        case 7: pc.in_flight_chunks = 70000; break;
+        case 8: pc.pack = (zp_pack_mode)7; break;
+        case 9: pc.on_bad_record = (zp_bad_record)9; break;
+        }
+        expect_create_fails(ws, &pc, want[i]);
+    }
+    expect_create_fails(NULL, NULL, "ws = NULL");
+    assert_int_equal(zp_pipeline_create(ws, NULL, NULL), ZP_ERR_INVALID);
+
+    /* builder calls: the call, the setting and the value */
     zp_pipeline *p = NULL;
-    zp_pipeline_config_init(&pc);
-    pc.chunk_samples = 0;
-    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_ERR_INVALID);
-    assert_null(p);
-    zp_pipeline_config_init(&pc);
-    pc.microbatch_size = 0;
-    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_ERR_INVALID);
-    zp_pipeline_config_init(&pc);
-    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    assert_int_equal(zp_pipeline_create(ws, NULL, &p), ZP_OK);
+    assert_string_equal(zp_pipeline_errmsg(p), "");
     assert_int_equal(zp_pipeline_map_transform(p, NULL, NULL, 1, NULL), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_map_transform: fn = NULL");
+    assert_int_equal(zp_pipeline_map_transform(p, NULL, NULL, 2000, NULL), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_map_transform: parallelism = 2000: must be 1..1024");
     assert_int_equal(zp_pipeline_fetch(p, 0), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_fetch: parallelism = 0");
+    assert_int_equal(zp_pipeline_prefetch(p, 64, 0), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_prefetch: parallelism = 0");
+    assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", 0), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_tokenize: parallelism = 0");
+    assert_int_equal(zp_pipeline_tokenize(p, "", "text", 1), ZP_ERR_INVALID);
+    assert_msg(p, "tokenizer_id = \"\"");
     assert_int_equal(zp_pipeline_tokenize(p, "no-such-tokenizer", "text", 1) != ZP_OK, 1);
-    assert_true(strlen(zp_pipeline_errmsg(p)) > 0);
+    assert_msg(p, "tokenizer_id = 'no-such-tokenizer'");
+    assert_int_equal(zp_pipeline_batch(p, 0), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_batch: microbatch_size = 0");
+    assert_int_equal(zp_pipeline_pack(p, (zp_pack_mode)7, 16), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_pack: mode = 7");
+    assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 0), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_pack: seq_len = 0");
+    assert_int_equal(zp_pipeline_options(p, 5000), ZP_ERR_INVALID);
+    assert_msg(p, "zp_pipeline_options: prefetch_batches = 5000");
+    /* a successful call keeps the last message (as errno) */
+    assert_int_equal(zp_pipeline_batch(p, 4), ZP_OK);
+    assert_msg(p, "prefetch_batches = 5000");
+    zp_metrics_snapshot *m = malloc(sizeof *m);
+    assert_int_equal(zp_pipeline_metrics_snapshot(p, m), ZP_ERR_STATE);
+    assert_msg(p, "observability is off");
+    free(m);
     assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 16), ZP_OK);
     const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, NULL), ZP_ERR_INVALID);
+    assert_msg(p, "out = NULL");
     assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_INVALID); /* packing without tokenize */
+    assert_msg(p, "pack = 1 (concat): token packing needs a tokenize operator");
+    zp_pipeline_destroy(p);
+
+    /* after the start: the builder calls name themselves and the state */
+    assert_int_equal(zp_pipeline_create(ws, NULL, &p), ZP_OK);
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_OK);
+    assert_int_equal(zp_pipeline_fetch(p, 2), ZP_ERR_STATE);
+    assert_msg(p, "zp_pipeline_fetch: pipeline already iterating");
+    assert_int_equal(zp_pipeline_enable_observability(p), ZP_ERR_STATE);
+    assert_msg(p, "zp_pipeline_enable_observability: pipeline already iterating");
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
 }
@@ -733,6 +943,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_backpressure_bounds_work),
         cmocka_unit_test(test_pipeline_error_names_shard_and_line),
         cmocka_unit_test(test_pipeline_skip_policy_counts),
+        cmocka_unit_test(test_pipeline_all_records_skipped_fails),
+        cmocka_unit_test(test_pipeline_all_skipped_at_tokenize_fails_one_good_succeeds),
         cmocka_unit_test(test_pipeline_map_error_reported),
         cmocka_unit_test(test_pipeline_resume_continues_identically),
         cmocka_unit_test(test_pipeline_rejects_bad_settings),

@@ -116,10 +116,11 @@ typedef struct zp_prefetch_timing {
 } zp_prefetch_timing;
 
 /* Turn observability on; only before the first zp_pipeline_next()
- * (ZP_ERR_STATE after). */
+ * (ZP_ERR_STATE after, with the reason in zp_pipeline_errmsg()). */
 ZP_API zp_status zp_pipeline_enable_observability(struct zp_pipeline *p);
 
-/* Snapshots: ZP_ERR_STATE when observability is off. Consumer's thread. */
+/* Snapshots: ZP_ERR_STATE when observability is off (zp_pipeline_errmsg()
+ * says so). Consumer's thread. */
 ZP_API zp_status zp_pipeline_metrics_snapshot(struct zp_pipeline *p, zp_metrics_snapshot *out);
 ZP_API zp_status zp_pipeline_fetch_timing_snapshot(struct zp_pipeline *p, zp_fetch_timing *out);
 ZP_API zp_status zp_pipeline_prefetch_timing_snapshot(struct zp_pipeline *p, zp_prefetch_timing *out);

@@ -110,7 +110,11 @@ typedef struct zp_batch {
 
 typedef enum zp_bad_record {
     ZP_BAD_RECORD_FAIL = 0, /* the first bad record ends the stream with its error */
-    ZP_BAD_RECORD_SKIP = 1  /* skip it, count it, log it (warning) */
+    ZP_BAD_RECORD_SKIP = 1  /* skip it, count it, log it (warning); a run in
+                               which every record read was skipped (none
+                               delivered) still fails, at the end of the
+                               stream or of its first whole epoch, with a
+                               message naming the count and the first skip */
 } zp_bad_record;
 
 typedef struct zp_pipeline_config {
@@ -157,7 +161,13 @@ typedef struct zp_pipeline_counts {
  * and must not be used by the caller while the pipeline runs). The stream
  * starts at the worksource's state when the first zp_pipeline_next() is
  * called. cfg may be NULL. Nothing runs until the first zp_pipeline_next().
- * OUT: *out, caller owns; release with zp_pipeline_destroy(). */
+ * OUT: *out, caller owns; release with zp_pipeline_destroy(), also on
+ * failure: then *out is an error-only handle whose zp_pipeline_errmsg()
+ * names the setting and its value (e.g. "chunk_samples = 0: must be
+ * 1..1048576"); the builder calls and zp_pipeline_next() on it return the
+ * same error. *out is
+ * NULL only when even that handle could not be allocated (ZP_ERR_NOMEM) or
+ * out is NULL (ZP_ERR_INVALID). */
 ZP_API zp_status zp_pipeline_create(zp_worksource *ws, const zp_pipeline_config *cfg, zp_pipeline **out);
 
 /* Stop the pipeline's threads (mid-stream is fine: no leak, no hang) and
@@ -166,7 +176,8 @@ ZP_API void zp_pipeline_destroy(zp_pipeline *p);
 
 /* Builder calls mirroring the seed API; only before the first next(). Each
  * returns ZP_ERR_STATE after iteration started, ZP_ERR_INVALID on a bad
- * value. */
+ * value; zp_pipeline_errmsg() then names the call, the setting and the
+ * value (e.g. "zp_pipeline_fetch: parallelism = 0: must be 1..1024"). */
 ZP_API zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism);
 ZP_API zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
 /* Append a map operator (at most 8). name may be NULL ("map_transform"). */
@@ -189,7 +200,10 @@ ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
  *         the bad record, and stay: later calls return the same error. */
 ZP_API zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
 
-/* Detail of the last error (borrowed, valid until the next call on p). */
+/* Detail of the last error (borrowed, valid until the next call on p): it
+ * names the setting and value, or the shard, record and cause. Kept until
+ * the next failing call (successful calls do not clear it); "" when no call
+ * failed; never NULL (also for p NULL). */
 ZP_API const char *zp_pipeline_errmsg(const zp_pipeline *p);
 
 ZP_API void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out);

@@ -1,0 +1,172 @@
+/* outq.c - the pipeline's output queue (outq.h). */
+#include "outq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static zpi_batchbuf *buf_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_batchbuf, node) : NULL; }
+
+zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols)
+{
+    memset(q, 0, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->ready_cv, NULL);
+    pthread_cond_init(&q->free_cv, NULL);
+    q->bufs = calloc(n_bufs, sizeof *q->bufs);
+    if (!q->bufs)
+        return ZP_ERR_NOMEM;
+    q->n_bufs = n_bufs;
+    for (size_t i = 0; i < n_bufs; i++) {
+        zpi_batchbuf *bb = &q->bufs[i];
+        bb->samples_cap = rows;
+        bb->samples = malloc(rows * sizeof *bb->samples);
+        if (!bb->samples)
+            return ZP_ERR_NOMEM;
+        if (cols) {
+            bb->tokens = malloc(rows * cols * sizeof *bb->tokens);
+            bb->mask = malloc(rows * cols);
+            bb->seg = malloc(rows * cols * sizeof *bb->seg);
+            if (!bb->tokens || !bb->mask || !bb->seg)
+                return ZP_ERR_NOMEM;
+        } else {
+            bb->offsets = malloc((rows + 1) * sizeof *bb->offsets);
+            if (!bb->offsets)
+                return ZP_ERR_NOMEM;
+        }
+        zpi_fifo_push(&q->free, &bb->node);
+    }
+    return ZP_OK;
+}
+
+void zpi_outq_fini(zpi_outq *q)
+{
+    for (size_t i = 0; i < q->n_bufs; i++) {
+        zpi_batchbuf *bb = &q->bufs[i];
+        free(bb->samples);
+        free(bb->data);
+        free(bb->offsets);
+        free(bb->tokens);
+        free(bb->mask);
+        free(bb->seg);
+    }
+    free(q->bufs);
+    q->bufs = NULL;
+    q->n_bufs = 0;
+    q->held = NULL;
+    memset(&q->free, 0, sizeof q->free);
+    memset(&q->ready, 0, sizeof q->ready);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->ready_cv);
+    pthread_cond_destroy(&q->free_cv);
+}
+
+zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->free.head && !q->closed && blocked_ns) {
+        /* blocked on a full output: time it */
+        uint64_t t0 = zpi_now_ns();
+        while (!q->free.head && !q->closed)
+            pthread_cond_wait(&q->free_cv, &q->mu);
+        zpi_ctr_add(blocked_ns, zpi_now_ns() - t0);
+    }
+    while (!q->free.head && !q->closed)
+        pthread_cond_wait(&q->free_cv, &q->mu);
+    zpi_batchbuf *bb = q->closed ? NULL : buf_of(zpi_fifo_pop(&q->free));
+    pthread_mutex_unlock(&q->mu);
+    *out = bb;
+    return bb ? ZP_OK : ZP_ERR_STATE;
+}
+
+void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    zpi_fifo_push(&q->ready, &bb->node);
+    pthread_cond_signal(&q->ready_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void add_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
+{
+    a->batches += d->batches;
+    a->samples += d->samples;
+    a->padded += d->padded;
+    a->skipped += d->skipped;
+    a->filtered += d->filtered;
+    a->tokens += d->tokens;
+    a->truncated_tokens += d->truncated_tokens;
+    a->pad_tokens += d->pad_tokens;
+}
+
+void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeline_counts *extra)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->final_set) {
+        q->final_set = 1;
+        zpi_err_set(&q->final, st, "%s", msg ? msg : "");
+        if (extra)
+            add_counts(&q->counts, extra);
+    }
+    pthread_cond_broadcast(&q->ready_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void zpi_outq_close(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = 1;
+    pthread_cond_broadcast(&q->free_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t *taken_ns)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->held) {
+        zpi_fifo_push(&q->free, &q->held->node);
+        q->held = NULL;
+        pthread_cond_signal(&q->free_cv);
+    }
+    while (!q->ready.head && !q->final_set)
+        pthread_cond_wait(&q->ready_cv, &q->mu);
+    zpi_batchbuf *bb = buf_of(zpi_fifo_pop(&q->ready));
+    zp_status st;
+    if (bb) {
+        q->held = bb;
+        if (taken_ns)
+            *taken_ns = zpi_now_ns();
+        q->counts.batches++;
+        add_counts(&q->counts, &bb->delta);
+        st = ZP_OK;
+    } else {
+        st = q->final.code;
+        if (st != ZP_END)
+            zpi_err_copy(err, &q->final);
+    }
+    pthread_mutex_unlock(&q->mu);
+    *out = bb;
+    return st;
+}
+
+int zpi_outq_finished(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int f = q->final_set;
+    pthread_mutex_unlock(&q->mu);
+    return f;
+}
+
+void zpi_outq_counts(zpi_outq *q, zp_pipeline_counts *out)
+{
+    pthread_mutex_lock(&q->mu);
+    *out = q->counts;
+    pthread_mutex_unlock(&q->mu);
+}
+
+size_t zpi_outq_ready(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->ready.n;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}

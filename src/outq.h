@@ -1,0 +1,86 @@
+/*
+ * outq.h - the pipeline's output queue (private): finished batches between
+ * the ordered batch stage (the producer) and zp_pipeline_next() (the
+ * consumer), after nng's msgqueue.
+ *
+ * A fixed set of batch buffers cycles free -> being filled (producer) ->
+ * ready FIFO -> held by the consumer -> free. The producer blocks for a free
+ * buffer (backpressure), the consumer for a ready one or the final status.
+ * The final status (ZP_END or the stream's error, with its message) is set
+ * once and delivered after every batch pushed before it. The queue also
+ * keeps the counts of what was delivered (zp_pipeline_counts).
+ *
+ * Thread safety: one producer thread at a time and one consumer thread;
+ * every function takes the queue's lock, except init/fini.
+ */
+#ifndef ZP_OUTQ_H
+#define ZP_OUTQ_H
+
+#include <pthread.h>
+
+#include "error.h"
+#include "observe_internal.h"
+#include "util.h"
+#include "zephon/pipeline.h"
+
+/* A batch buffer: the zp_batch handed out plus the arrays it points into. */
+typedef struct zpi_batchbuf {
+    zp_batch b;
+    zp_sample *samples;
+    size_t samples_cap;
+    char *data;
+    size_t data_len, data_cap;
+    uint64_t *offsets; /* record mode: rows + 1 */
+    int32_t *tokens;   /* token modes: rows * cols */
+    uint8_t *mask;
+    int32_t *seg;
+    zp_pipeline_counts delta; /* what delivering this batch adds to the counts */
+    zpi_fifo_node node;       /* link in the free list or the ready FIFO */
+} zpi_batchbuf;
+
+typedef struct zpi_outq {
+    pthread_mutex_t mu;
+    pthread_cond_t ready_cv, free_cv;
+    zpi_batchbuf *bufs;
+    size_t n_bufs;
+    zpi_fifo free, ready;
+    zpi_batchbuf *held;        /* handed to the consumer */
+    int closed;                /* producers get no more buffers */
+    int final_set;
+    zpi_err final;             /* ZP_END or the stream's error */
+    zp_pipeline_counts counts; /* delivered so far */
+} zpi_outq;
+
+/* Sets up n_bufs buffers for batches of `rows` rows: record rows when cols
+ * is 0, else token rows of `cols` tokens. On failure the queue can still be
+ * given to zpi_outq_fini. */
+zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols);
+void zpi_outq_fini(zpi_outq *q);
+
+/* Producer: take a free buffer, waiting while all are in use. When
+ * blocked_ns is given, the time spent waiting is added to it. ZP_ERR_STATE
+ * (and *out NULL) once the queue is closed. */
+zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out);
+/* Producer: append a filled buffer to the ready FIFO. */
+void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb);
+/* Sets the final status once (later calls only wake the consumer); msg may
+ * be NULL. `extra` (may be NULL) is added to the counts: what was skipped
+ * or filtered after the last batch. */
+void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeline_counts *extra);
+/* Wakes a producer waiting for a buffer and refuses it further ones. */
+void zpi_outq_close(zpi_outq *q);
+
+/* Consumer: returns the held buffer to the free list, then waits for the
+ * next ready buffer (ZP_OK, *out set, held until the next call) or the
+ * final status (its code, with the message copied into err). When taken_ns
+ * is given, it gets the time the buffer was taken, under the lock: a wait
+ * measured up to then excludes the scheduler's delay in waking the
+ * producer at unlock. */
+zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t *taken_ns);
+/* Whether the final status was set. */
+int zpi_outq_finished(zpi_outq *q);
+void zpi_outq_counts(zpi_outq *q, zp_pipeline_counts *out);
+/* Batches waiting for the consumer. */
+size_t zpi_outq_ready(zpi_outq *q);
+
+#endif
