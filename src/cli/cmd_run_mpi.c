@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <mpi.h>
 
 #include "run_opts.h"
+#include "util.h"
 #include "zephon/mpi.h"
 
 int zp_cli_under_mpi(void)
@@ -32,8 +34,10 @@ typedef struct mpi_run {
     zp_mpi *m;
     zp_run_opts *o;
     uint64_t every;      /* report window every N steps */
+    MPI_Comm comm;       /* the command's duplicate of MPI_COMM_WORLD (stop votes) */
     zp_cluster_report *final;
     int report_failed;
+    int stopped; /* the agreed stop reason (hook_stop) */
 } mpi_run;
 
 static void say(const mpi_run *r, const char *fmt, const char *detail)
@@ -56,6 +60,32 @@ static int hook_start(void *user, zp_pipeline *p)
     if (st != ZP_OK && p)
         say(r, "%s", zp_mpi_errmsg(r->m));
     return st != ZP_OK;
+}
+
+/* Every rank takes the same decision to stop before a step: one
+ * MPI_Allreduce (MAX) of the ranks' stop reasons (0, a signal number, or
+ * ZP_RUN_STOP_OUTPUT), on the command's own communicator, so that a rank
+ * that was signalled (or whose output failed) never leaves the others
+ * waiting in the lock-step zp_mpi_next. An MPI failure stops the run as an
+ * output failure would. */
+static int hook_stop(void *user, int local)
+{
+    mpi_run *r = user;
+    if (r->stopped)
+        return r->stopped;
+    int all = 0;
+    if (MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MAX, r->comm) != MPI_SUCCESS)
+        all = ZP_RUN_STOP_OUTPUT;
+    if (all && all != local) {
+        if (all == ZP_RUN_STOP_OUTPUT)
+            fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
+                            "output\n", zp_mpi_rank(r->m));
+        else
+            fprintf(stderr, "zephon run: rank %d: stopping: another rank received %s\n",
+                    zp_mpi_rank(r->m), zp_run_signal_name(all));
+    }
+    r->stopped = all;
+    return all;
 }
 
 static zp_status hook_next(void *user, zp_pipeline *p, const zp_batch **out)
@@ -158,11 +188,67 @@ static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
         per = zp_worksource_samples_per_rank(ws);
     zp_worksource_destroy(ws);
     uint64_t mb = o->pc.microbatch_size ? o->pc.microbatch_size : 32;
-    uint64_t steps = (per + mb - 1) / mb * (o->pc.epochs ? o->pc.epochs : 1);
+    uint64_t steps;
+    if (__builtin_mul_overflow(per / mb + (per % mb != 0), (uint64_t)(o->pc.epochs ? o->pc.epochs : 1),
+                               &steps))
+        steps = UINT64_MAX;
     if (o->max_batches < steps)
         steps = o->max_batches;
     uint64_t every = steps / 32;
     return every ? every : 1;
+}
+
+/* A report of a run that a signal (or a failed output) stopped: report.json
+ * gets "partial": true (and "signal"), report.txt a first line saying so.
+ * 0, or -1 (message printed). */
+static int mark_partial(const char *dir, int stop, uint64_t steps)
+{
+    char path[PATH_MAX], why[128];
+    if (stop == ZP_RUN_STOP_OUTPUT)
+        snprintf(why, sizeof why, "an output could not be written");
+    else
+        snprintf(why, sizeof why, "%s", zp_run_signal_name(stop));
+    int rc = 0;
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    char *text = NULL;
+    if (!json_is_object(root)) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path, je.text);
+        rc = -1;
+    } else {
+        json_object_set_new(root, "partial", json_true());
+        if (stop != ZP_RUN_STOP_OUTPUT)
+            json_object_set_new(root, "signal", json_string(zp_run_signal_name(stop)));
+        json_object_set_new(root, "partial_steps", json_integer((json_int_t)steps));
+        text = json_dumps(root, JSON_COMPACT);
+        if (!text || zpi_write_file_atomic(path, text, strlen(text)) != 0) {
+            fprintf(stderr, "zephon run: cannot write '%s': %s\n", path,
+                    text ? strerror(errno) : "out of memory");
+            rc = -1;
+        }
+    }
+    free(text);
+    json_decref(root);
+    snprintf(path, sizeof path, "%s/report.txt", dir);
+    zpi_buf b = {0};
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char chunk[65536];
+        size_t n;
+        zpi_buf_printf(&b, "PARTIAL REPORT: the run was stopped (%s) after %llu steps\n\n", why,
+                       (unsigned long long)steps);
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+            zpi_buf_append(&b, chunk, n);
+        fclose(f);
+        if (!b.p || zpi_write_file_atomic(path, b.p, b.len) != 0) {
+            fprintf(stderr, "zephon run: cannot write '%s': %s\n", path,
+                    b.p ? strerror(errno) : "out of memory");
+            rc = -1;
+        }
+    }
+    zpi_buf_free(&b);
+    return rc;
 }
 
 static int run_ranks(zp_run_opts *o, zp_mpi *m)
@@ -199,18 +285,22 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
 
     mpi_run r = {.m = m, .o = o};
     r.every = o->report_every ? o->report_every : auto_every(o, ds);
-    zp_run_hooks hooks = {&r, hook_start, hook_next, hook_errmsg, hook_step, hook_finish};
+    MPI_Comm_dup(MPI_COMM_WORLD, &r.comm);
+    zp_run_hooks hooks = {&r, hook_start, hook_stop, hook_next, hook_errmsg, hook_step, hook_finish};
     o->hooks = &hooks;
     zp_run_result res;
+    zp_run_signals_install();
     int rc = zp_run_pipeline(o, ds, &res);
     o->hooks = NULL;
-    if (rc == 0)
+    MPI_Comm_free(&r.comm);
+    if (rc == 0 || res.stop)
         zp_run_print(o, &res);
     if (rc == 0 && zp_mpi_batches_dropped(m))
         printf("rank %d: %llu batch(es) not delivered: another rank's stream ended first (all "
                "ranks stop at the same step)\n",
                rank, (unsigned long long)zp_mpi_batches_dropped(m));
-    fflush(stdout);
+    if (zp_cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+        rc = 1;
 
     zp_cluster_report *rep = r.final;
     if (rep) {
@@ -219,7 +309,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
             if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
                 fprintf(stderr, "zephon run: report: %s\n", err);
                 rc = 1;
-            }
+            } else if (res.stop && mark_partial(o->report_dir, res.stop, res.batches) != 0)
+                rc = 1;
         }
         if (!o->json) {
             char *text = NULL;
@@ -231,7 +322,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
             if (o->report_dir)
                 printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
         }
-        fflush(stdout);
+        if (zp_cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+            rc = 1;
         zp_cluster_report_destroy(rep);
     }
     zp_dataset_destroy(ds);
