@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 
+#include "cli.h"
 #include "zephon.h"
 
 #define ZP_RUN_MAX_SPECS 256
@@ -124,8 +125,6 @@ int zp_out_open(zp_out *o, const char *path);
 int zp_out_printf(zp_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Flush and close (NULL f is fine). 0, or -1 (message printed). */
 int zp_out_close(zp_out *o);
-/* Flush standard output; 0, or -1 with the reason printed (once). */
-int zp_cli_flush_stdout(const char *cmd);
 
 void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
 /* Print the pipeline's snapshots (table, or JSON lines with --json). */

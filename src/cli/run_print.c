@@ -71,21 +71,6 @@ int zp_out_close(zp_out *o)
     return o->failed ? -1 : 0;
 }
 
-int zp_cli_flush_stdout(const char *cmd)
-{
-    static int reported;
-    errno = 0;
-    int r = fflush(stdout);
-    int e = errno;
-    if (r == 0 && !ferror(stdout))
-        return 0;
-    if (!reported)
-        fprintf(stderr, "%s: cannot write to standard output: %s\n", cmd,
-                e ? strerror(e) : "write error");
-    reported = 1;
-    return -1;
-}
-
 /* Writes a whole document: atomically (beside it, then renamed) for a
  * regular file or a new path; directly to anything else (/dev/stdout, a
  * pipe, a device), which cannot be renamed over. 0, or -1 with errno. */
