@@ -262,10 +262,12 @@ static size_t batch_bytes(const zp_batch *b)
 int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank)
 {
     uint64_t epochs = o->pc.epochs, total;
-    if (epochs && o->start_epoch + epochs - 1 > UINT32_MAX) {
+    /* the pipeline's end epoch (start + epochs) is a 32-bit number, and
+     * UINT32_MAX stands for "without end" */
+    if (epochs && o->start_epoch + epochs > UINT32_MAX - 1 + (uint64_t)1) {
         fprintf(stderr,
                 "zephon run: --start-epoch %llu with --epochs %llu: epoch numbers would pass %u\n",
-                (unsigned long long)o->start_epoch, (unsigned long long)epochs, UINT32_MAX);
+                (unsigned long long)o->start_epoch, (unsigned long long)epochs, UINT32_MAX - 1);
         return -1;
     }
     if (epochs && __builtin_mul_overflow(epochs, samples_per_rank, &total)) {
@@ -302,8 +304,10 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
         fprintf(stderr, "zephon run: worksource: %s: %s\n", zp_status_str(st), zp_dataset_errmsg(ds));
         goto out;
     }
-    if (zp_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0)
+    if (zp_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0) {
+        rc = 2;
         goto out;
+    }
     if (o->start_epoch) {
         zp_worksource_state s0 = {o->ws.seed, (uint32_t)o->start_epoch, 0};
         zp_worksource_set_state(ws, &s0);

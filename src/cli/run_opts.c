@@ -187,7 +187,7 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
         else if (!strcmp(a, "--epochs"))
             NUM(o->pc.epochs, 0, UINT32_MAX);
         else if (!strcmp(a, "--start-epoch"))
-            NUM(o->start_epoch, 0, UINT32_MAX);
+            NUM(o->start_epoch, 0, UINT32_MAX - 1);
         else if (!strcmp(a, "--no-shuffle"))
             o->ws.shuffle = 0;
         else if (!strcmp(a, "--no-index-cache"))

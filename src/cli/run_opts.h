@@ -101,7 +101,8 @@ const char *zp_run_signal_name(int sig);
  * (epochs x samples per rank, the epoch counter). 0, or -1 (message
  * printed). */
 int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank);
-/* Run the pipeline over ds and consume it as the options say. 0, 1, or
+/* Run the pipeline over ds and consume it as the options say. 0; 1 (the
+ * run failed); 2 (settings that overflow the epoch arithmetic); or
  * 128+signal (outputs written and complete up to the last batch). */
 int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
 int zp_run_main(zp_run_opts *o);
