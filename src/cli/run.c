@@ -432,8 +432,15 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     if (o->observe >= 0)
         zp_run_print_observe(o, p, stdout);
     rc = 0;
-    if (o->metrics_out && zp_run_write_metrics(p, o->metrics_out, res->stop) != 0)
-        rc = 1;
+    if (o->metrics_out) {
+        /* one document per rank, named as --emit-digest's files are */
+        if (o->ws.world_size > 1)
+            zpi_fmt(path, sizeof path, "%s.rank-%u", o->metrics_out, o->ws.rank);
+        else
+            zpi_fmt(path, sizeof path, "%s", o->metrics_out);
+        if (zp_run_write_metrics(p, path, res->stop) != 0)
+            rc = 1;
+    }
     res->padded_per_epoch = zp_worksource_padded(ws);
     res->dropped_per_epoch = zp_worksource_dropped(ws);
     goto out;
