@@ -22,7 +22,7 @@ printf '{"id":1,"text":"one"}\n{"id":2,"text":"two"}\n{"id":3,"text":"three"}\n'
 #    (grep -F: the value as given)
 usage_error() { # OPTION VALUE [ARGS...]: `zephon run` with ARGS fails as a usage error
   local opt=$1 val=$2; shift 2
-  "$Z" run "$T/d.jsonl" --quiet "$@" >/dev/null 2>"$T/err"; local rc=$?
+  timeout 20 "$Z" run "$T/d.jsonl" --quiet "$@" >/dev/null 2>"$T/err"; local rc=$?
   check "run $* -> exit 2 ($rc)" '[[ $rc -eq 2 ]]'
   check "run $* -> names $opt and '$val'" 'grep -qF -- "$opt" "$T/err" && grep -qF -- "$val" "$T/err"'
 }
@@ -68,7 +68,7 @@ check "values at the ends of their ranges run (rc $rc)" '[[ $rc -eq 0 ]]'
 
 gen_usage_error() {
   local opt=$1 val=$2
-  "$Z" gen --out "$T/g" "$opt" "$val" >/dev/null 2>"$T/err"; local rc=$?
+  timeout 20 "$Z" gen --out "$T/g" "$opt" "$val" >/dev/null 2>"$T/err"; local rc=$?
   check "gen $opt $val -> exit 2 ($rc)" '[[ $rc -eq 2 ]]'
   check "gen $opt $val -> names option and value" 'grep -qF -- "$opt" "$T/err" && grep -qF -- "$val" "$T/err"'
 }
