@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 #include <mpi.h>
 
 #include "run_opts.h"
@@ -103,7 +102,11 @@ static const char *hook_errmsg(void *user, zp_pipeline *p)
 
 /* A window report completed: the root keeps it in the handle's history (the
  * heatmap); nothing to print. */
-static void window_done(mpi_run *r, zp_cluster_report *rep) { zp_cluster_report_destroy(rep); }
+static void window_done(mpi_run *r, zp_cluster_report *rep)
+{
+    (void)r;
+    zp_cluster_report_destroy(rep);
+}
 
 static void hook_step(void *user, zp_pipeline *p, uint64_t batches)
 {
@@ -198,56 +201,69 @@ static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
     return every ? every : 1;
 }
 
-/* A report of a run that a signal (or a failed output) stopped: report.json
- * gets "partial": true (and "signal"), report.txt a first line saying so.
- * 0, or -1 (message printed). */
+/* Prepends `head` to the file at path (after its leading whitespace and,
+ * with after_brace, after its opening '{'), replacing it atomically; every
+ * other byte stays as the report writer wrote it. 0, or -1 (message
+ * printed). */
+static int insert_into(const char *path, const char *head, int after_brace)
+{
+    zpi_buf in = {0}, out = {0};
+    int rc = -1;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (zpi_buf_append(&in, chunk, n) != 0)
+            break;
+    int bad = ferror(f) || !feof(f);
+    fclose(f);
+    size_t at = 0;
+    while (at < in.len && (in.p[at] == ' ' || in.p[at] == '\n' || in.p[at] == '\t'))
+        at++;
+    if (bad || (after_brace && (at >= in.len || in.p[at++] != '{'))) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path,
+                bad ? "read error" : "not a JSON object");
+        goto out;
+    }
+    if (zpi_buf_append(&out, in.p, at) != 0 || zpi_buf_puts(&out, head) != 0 ||
+        zpi_buf_append(&out, in.p + at, in.len - at) != 0) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: out of memory\n", path);
+        goto out;
+    }
+    if (zpi_write_file_atomic(path, out.p, out.len) != 0) {
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    zpi_buf_free(&in);
+    zpi_buf_free(&out);
+    return rc;
+}
+
+/* A report of a run that a signal (or a failed output) stopped:
+ * report.json gets "partial": true, "signal" and "partial_steps" as its
+ * first members, report.txt a first line saying so. 0, or -1 (message
+ * printed). */
 static int mark_partial(const char *dir, int stop, uint64_t steps)
 {
-    char path[PATH_MAX], why[128];
-    if (stop == ZP_RUN_STOP_OUTPUT)
-        snprintf(why, sizeof why, "an output could not be written");
-    else
-        snprintf(why, sizeof why, "%s", zp_run_signal_name(stop));
-    int rc = 0;
+    char path[PATH_MAX], head[256];
+    int sig = stop != ZP_RUN_STOP_OUTPUT;
     snprintf(path, sizeof path, "%s/report.json", dir);
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    char *text = NULL;
-    if (!json_is_object(root)) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path, je.text);
-        rc = -1;
-    } else {
-        json_object_set_new(root, "partial", json_true());
-        if (stop != ZP_RUN_STOP_OUTPUT)
-            json_object_set_new(root, "signal", json_string(zp_run_signal_name(stop)));
-        json_object_set_new(root, "partial_steps", json_integer((json_int_t)steps));
-        text = json_dumps(root, JSON_COMPACT);
-        if (!text || zpi_write_file_atomic(path, text, strlen(text)) != 0) {
-            fprintf(stderr, "zephon run: cannot write '%s': %s\n", path,
-                    text ? strerror(errno) : "out of memory");
-            rc = -1;
-        }
-    }
-    free(text);
-    json_decref(root);
+    snprintf(head, sizeof head, "\"partial\": true, %s%s%s\"partial_steps\": %llu, ",
+             sig ? "\"signal\": \"" : "", sig ? zp_run_signal_name(stop) : "", sig ? "\", " : "",
+             (unsigned long long)steps);
+    int rc = insert_into(path, head, 1);
     snprintf(path, sizeof path, "%s/report.txt", dir);
-    zpi_buf b = {0};
-    FILE *f = fopen(path, "r");
-    if (f) {
-        char chunk[65536];
-        size_t n;
-        zpi_buf_printf(&b, "PARTIAL REPORT: the run was stopped (%s) after %llu steps\n\n", why,
-                       (unsigned long long)steps);
-        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-            zpi_buf_append(&b, chunk, n);
-        fclose(f);
-        if (!b.p || zpi_write_file_atomic(path, b.p, b.len) != 0) {
-            fprintf(stderr, "zephon run: cannot write '%s': %s\n", path,
-                    b.p ? strerror(errno) : "out of memory");
-            rc = -1;
-        }
-    }
-    zpi_buf_free(&b);
+    snprintf(head, sizeof head, "PARTIAL REPORT: the run was stopped (%s) after %llu steps\n\n",
+             sig ? zp_run_signal_name(stop) : "an output could not be written",
+             (unsigned long long)steps);
+    if (insert_into(path, head, 0) != 0)
+        rc = -1;
     return rc;
 }
 

@@ -301,7 +301,9 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
 
     zp_status st = zp_worksource_create(ds, &o->ws, &ws);
     if (st != ZP_OK) {
-        fprintf(stderr, "zephon run: worksource: %s: %s\n", zp_status_str(st), zp_dataset_errmsg(ds));
+        const char *msg = zp_dataset_errmsg(ds);
+        fprintf(stderr, "zephon run: worksource: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
+                msg);
         goto out;
     }
     if (zp_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0) {
