@@ -76,5 +76,26 @@ for sig in ${ZP_SIGNALS:-TERM INT}; do
   check "SIG$sig: rank 0 says another rank received it" 'grep -q "rank 0: stopping: another rank received SIG$sig" "$T/err"'
 done
 
+# SIGINT to mpirun itself (Ctrl-C): Open MPI's mpirun sends SIGTERM to every
+# rank; each stops cleanly and the report is written, marked partial
+rm -rf "$T/rep" "$T"/d.txt* "$T"/m.json*
+timeout 60 "$MPIRUN" --oversubscribe --bind-to none -np 2 "$Z" run "$M" --quiet --threads 1 \
+  --microbatch 4 --step-time 0.05 --emit-digest "$T/d.txt" --metrics-out "$T/m.json" \
+  --report "$T/rep" > "$T/out" 2> "$T/err" &
+tp=$!
+pid=""
+for _ in $(seq 100); do pid=$(rank_pid $tp 1) && break; sleep 0.1; done
+sleep 2
+mp=$(pgrep -P $tp)
+kill -s INT $mp
+wait $tp; rc=$?
+check "SIGINT to mpirun: nonzero exit ($rc)" '[[ $rc -ne 0 && $rc -ne 124 ]]'
+for r in 0 1; do
+  check "SIGINT to mpirun: rank $r metrics say partial" \
+    'python3 -c "import json,sys; d=json.load(open(\"$T/m.json.rank-$r\")); sys.exit(0 if d[\"partial\"] is True and d[\"signal\"] in (\"SIGINT\",\"SIGTERM\") else 1)"'
+done
+check "SIGINT to mpirun: report written, marked partial" \
+  'python3 -c "import json,sys; d=json.load(open(\"$T/rep/report.json\")); sys.exit(0 if d[\"partial\"] is True else 1)"'
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
