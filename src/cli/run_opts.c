@@ -136,7 +136,8 @@ static int name_par(const char *opt, const char *v, char *name, size_t cap, uint
     const char *colon = strrchr(v, ':');
     size_t n = colon ? (size_t)(colon - v) : strlen(v);
     if (n == 0 || n >= cap) {
-        fprintf(stderr, "zephon run: %s '%s': bad name\n", opt, v);
+        fprintf(stderr, "zephon run: %s '%s': %s\n", opt, v,
+                n ? "too long" : "nothing before the ':'");
         return -1;
     }
     memcpy(name, v, n);
