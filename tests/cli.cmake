@@ -1,4 +1,20 @@
-# Command-line tests: `zephon run` digests, ids and error paths.
+# Command-line tests: `zephon run` digests, ids and error paths; its
+# options (ranges, --map strip); outputs (write errors) and signals; the
+# generator module in-process.
 add_test(NAME test_cli_run
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_run.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_run PROPERTIES TIMEOUT 300 LABELS cli)
+add_test(NAME test_cli_options
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_options.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_options PROPERTIES TIMEOUT 120 LABELS cli)
+add_test(NAME test_cli_outputs
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_outputs.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_outputs PROPERTIES TIMEOUT 180 LABELS cli)
+zp_add_test(test_gen SOURCES tests/cli/test_gen.c tests/testutil.c TIMEOUT 60 LABELS unit cli)
+if(TARGET zephon_mpi)
+  if(MPIEXEC_EXECUTABLE)
+    add_test(NAME test_cli_signals_mpi
+      COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_signals_mpi.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+    set_tests_properties(test_cli_signals_mpi PROPERTIES TIMEOUT 180 LABELS "cli;mpi")
+  endif()
+endif()

@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include "run_opts.h"
+#include "util.h"
 #include "zephon/mpi.h"
 
 int zp_cli_under_mpi(void)
@@ -32,8 +33,10 @@ typedef struct mpi_run {
     zp_mpi *m;
     zp_run_opts *o;
     uint64_t every;      /* report window every N steps */
+    MPI_Comm comm;       /* the command's duplicate of MPI_COMM_WORLD (stop votes) */
     zp_cluster_report *final;
     int report_failed;
+    int stopped; /* the agreed stop reason (hook_stop) */
 } mpi_run;
 
 static void say(const mpi_run *r, const char *fmt, const char *detail)
@@ -58,6 +61,32 @@ static int hook_start(void *user, zp_pipeline *p)
     return st != ZP_OK;
 }
 
+/* Every rank takes the same decision to stop before a step: one
+ * MPI_Allreduce (MAX) of the ranks' stop reasons (0, a signal number, or
+ * ZP_RUN_STOP_OUTPUT), on the command's own communicator, so that a rank
+ * that was signalled (or whose output failed) never leaves the others
+ * waiting in the lock-step zp_mpi_next. An MPI failure stops the run as an
+ * output failure would. */
+static int hook_stop(void *user, int local)
+{
+    mpi_run *r = user;
+    if (r->stopped)
+        return r->stopped;
+    int all = 0;
+    if (MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MAX, r->comm) != MPI_SUCCESS)
+        all = ZP_RUN_STOP_OUTPUT;
+    if (all && all != local) {
+        if (all == ZP_RUN_STOP_OUTPUT)
+            fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
+                            "output\n", zp_mpi_rank(r->m));
+        else
+            fprintf(stderr, "zephon run: rank %d: stopping: another rank received %s\n",
+                    zp_mpi_rank(r->m), zp_run_signal_name(all));
+    }
+    r->stopped = all;
+    return all;
+}
+
 static zp_status hook_next(void *user, zp_pipeline *p, const zp_batch **out)
 {
     mpi_run *r = user;
@@ -73,7 +102,11 @@ static const char *hook_errmsg(void *user, zp_pipeline *p)
 
 /* A window report completed: the root keeps it in the handle's history (the
  * heatmap); nothing to print. */
-static void window_done(mpi_run *r, zp_cluster_report *rep) { zp_cluster_report_destroy(rep); }
+static void window_done(mpi_run *r, zp_cluster_report *rep)
+{
+    (void)r;
+    zp_cluster_report_destroy(rep);
+}
 
 static void hook_step(void *user, zp_pipeline *p, uint64_t batches)
 {
@@ -158,11 +191,80 @@ static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
         per = zp_worksource_samples_per_rank(ws);
     zp_worksource_destroy(ws);
     uint64_t mb = o->pc.microbatch_size ? o->pc.microbatch_size : 32;
-    uint64_t steps = (per + mb - 1) / mb * (o->pc.epochs ? o->pc.epochs : 1);
+    uint64_t steps;
+    if (__builtin_mul_overflow(per / mb + (per % mb != 0), (uint64_t)(o->pc.epochs ? o->pc.epochs : 1),
+                               &steps))
+        steps = UINT64_MAX;
     if (o->max_batches < steps)
         steps = o->max_batches;
     uint64_t every = steps / 32;
     return every ? every : 1;
+}
+
+/* Prepends `head` to the file at path (after its leading whitespace and,
+ * with after_brace, after its opening '{'), replacing it atomically; every
+ * other byte stays as the report writer wrote it. 0, or -1 (message
+ * printed). */
+static int insert_into(const char *path, const char *head, int after_brace)
+{
+    zpi_buf in = {0}, out = {0};
+    int rc = -1;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (zpi_buf_append(&in, chunk, n) != 0)
+            break;
+    int bad = ferror(f) || !feof(f);
+    fclose(f);
+    size_t at = 0;
+    while (at < in.len && (in.p[at] == ' ' || in.p[at] == '\n' || in.p[at] == '\t'))
+        at++;
+    if (bad || (after_brace && (at >= in.len || in.p[at++] != '{'))) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path,
+                bad ? "read error" : "not a JSON object");
+        goto out;
+    }
+    if (zpi_buf_append(&out, in.p, at) != 0 || zpi_buf_puts(&out, head) != 0 ||
+        zpi_buf_append(&out, in.p + at, in.len - at) != 0) {
+        fprintf(stderr, "zephon run: cannot mark '%s' partial: out of memory\n", path);
+        goto out;
+    }
+    if (zpi_write_file_atomic(path, out.p, out.len) != 0) {
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    zpi_buf_free(&in);
+    zpi_buf_free(&out);
+    return rc;
+}
+
+/* A report of a run that a signal (or a failed output) stopped:
+ * report.json gets "partial": true, "signal" and "partial_steps" as its
+ * first members, report.txt a first line saying so. 0, or -1 (message
+ * printed). */
+static int mark_partial(const char *dir, int stop, uint64_t steps)
+{
+    char path[PATH_MAX], head[256];
+    int sig = stop != ZP_RUN_STOP_OUTPUT;
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    snprintf(head, sizeof head, "\"partial\": true, %s%s%s\"partial_steps\": %llu, ",
+             sig ? "\"signal\": \"" : "", sig ? zp_run_signal_name(stop) : "", sig ? "\", " : "",
+             (unsigned long long)steps);
+    int rc = insert_into(path, head, 1);
+    snprintf(path, sizeof path, "%s/report.txt", dir);
+    snprintf(head, sizeof head, "PARTIAL REPORT: the run was stopped (%s) after %llu steps\n\n",
+             sig ? zp_run_signal_name(stop) : "an output could not be written",
+             (unsigned long long)steps);
+    if (insert_into(path, head, 0) != 0)
+        rc = -1;
+    return rc;
 }
 
 static int run_ranks(zp_run_opts *o, zp_mpi *m)
@@ -199,18 +301,22 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
 
     mpi_run r = {.m = m, .o = o};
     r.every = o->report_every ? o->report_every : auto_every(o, ds);
-    zp_run_hooks hooks = {&r, hook_start, hook_next, hook_errmsg, hook_step, hook_finish};
+    MPI_Comm_dup(MPI_COMM_WORLD, &r.comm);
+    zp_run_hooks hooks = {&r, hook_start, hook_stop, hook_next, hook_errmsg, hook_step, hook_finish};
     o->hooks = &hooks;
     zp_run_result res;
+    zp_run_signals_install();
     int rc = zp_run_pipeline(o, ds, &res);
     o->hooks = NULL;
-    if (rc == 0)
+    MPI_Comm_free(&r.comm);
+    if (rc == 0 || res.stop)
         zp_run_print(o, &res);
     if (rc == 0 && zp_mpi_batches_dropped(m))
         printf("rank %d: %llu batch(es) not delivered: another rank's stream ended first (all "
                "ranks stop at the same step)\n",
                rank, (unsigned long long)zp_mpi_batches_dropped(m));
-    fflush(stdout);
+    if (zp_cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+        rc = 1;
 
     zp_cluster_report *rep = r.final;
     if (rep) {
@@ -219,7 +325,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
             if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
                 fprintf(stderr, "zephon run: report: %s\n", err);
                 rc = 1;
-            }
+            } else if (res.stop && mark_partial(o->report_dir, res.stop, res.batches) != 0)
+                rc = 1;
         }
         if (!o->json) {
             char *text = NULL;
@@ -231,7 +338,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
             if (o->report_dir)
                 printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
         }
-        fflush(stdout);
+        if (zp_cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+            rc = 1;
         zp_cluster_report_destroy(rep);
     }
     zp_dataset_destroy(ds);

@@ -1,13 +1,24 @@
-/* run_opts.h - `zephon run`'s options and its steps, shared with the MPI
- * front end of the command. */
+/* run_opts.h - `zephon run`: its options (run_opts.c), the run (run.c) and
+ * its printing (run_print.c), shared with the MPI front end of the command
+ * (cmd_run_mpi.c).
+ *
+ * Exit statuses of `zephon run` (docs/cli.md): 0 done; 1 the run failed
+ * (data, settings the library refused, an output that could not be
+ * written); 2 a usage error (unknown option, malformed or out-of-range
+ * value); 128+N the run was stopped by signal N (SIGINT 130, SIGTERM 143)
+ * after writing its outputs, marked partial. */
 #ifndef ZP_RUN_OPTS_H
 #define ZP_RUN_OPTS_H
 
 #include <stdio.h>
 
+#include "cli.h"
 #include "zephon.h"
 
 #define ZP_RUN_MAX_SPECS 256
+
+/* Why a run stopped before its end (zp_run_result.stop). */
+#define ZP_RUN_STOP_OUTPUT 1000 /* an output could not be written */
 
 /* Hooks through which the MPI front end (cmd_run_mpi.c) takes part in a
  * run; NULL in a plain run. Every rank calls start exactly once (p NULL when
@@ -17,6 +28,10 @@ typedef struct zp_run_hooks {
     void *user;
     /* before the first batch; nonzero: stop the run (rc 1) */
     int (*start)(void *user, zp_pipeline *p);
+    /* before each step: agree on whether to stop. local is this rank's
+     * reason (0: go on; a signal number; ZP_RUN_STOP_OUTPUT); returns the
+     * reason every rank takes (the same on every rank). */
+    int (*stop)(void *user, int local);
     /* replaces zp_pipeline_next() */
     zp_status (*next)(void *user, zp_pipeline *p, const zp_batch **out);
     /* the message of an error returned by next */
@@ -58,25 +73,66 @@ typedef struct zp_run_result {
     double seconds, first_batch_seconds;
     zp_pipeline_counts counts;
     uint64_t padded_per_epoch, dropped_per_epoch;
+    int stop; /* 0: ran to its end; a signal number; ZP_RUN_STOP_OUTPUT */
 } zp_run_result;
+
+/* ---- run_opts.c: options */
 
 void zp_run_opts_init(zp_run_opts *o);
 /* 0: ok, 1: --help, -1: bad options (message printed). */
 int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv);
+void zp_run_usage(FILE *f);
 /* Fill rank/world size from RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS
- * where not given as options. */
-void zp_run_rank_from_env(zp_run_opts *o);
-/* Run the pipeline over ds and consume it as the options say. */
+ * where not given as options. 0, or -1 (message printed) when a variable
+ * is not a number in range. */
+int zp_run_rank_from_env(zp_run_opts *o);
+
+/* ---- run.c: the run */
+
+/* Install the SIGINT/SIGTERM handlers of a run (sigaction; the handler
+ * only sets a flag that the run loop checks; a second signal ends the
+ * process at once). */
+void zp_run_signals_install(void);
+/* The signal that asked the run to stop, 0 if none. */
+int zp_run_signal(void);
+/* "SIGINT", "SIGTERM", ... */
+const char *zp_run_signal_name(int sig);
+/* Check that the run's settings cannot overflow the epoch arithmetic
+ * (epochs x samples per rank, the epoch counter). 0, or -1 (message
+ * printed). */
+int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank);
+/* Run the pipeline over ds and consume it as the options say. 0; 1 (the
+ * run failed); 2 (settings that overflow the epoch arithmetic); or
+ * 128+signal (outputs written and complete up to the last batch). */
 int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
-void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
-/* Print the pipeline's snapshots (table, or JSON lines with --json). */
-void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f);
-/* Write the final snapshots as one JSON document. 0 or -1. */
-int zp_run_write_metrics(zp_pipeline *p, const char *path);
 int zp_run_main(zp_run_opts *o);
 /* The index cache folder of `zephon run` ($XDG_CACHE_HOME/zephon/index or
  * $HOME/.cache/zephon/index), created if needed. 0, or -1 with errno. */
 int zp_run_index_cache_dir(char *buf, size_t cap);
+
+/* ---- run_print.c: printing and output files */
+
+/* One output file of the command: opened, written line by line, closed;
+ * the first write error is printed with the path and the system's reason
+ * and makes every later call fail. */
+typedef struct zp_out {
+    FILE *f;
+    char path[4096];
+    int failed;
+} zp_out;
+/* fopen(path, "w"); 0, or -1 (message printed). */
+int zp_out_open(zp_out *o, const char *path);
+/* 0, or -1 (message printed once). */
+int zp_out_printf(zp_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Flush and close (NULL f is fine). 0, or -1 (message printed). */
+int zp_out_close(zp_out *o);
+
+void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
+/* Print the pipeline's snapshots (table, or JSON lines with --json). */
+void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f);
+/* Write the final snapshots as one JSON document, with "partial" (and
+ * "signal" when a signal stopped the run). 0, or -1 (message printed). */
+int zp_run_write_metrics(zp_pipeline *p, const char *path, int stop);
 
 #ifdef ZEPHON_CLI_MPI
 /* cmd_run_mpi.c: 1 when launched by mpirun/srun (PMIx/Open MPI variables). */

@@ -1,0 +1,544 @@
+/* run.c - the run of `zephon run`: build the dataset, the worksource and the
+ * pipeline from the options (the same code path as the library), consume
+ * the batches, write the outputs, and stop cleanly on SIGINT/SIGTERM. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+
+#include "run_opts.h"
+#include "util.h"
+
+/* ------------------------------------------------------------ signals */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    if (stop_signal) {
+        /* a second signal: end at once, as without a handler */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+void zp_run_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a sleep returns at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int zp_run_signal(void) { return stop_signal; }
+
+const char *zp_run_signal_name(int sig)
+{
+    switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+    }
+}
+
+/* Sleeps `seconds` unless a signal asks the run to stop: in slices, since
+ * the signal may be delivered to one of the pipeline's threads rather than
+ * interrupt this one's nanosleep. */
+static void sleep_interruptible(double seconds)
+{
+    double until = zpi_now() + seconds, left;
+    while (!stop_signal && (left = until - zpi_now()) > 0) {
+        if (left > 0.05)
+            left = 0.05;
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ------------------------------------------------------------ the strip map */
+
+/* The built-in map: strip the surrounding whitespace of field `field`, in
+ * the field itself. When tokenizing, the stripped text is what tokenize
+ * encodes (tokenize reads the same field); in record mode the field's value
+ * is replaced in the record's JSON, every other byte kept. */
+typedef struct strip_ctx {
+    const char *field;
+    int rewrite_json;
+} strip_ctx;
+
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* End of the JSON string starting at p (on its opening quote), or NULL. */
+static const char *skip_string(const char *p, const char *e)
+{
+    for (p++; p < e; p++) {
+        if (*p == '\\')
+            p++;
+        else if (*p == '"')
+            return p + 1;
+    }
+    return NULL;
+}
+
+/* End of the JSON value starting at p, or NULL. The record was validated
+ * by the parser already, so this only has to find the value's end. */
+static const char *skip_value(const char *p, const char *e)
+{
+    if (p >= e)
+        return NULL;
+    if (*p == '"')
+        return skip_string(p, e);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        for (; p < e; p++) {
+            if (*p == '"') {
+                if (!(p = skip_string(p, e)))
+                    return NULL;
+                p--;
+            } else if (*p == '{' || *p == '[')
+                depth++;
+            else if ((*p == '}' || *p == ']') && --depth == 0)
+                return p + 1;
+        }
+        return NULL;
+    }
+    while (p < e && *p != ',' && *p != '}' && *p != ']' && !is_ws(*p))
+        p++;
+    return p;
+}
+
+/* 1 when the JSON string token [k, ke) (quotes included) is `key`. */
+static int key_is(const char *k, const char *ke, const char *key)
+{
+    size_t n = (size_t)(ke - k) - 2, kl = strlen(key);
+    if (!memchr(k + 1, '\\', n))
+        return n == kl && !memcmp(k + 1, key, n);
+    json_t *s = json_loadb(k, (size_t)(ke - k), JSON_DECODE_ANY, NULL);
+    int eq = json_is_string(s) && json_string_length(s) == kl && !memcmp(json_string_value(s), key, kl);
+    json_decref(s);
+    return eq;
+}
+
+/* Finds the value of top-level member `key` in the object json[0..len):
+ * *vs, *ve. 0, or -1 when absent. The first member of that name, as the
+ * record parser answers. */
+static int find_member(const char *json, size_t len, const char *key, const char **vs,
+                       const char **ve)
+{
+    const char *p = skip_ws(json, json + len), *e = json + len;
+    if (p >= e || *p != '{')
+        return -1;
+    p = skip_ws(p + 1, e);
+    while (p < e && *p == '"') {
+        const char *ke = skip_string(p, e);
+        if (!ke)
+            return -1;
+        const char *v = skip_ws(ke, e);
+        if (v >= e || *v != ':')
+            return -1;
+        v = skip_ws(v + 1, e);
+        const char *end = skip_value(v, e);
+        if (!end)
+            return -1;
+        if (key_is(p, ke, key)) {
+            *vs = v;
+            *ve = end;
+            return 0;
+        }
+        p = skip_ws(end, e);
+        if (p < e && *p == ',')
+            p = skip_ws(p + 1, e);
+    }
+    return -1;
+}
+
+static zp_status map_strip(void *user, zp_record *rec)
+{
+    const strip_ctx *sc = user;
+    const char *s;
+    size_t n;
+    zp_status st = zp_record_get_string(rec, sc->field, &s, &n);
+    if (st == ZP_END) {
+        zp_record_error(rec, "no field '%s'", sc->field);
+        return ZP_ERR_FORMAT;
+    }
+    if (st == ZP_ERR_FORMAT) {
+        zp_record_error(rec, "field '%s' is not a string", sc->field);
+        return st;
+    }
+    if (st != ZP_OK)
+        return st;
+    size_t n0 = n;
+    while (n && is_ws(*s)) {
+        s++;
+        n--;
+    }
+    while (n && is_ws(s[n - 1]))
+        n--;
+    if (!sc->rewrite_json)
+        return zp_record_set_text(rec, s, n);
+    if (n == n0)
+        return ZP_OK; /* nothing to strip: the record stays as it is */
+    size_t len;
+    const char *json = zp_record_json(rec, &len), *vs, *ve;
+    if (find_member(json, len, sc->field, &vs, &ve) != 0) {
+        zp_record_error(rec, "field '%s' not found in the record's bytes", sc->field);
+        return ZP_ERR_FORMAT;
+    }
+    json_t *str = json_stringn(s, n);
+    char *enc = str ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    json_decref(str);
+    zpi_buf out = {0};
+    st = ZP_ERR_NOMEM;
+    if (enc && zpi_buf_append(&out, json, (size_t)(vs - json)) == 0 && zpi_buf_puts(&out, enc) == 0 &&
+        zpi_buf_append(&out, ve, (size_t)(json + len - ve)) == 0)
+        st = zp_record_set_json(rec, out.p, out.len);
+    free(enc);
+    zpi_buf_free(&out);
+    return st;
+}
+
+/* ------------------------------------------------------------ batches */
+
+static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
+{
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    int quiet = *(int *)user;
+    if (lvl == ZP_LOG_DEBUG || (lvl == ZP_LOG_INFO && quiet))
+        return;
+    fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
+}
+
+static uint64_t batch_digest(const zp_batch *b)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    if (b->mode == ZP_PACK_RECORDS) {
+        for (size_t i = 0; i < b->rows; i++) {
+            uint64_t len = b->offsets[i + 1] - b->offsets[i];
+            XXH64_update(h, &len, sizeof len);
+        }
+        XXH64_update(h, b->data, b->offsets[b->rows]);
+    } else {
+        size_t n = b->rows * b->cols;
+        XXH64_update(h, b->tokens, n * sizeof *b->tokens);
+        XXH64_update(h, b->loss_mask, n);
+        XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+static size_t batch_bytes(const zp_batch *b)
+{
+    if (b->mode == ZP_PACK_RECORDS)
+        return b->offsets[b->rows];
+    return b->rows * b->cols * sizeof(int32_t);
+}
+
+/* ------------------------------------------------------------ the run */
+
+int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank)
+{
+    uint64_t epochs = o->pc.epochs, total;
+    /* the pipeline's end epoch (start + epochs) is a 32-bit number, and
+     * UINT32_MAX stands for "without end" */
+    if (epochs && o->start_epoch + epochs > UINT32_MAX - 1 + (uint64_t)1) {
+        fprintf(stderr,
+                "zephon run: --start-epoch %llu with --epochs %llu: epoch numbers would pass %u\n",
+                (unsigned long long)o->start_epoch, (unsigned long long)epochs, UINT32_MAX - 1);
+        return -1;
+    }
+    if (epochs && __builtin_mul_overflow(epochs, samples_per_rank, &total)) {
+        fprintf(stderr,
+                "zephon run: --epochs %llu x %llu samples per rank overflows a 64-bit count\n",
+                (unsigned long long)epochs, (unsigned long long)samples_per_rank);
+        return -1;
+    }
+    return 0;
+}
+
+/* The stop reason of this rank before a step: a signal, or an output
+ * that failed. */
+static int local_stop(int out_failed)
+{
+    int sig = zp_run_signal();
+    return sig ? sig : out_failed ? ZP_RUN_STOP_OUTPUT : 0;
+}
+
+int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
+{
+    int rc = 1;
+    zp_worksource *ws = NULL;
+    zp_pipeline *p = NULL;
+    zp_out ids = {0}, dig = {0};
+    const zp_run_hooks *hk = o->hooks;
+    int started = 0, out_failed = 0;
+    memset(res, 0, sizeof *res);
+    static int quiet_flag;
+    quiet_flag = o->quiet;
+
+    zp_status st = zp_worksource_create(ds, &o->ws, &ws);
+    if (st != ZP_OK) {
+        const char *msg = zp_dataset_errmsg(ds);
+        fprintf(stderr, "zephon run: worksource: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
+                msg);
+        goto out;
+    }
+    if (zp_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0) {
+        rc = 2;
+        goto out;
+    }
+    if (o->start_epoch) {
+        zp_worksource_state s0 = {o->ws.seed, (uint32_t)o->start_epoch, 0};
+        zp_worksource_set_state(ws, &s0);
+    }
+    o->pc.log = log_to_stderr;
+    o->pc.log_user = &quiet_flag;
+    if (o->tok_id[0] && o->pack)
+        o->pc.pack = o->pack;
+    st = zp_pipeline_create(ws, &o->pc, &p);
+    if (st != ZP_OK) {
+        const char *msg = p ? zp_pipeline_errmsg(p) : "";
+        fprintf(stderr, "zephon run: bad settings: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
+                msg);
+        zp_pipeline_destroy(p);
+        p = NULL;
+        goto out;
+    }
+    strip_ctx sc = {o->field, o->tok_id[0] == '\0'};
+    if (o->map_strip && (st = zp_pipeline_map_transform(p, map_strip, &sc, o->map_parallelism, "strip")) != ZP_OK)
+        goto perr;
+    if (o->tok_id[0] && (st = zp_pipeline_tokenize(p, o->tok_id, o->field, o->tok_parallelism)) != ZP_OK)
+        goto perr;
+    if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
+        goto perr;
+    if (o->prefetch_buffer &&
+        (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
+        goto perr;
+    int observing = o->observe >= 0 || o->metrics_out;
+    if (observing && (st = zp_pipeline_enable_observability(p)) != ZP_OK)
+        goto perr;
+    double last_observe = zpi_now();
+
+    char path[PATH_MAX];
+    if (o->emit_ids) {
+        if (zpi_mkdir_p(o->emit_ids, 0777) != 0) {
+            fprintf(stderr, "zephon run: cannot create folder '%s': %s\n", o->emit_ids,
+                    strerror(errno));
+            goto out;
+        }
+        zpi_fmt(path, sizeof path, "%s/rank-%u.ids", o->emit_ids, o->ws.rank);
+        if (zp_out_open(&ids, path) != 0)
+            goto out;
+    }
+    if (o->emit_digest) {
+        if (o->ws.world_size > 1)
+            zpi_fmt(path, sizeof path, "%s.rank-%u", o->emit_digest, o->ws.rank);
+        else
+            zpi_fmt(path, sizeof path, "%s", o->emit_digest);
+        if (zp_out_open(&dig, path) != 0)
+            goto out;
+    }
+
+    if (hk) {
+        started = 1;
+        if (hk->start(hk->user, p) != 0)
+            goto out;
+    }
+    int tty = !o->quiet && isatty(STDERR_FILENO);
+    double t0 = zpi_now(), t_first = 0, last_progress = t0;
+    const zp_batch *b;
+    while (res->batches < o->max_batches) {
+        int stop = local_stop(out_failed);
+        if (hk)
+            stop = hk->stop(hk->user, stop);
+        if (stop) {
+            res->stop = stop;
+            break;
+        }
+        st = hk ? hk->next(hk->user, p, &b) : zp_pipeline_next(p, &b);
+        if (st == ZP_END)
+            break;
+        if (st != ZP_OK)
+            goto perr;
+        if (res->batches == 0)
+            t_first = zpi_now() - t0;
+        res->batches++;
+        res->bytes += batch_bytes(b);
+        /* a batch's lines are written whole, or the run stops at the
+         * first failing write */
+        if (ids.f)
+            for (size_t i = 0; i < b->n_samples && !ids.failed; i++)
+                zp_out_printf(&ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
+                              (unsigned long long)b->samples[i].record);
+        if (dig.f)
+            zp_out_printf(&dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
+                          (unsigned long long)batch_digest(b));
+        if (o->step_time > 0)
+            sleep_interruptible(o->step_time);
+        if (hk)
+            hk->step(hk->user, p, res->batches);
+        if (o->observe > 0 && zpi_now() - last_observe >= o->observe) {
+            last_observe = zpi_now();
+            zp_run_print_observe(o, p, stdout);
+            if (zp_cli_flush_stdout("zephon run") != 0)
+                out_failed = 1;
+        }
+        out_failed |= ids.failed | dig.failed;
+        if (tty) {
+            double t = zpi_now();
+            if (t - last_progress >= 1.0) {
+                last_progress = t;
+                zp_pipeline_counts c;
+                zp_pipeline_get_counts(p, &c);
+                fprintf(stderr, "\r%llu batches, %llu samples, %.0f samples/s   ",
+                        (unsigned long long)res->batches, (unsigned long long)c.samples,
+                        (double)c.samples / (t - t0));
+            }
+        }
+    }
+    res->seconds = zpi_now() - t0;
+    res->first_batch_seconds = t_first;
+    if (tty)
+        fprintf(stderr, "\r%*s\r", 60, "");
+    if (res->stop && res->stop != ZP_RUN_STOP_OUTPUT)
+        fprintf(stderr, "zephon run: stopped by %s after %llu batches; outputs are complete up to "
+                        "that batch and marked partial\n",
+                zp_run_signal_name(res->stop), (unsigned long long)res->batches);
+    else if (res->stop)
+        fprintf(stderr, "zephon run: stopped after %llu batches: an output could not be written\n",
+                (unsigned long long)res->batches);
+    zp_pipeline_get_counts(p, &res->counts);
+    if (o->observe >= 0)
+        zp_run_print_observe(o, p, stdout);
+    rc = 0;
+    if (o->metrics_out) {
+        /* one document per rank, named as --emit-digest's files are */
+        if (o->ws.world_size > 1)
+            zpi_fmt(path, sizeof path, "%s.rank-%u", o->metrics_out, o->ws.rank);
+        else
+            zpi_fmt(path, sizeof path, "%s", o->metrics_out);
+        if (zp_run_write_metrics(p, path, res->stop) != 0)
+            rc = 1;
+    }
+    res->padded_per_epoch = zp_worksource_padded(ws);
+    res->dropped_per_epoch = zp_worksource_dropped(ws);
+    goto out;
+perr:
+    fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st),
+            hk && started ? hk->errmsg(hk->user, p) : zp_pipeline_errmsg(p));
+    rc = 1;
+out:
+    if (zp_out_close(&ids) != 0 || zp_out_close(&dig) != 0)
+        rc = 1;
+    if (res->stop == ZP_RUN_STOP_OUTPUT)
+        rc = 1;
+    else if (res->stop && rc == 0)
+        rc = 128 + res->stop;
+    if (hk) {
+        if (!started)
+            hk->start(hk->user, NULL);
+        rc = hk->finish(hk->user, started ? p : NULL, rc);
+    }
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    return rc;
+}
+
+/* The index cache folder of `zephon run`: $XDG_CACHE_HOME/zephon/index
+ * (when absolute, as the XDG spec asks), else $HOME/.cache/zephon/index,
+ * created like mkdir -p (new folders 0700). 0, or -1 with errno (ENOENT
+ * when neither variable is usable). */
+int zp_run_index_cache_dir(char *buf, size_t cap)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    buf[0] = '\0';
+    if (xdg && xdg[0] == '/')
+        n = snprintf(buf, cap, "%s/zephon/index", xdg);
+    else if (home && *home)
+        n = snprintf(buf, cap, "%s/.cache/zephon/index", home);
+    else {
+        errno = ENOENT;
+        return -1;
+    }
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return zpi_mkdir_p(buf, 0700);
+}
+
+int zp_run_main(zp_run_opts *o)
+{
+    if (zp_run_rank_from_env(o) != 0)
+        return 2;
+    if (o->ws.rank >= o->ws.world_size) {
+        fprintf(stderr, "zephon run: rank %u is not below world size %u\n", o->ws.rank,
+                o->ws.world_size);
+        return 2;
+    }
+    zp_dataset_config dcfg;
+    zp_dataset_config_init(&dcfg);
+    char cache_dir[PATH_MAX];
+    if (!o->no_index_cache) {
+        if (zp_run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
+            dcfg.index_cache_dir = cache_dir;
+        else if (!o->quiet)
+            fprintf(stderr, "zephon run: warning: index cache off: %s%s%s: %s\n",
+                    cache_dir[0] ? "cannot create '" : "no $XDG_CACHE_HOME or $HOME",
+                    cache_dir, cache_dir[0] ? "'" : "", strerror(errno));
+    }
+    static int quiet_flag;
+    quiet_flag = o->quiet;
+    dcfg.log = log_to_stderr;
+    dcfg.log_user = &quiet_flag;
+    zp_dataset *ds = NULL;
+    zp_status st = zp_dataset_create(&dcfg, &ds);
+    if (st != ZP_OK) {
+        const char *msg = ds ? zp_dataset_errmsg(ds) : "";
+        fprintf(stderr, "zephon run: %s%s%s\n", zp_status_str(st), *msg ? ": " : "", msg);
+        zp_dataset_destroy(ds);
+        return 1;
+    }
+    for (size_t i = 0; i < o->n_specs; i++) {
+        st = zp_dataset_add(ds, o->specs[i]);
+        if (st != ZP_OK) {
+            fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st), zp_dataset_errmsg(ds));
+            zp_dataset_destroy(ds);
+            return 1;
+        }
+    }
+    zp_run_signals_install();
+    zp_run_result r;
+    int rc = zp_run_pipeline(o, ds, &r);
+    if (rc == 0 || r.stop) {
+        zp_run_print(o, &r);
+        if (zp_cli_flush_stdout("zephon run") != 0 && rc == 0)
+            rc = 1;
+    }
+    zp_dataset_destroy(ds);
+    return rc;
+}

@@ -1,0 +1,352 @@
+/* run_opts.c - `zephon run`'s options. Every number is parsed as 64-bit and
+ * checked against the range of the setting it fills (util.h's
+ * zpi_parse_u64/zpi_parse_double): a malformed or out-of-range value is a
+ * usage error naming the option and the value, never a wrap or a silent
+ * default. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_opts.h"
+#include "util.h"
+
+/* Bounds of the settings that have no natural limit but their type's: a
+ * pipeline of more threads or tasks than this is a typing mistake. */
+#define MAX_PAR 65536u                 /* threads and operator parallelism */
+#define MAX_ROWS ((uint64_t)1 << 30)   /* microbatch, seq-len, chunk samples */
+#define MAX_SECONDS (7.0 * 24 * 3600)  /* --step-time, --observe */
+
+void zp_run_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: zephon run [options] SHARD|GLOB|MANIFEST...\n"
+        "\n"
+        "dataset and plan:\n"
+        "  --data SPEC             add shards (path, glob or manifest .json); repeatable\n"
+        "  --seed N                shuffle seed (default 0)\n"
+        "  --epochs N              epochs to run (default 1; 0 = without end)\n"
+        "  --start-epoch N         first epoch (default 0)\n"
+        "  --no-shuffle            dataset order\n"
+        "  --block-shards N        shards per shuffle block (default 8)\n"
+        "  --remainder pad|drop    samples %% world size policy (default pad)\n"
+        "  --no-index-cache        count shards lacking a manifest count by reading them,\n"
+        "                          without the index cache ($XDG_CACHE_HOME/zephon/index,\n"
+        "                          else ~/.cache/zephon/index; docs/datasets.md)\n"
+        "  --rank R --world-size W this rank (default: MPI, else RANK/WORLD_SIZE,\n"
+        "                          else SLURM_PROCID/SLURM_NTASKS, else 0/1)\n"
+        "pipeline:\n"
+        "  --threads N             OpenMP threads of the pipeline (default OMP_NUM_THREADS)\n"
+        "  --fetch-parallelism N   (default 1)\n"
+        "  --map strip[:N]         add the built-in map_transform that strips the\n"
+        "                          surrounding whitespace of the --field text (in place),\n"
+        "                          with parallelism N (default 1)\n"
+        "  --tokenize ID[:N]       tokenize with ID (gpt2) and parallelism N (default 1)\n"
+        "  --field NAME            text field (default text)\n"
+        "  --pack concat|pad       token packing (default concat)\n"
+        "  --seq-len N             tokens per row minus one (default 2048)\n"
+        "  --microbatch N          rows per batch (default 32)\n"
+        "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
+        "                          with P loads at once (default P 1; default off)\n"
+        "  --prefetch-batches N    finished batches buffered (default 2)\n"
+        "  --chunk-samples N       samples per task (default 64)\n"
+        "  --in-flight N           chunks in flight (default: from parallelism)\n"
+        "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
+        "  --skip-bad-records      skip (and count) bad records instead of failing\n"
+        "  --fetch-delay-us N      fault injection: delay each fetched chunk\n"
+        "consumer:\n"
+        "  --step-time SECONDS     simulated training step per batch (default 0)\n"
+        "  --max-batches N         stop after N batches\n"
+        "outputs:\n"
+        "  --emit-ids DIR          write DIR/rank-<R>.ids: shard:record per sample\n"
+        "  --emit-digest FILE      one line per batch: index epoch xxh64 (FILE.rank-<R>\n"
+        "                          when the world size is above 1)\n"
+        "  --report DIR            MPI: write the cluster fetch-timing report (txt, json,\n"
+        "                          csv, html) into DIR (see docs/report.md)\n"
+        "  --report-every N        MPI: a report window every N steps (default: about 32\n"
+        "                          windows per run)\n"
+        "  --observe[=SECONDS]     observability on: print the snapshots every SECONDS\n"
+        "                          (default 5) and at the end\n"
+        "  --metrics-out FILE      write the final snapshots as one JSON document (FILE.rank-<R>\n"
+        "                          when the world size is above 1)\n"
+        "  --json                  print the summary (and snapshots) as JSON lines\n"
+        "  --quiet                 no progress line\n"
+        "\n"
+        "Exit status: 0 done, 1 the run failed, 2 usage error, 128+N stopped by signal N\n"
+        "(SIGINT 130, SIGTERM 143; outputs complete and marked partial). docs/cli.md\n");
+}
+
+void zp_run_opts_init(zp_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    zp_worksource_config_init(&o->ws);
+    zp_pipeline_config_init(&o->pc);
+    o->field = "text";
+    o->max_batches = UINT64_MAX;
+    o->map_parallelism = 1;
+    o->tok_parallelism = 1;
+    o->rank_set = 0;
+    o->observe = -1;
+}
+
+/* The value of option opt (what names it in messages, e.g. "--prefetch"
+ * or "the P of --prefetch 3:x"): a whole number in [min, max]. */
+static int num(const char *opt, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!v) {
+        fprintf(stderr, "zephon run: %s needs a value\n", opt);
+        return -1;
+    }
+    if (zpi_parse_u64(v, min, max, 0, out) == 0)
+        return 0;
+    if (errno == ERANGE)
+        fprintf(stderr, "zephon run: %s %s: out of range (%llu to %llu)\n", opt, v,
+                (unsigned long long)min, (unsigned long long)max);
+    else
+        fprintf(stderr, "zephon run: %s '%s': not a whole number (%llu to %llu)\n", opt, v,
+                (unsigned long long)min, (unsigned long long)max);
+    return -1;
+}
+
+static int seconds(const char *opt, const char *v, double *out)
+{
+    if (!v) {
+        fprintf(stderr, "zephon run: %s needs a value\n", opt);
+        return -1;
+    }
+    if (zpi_parse_double(v, 0, MAX_SECONDS, out) == 0)
+        return 0;
+    if (errno == ERANGE)
+        fprintf(stderr, "zephon run: %s %s: out of range (0 to %.0f seconds)\n", opt, v,
+                MAX_SECONDS);
+    else
+        fprintf(stderr, "zephon run: %s '%s': not a number of seconds\n", opt, v);
+    return -1;
+}
+
+/* "NAME[:N]" (--map strip:4, --tokenize gpt2:8): the part after the last
+ * colon, when there is one, must be a parallelism. */
+static int name_par(const char *opt, const char *v, char *name, size_t cap, uint64_t *par)
+{
+    if (!v || !*v) {
+        fprintf(stderr, "zephon run: %s needs a value\n", opt);
+        return -1;
+    }
+    const char *colon = strrchr(v, ':');
+    size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    if (n == 0 || n >= cap) {
+        fprintf(stderr, "zephon run: %s '%s': %s\n", opt, v,
+                n ? "too long" : "nothing before the ':'");
+        return -1;
+    }
+    memcpy(name, v, n);
+    name[n] = '\0';
+    if (!colon)
+        return 0;
+    char what[600];
+    snprintf(what, sizeof what, "%s %.500s: the parallelism", opt, v);
+    return num(what, colon + 1, 1, MAX_PAR, par);
+}
+
+int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u = 0;
+/* An option taking a whole number in [lo, hi], stored into dst. */
+#define NUM(dst, lo, hi)                                                                           \
+    do {                                                                                           \
+        if (num(a, v, (lo), (hi), &u) != 0)                                                        \
+            return -1;                                                                             \
+        dst = u;                                                                                   \
+        i++;                                                                                       \
+    } while (0)
+/* An option taking a string. */
+#define STR(dst)                                                                                   \
+    do {                                                                                           \
+        if (!v || !*v) {                                                                           \
+            fprintf(stderr, "zephon run: %s needs a value\n", a);                                  \
+            return -1;                                                                             \
+        }                                                                                          \
+        dst = v;                                                                                   \
+        i++;                                                                                       \
+    } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return 1;
+        else if (!strcmp(a, "--data")) {
+            const char *spec;
+            STR(spec);
+            if (o->n_specs == ZP_RUN_MAX_SPECS) {
+                fprintf(stderr, "zephon run: more than %d datasets given (use a manifest)\n",
+                        ZP_RUN_MAX_SPECS);
+                return -1;
+            }
+            o->specs[o->n_specs++] = spec;
+        } else if (!strcmp(a, "--seed"))
+            NUM(o->ws.seed, 0, UINT64_MAX);
+        else if (!strcmp(a, "--epochs"))
+            NUM(o->pc.epochs, 0, UINT32_MAX);
+        else if (!strcmp(a, "--start-epoch"))
+            NUM(o->start_epoch, 0, UINT32_MAX - 1);
+        else if (!strcmp(a, "--no-shuffle"))
+            o->ws.shuffle = 0;
+        else if (!strcmp(a, "--no-index-cache"))
+            o->no_index_cache = 1;
+        else if (!strcmp(a, "--block-shards"))
+            NUM(o->ws.shuffle_block_shards, 1, UINT32_MAX);
+        else if (!strcmp(a, "--remainder")) {
+            if (v && !strcmp(v, "pad"))
+                o->ws.remainder = ZP_REMAINDER_PAD;
+            else if (v && !strcmp(v, "drop"))
+                o->ws.remainder = ZP_REMAINDER_DROP;
+            else {
+                fprintf(stderr, "zephon run: --remainder '%s': pad or drop\n", v ? v : "");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--rank")) {
+            NUM(o->ws.rank, 0, UINT32_MAX - 1);
+            o->rank_set |= 1;
+        } else if (!strcmp(a, "--world-size")) {
+            NUM(o->ws.world_size, 1, UINT32_MAX);
+            o->rank_set |= 2;
+        } else if (!strcmp(a, "--threads"))
+            NUM(o->pc.threads, 1, MAX_PAR);
+        else if (!strcmp(a, "--fetch-parallelism"))
+            NUM(o->pc.fetch_parallelism, 1, MAX_PAR);
+        else if (!strcmp(a, "--map")) {
+            char name[16];
+            if (name_par(a, v, name, sizeof name, &o->map_parallelism) != 0)
+                return -1;
+            if (strcmp(name, "strip") != 0) {
+                fprintf(stderr, "zephon run: --map '%s': the built-in map is strip[:N]\n", v);
+                return -1;
+            }
+            o->map_strip = 1;
+            i++;
+        } else if (!strcmp(a, "--tokenize")) {
+            if (name_par(a, v, o->tok_id, sizeof o->tok_id, &o->tok_parallelism) != 0)
+                return -1;
+            i++;
+        } else if (!strcmp(a, "--field"))
+            STR(o->field);
+        else if (!strcmp(a, "--pack")) {
+            if (v && !strcmp(v, "concat"))
+                o->pack = ZP_PACK_CONCAT;
+            else if (v && !strcmp(v, "pad"))
+                o->pack = ZP_PACK_PAD;
+            else {
+                fprintf(stderr, "zephon run: --pack '%s': concat or pad\n", v ? v : "");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--seq-len"))
+            NUM(o->pc.seq_len, 1, MAX_ROWS);
+        else if (!strcmp(a, "--microbatch"))
+            NUM(o->pc.microbatch_size, 1, MAX_ROWS);
+        else if (!strcmp(a, "--prefetch")) {
+            char n[32];
+            uint64_t par = 1;
+            if (name_par(a, v, n, sizeof n, &par) != 0 ||
+                num("--prefetch", n, 1, (uint64_t)1 << 40, &u) != 0)
+                return -1;
+            o->prefetch_buffer = u;
+            o->prefetch_parallelism = par;
+            i++;
+        } else if (!strcmp(a, "--prefetch-batches"))
+            NUM(o->pc.prefetch_batches, 1, MAX_ROWS);
+        else if (!strcmp(a, "--chunk-samples"))
+            NUM(o->pc.chunk_samples, 1, MAX_ROWS);
+        else if (!strcmp(a, "--in-flight"))
+            NUM(o->pc.in_flight_chunks, 1, MAX_ROWS);
+        else if (!strcmp(a, "--cache-mb")) {
+            NUM(u, 0, (uint64_t)(SIZE_MAX >> 20));
+            o->pc.shard_cache_bytes = (size_t)u << 20;
+        } else if (!strcmp(a, "--skip-bad-records"))
+            o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+        else if (!strcmp(a, "--fetch-delay-us"))
+            NUM(o->pc.fetch_delay_us, 0, (uint64_t)MAX_SECONDS * 1000000);
+        else if (!strcmp(a, "--step-time")) {
+            if (seconds(a, v, &o->step_time) != 0)
+                return -1;
+            i++;
+        } else if (!strcmp(a, "--max-batches"))
+            NUM(o->max_batches, 1, UINT64_MAX);
+        else if (!strcmp(a, "--emit-ids"))
+            STR(o->emit_ids);
+        else if (!strcmp(a, "--emit-digest"))
+            STR(o->emit_digest);
+        else if (!strcmp(a, "--report"))
+            STR(o->report_dir);
+        else if (!strcmp(a, "--report-every"))
+            NUM(o->report_every, 1, UINT64_MAX);
+        else if (!strcmp(a, "--observe"))
+            o->observe = 5.0;
+        else if (!strncmp(a, "--observe=", 10)) {
+            if (seconds("--observe", a + 10, &o->observe) != 0)
+                return -1;
+        } else if (!strcmp(a, "--metrics-out"))
+            STR(o->metrics_out);
+        else if (!strcmp(a, "--json"))
+            o->json = 1;
+        else if (!strcmp(a, "--quiet"))
+            o->quiet = 1;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "zephon run: unknown option '%s'\n", a);
+            return -1;
+        } else if (o->n_specs < ZP_RUN_MAX_SPECS)
+            o->specs[o->n_specs++] = a;
+        else {
+            fprintf(stderr, "zephon run: more than %d datasets given (use a manifest)\n",
+                    ZP_RUN_MAX_SPECS);
+            return -1;
+        }
+#undef NUM
+#undef STR
+    }
+    if (o->n_specs == 0) {
+        fprintf(stderr, "zephon run: no dataset given\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* An environment variable holding a rank or a world size: absent (1),
+ * valid (0), or an error (-1, message printed). */
+static int env_num(const char *name, uint64_t min, uint64_t max, uint64_t *out)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return 1;
+    if (zpi_parse_u64(v, min, max, 0, out) == 0)
+        return 0;
+    fprintf(stderr, "zephon run: %s=%s: not a whole number from %llu to %llu\n", name, v,
+            (unsigned long long)min, (unsigned long long)max);
+    return -1;
+}
+
+int zp_run_rank_from_env(zp_run_opts *o)
+{
+    static const char *const pairs[][2] = {{"RANK", "WORLD_SIZE"},
+                                           {"SLURM_PROCID", "SLURM_NTASKS"}};
+    uint64_t r = 0, w = 1;
+    if (o->rank_set == 3)
+        return 0;
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        int a = env_num(pairs[k][0], 0, UINT32_MAX - 1, &r);
+        int b = env_num(pairs[k][1], 1, UINT32_MAX, &w);
+        if (a < 0 || b < 0)
+            return -1;
+        if (a == 0 && b == 0)
+            break;
+        r = 0;
+        w = 1;
+    }
+    if (!(o->rank_set & 1))
+        o->ws.rank = (uint32_t)r;
+    if (!(o->rank_set & 2))
+        o->ws.world_size = (uint32_t)w;
+    return 0;
+}

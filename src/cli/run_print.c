@@ -1,0 +1,247 @@
+/* run_print.c - what `zephon run` prints and writes: the summary, the
+ * snapshots (table or JSON lines), the metrics document, and the output
+ * files, whose write errors are reported when they happen (path and the
+ * system's reason). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run_opts.h"
+#include "util.h"
+
+/* ------------------------------------------------------------ output files */
+
+static void out_fail(zp_out *o, int e)
+{
+    if (!o->failed)
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", o->path,
+                e ? strerror(e) : "write error");
+    o->failed = 1;
+}
+
+int zp_out_open(zp_out *o, const char *path)
+{
+    memset(o, 0, sizeof *o);
+    zpi_fmt(o->path, sizeof o->path, "%s", path);
+    o->f = fopen(path, "w");
+    if (!o->f) {
+        out_fail(o, errno);
+        return -1;
+    }
+    return 0;
+}
+
+int zp_out_printf(zp_out *o, const char *fmt, ...)
+{
+    if (o->failed)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    int n = vfprintf(o->f, fmt, ap);
+    va_end(ap);
+    /* stdio writes a full buffer inside vfprintf: its error shows here,
+     * when it happens, not at the end of the run */
+    if (n < 0 || ferror(o->f)) {
+        out_fail(o, errno);
+        return -1;
+    }
+    return 0;
+}
+
+int zp_out_close(zp_out *o)
+{
+    if (!o->f)
+        return o->failed ? -1 : 0;
+    errno = 0;
+    int r = fflush(o->f);
+    int e = errno;
+    if ((r != 0 || ferror(o->f)) && !o->failed)
+        out_fail(o, e);
+    errno = 0;
+    if (fclose(o->f) != 0 && !o->failed)
+        out_fail(o, errno);
+    o->f = NULL;
+    return o->failed ? -1 : 0;
+}
+
+/* Writes a whole document: atomically (beside it, then renamed) for a
+ * regular file or a new path; directly to anything else (/dev/stdout, a
+ * pipe, a device), which cannot be renamed over. 0, or -1 with errno. */
+static int write_document(const char *path, const char *data, size_t len)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode))
+        return zpi_write_file_atomic(path, data, len);
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    while (len) {
+        ssize_t w = write(fd, data, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        data += w;
+        len -= (size_t)w;
+    }
+    return close(fd);
+}
+
+/* ------------------------------------------------------------ summary */
+
+void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
+{
+    double s = r->seconds > 0 ? r->seconds : 1e-9;
+    if (o->json) {
+        printf("{\"rank\":%u,\"world_size\":%u,\"batches\":%llu,\"samples\":%llu,\"seconds\":%.6f,"
+               "\"samples_per_s\":%.1f,\"batches_per_s\":%.2f,\"mb_per_s\":%.2f,\"tokens\":%llu,"
+               "\"first_batch_s\":%.6f,\"padded\":%llu,\"skipped\":%llu,\"partial\":%s",
+               o->ws.rank, o->ws.world_size, (unsigned long long)r->batches,
+               (unsigned long long)r->counts.samples, r->seconds, (double)r->counts.samples / s,
+               (double)r->batches / s, (double)r->bytes / s / 1e6,
+               (unsigned long long)r->counts.tokens, r->first_batch_seconds,
+               (unsigned long long)r->counts.padded, (unsigned long long)r->counts.skipped,
+               r->stop ? "true" : "false");
+        if (r->stop && r->stop != ZP_RUN_STOP_OUTPUT)
+            printf(",\"signal\":\"%s\"", zp_run_signal_name(r->stop));
+        printf("}\n");
+        return;
+    }
+    printf("rank %u/%u: %llu batches, %llu samples in %.3f s: %.0f samples/s, %.1f batches/s, "
+           "%.1f MB/s of %s",
+           o->ws.rank, o->ws.world_size, (unsigned long long)r->batches,
+           (unsigned long long)r->counts.samples, r->seconds, (double)r->counts.samples / s,
+           (double)r->batches / s, (double)r->bytes / s / 1e6,
+           r->counts.tokens ? "token batches" : "records");
+    if (r->counts.tokens)
+        printf(", %.0f tokens/s", (double)r->counts.tokens / s);
+    if (r->stop)
+        printf(" (partial: %s)", r->stop == ZP_RUN_STOP_OUTPUT ? "an output could not be written"
+                                                                : zp_run_signal_name(r->stop));
+    printf("\n");
+    if (r->counts.padded || r->padded_per_epoch || r->dropped_per_epoch || r->counts.skipped ||
+        r->counts.truncated_tokens)
+        printf("  padded %llu (per epoch, all ranks: %llu), dropped per epoch %llu, skipped %llu, "
+               "truncated tokens %llu\n",
+               (unsigned long long)r->counts.padded, (unsigned long long)r->padded_per_epoch,
+               (unsigned long long)r->dropped_per_epoch, (unsigned long long)r->counts.skipped,
+               (unsigned long long)r->counts.truncated_tokens);
+}
+
+/* ------------------------------------------------------------ observability */
+
+static void print_hist(FILE *f, const char *what, const zp_hist *h)
+{
+    if (!h->count) {
+        fprintf(f, "%s -", what);
+        return;
+    }
+    fprintf(f, "%s p50 %.3gms p90 %.3gms p99 %.3gms max %.3gms", what,
+            (double)zp_hist_quantile(h, 0.5) * 1e-6, (double)zp_hist_quantile(h, 0.9) * 1e-6,
+            (double)zp_hist_quantile(h, 0.99) * 1e-6, (double)h->max_ns * 1e-6);
+}
+
+void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f)
+{
+    zp_metrics_snapshot m;
+    zp_fetch_timing ft;
+    zp_prefetch_timing pt;
+    if (zp_pipeline_metrics_snapshot(p, &m) != ZP_OK ||
+        zp_pipeline_fetch_timing_snapshot(p, &ft) != ZP_OK ||
+        zp_pipeline_prefetch_timing_snapshot(p, &pt) != ZP_OK)
+        return;
+    if (o->json) {
+        char *a = NULL, *b = NULL, *c = NULL;
+        if (zp_metrics_json(&m, &a) == ZP_OK && zp_fetch_timing_json(&ft, &b) == ZP_OK &&
+            zp_prefetch_timing_json(&pt, &c) == ZP_OK)
+            fprintf(f, "%s\n%s\n%s\n", a, b, c);
+        free(a);
+        free(b);
+        free(c);
+        return;
+    }
+    fprintf(f, "[%7.2fs] %llu batches (%.1f/s), %llu samples (%.0f/s), first batch %.3fs, "
+               "stall %.2fs = %.1f%% of wall\n",
+            m.wall_seconds, (unsigned long long)m.batches, m.batches_per_second,
+            (unsigned long long)m.samples, m.samples_per_second, m.time_to_first_batch,
+            m.stall_seconds, 100.0 * m.stall_fraction);
+    fprintf(f, "  %-14s %3s %10s %10s %6s %9s %9s %15s %10s\n", "operator", "par", "in", "out",
+            "util", "starved", "blocked", "queue now/avg/max", "items/s");
+    for (uint32_t i = 0; i < m.n_ops; i++) {
+        const zp_op_metrics *op = &m.ops[i];
+        char q[32];
+        snprintf(q, sizeof q, "%u/%.1f/%u", op->queue_now, op->queue_mean, op->queue_max);
+        fprintf(f, "  %-14s %3u %10llu %10llu %5.0f%% %8.2fs %8.2fs %15s %10.0f\n", op->name,
+                op->parallelism, (unsigned long long)op->items_in,
+                (unsigned long long)op->items_out, 100.0 * op->utilization, op->starved_seconds,
+                op->blocked_seconds, q, op->items_per_second);
+    }
+    fprintf(f, "  fetch: %llu shards opened in %.2fs (read %.2fs, decompress %.2fs), waited %.2fs, "
+               "%.1f MB from storage, %.1f MB of records, %llu records\n         ",
+            (unsigned long long)ft.shards_opened, ft.open_seconds, ft.read_seconds,
+            ft.decompress_seconds, ft.wait_seconds, (double)ft.bytes_compressed / 1e6,
+            (double)ft.bytes_uncompressed / 1e6, (unsigned long long)ft.records);
+    print_hist(f, "shard open", &ft.open_ns);
+    fprintf(f, "; ");
+    print_hist(f, "record", &ft.record_ns);
+    if (ft.slowest_shard >= 0)
+        fprintf(f, "; slowest shard #%lld %.3fs", (long long)ft.slowest_shard,
+                ft.slowest_shard_seconds);
+    uint64_t lookups = pt.cache_hits + pt.cache_misses;
+    fprintf(f, "\n  prefetch: %llu loads, %.1f MB; cache %.1f%% hits (%llu/%llu), %llu evictions, "
+               "%.1f MB resident\n",
+            (unsigned long long)pt.downloads, (double)pt.bytes / 1e6,
+            lookups ? 100.0 * (double)pt.cache_hits / (double)lookups : 0.0,
+            (unsigned long long)pt.cache_hits, (unsigned long long)lookups,
+            (unsigned long long)pt.cache_evictions, (double)pt.cache_bytes / 1e6);
+}
+
+int zp_run_write_metrics(zp_pipeline *p, const char *path, int stop)
+{
+    zp_metrics_snapshot m;
+    zp_fetch_timing ft;
+    zp_prefetch_timing pt;
+    char *a = NULL, *b = NULL, *c = NULL;
+    zpi_buf doc = {0};
+    int rc = -1;
+    if (zp_pipeline_metrics_snapshot(p, &m) != ZP_OK ||
+        zp_pipeline_fetch_timing_snapshot(p, &ft) != ZP_OK ||
+        zp_pipeline_prefetch_timing_snapshot(p, &pt) != ZP_OK || zp_metrics_json(&m, &a) != ZP_OK ||
+        zp_fetch_timing_json(&ft, &b) != ZP_OK || zp_prefetch_timing_json(&pt, &c) != ZP_OK) {
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path,
+                zp_pipeline_errmsg(p)[0] ? zp_pipeline_errmsg(p) : "no snapshots");
+        goto out;
+    }
+    int ok = zpi_buf_printf(&doc, "{\"partial\":%s", stop ? "true" : "false") == 0;
+    if (ok && stop && stop != ZP_RUN_STOP_OUTPUT)
+        ok = zpi_buf_printf(&doc, ",\"signal\":\"%s\"", zp_run_signal_name(stop)) == 0;
+    if (ok)
+        ok = zpi_buf_printf(&doc, ",\"metrics\":%s,\"fetch_timing\":%s,\"prefetch_timing\":%s}\n",
+                            a, b, c) == 0;
+    if (!ok) {
+        fprintf(stderr, "zephon run: cannot write '%s': out of memory\n", path);
+        goto out;
+    }
+    if (write_document(path, doc.p, doc.len) != 0) {
+        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    zpi_buf_free(&doc);
+    free(a);
+    free(b);
+    free(c);
+    return rc;
+}
