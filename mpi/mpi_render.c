@@ -11,107 +11,9 @@
 
 #include "mpi_internal.h"
 
-/* ------------------------------------------------------------ string buffer */
-
-static void sb_grow(zpi_sbuf *b, size_t need)
-{
-    if (b->oom || b->len + need + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + need + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
-}
-
-void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    sb_grow(b, (size_t)n);
-    if (b->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-static void sb_putn(zpi_sbuf *b, const char *s, size_t n)
-{
-    sb_grow(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void zpi_sb_puts(zpi_sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-/* Append s escaped for HTML text. */
-static void sb_html(zpi_sbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            zpi_sb_puts(b, "&lt;");
-            break;
-        case '>':
-            zpi_sb_puts(b, "&gt;");
-            break;
-        case '&':
-            zpi_sb_puts(b, "&amp;");
-            break;
-        case '"':
-            zpi_sb_puts(b, "&quot;");
-            break;
-        default:
-            sb_putn(b, s, 1);
-        }
-    }
-}
-
-/* Append s as a CSV field (quoted when it holds a comma, quote or newline). */
-static void sb_csv(zpi_sbuf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        zpi_sb_puts(b, s);
-        return;
-    }
-    zpi_sb_puts(b, "\"");
-    for (; *s; s++) {
-        if (*s == '"')
-            zpi_sb_puts(b, "\"\"");
-        else
-            sb_putn(b, s, 1);
-    }
-    zpi_sb_puts(b, "\"");
-}
-
 /* ------------------------------------------------------------ shared pieces */
 
 static const char *HIST_NAME[ZPI_MPI_NHIST] = {"shard_load", "record_read", "transfer"};
-
-static void human_bytes(char *buf, size_t cap, double v)
-{
-    static const char *u[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    int i = 0;
-    while (v >= 1000 && i < 5) {
-        v /= 1000;
-        i++;
-    }
-    zpi_mpi_fmt(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
 
 /* "host: ranks 0-3" groups, one per node, in node order. */
 static void node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap)
@@ -159,7 +61,7 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
     else
         zpi_sb_printf(b, "), %u-%u threads per rank\n", r->threads_min, r->threads_max);
     if (r->info.have_dataset) {
-        human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
+        zpi_mpi_human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
         zpi_sb_printf(b, "dataset: %llu shards, %llu samples, %s (fingerprint %016llx)\n",
                       (unsigned long long)r->info.ds_shards, (unsigned long long)r->info.ds_samples,
                       tmp, (unsigned long long)r->info.ds_fingerprint);
@@ -192,7 +94,7 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
                           zp_cluster_report_rank_host(r, i));
             continue;
         }
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_mpi_human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
         zpi_sb_printf(b,
                       "  %5d %4d %-16.16s %10llu %10s %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %10.0f "
                       "%10.3f %9.4f %5.1f%% %7llu\n",
@@ -218,8 +120,8 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
                   "slowest rank (rank %d: %.0f samples/s x %u ranks)\n",
                   r->throughput, r->bounded, sps->min_rank, sps->min, sps->ranks);
     const zp_mpi_rank_stats *t = &r->totals;
-    human_bytes(tmp, sizeof tmp, (double)t->bytes_read);
-    human_bytes(tmp2, sizeof tmp2, (double)t->bytes_fetched);
+    zpi_mpi_human_bytes(tmp, sizeof tmp, (double)t->bytes_read);
+    zpi_mpi_human_bytes(tmp2, sizeof tmp2, (double)t->bytes_fetched);
     zpi_sb_printf(b,
                   "cluster totals: %llu batches, %llu samples, %llu tokens, %s read, %s of records, "
                   "%llu shard loads, %llu retries, %llu padded, %llu skipped, %llu batches dropped "
@@ -234,7 +136,7 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
                   "samples", "bytes", "stall_s", "stall%", "samples/s");
     for (int j = 0; j < r->nodes; j++) {
         const zp_mpi_rank_stats *s = &r->node_tot[j];
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_mpi_human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
         zpi_sb_printf(b, "  %4d %-24.24s %5d %12llu %10s %10.3f %6.1f%% %12.0f\n", j,
                       zp_cluster_report_node_host(r, j), s->local_rank, (unsigned long long)s->samples,
                       tmp, s->stall, s->stall_fraction * 100, s->samples_per_second);
@@ -506,7 +408,7 @@ static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
         const zp_mpi_rank_stats *s = &r->ranks[i];
         int strag = r->named[i];
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
-        sb_csv(b, zp_cluster_report_rank_host(r, i));
+        zpi_sb_csv(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_printf(b,
                       ",%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
                       "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
@@ -706,7 +608,7 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    "</style></head><body>\n");
     zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
                   kind_name(r->kind), r->index);
-    sb_html(b, r->job_id);
+    zpi_sb_html(b, r->job_id);
     zpi_sb_printf(b, " &middot; %d ranks on %d nodes (%d-%d per node) &middot; %u-%u threads per rank"
                      " &middot; analysed in %.3f ms, %zu bytes gathered per rank</p>\n",
                   r->size, r->nodes, r->ranks_per_node_min, r->ranks_per_node_max, r->threads_min,
@@ -714,10 +616,10 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     int holds = r->stat[ZP_MPI_M_STALL_FRACTION].ranks &&
                 r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
     zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
-    sb_html(b, r->verdict);
+    zpi_sb_html(b, r->verdict);
     zpi_sb_puts(b, "</p>\n<p>");
     if (r->info.have_dataset) {
-        human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
+        zpi_mpi_human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
         zpi_sb_printf(b, "Dataset: %llu shards, %llu samples, %s. ",
                       (unsigned long long)r->info.ds_shards, (unsigned long long)r->info.ds_samples,
                       tmp);
@@ -725,12 +627,12 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     zpi_sbuf st = {0};
     zpi_mpi_settings_text(&r->info, &st);
     zpi_sb_puts(b, "Settings: <code>");
-    sb_html(b, st.p ? st.p : "");
+    zpi_sb_html(b, st.p ? st.p : "");
     free(st.p);
     zpi_sb_puts(b, "</code>.<br>Straggler criterion: ");
     zpi_sbuf cr = {0};
     criterion_text(r, &cr);
-    sb_html(b, cr.p ? cr.p : "");
+    zpi_sb_html(b, cr.p ? cr.p : "");
     free(cr.p);
     zpi_sb_puts(b, ".</p>\n");
 
@@ -741,9 +643,9 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "<ul>\n");
         for (size_t i = 0; i < r->n_strag; i++) {
             zpi_sb_printf(b, "<li><b>rank %d</b> (", r->strag[i].rank);
-            sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
+            zpi_sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
             zpi_sb_puts(b, "): ");
-            sb_html(b, r->strag[i].reason);
+            zpi_sb_html(b, r->strag[i].reason);
             zpi_sb_puts(b, "</li>\n");
         }
         zpi_sb_puts(b, "</ul>\n");
@@ -764,13 +666,13 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         int strag = r->named[i];
         zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">", strag ? " class=\"strag\"" : "",
                       s->rank, s->node);
-        sb_html(b, zp_cluster_report_rank_host(r, i));
+        zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_puts(b, "</td>");
         if (!s->valid) {
             zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
             continue;
         }
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_mpi_human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
         zpi_sb_printf(b, "<td>%llu</td><td>%s</td>", (unsigned long long)s->samples, tmp);
         html_cell_num(b, s->open, "%.3f");
         html_cell_num(b, s->read, "%.3f");
@@ -814,10 +716,10 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         char list[256];
         node_ranks(r, j, list, sizeof list);
         zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
-        sb_html(b, zp_cluster_report_node_host(r, j));
+        zpi_sb_html(b, zp_cluster_report_node_host(r, j));
         zpi_sb_printf(b, "</td><td class=\"l\">%s</td><td>%llu</td>", list,
                       (unsigned long long)s->samples);
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
+        zpi_mpi_human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
         zpi_sb_printf(b, "<td>%s</td>", tmp);
         html_cell_num(b, pct(s->stall_fraction), "%.1f");
         html_cell_num(b, s->samples_per_second, "%.0f");
@@ -861,26 +763,6 @@ zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt
     return render_with(by_format[fmt], r, out, len);
 }
 
-static int mkdir_p(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            free(p);
-            return -1;
-        }
-        *s = '/';
-    }
-    int rc = mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
-    free(p);
-    return rc;
-}
-
 static zp_status write_file(const char *dir, const char *name, const char *data, size_t len,
                             char *errbuf, size_t errlen)
 {
@@ -908,7 +790,7 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
         errbuf[0] = '\0';
     if (!r || !dir || !*dir)
         return ZP_ERR_INVALID;
-    if (mkdir_p(dir) != 0) {
+    if (zpi_mpi_mkdir_p(dir) != 0) {
         if (errbuf)
             zpi_mpi_fmt(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
         return ZP_ERR_IO;

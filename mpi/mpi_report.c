@@ -178,8 +178,7 @@ static void fill_hists(const zp_mpi_input *in, uint64_t *hsum, uint64_t *hmin)
 
 zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     zpi_mpi_pending *pd = &m->pend;
     /* A rank-local refusal here would leave the others in a collective: the
      * state check is the same on every rank that follows the rules. */
@@ -251,8 +250,7 @@ zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out)
 {
     if (out)
         *out = NULL;
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     if (!m->pend.active)
         return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
     return finish(m, zpi_mpi_check(m, MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE),
@@ -469,44 +467,28 @@ static void stat_of(const zp_mpi_rank_stats *rs, int n, int metric, zp_mpi_stat 
     s->imbalance = s->mean > 0 ? s->max / s->mean : 0;
 }
 
-/* Append to buf (cap bytes, *len of them used) with printf; once the text
- * is cut, *len stays at cap - 1 and later appends write nothing. */
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    if (*len + 1 >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        *len = *len + (size_t)k < cap ? *len + (size_t)k : cap - 1;
-}
-
 static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
                            const zp_mpi_straggler *s, zp_mpi_report_kind kind)
 {
     size_t n = 0;
     buf[0] = '\0';
-    append(buf, cap, &n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
+    zpi_mpi_append(buf, cap, &n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
     if (isfinite(s->ratio))
-        append(buf, cap, &n, " = %.2fx the median %.3f ms", s->ratio, s->median * 1e3);
+        zpi_mpi_append(buf, cap, &n, " = %.2fx the median %.3f ms", s->ratio, s->median * 1e3);
     else
-        append(buf, cap, &n, " (median %.3f ms)", s->median * 1e3);
+        zpi_mpi_append(buf, cap, &n, " (median %.3f ms)", s->median * 1e3);
     if (s->reasons & ZP_MPI_SLOW_RATIO)
-        append(buf, cap, &n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
+        zpi_mpi_append(buf, cap, &n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
     if (s->reasons & ZP_MPI_SLOW_Z) {
         if (isfinite(s->z))
-            append(buf, cap, &n, "; robust z %.1f (> %.1f)", s->z, cfg->straggler_z);
+            zpi_mpi_append(buf, cap, &n, "; robust z %.1f (> %.1f)", s->z, cfg->straggler_z);
         else
-            append(buf, cap, &n, "; robust z inf (> %.1f)", cfg->straggler_z);
+            zpi_mpi_append(buf, cap, &n, "; robust z inf (> %.1f)", cfg->straggler_z);
     }
-    append(buf, cap, &n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
+    zpi_mpi_append(buf, cap, &n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
            s->stall_fraction * 100, cfg->straggler_min_stall * 100);
     if (kind == ZP_MPI_REPORT_WINDOW)
-        append(buf, cap, &n, "; in the last %u windows", s->windows);
+        zpi_mpi_append(buf, cap, &n, "; in the last %u windows", s->windows);
 }
 
 static int cmp_strag(const void *a, const void *b)
@@ -596,7 +578,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     }
     int *per_node = calloc((size_t)(r->nodes > 0 ? r->nodes : 1), sizeof *per_node);
     if (!per_node) {
-        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory counting the ranks of %d nodes", r->nodes);
         goto out;
     }
     for (int i = 0; i < n; i++) {
@@ -714,7 +696,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     } else {
         int holds = sf->max >= m->cfg.straggler_min_stall;
         size_t len = 0;
-        append(r->verdict, sizeof r->verdict, &len,
+        zpi_mpi_append(r->verdict, sizeof r->verdict, &len,
                "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d at %.1f%%",
                holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
                sf->max * 100);
@@ -725,7 +707,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
                 ranks[i] = r->strag[i].rank;
             char list[96];
             zpi_mpi_ranklist(list, sizeof list, ranks, nr);
-            append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
+            zpi_mpi_append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
                    r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
                    r->n_strag > nr ? " ..." : "");
         }

@@ -4,6 +4,7 @@
 # ZEPHON_WITH_MPI is ON (MPI::MPI_C found there).
 set(_zp_mpi_dir ${CMAKE_CURRENT_LIST_DIR})
 add_library(zephon_mpi
+  ${_zp_mpi_dir}/mpi_util.c
   ${_zp_mpi_dir}/mpi_comm.c
   ${_zp_mpi_dir}/mpi_agree.c
   ${_zp_mpi_dir}/mpi_report.c

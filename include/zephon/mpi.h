@@ -76,10 +76,14 @@ void zp_mpi_config_init(zp_mpi_config *cfg);
  * duplicate, finds this rank's node (node index, node-local rank) and sends
  * the host names to the root. cfg may be NULL for defaults (it is copied).
  * MPI must be initialised. OUT: *out, caller owns; release with
- * zp_mpi_destroy(). On failure *out is NULL and the status says why (no
- * handle to hold a message): ZP_ERR_STATE when MPI is not initialised (or
- * finalised), ZP_ERR_INVALID for a bad setting or MPI_COMM_NULL,
- * ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
+ * zp_mpi_destroy(). On failure (on every rank when it is collective) *out
+ * is a handle that holds only the error, as for every handle's create
+ * (docs/api.md): read zp_mpi_errmsg() (it names the setting and its value,
+ * or the MPI call), then zp_mpi_destroy() it; every other call on it
+ * returns the same status. *out is NULL only when even that handle could
+ * not be allocated (ZP_ERR_NOMEM) or out is NULL. Statuses: ZP_ERR_STATE
+ * when MPI is not initialised (or finalised), ZP_ERR_INVALID for a bad
+ * setting or MPI_COMM_NULL, ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
 zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
 
 /* Free the handle and its communicators. Collective over comm (it frees
@@ -175,10 +179,14 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
  *         packing gives ranks different batch counts: all ranks stop at the
  *         shortest; a batch a rank held is not delivered and is counted in
  *         zp_mpi_batches_dropped());
- *         an error on every rank when any rank failed: the failing rank's
- *         own status; the message names the rank (its own message on that
- *         rank). Once it returned ZP_END or an error, later calls return the
- *         same without communicating. */
+ *         an error on every rank when any rank failed (a bad record, a
+ *         corrupt shard, a count or hash mismatch: the failing rank
+ *         contributes its error to this step's agreement, so no rank keeps
+ *         waiting): the status of the lowest failing rank R and, on every
+ *         rank (R too), the message "rank R: <R's message>" (a rank that
+ *         failed as well with another message adds " (rank N failed too:
+ *         ...)"). Once it returned ZP_END or an error, later calls return
+ *         the same without communicating. */
 zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
 
 /* Batches this rank held but did not deliver because another rank ended
