@@ -96,7 +96,7 @@ void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b)
 /* Where the data came from, for the report: one spec made absolute (a
  * manifest, a folder, a shard) or kept as given (a glob, a URL); several:
  * their count, the first and the last. */
-static void data_summary(char *buf, size_t cap, const char *const *specs, size_t n)
+void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_t n)
 {
     buf[0] = '\0';
     if (!specs || n == 0)
@@ -457,7 +457,7 @@ zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
     else if (m->rank == 0)
         local = build_manifest(m, specs, n_specs, cfg, &bytes, &len);
     if (m->rank == 0)
-        data_summary(m->data, sizeof m->data, specs, n_specs);
+        zpi_mpi_data_summary(m->data, sizeof m->data, specs, n_specs);
     zp_status st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
         st = zpi_mpi_check(m, MPI_Bcast(m->data, (int)sizeof m->data, MPI_CHAR, 0, m->comm),

@@ -175,6 +175,24 @@ void zpi_mpi_human_seconds(char *buf, size_t cap, double s);
 void zpi_mpi_human_rate(char *buf, size_t cap, double v, const char *unit);
 void zpi_mpi_human_percent(char *buf, size_t cap, double fraction);
 
+/* The unit of a report metric, and a value in it for people. */
+typedef enum zpi_mpi_unit {
+    ZPI_U_COUNT,
+    ZPI_U_BYTES,
+    ZPI_U_SECONDS,
+    ZPI_U_FRACTION,
+    ZPI_U_SAMPLE_RATE,
+    ZPI_U_BYTE_RATE
+} zpi_mpi_unit;
+zpi_mpi_unit zpi_mpi_metric_unit(int metric); /* mpi_report.c */
+void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_report.c */
+
+/* Windows at the start of the kept history that are warm-up, left out of
+ * the heat map's colour scale: the run's first window and every window
+ * that ended before twice the slowest rank's time to its first batch (0
+ * when every kept window is warm-up). mpi_render.c */
+int zpi_mpi_warmup_windows(const zp_cluster_report *r);
+
 /* mkdir -p with mode 0777 (less the umask). 0, or -1 with errno. */
 int zpi_mpi_mkdir_p(const char *dir);
 
@@ -204,7 +222,15 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
 /* Copy an info (deep); 0 or -1 on allocation failure. */
 int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src);
 void zpi_mpi_info_free(zpi_mpi_info *i);
-/* The settings line of the header ("seed=1 world_size=4 ..."). */
+/* Where the data came from, for the report (at most cap bytes): one spec
+ * made absolute (a manifest, a folder, a shard) or kept as given (a glob,
+ * a URL); several: their count, the first and the last. */
+void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_t n);
+/* The settings line of the header ("seed=1 world_size=4 ... data=manifest
+ * /abs/manifest.json (512 shards, 24.1 GB, fingerprint ...)"): the agreed
+ * settings and extra's key=value tokens, the data summarised (never a list
+ * of shards: a "data=" token of extra is left out), a token longer than
+ * 120 bytes cut. */
 void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b);
 
 #endif

@@ -18,37 +18,73 @@ typedef struct metric_def {
     const char *name;
     size_t off;
     int is_u64;
+    zpi_mpi_unit unit;
 } metric_def;
 
-#define U(n, f) {n, offsetof(zp_mpi_rank_stats, f), 1}
-#define D(n, f) {n, offsetof(zp_mpi_rank_stats, f), 0}
+#define U(n, f, u) {n, offsetof(zp_mpi_rank_stats, f), 1, u}
+#define D(n, f, u) {n, offsetof(zp_mpi_rank_stats, f), 0, u}
 static const metric_def METRICS[ZP_MPI_M_COUNT] = {
-    U("samples", samples),
-    U("batches", batches),
-    U("tokens", tokens),
-    U("bytes_read", bytes_read),
-    U("bytes_fetched", bytes_fetched),
-    U("shards_opened", shards_opened),
-    U("retries", retries),
-    D("wall_s", wall),
-    D("first_batch_s", first_batch),
-    D("fetch_s", fetch),
-    D("open_s", open),
-    D("read_s", read),
-    D("decompress_s", decompress),
-    D("transfer_s", transfer),
-    D("stall_s", stall),
-    D("stall_fraction", stall_fraction),
-    D("sync_s", sync),
-    D("step_s", step),
-    D("fetch_per_batch_s", fetch_per_batch),
-    D("samples_per_s", samples_per_second),
-    D("bytes_per_s", bytes_per_second),
-    D("slowest_shard_s", slowest_shard),
-    D("cache_hit_rate", cache_hit_rate),
+    U("samples", samples, ZPI_U_COUNT),
+    U("batches", batches, ZPI_U_COUNT),
+    U("tokens", tokens, ZPI_U_COUNT),
+    U("bytes_read", bytes_read, ZPI_U_BYTES),
+    U("bytes_fetched", bytes_fetched, ZPI_U_BYTES),
+    U("shards_opened", shards_opened, ZPI_U_COUNT),
+    U("retries", retries, ZPI_U_COUNT),
+    D("wall_s", wall, ZPI_U_SECONDS),
+    D("first_batch_s", first_batch, ZPI_U_SECONDS),
+    D("fetch_s", fetch, ZPI_U_SECONDS),
+    D("open_s", open, ZPI_U_SECONDS),
+    D("read_s", read, ZPI_U_SECONDS),
+    D("decompress_s", decompress, ZPI_U_SECONDS),
+    D("transfer_s", transfer, ZPI_U_SECONDS),
+    D("stall_s", stall, ZPI_U_SECONDS),
+    D("stall_fraction", stall_fraction, ZPI_U_FRACTION),
+    D("sync_s", sync, ZPI_U_SECONDS),
+    D("step_s", step, ZPI_U_SECONDS),
+    D("fetch_per_batch_s", fetch_per_batch, ZPI_U_SECONDS),
+    D("samples_per_s", samples_per_second, ZPI_U_SAMPLE_RATE),
+    D("bytes_per_s", bytes_per_second, ZPI_U_BYTE_RATE),
+    D("slowest_shard_s", slowest_shard, ZPI_U_SECONDS),
+    D("cache_hit_rate", cache_hit_rate, ZPI_U_FRACTION),
 };
 #undef U
 #undef D
+
+zpi_mpi_unit zpi_mpi_metric_unit(int m)
+{
+    return (unsigned)m < ZP_MPI_M_COUNT ? METRICS[m].unit : ZPI_U_COUNT;
+}
+
+void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v)
+{
+    switch (u) {
+    case ZPI_U_COUNT:
+        zpi_mpi_human_count(buf, cap, v);
+        break;
+    case ZPI_U_BYTES:
+        zpi_mpi_human_bytes(buf, cap, v);
+        break;
+    case ZPI_U_SECONDS:
+        zpi_mpi_human_seconds(buf, cap, v);
+        break;
+    case ZPI_U_FRACTION:
+        zpi_mpi_human_percent(buf, cap, v);
+        break;
+    case ZPI_U_SAMPLE_RATE:
+        zpi_mpi_human_rate(buf, cap, v, "samples");
+        break;
+    case ZPI_U_BYTE_RATE:
+        if (isfinite(v)) {
+            char t[40];
+            zpi_mpi_human_bytes(t, sizeof t, v);
+            zpi_mpi_fmt(buf, cap, "%s/s", t);
+        } else {
+            zpi_mpi_fmt(buf, cap, "-");
+        }
+        break;
+    }
+}
 
 const char *zp_mpi_metric_name(zp_mpi_metric m)
 {
@@ -472,11 +508,14 @@ static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
 {
     size_t n = 0;
     buf[0] = '\0';
-    zpi_mpi_append(buf, cap, &n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
+    char f[32], md[32];
+    zpi_mpi_human_seconds(f, sizeof f, s->fetch_per_batch);
+    zpi_mpi_human_seconds(md, sizeof md, s->median);
+    zpi_mpi_append(buf, cap, &n, "fetch %s/batch", f);
     if (isfinite(s->ratio))
-        zpi_mpi_append(buf, cap, &n, " = %.2fx the median %.3f ms", s->ratio, s->median * 1e3);
+        zpi_mpi_append(buf, cap, &n, " = %.2fx the median %s", s->ratio, md);
     else
-        zpi_mpi_append(buf, cap, &n, " (median %.3f ms)", s->median * 1e3);
+        zpi_mpi_append(buf, cap, &n, " (median %s)", md);
     if (s->reasons & ZP_MPI_SLOW_RATIO)
         zpi_mpi_append(buf, cap, &n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
     if (s->reasons & ZP_MPI_SLOW_Z) {

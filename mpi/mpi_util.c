@@ -240,8 +240,12 @@ void zpi_mpi_human_seconds(char *buf, size_t cap, double s)
         zpi_mpi_fmt(buf, cap, a < 9.995 ? "%.2f s" : a < 99.95 ? "%.1f s" : "%.0f s", s);
     else if (a < 36000)
         zpi_mpi_fmt(buf, cap, "%.1f min", s / 60);
-    else
+    else if (a < 48 * 3600.0)
         zpi_mpi_fmt(buf, cap, "%.1f h", s / 3600);
+    else if (a < 1e6 * 86400)
+        zpi_mpi_fmt(buf, cap, "%.1f d", s / 86400);
+    else /* absurd: keep it short */
+        zpi_mpi_fmt(buf, cap, "%.3g d", s / 86400);
 }
 
 void zpi_mpi_human_percent(char *buf, size_t cap, double fraction)

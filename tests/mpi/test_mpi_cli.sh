@@ -58,7 +58,7 @@ for k in ('samples', 'batches', 'records', 'bytes_fetched', 'bytes_read', 'shard
 assert d['totals']['samples'] == n, (d['totals']['samples'], n)
 assert d['header']['dataset']['samples'] > 0
 assert d['verdict'].startswith('verdict: ')
-assert len(d['windows']['fetch_per_batch_s']) == W
+assert len(d['windows']['fetch_per_batch_ms']) == W
 EOF"
   rows=$(($(wc -l < "$T/rep$W/report.csv") - 1))
   check "W=$W csv has one row per rank" '[[ $rows -eq $W ]]'
