@@ -189,10 +189,10 @@ static void test_size_bound(void **state)
         const char *name;
         long long bound;
     } f[] = {
-        {"report.txt", 16000 + 200 * N},
-        {"report.csv", 4000 + 300 * N},
-        {"report.json", 64000 + 1000 * N + 8 * N * W},
-        {"report.html", 512000 + 400 * N + 150 * Nh * W},
+        {"report.txt", 16000 + 400 * N},
+        {"report.csv", 4000 + 400 * N},
+        {"report.json", 64000 + 2200 * N + 8 * N * W},
+        {"report.html", 512000 + 800 * N + 150 * Nh * W},
         {"windows.csv", 1000 + 8 * N + 8 * N * W},
     };
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
