@@ -40,7 +40,7 @@ zp_add_mpi_test(test_mpi_straggler SOURCES ${_zp_mpi_tests}/test_mpi_straggler.c
 # named, a rank given another manifest, token packing in lock-step.
 add_test(NAME test_mpi_cli
   COMMAND bash ${_zp_mpi_tests}/test_mpi_cli.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
-set_tests_properties(test_mpi_cli PROPERTIES TIMEOUT 180 LABELS "mpi;cli"
+set_tests_properties(test_mpi_cli PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
 # A real single-node Slurm (munged, slurmctld, slurmd started and stopped by
@@ -63,7 +63,7 @@ target_include_directories(test_mpi_report PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/m
                            ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi)
 target_link_libraries(test_mpi_report PRIVATE zephon_mpi PkgConfig::CMOCKA m)
 add_test(NAME test_mpi_report COMMAND test_mpi_report)
-set_tests_properties(test_mpi_report PROPERTIES TIMEOUT 60 LABELS mpi
+set_tests_properties(test_mpi_report PROPERTIES TIMEOUT 180 LABELS mpi
   ENVIRONMENT "${ZP_MPI_ENV}")
 
 # The HTML page in a real browser (Debian's headless Chromium, installed by
