@@ -1062,8 +1062,12 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
 {
     if (errbuf && errlen)
         errbuf[0] = '\0';
-    if (!r || !dir || !*dir)
+    if (!r || !dir || !*dir) {
+        if (errbuf)
+            zpi_mpi_fmt(errbuf, errlen, "zp_cluster_report_write: %s",
+                        !r ? "no report (NULL)" : "no folder given");
         return ZP_ERR_INVALID;
+    }
     if (zpi_mpi_mkdir_p(dir) != 0) {
         if (errbuf)
             zpi_mpi_fmt(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));

@@ -132,7 +132,9 @@ zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg);
  * no folder): every rank's shard names are rank 0's, and no rank writes a
  * file. cfg may be NULL (defaults; it should
  * be equal on every rank). On any rank's failure every rank gets the error
- * with the failing rank named.
+ * with the failing rank named. Where the data came from (rank 0's specs: a
+ * manifest or folder as an absolute path, a glob as given, or "N
+ * paths/globs: first ... last") is kept for the report's settings line.
  * OUT: *out, caller owns; release with zp_dataset_destroy(). */
 zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
                                 const zp_dataset_config *cfg, zp_dataset **out);
@@ -160,7 +162,10 @@ zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksourc
  *     change speed (threads, parallelism, buffers, fetch_delay_us) may
  *     differ between ranks;
  *   - extra: the caller's own settings as text (tokenizer, field, map
- *     operators, start epoch ...), when not NULL.
+ *     operators, start epoch ...), when not NULL: space-separated
+ *     key=value tokens. Compared whole; in the report's settings line a
+ *     "data=" token is replaced by the data's summary (never a list of
+ *     shards) and a token longer than 120 bytes is cut.
  * @return ZP_OK when every rank holds the same values; ZP_ERR_MISMATCH on
  * every rank otherwise, with a message naming each differing value and the
  * ranks that hold it (e.g. "seed differs: rank 0-2: 1, rank 3: 7"). The
