@@ -189,7 +189,7 @@ void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_repo
 
 /* Windows at the start of the kept history that are warm-up, left out of
  * the heat map's colour scale: the run's first window and every window
- * that ended before twice the slowest rank's time to its first batch (0
+ * that ended before 1.5 x the slowest rank's time to its first batch (0
  * when every kept window is warm-up). mpi_render.c */
 int zpi_mpi_warmup_windows(const zp_cluster_report *r);
 

@@ -720,9 +720,9 @@ static void heat_color(char *buf, size_t cap, int level)
 int zpi_mpi_warmup_windows(const zp_cluster_report *r)
 {
     /* warm-up: the run's first window, and every window that ended before
-     * twice the slowest rank's time to its first batch (shards opened, the
+     * 1.5 x the slowest rank's time to its first batch (shards opened, the
      * page cache and the prefetch buffers filled) */
-    double until = 2 * r->totals.first_batch;
+    double until = 1.5 * r->totals.first_batch;
     int w = 0;
     while (w < r->n_windows &&
            (r->first_window + (uint64_t)w == 0 || (r->win_t && r->win_t[w] <= until)))
@@ -870,7 +870,7 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    "<title>Zephon fetch-timing report</title>\n<style>\n"
                    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}\n"
                    "table{border-collapse:collapse;margin:8px 0 20px}\n"
-                   "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\n"
+                   "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td{white-space:nowrap}\n"
                    "th{background:#f0f0f0}td.l,th.l{text-align:left}\n"
                    "tr.strag td{background:#fde0dc}\n"
                    ".verdict{font-weight:bold;padding:8px;border-left:6px solid #e15759;"
@@ -882,11 +882,18 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
                   kind_name(r->kind), r->index);
     zpi_sb_html(b, r->job_id);
-    zpi_sb_printf(b, " &middot; %d ranks on %d nodes (%d-%d per node) &middot; %u-%u threads per rank"
-                     " &middot; analysed in %s, %s gathered per rank</p>\n",
-                  r->size, r->nodes, r->ranks_per_node_min, r->ranks_per_node_max, r->threads_min,
-                  r->threads_max, HUMAN(t1, ZPI_U_SECONDS, r->seconds),
-                  HUMAN(t2, ZPI_U_BYTES, (double)r->gather_bytes));
+    zpi_sb_printf(b, " &middot; %d rank%s on %d node%s (", r->size, r->size == 1 ? "" : "s", r->nodes,
+                  r->nodes == 1 ? "" : "s");
+    if (r->ranks_per_node_min == r->ranks_per_node_max)
+        zpi_sb_printf(b, "%d per node)", r->ranks_per_node_max);
+    else
+        zpi_sb_printf(b, "%d-%d per node)", r->ranks_per_node_min, r->ranks_per_node_max);
+    if (r->threads_min == r->threads_max)
+        zpi_sb_printf(b, " &middot; %u thread%s per rank", r->threads_max, r->threads_max == 1 ? "" : "s");
+    else
+        zpi_sb_printf(b, " &middot; %u-%u threads per rank", r->threads_min, r->threads_max);
+    zpi_sb_printf(b, " &middot; analysed in %s, %s gathered per rank</p>\n",
+                  HUMAN(t1, ZPI_U_SECONDS, r->seconds), HUMAN(t2, ZPI_U_BYTES, (double)r->gather_bytes));
     int holds = r->stat[ZP_MPI_M_STALL_FRACTION].ranks &&
                 r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
     zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
