@@ -772,7 +772,7 @@ static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
         cw = 40;
     if (cw < 2)
         cw = 2;
-    int height = top + ch * rows + 34;
+    int height = top + ch * rows + 4;
     zpi_sb_printf(b,
                   "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                   "role=\"img\" aria-label=\"fetch time per batch, rank by window\">\n",
@@ -842,19 +842,20 @@ static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
                       "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\" "
                       "stroke-dasharray=\"3,2\"/>\n",
                       left + warm * cw - 1, top, left + warm * cw - 1, top + ch * rows);
+    zpi_sb_puts(b, "</svg>\n");
     zpi_mpi_human_seconds(hi_s, sizeof hi_s, maxv);
     zpi_sb_printf(b,
-                  "<text x=\"%d\" y=\"%d\" class=\"lbl\">windows %llu-%llu, oldest left; white 0, dark "
-                  "red %s/batch (the slowest after warm-up)%s; grey: no batch</text>\n",
-                  left, top + ch * rows + 16, (unsigned long long)r->first_window,
+                  "<p class=\"note\">Windows %llu-%llu, oldest left; white 0, dark red %s/batch (the "
+                  "slowest after warm-up)%s; grey: no batch.",
+                  (unsigned long long)r->first_window,
                   (unsigned long long)(r->first_window + (uint64_t)(nw > 0 ? nw - 1 : 0)), hi_s,
                   per > 1 ? "; a row is its ranks' slowest" : "");
     if (warm > 0)
         zpi_sb_printf(b,
-                      "<text x=\"%d\" y=\"%d\" class=\"lbl\">left of the dashed line: %d warm-up "
-                      "window%s, left out of the colour scale (values above it drawn dark red)</text>\n",
-                      left, top + ch * rows + 30, warm, warm == 1 ? "" : "s");
-    zpi_sb_puts(b, "</svg>\n");
+                      " Left of the dashed line: %d warm-up window%s, left out of the colour scale "
+                      "(values above it drawn dark red).",
+                      warm, warm == 1 ? "" : "s");
+    zpi_sb_puts(b, "</p>\n");
 }
 
 static void html_cell(zpi_sbuf *b, zpi_mpi_unit u, double v)
