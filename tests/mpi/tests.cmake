@@ -59,9 +59,9 @@ add_executable(test_mpi_report ${_zp_mpi_tests}/test_mpi_report.c
                ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/report_sim.c)
 target_compile_options(test_mpi_report PRIVATE ${ZP_WARN})
 target_compile_definitions(test_mpi_report PRIVATE _GNU_SOURCE)
-target_include_directories(test_mpi_report PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/mpi
-                           ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi)
-target_link_libraries(test_mpi_report PRIVATE zephon_mpi PkgConfig::CMOCKA m)
+target_include_directories(test_mpi_report PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi)
+# the layer's internals (mpi_internal.h) from the static library, not the .so
+target_link_libraries(test_mpi_report PRIVATE zephon_mpi_internal PkgConfig::CMOCKA m)
 add_test(NAME test_mpi_report COMMAND test_mpi_report)
 set_tests_properties(test_mpi_report PROPERTIES TIMEOUT 180 LABELS mpi
   ENVIRONMENT "${ZP_MPI_ENV}")
