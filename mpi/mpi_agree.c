@@ -35,6 +35,34 @@ static const char *pack_name(zp_pack_mode p)
     return "?";
 }
 
+/* Append extra's tokens (space-separated key=value) to b, leaving out the
+ * data token ("data=" or "data:" at a token's start: the data line says it)
+ * and cutting a token longer than ZPI_MPI_TOKEN_MAX bytes. */
+#define ZPI_MPI_TOKEN_MAX 120
+static void extra_text(const char *extra, zpi_sbuf *b, const char **sep)
+{
+    const char *p = extra;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        const char *e = strchr(p, ' ');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (!(n >= 5 && (strncmp(p, "data=", 5) == 0 || strncmp(p, "data:", 5) == 0))) {
+            zpi_sb_puts(b, *sep);
+            if (n <= ZPI_MPI_TOKEN_MAX) {
+                zpi_sb_putn(b, p, n);
+            } else {
+                zpi_sb_putn(b, p, ZPI_MPI_TOKEN_MAX - 20);
+                zpi_sb_printf(b, "...(%zu bytes)", n);
+            }
+            *sep = " ";
+        }
+        p += n;
+    }
+}
+
 void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b)
 {
     const char *sep = "";
@@ -52,9 +80,43 @@ void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b)
         sep = " ";
     }
     if (i->extra && *i->extra)
-        zpi_sb_printf(b, "%s%s", sep, i->extra);
-    if (!i->have_ws && !i->have_pc && !(i->extra && *i->extra))
+        extra_text(i->extra, b, &sep);
+    if (i->have_dataset) {
+        char bytes[32];
+        zpi_mpi_human_bytes(bytes, sizeof bytes, (double)i->ds_bytes);
+        zpi_sb_printf(b, "%sdata=%s (%llu shards, %s, fingerprint %016llx)", sep,
+                      i->data[0] ? i->data : "-", (unsigned long long)i->ds_shards, bytes,
+                      (unsigned long long)i->ds_fingerprint);
+        sep = " ";
+    }
+    if (!*sep)
         zpi_sb_puts(b, "(not agreed: zp_mpi_agree was not called)");
+}
+
+/* Where the data came from, for the report: one spec made absolute (a
+ * manifest, a folder, a shard) or kept as given (a glob, a URL); several:
+ * their count, the first and the last. */
+void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_t n)
+{
+    buf[0] = '\0';
+    if (!specs || n == 0)
+        return;
+    if (n == 1) {
+        char *abs = strstr(specs[0], "://") ? NULL : realpath(specs[0], NULL);
+        const char *s = abs ? abs : specs[0];
+        size_t len = strlen(s);
+        const char *what = len >= 5 && strcmp(s + len - 5, ".json") == 0 ? "manifest " : "";
+        if (len + strlen(what) < cap)
+            zpi_mpi_fmt(buf, cap, "%s%s", what, s);
+        else /* keep the end: the file name */
+            zpi_mpi_fmt(buf, cap, "%s...%s", what, s + len - (cap - strlen(what) - 8));
+        free(abs);
+        return;
+    }
+    char first[200], last[200];
+    zpi_mpi_fmt(first, sizeof first, "%s", specs[0]);
+    zpi_mpi_fmt(last, sizeof last, "%s", specs[n - 1]);
+    zpi_mpi_fmt(buf, cap, "%zu paths/globs: %s ... %s", n, first, last);
 }
 
 /* ------------------------------------------------------------ agreement */
@@ -175,8 +237,7 @@ static zp_status bcast_extra(zp_mpi *m, int src, const char *extra, char *buf, s
 zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
                        const zp_pipeline_config *pc, const char *extra)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     zp_status local = ZP_OK;
     if (ws && (ws->rank != (uint32_t)m->rank || ws->world_size != (uint32_t)m->size))
         local = zpi_mpi_fail(m, ZP_ERR_INVALID,
@@ -241,12 +302,13 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         m->info.ds_samples = rec[F_DS_SAMPLES];
         m->info.ds_fingerprint = rec[F_DS_FP];
         m->info.ds_bytes = ds_bytes;
+        memcpy(m->info.data, m->data, sizeof m->info.data);
         if (ws)
             m->info.ws = *ws;
         if (pc)
             m->info.pc = *pc;
         if (extra && !(m->info.extra = strdup(extra)))
-            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "zp_mpi_agree: out of memory copying the extra settings");
         return zpi_mpi_agree_status(m, local);
     }
 
@@ -327,8 +389,12 @@ static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
 {
     zp_dataset *ds = NULL;
     zp_status st = zp_dataset_create(cfg, &ds);
-    if (st != ZP_OK)
-        return zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
+    if (st != ZP_OK) {
+        zpi_mpi_fail(m, st, "cannot create a dataset: %s",
+                     ds && *zp_dataset_errmsg(ds) ? zp_dataset_errmsg(ds) : zp_status_str(st));
+        zp_dataset_destroy(ds);
+        return st;
+    }
     for (size_t i = 0; i < n && st == ZP_OK; i++)
         st = zp_dataset_add(ds, specs[i]);
     if (st == ZP_OK) /* indexes the shards without counts */
@@ -360,8 +426,12 @@ static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
 {
     zp_dataset *ds = NULL;
     zp_status st = zp_dataset_create(cfg, &ds);
-    if (st != ZP_OK)
-        return zpi_mpi_fail(m, st, "cannot create a dataset: %s", zp_status_str(st));
+    if (st != ZP_OK) {
+        zpi_mpi_fail(m, st, "cannot create a dataset: %s",
+                     ds && *zp_dataset_errmsg(ds) ? zp_dataset_errmsg(ds) : zp_status_str(st));
+        zp_dataset_destroy(ds);
+        return st;
+    }
     if ((st = zp_dataset_add_manifest_json(ds, bytes, len, NULL)) != ZP_OK) {
         zpi_mpi_fail(m, st, "dataset broadcast by rank 0: %s", zp_dataset_errmsg(ds));
         zp_dataset_destroy(ds);
@@ -374,20 +444,25 @@ static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
 zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
                                 const zp_dataset_config *cfg, zp_dataset **out)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     if (out)
         *out = NULL;
     char *bytes = NULL;
     size_t len = 0;
     zp_status local = ZP_OK;
     if (!out)
-        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no output given");
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_dataset_create: out is NULL");
     else if (m->rank == 0 && (!specs || n_specs == 0))
         local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no dataset given (no shard, glob or manifest)");
     else if (m->rank == 0)
         local = build_manifest(m, specs, n_specs, cfg, &bytes, &len);
+    if (m->rank == 0)
+        zpi_mpi_data_summary(m->data, sizeof m->data, specs, n_specs);
     zp_status st = zpi_mpi_agree_status(m, local);
+    if (st == ZP_OK)
+        st = zpi_mpi_check(m, MPI_Bcast(m->data, (int)sizeof m->data, MPI_CHAR, 0, m->comm),
+                           "MPI_Bcast (data summary)");
+    m->data[sizeof m->data - 1] = '\0';
     uint64_t n = len;
     if (st == ZP_OK)
         st = zpi_mpi_check(m, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, m->comm), "MPI_Bcast (manifest size)");

@@ -1,6 +1,6 @@
 /* mpi_comm.c - the MPI layer's handle: the duplicated communicator, the
- * node of each rank, errors, the communicator-aware WorkSource and
- * lock-step delivery (zp_mpi_next). */
+ * node of each rank, agreeing on an outcome, the communicator-aware
+ * WorkSource and lock-step delivery (zp_mpi_next). */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,43 +10,6 @@
 #include <time.h>
 
 #include "mpi_internal.h"
-
-/* ------------------------------------------------------------ helpers */
-
-double zpi_mpi_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, cap, fmt, ap);
-    va_end(ap);
-}
-
-zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->err, sizeof m->err, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS)
-        return ZP_OK;
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
-        zpi_mpi_fmt(s, sizeof s, "MPI error %d", rc);
-    return zpi_mpi_fail(m, ZP_ERR_MPI, "rank %d: %s failed: %s", m->rank, what, s);
-}
 
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
 {
@@ -61,7 +24,7 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
         return ZP_OK;
     char msg[ZPI_MPI_ERRMAX];
     if (m->rank == res.r)
-        memcpy(msg, m->err, sizeof msg);
+        memcpy(msg, m->err.msg, sizeof msg);
     st = zpi_mpi_check(m, MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, res.r, m->comm),
                        "MPI_Bcast (an error message)");
     if (st != ZP_OK)
@@ -81,35 +44,10 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
 
 zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
-    if (local != ZP_OK && msg != m->err)
+    ZPI_MPI_USABLE(m);
+    if (local != ZP_OK && msg != m->err.msg)
         zpi_mpi_fail(m, local, "%s", msg ? msg : zp_status_str(local));
     return zpi_mpi_agree_status(m, local);
-}
-
-void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
-            j++;
-        char item[48];
-        if (j == i)
-            zpi_mpi_fmt(item, sizeof item, "%s%d", i ? "," : "", ranks[i]);
-        else
-            zpi_mpi_fmt(item, sizeof item, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
-        size_t il = strlen(item);
-        if (len + il + 24 >= cap) {
-            zpi_mpi_fmt(buf + len, cap - len, ",... (%zu ranks)", n);
-            return;
-        }
-        memcpy(buf + len, item, il + 1);
-        len += il;
-        i = j + 1;
-    }
 }
 
 /* ------------------------------------------------------------ create / destroy */
@@ -179,30 +117,80 @@ static zp_status gather_hosts(zp_mpi *m)
     return st;
 }
 
+/* Release what a handle holds besides its error: communicators (collective),
+ * the report in flight, the root's buffers. */
+static void release(zp_mpi *m)
+{
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+        if (m->pend.active) {
+            MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
+            m->pend.active = 0;
+        }
+        if (m->node_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&m->node_comm);
+        if (m->comm != MPI_COMM_NULL)
+            MPI_Comm_free(&m->comm);
+    }
+    m->node_comm = m->comm = MPI_COMM_NULL;
+    free(m->pend.recv);
+    free(m->hosts);
+    free(m->hist.fetch);
+    free(m->hist.t_end);
+    free(m->hist.streak);
+    m->pend.recv = NULL;
+    m->hosts = NULL;
+    m->hist.fetch = NULL;
+    m->hist.t_end = NULL;
+    m->hist.streak = NULL;
+    zpi_mpi_info_free(&m->info);
+}
+
+/* A failed create: the handle keeps only its error (the failed-create
+ * convention of every handle: the caller reads zp_mpi_errmsg() and calls
+ * zp_mpi_destroy()). */
+static zp_status create_failed(zp_mpi *m, zp_status st, zp_mpi **out)
+{
+    release(m);
+    m->failed_create = 1;
+    if (m->err.code == ZP_OK)
+        m->err.code = st;
+    *out = m;
+    return st;
+}
+
 zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
 {
     if (!out)
         return ZP_ERR_INVALID;
     *out = NULL;
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (!init || fin)
-        return ZP_ERR_STATE;
-    if (comm == MPI_COMM_NULL)
-        return ZP_ERR_INVALID;
     zp_mpi *m = calloc(1, sizeof *m);
     if (!m)
         return ZP_ERR_NOMEM;
+    m->comm = MPI_COMM_NULL;
+    m->node_comm = MPI_COMM_NULL;
     if (cfg)
         m->cfg = *cfg;
     else
         zp_mpi_config_init(&m->cfg);
-    m->comm = MPI_COMM_NULL;
-    m->node_comm = MPI_COMM_NULL;
-    if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
-        free(m);
-        return ZP_ERR_MPI;
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin)
+        return create_failed(m,
+                             zpi_mpi_fail(m, ZP_ERR_STATE, "zp_mpi_create: MPI is %s",
+                                          fin ? "already finalised" : "not initialised (call "
+                                                                      "MPI_Init_thread first)"),
+                             out);
+    if (comm == MPI_COMM_NULL)
+        return create_failed(
+            m, zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_create: the communicator is MPI_COMM_NULL"),
+            out);
+    zp_status st0 = zpi_mpi_check(m, MPI_Comm_dup(comm, &m->comm), "MPI_Comm_dup (zp_mpi_create)");
+    if (st0 != ZP_OK) {
+        m->comm = MPI_COMM_NULL;
+        return create_failed(m, st0, out);
     }
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &m->rank);
@@ -217,13 +205,17 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
     zp_status local = ZP_OK;
     const zp_mpi_config *c = &m->cfg;
     if (c->root < 0 || c->root >= m->size)
-        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "root %d is not a rank of a communicator of %d",
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID,
+                             "zp_mpi_config.root = %d: not a rank of the communicator (size %d)",
                              c->root, m->size);
     else if (!(c->straggler_ratio >= 0) || !(c->straggler_z >= 0) ||
              !(c->straggler_min_stall >= 0) || c->straggler_windows == 0 || c->max_windows == 0)
         local = zpi_mpi_fail(m, ZP_ERR_INVALID,
-                             "bad straggler settings (ratio, z and min stall must be >= 0, "
-                             "windows and max_windows >= 1)");
+                             "zp_mpi_config: straggler_ratio = %g, straggler_z = %g, "
+                             "straggler_min_stall = %g, straggler_windows = %u, max_windows = %u: "
+                             "ratio, z and min stall must be >= 0, the window counts >= 1",
+                             c->straggler_ratio, c->straggler_z, c->straggler_min_stall,
+                             c->straggler_windows, c->max_windows);
     zp_status st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
         st = find_node(m);
@@ -238,16 +230,17 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
         m->pend.recv = malloc((size_t)m->size * sizeof *m->pend.recv);
         local = (h->fetch && h->t_end && h->streak && m->pend.recv)
                     ? ZP_OK
-                    : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for %u report windows", h->cap);
+                    : zpi_mpi_fail(m, ZP_ERR_NOMEM,
+                                   "zp_mpi_create: out of memory for %u report windows of %d ranks "
+                                   "(zp_mpi_config.max_windows)",
+                                   h->cap, m->size);
     } else {
         local = ZP_OK;
     }
     if (st == ZP_OK)
         st = zpi_mpi_agree_status(m, local);
-    if (st != ZP_OK) {
-        zp_mpi_destroy(m);
-        return st;
-    }
+    if (st != ZP_OK)
+        return create_failed(m, st, out);
     *out = m;
     return ZP_OK;
 }
@@ -256,28 +249,18 @@ void zp_mpi_destroy(zp_mpi *m)
 {
     if (!m)
         return;
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (!fin) {
-        if (m->pend.active) {
-            MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
-            m->pend.active = 0;
-        }
-        if (m->node_comm != MPI_COMM_NULL)
-            MPI_Comm_free(&m->node_comm);
-        if (m->comm != MPI_COMM_NULL)
-            MPI_Comm_free(&m->comm);
-    }
-    free(m->pend.recv);
-    free(m->hosts);
-    free(m->hist.fetch);
-    free(m->hist.t_end);
-    free(m->hist.streak);
-    zpi_mpi_info_free(&m->info);
+    release(m);
     free(m);
 }
 
-const char *zp_mpi_errmsg(const zp_mpi *m) { return m ? m->err : ""; }
+const char *zp_mpi_errmsg(const zp_mpi *m)
+{
+    if (!m)
+        return "";
+    if (!m->err.msg[0] && m->err.code != ZP_OK)
+        return zp_status_str(m->err.code);
+    return m->err.msg;
+}
 int zp_mpi_rank(const zp_mpi *m) { return m ? m->rank : -1; }
 int zp_mpi_size(const zp_mpi *m) { return m ? m->size : 0; }
 int zp_mpi_node(const zp_mpi *m) { return m ? m->node : -1; }
@@ -302,8 +285,7 @@ void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg)
 zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksource_config *cfg,
                                    zp_worksource **out)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     zp_worksource_config c;
     if (cfg)
         c = *cfg;
@@ -313,7 +295,8 @@ zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksourc
     zp_worksource *ws = NULL;
     zp_status local = ZP_OK;
     if (!out || !ds)
-        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no dataset or no output given");
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID,
+                             "zp_mpi_worksource_create: %s is NULL", !ds ? "the dataset" : "out");
     else if ((local = zp_worksource_create(ds, &c, &ws)) != ZP_OK)
         zpi_mpi_fail(m, local, "worksource: %s", zp_worksource_errmsg(ws));
     zp_status st = zpi_mpi_agree_status(m, local);
@@ -345,8 +328,7 @@ static zp_status step_stop(zp_mpi *m, zp_status st, const char *fmt, ...)
 
 zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     if (out)
         *out = NULL;
     if (m->step_final != ZP_OK)
@@ -354,7 +336,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     const zp_batch *b = NULL;
     zp_status st;
     if (!p || !out)
-        st = zpi_mpi_fail(m, ZP_ERR_INVALID, "no pipeline or no output given");
+        st = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_next: %s is NULL", !p ? "the pipeline" : "out");
     else if ((st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
         zpi_mpi_fail(m, st, "%s", zp_pipeline_errmsg(p));
     /* 2: a batch, 1: end, 0: an error; MINLOC: errors win over end, and the
@@ -367,7 +349,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
                                   "MPI_Allreduce (lock-step next)");
     m->sync_seconds += zpi_mpi_now() - t0;
     if (mst != ZP_OK)
-        return step_stop(m, mst, "%s", m->err);
+        return step_stop(m, mst, "%s", m->err.msg);
     if (res.v == 2) {
         *out = b;
         return ZP_OK;
@@ -378,7 +360,9 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
         return step_stop(m, ZP_END,
                          "end of stream: rank %d ended first, every rank stops at this step", res.r);
     }
-    /* An error on rank res.r: every rank learns its status and message. */
+    /* An error on rank res.r (the lowest failing rank): every rank, that one
+     * too, returns its status and "rank R: its message"; a rank that failed
+     * as well adds its own message. */
     struct {
         int status;
         char msg[ZPI_MPI_ERRMAX];
@@ -386,17 +370,23 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     memset(&e, 0, sizeof e);
     if (m->rank == res.r) {
         e.status = (int)st;
-        memcpy(e.msg, m->err, sizeof e.msg);
+        zpi_mpi_fmt(e.msg, sizeof e.msg, "%s", m->err.msg[0] ? m->err.msg : zp_status_str(st));
     }
+    char own[ZPI_MPI_ERRMAX / 2];
+    zpi_mpi_fmt(own, sizeof own, "%s", in.v == 0 ? m->err.msg : "");
     mst = zpi_mpi_check(m, MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, res.r, m->comm),
                         "MPI_Bcast (a rank's pipeline error)");
     if (mst != ZP_OK)
-        return step_stop(m, mst, "%s", m->err);
+        return step_stop(m, mst, "%s", m->err.msg);
     e.msg[sizeof e.msg - 1] = '\0';
-    if (m->rank == res.r || in.v == 0) /* this rank failed too: its own error */
-        return step_stop(m, st, "%s", m->rank == res.r ? e.msg : m->err);
     if (st == ZP_OK)
         m->dropped++;
-    return step_stop(m, (zp_status)e.status, "rank %d failed: %s: %s", res.r,
-                     zp_status_str((zp_status)e.status), e.msg);
+    /* messages of MPI failures already start with "rank R: " */
+    char pre[32];
+    zpi_mpi_fmt(pre, sizeof pre, "rank %d: ", res.r);
+    const char *msg = strncmp(e.msg, pre, strlen(pre)) == 0 ? e.msg + strlen(pre) : e.msg;
+    if (in.v == 0 && m->rank != res.r && strcmp(own, msg) != 0)
+        return step_stop(m, (zp_status)e.status, "rank %d: %s (rank %d failed too: %s)", res.r, msg,
+                         m->rank, own);
+    return step_stop(m, (zp_status)e.status, "rank %d: %s", res.r, msg);
 }

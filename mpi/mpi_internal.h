@@ -1,8 +1,10 @@
 /*
  * mpi_internal.h - the MPI layer's private structures and helpers, shared
- * by mpi_comm.c (the handle, errors, lock-step delivery), mpi_agree.c
- * (startup agreement, dataset broadcast), mpi_report.c (gather, reduce,
- * analysis) and mpi_render.c (text, JSON, CSV, HTML).
+ * by mpi_util.c (the small helpers: clock, formatting, errors, rank lists,
+ * string builder, human units, mkdir -p), mpi_comm.c (the handle,
+ * lock-step delivery), mpi_agree.c (startup agreement, dataset broadcast),
+ * mpi_report.c (gather, reduce, analysis) and mpi_render.c (text, JSON,
+ * CSV, HTML).
  *
  * Only the public API of libzephon is used here (no src/ internals), so
  * the MPI layer can be built against an installed libzephon.
@@ -21,10 +23,24 @@
 /* per histogram in the SUM reduction: count, sum_ns, buckets */
 #define ZPI_MPI_HSUM (2 + ZP_HIST_BUCKETS)
 
+/* The handle's last error: the same convention as the core library's
+ * handles (src/error.h): the code and a message naming what and where,
+ * kept until the next failing call; a failed zp_mpi_create() keeps its
+ * message on a handle that holds only the error. */
+typedef struct zpi_mpi_err {
+    zp_status code;
+    char msg[ZPI_MPI_ERRMAX];
+} zpi_mpi_err;
+
+#define ZPI_MPI_DATA_MAX 512
+
 /* What the agreement keeps for the report's header. */
 typedef struct zpi_mpi_info {
     int have_dataset, have_ws, have_pc;
     uint64_t ds_shards, ds_samples, ds_bytes, ds_fingerprint;
+    /* where the data came from, as rank 0 was given it (zp_mpi_dataset_create):
+     * the manifest or folder (absolute), or "N paths: first ... last" */
+    char data[ZPI_MPI_DATA_MAX];
     zp_worksource_config ws;
     zp_pipeline_config pc;
     char *extra; /* malloc'd, may be NULL */
@@ -61,8 +77,10 @@ struct zp_mpi {
     char host[ZPI_MPI_HOST];
     char *hosts;        /* root: size x ZPI_MPI_HOST */
     zp_mpi_config cfg;
-    char err[ZPI_MPI_ERRMAX];
+    zpi_mpi_err err;
+    int failed_create;            /* holds only the error of a failed zp_mpi_create */
 
+    char data[ZPI_MPI_DATA_MAX];  /* zp_mpi_dataset_create's data summary (rank 0's) */
     zpi_mpi_info info;
 
     /* lock-step delivery */
@@ -114,29 +132,28 @@ struct zp_cluster_report {
     char verdict[512];
 };
 
-/* Store a message on m and return st. */
+/* ---- mpi_util.c ---- */
+
+/* Store the code and message on m and return st. */
 zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Check an MPI return code: MPI_SUCCESS gives ZP_OK, else ZP_ERR_MPI with
- * "<what>: <MPI's error string>" stored on m. */
+ * "rank R: <what> failed: <MPI's error string>" stored on m. */
 zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what);
-/* Agree on an outcome. Collective. Every rank passes its local status (its
- * message on m when not ZP_OK); all ranks return ZP_OK when all were ZP_OK,
- * else the status of the lowest failing rank, with that rank's message
- * ("rank R: ...") stored on every rank. */
-zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
 double zpi_mpi_now(void);
 /* snprintf whose result is cut to cap without a compiler warning. */
 void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Append to buf (cap bytes, *len of them used); once the text is cut, *len
+ * stays at cap - 1 and later appends write nothing. */
+void zpi_mpi_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Rank lists as ranges ("0-3,7,9-10") into buf, at most cap bytes, with
  * "... (N ranks)" when cut. ranks sorted ascending. */
 void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n);
 
-/* Analysis at the root: build the report from the gathered records. */
-zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out);
-
-/* A growable string for the renderers. */
+/* A growable string for the renderers (oom set once an append failed;
+ * later appends do nothing). */
 typedef struct zpi_sbuf {
     char *p;
     size_t len, cap;
@@ -144,11 +161,76 @@ typedef struct zpi_sbuf {
 } zpi_sbuf;
 void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zpi_sb_puts(zpi_sbuf *b, const char *s);
+void zpi_sb_putn(zpi_sbuf *b, const char *s, size_t n);
+/* s escaped for HTML text / as one CSV field (quoted when needed). */
+void zpi_sb_html(zpi_sbuf *b, const char *s);
+void zpi_sb_csv(zpi_sbuf *b, const char *s);
+
+/* Numbers for people, 3 significant digits: "17.2 M", "1.30 GB",
+ * "12.5 ms", "830 us", "4.1 min", "1.2 k samples/s", "12.5%". Non-finite
+ * values print "-". */
+void zpi_mpi_human_count(char *buf, size_t cap, double v);
+void zpi_mpi_human_bytes(char *buf, size_t cap, double v);
+void zpi_mpi_human_seconds(char *buf, size_t cap, double s);
+void zpi_mpi_human_rate(char *buf, size_t cap, double v, const char *unit);
+void zpi_mpi_human_percent(char *buf, size_t cap, double fraction);
+
+/* The unit of a report metric, and a value in it for people. */
+typedef enum zpi_mpi_unit {
+    ZPI_U_COUNT,
+    ZPI_U_BYTES,
+    ZPI_U_SECONDS,
+    ZPI_U_FRACTION,
+    ZPI_U_SAMPLE_RATE,
+    ZPI_U_BYTE_RATE
+} zpi_mpi_unit;
+zpi_mpi_unit zpi_mpi_metric_unit(int metric); /* mpi_report.c */
+void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_report.c */
+
+/* Windows at the start of the kept history that are warm-up, left out of
+ * the heat map's colour scale: the run's first window and every window
+ * that ended before 1.5 x the slowest rank's time to its first batch (0
+ * when every kept window is warm-up). mpi_render.c */
+int zpi_mpi_warmup_windows(const zp_cluster_report *r);
+
+/* mkdir -p with mode 0777 (less the umask). 0, or -1 with errno. */
+int zpi_mpi_mkdir_p(const char *dir);
+
+/* A handle that holds only the error of a failed zp_mpi_create() answers
+ * every call with that error. */
+#define ZPI_MPI_USABLE(m)                                                                          \
+    do {                                                                                           \
+        if (!(m))                                                                                  \
+            return ZP_ERR_INVALID;                                                                 \
+        if ((m)->failed_create)                                                                    \
+            return (m)->err.code;                                                                  \
+    } while (0)
+
+/* ---- mpi_comm.c ---- */
+
+/* Agree on an outcome. Collective. Every rank passes its local status (its
+ * message on m when not ZP_OK); all ranks return ZP_OK when all were ZP_OK,
+ * else the status of the lowest failing rank, with that rank's message
+ * ("rank R: ...") stored on every rank. */
+zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
+
+/* ---- mpi_report.c, mpi_agree.c ---- */
+
+/* Analysis at the root: build the report from the gathered records. */
+zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out);
 
 /* Copy an info (deep); 0 or -1 on allocation failure. */
 int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src);
 void zpi_mpi_info_free(zpi_mpi_info *i);
-/* The settings line of the header ("seed=1 world_size=4 ..."). */
+/* Where the data came from, for the report (at most cap bytes): one spec
+ * made absolute (a manifest, a folder, a shard) or kept as given (a glob,
+ * a URL); several: their count, the first and the last. */
+void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_t n);
+/* The settings line of the header ("seed=1 world_size=4 ... data=manifest
+ * /abs/manifest.json (512 shards, 24.1 GB, fingerprint ...)"): the agreed
+ * settings and extra's key=value tokens, the data summarised (never a list
+ * of shards: a "data=" token of extra is left out), a token longer than
+ * 120 bytes cut. */
 void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b);
 
 #endif

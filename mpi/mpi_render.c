@@ -11,107 +11,9 @@
 
 #include "mpi_internal.h"
 
-/* ------------------------------------------------------------ string buffer */
-
-static void sb_grow(zpi_sbuf *b, size_t need)
-{
-    if (b->oom || b->len + need + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + need + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
-}
-
-void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    sb_grow(b, (size_t)n);
-    if (b->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-static void sb_putn(zpi_sbuf *b, const char *s, size_t n)
-{
-    sb_grow(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void zpi_sb_puts(zpi_sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-/* Append s escaped for HTML text. */
-static void sb_html(zpi_sbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            zpi_sb_puts(b, "&lt;");
-            break;
-        case '>':
-            zpi_sb_puts(b, "&gt;");
-            break;
-        case '&':
-            zpi_sb_puts(b, "&amp;");
-            break;
-        case '"':
-            zpi_sb_puts(b, "&quot;");
-            break;
-        default:
-            sb_putn(b, s, 1);
-        }
-    }
-}
-
-/* Append s as a CSV field (quoted when it holds a comma, quote or newline). */
-static void sb_csv(zpi_sbuf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        zpi_sb_puts(b, s);
-        return;
-    }
-    zpi_sb_puts(b, "\"");
-    for (; *s; s++) {
-        if (*s == '"')
-            zpi_sb_puts(b, "\"\"");
-        else
-            sb_putn(b, s, 1);
-    }
-    zpi_sb_puts(b, "\"");
-}
-
 /* ------------------------------------------------------------ shared pieces */
 
 static const char *HIST_NAME[ZPI_MPI_NHIST] = {"shard_load", "record_read", "transfer"};
-
-static void human_bytes(char *buf, size_t cap, double v)
-{
-    static const char *u[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    int i = 0;
-    while (v >= 1000 && i < 5) {
-        v /= 1000;
-        i++;
-    }
-    zpi_mpi_fmt(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
 
 /* "host: ranks 0-3" groups, one per node, in node order. */
 static void node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap)
@@ -139,13 +41,16 @@ static void criterion_text(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "judged on the whole run");
 }
 
-static double pct(double v) { return isfinite(v) ? v * 100 : NAN; }
 
 /* ------------------------------------------------------------ text */
 
+/* A value in the unit u for people, into a local buffer (for printf). */
+#define HUMAN(buf, u, v) (zpi_mpi_human((buf), sizeof(buf), (u), (v)), (buf))
+
 static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    char tmp[128], tmp2[128];
+    char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48], t11[48],
+        t12[48], list[128];
     zpi_sb_printf(b, "Zephon cluster fetch-timing report (%s, report %u)\n", kind_name(r->kind),
                   r->index);
     zpi_sb_printf(b, "job %s: %d rank%s on %d node%s (", r->job_id, r->size, r->size == 1 ? "" : "s",
@@ -158,33 +63,32 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "), %u threads per rank\n", r->threads_max);
     else
         zpi_sb_printf(b, "), %u-%u threads per rank\n", r->threads_min, r->threads_max);
-    if (r->info.have_dataset) {
-        human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
-        zpi_sb_printf(b, "dataset: %llu shards, %llu samples, %s (fingerprint %016llx)\n",
-                      (unsigned long long)r->info.ds_shards, (unsigned long long)r->info.ds_samples,
-                      tmp, (unsigned long long)r->info.ds_fingerprint);
-    } else {
+    if (r->info.have_dataset)
+        zpi_sb_printf(b, "dataset: %llu shards, %s samples, %s (fingerprint %016llx)\n",
+                      (unsigned long long)r->info.ds_shards,
+                      HUMAN(t1, ZPI_U_COUNT, (double)r->info.ds_samples),
+                      HUMAN(t2, ZPI_U_BYTES, (double)r->info.ds_bytes),
+                      (unsigned long long)r->info.ds_fingerprint);
+    else
         zpi_sb_puts(b, "dataset: (not agreed)\n");
-    }
     zpi_sb_puts(b, "settings: ");
     zpi_mpi_settings_text(&r->info, b);
     zpi_sb_puts(b, "\nstraggler criterion: ");
     criterion_text(r, b);
-    zpi_sb_printf(b,
-                  "\nreport: gathered and analysed in %.3f ms (analysis %.3f ms), %zu bytes "
-                  "gathered per rank\n",
-                  r->seconds * 1e3, r->analysis_seconds * 1e3, r->gather_bytes);
+    zpi_sb_printf(b, "\nreport: gathered and analysed in %s (analysis %s), %s gathered per rank\n",
+                  HUMAN(t1, ZPI_U_SECONDS, r->seconds), HUMAN(t2, ZPI_U_SECONDS, r->analysis_seconds),
+                  HUMAN(t3, ZPI_U_BYTES, (double)r->gather_bytes));
 
     zpi_sb_puts(b, "\nhosts:\n");
     for (int j = 0; j < r->nodes; j++) {
-        node_ranks(r, j, tmp, sizeof tmp);
-        zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_cluster_report_node_host(r, j), tmp);
+        node_ranks(r, j, list, sizeof list);
+        zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_cluster_report_node_host(r, j), list);
     }
 
-    zpi_sb_puts(b, "\nper rank (times in seconds):\n");
-    zpi_sb_printf(b, "  %5s %4s %-16s %10s %10s %8s %8s %8s %8s %8s %7s %10s %10s %9s %6s %7s\n",
-                  "rank", "node", "host", "samples", "bytes", "open", "read", "decomp", "xfer",
-                  "stall", "stall%", "samples/s", "fetch/b ms", "slowest", "hit%", "retries");
+    zpi_sb_puts(b, "\nper rank:\n");
+    zpi_sb_printf(b, "  %5s %4s %-16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s\n", "rank",
+                  "node", "host", "samples", "bytes", "open", "read", "decomp", "xfer", "stall",
+                  "stall%", "samples/s", "fetch/batch", "slowest", "hit%", "retries");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         if (!s->valid) {
@@ -192,65 +96,75 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
                           zp_cluster_report_rank_host(r, i));
             continue;
         }
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
-        zpi_sb_printf(b,
-                      "  %5d %4d %-16.16s %10llu %10s %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f%% %10.0f "
-                      "%10.3f %9.4f %5.1f%% %7llu\n",
+        zpi_sb_printf(b, "  %5d %4d %-16.16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s\n",
                       s->rank, s->node, zp_cluster_report_rank_host(r, i),
-                      (unsigned long long)s->samples, tmp, s->open, s->read, s->decompress,
-                      s->transfer, s->stall, s->stall_fraction * 100, s->samples_per_second,
-                      s->fetch_per_batch * 1e3, s->slowest_shard, s->cache_hit_rate * 100,
-                      (unsigned long long)s->retries);
+                      HUMAN(t1, ZPI_U_COUNT, (double)s->samples),
+                      HUMAN(t2, ZPI_U_BYTES, (double)s->bytes_read),
+                      HUMAN(t3, ZPI_U_SECONDS, s->open), HUMAN(t4, ZPI_U_SECONDS, s->read),
+                      HUMAN(t5, ZPI_U_SECONDS, s->decompress), HUMAN(t6, ZPI_U_SECONDS, s->transfer),
+                      HUMAN(t7, ZPI_U_SECONDS, s->stall), HUMAN(t8, ZPI_U_FRACTION, s->stall_fraction),
+                      HUMAN(t9, ZPI_U_COUNT, s->samples_per_second),
+                      HUMAN(t10, ZPI_U_SECONDS, s->fetch_per_batch),
+                      HUMAN(t11, ZPI_U_SECONDS, s->slowest_shard),
+                      HUMAN(t12, ZPI_U_FRACTION, s->cache_hit_rate),
+                      HUMAN(list, ZPI_U_COUNT, (double)s->retries));
     }
 
     zpi_sb_printf(b, "\ncluster summary (over %u ranks):\n", r->stat[0].ranks);
-    zpi_sb_printf(b, "  %-18s %14s %6s %14s %6s %14s %14s %9s\n", "metric", "min", "rank", "max",
+    zpi_sb_printf(b, "  %-18s %18s %6s %18s %6s %18s %18s %9s\n", "metric", "min", "rank", "max",
                   "rank", "mean", "stddev", "max/mean");
     for (int k = 0; k < ZP_MPI_M_COUNT; k++) {
         const zp_mpi_stat *st = &r->stat[k];
-        zpi_sb_printf(b, "  %-18s %14.6g %6d %14.6g %6d %14.6g %14.6g %9.3f\n", zp_mpi_metric_name(k),
-                      st->min, st->min_rank, st->max, st->max_rank, st->mean, st->stddev,
-                      st->imbalance);
+        zpi_mpi_unit u = zpi_mpi_metric_unit(k);
+        zpi_sb_printf(b, "  %-18s %18s %6d %18s %6d %18s %18s %8.2fx\n", zp_mpi_metric_name(k),
+                      HUMAN(t1, u, st->min), st->min_rank, HUMAN(t2, u, st->max), st->max_rank,
+                      HUMAN(t3, u, st->mean), HUMAN(t4, u, st->stddev), st->imbalance);
     }
     const zp_mpi_stat *sps = &r->stat[ZP_MPI_M_SAMPLES_PER_SECOND];
     zpi_sb_printf(b,
-                  "aggregate throughput: %.0f samples/s achieved; %.0f samples/s bounded by the "
-                  "slowest rank (rank %d: %.0f samples/s x %u ranks)\n",
-                  r->throughput, r->bounded, sps->min_rank, sps->min, sps->ranks);
+                  "aggregate throughput: %s achieved; %s bounded by the slowest rank (rank %d: %s "
+                  "x %u ranks)\n",
+                  HUMAN(t1, ZPI_U_SAMPLE_RATE, r->throughput), HUMAN(t2, ZPI_U_SAMPLE_RATE, r->bounded),
+                  sps->min_rank, HUMAN(t3, ZPI_U_SAMPLE_RATE, sps->min), sps->ranks);
     const zp_mpi_rank_stats *t = &r->totals;
-    human_bytes(tmp, sizeof tmp, (double)t->bytes_read);
-    human_bytes(tmp2, sizeof tmp2, (double)t->bytes_fetched);
     zpi_sb_printf(b,
-                  "cluster totals: %llu batches, %llu samples, %llu tokens, %s read, %s of records, "
-                  "%llu shard loads, %llu retries, %llu padded, %llu skipped, %llu batches dropped "
-                  "at the common stop\n",
-                  (unsigned long long)t->batches, (unsigned long long)t->samples,
-                  (unsigned long long)t->tokens, tmp, tmp2, (unsigned long long)t->shards_opened,
-                  (unsigned long long)t->retries, (unsigned long long)t->padded,
-                  (unsigned long long)t->skipped, (unsigned long long)t->batches_dropped);
+                  "cluster totals: %s batches, %s samples, %s tokens, %s read, %s of records, "
+                  "%s shard loads, %s retries, %s padded, %s skipped, %s batches dropped at the "
+                  "common stop\n",
+                  HUMAN(t1, ZPI_U_COUNT, (double)t->batches), HUMAN(t2, ZPI_U_COUNT, (double)t->samples),
+                  HUMAN(t3, ZPI_U_COUNT, (double)t->tokens), HUMAN(t4, ZPI_U_BYTES, (double)t->bytes_read),
+                  HUMAN(t5, ZPI_U_BYTES, (double)t->bytes_fetched),
+                  HUMAN(t6, ZPI_U_COUNT, (double)t->shards_opened),
+                  HUMAN(t7, ZPI_U_COUNT, (double)t->retries), HUMAN(t8, ZPI_U_COUNT, (double)t->padded),
+                  HUMAN(t9, ZPI_U_COUNT, (double)t->skipped),
+                  HUMAN(t10, ZPI_U_COUNT, (double)t->batches_dropped));
 
     zpi_sb_puts(b, "\nper node:\n");
-    zpi_sb_printf(b, "  %4s %-24s %5s %12s %10s %10s %7s %12s\n", "node", "host", "ranks",
-                  "samples", "bytes", "stall_s", "stall%", "samples/s");
+    zpi_sb_printf(b, "  %4s %-24s %5s %9s %9s %9s %7s %10s\n", "node", "host", "ranks", "samples",
+                  "bytes", "stall", "stall%", "samples/s");
     for (int j = 0; j < r->nodes; j++) {
         const zp_mpi_rank_stats *s = &r->node_tot[j];
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
-        zpi_sb_printf(b, "  %4d %-24.24s %5d %12llu %10s %10.3f %6.1f%% %12.0f\n", j,
-                      zp_cluster_report_node_host(r, j), s->local_rank, (unsigned long long)s->samples,
-                      tmp, s->stall, s->stall_fraction * 100, s->samples_per_second);
+        zpi_sb_printf(b, "  %4d %-24.24s %5d %9s %9s %9s %7s %10s\n", j,
+                      zp_cluster_report_node_host(r, j), s->local_rank,
+                      HUMAN(t1, ZPI_U_COUNT, (double)s->samples),
+                      HUMAN(t2, ZPI_U_BYTES, (double)s->bytes_read), HUMAN(t3, ZPI_U_SECONDS, s->stall),
+                      HUMAN(t4, ZPI_U_FRACTION, s->stall_fraction),
+                      HUMAN(t5, ZPI_U_COUNT, s->samples_per_second));
     }
 
-    zpi_sb_puts(b, "\nlatency over all ranks (ms):\n");
+    zpi_sb_puts(b, "\nlatency over all ranks:\n");
     for (int k = 0; k < ZPI_MPI_NHIST; k++) {
         const zp_hist *h = &r->hist[k];
         if (!h->count) {
             zpi_sb_printf(b, "  %-12s no events\n", HIST_NAME[k]);
             continue;
         }
-        zpi_sb_printf(b, "  %-12s %llu events, p50 %.3f, p90 %.3f, p99 %.3f, max %.3f\n",
-                      HIST_NAME[k], (unsigned long long)h->count,
-                      (double)zp_hist_quantile(h, 0.5) * 1e-6, (double)zp_hist_quantile(h, 0.9) * 1e-6,
-                      (double)zp_hist_quantile(h, 0.99) * 1e-6, (double)h->max_ns * 1e-6);
+        zpi_sb_printf(b, "  %-12s %s events, p50 %s, p90 %s, p99 %s, max %s\n", HIST_NAME[k],
+                      HUMAN(t1, ZPI_U_COUNT, (double)h->count),
+                      HUMAN(t2, ZPI_U_SECONDS, (double)zp_hist_quantile(h, 0.5) * 1e-9),
+                      HUMAN(t3, ZPI_U_SECONDS, (double)zp_hist_quantile(h, 0.9) * 1e-9),
+                      HUMAN(t4, ZPI_U_SECONDS, (double)zp_hist_quantile(h, 0.99) * 1e-9),
+                      HUMAN(t5, ZPI_U_SECONDS, (double)h->max_ns * 1e-9));
     }
 
     zpi_sb_puts(b, "\nstragglers:\n");
@@ -464,53 +378,143 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     for (int w = 0; w < r->n_windows; w++)
         json_array_append_new(te, jreal(r->win_t[w]));
     json_object_set_new(win, "t_end_s", te);
-    json_t *rows = json_array();
-    for (int i = 0; i < r->size; i++) {
-        json_t *row = json_array();
-        for (int w = 0; w < r->n_windows; w++)
-            json_array_append_new(row, jreal(zp_cluster_report_window_fetch(r, w, i)));
-        json_array_append_new(rows, row);
-    }
-    json_object_set_new(win, "fetch_per_batch_s", rows);
+    json_object_set_new(win, "warmup", json_integer(zpi_mpi_warmup_windows(r)));
+    /* the ranks x windows values are written by json_layout (window_rows) */
+    json_object_set_new(win, "fetch_per_batch_ms", json_null());
     json_object_set_new(root, "windows", win);
     json_object_set_new(root, "verdict", json_string(r->verdict));
     return root;
 }
 
-static void render_json(const zp_cluster_report *r, zpi_sbuf *b)
+/* Append v compact (jansson's buffer may come from its own allocator:
+ * copied to ours). */
+static void json_compact(zpi_sbuf *b, const json_t *v, size_t flags)
 {
-    json_t *root = render_json_obj(r);
-    char *s = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(root);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY | flags);
     if (!s) {
         b->oom = 1;
         return;
     }
-    /* jansson's buffer may come from its own allocator: copy to ours */
     zpi_sb_puts(b, s);
-    zpi_sb_puts(b, "\n");
     free(s);
+}
+
+/* windows.fetch_per_batch_ms: one array per rank, in milliseconds with 4
+ * significant digits (the heat map has 16 colours: enough, and it keeps the
+ * file's size in bounds), null where the rank delivered no batch. Written
+ * directly: N x W values through jansson objects cost ~10x more. */
+static void window_rows(zpi_sbuf *b, const zp_cluster_report *r)
+{
+    zpi_sb_puts(b, "[\n");
+    for (int i = 0; i < r->size; i++) {
+        zpi_sb_puts(b, "[");
+        for (int w = 0; w < r->n_windows; w++) {
+            double v = zp_cluster_report_window_fetch(r, w, i);
+            if (w)
+                zpi_sb_puts(b, ",");
+            if (isfinite(v))
+                zpi_sb_printf(b, "%.4g", v * 1e3);
+            else
+                zpi_sb_puts(b, "null");
+        }
+        zpi_sb_puts(b, i + 1 < r->size ? "],\n" : "]\n");
+    }
+    zpi_sb_puts(b, "]");
+}
+
+/* The layout of report.json: compact, one line per thing a reader looks
+ * for: an object of more than a line's worth gets one member per line; an
+ * array of objects or arrays one element per line (a rank, a node, a
+ * rank's windows); an array of numbers stays on one line. Reals have 9
+ * significant digits. */
+static void json_layout(zpi_sbuf *b, const json_t *v, size_t flags, const zp_cluster_report *r)
+{
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        int nested = n && (json_is_object(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0)));
+        if (!nested) {
+            json_compact(b, v, flags);
+            return;
+        }
+        zpi_sb_puts(b, "[\n");
+        for (size_t i = 0; i < n; i++) {
+            json_compact(b, json_array_get(v, i), flags);
+            zpi_sb_puts(b, i + 1 < n ? ",\n" : "\n");
+        }
+        zpi_sb_puts(b, "]");
+        return;
+    }
+    if (json_is_object(v)) {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | flags);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        size_t len = strlen(s);
+        free(s);
+        if (len <= 160) {
+            json_compact(b, v, flags);
+            return;
+        }
+        zpi_sb_puts(b, "{\n");
+        const char *key;
+        json_t *val;
+        size_t i = 0, n = json_object_size(v);
+        json_object_foreach((json_t *)v, key, val)
+        {
+            json_t *k = json_string(key);
+            json_compact(b, k, 0);
+            json_decref(k);
+            zpi_sb_puts(b, ":");
+            if (strcmp(key, "fetch_per_batch_ms") == 0 && json_is_null(val))
+                window_rows(b, r);
+            else
+                json_layout(b, val, flags, r);
+            zpi_sb_puts(b, ++i < n ? ",\n" : "\n");
+        }
+        zpi_sb_puts(b, "}");
+        return;
+    }
+    json_compact(b, v, flags);
+}
+
+static void render_json(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    json_t *root = render_json_obj(r);
+    if (!root) {
+        b->oom = 1;
+        return;
+    }
+    json_layout(b, root, JSON_REAL_PRECISION(9), r);
+    zpi_sb_puts(b, "\n");
+    json_decref(root);
 }
 
 /* ------------------------------------------------------------ CSV */
 
+/* Numbers in CSV: plain decimals (never an exponent), the unit in the
+ * column's name: _B bytes, _s seconds, _per_s per second, _frac a fraction
+ * in [0, 1]; no suffix: a count. An empty field: not computable. */
+static void csv_num(zpi_sbuf *b, double v, const char *fmt)
+{
+    zpi_sb_puts(b, ",");
+    if (isfinite(v))
+        zpi_sb_printf(b, fmt, v);
+}
+
 static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    zpi_sb_puts(b, "rank,node,host,valid,threads,batches,samples,tokens,records,bytes_read,"
-                   "bytes_fetched,shards_opened,downloads,retries,cache_hits,cache_misses,padded,"
-                   "skipped,batches_dropped,wall_s,first_batch_s,stall_s,stall_fraction,fetch_s,"
+    zpi_sb_puts(b, "rank,node,host,valid,threads,batches,samples,tokens,records,bytes_read_B,"
+                   "bytes_fetched_B,shards_opened,downloads,retries,cache_hits,cache_misses,padded,"
+                   "skipped,batches_dropped,wall_s,first_batch_s,stall_s,stall_frac,fetch_s,"
                    "open_s,read_s,decompress_s,fetch_wait_s,transfer_s,sync_s,slowest_shard_s,"
                    "slowest_record_s,step_s,fetch_per_batch_s,samples_per_s,bytes_per_s,"
-                   "cache_hit_rate,straggler\n");
+                   "cache_hit_frac,straggler\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
-        int strag = r->named[i];
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
-        sb_csv(b, zp_cluster_report_rank_host(r, i));
-        zpi_sb_printf(b,
-                      ",%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-                      "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
-                      "%.9g,%.9g,%.9g,%d\n",
+        zpi_sb_csv(b, zp_cluster_report_rank_host(r, i));
+        zpi_sb_printf(b, ",%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu",
                       s->valid, s->threads, (unsigned long long)s->batches,
                       (unsigned long long)s->samples, (unsigned long long)s->tokens,
                       (unsigned long long)s->records, (unsigned long long)s->bytes_read,
@@ -518,32 +522,52 @@ static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                       (unsigned long long)s->downloads, (unsigned long long)s->retries,
                       (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
                       (unsigned long long)s->padded, (unsigned long long)s->skipped,
-                      (unsigned long long)s->batches_dropped, s->wall, s->first_batch, s->stall,
-                      s->stall_fraction, s->fetch, s->open, s->read, s->decompress, s->fetch_wait,
-                      s->transfer, s->sync, s->slowest_shard, s->slowest_record, s->step,
-                      s->fetch_per_batch, s->samples_per_second, s->bytes_per_second,
-                      s->cache_hit_rate, strag);
+                      (unsigned long long)s->batches_dropped);
+        const double secs[] = {s->wall, s->first_batch, s->stall};
+        for (size_t k = 0; k < 3; k++)
+            csv_num(b, secs[k], "%.6f");
+        csv_num(b, s->stall_fraction, "%.4f");
+        const double secs2[] = {s->fetch,    s->open, s->read,          s->decompress,
+                                s->fetch_wait, s->transfer, s->sync, s->slowest_shard,
+                                s->slowest_record, s->step, s->fetch_per_batch};
+        for (size_t k = 0; k < sizeof secs2 / sizeof secs2[0]; k++)
+            csv_num(b, secs2[k], "%.6f");
+        csv_num(b, s->samples_per_second, "%.1f");
+        csv_num(b, s->bytes_per_second, "%.0f");
+        csv_num(b, s->cache_hit_rate, "%.4f");
+        zpi_sb_printf(b, ",%d\n", r->named[i]);
     }
 }
 
+/* windows.csv: one row per rank, one column per kept window (the heat map's
+ * data); the column w<N>_ms is report window N, its values the rank's
+ * fetch time per batch in that window in milliseconds (empty: no batch);
+ * each window's end time is in report.json (windows.t_end_s). */
 static void render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    zpi_sb_puts(b, "window,t_end_s,rank,fetch_per_batch_s\n");
+    zpi_sb_puts(b, "rank");
     for (int w = 0; w < r->n_windows; w++)
-        for (int i = 0; i < r->size; i++) {
+        zpi_sb_printf(b, ",w%llu_ms", (unsigned long long)(r->first_window + (uint64_t)w));
+    zpi_sb_puts(b, "\n");
+    for (int i = 0; i < r->size; i++) {
+        zpi_sb_printf(b, "%d", i);
+        for (int w = 0; w < r->n_windows; w++) {
             double v = zp_cluster_report_window_fetch(r, w, i);
-            zpi_sb_printf(b, "%llu,%.6f,%d,", (unsigned long long)(r->first_window + (uint64_t)w),
-                          r->win_t[w], i);
+            zpi_sb_puts(b, ",");
             if (isfinite(v))
-                zpi_sb_printf(b, "%.9g\n", v);
-            else
-                zpi_sb_puts(b, "\n");
+                zpi_sb_printf(b, "%.3f", v * 1e3);
         }
+        zpi_sb_puts(b, "\n");
+    }
 }
 
 /* ------------------------------------------------------------ HTML */
 
+/* The bar chart draws at most this many ranks; the heat map at most this
+ * many rows (beyond, a row is a group of consecutive ranks). They bound
+ * the page's size (docs/report.md). */
 #define HTML_MAX_CHART_RANKS 512
+#define HEAT_MAX_ROWS 128
 
 /* The parts of a rank's time drawn in the stacked bars. */
 enum { P_READ, P_DECOMP, P_OPEN_OTHER, P_FETCH_OTHER, P_TRANSFER, P_STALL, P_SYNC, P_N };
@@ -564,138 +588,290 @@ static void parts_of(const zp_mpi_rank_stats *s, double *p)
     p[P_SYNC] = s->sync;
 }
 
+static double bar_total(const zp_mpi_rank_stats *s)
+{
+    double p[P_N], t = 0;
+    parts_of(s, p);
+    for (int k = 0; k < P_N; k++)
+        t += p[k];
+    return t;
+}
+
+typedef struct bar_key {
+    int named;
+    double total;
+    int rank;
+} bar_key;
+
+static int cmp_bar(const void *a, const void *b)
+{
+    const bar_key *x = a, *y = b;
+    if (x->named != y->named)
+        return y->named - x->named; /* named stragglers first */
+    if (x->total != y->total)
+        return x->total < y->total ? 1 : -1; /* then the longest bars */
+    return x->rank - y->rank;
+}
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The ranks drawn as bars: all, or beyond HTML_MAX_CHART_RANKS the named
+ * stragglers and the ranks with the longest bars, in rank order. *n out. */
+static int *bar_ranks(const zp_cluster_report *r, int *n)
+{
+    int *idx = malloc((size_t)(r->size > 0 ? r->size : 1) * sizeof *idx);
+    if (!idx)
+        return NULL;
+    *n = r->size;
+    for (int i = 0; i < r->size; i++)
+        idx[i] = i;
+    if (r->size <= HTML_MAX_CHART_RANKS)
+        return idx;
+    bar_key *k = malloc((size_t)r->size * sizeof *k);
+    if (!k) {
+        free(idx);
+        return NULL;
+    }
+    for (int i = 0; i < r->size; i++)
+        k[i] = (bar_key){r->named[i], bar_total(&r->ranks[i]), i};
+    qsort(k, (size_t)r->size, sizeof *k, cmp_bar);
+    *n = HTML_MAX_CHART_RANKS;
+    for (int i = 0; i < *n; i++)
+        idx[i] = k[i].rank;
+    free(k);
+    qsort(idx, (size_t)*n, sizeof *idx, cmp_int);
+    return idx;
+}
+
 static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    int n = r->size < HTML_MAX_CHART_RANKS ? r->size : HTML_MAX_CHART_RANKS;
-    double maxt = 0;
-    for (int i = 0; i < n; i++) {
-        double p[P_N], t = 0;
-        parts_of(&r->ranks[i], p);
-        for (int k = 0; k < P_N; k++)
-            t += p[k];
-        maxt = fmax(maxt, t);
+    int n = 0;
+    int *idx = bar_ranks(r, &n);
+    if (!idx) {
+        b->oom = 1;
+        return;
     }
+    double maxt = 0;
+    for (int k = 0; k < n; k++)
+        maxt = fmax(maxt, bar_total(&r->ranks[idx[k]]));
     if (maxt <= 0)
         maxt = 1;
     const int row = 16, left = 70, width = 640;
     int height = n * row + 40;
     zpi_sb_printf(b,
-                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                   "role=\"img\" aria-label=\"where each rank's time goes\">\n",
                   left + width + 20, height);
-    for (int i = 0; i < n; i++) {
-        const zp_mpi_rank_stats *s = &r->ranks[i];
+    char t[32];
+    for (int k = 0; k < n; k++) {
+        const zp_mpi_rank_stats *s = &r->ranks[idx[k]];
         double p[P_N];
         parts_of(s, p);
-        int y = 4 + i * row;
+        int y = 4 + k * row;
         zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">rank %d</text>\n",
                       left - 6, y + 11, s->rank);
         double x = left;
-        for (int k = 0; k < P_N; k++) {
-            double w = p[k] / maxt * width;
+        for (int q = 0; q < P_N; q++) {
+            double w = p[q] / maxt * width;
             if (w <= 0)
                 continue;
             zpi_sb_printf(b,
-                          "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
-                          "<title>rank %d %s: %.4f s</title></rect>\n",
-                          x, y, w, row - 3, PART_COLOR[k], s->rank, PART_NAME[k], p[k]);
+                          "<rect x=\"%.1f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                          "<title>rank %d %s: %s</title></rect>\n",
+                          x, y, w, row - 3, PART_COLOR[q], s->rank, PART_NAME[q],
+                          HUMAN(t, ZPI_U_SECONDS, p[q]));
             x += w;
         }
     }
     int ay = 4 + n * row + 14;
     zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\">0 s</text>", left, ay);
-    zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%.3f s</text>\n",
-                  left + width, ay, maxt);
+    zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
+                  left + width, ay, HUMAN(t, ZPI_U_SECONDS, maxt));
     zpi_sb_puts(b, "</svg>\n<div class=\"legend\">");
     for (int k = 0; k < P_N; k++)
         zpi_sb_printf(b, "<span><i style=\"background:%s\"></i>%s</span> ", PART_COLOR[k],
                       PART_NAME[k]);
     zpi_sb_puts(b, "</div>\n");
     if (n < r->size)
-        zpi_sb_printf(b, "<p class=\"note\">The first %d of %d ranks are drawn; the tables list all.</p>\n",
+        zpi_sb_printf(b,
+                      "<p class=\"note\">%d of %d ranks are drawn: the named stragglers and the "
+                      "ranks with the longest bars, in rank order; the tables list all.</p>\n",
                       n, r->size);
+    free(idx);
 }
 
-/* White (fast) to dark red (slow): v in [0, 1]. */
-static void heat_color(char *buf, size_t cap, double v)
+/* The heat map's colours: HEAT_LEVELS steps from white (fast) to dark red
+ * (the slowest steady-state value); grey: no batch. */
+#define HEAT_LEVELS 16
+static void heat_color(char *buf, size_t cap, int level)
 {
-    if (!isfinite(v)) {
+    if (level < 0) {
         zpi_mpi_fmt(buf, cap, "#dddddd");
         return;
     }
-    v = v < 0 ? 0 : v > 1 ? 1 : v;
+    double v = (double)level / (HEAT_LEVELS - 1);
     int rr = (int)(255 - 90 * v), gg = (int)(255 - 230 * v), bb = (int)(255 - 230 * v);
     zpi_mpi_fmt(buf, cap, "#%02x%02x%02x", rr, gg, bb);
 }
 
+int zpi_mpi_warmup_windows(const zp_cluster_report *r)
+{
+    /* warm-up: the run's first window, and every window that ended before
+     * 1.5 x the slowest rank's time to its first batch (shards opened, the
+     * page cache and the prefetch buffers filled) */
+    double until = 1.5 * r->totals.first_batch;
+    int w = 0;
+    while (w < r->n_windows &&
+           (r->first_window + (uint64_t)w == 0 || (r->win_t && r->win_t[w] <= until)))
+        w++;
+    return w < r->n_windows ? w : 0; /* all warm-up: scale on all of them */
+}
+
+/* Row g of the heat map: the ranks [g*per, min((g+1)*per, n)); value of
+ * window w = their largest fetch per batch (NaN when none delivered), and
+ * the rank that has it. */
+static double heat_cell(const zp_cluster_report *r, int g, int per, int w, int *who)
+{
+    double best = NAN;
+    *who = g * per;
+    int end = (g + 1) * per < r->size ? (g + 1) * per : r->size;
+    for (int i = g * per; i < end; i++) {
+        double v = zp_cluster_report_window_fetch(r, w, i);
+        if (isfinite(v) && !(v <= best)) {
+            best = v;
+            *who = i;
+        }
+    }
+    return best;
+}
+
 static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    int n = r->size < HTML_MAX_CHART_RANKS ? r->size : HTML_MAX_CHART_RANKS;
     int nw = r->n_windows;
+    int per = (r->size + HEAT_MAX_ROWS - 1) / HEAT_MAX_ROWS;
+    if (per < 1)
+        per = 1;
+    int rows = (r->size + per - 1) / per;
+    int warm = zpi_mpi_warmup_windows(r);
     double maxv = 0;
-    for (int w = 0; w < nw; w++)
-        for (int i = 0; i < n; i++) {
-            double v = zp_cluster_report_window_fetch(r, w, i);
+    int who;
+    for (int g = 0; g < rows; g++)
+        for (int w = warm; w < nw; w++) {
+            double v = heat_cell(r, g, per, w, &who);
             if (isfinite(v))
                 maxv = fmax(maxv, v);
         }
     if (maxv <= 0)
         maxv = 1;
-    const int left = 70, top = 4;
-    int cw = nw > 0 ? 640 / nw : 8, ch = 14;
+    const int left = 90, top = 4;
+    int cw = nw > 0 ? 640 / nw : 8, ch = rows <= 64 ? 14 : 8;
     if (cw > 40)
         cw = 40;
     if (cw < 2)
         cw = 2;
+    int height = top + ch * rows + 4;
     zpi_sb_printf(b,
-                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                   "role=\"img\" aria-label=\"fetch time per batch, rank by window\">\n",
-                  left + cw * nw + 20, top + ch * n + 30);
-    for (int i = 0; i < n; i++) {
-        zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">rank %d</text>\n",
-                      left - 6, top + i * ch + 11, i);
-        for (int w = 0; w < nw; w++) {
-            double v = zp_cluster_report_window_fetch(r, w, i);
-            char col[16];
-            heat_color(col, sizeof col, v / maxv);
-            zpi_sb_printf(b,
-                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>rank "
-                          "%d window %llu: ",
-                          left + w * cw, top + i * ch, cw - 1, ch - 1, col, i,
-                          (unsigned long long)(r->first_window + (uint64_t)w));
-            if (isfinite(v))
-                zpi_sb_printf(b, "%.3f ms/batch", v * 1e3);
+                  left + cw * (nw > 0 ? nw : 1) + 20, height);
+    char col[16], lo_s[32], hi_s[32], who_s[48];
+    for (int g = 0; g < rows; g++) {
+        int r0 = g * per, r1 = (g + 1) * per < r->size ? (g + 1) * per - 1 : r->size - 1;
+        if (ch >= 14 || g % 8 == 0) {
+            if (r0 == r1)
+                zpi_mpi_fmt(who_s, sizeof who_s, "rank %d", r0);
             else
+                zpi_mpi_fmt(who_s, sizeof who_s, "ranks %d-%d", r0, r1);
+            zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
+                          left - 6, top + g * ch + (ch >= 14 ? 11 : 7), who_s);
+        }
+        /* runs of equal colour in a row are one rectangle */
+        for (int w = 0; w < nw;) {
+            double v = heat_cell(r, g, per, w, &who);
+            int lev = isfinite(v) ? (int)lround(fmin(v / maxv, 1.0) * (HEAT_LEVELS - 1)) : -1;
+            double lo = v, hi = v;
+            int hi_who = who, e = w + 1;
+            for (; e < nw; e++) {
+                int who2;
+                double v2 = heat_cell(r, g, per, e, &who2);
+                int lev2 = isfinite(v2) ? (int)lround(fmin(v2 / maxv, 1.0) * (HEAT_LEVELS - 1)) : -1;
+                if (lev2 != lev)
+                    break;
+                if (isfinite(v2)) {
+                    lo = fmin(lo, v2);
+                    if (v2 > hi) {
+                        hi = v2;
+                        hi_who = who2;
+                    }
+                }
+            }
+            heat_color(col, sizeof col, lev);
+            zpi_sb_printf(b,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>",
+                          left + w * cw, top + g * ch, (e - w) * cw - 1, ch - 1, col);
+            if (per > 1)
+                zpi_sb_printf(b, "ranks %d-%d, ", r0, r1);
+            else
+                zpi_sb_printf(b, "rank %d, ", r0);
+            uint64_t w0 = r->first_window + (uint64_t)w, w1 = r->first_window + (uint64_t)(e - 1);
+            if (w0 == w1)
+                zpi_sb_printf(b, "window %llu: ", (unsigned long long)w0);
+            else
+                zpi_sb_printf(b, "windows %llu-%llu: ", (unsigned long long)w0, (unsigned long long)w1);
+            if (lev < 0) {
                 zpi_sb_puts(b, "no batch");
+            } else {
+                zpi_mpi_human_seconds(lo_s, sizeof lo_s, lo);
+                zpi_mpi_human_seconds(hi_s, sizeof hi_s, hi);
+                if (lo == hi)
+                    zpi_sb_printf(b, "%s/batch", hi_s);
+                else
+                    zpi_sb_printf(b, "%s-%s/batch", lo_s, hi_s);
+                if (per > 1)
+                    zpi_sb_printf(b, " (slowest: rank %d)", hi_who);
+            }
             zpi_sb_puts(b, "</title></rect>\n");
+            w = e;
         }
     }
+    if (warm > 0)
+        zpi_sb_printf(b,
+                      "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\" "
+                      "stroke-dasharray=\"3,2\"/>\n",
+                      left + warm * cw - 1, top, left + warm * cw - 1, top + ch * rows);
+    zpi_sb_puts(b, "</svg>\n");
+    zpi_mpi_human_seconds(hi_s, sizeof hi_s, maxv);
     zpi_sb_printf(b,
-                  "<text x=\"%d\" y=\"%d\" class=\"lbl\">windows %llu..%llu (oldest left); white 0, "
-                  "dark red %.3f ms/batch, grey: no batch in the window</text>\n</svg>\n",
-                  left, top + ch * n + 18, (unsigned long long)r->first_window,
-                  (unsigned long long)(r->first_window + (uint64_t)(nw > 0 ? nw - 1 : 0)),
-                  maxv * 1e3);
+                  "<p class=\"note\">Windows %llu-%llu, oldest left; white 0, dark red %s/batch (the "
+                  "slowest after warm-up)%s; grey: no batch.",
+                  (unsigned long long)r->first_window,
+                  (unsigned long long)(r->first_window + (uint64_t)(nw > 0 ? nw - 1 : 0)), hi_s,
+                  per > 1 ? "; a row is its ranks' slowest" : "");
+    if (warm > 0)
+        zpi_sb_printf(b,
+                      " Left of the dashed line: %d warm-up window%s, left out of the colour scale "
+                      "(values above it drawn dark red).",
+                      warm, warm == 1 ? "" : "s");
+    zpi_sb_puts(b, "</p>\n");
 }
 
-static void html_cell_num(zpi_sbuf *b, double v, const char *fmt)
+static void html_cell(zpi_sbuf *b, zpi_mpi_unit u, double v)
 {
-    zpi_sb_puts(b, "<td>");
-    if (isfinite(v))
-        zpi_sb_printf(b, fmt, v);
-    else
-        zpi_sb_puts(b, "-");
-    zpi_sb_puts(b, "</td>");
+    char t[48];
+    zpi_sb_printf(b, "<td>%s</td>", HUMAN(t, u, v));
 }
 
 static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    char tmp[128];
+    char t1[48], t2[48];
     zpi_sb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                    "<title>Zephon fetch-timing report</title>\n<style>\n"
                    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}\n"
                    "table{border-collapse:collapse;margin:8px 0 20px}\n"
-                   "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\n"
+                   "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td{white-space:nowrap}\n"
                    "th{background:#f0f0f0}td.l,th.l{text-align:left}\n"
                    "tr.strag td{background:#fde0dc}\n"
                    ".verdict{font-weight:bold;padding:8px;border-left:6px solid #e15759;"
@@ -706,31 +882,38 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    "</style></head><body>\n");
     zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
                   kind_name(r->kind), r->index);
-    sb_html(b, r->job_id);
-    zpi_sb_printf(b, " &middot; %d ranks on %d nodes (%d-%d per node) &middot; %u-%u threads per rank"
-                     " &middot; analysed in %.3f ms, %zu bytes gathered per rank</p>\n",
-                  r->size, r->nodes, r->ranks_per_node_min, r->ranks_per_node_max, r->threads_min,
-                  r->threads_max, r->seconds * 1e3, r->gather_bytes);
+    zpi_sb_html(b, r->job_id);
+    zpi_sb_printf(b, " &middot; %d rank%s on %d node%s (", r->size, r->size == 1 ? "" : "s", r->nodes,
+                  r->nodes == 1 ? "" : "s");
+    if (r->ranks_per_node_min == r->ranks_per_node_max)
+        zpi_sb_printf(b, "%d per node)", r->ranks_per_node_max);
+    else
+        zpi_sb_printf(b, "%d-%d per node)", r->ranks_per_node_min, r->ranks_per_node_max);
+    if (r->threads_min == r->threads_max)
+        zpi_sb_printf(b, " &middot; %u thread%s per rank", r->threads_max, r->threads_max == 1 ? "" : "s");
+    else
+        zpi_sb_printf(b, " &middot; %u-%u threads per rank", r->threads_min, r->threads_max);
+    zpi_sb_printf(b, " &middot; analysed in %s, %s gathered per rank</p>\n",
+                  HUMAN(t1, ZPI_U_SECONDS, r->seconds), HUMAN(t2, ZPI_U_BYTES, (double)r->gather_bytes));
     int holds = r->stat[ZP_MPI_M_STALL_FRACTION].ranks &&
                 r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
     zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
-    sb_html(b, r->verdict);
+    zpi_sb_html(b, r->verdict);
     zpi_sb_puts(b, "</p>\n<p>");
-    if (r->info.have_dataset) {
-        human_bytes(tmp, sizeof tmp, (double)r->info.ds_bytes);
-        zpi_sb_printf(b, "Dataset: %llu shards, %llu samples, %s. ",
-                      (unsigned long long)r->info.ds_shards, (unsigned long long)r->info.ds_samples,
-                      tmp);
-    }
+    if (r->info.have_dataset)
+        zpi_sb_printf(b, "Dataset: %llu shards, %s samples, %s. ",
+                      (unsigned long long)r->info.ds_shards,
+                      HUMAN(t1, ZPI_U_COUNT, (double)r->info.ds_samples),
+                      HUMAN(t2, ZPI_U_BYTES, (double)r->info.ds_bytes));
     zpi_sbuf st = {0};
     zpi_mpi_settings_text(&r->info, &st);
     zpi_sb_puts(b, "Settings: <code>");
-    sb_html(b, st.p ? st.p : "");
+    zpi_sb_html(b, st.p ? st.p : "");
     free(st.p);
     zpi_sb_puts(b, "</code>.<br>Straggler criterion: ");
     zpi_sbuf cr = {0};
     criterion_text(r, &cr);
-    sb_html(b, cr.p ? cr.p : "");
+    zpi_sb_html(b, cr.p ? cr.p : "");
     free(cr.p);
     zpi_sb_puts(b, ".</p>\n");
 
@@ -741,9 +924,9 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "<ul>\n");
         for (size_t i = 0; i < r->n_strag; i++) {
             zpi_sb_printf(b, "<li><b>rank %d</b> (", r->strag[i].rank);
-            sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
+            zpi_sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
             zpi_sb_puts(b, "): ");
-            sb_html(b, r->strag[i].reason);
+            zpi_sb_html(b, r->strag[i].reason);
             zpi_sb_puts(b, "</li>\n");
         }
         zpi_sb_puts(b, "</ul>\n");
@@ -755,34 +938,34 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
     svg_heatmap(r, b);
 
     zpi_sb_puts(b, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>node</th><th class=\"l\">host</th>"
-                   "<th>samples</th><th>bytes read</th><th>open s</th><th>read s</th>"
-                   "<th>decompress s</th><th>transfer s</th><th>stall s</th><th>stall %</th>"
-                   "<th>samples/s</th><th>fetch ms/batch</th><th>slowest shard s</th>"
+                   "<th>samples</th><th>bytes read</th><th>open</th><th>read</th>"
+                   "<th>decompress</th><th>transfer</th><th>stall</th><th>stall %</th>"
+                   "<th>samples/s</th><th>fetch per batch</th><th>slowest shard</th>"
                    "<th>cache hit %</th><th>retries</th></tr>\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
-        int strag = r->named[i];
-        zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">", strag ? " class=\"strag\"" : "",
-                      s->rank, s->node);
-        sb_html(b, zp_cluster_report_rank_host(r, i));
+        zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">",
+                      r->named[i] ? " class=\"strag\"" : "", s->rank, s->node);
+        zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
         zpi_sb_puts(b, "</td>");
         if (!s->valid) {
             zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
             continue;
         }
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
-        zpi_sb_printf(b, "<td>%llu</td><td>%s</td>", (unsigned long long)s->samples, tmp);
-        html_cell_num(b, s->open, "%.3f");
-        html_cell_num(b, s->read, "%.3f");
-        html_cell_num(b, s->decompress, "%.3f");
-        html_cell_num(b, s->transfer, "%.3f");
-        html_cell_num(b, s->stall, "%.3f");
-        html_cell_num(b, pct(s->stall_fraction), "%.1f");
-        html_cell_num(b, s->samples_per_second, "%.0f");
-        html_cell_num(b, s->fetch_per_batch * 1e3, "%.3f");
-        html_cell_num(b, s->slowest_shard, "%.4f");
-        html_cell_num(b, pct(s->cache_hit_rate), "%.1f");
-        zpi_sb_printf(b, "<td>%llu</td></tr>\n", (unsigned long long)s->retries);
+        html_cell(b, ZPI_U_COUNT, (double)s->samples);
+        html_cell(b, ZPI_U_BYTES, (double)s->bytes_read);
+        html_cell(b, ZPI_U_SECONDS, s->open);
+        html_cell(b, ZPI_U_SECONDS, s->read);
+        html_cell(b, ZPI_U_SECONDS, s->decompress);
+        html_cell(b, ZPI_U_SECONDS, s->transfer);
+        html_cell(b, ZPI_U_SECONDS, s->stall);
+        html_cell(b, ZPI_U_FRACTION, s->stall_fraction);
+        html_cell(b, ZPI_U_COUNT, s->samples_per_second);
+        html_cell(b, ZPI_U_SECONDS, s->fetch_per_batch);
+        html_cell(b, ZPI_U_SECONDS, s->slowest_shard);
+        html_cell(b, ZPI_U_FRACTION, s->cache_hit_rate);
+        html_cell(b, ZPI_U_COUNT, (double)s->retries);
+        zpi_sb_puts(b, "</tr>\n");
     }
     zpi_sb_puts(b, "</table>\n");
 
@@ -791,20 +974,22 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    "<th>max/mean</th></tr>\n");
     for (int k = 0; k < ZP_MPI_M_COUNT; k++) {
         const zp_mpi_stat *s = &r->stat[k];
+        zpi_mpi_unit u = zpi_mpi_metric_unit(k);
         zpi_sb_printf(b, "<tr><td class=\"l\">%s</td>", zp_mpi_metric_name(k));
-        html_cell_num(b, s->min, "%.6g");
+        html_cell(b, u, s->min);
         zpi_sb_printf(b, "<td>%d</td>", s->min_rank);
-        html_cell_num(b, s->max, "%.6g");
+        html_cell(b, u, s->max);
         zpi_sb_printf(b, "<td>%d</td>", s->max_rank);
-        html_cell_num(b, s->mean, "%.6g");
-        html_cell_num(b, s->stddev, "%.6g");
-        html_cell_num(b, s->imbalance, "%.3f");
-        zpi_sb_puts(b, "</tr>\n");
+        html_cell(b, u, s->mean);
+        html_cell(b, u, s->stddev);
+        zpi_sb_printf(b, "<td>%.2fx</td></tr>\n", s->imbalance);
     }
     zpi_sb_puts(b, "</table>\n");
-    zpi_sb_printf(b, "<p>Aggregate throughput: %.0f samples/s achieved; %.0f samples/s as bounded by "
-                     "the slowest rank (rank %d).</p>\n",
-                  r->throughput, r->bounded, r->stat[ZP_MPI_M_SAMPLES_PER_SECOND].min_rank);
+    zpi_sb_printf(b, "<p>Aggregate throughput: %s achieved; %s as bounded by the slowest rank "
+                     "(rank %d).</p>\n",
+                  HUMAN(t1, ZPI_U_SAMPLE_RATE, r->throughput),
+                  HUMAN(t2, ZPI_U_SAMPLE_RATE, r->bounded),
+                  r->stat[ZP_MPI_M_SAMPLES_PER_SECOND].min_rank);
 
     zpi_sb_puts(b, "<h2>Nodes</h2>\n<table><tr><th>node</th><th class=\"l\">host</th>"
                    "<th class=\"l\">ranks</th><th>samples</th><th>bytes read</th><th>stall %</th>"
@@ -814,13 +999,12 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
         char list[256];
         node_ranks(r, j, list, sizeof list);
         zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
-        sb_html(b, zp_cluster_report_node_host(r, j));
-        zpi_sb_printf(b, "</td><td class=\"l\">%s</td><td>%llu</td>", list,
-                      (unsigned long long)s->samples);
-        human_bytes(tmp, sizeof tmp, (double)s->bytes_read);
-        zpi_sb_printf(b, "<td>%s</td>", tmp);
-        html_cell_num(b, pct(s->stall_fraction), "%.1f");
-        html_cell_num(b, s->samples_per_second, "%.0f");
+        zpi_sb_html(b, zp_cluster_report_node_host(r, j));
+        zpi_sb_printf(b, "</td><td class=\"l\">%s</td>", list);
+        html_cell(b, ZPI_U_COUNT, (double)s->samples);
+        html_cell(b, ZPI_U_BYTES, (double)s->bytes_read);
+        html_cell(b, ZPI_U_FRACTION, s->stall_fraction);
+        html_cell(b, ZPI_U_COUNT, s->samples_per_second);
         zpi_sb_puts(b, "</tr>\n");
     }
     zpi_sb_puts(b, "</table>\n</body></html>\n");
@@ -861,26 +1045,6 @@ zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_format fmt
     return render_with(by_format[fmt], r, out, len);
 }
 
-static int mkdir_p(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            free(p);
-            return -1;
-        }
-        *s = '/';
-    }
-    int rc = mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
-    free(p);
-    return rc;
-}
-
 static zp_status write_file(const char *dir, const char *name, const char *data, size_t len,
                             char *errbuf, size_t errlen)
 {
@@ -906,9 +1070,13 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
 {
     if (errbuf && errlen)
         errbuf[0] = '\0';
-    if (!r || !dir || !*dir)
+    if (!r || !dir || !*dir) {
+        if (errbuf)
+            zpi_mpi_fmt(errbuf, errlen, "zp_cluster_report_write: %s",
+                        !r ? "no report (NULL)" : "no folder given");
         return ZP_ERR_INVALID;
-    if (mkdir_p(dir) != 0) {
+    }
+    if (zpi_mpi_mkdir_p(dir) != 0) {
         if (errbuf)
             zpi_mpi_fmt(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
         return ZP_ERR_IO;

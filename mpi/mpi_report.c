@@ -18,37 +18,73 @@ typedef struct metric_def {
     const char *name;
     size_t off;
     int is_u64;
+    zpi_mpi_unit unit;
 } metric_def;
 
-#define U(n, f) {n, offsetof(zp_mpi_rank_stats, f), 1}
-#define D(n, f) {n, offsetof(zp_mpi_rank_stats, f), 0}
+#define U(n, f, u) {n, offsetof(zp_mpi_rank_stats, f), 1, u}
+#define D(n, f, u) {n, offsetof(zp_mpi_rank_stats, f), 0, u}
 static const metric_def METRICS[ZP_MPI_M_COUNT] = {
-    U("samples", samples),
-    U("batches", batches),
-    U("tokens", tokens),
-    U("bytes_read", bytes_read),
-    U("bytes_fetched", bytes_fetched),
-    U("shards_opened", shards_opened),
-    U("retries", retries),
-    D("wall_s", wall),
-    D("first_batch_s", first_batch),
-    D("fetch_s", fetch),
-    D("open_s", open),
-    D("read_s", read),
-    D("decompress_s", decompress),
-    D("transfer_s", transfer),
-    D("stall_s", stall),
-    D("stall_fraction", stall_fraction),
-    D("sync_s", sync),
-    D("step_s", step),
-    D("fetch_per_batch_s", fetch_per_batch),
-    D("samples_per_s", samples_per_second),
-    D("bytes_per_s", bytes_per_second),
-    D("slowest_shard_s", slowest_shard),
-    D("cache_hit_rate", cache_hit_rate),
+    U("samples", samples, ZPI_U_COUNT),
+    U("batches", batches, ZPI_U_COUNT),
+    U("tokens", tokens, ZPI_U_COUNT),
+    U("bytes_read", bytes_read, ZPI_U_BYTES),
+    U("bytes_fetched", bytes_fetched, ZPI_U_BYTES),
+    U("shards_opened", shards_opened, ZPI_U_COUNT),
+    U("retries", retries, ZPI_U_COUNT),
+    D("wall_s", wall, ZPI_U_SECONDS),
+    D("first_batch_s", first_batch, ZPI_U_SECONDS),
+    D("fetch_s", fetch, ZPI_U_SECONDS),
+    D("open_s", open, ZPI_U_SECONDS),
+    D("read_s", read, ZPI_U_SECONDS),
+    D("decompress_s", decompress, ZPI_U_SECONDS),
+    D("transfer_s", transfer, ZPI_U_SECONDS),
+    D("stall_s", stall, ZPI_U_SECONDS),
+    D("stall_fraction", stall_fraction, ZPI_U_FRACTION),
+    D("sync_s", sync, ZPI_U_SECONDS),
+    D("step_s", step, ZPI_U_SECONDS),
+    D("fetch_per_batch_s", fetch_per_batch, ZPI_U_SECONDS),
+    D("samples_per_s", samples_per_second, ZPI_U_SAMPLE_RATE),
+    D("bytes_per_s", bytes_per_second, ZPI_U_BYTE_RATE),
+    D("slowest_shard_s", slowest_shard, ZPI_U_SECONDS),
+    D("cache_hit_rate", cache_hit_rate, ZPI_U_FRACTION),
 };
 #undef U
 #undef D
+
+zpi_mpi_unit zpi_mpi_metric_unit(int m)
+{
+    return (unsigned)m < ZP_MPI_M_COUNT ? METRICS[m].unit : ZPI_U_COUNT;
+}
+
+void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v)
+{
+    switch (u) {
+    case ZPI_U_COUNT:
+        zpi_mpi_human_count(buf, cap, v);
+        break;
+    case ZPI_U_BYTES:
+        zpi_mpi_human_bytes(buf, cap, v);
+        break;
+    case ZPI_U_SECONDS:
+        zpi_mpi_human_seconds(buf, cap, v);
+        break;
+    case ZPI_U_FRACTION:
+        zpi_mpi_human_percent(buf, cap, v);
+        break;
+    case ZPI_U_SAMPLE_RATE:
+        zpi_mpi_human_rate(buf, cap, v, "samples");
+        break;
+    case ZPI_U_BYTE_RATE:
+        if (isfinite(v)) {
+            char t[40];
+            zpi_mpi_human_bytes(t, sizeof t, v);
+            zpi_mpi_fmt(buf, cap, "%s/s", t);
+        } else {
+            zpi_mpi_fmt(buf, cap, "-");
+        }
+        break;
+    }
+}
 
 const char *zp_mpi_metric_name(zp_mpi_metric m)
 {
@@ -178,8 +214,7 @@ static void fill_hists(const zp_mpi_input *in, uint64_t *hsum, uint64_t *hmin)
 
 zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_kind kind)
 {
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     zpi_mpi_pending *pd = &m->pend;
     /* A rank-local refusal here would leave the others in a collective: the
      * state check is the same on every rank that follows the rules. */
@@ -251,8 +286,7 @@ zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out)
 {
     if (out)
         *out = NULL;
-    if (!m)
-        return ZP_ERR_INVALID;
+    ZPI_MPI_USABLE(m);
     if (!m->pend.active)
         return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
     return finish(m, zpi_mpi_check(m, MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE),
@@ -469,44 +503,31 @@ static void stat_of(const zp_mpi_rank_stats *rs, int n, int metric, zp_mpi_stat 
     s->imbalance = s->mean > 0 ? s->max / s->mean : 0;
 }
 
-/* Append to buf (cap bytes, *len of them used) with printf; once the text
- * is cut, *len stays at cap - 1 and later appends write nothing. */
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    if (*len + 1 >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        *len = *len + (size_t)k < cap ? *len + (size_t)k : cap - 1;
-}
-
 static void straggler_text(char *buf, size_t cap, const zp_mpi_config *cfg,
                            const zp_mpi_straggler *s, zp_mpi_report_kind kind)
 {
     size_t n = 0;
     buf[0] = '\0';
-    append(buf, cap, &n, "fetch %.3f ms/batch", s->fetch_per_batch * 1e3);
+    char f[32], md[32];
+    zpi_mpi_human_seconds(f, sizeof f, s->fetch_per_batch);
+    zpi_mpi_human_seconds(md, sizeof md, s->median);
+    zpi_mpi_append(buf, cap, &n, "fetch %s/batch", f);
     if (isfinite(s->ratio))
-        append(buf, cap, &n, " = %.2fx the median %.3f ms", s->ratio, s->median * 1e3);
+        zpi_mpi_append(buf, cap, &n, " = %.2fx the median %s", s->ratio, md);
     else
-        append(buf, cap, &n, " (median %.3f ms)", s->median * 1e3);
+        zpi_mpi_append(buf, cap, &n, " (median %s)", md);
     if (s->reasons & ZP_MPI_SLOW_RATIO)
-        append(buf, cap, &n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
+        zpi_mpi_append(buf, cap, &n, " (>= %.2fx)", 1.0 + cfg->straggler_ratio);
     if (s->reasons & ZP_MPI_SLOW_Z) {
         if (isfinite(s->z))
-            append(buf, cap, &n, "; robust z %.1f (> %.1f)", s->z, cfg->straggler_z);
+            zpi_mpi_append(buf, cap, &n, "; robust z %.1f (> %.1f)", s->z, cfg->straggler_z);
         else
-            append(buf, cap, &n, "; robust z inf (> %.1f)", cfg->straggler_z);
+            zpi_mpi_append(buf, cap, &n, "; robust z inf (> %.1f)", cfg->straggler_z);
     }
-    append(buf, cap, &n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
+    zpi_mpi_append(buf, cap, &n, "; consumer waits %.1f%% of its step (>= %.1f%%)",
            s->stall_fraction * 100, cfg->straggler_min_stall * 100);
     if (kind == ZP_MPI_REPORT_WINDOW)
-        append(buf, cap, &n, "; in the last %u windows", s->windows);
+        zpi_mpi_append(buf, cap, &n, "; in the last %u windows", s->windows);
 }
 
 static int cmp_strag(const void *a, const void *b)
@@ -596,7 +617,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     }
     int *per_node = calloc((size_t)(r->nodes > 0 ? r->nodes : 1), sizeof *per_node);
     if (!per_node) {
-        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory");
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory counting the ranks of %d nodes", r->nodes);
         goto out;
     }
     for (int i = 0; i < n; i++) {
@@ -714,7 +735,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     } else {
         int holds = sf->max >= m->cfg.straggler_min_stall;
         size_t len = 0;
-        append(r->verdict, sizeof r->verdict, &len,
+        zpi_mpi_append(r->verdict, sizeof r->verdict, &len,
                "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d at %.1f%%",
                holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
                sf->max * 100);
@@ -725,7 +746,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
                 ranks[i] = r->strag[i].rank;
             char list[96];
             zpi_mpi_ranklist(list, sizeof list, ranks, nr);
-            append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
+            zpi_mpi_append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
                    r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
                    r->n_strag > nr ? " ..." : "");
         }

@@ -4,6 +4,7 @@
 # ZEPHON_WITH_MPI is ON (MPI::MPI_C found there).
 set(_zp_mpi_dir ${CMAKE_CURRENT_LIST_DIR})
 add_library(zephon_mpi
+  ${_zp_mpi_dir}/mpi_util.c
   ${_zp_mpi_dir}/mpi_comm.c
   ${_zp_mpi_dir}/mpi_agree.c
   ${_zp_mpi_dir}/mpi_report.c
@@ -27,12 +28,13 @@ install(TARGETS zephon_mpi EXPORT zephonTargets
 
 # bench/mpi: the cost of one report (gather + analysis) at 2..16 ranks.
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
-  add_executable(bench_mpi_report ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
+  add_executable(bench_mpi_report ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/report_sim.c)
   target_compile_options(bench_mpi_report PRIVATE ${ZP_WARN})
   target_compile_definitions(bench_mpi_report PRIVATE _GNU_SOURCE)
   target_link_libraries(bench_mpi_report PRIVATE zephon_mpi_static m)
-  # --analyse N times the root's analysis of N ranks' records (mpi_internal.h)
-  target_include_directories(bench_mpi_report PRIVATE ${_zp_mpi_dir})
+  # --analyse N simulates the root's analysis of N ranks' records (mpi_internal.h)
+  target_include_directories(bench_mpi_report PRIVATE ${_zp_mpi_dir} ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi)
 endif()
 
 # slurm/train_example.c: the training loop slurm/zephon-with-training.sbatch runs.

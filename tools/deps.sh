@@ -21,3 +21,11 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Headless Chromium for the HTML report's browser test (tests/mpi/test_report_browser.sh);
+# when it cannot be installed that test is skipped, saying so.
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "deps: installing chromium"
+  SUDO=""; if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; } ||
+    echo "deps: chromium could not be installed: the HTML report's browser test will be skipped" >&2
+fi

@@ -19,9 +19,13 @@ echo "cores: $(nproc); Open MPI $(mpirun --version | head -1 | grep -o '[0-9.]*$
 for np in 2 4 8 16; do
   mpirun --oversubscribe --bind-to none -np "$np" "$B/bench_mpi_report" "${REPEATS:-40}"
 done
-# the root's share at sizes this machine cannot launch
+# the root's share at sizes this machine cannot launch (simulated in one
+# process, bench/mpi/report_sim.c), and the report files' sizes: N ranks,
+# W windows (+ the final report), S shards named one by one
 for n in 16 1000 10000; do
-  "$B/bench_mpi_report" --analyse "$n" 10
+  "$B/bench_mpi_report" --analyse "$n" 20 100000
 done
-# 10,000 ranks with the default window history (256 windows) full
-"$B/bench_mpi_report" --analyse 10000 266 256
+# 10,000 ranks and 100,000 shards with the default window history (256
+# windows) full, and with max_windows 64
+"$B/bench_mpi_report" --analyse 10000 270 100000
+"$B/bench_mpi_report" --analyse 10000 270 100000 64

@@ -76,10 +76,14 @@ ZP_API void zp_mpi_config_init(zp_mpi_config *cfg);
  * duplicate, finds this rank's node (node index, node-local rank) and sends
  * the host names to the root. cfg may be NULL for defaults (it is copied).
  * MPI must be initialised. OUT: *out, caller owns; release with
- * zp_mpi_destroy(). On failure *out is NULL and the status says why (no
- * handle to hold a message): ZP_ERR_STATE when MPI is not initialised (or
- * finalised), ZP_ERR_INVALID for a bad setting or MPI_COMM_NULL,
- * ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
+ * zp_mpi_destroy(). On failure (on every rank when it is collective) *out
+ * is a handle that holds only the error, as for every handle's create
+ * (docs/api.md): read zp_mpi_errmsg() (it names the setting and its value,
+ * or the MPI call), then zp_mpi_destroy() it; every other call on it
+ * returns the same status. *out is NULL only when even that handle could
+ * not be allocated (ZP_ERR_NOMEM) or out is NULL. Statuses: ZP_ERR_STATE
+ * when MPI is not initialised (or finalised), ZP_ERR_INVALID for a bad
+ * setting or MPI_COMM_NULL, ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
 ZP_API zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
 
 /* Free the handle and its communicators. Collective over comm (it frees
@@ -128,7 +132,9 @@ ZP_API zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg
  * no folder): every rank's shard names are rank 0's, and no rank writes a
  * file. cfg may be NULL (defaults; it should
  * be equal on every rank). On any rank's failure every rank gets the error
- * with the failing rank named.
+ * with the failing rank named. Where the data came from (rank 0's specs: a
+ * manifest or folder as an absolute path, a glob as given, or "N
+ * paths/globs: first ... last") is kept for the report's settings line.
  * OUT: *out, caller owns; release with zp_dataset_destroy(). */
 ZP_API zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
                                 const zp_dataset_config *cfg, zp_dataset **out);
@@ -156,7 +162,10 @@ ZP_API zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_wo
  *     change speed (threads, parallelism, buffers, fetch_delay_us) may
  *     differ between ranks;
  *   - extra: the caller's own settings as text (tokenizer, field, map
- *     operators, start epoch ...), when not NULL.
+ *     operators, start epoch ...), when not NULL: space-separated
+ *     key=value tokens. Compared whole; in the report's settings line a
+ *     "data=" token is replaced by the data's summary (never a list of
+ *     shards) and a token longer than 120 bytes is cut.
  * @return ZP_OK when every rank holds the same values; ZP_ERR_MISMATCH on
  * every rank otherwise, with a message naming each differing value and the
  * ranks that hold it (e.g. "seed differs: rank 0-2: 1, rank 3: 7"). The
@@ -175,10 +184,14 @@ ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksour
  *         packing gives ranks different batch counts: all ranks stop at the
  *         shortest; a batch a rank held is not delivered and is counted in
  *         zp_mpi_batches_dropped());
- *         an error on every rank when any rank failed: the failing rank's
- *         own status; the message names the rank (its own message on that
- *         rank). Once it returned ZP_END or an error, later calls return the
- *         same without communicating. */
+ *         an error on every rank when any rank failed (a bad record, a
+ *         corrupt shard, a count or hash mismatch: the failing rank
+ *         contributes its error to this step's agreement, so no rank keeps
+ *         waiting): the status of the lowest failing rank R and, on every
+ *         rank (R too), the message "rank R: <R's message>" (a rank that
+ *         failed as well with another message adds " (rank N failed too:
+ *         ...)"). Once it returned ZP_END or an error, later calls return
+ *         the same without communicating. */
 ZP_API zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
 
 /* Batches this rank held but did not deliver because another rank ended

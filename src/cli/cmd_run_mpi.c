@@ -362,7 +362,7 @@ int zp_cmd_run_mpi(zp_run_opts *o)
     zp_status st = zp_mpi_create(MPI_COMM_WORLD, &mc, &m);
     int rc;
     if (st != ZP_OK) {
-        fprintf(stderr, "zephon run: MPI layer: %s\n", zp_status_str(st));
+        fprintf(stderr, "zephon run: MPI layer: %s: %s\n", zp_status_str(st), zp_mpi_errmsg(m));
         rc = 1;
     } else {
         rc = run_ranks(o, m);

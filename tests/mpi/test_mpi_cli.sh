@@ -9,7 +9,9 @@
 #  3. a rank given a different manifest: every rank fails with a message
 #     naming the ranks, no hang;
 #  4. token packing: every rank delivers the same number of batches;
-#  5. --report without mpirun (an MPI singleton) works.
+#  5. --report without mpirun (an MPI singleton) works;
+#  6. a corrupt shard: the rank that meets it stops every rank, and every
+#     rank fails with the same message naming that rank and the shard, no hang.
 set -u
 Z=${1:?usage: test_mpi_cli.sh ZEPHON MPIRUN}
 MPIRUN=${2:-mpirun}
@@ -56,7 +58,7 @@ for k in ('samples', 'batches', 'records', 'bytes_fetched', 'bytes_read', 'shard
 assert d['totals']['samples'] == n, (d['totals']['samples'], n)
 assert d['header']['dataset']['samples'] > 0
 assert d['verdict'].startswith('verdict: ')
-assert len(d['windows']['fetch_per_batch_s']) == W
+assert len(d['windows']['fetch_per_batch_ms']) == W
 EOF"
   rows=$(($(wc -l < "$T/rep$W/report.csv") - 1))
   check "W=$W csv has one row per rank" '[[ $rows -eq $W ]]'
@@ -108,6 +110,18 @@ check "token packing: alone the ranks differ ($distinct counts), together they s
 timeout 60 "$Z" run "$B" --quiet --report "$T/single" > "$T/single.out" 2>&1
 rc=$?
 check "singleton --report (rc $rc)" '[[ $rc -eq 0 && -s "$T/single/report.json" ]]' || cat "$T/single.out"
+
+# 6. a corrupt shard (its zstd frame header overwritten, same size): every
+# rank fails with "rank N: shard '...'" for one N, within the timeout
+"$Z" gen --out "$T/c" --shards 6 --samples-per-shard 100 --seed 3 >/dev/null || { echo "FAIL - gen"; exit 1; }
+printf 'XXXX' | dd of="$T/c/shard-00003.jsonl.zst" bs=1 seek=0 conv=notrunc status=none
+run -np 3 "$Z" run "$T/c/manifest.json" --quiet --threads 1 > "$T/bad.out" 2> "$T/bad.err"
+rc=$?
+check "corrupt shard fails (rc $rc, not a timeout)" '[[ $rc -ne 0 && $rc -ne 124 ]]'
+lines=$(grep -c "^zephon run: .*: rank [0-9]*: shard 'shard-00003.jsonl.zst'" "$T/bad.err")
+named=$(grep -o "^zephon run: [^:]*: rank [0-9]*:" "$T/bad.err" | sort -u | wc -l)
+check "every rank names the failing rank and the shard ($lines lines, $named distinct)" \
+  '[[ $lines -eq 3 && $named -eq 1 ]]' || cat "$T/bad.err"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -85,7 +85,7 @@ static void test_criterion_synthetic(void **state)
             MPT_CHECK(why & ZP_MPI_SLOW_STALL);
             const zp_mpi_straggler *s;
             zp_cluster_report_stragglers(r, &s);
-            const char *want = mpt_size == 3 ? "3.00x the median 1.000 ms" : "1.50x the median 2.000 ms";
+            const char *want = mpt_size == 3 ? "3.00x the median 1.00 ms" : "1.50x the median 2.00 ms";
             MPT_CHECK(strstr(s[0].reason, want) != NULL, "'%s' lacks '%s'", s[0].reason, want);
             MPT_CHECK(strstr(s[0].reason, "waits 20.0%") != NULL, "'%s'", s[0].reason);
             MPT_CHECK(strstr(zp_cluster_report_verdict(r), "straggler: rank") != NULL, "'%s'",
@@ -124,8 +124,8 @@ static void test_criterion_synthetic(void **state)
     mpt_sync();
 }
 
-/* A reason longer than its buffer (absurd but finite times print hundreds
- * of digits) is cut, and nothing is written past it (run under ASan). */
+/* Absurd but finite times (1e300 s) give a reason that fits its buffer,
+ * in human units, and nothing is written past it (run under ASan). */
 static void test_long_reason_cut(void **state)
 {
     (void)state;
@@ -138,7 +138,8 @@ static void test_long_reason_cut(void **state)
     if (r && mpt_size > 1) {
         const zp_mpi_straggler *s;
         MPT_CHECK(zp_cluster_report_stragglers(r, &s) == 1);
-        MPT_CHECK(strlen(s[0].reason) == sizeof s[0].reason - 1, "%zu", strlen(s[0].reason));
+        MPT_CHECK(strlen(s[0].reason) < sizeof s[0].reason, "%zu", strlen(s[0].reason));
+        MPT_CHECK(strstr(s[0].reason, " d/batch") != NULL, "'%s'", s[0].reason);
         MPT_CHECK(strncmp(s[0].reason, "fetch ", 6) == 0, "'%.40s'", s[0].reason);
     }
     zp_cluster_report_destroy(r);

@@ -40,7 +40,7 @@ zp_add_mpi_test(test_mpi_straggler SOURCES ${_zp_mpi_tests}/test_mpi_straggler.c
 # named, a rank given another manifest, token packing in lock-step.
 add_test(NAME test_mpi_cli
   COMMAND bash ${_zp_mpi_tests}/test_mpi_cli.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
-set_tests_properties(test_mpi_cli PROPERTIES TIMEOUT 180 LABELS "mpi;cli"
+set_tests_properties(test_mpi_cli PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
 # A real single-node Slurm (munged, slurmctld, slurmd started and stopped by
@@ -50,3 +50,27 @@ add_test(NAME test_mpi_slurm
   COMMAND bash ${_zp_mpi_tests}/slurm_test.sh $<TARGET_FILE:zephon_cli> $<TARGET_FILE:example_mpi_train>)
 set_tests_properties(test_mpi_slurm PROPERTIES TIMEOUT 180 LABELS "mpi;slurm;nosan"
   ENVIRONMENT "${ZP_MPI_ENV}" RUN_SERIAL TRUE)
+
+# The report for people, on reports simulated in one process
+# (bench/mpi/report_sim.c): human units, the settings line, the heat map's
+# warm-up, the size bound of docs/report.md at 1,000 ranks and 100,000
+# shards. A plain program (no mpirun).
+add_executable(test_mpi_report ${_zp_mpi_tests}/test_mpi_report.c
+               ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/report_sim.c)
+target_compile_options(test_mpi_report PRIVATE ${ZP_WARN})
+target_compile_definitions(test_mpi_report PRIVATE _GNU_SOURCE)
+target_include_directories(test_mpi_report PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi)
+# the layer's internals (mpi_internal.h) from the static library, not the .so
+target_link_libraries(test_mpi_report PRIVATE zephon_mpi_static PkgConfig::CMOCKA m)
+add_test(NAME test_mpi_report COMMAND test_mpi_report)
+set_tests_properties(test_mpi_report PROPERTIES TIMEOUT 180 LABELS mpi
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
+# The HTML page in a real browser (Debian's headless Chromium, installed by
+# tools/deps.sh): it loads without errors and its charts are drawn. Skipped
+# (exit 77, saying why) only when chromium is not installed.
+add_test(NAME test_mpi_report_browser
+  COMMAND bash ${_zp_mpi_tests}/test_report_browser.sh $<TARGET_FILE:test_mpi_report>
+          $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_mpi_report_browser PROPERTIES TIMEOUT 180 LABELS "mpi;browser"
+  SKIP_RETURN_CODE 77 ENVIRONMENT "${ZP_MPI_ENV}")

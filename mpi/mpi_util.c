@@ -1,0 +1,283 @@
+/* mpi_util.c - the MPI layer's small helpers, one copy each: the clock,
+ * bounded formatting, the handle's error (the failed-create convention of
+ * the core library's handles), rank lists, the growable string of the
+ * renderers, numbers in human units, and mkdir -p.
+ *
+ * The MPI layer is built against libzephon's public API only (so it can
+ * be built against an installed libzephon, whose internal symbols are not
+ * exported): these helpers are its own, not the core library's zpi_ ones. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "mpi_internal.h"
+
+/* ------------------------------------------------------------ clock, formatting */
+
+double zpi_mpi_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...)
+{
+    if (!cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
+void zpi_mpi_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *len = *len + (size_t)k < cap ? *len + (size_t)k : cap - 1;
+}
+
+/* ------------------------------------------------------------ errors */
+
+zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err.msg, sizeof m->err.msg, fmt, ap);
+    va_end(ap);
+    m->err.code = st;
+    return st;
+}
+
+zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS)
+        return ZP_OK;
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
+        zpi_mpi_fmt(s, sizeof s, "MPI error %d", rc);
+    return zpi_mpi_fail(m, ZP_ERR_MPI, "rank %d: %s failed: %s", m->rank, what, s);
+}
+
+/* ------------------------------------------------------------ rank lists */
+
+void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        char item[48];
+        if (j == i)
+            zpi_mpi_fmt(item, sizeof item, "%s%d", i ? "," : "", ranks[i]);
+        else
+            zpi_mpi_fmt(item, sizeof item, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
+        size_t il = strlen(item);
+        if (len + il + 24 >= cap) {
+            zpi_mpi_fmt(buf + len, cap - len, ",... (%zu ranks)", n);
+            return;
+        }
+        memcpy(buf + len, item, il + 1);
+        len += il;
+        i = j + 1;
+    }
+}
+
+/* ------------------------------------------------------------ string builder */
+
+static void sb_grow(zpi_sbuf *b, size_t need)
+{
+    if (b->oom || b->len + need + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + need + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+void zpi_sb_printf(zpi_sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    sb_grow(b, (size_t)n);
+    if (b->oom)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void zpi_sb_putn(zpi_sbuf *b, const char *s, size_t n)
+{
+    sb_grow(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void zpi_sb_puts(zpi_sbuf *b, const char *s) { zpi_sb_putn(b, s, strlen(s)); }
+
+void zpi_sb_html(zpi_sbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<':
+            zpi_sb_puts(b, "&lt;");
+            break;
+        case '>':
+            zpi_sb_puts(b, "&gt;");
+            break;
+        case '&':
+            zpi_sb_puts(b, "&amp;");
+            break;
+        case '"':
+            zpi_sb_puts(b, "&quot;");
+            break;
+        default:
+            zpi_sb_putn(b, s, 1);
+        }
+    }
+}
+
+void zpi_sb_csv(zpi_sbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        zpi_sb_puts(b, s);
+        return;
+    }
+    zpi_sb_puts(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"')
+            zpi_sb_puts(b, "\"\"");
+        else
+            zpi_sb_putn(b, s, 1);
+    }
+    zpi_sb_puts(b, "\"");
+}
+
+/* ------------------------------------------------------------ human units */
+
+/* v scaled by powers of 1000 with a unit prefix ("", k, M, G, T, P, E):
+ * 3 significant digits ("17.2 M", "512", "1.30 G"). */
+static void scaled(char *buf, size_t cap, double v, const char *unit, const char *space)
+{
+    static const char *const pre[] = {"", "k", "M", "G", "T", "P", "E"};
+    if (!isfinite(v)) {
+        zpi_mpi_fmt(buf, cap, "-");
+        return;
+    }
+    double a = fabs(v);
+    int i = 0;
+    while (a >= 999.5 && i < 6) {
+        a /= 1000;
+        v /= 1000;
+        i++;
+    }
+    const char *fmt = a >= 99.95 || (i == 0 && v == floor(v)) ? "%.0f%s%s%s"
+                      : a >= 9.995                              ? "%.1f%s%s%s"
+                                                                : "%.2f%s%s%s";
+    int sep = *pre[i] || *unit;
+    zpi_mpi_fmt(buf, cap, fmt, v, sep ? space : "", pre[i], unit);
+}
+
+void zpi_mpi_human_count(char *buf, size_t cap, double v) { scaled(buf, cap, v, "", " "); }
+
+void zpi_mpi_human_bytes(char *buf, size_t cap, double v) { scaled(buf, cap, v, "B", " "); }
+
+void zpi_mpi_human_rate(char *buf, size_t cap, double v, const char *unit)
+{
+    char n[48];
+    scaled(n, sizeof n, v, "", " ");
+    zpi_mpi_fmt(buf, cap, "%s %s/s", n, unit);
+}
+
+void zpi_mpi_human_seconds(char *buf, size_t cap, double s)
+{
+    if (!isfinite(s)) {
+        zpi_mpi_fmt(buf, cap, "-");
+        return;
+    }
+    double a = fabs(s);
+    if (a == 0)
+        zpi_mpi_fmt(buf, cap, "0 s");
+    else if (a < 1e-6)
+        zpi_mpi_fmt(buf, cap, "%.0f ns", s * 1e9);
+    else if (a < 1e-3)
+        zpi_mpi_fmt(buf, cap, a < 9.995e-6 ? "%.2f us" : a < 99.95e-6 ? "%.1f us" : "%.0f us",
+                    s * 1e6);
+    else if (a < 1)
+        zpi_mpi_fmt(buf, cap, a < 9.995e-3 ? "%.2f ms" : a < 99.95e-3 ? "%.1f ms" : "%.0f ms",
+                    s * 1e3);
+    else if (a < 600)
+        zpi_mpi_fmt(buf, cap, a < 9.995 ? "%.2f s" : a < 99.95 ? "%.1f s" : "%.0f s", s);
+    else if (a < 36000)
+        zpi_mpi_fmt(buf, cap, "%.1f min", s / 60);
+    else if (a < 48 * 3600.0)
+        zpi_mpi_fmt(buf, cap, "%.1f h", s / 3600);
+    else if (a < 1e6 * 86400)
+        zpi_mpi_fmt(buf, cap, "%.1f d", s / 86400);
+    else /* absurd: keep it short */
+        zpi_mpi_fmt(buf, cap, "%.3g d", s / 86400);
+}
+
+void zpi_mpi_human_percent(char *buf, size_t cap, double fraction)
+{
+    if (!isfinite(fraction))
+        zpi_mpi_fmt(buf, cap, "-");
+    else
+        zpi_mpi_fmt(buf, cap, "%.1f%%", fraction * 100);
+}
+
+/* ------------------------------------------------------------ files */
+
+int zpi_mpi_mkdir_p(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(p);
+            errno = e;
+            return -1;
+        }
+        *s = '/';
+    }
+    int rc = mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
+    int e = errno;
+    free(p);
+    errno = e;
+    return rc;
+}

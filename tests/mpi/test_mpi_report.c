@@ -1,0 +1,227 @@
+/*
+ * test_mpi_report.c - the cluster report for people, on reports simulated
+ * in one process (bench/mpi/report_sim.c; no mpirun needed):
+ *  - numbers in human units (17.2 M, 1.30 GB, 12.5 ms) and no exponent in
+ *    the text, HTML and CSV reports; CSV headers name their units;
+ *  - the settings line summarises the data (shard count, bytes,
+ *    fingerprint, where it came from), even when 100,000 shards were named
+ *    one by one;
+ *  - the heat map's colour scale leaves out warm-up: a steady-state
+ *    straggler gets the darkest colour though the first window was 8x
+ *    slower on every rank;
+ *  - the report files stay within the bound docs/report.md states, at
+ *    1,000 ranks, 256 windows and 100,000 shards.
+ * `test_mpi_report --write DIR [RANKS]` writes a simulated report (600
+ * ranks by default) into DIR for the browser test (test_report_browser.sh).
+ */
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mpi_internal.h"
+#include "report_sim.h"
+
+static char *render(const zp_cluster_report *r, zp_mpi_format f)
+{
+    char *s = NULL;
+    assert_int_equal(zp_cluster_report_render(r, f, &s, NULL), ZP_OK);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_human_units(void **state)
+{
+    (void)state;
+    char b[48];
+    zpi_mpi_human_count(b, sizeof b, 17158100);
+    assert_string_equal(b, "17.2 M");
+    zpi_mpi_human_count(b, sizeof b, 512);
+    assert_string_equal(b, "512");
+    zpi_mpi_human_count(b, sizeof b, 999999);
+    assert_string_equal(b, "1.00 M");
+    zpi_mpi_human_bytes(b, sizeof b, 1.3e9);
+    assert_string_equal(b, "1.30 GB");
+    zpi_mpi_human_bytes(b, sizeof b, 320);
+    assert_string_equal(b, "320 B");
+    zpi_mpi_human_seconds(b, sizeof b, 0.0125);
+    assert_string_equal(b, "12.5 ms");
+    zpi_mpi_human_seconds(b, sizeof b, 0.000830);
+    assert_string_equal(b, "830 us");
+    zpi_mpi_human_seconds(b, sizeof b, 3.25);
+    assert_string_equal(b, "3.25 s");
+    zpi_mpi_human_seconds(b, sizeof b, 4000);
+    assert_string_equal(b, "66.7 min");
+    zpi_mpi_human_rate(b, sizeof b, 1234.5, "samples");
+    assert_string_equal(b, "1.23 k samples/s");
+    zpi_mpi_human_percent(b, sizeof b, 0.125);
+    assert_string_equal(b, "12.5%");
+}
+
+/* 1 when s holds a number in exponent notation (1.71581e+07). */
+static int has_exponent(const char *s)
+{
+    regex_t re;
+    assert_int_equal(regcomp(&re, "[0-9]e[-+][0-9]", REG_NOSUB), 0);
+    int found = regexec(&re, s, 0, NULL, 0) == 0;
+    regfree(&re);
+    return found;
+}
+
+static void test_report_for_people(void **state)
+{
+    (void)state;
+    zp_sim_opts o = {64, 40, 100000, 3, 0};
+    zp_cluster_report *r = zp_sim_report(&o, NULL);
+    assert_non_null(r);
+    char *txt = render(r, ZP_MPI_TEXT), *html = render(r, ZP_MPI_HTML), *csv = render(r, ZP_MPI_CSV);
+    assert_false(has_exponent(txt));
+    assert_false(has_exponent(html));
+    assert_false(has_exponent(csv));
+    /* units in the tables */
+    assert_non_null(strstr(txt, " ms "));
+    assert_non_null(strstr(txt, " GB "));
+    assert_non_null(strstr(txt, "samples/s"));
+    assert_non_null(strstr(html, " ms</td>"));
+    assert_non_null(strstr(csv, "bytes_read_B,"));
+    assert_non_null(strstr(csv, ",wall_s,"));
+    assert_non_null(strstr(csv, ",stall_frac,"));
+    /* the settings line: one short line summarising the data */
+    const char *set = strstr(txt, "\nsettings: ");
+    assert_non_null(set);
+    const char *eol = strchr(set + 1, '\n');
+    assert_non_null(eol);
+    size_t len = (size_t)(eol - set);
+    char *line = strndup(set + 1, len - 1);
+    assert_true(len < 600);
+    assert_non_null(strstr(line, "data=100000 paths/globs: /lustre/corpus/shard-000000.jsonl.zst ... "
+                                 "/lustre/corpus/shard-099999.jsonl.zst (100000 shards, 25.0 TB, "
+                                 "fingerprint 5eed5eed5eed5eed)"));
+    assert_null(strstr(line, "shard-000001"));
+    assert_non_null(strstr(line, "tokenize=gpt2"));
+    assert_null(strstr(html, "shard-000001"));
+    free(line);
+    free(txt);
+    free(html);
+    free(csv);
+    zp_cluster_report_destroy(r);
+}
+
+/* The heat map's cells are runs of equal colour in a rank's row:
+ * "<rect ... fill="#c"><title>rank R, window A: ..." or "..., windows A-B: ...".
+ * After warm-up only the straggler's cells have the darkest colour. */
+static void test_heatmap_leaves_out_warmup(void **state)
+{
+    (void)state;
+    zp_sim_opts o = {16, 20, 100, 3, 0};
+    zp_cluster_report *r = zp_sim_report(&o, NULL);
+    assert_non_null(r);
+    assert_int_equal(zpi_mpi_warmup_windows(r), 1);
+    char *html = render(r, ZP_MPI_HTML);
+    const char *p = strstr(html, "aria-label=\"fetch time per batch");
+    assert_non_null(p);
+    int dark_straggler = 0, dark_other = 0, cells = 0;
+    const char *dark = "#a51919"; /* the top of the scale */
+    while ((p = strstr(p, "<rect ")) != NULL) {
+        const char *fill = strstr(p, "fill=\""), *title = strstr(p, "<title>rank ");
+        if (!fill || !title)
+            break;
+        int rank = -1;
+        unsigned long long w0 = 0, w1 = 0;
+        int k = sscanf(title, "<title>rank %d, windows %llu-%llu", &rank, &w0, &w1);
+        if (k < 3) {
+            if (sscanf(title, "<title>rank %d, window %llu", &rank, &w0) < 2)
+                break;
+            w1 = w0;
+        }
+        cells++;
+        int is_dark = strncmp(fill + 6, dark, 7) == 0;
+        if (w1 >= 1) { /* a run of equal colour reaching past warm-up */
+            if (rank == 3)
+                dark_straggler += is_dark;
+            else
+                dark_other += is_dark;
+        }
+        p = title;
+    }
+    assert_true(cells >= 16);
+    assert_true(dark_straggler >= 1);
+    assert_int_equal(dark_other, 0);
+    assert_non_null(strstr(html, "warm-up"));
+    free(html);
+    zp_cluster_report_destroy(r);
+}
+
+static long long file_size(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    long long n = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    unlink(path);
+    return n;
+}
+
+/* The bound of docs/report.md ("Size of the files"), for N ranks and W
+ * kept windows, whatever the shard count. */
+static void test_size_bound(void **state)
+{
+    (void)state;
+    zp_sim_opts o = {1000, 270, 100000, 3, 0};
+    zp_cluster_report *r = zp_sim_report(&o, NULL);
+    assert_non_null(r);
+    long long N = zp_cluster_report_num_ranks(r), W = zp_cluster_report_num_windows(r);
+    assert_int_equal(W, 256);
+    long long Nh = N < 128 ? N : 128;
+    char dir[] = "/tmp/zp-test-report-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char err[256];
+    assert_int_equal(zp_cluster_report_write(r, dir, err, sizeof err), ZP_OK);
+    struct {
+        const char *name;
+        long long bound;
+    } f[] = {
+        {"report.txt", 16000 + 400 * N},
+        {"report.csv", 4000 + 400 * N},
+        {"report.json", 64000 + 2200 * N + 8 * N * W},
+        {"report.html", 512000 + 800 * N + 150 * Nh * W},
+        {"windows.csv", 1000 + 8 * N + 8 * N * W},
+    };
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        long long sz = file_size(dir, f[k].name);
+        print_message("%s: %lld bytes, bound %lld\n", f[k].name, sz, f[k].bound);
+        assert_true(sz > 0);
+        assert_true(sz <= f[k].bound);
+    }
+    rmdir(dir);
+    zp_cluster_report_destroy(r);
+}
+
+int main(int argc, char **argv)
+{
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--write") == 0) {
+        zp_sim_opts o = {argc == 4 ? atoi(argv[3]) : 600, 40, 100000, 3, 0};
+        zp_cluster_report *r = zp_sim_report(&o, NULL);
+        char err[256] = "";
+        int rc = r && zp_cluster_report_write(r, argv[2], err, sizeof err) == ZP_OK ? 0 : 1;
+        if (rc)
+            fprintf(stderr, "test_mpi_report: cannot write the report: %s\n", err);
+        zp_cluster_report_destroy(r);
+        return rc;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_human_units),
+        cmocka_unit_test(test_report_for_people),
+        cmocka_unit_test(test_heatmap_leaves_out_warmup),
+        cmocka_unit_test(test_size_bound),
+    };
+    return cmocka_run_group_tests_name("mpi_report", tests, NULL, NULL);
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# test_report_browser.sh SIM ZEPHON - the cluster report's HTML page in a
+# real browser (Debian's headless Chromium): for a simulated report of 600
+# ranks (SIM --write: the bar chart's selection and the heat map's grouped
+# rows) and for the report of a real `zephon run` (a singleton, with
+# windows), the page loads with no console error, and every chart is drawn:
+# each <svg class="chart"> has a non-zero size and holds drawn rectangles.
+# A copy of the page gets a small script at its end that measures the
+# charts after the load event and leaves a marker in the DOM, read back
+# with --dump-dom (the report itself has no script).
+# Exit 77 (ctest: skipped) with a message when chromium is not installed
+# (tools/deps.sh installs it; this happens only where it could not be).
+set -u
+SIM=${1:?usage: test_report_browser.sh SIM ZEPHON}
+Z=${2:?usage: test_report_browser.sh SIM ZEPHON}
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z $CHROMIUM ]]; then
+  echo "SKIP: chromium is not installed (tools/deps.sh installs Debian's chromium; here it could" \
+       "not be installed): the HTML report was NOT checked in a browser"
+  exit 77
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0; passes=0
+ok()  { passes=$((passes+1)); echo "ok - $*"; }
+bad() { fails=$((fails+1)); echo "FAIL - $*"; }
+
+"$SIM" --write "$T/sim" || { echo "FAIL - cannot write the simulated report"; exit 1; }
+"$Z" gen --out "$T/data" --shards 4 --samples-per-shard 200 --seed 1 >/dev/null || { echo "FAIL - gen"; exit 1; }
+timeout 60 "$Z" run "$T/data/manifest.json" --quiet --threads 1 --microbatch 4 --report-every 10 \
+  --report "$T/run" > "$T/run.out" 2>&1 || { cat "$T/run.out"; echo "FAIL - zephon run --report"; exit 1; }
+
+check_page() { # NAME DIR
+  local name=$1 dir=$2 page="$2/check.html"
+  # the page, with the checking script before </body>
+  python3 - "$dir/report.html" "$page" <<'PY'
+import sys
+html = open(sys.argv[1], encoding="utf-8").read()
+script = """<script>
+window.addEventListener('load', function () {
+  var charts = document.querySelectorAll('svg.chart'), bad = [];
+  charts.forEach(function (s, i) {
+    var b = s.getBoundingClientRect();
+    if (!(b.width > 0 && b.height > 0)) bad.push('chart ' + i + ' has no size');
+    var drawn = 0;
+    s.querySelectorAll('rect').forEach(function (r) {
+      var q = r.getBBox();
+      if (q.width > 0 && q.height > 0) drawn++;
+    });
+    if (!drawn) bad.push('chart ' + i + ' draws no rectangle');
+    else bad.length || (document.title += ' ' + drawn);
+  });
+  if (charts.length < 2) bad.push('only ' + charts.length + ' charts');
+  var m = document.createElement('div');
+  m.id = 'zp-check';
+  m.textContent = bad.length ? 'CHARTS-BAD: ' + bad.join('; ') : 'CHARTS-OK ' + charts.length;
+  document.body.appendChild(m);
+});
+</script>
+"""
+assert html.count("</body>") == 1
+open(sys.argv[2], "w", encoding="utf-8").write(html.replace("</body>", script + "</body>"))
+PY
+  local prof; prof=$(mktemp -d -p "$T")
+  timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$prof" --enable-logging=stderr --v=0 --virtual-time-budget=10000 \
+    --window-size=1400,2400 --dump-dom "file://$page" > "$dir/dom.html" 2> "$dir/chromium.log"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then bad "$name: chromium exited with $rc"; tail -20 "$dir/chromium.log"; return; fi
+  local marker; marker=$(grep -o '<div id="zp-check">[^<]*' "$dir/dom.html" | head -1)
+  marker=${marker#*>}
+  if [[ $marker == CHARTS-OK* ]]; then ok "$name: charts drawn ($marker)"; else
+    bad "$name: charts not drawn (${marker:-no marker: the page did not load or its script did not run})"; fi
+  # console errors (a script error, a resource that does not load)
+  if grep -E "CONSOLE|Uncaught|Failed to load|net::ERR" "$dir/chromium.log" | grep -qv "zp-check"; then
+    bad "$name: console errors"; grep -E "CONSOLE|Uncaught|Failed to load|net::ERR" "$dir/chromium.log" | head
+  else ok "$name: no console error"; fi
+}
+
+check_page "simulated 600-rank report" "$T/sim"
+check_page "zephon run report" "$T/run"
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]
