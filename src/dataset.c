@@ -103,14 +103,6 @@ static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)
     return st;
 }
 
-/* The end of every public building call: a failure is logged once. */
-static zp_status logged(zp_dataset *ds, zp_status st)
-{
-    if (st != ZP_OK)
-        zpi_dataset_log(ds, ZP_LOG_ERROR, "%s", zpi_err_msg(&ds->err));
-    return st;
-}
-
 /* A building call on the error-only handle of a failed create: its error. */
 #define RETURN_IF_UNUSABLE(ds)                                                                     \
     do {                                                                                           \
@@ -192,7 +184,7 @@ zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out)
     if (st == ZP_OK && ds->store_dir &&
         zpi_index_store_create(ds->store_dir, ds->cfg.log, ds->cfg.log_user, &ds->store) != ZP_OK)
         st = zpi_err_set(&ds->err, ZP_ERR_NOMEM, "out of memory creating a dataset");
-    ds->create_status = logged(ds, st);
+    ds->create_status = st;
     return st;
 }
 
@@ -589,14 +581,14 @@ static zp_status end_add(zp_dataset *ds, size_t n0, zp_status st)
             pop_shard(ds);
     }
     update_offsets(ds);
-    return logged(ds, st);
+    return st;
 }
 
 zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
 {
     RETURN_IF_UNUSABLE(ds);
     if (!spec || !*spec)
-        return logged(ds, fail(ds, ZP_ERR_INVALID, "empty shard spec"));
+        return fail(ds, ZP_ERR_INVALID, "empty shard spec");
     size_t n0 = ds->n;
     zp_status st;
     struct stat sb;
@@ -614,7 +606,7 @@ zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t 
 {
     RETURN_IF_UNUSABLE(ds);
     if (!json)
-        return logged(ds, fail(ds, ZP_ERR_INVALID, "no manifest bytes given"));
+        return fail(ds, ZP_ERR_INVALID, "no manifest bytes given");
     size_t n0 = ds->n;
     manifest_ctx c = {ds, MANIFEST_IN_MEMORY, base_dir ? base_dir : ""};
     zp_status st = zpi_manifest_read(json, len, MANIFEST_IN_MEMORY, &ds->err, add_manifest_entry,
@@ -626,10 +618,10 @@ zp_status zp_dataset_exclude(zp_dataset *ds, const char *path)
 {
     RETURN_IF_UNUSABLE(ds);
     if (!path || !*path)
-        return logged(ds, fail(ds, ZP_ERR_INVALID, "exclude: no path given"));
+        return fail(ds, ZP_ERR_INVALID, "exclude: no path given");
     char *p = zpi_strdup(path);
     if (!p)
-        return logged(ds, fail(ds, ZP_ERR_NOMEM, "out of memory"));
+        return fail(ds, ZP_ERR_NOMEM, "out of memory");
     free(ds->ex_path);
     ds->ex_path = p;
     struct stat sb;
@@ -710,7 +702,7 @@ static zp_status index_all(zp_dataset *ds)
 zp_status zp_dataset_index(zp_dataset *ds)
 {
     RETURN_IF_UNUSABLE(ds);
-    return logged(ds, index_all(ds));
+    return index_all(ds);
 }
 
 /* ------------------------------------------------------------ hashing */
@@ -778,7 +770,7 @@ static zp_status verify_all(zp_dataset *ds)
 zp_status zp_dataset_verify(zp_dataset *ds)
 {
     RETURN_IF_UNUSABLE(ds);
-    return logged(ds, verify_all(ds));
+    return verify_all(ds);
 }
 
 /* ------------------------------------------------------------ manifest of the dataset */
@@ -844,18 +836,18 @@ zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *ba
 {
     RETURN_IF_UNUSABLE(ds);
     if (!out)
-        return logged(ds, fail(ds, ZP_ERR_INVALID, "no output given"));
+        return fail(ds, ZP_ERR_INVALID, "no output given");
     *out = NULL;
     if (len)
         *len = 0;
-    return logged(ds, manifest_json(ds, with_hash, base_dir, "manifest", out, len));
+    return manifest_json(ds, with_hash, base_dir, "manifest", out, len);
 }
 
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash)
 {
     RETURN_IF_UNUSABLE(ds);
     if (!path || !*path)
-        return logged(ds, fail(ds, ZP_ERR_INVALID, "no manifest path given"));
+        return fail(ds, ZP_ERR_INVALID, "no manifest path given");
     zpi_buf what = {0};
     char *mdir = zpi_path_dir(path), *text = NULL;
     size_t len = 0;
@@ -870,7 +862,7 @@ zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_h
     free(text);
     free(mdir);
     zpi_buf_free(&what);
-    return logged(ds, st);
+    return st;
 }
 
 /* ------------------------------------------------------------ accessors */

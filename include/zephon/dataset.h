@@ -10,8 +10,8 @@
  * (by another name, through a link, by two globs) is an error naming both.
  *
  * Errors: every call that fails keeps its message on the handle
- * (zp_dataset_errmsg) until the next failing call, and logs it once
- * (ZP_LOG_ERROR) through the log callback.
+ * (zp_dataset_errmsg) until the next failing call; it is returned, not
+ * logged (the log callback carries warnings that do not fail a call).
  *
  * Thread safety: building a dataset (add/index) is not thread-safe. Once
  * built, the const accessors may be called from any thread.
