@@ -676,7 +676,16 @@ zp_status zpi_engine_start(zp_pipeline *p)
     p->pf_pos = p->adm_pos;
     p->end_epoch = p->cfg.epochs ? p->start_state.epoch + p->cfg.epochs : UINT32_MAX;
 
-    st = zpi_shard_cache_create(p->ds, p->cfg.shard_cache_bytes, &p->cache);
+    const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
+    zpi_shard_cache_config cc = {
+        .budget_bytes = p->cfg.shard_cache_bytes,
+        .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
+                                                   p->stages[0].parallelism,
+                                                   p->prefetch_buffer > 0),
+        .log = p->cfg.log,
+        .log_user = p->cfg.log_user,
+    };
+    st = zpi_shard_cache_create(p->ds, &cc, &p->cache);
     if (st != ZP_OK)
         return st;
     if (p->observe && (st = zpi_obs_create(p)) != ZP_OK)

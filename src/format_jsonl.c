@@ -4,7 +4,10 @@
  * skippable frames ignored).
  *
  * A load reads the file in 1 MiB reads into one buffer (decompressing with
- * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. JSON
+ * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. The
+ * load_bufs entry points decode into a recycled buffer and read compressed
+ * bytes into a reused scratch buffer when the caller has them (the shard
+ * cache does), so that a steady stream of loads faults in no fresh pages. JSON
  * validity is not checked here: the fetch stage parses each record.
  *
  * Ownership: on success the caller owns out->data and out->offsets (release
@@ -93,25 +96,59 @@ static zp_status open_shard(const char *path, const char *name, int *fd, struct 
     return ZP_OK;
 }
 
-/* Resize the data buffer to hold cap bytes plus the parser's padding. Large
- * buffers ask for transparent huge pages: filling hundreds of MB of fresh
- * memory otherwise costs one page fault per 4 KiB. */
-static zp_status resize(char **data, size_t cap, const char *name, char *err, size_t errcap)
+/* Make the data buffer (*data, capacity *cap) hold at least want bytes plus
+ * the parser's padding; a buffer already large enough is kept as it is (a
+ * recycled one may be larger). Large buffers ask for transparent huge
+ * pages: filling hundreds of MB of fresh memory otherwise costs one page
+ * fault per 4 KiB. */
+static zp_status resize(char **data, size_t *cap, size_t want, const char *name, char *err,
+                        size_t errcap)
 {
-    char *d = realloc(*data, cap + ZPI_JSON_PADDING);
+    if (*data && *cap >= want)
+        return ZP_OK;
+    char *d = realloc(*data, want + ZPI_JSON_PADDING);
     if (!d) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, cap);
+        zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, want);
         return ZP_ERR_NOMEM;
     }
     *data = d;
+    *cap = want;
     const uintptr_t huge = (uintptr_t)2 << 20;
-    if (cap >= 4 * huge) {
+    if (want >= 4 * huge) {
         uintptr_t a = ((uintptr_t)d + huge - 1) & ~(huge - 1);
-        uintptr_t b = ((uintptr_t)d + cap) & ~(huge - 1);
+        uintptr_t b = ((uintptr_t)d + want) & ~(huge - 1);
         if (b > a)
             (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
     }
     return ZP_OK;
+}
+
+/* The spare decode buffer of bufs, if any: the load takes it over. */
+static void take_spare(zpi_load_bufs *bufs, char **data, size_t *cap)
+{
+    *data = NULL;
+    *cap = 0;
+    if (bufs && bufs->data) {
+        *data = bufs->data;
+        *cap = bufs->data_cap;
+        bufs->data = NULL;
+        bufs->data_cap = 0;
+    }
+}
+
+/* A scratch buffer of at least want bytes: the caller's (grown if needed)
+ * when bufs is given, else a new one (*own set: free it after the load). */
+static char *scratch(zpi_load_bufs *bufs, size_t want, int *own)
+{
+    *own = !bufs;
+    if (!bufs)
+        return malloc(want ? want : 1);
+    if (bufs->scratch_cap < want || !bufs->scratch) {
+        free(bufs->scratch); /* contents are not kept: no copy */
+        bufs->scratch = malloc(want ? want : 1);
+        bufs->scratch_cap = bufs->scratch ? want : 0;
+    }
+    return bufs->scratch;
 }
 
 static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t line, char *err,
@@ -124,8 +161,9 @@ static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t li
 
 /* End of every load, whatever stopped it (st): on ZP_OK, index the final
  * line, zero the padding, give back a large unused tail of data (capacity
- * cap) and hand data and the offsets to out; otherwise, or when that fails,
- * free both and clear out (also the figures the caller set in it). */
+ * cap) and hand data (with its capacity) and the offsets to out; otherwise,
+ * or when that fails, free both and clear out (also the figures the caller
+ * set in it). */
 static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t len, size_t cap,
                           zpi_shard *out, char *err, size_t errcap)
 {
@@ -137,19 +175,25 @@ static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t l
         memset(out, 0, sizeof *out);
         return st;
     }
-    if (cap - len > ((size_t)1 << 20)) {
+    /* Give back a large unused tail (more than 1 MiB and a quarter of the
+     * data); a recycled buffer a little larger than this shard is kept
+     * whole, so that the next shard of about the same size fits it again. */
+    if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
         char *d = realloc(data, len + ZPI_JSON_PADDING);
-        if (d)
+        if (d) {
             data = d;
+            cap = len;
+        }
     }
     memset(data + len, 0, ZPI_JSON_PADDING);
     out->data = data;
     out->data_len = len;
+    out->data_cap = cap;
     return ZP_OK;
 }
 
-static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
-                            zpi_shard *out, char *err, size_t errcap)
+static zp_status load_plain_bufs(const char *path, const char *name, const zpi_load_limits *lim,
+                                 zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     int fd;
@@ -163,12 +207,12 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
                 (unsigned long long)sb.st_size, lim->max_shard_bytes);
         return ZP_ERR_LIMIT;
     }
-    size_t cap = (size_t)sb.st_size;
-    char *data = NULL;
-    size_t len = 0;
+    char *data;
+    size_t cap, len = 0;
+    take_spare(bufs, &data, &cap);
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
-    st = resize(&data, cap, name, err, errcap);
+    st = resize(&data, &cap, (size_t)sb.st_size, name, err, errcap);
     double t_read = 0;
     while (st == ZP_OK) {
         if (len == cap) {
@@ -182,11 +226,9 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
             }
             if (r == 0)
                 break;
-            size_t ncap = cap + cap / 2 + READ_CHUNK;
-            st = resize(&data, ncap, name, err, errcap);
+            st = resize(&data, &cap, cap + cap / 2 + READ_CHUNK, name, err, errcap);
             if (st != ZP_OK)
                 break;
-            cap = ncap;
             data[len++] = probe;
         }
         size_t want = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
@@ -208,6 +250,12 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
     out->file_bytes = len;
     out->read_seconds = t_read;
     return end_load(st, &ix, data, len, cap, out, err, errcap);
+}
+
+static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
+                            zpi_shard *out, char *err, size_t errcap)
+{
+    return load_plain_bufs(path, name, lim, NULL, out, err, errcap);
 }
 
 /* Smallest power of two >= x, as a log2 (for the zstd window limit). */
@@ -254,13 +302,14 @@ static unsigned long long frames_content_size(const char *src, size_t n)
  * streaming path then names the failing line and byte). Costs the
  * compressed size in memory while it runs. */
 static int load_zst_whole(int fd, const struct stat *sb, const char *name,
-                          const zpi_load_limits *lim, zpi_shard *out, char *err, size_t errcap,
-                          zp_status *st)
+                          const zpi_load_limits *lim, zpi_load_bufs *bufs, zpi_shard *out,
+                          char *err, size_t errcap, zp_status *st)
 {
     if (sb->st_size <= 0 || (uint64_t)sb->st_size > lim->max_shard_bytes)
         return 0;
     size_t csize = (size_t)sb->st_size;
-    char *src = malloc(csize);
+    int own_src;
+    char *src = scratch(bufs, csize, &own_src);
     if (!src)
         return 0;
     double t0 = zpi_now();
@@ -270,14 +319,18 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
         r == (ssize_t)csize ? frames_content_size(src, csize) : ZSTD_CONTENTSIZE_ERROR;
     if (dsize == ZSTD_CONTENTSIZE_UNKNOWN || dsize == ZSTD_CONTENTSIZE_ERROR ||
         dsize > lim->max_shard_bytes) {
-        free(src);
+        if (own_src)
+            free(src);
         return 0;
     }
-    char *data = NULL;
+    char *data;
+    size_t cap;
+    take_spare(bufs, &data, &cap);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    if (!dctx || resize(&data, (size_t)dsize, name, err, errcap) != ZP_OK) {
+    if (!dctx || resize(&data, &cap, (size_t)dsize, name, err, errcap) != ZP_OK) {
         ZSTD_freeDCtx(dctx);
-        free(src);
+        if (own_src)
+            free(src);
         free(data);
         return 0;
     }
@@ -285,7 +338,8 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
     size_t got = ZSTD_decompressDCtx(dctx, data, (size_t)dsize, src, csize);
     double t_dec = zpi_now() - t0;
     ZSTD_freeDCtx(dctx);
-    free(src);
+    if (own_src)
+        free(src);
     if (ZSTD_isError(got) || got != dsize) {
         free(data);
         return 0;
@@ -295,12 +349,12 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
     out->file_bytes = csize;
     out->read_seconds = t_read;
     out->decompress_seconds = t_dec;
-    *st = end_load(ZP_OK, &ix, data, got, got, out, err, errcap);
+    *st = end_load(ZP_OK, &ix, data, got, cap, out, err, errcap);
     return 1;
 }
 
-static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
-                          zpi_shard *out, char *err, size_t errcap)
+static zp_status load_zst_bufs(const char *path, const char *name, const zpi_load_limits *lim,
+                               zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     int fd;
@@ -308,7 +362,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
     if (st != ZP_OK)
         return st;
-    if (load_zst_whole(fd, &sb, name, lim, out, err, errcap, &st)) {
+    if (load_zst_whole(fd, &sb, name, lim, bufs, out, err, errcap, &st)) {
         close(fd);
         return st;
     }
@@ -319,10 +373,12 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
         return ZP_ERR_IO;
     }
 
-    char *inbuf = malloc(READ_CHUNK);
+    int own_in;
+    char *inbuf = scratch(bufs, READ_CHUNK, &own_in);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    char *data = NULL;
-    size_t len = 0, cap = 0;
+    char *data;
+    size_t len = 0, cap;
+    take_spare(bufs, &data, &cap);
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
     if (!inbuf || !dctx) {
@@ -380,8 +436,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
                     guess = min_space;
                 if (guess > limit)
                     guess = limit;
-                cap = (size_t)guess;
-                st = resize(&data, cap, name, err, errcap);
+                st = resize(&data, &cap, (size_t)guess, name, err, errcap);
                 if (st != ZP_OK)
                     goto done;
                 first = 0;
@@ -394,10 +449,9 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
                 ncap = cap + min_space;
             if (ncap > limit)
                 ncap = limit;
-            st = resize(&data, ncap, name, err, errcap);
+            st = resize(&data, &cap, ncap, name, err, errcap);
             if (st != ZP_OK)
                 goto done;
-            cap = ncap;
         }
         ZSTD_outBuffer ob = {data, cap, len};
         const size_t in_pos0 = in.pos;
@@ -446,8 +500,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
         goto done;
     }
     if (!data) { /* empty file */
-        cap = 0;
-        st = resize(&data, cap, name, err, errcap);
+        st = resize(&data, &cap, 0, name, err, errcap);
         if (st != ZP_OK)
             goto done;
     }
@@ -458,9 +511,16 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
 done:
     close(fd);
     ZSTD_freeDCtx(dctx);
-    free(inbuf);
+    if (own_in)
+        free(inbuf);
     return end_load(st, &ix, data, len, cap, out, err, errcap);
 }
 
-const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain};
-const zpi_format zpi_format_jsonl_zst = {"jsonl.zst", ".jsonl.zst", load_zst};
+static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
+                          zpi_shard *out, char *err, size_t errcap)
+{
+    return load_zst_bufs(path, name, lim, NULL, out, err, errcap);
+}
+
+const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain, load_plain_bufs};
+const zpi_format zpi_format_jsonl_zst = {"jsonl.zst", ".jsonl.zst", load_zst, load_zst_bufs};
