@@ -192,14 +192,24 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
         }
         uint64_t a = sh->offsets[s->record], b = sh->offsets[s->record + 1];
         size_t len = (size_t)(b - a - 1);
-        st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len, &r->json_off);
-        if (st != ZP_OK) {
-            chunk_fail(c, st, "out of memory copying a record");
-            break;
+        /* With tokenize and no map, later stages read only the text: parse
+         * the record where it lies in the pinned shard (its buffer has
+         * ZPI_JSON_PADDING bytes past the end) and copy the text alone; the
+         * JSON is copied only when the text is missing, for tokenize's
+         * message. Otherwise the chunk keeps a copy of the JSON. */
+        const int text_only = p->tok && p->n_maps == 0;
+        if (!text_only) {
+            st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len,
+                                  &r->json_off);
+            if (st != ZP_OK) {
+                chunk_fail(c, st, "out of memory copying a record");
+                break;
+            }
+            r->json_len = len;
         }
-        r->json_len = len;
         char jerr[256];
-        st = zpi_json_parse(w->json, c->json + r->json_off, len, jerr, sizeof jerr);
+        st = zpi_json_parse(w->json, text_only ? sh->data + a : c->json + r->json_off, len, jerr,
+                            sizeof jerr);
         if (st != ZP_OK) {
             char m[ZPI_ERRMAX];
             zpi_fmt(m, sizeof m, "shard '%s' line %llu (record %llu): %s",
@@ -218,6 +228,13 @@ static void stage_fetch(zp_pipeline *p, zpi_worker *w, zpi_chunk *c)
                 }
                 r->text_len = tn;
                 r->flags |= ZPI_REC_TEXT;
+            } else if (text_only) {
+                if (zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len,
+                                     &r->json_off) != ZP_OK) {
+                    chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a record");
+                    break;
+                }
+                r->json_len = len;
             }
         }
         bytes += len;

@@ -442,6 +442,61 @@ static void test_pipeline_large_shard(void **state)
     zp_dataset_destroy(ds);
 }
 
+/* Tokenize without a map parses each record where it lies in the pinned
+ * shard and copies only its text: a record without the text field, or with
+ * a text that is not a string, is still reported with its shard and line
+ * (fail policy) or skipped and counted (skip policy). */
+static void test_pipeline_text_from_shard(void **state)
+{
+    fixture *f = *state;
+    const char *text = "{\"text\": \"hello world\"}\n"
+                       "{\"id\": 1}\n"
+                       "{\"text\": 5}\n"
+                       "{\"text\": \"caf\\u00e9\"}\n";
+    char *path = zpt_path(f->dir, "t.jsonl");
+    assert_int_equal(zpt_write_file(path, text, strlen(text)), 0);
+    for (int skip = 0; skip <= 1; skip++) {
+        zp_dataset *ds;
+        assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+        assert_int_equal(zp_dataset_add(ds, path), ZP_OK);
+        assert_int_equal(zp_dataset_index(ds), ZP_OK);
+        zp_worksource_config wc;
+        zp_worksource_config_init(&wc);
+        wc.shuffle = 0;
+        zp_worksource *ws;
+        assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 1;
+        pc.on_bad_record = skip ? ZP_BAD_RECORD_SKIP : ZP_BAD_RECORD_FAIL;
+        zp_pipeline *pl;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &pl), ZP_OK);
+        assert_int_equal(zp_pipeline_tokenize(pl, "gpt2", "text", 1), ZP_OK);
+        assert_int_equal(zp_pipeline_pack(pl, ZP_PACK_PAD, 8), ZP_OK);
+        const zp_batch *b;
+        zp_status st;
+        uint64_t rows = 0;
+        while ((st = zp_pipeline_next(pl, &b)) == ZP_OK)
+            rows += b->rows;
+        if (skip) {
+            assert_int_equal(st, ZP_END);
+            zp_pipeline_counts cnt;
+            zp_pipeline_get_counts(pl, &cnt);
+            assert_int_equal(cnt.skipped, 2);
+            assert_int_equal(cnt.samples, 2);
+        } else {
+            assert_int_equal(st, ZP_ERR_FORMAT);
+            const char *m = zp_pipeline_errmsg(pl);
+            assert_non_null(strstr(m, "t.jsonl' line 2 (record 1)"));
+            assert_non_null(strstr(m, "no field 'text'"));
+        }
+        zp_pipeline_destroy(pl);
+        zp_worksource_destroy(ws);
+        zp_dataset_destroy(ds);
+    }
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +509,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_large_shard_decoded_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_block_working_set, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipeline_large_shard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipeline_text_from_shard, setup, teardown),
     };
     return cmocka_run_group_tests_name("shard_cache", tests, NULL, NULL);
 }
