@@ -96,31 +96,70 @@ static zp_status open_shard(const char *path, const char *name, int *fd, struct 
     return ZP_OK;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Ask for transparent huge pages on the whole 2 MiB pages inside d[0..n):
+ * filling hundreds of MB of fresh memory otherwise costs one page fault
+ * per 4 KiB. */
+static void advise_huge(char *d, size_t n)
+{
+    if (n < 4 * HUGE_PAGE)
+        return;
+    uintptr_t a = ((uintptr_t)d + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t b = ((uintptr_t)d + n) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (b > a)
+        (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+}
+
+/* malloc(n); a large block starts on a huge-page boundary, so that all of
+ * it can be backed by huge pages. Released with free(). */
+static char *big_alloc(size_t n)
+{
+    if (n < 4 * HUGE_PAGE)
+        return malloc(n ? n : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, n) != 0)
+        return NULL;
+    advise_huge(p, n);
+    return p;
+}
+
 /* Make the data buffer (*data, capacity *cap) hold at least want bytes plus
- * the parser's padding; a buffer already large enough is kept as it is (a
- * recycled one may be larger). Large buffers ask for transparent huge
- * pages: filling hundreds of MB of fresh memory otherwise costs one page
- * fault per 4 KiB. */
-static zp_status resize(char **data, size_t *cap, size_t want, const char *name, char *err,
-                        size_t errcap)
+ * the parser's padding, keeping its first `keep` bytes; a buffer already
+ * large enough is kept as it is (a recycled one may be larger). With
+ * nothing to keep, a buffer too small is replaced, not grown: realloc
+ * would copy it. Large buffers use huge pages. */
+static zp_status resize(char **data, size_t *cap, size_t want, size_t keep, const char *name,
+                        char *err, size_t errcap)
 {
     if (*data && *cap >= want)
         return ZP_OK;
-    char *d = realloc(*data, want + ZPI_JSON_PADDING);
+    char *d;
+    if (keep == 0) {
+        free(*data);
+        *data = NULL;
+        *cap = 0;
+        d = big_alloc(want + ZPI_JSON_PADDING);
+    } else {
+        d = realloc(*data, want + ZPI_JSON_PADDING);
+        if (d)
+            advise_huge(d, want);
+    }
     if (!d) {
         zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, want);
         return ZP_ERR_NOMEM;
     }
     *data = d;
     *cap = want;
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (want >= 4 * huge) {
-        uintptr_t a = ((uintptr_t)d + huge - 1) & ~(huge - 1);
-        uintptr_t b = ((uintptr_t)d + want) & ~(huge - 1);
-        if (b > a)
-            (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-    }
     return ZP_OK;
+}
+
+/* Capacity for a buffer that must hold exactly n bytes: large ones get 1/16
+ * more, so that once recycled they fit the next shard of about the same
+ * size without being replaced. */
+static size_t with_headroom(size_t n)
+{
+    return n >= ((size_t)4 << 20) ? n + n / 16 : n;
 }
 
 /* The spare decode buffer of bufs, if any: the load takes it over. */
@@ -145,8 +184,9 @@ static char *scratch(zpi_load_bufs *bufs, size_t want, int *own)
         return malloc(want ? want : 1);
     if (bufs->scratch_cap < want || !bufs->scratch) {
         free(bufs->scratch); /* contents are not kept: no copy */
-        bufs->scratch = malloc(want ? want : 1);
-        bufs->scratch_cap = bufs->scratch ? want : 0;
+        size_t n = with_headroom(want ? want : 1);
+        bufs->scratch = big_alloc(n);
+        bufs->scratch_cap = bufs->scratch ? n : 0;
     }
     return bufs->scratch;
 }
@@ -212,7 +252,7 @@ static zp_status load_plain_bufs(const char *path, const char *name, const zpi_l
     take_spare(bufs, &data, &cap);
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
-    st = resize(&data, &cap, (size_t)sb.st_size, name, err, errcap);
+    st = resize(&data, &cap, with_headroom((size_t)sb.st_size), 0, name, err, errcap);
     double t_read = 0;
     while (st == ZP_OK) {
         if (len == cap) {
@@ -226,7 +266,7 @@ static zp_status load_plain_bufs(const char *path, const char *name, const zpi_l
             }
             if (r == 0)
                 break;
-            st = resize(&data, &cap, cap + cap / 2 + READ_CHUNK, name, err, errcap);
+            st = resize(&data, &cap, cap + cap / 2 + READ_CHUNK, len, name, err, errcap);
             if (st != ZP_OK)
                 break;
             data[len++] = probe;
@@ -327,7 +367,8 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *name,
     size_t cap;
     take_spare(bufs, &data, &cap);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    if (!dctx || resize(&data, &cap, (size_t)dsize, name, err, errcap) != ZP_OK) {
+    if (!dctx ||
+        resize(&data, &cap, with_headroom((size_t)dsize), 0, name, err, errcap) != ZP_OK) {
         ZSTD_freeDCtx(dctx);
         if (own_src)
             free(src);
@@ -436,7 +477,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
                     guess = min_space;
                 if (guess > limit)
                     guess = limit;
-                st = resize(&data, &cap, (size_t)guess, name, err, errcap);
+                st = resize(&data, &cap, (size_t)guess, 0, name, err, errcap);
                 if (st != ZP_OK)
                     goto done;
                 first = 0;
@@ -449,7 +490,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
                 ncap = cap + min_space;
             if (ncap > limit)
                 ncap = limit;
-            st = resize(&data, &cap, ncap, name, err, errcap);
+            st = resize(&data, &cap, ncap, len, name, err, errcap);
             if (st != ZP_OK)
                 goto done;
         }
@@ -500,7 +541,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
         goto done;
     }
     if (!data) { /* empty file */
-        st = resize(&data, &cap, 0, name, err, errcap);
+        st = resize(&data, &cap, 0, 0, name, err, errcap);
         if (st != ZP_OK)
             goto done;
     }

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "dataset_internal.h"
 #include "shard_cache.h"
 #include "testutil.h"
 #include "zephon.h"
@@ -497,6 +498,49 @@ static void test_pipeline_text_from_shard(void **state)
     free(path);
 }
 
+/* The format's load_bufs entry: a spare decode buffer large enough is used
+ * as it is (the shard's data is that buffer), one too small is replaced
+ * (the data is still right), and the scratch buffer is kept for the next
+ * load. */
+static void test_load_bufs_reuse(void **state)
+{
+    fixture *f = *state;
+    const char *path = zpi_dataset_shard_path(f->ds, 1);
+    const zpi_format *fmt = zpi_dataset_shard_format(f->ds, 1);
+    const zpi_load_limits *lim = zpi_dataset_limits(f->ds);
+    assert_non_null(fmt->load_bufs);
+    char err[512] = "";
+    zpi_load_bufs bufs;
+    memset(&bufs, 0, sizeof bufs);
+    size_t big = f->spare_size * 2;
+    char *spare = malloc(big + ZPI_JSON_PADDING);
+    memset(spare, 'x', big + ZPI_JSON_PADDING);
+    bufs.data = spare;
+    bufs.data_cap = big;
+    zpi_shard sh;
+    assert_int_equal(fmt->load_bufs(path, "s1", lim, &bufs, &sh, err, sizeof err), ZP_OK);
+    assert_null(bufs.data); /* taken */
+    assert_ptr_equal(sh.data, spare);
+    assert_int_equal(sh.n_records, N_RECORDS);
+    assert_memory_equal(sh.data, "{\"id\":   1000", 13);
+    assert_int_equal(sh.data[sh.data_len], 0); /* padding zeroed */
+    assert_non_null(bufs.scratch);
+    char *scr = bufs.scratch;
+    /* a spare too small is replaced */
+    bufs.data = malloc(16 + ZPI_JSON_PADDING);
+    bufs.data_cap = 16;
+    zpi_shard sh2;
+    assert_int_equal(fmt->load_bufs(path, "s1", lim, &bufs, &sh2, err, sizeof err), ZP_OK);
+    assert_null(bufs.data);
+    assert_int_equal(sh2.data_len, sh.data_len);
+    assert_memory_equal(sh2.data, sh.data, sh.data_len);
+    assert_true(sh2.data_cap >= sh2.data_len);
+    assert_ptr_equal(bufs.scratch, scr); /* the scratch buffer is reused */
+    zpi_shard_free(&sh);
+    zpi_shard_free(&sh2);
+    free(bufs.scratch);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +554,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_block_working_set, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipeline_large_shard, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipeline_text_from_shard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_bufs_reuse, setup, teardown),
     };
     return cmocka_run_group_tests_name("shard_cache", tests, NULL, NULL);
 }
