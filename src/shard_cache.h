@@ -41,7 +41,7 @@ typedef struct zpi_shard_cache_config {
 typedef struct zpi_shard_cache_stats {
     uint64_t hits, misses, evictions, loads_failed;
     uint64_t bytes_resident; /* decoded shards (capacity of their buffers) and spares */
-    uint64_t spare_reuses;   /* loads that decoded into a recycled buffer */
+    uint64_t spare_reuses;   /* loads given a recycled decode buffer (replaced if too small) */
 } zpi_shard_cache_stats;
 
 /* The working set a pipeline needs to decode each shard once per pass: the
