@@ -486,6 +486,10 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         e->threads = 1;
     e->chunk_samples = plan->chunk_samples;
     e->env = plan->env;
+    e->env.text_only = plan->env.tok != NULL;
+    for (int i = 0; i < plan->n_ops; i++)
+        if (plan->ops[i].kind == ZPI_OP_MAP)
+            e->env.text_only = 0;
     e->n_stages = plan->n_ops;
     size_t par = 0;
     for (int i = 0; i < plan->n_ops; i++) {
@@ -508,8 +512,16 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
     e->pf_pos = e->adm_pos;
     e->end_epoch = plan->epochs ? start.epoch + plan->epochs : UINT32_MAX;
 
-    zp_status st = zpi_shard_cache_create(zp_worksource_dataset(e->ws), plan->shard_cache_bytes,
-                                          &e->cache);
+    const zp_worksource_config *wc = zp_worksource_get_config(e->ws);
+    const zpi_shard_cache_config cc = {
+        .budget_bytes = plan->shard_cache_bytes,
+        .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
+                                                   plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
+                                                   plan->prefetch_buffer > 0),
+        .log = plan->env.log,
+        .log_user = plan->env.log_user,
+    };
+    zp_status st = zpi_shard_cache_create(zp_worksource_dataset(e->ws), &cc, &e->cache);
     if (st != ZP_OK) {
         zpi_err_set(err, st, "cannot start the pipeline: shard cache of %zu bytes: %s",
                     plan->shard_cache_bytes, zp_status_str(st));

@@ -17,6 +17,7 @@
 typedef struct zpi_shard {
     char *data;           /* records' bytes; ZPI_JSON_PADDING readable bytes after data_len */
     size_t data_len;
+    size_t data_cap;      /* bytes allocated at data, padding excluded (>= data_len) */
     uint64_t n_records;
     uint64_t *offsets;    /* n_records + 1 entries: record i is data[offsets[i] .. offsets[i+1]-1)
                              (the byte at offsets[i+1]-1 is its newline or padding) */
@@ -48,6 +49,18 @@ typedef struct zpi_load_limits {
     uint64_t expect_xxh64;
 } zpi_load_limits;
 
+/* Buffers a load may reuse instead of allocating fresh memory: fresh pages
+ * cost a page fault each (far more on some VMs) and must be zeroed by the
+ * kernel, which for a shard decoded at 1 GB/s costs about as much again.
+ * Both are malloc'd blocks; the caller owns them before and after the load. */
+typedef struct zpi_load_bufs {
+    char *data;     /* a spare decode buffer (data_cap + ZPI_JSON_PADDING bytes) or NULL;
+                       a load that uses it moves it into the shard and sets data to NULL */
+    size_t data_cap;
+    char *scratch;  /* scratch for compressed bytes (or NULL); the load may grow it */
+    size_t scratch_cap;
+} zpi_load_bufs;
+
 typedef struct zpi_format {
     const char *name;   /* "jsonl", "jsonl.zst" */
     const char *suffix; /* file name suffix that selects it */
@@ -58,6 +71,10 @@ typedef struct zpi_format {
      * with zpi_load_check(). */
     zp_status (*load)(const char *path, const char *name, const zpi_load_limits *lim,
                       zpi_shard *out, char *err, size_t errcap);
+    /* The same, reusing the buffers in *bufs (NULL: none). Optional: NULL when
+     * the format cannot reuse buffers. */
+    zp_status (*load_bufs)(const char *path, const char *name, const zpi_load_limits *lim,
+                           zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap);
 } zpi_format;
 
 /* The format for a file name (by suffix) or a format name; NULL if none. */

@@ -4,9 +4,13 @@
  * skippable frames ignored).
  *
  * A load reads the file in 1 MiB reads into one buffer (decompressing with
- * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. When the
- * manifest gives the shard's hash, the bytes are hashed (XXH64) as they are
- * read and checked at the end, with the record count (zpi_load_check). JSON
+ * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. The
+ * load_bufs entry points decode into a recycled buffer and read compressed
+ * bytes into a reused scratch buffer when the caller has them (the shard
+ * cache does), so that a steady stream of loads faults in no fresh pages.
+ * When the manifest gives the shard's hash, the bytes are hashed (XXH64) as
+ * they are read and checked at the end, with the record count
+ * (zpi_load_check). JSON
  * validity is not checked here: the fetch stage parses each record.
  *
  * Ownership: on success the caller owns out->data and out->offsets (release
@@ -91,25 +95,99 @@ static zp_status open_shard(const char *path, const char *name, int *fd, struct 
     return ZP_OK;
 }
 
-/* Resize the data buffer to hold cap bytes plus the parser's padding. Large
- * buffers ask for transparent huge pages: filling hundreds of MB of fresh
- * memory otherwise costs one page fault per 4 KiB. */
-static zp_status resize(char **data, size_t cap, const char *name, char *err, size_t errcap)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Ask for transparent huge pages on the whole 2 MiB pages inside d[0..n):
+ * filling hundreds of MB of fresh memory otherwise costs one page fault
+ * per 4 KiB. */
+static void advise_huge(char *d, size_t n)
 {
-    char *d = realloc(*data, cap + ZPI_JSON_PADDING);
+    if (n < 4 * HUGE_PAGE)
+        return;
+    uintptr_t a = ((uintptr_t)d + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t b = ((uintptr_t)d + n) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (b > a)
+        (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+}
+
+/* malloc(n); a large block starts on a huge-page boundary, so that all of
+ * it can be backed by huge pages. Released with free(). */
+static char *big_alloc(size_t n)
+{
+    if (n < 4 * HUGE_PAGE)
+        return malloc(n ? n : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, n) != 0)
+        return NULL;
+    advise_huge(p, n);
+    return p;
+}
+
+/* Make the data buffer (*data, capacity *cap) hold at least want bytes plus
+ * the parser's padding, keeping its first `keep` bytes; a buffer already
+ * large enough is kept as it is (a recycled one may be larger). With
+ * nothing to keep, a buffer too small is replaced, not grown: realloc
+ * would copy it. Large buffers use huge pages. */
+static zp_status resize(char **data, size_t *cap, size_t want, size_t keep, const char *name,
+                        char *err, size_t errcap)
+{
+    if (*data && *cap >= want)
+        return ZP_OK;
+    char *d;
+    if (keep == 0) {
+        free(*data);
+        *data = NULL;
+        *cap = 0;
+        d = big_alloc(want + ZPI_JSON_PADDING);
+    } else {
+        d = realloc(*data, want + ZPI_JSON_PADDING);
+        if (d)
+            advise_huge(d, want);
+    }
     if (!d) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, cap);
+        zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, want);
         return ZP_ERR_NOMEM;
     }
     *data = d;
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (cap >= 4 * huge) {
-        uintptr_t a = ((uintptr_t)d + huge - 1) & ~(huge - 1);
-        uintptr_t b = ((uintptr_t)d + cap) & ~(huge - 1);
-        if (b > a)
-            (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-    }
+    *cap = want;
     return ZP_OK;
+}
+
+/* Capacity for a buffer that must hold exactly n bytes: large ones get 1/16
+ * more, so that once recycled they fit the next shard of about the same
+ * size without being replaced. */
+static size_t with_headroom(size_t n)
+{
+    return n >= ((size_t)4 << 20) ? n + n / 16 : n;
+}
+
+/* The spare decode buffer of bufs, if any: the load takes it over. */
+static void take_spare(zpi_load_bufs *bufs, char **data, size_t *cap)
+{
+    *data = NULL;
+    *cap = 0;
+    if (bufs && bufs->data) {
+        *data = bufs->data;
+        *cap = bufs->data_cap;
+        bufs->data = NULL;
+        bufs->data_cap = 0;
+    }
+}
+
+/* A scratch buffer of at least want bytes: the caller's (grown if needed)
+ * when bufs is given, else a new one (*own set: free it after the load). */
+static char *scratch(zpi_load_bufs *bufs, size_t want, int *own)
+{
+    *own = !bufs;
+    if (!bufs)
+        return malloc(want ? want : 1);
+    if (bufs->scratch_cap < want || !bufs->scratch) {
+        free(bufs->scratch); /* contents are not kept: no copy */
+        size_t n = with_headroom(want ? want : 1);
+        bufs->scratch = big_alloc(n);
+        bufs->scratch_cap = bufs->scratch ? n : 0;
+    }
+    return bufs->scratch;
 }
 
 static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t line, char *err,
@@ -150,9 +228,9 @@ static const uint64_t *hash_end(XXH64_state_t *h, uint64_t *v)
 /* End of every load, whatever stopped it (st): on ZP_OK, index the final
  * line, check the shard against lim (hash: of the bytes read, NULL when not
  * hashed), zero the padding, give back a large unused tail of data
- * (capacity cap) and hand data and the offsets to out; otherwise, or when
- * that fails, free both and clear out (also the figures the caller set in
- * it). */
+ * (capacity cap) and hand data (with its capacity) and the offsets to out;
+ * otherwise, or when that fails, free both and clear out (also the figures
+ * the caller set in it). */
 static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t len, size_t cap,
                           const char *path, const uint64_t *hash, zpi_shard *out, char *err,
                           size_t errcap)
@@ -170,19 +248,25 @@ static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t l
         memset(out, 0, sizeof *out);
         return st;
     }
-    if (cap - len > ((size_t)1 << 20)) {
+    /* Give back a large unused tail (more than 1 MiB and a quarter of the
+     * data); a recycled buffer a little larger than this shard is kept
+     * whole, so that the next shard of about the same size fits it again. */
+    if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
         char *d = realloc(data, len + ZPI_JSON_PADDING);
-        if (d)
+        if (d) {
             data = d;
+            cap = len;
+        }
     }
     memset(data + len, 0, ZPI_JSON_PADDING);
     out->data = data;
     out->data_len = len;
+    out->data_cap = cap;
     return ZP_OK;
 }
 
-static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
-                            zpi_shard *out, char *err, size_t errcap)
+static zp_status load_plain_bufs(const char *path, const char *name, const zpi_load_limits *lim,
+                                 zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     int fd;
@@ -196,15 +280,15 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
                 (unsigned long long)sb.st_size, lim->max_shard_bytes);
         return ZP_ERR_LIMIT;
     }
-    size_t cap = (size_t)sb.st_size;
-    char *data = NULL;
-    size_t len = 0;
+    char *data;
+    size_t cap, len = 0;
+    take_spare(bufs, &data, &cap);
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
     XXH64_state_t *h;
     st = hash_begin(lim, name, &h, err, errcap);
     if (st == ZP_OK)
-        st = resize(&data, cap, name, err, errcap);
+        st = resize(&data, &cap, with_headroom((size_t)sb.st_size), 0, name, err, errcap);
     double t_read = 0;
     while (st == ZP_OK) {
         if (len == cap) {
@@ -218,11 +302,9 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
             }
             if (r == 0)
                 break;
-            size_t ncap = cap + cap / 2 + READ_CHUNK;
-            st = resize(&data, ncap, name, err, errcap);
+            st = resize(&data, &cap, cap + cap / 2 + READ_CHUNK, len, name, err, errcap);
             if (st != ZP_OK)
                 break;
-            cap = ncap;
             data[len++] = probe;
             if (h)
                 XXH64_update(h, &probe, 1);
@@ -250,6 +332,12 @@ static zp_status load_plain(const char *path, const char *name, const zpi_load_l
     uint64_t hv;
     const uint64_t *hash = hash_end(h, &hv);
     return end_load(st, &ix, data, len, cap, path, hash, out, err, errcap);
+}
+
+static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
+                            zpi_shard *out, char *err, size_t errcap)
+{
+    return load_plain_bufs(path, name, lim, NULL, out, err, errcap);
 }
 
 /* Smallest power of two >= x, as a log2 (for the zstd window limit). */
@@ -296,13 +384,14 @@ static unsigned long long frames_content_size(const char *src, size_t n)
  * streaming path then names the failing line and byte). Costs the
  * compressed size in memory while it runs. */
 static int load_zst_whole(int fd, const struct stat *sb, const char *path, const char *name,
-                          const zpi_load_limits *lim, zpi_shard *out, char *err, size_t errcap,
-                          zp_status *st)
+                          const zpi_load_limits *lim, zpi_load_bufs *bufs, zpi_shard *out,
+                          char *err, size_t errcap, zp_status *st)
 {
     if (sb->st_size <= 0 || (uint64_t)sb->st_size > lim->max_shard_bytes)
         return 0;
     size_t csize = (size_t)sb->st_size;
-    char *src = malloc(csize);
+    int own_src;
+    char *src = scratch(bufs, csize, &own_src);
     if (!src)
         return 0;
     double t0 = zpi_now();
@@ -312,14 +401,19 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
         r == (ssize_t)csize ? frames_content_size(src, csize) : ZSTD_CONTENTSIZE_ERROR;
     if (dsize == ZSTD_CONTENTSIZE_UNKNOWN || dsize == ZSTD_CONTENTSIZE_ERROR ||
         dsize > lim->max_shard_bytes) {
-        free(src);
+        if (own_src)
+            free(src);
         return 0;
     }
-    char *data = NULL;
+    char *data;
+    size_t cap;
+    take_spare(bufs, &data, &cap);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    if (!dctx || resize(&data, (size_t)dsize, name, err, errcap) != ZP_OK) {
+    if (!dctx ||
+        resize(&data, &cap, with_headroom((size_t)dsize), 0, name, err, errcap) != ZP_OK) {
         ZSTD_freeDCtx(dctx);
-        free(src);
+        if (own_src)
+            free(src);
         free(data);
         return 0;
     }
@@ -328,7 +422,8 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
     double t_dec = zpi_now() - t0;
     ZSTD_freeDCtx(dctx);
     uint64_t hv = lim->has_xxh64 ? XXH64(src, csize, 0) : 0;
-    free(src);
+    if (own_src)
+        free(src);
     if (ZSTD_isError(got) || got != dsize) {
         free(data);
         return 0;
@@ -338,13 +433,13 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
     out->file_bytes = csize;
     out->read_seconds = t_read;
     out->decompress_seconds = t_dec;
-    *st = end_load(ZP_OK, &ix, data, got, got, path, lim->has_xxh64 ? &hv : NULL, out, err,
+    *st = end_load(ZP_OK, &ix, data, got, cap, path, lim->has_xxh64 ? &hv : NULL, out, err,
                    errcap);
     return 1;
 }
 
-static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
-                          zpi_shard *out, char *err, size_t errcap)
+static zp_status load_zst_bufs(const char *path, const char *name, const zpi_load_limits *lim,
+                               zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     int fd;
@@ -352,7 +447,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
     if (st != ZP_OK)
         return st;
-    if (load_zst_whole(fd, &sb, path, name, lim, out, err, errcap, &st)) {
+    if (load_zst_whole(fd, &sb, path, name, lim, bufs, out, err, errcap, &st)) {
         close(fd);
         return st;
     }
@@ -363,10 +458,12 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
         return ZP_ERR_IO;
     }
 
-    char *inbuf = malloc(READ_CHUNK);
+    int own_in;
+    char *inbuf = scratch(bufs, READ_CHUNK, &own_in);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    char *data = NULL;
-    size_t len = 0, cap = 0;
+    char *data;
+    size_t len = 0, cap;
+    take_spare(bufs, &data, &cap);
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
     XXH64_state_t *h;
@@ -429,8 +526,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
                     guess = min_space;
                 if (guess > limit)
                     guess = limit;
-                cap = (size_t)guess;
-                st = resize(&data, cap, name, err, errcap);
+                st = resize(&data, &cap, (size_t)guess, 0, name, err, errcap);
                 if (st != ZP_OK)
                     goto done;
                 first = 0;
@@ -443,10 +539,9 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
                 ncap = cap + min_space;
             if (ncap > limit)
                 ncap = limit;
-            st = resize(&data, ncap, name, err, errcap);
+            st = resize(&data, &cap, ncap, len, name, err, errcap);
             if (st != ZP_OK)
                 goto done;
-            cap = ncap;
         }
         ZSTD_outBuffer ob = {data, cap, len};
         const size_t in_pos0 = in.pos;
@@ -495,8 +590,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
         goto done;
     }
     if (!data) { /* empty file */
-        cap = 0;
-        st = resize(&data, cap, name, err, errcap);
+        st = resize(&data, &cap, 0, 0, name, err, errcap);
         if (st != ZP_OK)
             goto done;
     }
@@ -507,11 +601,18 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
 done:
     close(fd);
     ZSTD_freeDCtx(dctx);
-    free(inbuf);
+    if (own_in)
+        free(inbuf);
     uint64_t hv;
     const uint64_t *hash = hash_end(h, &hv);
     return end_load(st, &ix, data, len, cap, path, hash, out, err, errcap);
 }
 
-const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain};
-const zpi_format zpi_format_jsonl_zst = {"jsonl.zst", ".jsonl.zst", load_zst};
+static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
+                          zpi_shard *out, char *err, size_t errcap)
+{
+    return load_zst_bufs(path, name, lim, NULL, out, err, errcap);
+}
+
+const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain, load_plain_bufs};
+const zpi_format zpi_format_jsonl_zst = {"jsonl.zst", ".jsonl.zst", load_zst, load_zst_bufs};

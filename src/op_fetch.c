@@ -100,14 +100,23 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         }
         uint64_t a = sh->offsets[s->record], b = sh->offsets[s->record + 1];
         size_t len = (size_t)(b - a - 1);
-        st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len, &r->json_off);
-        if (st != ZP_OK) {
-            zpi_chunk_fail(c, st, "out of memory copying a record");
-            break;
+        /* With tokenize and no map, later operators read only the text:
+         * parse the record where it lies in the pinned shard (its buffer has
+         * ZPI_JSON_PADDING readable bytes past the end) and copy the text
+         * alone; the JSON is copied only when the text is missing, for
+         * tokenize's message. Otherwise the chunk keeps a copy of the JSON. */
+        if (!env->text_only) {
+            st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len,
+                                  &r->json_off);
+            if (st != ZP_OK) {
+                zpi_chunk_fail(c, st, "out of memory copying a record");
+                break;
+            }
+            r->json_len = len;
         }
-        r->json_len = len;
         char jerr[256];
-        st = zpi_json_parse(json, c->json + r->json_off, len, jerr, sizeof jerr);
+        st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off, len, jerr,
+                            sizeof jerr);
         if (st != ZP_OK) {
             char m[ZPI_ERRMAX];
             zpi_fmt(m, sizeof m, "shard '%s' line %llu (record %llu): %s",
@@ -126,6 +135,13 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
                 }
                 r->text_len = tn;
                 r->flags |= ZPI_REC_TEXT;
+            } else if (env->text_only) {
+                if (zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len,
+                                     &r->json_off) != ZP_OK) {
+                    zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a record");
+                    break;
+                }
+                r->json_len = len;
             }
         }
         bytes += len;

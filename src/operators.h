@@ -53,6 +53,10 @@ typedef struct zpi_op_env {
     const zp_tokenizer *tok;       /* NULL without tokenize */
     const char *tok_field;         /* NULL without tokenize */
     uint64_t fetch_delay_us;       /* fault injection */
+    /* Set by the engine: tokenize runs and no map does, so later operators
+     * read only the records' texts; fetch then parses each record where it
+     * lies in the pinned shard and copies only its text. */
+    int text_only;
 } zpi_op_env;
 
 /* Per-thread resources, created lazily by the thread that owns them. */

@@ -1,11 +1,23 @@
 /*
- * shard_cache.h - decoded shards held in memory, shared by the fetch
- * workers of one pipeline (private).
+ * shard_cache.h - the shard cache: decoded shards held in memory, shared by
+ * the fetch and prefetch tasks of one pipeline (private).
  *
- * The cache holds at most `budget_bytes` of decoded shard data that nobody
- * uses; shards in use (pinned) are never evicted, so the resident size is
- * budget_bytes + the pinned shards. Two workers asking for the same shard
- * load it once (the second waits). Thread-safe.
+ * Not to be confused with the index cache (record counts of shards kept on
+ * disk between runs, see dataset.c): the shard cache lives in memory, for
+ * one pipeline.
+ *
+ * Memory bound (docs/datasets.md, "Loading and the memory bound"): the
+ * cache keeps at most `budget_bytes` of decoded shards that no task uses,
+ * except that the `keep_shards` shards used most recently (the working set
+ * of the current shuffle block) are never evicted, so that a shard larger
+ * than the budget is decoded once per pass and not once per chunk. Resident:
+ *   max(budget, working set) + pinned shards + spare buffers,
+ * where the spare buffers are at most ZPI_SHARD_CACHE_SPARES decode buffers
+ * of evicted shards kept for the next loads (no fresh pages to fault in) and
+ * one compressed-file buffer per concurrent load. When the working set
+ * pushes the cache past its budget, it warns once through the log callback,
+ * naming the size it needs. Two tasks asking for the same shard load it
+ * once (the second waits). Thread-safe.
  */
 #ifndef ZP_SHARD_CACHE_H
 #define ZP_SHARD_CACHE_H
@@ -15,12 +27,32 @@
 
 typedef struct zpi_shard_cache zpi_shard_cache;
 
+/* Decode buffers of evicted shards kept for reuse. */
+#define ZPI_SHARD_CACHE_SPARES 2
+
+typedef struct zpi_shard_cache_config {
+    size_t budget_bytes; /* decoded bytes of unused shards kept (beyond the working set) */
+    size_t keep_shards;  /* working set: the shards used most recently that are kept
+                            whatever the budget (0: none, the budget alone decides) */
+    zp_log_fn log;       /* optional; borrowed; called at most once, from any thread */
+    void *log_user;
+} zpi_shard_cache_config;
+
 typedef struct zpi_shard_cache_stats {
     uint64_t hits, misses, evictions, loads_failed;
-    uint64_t bytes_resident;
+    uint64_t bytes_resident; /* decoded shards (capacity of their buffers) and spares */
+    uint64_t spare_reuses;   /* loads given a recycled decode buffer (replaced if too small) */
 } zpi_shard_cache_stats;
 
-zp_status zpi_shard_cache_create(const zp_dataset *ds, size_t budget_bytes, zpi_shard_cache **out);
+/* The working set a pipeline needs to decode each shard once per pass: the
+ * shards of one shuffle block (block_shards; 1 when not shuffled), those of
+ * the next one when prefetch looks ahead, and one more per fetch task (tasks
+ * at a block boundary read from two blocks). */
+size_t zpi_shard_cache_keep_shards(size_t block_shards, size_t fetch_parallelism, int prefetch);
+
+/* cfg is copied. The dataset must outlive the cache and stay unchanged. */
+zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_config *cfg,
+                                 zpi_shard_cache **out);
 void zpi_shard_cache_destroy(zpi_shard_cache *c);
 
 /* Pin shard `index` (loading it if needed). On error the message (naming the

@@ -901,7 +901,7 @@ static void flip_byte(const char *dir, const char *name, size_t at)
 static zp_status cache_load(zp_dataset *ds, uint32_t i, char *err, size_t errcap)
 {
     zpi_shard_cache *c;
-    assert_int_equal(zpi_shard_cache_create(ds, (size_t)64 << 20, &c), ZP_OK);
+    assert_int_equal(zpi_shard_cache_create(ds, &(zpi_shard_cache_config){.budget_bytes = (size_t)64 << 20}, &c), ZP_OK);
     const zpi_shard *sh;
     zp_status st = zpi_shard_cache_get(c, i, &sh, NULL, err, errcap);
     if (st == ZP_OK)

@@ -410,7 +410,9 @@ static void test_prefetch_loads_ahead_and_keeps_output(void **state)
             assert_int_equal(ft->shards_opened + pt->downloads, 4);
             assert_int_equal(pt->cache_evictions, 0);
         } else {
-            assert_true(pt->cache_evictions > 0);
+            /* the cache keeps the shuffle block's shards beyond its budget:
+             * still each decoded once */
+            assert_int_equal(ft->shards_opened + pt->downloads, 4);
         }
         free(ft);
         free(pt);

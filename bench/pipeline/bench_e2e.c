@@ -12,13 +12,20 @@
  * report MB/s of text (the bytes of the "text" fields). Each measurement is
  * the best of ROUNDS (default 3), alternating the two sides. A last line
  * gives the pipeline 2 threads but 1 tokenize task (fetch overlapped on the
- * other core) against the tokenizer alone on 1 thread.
+ * other core) against the tokenizer alone on 1 thread. Each thread count
+ * also prints the process CPU time of both sides (best of ROUNDS) and the
+ * page faults of the pipeline's last round: on a busy machine, wall times
+ * swing with the load, CPU time at 1 thread much less. A last line runs a
+ * steady state: 2 epochs with a shard cache smaller than the dataset, so
+ * that shards are evicted and decoded again (the case recycled decode
+ * buffers are for).
  */
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <zephon.h>
@@ -28,6 +35,22 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the whole process: unlike wall time, barely inflated by other
+ * processes on a busy machine (at 1 thread it is the work done). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long minflt(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
 }
 
 typedef struct texts {
@@ -87,9 +110,10 @@ static void load_texts(zp_dataset *ds, texts *t)
 }
 
 static double tokenizer_only(const zp_tokenizer *tok, const texts *t, int threads,
-                             uint64_t *tokens_out)
+                             uint64_t *tokens_out, double *cpu_out)
 {
     uint64_t tokens = 0;
+    double c0 = cpu_s();
     double t0 = now_s();
 #pragma omp parallel num_threads(threads) reduction(+ : tokens)
     {
@@ -111,18 +135,37 @@ static double tokenizer_only(const zp_tokenizer *tok, const texts *t, int thread
         zp_encoder_destroy(enc);
     }
     double dt = now_s() - t0;
+    *cpu_out = cpu_s() - c0;
     *tokens_out = tokens;
     return dt;
 }
 
-static double pipeline(zp_dataset *ds, int threads, int tok_par, uint64_t *tokens_out)
+/* Steady-state variant of a pipeline run (0 everywhere: the defaults). */
+typedef struct variant {
+    uint32_t block_shards; /* shuffle block */
+    size_t cache_bytes;    /* shard cache budget */
+    uint32_t epochs;
+} variant;
+
+static double pipeline_v(zp_dataset *ds, int threads, int tok_par, const variant *v,
+                         uint64_t *tokens_out, double *cpu_out, long *faults_out)
 {
+    double c0 = cpu_s();
+    long f0 = minflt();
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    if (v && v->block_shards)
+        wc.shuffle_block_shards = v->block_shards;
     zp_worksource *ws;
-    zp_worksource_create(ds, NULL, &ws);
+    zp_worksource_create(ds, &wc, &ws);
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
     pc.threads = threads;
     pc.fetch_parallelism = (size_t)threads;
+    if (v && v->cache_bytes)
+        pc.shard_cache_bytes = v->cache_bytes;
+    if (v && v->epochs)
+        pc.epochs = v->epochs;
     zp_pipeline *p;
     zp_pipeline_create(ws, &pc, &p);
     zp_pipeline_tokenize(p, "gpt2", "text", (size_t)tok_par);
@@ -141,7 +184,15 @@ static double pipeline(zp_dataset *ds, int threads, int tok_par, uint64_t *token
     *tokens_out = c.tokens - c.samples; /* minus one EOT per document */
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
+    *cpu_out = cpu_s() - c0;
+    *faults_out = minflt() - f0;
     return dt;
+}
+
+static double pipeline(zp_dataset *ds, int threads, int tok_par, uint64_t *tokens_out,
+                       double *cpu_out, long *faults_out)
+{
+    return pipeline_v(ds, threads, tok_par, NULL, tokens_out, cpu_out, faults_out);
 }
 
 int main(int argc, char **argv)
@@ -164,15 +215,21 @@ int main(int argc, char **argv)
     double mb = (double)t.len / 1e6;
     printf("dataset: %s, %zu documents, %.1f MB of text\n", argv[1], t.n, mb);
     for (int threads = 1; threads <= 2; threads++) {
-        double best_tok = 1e30, best_pipe = 1e30;
+        double best_tok = 1e30, best_pipe = 1e30, cpu_tok = 1e30, cpu_pipe = 1e30;
         uint64_t tk_tok = 0, tk_pipe = 0;
+        long faults = 0;
         for (int r = 0; r < rounds; r++) {
-            double a = tokenizer_only(tok, &t, threads, &tk_tok);
-            double b = pipeline(ds, threads, threads, &tk_pipe);
+            double ca, cb;
+            double a = tokenizer_only(tok, &t, threads, &tk_tok, &ca);
+            double b = pipeline(ds, threads, threads, &tk_pipe, &cb, &faults);
             if (a < best_tok)
                 best_tok = a;
             if (b < best_pipe)
                 best_pipe = b;
+            if (ca < cpu_tok)
+                cpu_tok = ca;
+            if (cb < cpu_pipe)
+                cpu_pipe = cb;
         }
         if (tk_tok != tk_pipe) {
             fprintf(stderr, "bench_e2e: token counts differ: tokenizer %llu, pipeline %llu\n",
@@ -183,6 +240,11 @@ int main(int argc, char **argv)
                "%7.1f MB/s (%.2f M tokens/s) | pipeline/tokenizer = %.3f\n",
                threads, threads > 1 ? "s" : " ", mb / best_tok, mb / best_pipe,
                (double)tk_pipe / best_pipe / 1e6, best_tok / best_pipe);
+        /* CPU time: at 1 thread the work each side does, little inflated by
+         * a busy machine; at 2 threads it also counts OpenMP's spinning. */
+        printf("%d thread%s, CPU time: tokenizer only %.2f s | pipeline %.2f s (%ld page faults) "
+               "| tokenizer/pipeline = %.3f\n",
+               threads, threads > 1 ? "s" : " ", cpu_tok, cpu_pipe, faults, cpu_tok / cpu_pipe);
     }
     /* The read path beside tokenization: 2 threads, 1 tokenize task, so
      * fetch (decompress, parse) runs on the other core, against the
@@ -191,8 +253,10 @@ int main(int argc, char **argv)
         double best_tok = 1e30, best_pipe = 1e30;
         uint64_t tk_tok = 0, tk_pipe = 0;
         for (int r = 0; r < rounds; r++) {
-            double a = tokenizer_only(tok, &t, 1, &tk_tok);
-            double b = pipeline(ds, 2, 1, &tk_pipe);
+            double ca, cb;
+            long faults;
+            double a = tokenizer_only(tok, &t, 1, &tk_tok, &ca);
+            double b = pipeline(ds, 2, 1, &tk_pipe, &cb, &faults);
             if (a < best_tok)
                 best_tok = a;
             if (b < best_pipe)
@@ -201,6 +265,40 @@ int main(int argc, char **argv)
         printf("overlapped: tokenizer only, 1 thread %7.1f MB/s | pipeline, 2 threads with 1 "
                "tokenize task %7.1f MB/s | pipeline/tokenizer = %.3f\n",
                mb / best_tok, mb / best_pipe, best_tok / best_pipe);
+    }
+    /* Steady state: 2 epochs, shuffle blocks of 1 shard, a shard cache of
+     * 32 MiB, about one decoded shard: shards are evicted as the pass moves
+     * on and decoded again in the next epoch (a long run with a dataset
+     * larger than the cache). 1 thread, against the tokenizer alone on the
+     * same texts twice. */
+    {
+        variant v = {1, (size_t)32 << 20, 2};
+        double best_tok = 1e30, best_pipe = 1e30, cpu_tok = 1e30, cpu_pipe = 1e30;
+        uint64_t tk_tok = 0, tk_pipe = 0;
+        long faults = 0;
+        for (int r = 0; r < rounds; r++) {
+            double ca, cb;
+            double a = tokenizer_only(tok, &t, 1, &tk_tok, &ca);
+            double b = pipeline_v(ds, 1, 1, &v, &tk_pipe, &cb, &faults);
+            if (a < best_tok)
+                best_tok = a;
+            if (b < best_pipe)
+                best_pipe = b;
+            if (ca < cpu_tok)
+                cpu_tok = ca;
+            if (cb < cpu_pipe)
+                cpu_pipe = cb;
+        }
+        if (2 * tk_tok != tk_pipe) {
+            fprintf(stderr, "bench_e2e: token counts differ: tokenizer 2 x %llu, pipeline %llu\n",
+                    (unsigned long long)tk_tok, (unsigned long long)tk_pipe);
+            return 1;
+        }
+        printf("steady state (2 epochs, block 1, 32 MiB shard cache), 1 thread: tokenizer only "
+               "%7.1f MB/s | pipeline %7.1f MB/s | pipeline/tokenizer = %.3f | CPU time "
+               "tokenizer/pipeline = %.3f (%ld page faults)\n",
+               mb / best_tok, 2 * mb / best_pipe, 2 * best_tok / best_pipe,
+               2 * cpu_tok / cpu_pipe, faults);
     }
     zp_tokenizer_destroy(tok);
     free(t.buf);
