@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# bench/tokenize_cli/run.sh [BUILD_DIR] - `zephon tokenize` against the
+# encoder alone, on the same text, in one run (docs/tokenizer.md).
+#
+#   BUILD_DIR   a CMake build folder of this repository (default: build/bench);
+#               configured here (Release) when it does not exist yet.
+#   MB=16       size of the generated text in megabytes (environment)
+#   PASSES=3    passes per measurement; the best one counts (environment)
+#   ZEPHON=...  measure this zephon binary instead of BUILD_DIR's (e.g. an
+#               older build; one without --threads runs with its defaults)
+#
+# The text is bench/tokenizer/gen_text.mjs's (deterministic, English-heavy,
+# ~8% multilingual), written as JSONL and as JSONL.zst under BUILD_DIR. The
+# encoder alone is bench_tokenizer (bench/tokenizer): every document already
+# in memory, one encoder per thread, each thread on its own half. MB/s is
+# 10^6 bytes of document text (the decoded "text" strings, as bench_tokenizer
+# counts them) per second, for both. `zephon tokenize` writes its ids to a
+# file under BUILD_DIR. Wall-clock and CPU-time figures are printed: on a
+# shared machine the CPU-time ratio is the steadier one.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-$root/build/bench}
+mb=${MB:-16}
+passes=${PASSES:-3}
+
+command -v node >/dev/null || { echo "run.sh: node is required (to generate the text)" >&2; exit 1; }
+command -v zstd >/dev/null || { echo "run.sh: zstd is required" >&2; exit 1; }
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    echo "== configuring $build (Release)"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF \
+        -DZEPHON_WITH_MPI=OFF >/dev/null
+fi
+echo "== building zephon and bench_tokenizer in $build"
+cmake --build "$build" --target zephon_cli bench_tokenizer -j "$(nproc)" >/dev/null
+bench="$build/bench_tokenizer"
+zephon=${ZEPHON:-$build/zephon}
+[ -x "$bench" ] && [ -x "$zephon" ] || { echo "run.sh: binaries not found in $build" >&2; exit 1; }
+
+out="$build/tokenize_cli_bench"
+mkdir -p "$out"
+text="$out/text-${mb}MB.jsonl"
+if [ ! -s "$text" ] || [ "$root/bench/tokenizer/gen_text.mjs" -nt "$text" ]; then
+    node "$root/bench/tokenizer/gen_text.mjs" "$text" "$mb" > "$out/text-${mb}MB.txt"
+    zstd -q -f -3 "$text" -o "$text.zst"
+fi
+
+echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')"
+echo "== load average now: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine lowers every figure)"
+echo "== $(cat "$out/text-${mb}MB.txt" 2>/dev/null || echo "text: $text")"
+
+threads_opt() { # N -> the option, when the binary has it
+    if "$zephon" tokenize --help 2>/dev/null | grep -q -- --threads; then echo "--threads=$1"; fi
+}
+
+# best of $passes: prints "wall cpu" (seconds) of `zephon tokenize ARGS > ids`
+time_cli() { # threads file
+    local best_w=1e30 best_c=1e30 t w c opt
+    opt=$(threads_opt "$1")
+    TIMEFORMAT='%R %U %S'
+    for _ in $(seq "$passes"); do
+        t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1.txt"; } 2>&1 )
+        w=$(echo "$t" | awk '{print $1}')
+        c=$(echo "$t" | awk '{print $2 + $3}')
+        best_w=$(awk -v a="$best_w" -v b="$w" 'BEGIN { print (b < a) ? b : a }')
+        best_c=$(awk -v a="$best_c" -v b="$c" 'BEGIN { print (b < a) ? b : a }')
+    done
+    echo "$best_w $best_c"
+}
+
+get() { printf '%s\n' "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
+mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.1f", b / s / 1e6; else print "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo "== measuring (best of $passes passes each)"
+z=$("$bench" "$text" "$passes")
+bytes=$(get "$z" bytes)
+e1=$(get "$z" mbps_1t); e2=$(get "$z" mbps_2t); ec1=$(get "$z" cpu_mbps_1t)
+read -r w1 c1 < <(time_cli 1 "$text")
+read -r w2 c2 < <(time_cli 2 "$text")
+read -r wz cz < <(time_cli 2 "$text.zst")
+t1=$(mbps "$bytes" "$w1"); t2=$(mbps "$bytes" "$w2"); tz=$(mbps "$bytes" "$wz")
+tc1=$(mbps "$bytes" "$c1"); tc2=$(mbps "$bytes" "$c2")
+same=identical
+cmp -s "$out/ids-1.txt" "$out/ids-2.txt" || same=DIFFERENT
+
+echo
+echo "text: $bytes bytes of document text, $(get "$z" docs) documents, $(get "$z" tokens) tokens;"
+echo "      input file $(stat -c %s "$text") bytes (jsonl), $(stat -c %s "$text.zst") bytes (jsonl.zst)"
+echo "zephon: $zephon"
+printf '%-44s %10s %14s\n' "MB/s (10^6 bytes of text per second)" "wall" "per CPU-second"
+printf '%-44s %10s %14s\n' "encoder alone, 1 thread" "$e1" "$ec1"
+printf '%-44s %10s %14s\n' "encoder alone, 2 threads" "$e2" ""
+printf '%-44s %10s %14s\n' "zephon tokenize, 1 thread (jsonl)" "$t1" "$tc1"
+printf '%-44s %10s %14s\n' "zephon tokenize, 2 threads (jsonl)" "$t2" "$tc2"
+printf '%-44s %10s %14s\n' "zephon tokenize, 2 threads (jsonl.zst)" "$tz" "$(mbps "$bytes" "$cz")"
+echo
+echo "ratios:"
+echo "  tokenize / encoder, 1 thread:   $(ratio "$t1" "$e1") wall, $(ratio "$tc1" "$ec1") per CPU-second"
+echo "  tokenize / encoder, 2 threads:  $(ratio "$t2" "$e2") wall, $(ratio "$tc2" "$ec1") per CPU-second (vs the encoder's 1-thread CPU figure)"
+echo "  scaling 2 / 1 threads:          tokenize $(ratio "$t2" "$t1"), encoder $(ratio "$e2" "$e1") (2.00 is linear)"
+echo "  outputs at 1 and 2 threads:     $same"
