@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zstd.h>
@@ -110,6 +111,7 @@ typedef struct input {
     char *zbuf;       /* raw bytes read (compressed, or the first plain bytes) */
     size_t zcap, zlen, zpos;
     size_t last_ret;  /* last ZSTD_decompressStream result: 0 at a frame's end */
+    int short_read;   /* the last read() gave less than asked (a pipe or terminal) */
 } input;
 
 /* read() that retries on EINTR; fills up to want bytes unless EOF. */
@@ -128,6 +130,17 @@ static ssize_t read_some(int fd, char *buf, size_t want)
         got += (size_t)r;
     }
     return (ssize_t)got;
+}
+
+/* One read() (retried on EINTR): what is available now, 0 at EOF. */
+static ssize_t read_once(input *in, char *buf, size_t want)
+{
+    ssize_t r;
+    do
+        r = read(in->fd, buf, want);
+    while (r < 0 && errno == EINTR);
+    in->short_read = r > 0 && (size_t)r < want;
+    return r;
 }
 
 static int is_zstd_magic(const unsigned char *p, size_t n)
@@ -192,12 +205,12 @@ static int input_read(input *in, char *dst, size_t cap, size_t *got, char *err, 
         }
         if (in->eof)
             return 0;
-        ssize_t r = read_some(in->fd, dst, cap);
+        ssize_t r = read_once(in, dst, cap);
         if (r < 0) {
             snprintf(err, errcap, "read error: %s", strerror(errno));
             return -1;
         }
-        if ((size_t)r < cap)
+        if (r == 0)
             in->eof = 1;
         *got = (size_t)r;
         return 0;
@@ -221,14 +234,14 @@ static int input_read(input *in, char *dst, size_t cap, size_t *got, char *err, 
                 }
                 break;
             }
-            ssize_t r = read_some(in->fd, in->zbuf, in->zcap);
+            ssize_t r = read_once(in, in->zbuf, in->zcap);
             if (r < 0) {
                 snprintf(err, errcap, "read error: %s", strerror(errno));
                 return -1;
             }
             in->zlen = (size_t)r;
             in->zpos = 0;
-            if ((size_t)r < in->zcap)
+            if (r == 0)
                 in->eof = 1;
             continue;
         }
@@ -475,6 +488,10 @@ static int fill_block(block *b, input *in, const char *carry, size_t carry_len, 
             if (got == 0)
                 b->last = 1;
             b->len += got;
+            /* From a pipe or a terminal, encode the complete lines that
+             * came instead of waiting for a full block. */
+            if (in->short_read && memchr(b->buf + b->len - got, '\n', got))
+                break;
         }
         memset(b->buf + b->len, 0, ZPI_JSON_PADDING);
         /* A last line without newline at the end of the input is a record
@@ -645,8 +662,13 @@ int zp_cmd_tokenize(int argc, char **argv)
         }
     }
 
-    /* Block k is encoded by the threads while one of them (the loop's
-     * iteration -1) writes the output of block k-1 and reads block k+1. */
+    /* From a regular file, block k is encoded by the threads while one of
+     * them (the loop's iteration -1) writes the output of block k-1 and
+     * reads block k+1. From a pipe or a terminal, where a read waits for
+     * the writer, each block is written before the next one is read, so
+     * that every line's ids come out as soon as the line came in. */
+    struct stat sb;
+    int overlap = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
     if (fill_block(&blocks[0], &in, NULL, 0, 0, nt) != 0) {
         fprintf(stderr, "zephon tokenize: %s: out of memory reading line 1\n", name);
         goto out;
@@ -658,7 +680,7 @@ int zp_cmd_tokenize(int argc, char **argv)
         int io_failed = 0, fill_failed = 0;
         job jb = {field, name, b, &idt};
         long nc = (long)b->n_chunks;
-        long first = (prev || !b->last) ? -1 : 0;
+        long first = overlap && (prev || !b->last) ? -1 : 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
         for (long c = first; c < nc; c++) {
             if (c >= 0) {
@@ -686,24 +708,27 @@ int zp_cmd_tokenize(int argc, char **argv)
             fprintf(stderr, "zephon tokenize: %s\n", b->chunks[c].err);
             goto out;
         }
-        if (b->last) {
+        if (b->last || !overlap) {
             if (write_chunks(b, b->n_chunks, io_err, sizeof io_err) != 0) {
                 fprintf(stderr, "zephon tokenize: %s\n", io_err);
                 goto out;
             }
-            if (b->in_err[0]) {
+            if (b->last && b->in_err[0]) {
                 fprintf(stderr, "zephon tokenize: %s: %s after line %zu\n", name, b->in_err,
                         b->line0 + b->n_lines);
                 goto out;
             }
-            break;
+            if (b->last)
+                break;
+            fill_failed = fill_block(next, &in, b->buf + b->used, b->len - b->used,
+                                     b->line0 + b->n_lines, nt) != 0;
         }
         if (fill_failed) {
             fprintf(stderr, "zephon tokenize: %s: out of memory reading after line %zu\n", name,
                     b->line0 + b->n_lines);
             goto out;
         }
-        prev = b;
+        prev = overlap ? b : NULL;
     }
     rc = 0;
 out:

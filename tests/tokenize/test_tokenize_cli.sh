@@ -44,6 +44,24 @@ head -n 100 "$corpus" | zstd -q -c > "$tmp/multi.jsonl.zst"
 tail -n +101 "$corpus" | zstd -q -c >> "$tmp/multi.jsonl.zst"
 same "two zstd frames" "$tmp/corpus.expected" "$Z" tokenize "$tmp/multi.jsonl.zst"
 
+# From a pipe, each line is encoded and written when it comes (the command
+# does not wait for a full block or the end of the input)
+mkfifo "$tmp/fifo"
+"$Z" tokenize --threads 2 < "$tmp/fifo" > "$tmp/stream.out" 2>&1 &
+zpid=$!
+exec 3> "$tmp/fifo"
+echo '{"text":"Hello world"}' >&3
+for _ in $(seq 300); do [[ -s "$tmp/stream.out" ]] && break; sleep 0.1; done
+first=$(cat "$tmp/stream.out")
+echo '{"text":"a"}' >&3
+exec 3>&-
+wait $zpid
+if [[ "$first" == "[15496,995]" && "$(cat "$tmp/stream.out")" == $'[15496,995]\n[64]' ]]; then
+    ok "a pipe's lines are written as they come"
+else
+    fail "streaming from a pipe: '$first' before the input ended, '$(cat "$tmp/stream.out")' at the end"
+fi
+
 # Many blocks (2 MiB of input per thread each): the corpus 80 times (5.4 MB)
 for i in $(seq 80); do cat "$corpus"; done > "$tmp/big.jsonl"
 for i in $(seq 80); do cat "$tmp/corpus.expected"; done > "$tmp/big.expected"
