@@ -49,7 +49,7 @@ same "two zstd frames" "$tmp/corpus.expected" "$Z" tokenize "$tmp/multi.jsonl.zs
 mkfifo "$tmp/fifo"
 "$Z" tokenize --threads 2 < "$tmp/fifo" > "$tmp/stream.out" 2>&1 &
 zpid=$!
-exec 3> "$tmp/fifo"
+exec 3<> "$tmp/fifo"  # read-write: never blocks, even if the command is gone
 echo '{"text":"Hello world"}' >&3
 for _ in $(seq 300); do [[ -s "$tmp/stream.out" ]] && break; sleep 0.1; done
 first=$(cat "$tmp/stream.out")
