@@ -474,7 +474,8 @@ static int fill_block(block *b, input *in, const char *carry, size_t carry_len, 
         b->buf = nb;
         b->cap = ncap;
     }
-    memcpy(b->buf, carry, carry_len);
+    if (carry_len)
+        memcpy(b->buf, carry, carry_len);
     b->len = carry_len;
     size_t pos = 0; /* start of the first line not indexed */
     for (;;) {
