@@ -4,7 +4,7 @@
 #
 #   BUILD_DIR   a CMake build folder of this repository (default: build/bench);
 #               configured here (Release) when it does not exist yet.
-#   MB=16       size of the generated text in megabytes (environment)
+#   MB=32       size of the generated text in megabytes (environment)
 #   PASSES=3    passes per measurement; the best one counts (environment)
 #   ZEPHON=...  measure this zephon binary instead of BUILD_DIR's (e.g. an
 #               older build; one without --threads runs with its defaults)
@@ -16,13 +16,15 @@
 # 10^6 bytes of document text (the decoded "text" strings, as bench_tokenizer
 # counts them) per second, for both. `zephon tokenize` writes its ids to a
 # file under BUILD_DIR. Wall-clock and CPU-time figures are printed: on a
-# shared machine the CPU-time ratio is the steadier one.
+# shared machine the CPU-time ratio is the steadier one. The command's fixed
+# start-up (loading the vocabulary, ~20-60 ms, measured on an empty input)
+# is printed too, and the ratios are given with and without it.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${1:-$root/build/bench}
-mb=${MB:-16}
+mb=${MB:-32}
 passes=${PASSES:-3}
 
 command -v node >/dev/null || { echo "run.sh: node is required (to generate the text)" >&2; exit 1; }
@@ -61,7 +63,7 @@ time_cli() { # threads file
     opt=$(threads_opt "$1")
     TIMEFORMAT='%R %U %S'
     for _ in $(seq "$passes"); do
-        t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1.txt"; } 2>&1 )
+        t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1-$(basename "$2").txt"; } 2>&1 )
         w=$(echo "$t" | awk '{print $1}')
         c=$(echo "$t" | awk '{print $2 + $3}')
         best_w=$(awk -v a="$best_w" -v b="$w" 'BEGIN { print (b < a) ? b : a }')
@@ -81,10 +83,15 @@ e1=$(get "$z" mbps_1t); e2=$(get "$z" mbps_2t); ec1=$(get "$z" cpu_mbps_1t)
 read -r w1 c1 < <(time_cli 1 "$text")
 read -r w2 c2 < <(time_cli 2 "$text")
 read -r wz cz < <(time_cli 2 "$text.zst")
+: > "$out/empty.jsonl"
+read -r w0 c0 < <(time_cli 1 "$out/empty.jsonl")
 t1=$(mbps "$bytes" "$w1"); t2=$(mbps "$bytes" "$w2"); tz=$(mbps "$bytes" "$wz")
 tc1=$(mbps "$bytes" "$c1"); tc2=$(mbps "$bytes" "$c2")
+net() { awk -v a="$1" -v b="$2" 'BEGIN { print a - b }'; }
+n1=$(mbps "$bytes" "$(net "$w1" "$w0")"); n2=$(mbps "$bytes" "$(net "$w2" "$w0")")
+nc1=$(mbps "$bytes" "$(net "$c1" "$c0")"); nc2=$(mbps "$bytes" "$(net "$c2" "$c0")")
 same=identical
-cmp -s "$out/ids-1.txt" "$out/ids-2.txt" || same=DIFFERENT
+cmp -s "$out/ids-1-$(basename "$text").txt" "$out/ids-2-$(basename "$text").txt" && cmp -s "$out/ids-1-$(basename "$text").txt" "$out/ids-2-$(basename "$text").zst.txt" || same=DIFFERENT
 
 echo
 echo "text: $bytes bytes of document text, $(get "$z" docs) documents, $(get "$z" tokens) tokens;"
@@ -96,9 +103,12 @@ printf '%-44s %10s %14s\n' "encoder alone, 2 threads" "$e2" ""
 printf '%-44s %10s %14s\n' "zephon tokenize, 1 thread (jsonl)" "$t1" "$tc1"
 printf '%-44s %10s %14s\n' "zephon tokenize, 2 threads (jsonl)" "$t2" "$tc2"
 printf '%-44s %10s %14s\n' "zephon tokenize, 2 threads (jsonl.zst)" "$tz" "$(mbps "$bytes" "$cz")"
+printf '%-44s %10s %14s\n' "  the same without start-up, 1 thread" "$n1" "$nc1"
+printf '%-44s %10s %14s\n' "  the same without start-up, 2 threads" "$n2" "$nc2"
+echo "start-up (an empty input): $(awk -v w="$w0" -v c="$c0" 'BEGIN { printf "%.0f ms wall, %.0f ms CPU", w * 1e3, c * 1e3 }')"
 echo
-echo "ratios:"
-echo "  tokenize / encoder, 1 thread:   $(ratio "$t1" "$e1") wall, $(ratio "$tc1" "$ec1") per CPU-second"
-echo "  tokenize / encoder, 2 threads:  $(ratio "$t2" "$e2") wall, $(ratio "$tc2" "$ec1") per CPU-second (vs the encoder's 1-thread CPU figure)"
-echo "  scaling 2 / 1 threads:          tokenize $(ratio "$t2" "$t1"), encoder $(ratio "$e2" "$e1") (2.00 is linear)"
+echo "ratios (with start-up | without):"
+echo "  tokenize / encoder, 1 thread:   $(ratio "$t1" "$e1") | $(ratio "$n1" "$e1") wall, $(ratio "$tc1" "$ec1") | $(ratio "$nc1" "$ec1") per CPU-second"
+echo "  tokenize / encoder, 2 threads:  $(ratio "$t2" "$e2") | $(ratio "$n2" "$e2") wall, $(ratio "$tc2" "$ec1") | $(ratio "$nc2" "$ec1") per CPU-second (vs the encoder's 1-thread CPU figure)"
+echo "  scaling 2 / 1 threads:          tokenize $(ratio "$t2" "$t1") | $(ratio "$n2" "$n1"), encoder $(ratio "$e2" "$e1") (2.00 is linear)"
 echo "  outputs at 1 and 2 threads:     $same"

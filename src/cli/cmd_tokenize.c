@@ -38,8 +38,12 @@
 #include "util.h"
 #include "zephon/tokenizer.h"
 
+#ifndef BLOCK_PER_THREAD
 #define BLOCK_PER_THREAD ((size_t)2 << 20) /* input bytes read per block, per thread */
+#endif
+#ifndef CHUNK_BYTES
 #define CHUNK_BYTES ((size_t)128 << 10)    /* input bytes per chunk (unit of work) */
+#endif
 #define MAX_THREADS 1024
 
 static void usage(FILE *f)
