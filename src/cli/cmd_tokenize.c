@@ -14,11 +14,16 @@
  *
  * Speed: the record parser and encoder of the pipeline (src/json.h, the
  * simdjson shim, and zp_encode()), run by N OpenMP threads. The input is
- * read in blocks; the complete lines of a block are cut into chunks of
- * about CHUNK_BYTES, the threads parse, encode and format the chunks (one
- * zpi_json, encoder and id buffer per thread, one output buffer per chunk),
- * and the chunks' outputs are written in input order. The thread count is
- * set with a num_threads clause only (no process-wide OpenMP state).
+ * read in blocks (two, alternating); the complete lines of a block are cut
+ * into chunks of at most CHUNK_BYTES, the threads parse, encode and format
+ * the chunks (one zpi_json, encoder and id buffer per thread, one output
+ * buffer per chunk), and the chunks' outputs are written in input order.
+ * From a regular file, one thread writes block k-1 and reads block k+1
+ * while the others encode block k; from a pipe or a terminal, a block is
+ * what has arrived and is written before the next read, so that output
+ * follows input. Ids are formatted from a table of their decimal forms.
+ * The thread count is set with a num_threads clause only (no process-wide
+ * OpenMP state). docs/tokenizer.md ("The command") has the figures.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +49,7 @@
 #ifndef CHUNK_BYTES
 #define CHUNK_BYTES ((size_t)128 << 10)    /* input bytes per chunk (unit of work) */
 #endif
-#define MAX_THREADS 1024
+#define MAX_THREADS 1024 /* --threads upper bound */
 
 static void usage(FILE *f)
 {
@@ -660,7 +665,9 @@ int zp_cmd_tokenize(int argc, char **argv)
         }
     }
     for (int k = 0; k < 2; k++) {
-        blocks[k].cap = (size_t)nt * BLOCK_PER_THREAD;
+        /* 2 MiB per thread, up to 32 threads' worth (more threads take
+         * smaller chunks) */
+        blocks[k].cap = (size_t)(nt < 32 ? nt : 32) * BLOCK_PER_THREAD;
         if (!(blocks[k].buf = malloc(blocks[k].cap + ZPI_JSON_PADDING))) {
             fprintf(stderr, "zephon tokenize: out of memory\n");
             goto out;
