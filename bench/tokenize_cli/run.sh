@@ -8,6 +8,12 @@
 #   PASSES=3    passes per measurement; the best one counts (environment)
 #   ZEPHON=...  measure this zephon binary instead of BUILD_DIR's (e.g. an
 #               older build; one without --threads runs with its defaults)
+#   IR=1        also count instructions with valgrind's callgrind (default
+#               when valgrind is installed; IR=0 skips): on the first 4 MB of
+#               the text, the share of `zephon tokenize`'s instructions spent
+#               in zp_encode, with and without the vocabulary load. Counts
+#               repeat exactly, so this ratio does not depend on the load of
+#               the machine (it leaves out cache effects).
 #
 # The text is bench/tokenizer/gen_text.mjs's (deterministic, English-heavy,
 # ~8% multilingual), written as JSONL and as JSONL.zst under BUILD_DIR. The
@@ -112,3 +118,15 @@ echo "  tokenize / encoder, 1 thread:   $(ratio "$t1" "$e1") | $(ratio "$n1" "$e
 echo "  tokenize / encoder, 2 threads:  $(ratio "$t2" "$e2") | $(ratio "$n2" "$e2") wall, $(ratio "$tc2" "$ec1") | $(ratio "$nc2" "$ec1") per CPU-second (vs the encoder's 1-thread CPU figure)"
 echo "  scaling 2 / 1 threads:          tokenize $(ratio "$t2" "$t1") | $(ratio "$n2" "$n1"), encoder $(ratio "$e2" "$e1") (2.00 is linear)"
 echo "  outputs at 1 and 2 threads:     $same"
+
+if [ "${IR:-1}" = 1 ] && command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null; then
+    head -c 4000000 "$text" | sed '$d' > "$out/text-4MB.jsonl"
+    valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" \
+        "$zephon" tokenize $(threads_opt 1) "$out/text-4MB.jsonl" > /dev/null 2> "$out/callgrind.log"
+    callgrind_annotate --inclusive=yes "$out/callgrind.out" > "$out/callgrind.txt" 2>/dev/null
+    ir() { awk -v f="$1" '$0 ~ f { gsub(",", "", $1); print $1; exit }' "$out/callgrind.txt"; }
+    total=$(ir "PROGRAM TOTALS"); enc=$(ir ":zp_encode "); load=$(ir ":zp_tokenizer_create ")
+    echo
+    echo "instructions (callgrind, 1 thread, the first 4 MB): total $total, zp_encode $enc, vocabulary load ${load:-0}"
+    echo "  zp_encode's share: $(ratio "$enc" "$total") of all, $(ratio "$enc" "$(net "$total" "${load:-0}")") without the vocabulary load"
+fi

@@ -62,7 +62,7 @@ else
     fail "streaming from a pipe: '$first' before the input ended, '$(cat "$tmp/stream.out")' at the end"
 fi
 
-# Many blocks (2 MiB of input per thread each): the corpus 80 times (5.4 MB)
+# Many blocks (256 KiB of input per thread each): the corpus 80 times (5.4 MB)
 for i in $(seq 80); do cat "$corpus"; done > "$tmp/big.jsonl"
 for i in $(seq 80); do cat "$tmp/corpus.expected"; done > "$tmp/big.expected"
 for t in 1 2 3; do
