@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -569,6 +570,142 @@ static void block_free(block *b)
     free(b->buf);
 }
 
+/* ------------------------------------------------------------ the run */
+
+/* What the threads share while they run. One OpenMP parallel region runs
+ * the whole input: each thread takes the next piece of work under the
+ * mutex (the I/O of the current block first, then its chunks); the thread
+ * that finds a block complete finishes it (checks, writes, moves on to the
+ * next block). A thread with nothing to take sleeps on the condition
+ * variable instead of spinning in an OpenMP barrier, which matters when the
+ * machine is shared (a spinning thread takes the CPU the others need). */
+typedef struct run {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* settings (read-only while running) */
+    input *in;
+    worker *ws;
+    const char *field, *name;
+    const id_text *idt;
+    int nt, overlap;
+    /* the blocks */
+    block *b, *next, *prev; /* encoding b; next is read while prev is written */
+    size_t next_chunk;      /* the next chunk of b to hand out */
+    size_t chunks_done;
+    int io;                 /* b's I/O work: 0 none, 1 to do, 2 running, 3 done */
+    int finishing;          /* a thread is finishing b */
+    int stop;               /* 1 done, 2 failed */
+    int io_failed, fill_failed;
+    char io_err[600];
+} run;
+
+/* The I/O that overlaps the encoding of r->b: write r->prev, read r->next. */
+static void run_io(run *r)
+{
+    block *b = r->b;
+    if (r->prev && write_chunks(r->prev, r->prev->n_chunks, r->io_err, sizeof r->io_err) != 0) {
+        r->io_failed = 1;
+        return;
+    }
+    if (!b->last && fill_block(r->next, r->in, b->buf + b->used, b->len - b->used,
+                               b->line0 + b->n_lines, r->nt) != 0)
+        r->fill_failed = 1;
+}
+
+/* All of r->b is encoded and its I/O done: report its first bad line, and
+ * write it and read the next block when nothing overlaps. Returns the new
+ * value of r->stop (0: go on with the next block). Runs without the mutex:
+ * the other threads have nothing to take until run_advance(). */
+static int run_finish(run *r)
+{
+    block *b = r->b;
+    char err[600];
+    if (r->io_failed) {
+        fprintf(stderr, "zephon tokenize: %s\n", r->io_err);
+        return 2;
+    }
+    /* The first bad line stops the command, after the lines before it. */
+    for (size_t c = 0; c < b->n_chunks; c++) {
+        if (b->chunks[c].err_line == SIZE_MAX)
+            continue;
+        if (write_chunks(b, c + 1, err, sizeof err) != 0)
+            fprintf(stderr, "zephon tokenize: %s\n", err);
+        fprintf(stderr, "zephon tokenize: %s\n", b->chunks[c].err);
+        return 2;
+    }
+    if (b->last || !r->overlap) {
+        if (write_chunks(b, b->n_chunks, err, sizeof err) != 0) {
+            fprintf(stderr, "zephon tokenize: %s\n", err);
+            return 2;
+        }
+        if (b->last && b->in_err[0]) {
+            fprintf(stderr, "zephon tokenize: %s: %s after line %zu\n", r->name, b->in_err,
+                    b->line0 + b->n_lines);
+            return 2;
+        }
+        if (b->last)
+            return 1;
+        r->fill_failed = fill_block(r->next, r->in, b->buf + b->used, b->len - b->used,
+                                    b->line0 + b->n_lines, r->nt) != 0;
+    }
+    if (r->fill_failed) {
+        fprintf(stderr, "zephon tokenize: %s: out of memory reading after line %zu\n", r->name,
+                b->line0 + b->n_lines);
+        return 2;
+    }
+    return 0;
+}
+
+/* Move from r->b to the next block (under the mutex). */
+static void run_advance(run *r)
+{
+    block *b = r->b;
+    r->prev = r->overlap ? b : NULL;
+    r->b = r->next;
+    r->next = b;
+    r->next_chunk = r->chunks_done = 0;
+    r->io = r->overlap && (r->prev || !r->b->last) ? 1 : 0;
+}
+
+/* One thread's loop (all of them run it). */
+static void run_thread(run *r, worker *w)
+{
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        block *b = r->b;
+        if (r->io == 1) {
+            r->io = 2;
+            pthread_mutex_unlock(&r->mu);
+            run_io(r);
+            pthread_mutex_lock(&r->mu);
+            r->io = 3;
+        } else if (r->next_chunk < b->n_chunks) {
+            size_t c = r->next_chunk++;
+            job jb = {r->field, r->name, b, r->idt};
+            pthread_mutex_unlock(&r->mu);
+            run_chunk(&jb, &b->chunks[c], w);
+            pthread_mutex_lock(&r->mu);
+            r->chunks_done++;
+        } else if (r->chunks_done == b->n_chunks && r->io != 2 && !r->finishing) {
+            /* b's pieces are all done, and no other thread touches b, next
+             * or prev until this one publishes the next block */
+            r->finishing = 1;
+            pthread_mutex_unlock(&r->mu);
+            int stop = run_finish(r);
+            pthread_mutex_lock(&r->mu);
+            r->finishing = 0;
+            r->stop = stop;
+            if (!stop)
+                run_advance(r);
+        } else {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* ------------------------------------------------------------ the command */
 
 int zp_cmd_tokenize(int argc, char **argv)
@@ -676,8 +813,8 @@ int zp_cmd_tokenize(int argc, char **argv)
     }
 
     /* From a regular file, block k is encoded by the threads while one of
-     * them (the loop's iteration -1) writes the output of block k-1 and
-     * reads block k+1. From a pipe or a terminal, where a read waits for
+     * them writes the output of block k-1 and reads block k+1 (run_io).
+     * From a pipe or a terminal, where a read waits for
      * the writer, each block is written before the next one is read, so
      * that every line's ids come out as soon as the line came in. */
     struct stat sb;
@@ -686,63 +823,26 @@ int zp_cmd_tokenize(int argc, char **argv)
         fprintf(stderr, "zephon tokenize: %s: out of memory reading line 1\n", name);
         goto out;
     }
-    block *prev = NULL;
-    for (int cur = 0;; cur ^= 1) {
-        block *b = &blocks[cur], *next = &blocks[cur ^ 1];
-        char io_err[600] = "";
-        int io_failed = 0, fill_failed = 0;
-        job jb = {field, name, b, &idt};
-        long nc = (long)b->n_chunks;
-        long first = overlap && (prev || !b->last) ? -1 : 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-        for (long c = first; c < nc; c++) {
-            if (c >= 0) {
-                run_chunk(&jb, &b->chunks[c], &ws[omp_get_thread_num()]);
-                continue;
-            }
-            if (prev && write_chunks(prev, prev->n_chunks, io_err, sizeof io_err) != 0) {
-                io_failed = 1;
-                continue;
-            }
-            if (!b->last && fill_block(next, &in, b->buf + b->used, b->len - b->used,
-                                       b->line0 + b->n_lines, nt) != 0)
-                fill_failed = 1;
-        }
-        if (io_failed) {
-            fprintf(stderr, "zephon tokenize: %s\n", io_err);
-            goto out;
-        }
-        /* The first bad line stops the command, after the lines before it. */
-        for (size_t c = 0; c < b->n_chunks; c++) {
-            if (b->chunks[c].err_line == SIZE_MAX)
-                continue;
-            if (write_chunks(b, c + 1, io_err, sizeof io_err) != 0)
-                fprintf(stderr, "zephon tokenize: %s\n", io_err);
-            fprintf(stderr, "zephon tokenize: %s\n", b->chunks[c].err);
-            goto out;
-        }
-        if (b->last || !overlap) {
-            if (write_chunks(b, b->n_chunks, io_err, sizeof io_err) != 0) {
-                fprintf(stderr, "zephon tokenize: %s\n", io_err);
-                goto out;
-            }
-            if (b->last && b->in_err[0]) {
-                fprintf(stderr, "zephon tokenize: %s: %s after line %zu\n", name, b->in_err,
-                        b->line0 + b->n_lines);
-                goto out;
-            }
-            if (b->last)
-                break;
-            fill_failed = fill_block(next, &in, b->buf + b->used, b->len - b->used,
-                                     b->line0 + b->n_lines, nt) != 0;
-        }
-        if (fill_failed) {
-            fprintf(stderr, "zephon tokenize: %s: out of memory reading after line %zu\n", name,
-                    b->line0 + b->n_lines);
-            goto out;
-        }
-        prev = overlap ? b : NULL;
-    }
+    run r;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    r.in = &in;
+    r.ws = ws;
+    r.field = field;
+    r.name = name;
+    r.idt = &idt;
+    r.nt = nt;
+    r.overlap = overlap;
+    r.b = &blocks[0];
+    r.next = &blocks[1];
+    r.io = overlap && !r.b->last ? 1 : 0;
+#pragma omp parallel num_threads(nt)
+    run_thread(&r, &ws[omp_get_thread_num()]);
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+    if (r.stop != 1)
+        goto out;
     rc = 0;
 out:
     if (ws)
