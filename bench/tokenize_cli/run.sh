@@ -69,7 +69,9 @@ time_cli() { # threads file
     opt=$(threads_opt "$1")
     TIMEFORMAT='%R %U %S'
     for _ in $(seq "$passes"); do
-        t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1-$(basename "$2").txt"; } 2>&1 )
+        if ! t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1-$(basename "$2").txt" 2>/dev/null; } 2>&1 ); then
+            echo "0 0"; return  # this binary cannot read it (e.g. zstd before it could)
+        fi
         w=$(echo "$t" | awk '{print $1}')
         c=$(echo "$t" | awk '{print $2 + $3}')
         best_w=$(awk -v a="$best_w" -v b="$w" 'BEGIN { print (b < a) ? b : a }')
@@ -80,7 +82,9 @@ time_cli() { # threads file
 
 get() { printf '%s\n' "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.1f", b / s / 1e6; else print "n/a" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# a figure from a failed run stays n/a
+net() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > 0) ? a - b : 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 echo "== measuring (best of $passes passes each)"
 z=$("$bench" "$text" "$passes")
@@ -93,7 +97,6 @@ read -r wz cz < <(time_cli 2 "$text.zst")
 read -r w0 c0 < <(time_cli 1 "$out/empty.jsonl")
 t1=$(mbps "$bytes" "$w1"); t2=$(mbps "$bytes" "$w2"); tz=$(mbps "$bytes" "$wz")
 tc1=$(mbps "$bytes" "$c1"); tc2=$(mbps "$bytes" "$c2")
-net() { awk -v a="$1" -v b="$2" 'BEGIN { print a - b }'; }
 n1=$(mbps "$bytes" "$(net "$w1" "$w0")"); n2=$(mbps "$bytes" "$(net "$w2" "$w0")")
 nc1=$(mbps "$bytes" "$(net "$c1" "$c0")"); nc2=$(mbps "$bytes" "$(net "$c2" "$c0")")
 same=identical
