@@ -54,18 +54,27 @@ static int lines_ok(const char *d, size_t n, size_t *n_lines)
     return ok && count > 0;
 }
 
-/* zstd's streaming decoder over all of src: 1 and the bytes in *out (caller
- * frees), or 0 when it fails, is truncated or gives more than MAX_SHARD. */
-static int zstd_reference(const uint8_t *src, size_t n, char **out, size_t *out_len)
+/* zstd's streaming decoder over all of src: 1 and the bytes in *out
+ * (borrowed until the next call), or 0 when it fails, is truncated or gives
+ * more than MAX_SHARD. Its context and buffer live across calls (large
+ * allocations are slow under ASan). */
+static int zstd_reference(const uint8_t *src, size_t n, const char **out, size_t *out_len)
 {
+    static ZSTD_DCtx *dc;
+    static char *buf;
+    static size_t cap;
     *out = NULL;
     *out_len = 0;
-    ZSTD_DCtx *dc = ZSTD_createDCtx();
-    size_t cap = 1 << 16, len = 0, ret = 0;
-    char *buf = malloc(cap);
+    if (!dc) {
+        dc = ZSTD_createDCtx();
+        cap = 1 << 16;
+        buf = malloc(cap);
+        FUZZ_CHECK(dc && buf, "out of memory");
+    }
+    ZSTD_DCtx_reset(dc, ZSTD_reset_session_only);
+    size_t len = 0, ret = 0;
     int ok = 1;
     ZSTD_inBuffer in = {src, n, 0};
-    FUZZ_CHECK(dc && buf, "out of memory");
     for (;;) {
         if (cap - len < ZSTD_DStreamOutSize()) {
             if (cap > MAX_SHARD) {
@@ -92,11 +101,8 @@ static int zstd_reference(const uint8_t *src, size_t n, char **out, size_t *out_
         ok = 0; /* truncated frame */
     if (ok && len > MAX_SHARD)
         ok = 0;
-    ZSTD_freeDCtx(dc);
-    if (!ok) {
-        free(buf);
+    if (!ok)
         return 0;
-    }
     *out = buf;
     *out_len = len;
     return 1;
@@ -131,12 +137,9 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
     /* the reference */
     const char *ref = (const char *)data;
     size_t ref_len = size, n_lines = 0;
-    char *dec = NULL;
     int decoded = 1;
-    if (strcmp(fmt_name, "jsonl.zst") == 0) {
-        decoded = zstd_reference(data, size, &dec, &ref_len);
-        ref = dec;
-    }
+    if (strcmp(fmt_name, "jsonl.zst") == 0)
+        decoded = zstd_reference(data, size, &ref, &ref_len);
     int expect_ok = decoded && lines_ok(ref ? ref : "", ref_len, &n_lines);
 
     if (st != ZP_OK) {
@@ -146,7 +149,6 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
         FUZZ_CHECK(strstr(err, "fuzz-shard") != NULL, "the message does not name the shard: %s",
                    err);
         FUZZ_CHECK(sh.data == NULL && sh.offsets == NULL, "a failed load left buffers");
-        free(dec);
         return;
     }
     FUZZ_CHECK(expect_ok, "load succeeded on a bad shard (decoded %d, %zu lines)", decoded,
@@ -181,5 +183,4 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
     FUZZ_CHECK(expect_start == sh.data_len || expect_start == sh.data_len + 1,
                "records end at %llu of %zu", (unsigned long long)expect_start, sh.data_len);
     zpi_shard_free(&sh);
-    free(dec);
 }

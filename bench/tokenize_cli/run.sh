@@ -63,22 +63,18 @@ threads_opt() { # N -> the option, when the binary has it
     if "$zephon" tokenize --help 2>/dev/null | grep -q -- --threads; then echo "--threads=$1"; fi
 }
 
-# best of $passes: prints "wall cpu" (seconds) of `zephon tokenize ARGS > ids`
+# one run: prints "wall cpu" (seconds) of `zephon tokenize ARGS > ids`
 time_cli() { # threads file
-    local best_w=1e30 best_c=1e30 t w c opt
+    local t opt
     opt=$(threads_opt "$1")
     TIMEFORMAT='%R %U %S'
-    for _ in $(seq "$passes"); do
-        if ! t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1-$(basename "$2").txt" 2>/dev/null; } 2>&1 ); then
-            echo "0 0"; return  # this binary cannot read it (e.g. zstd before it could)
-        fi
-        w=$(echo "$t" | awk '{print $1}')
-        c=$(echo "$t" | awk '{print $2 + $3}')
-        best_w=$(awk -v a="$best_w" -v b="$w" 'BEGIN { print (b < a) ? b : a }')
-        best_c=$(awk -v a="$best_c" -v b="$c" 'BEGIN { print (b < a) ? b : a }')
-    done
-    echo "$best_w $best_c"
+    if ! t=$( { time "$zephon" tokenize $opt "$2" > "$out/ids-$1-$(basename "$2").txt" 2>/dev/null; } 2>&1 ); then
+        echo "0 0"; return  # this binary cannot read it (e.g. zstd before it could)
+    fi
+    echo "$t" | awk '{ print $1, $2 + $3 }'
 }
+lo() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b < a) ? b : a }'; }
+hi() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b > a) ? b : a }'; }
 
 get() { printf '%s\n' "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.1f", b / s / 1e6; else print "n/a" }'; }
@@ -86,15 +82,20 @@ mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.1f", b / s / 1e6;
 net() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > 0) ? a - b : 0 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-echo "== measuring (best of $passes passes each)"
-z=$("$bench" "$text" "$passes")
-bytes=$(get "$z" bytes)
-e1=$(get "$z" mbps_1t); e2=$(get "$z" mbps_2t); ec1=$(get "$z" cpu_mbps_1t)
-read -r w1 c1 < <(time_cli 1 "$text")
-read -r w2 c2 < <(time_cli 2 "$text")
-read -r wz cz < <(time_cli 2 "$text.zst")
+echo "== measuring (best of $passes passes each; the passes interleave the encoder and the command,"
+echo "   so that both see the same changes of load)"
 : > "$out/empty.jsonl"
-read -r w0 c0 < <(time_cli 1 "$out/empty.jsonl")
+e1= e2= ec1= w1= c1= w2= c2= wz= cz= w0= c0=
+for _ in $(seq "$passes"); do
+    z=$("$bench" "$text" 1)
+    e1=$(hi "$e1" "$(get "$z" mbps_1t)"); e2=$(hi "$e2" "$(get "$z" mbps_2t)")
+    ec1=$(hi "$ec1" "$(get "$z" cpu_mbps_1t)")
+    read -r w c < <(time_cli 1 "$text"); w1=$(lo "$w1" "$w"); c1=$(lo "$c1" "$c")
+    read -r w c < <(time_cli 2 "$text"); w2=$(lo "$w2" "$w"); c2=$(lo "$c2" "$c")
+    read -r w c < <(time_cli 2 "$text.zst"); wz=$(lo "$wz" "$w"); cz=$(lo "$cz" "$c")
+    read -r w c < <(time_cli 1 "$out/empty.jsonl"); w0=$(lo "$w0" "$w"); c0=$(lo "$c0" "$c")
+done
+bytes=$(get "$z" bytes)
 t1=$(mbps "$bytes" "$w1"); t2=$(mbps "$bytes" "$w2"); tz=$(mbps "$bytes" "$wz")
 tc1=$(mbps "$bytes" "$c1"); tc2=$(mbps "$bytes" "$c2")
 n1=$(mbps "$bytes" "$(net "$w1" "$w0")"); n2=$(mbps "$bytes" "$(net "$w2" "$w0")")
