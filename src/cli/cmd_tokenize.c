@@ -299,6 +299,8 @@ typedef struct block {
     size_t line0;         /* lines before this block */
     chunk *chunks;
     size_t n_chunks, chunks_cap;
+    size_t next_chunk;    /* the next chunk to hand out (under the run's mutex) */
+    size_t chunks_done;   /* chunks encoded (under the run's mutex) */
     int last;             /* the input ends with this block */
     char in_err[300];     /* the input failed after this block's lines: why */
 } block;
@@ -473,6 +475,7 @@ static int fill_block(block *b, input *in, const char *carry, size_t carry_len, 
 {
     b->len = 0;
     b->n_lines = b->n_chunks = b->used = 0;
+    b->next_chunk = b->chunks_done = 0;
     b->line0 = line0;
     b->last = 0;
     b->in_err[0] = '\0';
@@ -590,9 +593,8 @@ typedef struct run {
     int nt, overlap;
     /* the blocks */
     block *b, *next, *prev; /* encoding b; next is read while prev is written */
-    size_t next_chunk;      /* the next chunk of b to hand out */
-    size_t chunks_done;
     int io;                 /* b's I/O work: 0 none, 1 to do, 2 running, 3 done */
+    int next_ready;         /* next is read: its chunks may start before b is done */
     int finishing;          /* a thread is finishing b */
     int stop;               /* 1 done, 2 failed */
     int io_failed, fill_failed;
@@ -663,32 +665,32 @@ static void run_advance(run *r)
     r->prev = r->overlap ? b : NULL;
     r->b = r->next;
     r->next = b;
-    r->next_chunk = r->chunks_done = 0;
     r->io = r->overlap && (r->prev || !r->b->last) ? 1 : 0;
+    r->next_ready = 0;
 }
 
-/* One thread's loop (all of them run it). */
+/* One thread's loop (all of them run it). Work is taken in this order: the
+ * I/O of block b, a chunk of b, a chunk of the next block once it is read
+ * (so that no thread waits while the last chunks of b finish), finishing
+ * b once all of its chunks are done. */
 static void run_thread(run *r, worker *w)
 {
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
-        block *b = r->b;
+        block *b = r->b, *nb = r->next;
+        block *take = b->next_chunk < b->n_chunks ? b
+                      : r->next_ready && nb->next_chunk < nb->n_chunks ? nb
+                                                                       : NULL;
         if (r->io == 1) {
             r->io = 2;
             pthread_mutex_unlock(&r->mu);
             run_io(r);
             pthread_mutex_lock(&r->mu);
             r->io = 3;
-        } else if (r->next_chunk < b->n_chunks) {
-            size_t c = r->next_chunk++;
-            job jb = {r->field, r->name, b, r->idt};
-            pthread_mutex_unlock(&r->mu);
-            run_chunk(&jb, &b->chunks[c], w);
-            pthread_mutex_lock(&r->mu);
-            r->chunks_done++;
-        } else if (r->chunks_done == b->n_chunks && r->io != 2 && !r->finishing) {
-            /* b's pieces are all done, and no other thread touches b, next
-             * or prev until this one publishes the next block */
+            r->next_ready = !b->last && !r->fill_failed;
+        } else if (b->chunks_done == b->n_chunks && r->io != 2 && !r->finishing) {
+            /* b's pieces are all done; the other threads may only encode
+             * chunks of the next block until this one moves on */
             r->finishing = 1;
             pthread_mutex_unlock(&r->mu);
             int stop = run_finish(r);
@@ -697,6 +699,13 @@ static void run_thread(run *r, worker *w)
             r->stop = stop;
             if (!stop)
                 run_advance(r);
+        } else if (take) {
+            size_t c = take->next_chunk++;
+            job jb = {r->field, r->name, take, r->idt};
+            pthread_mutex_unlock(&r->mu);
+            run_chunk(&jb, &take->chunks[c], w);
+            pthread_mutex_lock(&r->mu);
+            take->chunks_done++;
         } else {
             pthread_cond_wait(&r->cv, &r->mu);
             continue;
