@@ -47,3 +47,4 @@ if(_type STREQUAL "SHARED_LIBRARY")
   set_tests_properties(test_install PROPERTIES TIMEOUT 300 LABELS "install;nosan"
     ENVIRONMENT "CC=${CMAKE_C_COMPILER};CMAKE=${CMAKE_COMMAND}")
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/tokenize_cli.cmake)

@@ -29,3 +29,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; } ||
     echo "deps: chromium could not be installed: the HTML report's browser test will be skipped" >&2
 fi
+# libFuzzer (fuzz/run.sh) is part of clang's runtime: Debian 12 ships it in
+# libclang-rt-14-dev, which clang only recommends.
+if command -v clang >/dev/null &&
+   ! ls "$(clang -print-resource-dir)"/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1; then
+  echo "deps: installing libclang-rt-dev (libFuzzer)"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libclang-rt-dev >/dev/null
+fi

@@ -44,5 +44,9 @@ if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 exitcode=66" \
     run_config tsan -L engine -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEPHON_SANITIZE=thread \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+  # libFuzzer targets (fuzz/, docs/fuzzing.md): built with clang, 15 s each
+  echo "=== [fuzz] fuzz/run.sh 15"
+  fuzz/run.sh 15
+  summary+=("fuzz: 5 targets, 15 s each, no failure")
 fi
 printf '%s\n' "${summary[@]}"
