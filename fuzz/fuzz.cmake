@@ -1,7 +1,7 @@
 # fuzz/fuzz.cmake - libFuzzer targets (ASan + UBSan), built when
 # -DZEPHON_FUZZ=ON with clang; fuzz/run.sh configures build/fuzz and runs
 # them (docs/fuzzing.md). include()d from the top-level CMakeLists.txt after
-# the library's sources (ZEPHON_SOURCES) are listed.
+# the library's sources (ZEPHON_SOURCES, ZEPHON_UTIL_SOURCES) are listed.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang" OR NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "ZEPHON_FUZZ=ON needs clang (libFuzzer): configure with "
                       "-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++, or run fuzz/run.sh")
@@ -14,7 +14,7 @@ set(ZP_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # (fuzzer-no-link) and sanitizers, into a static library the targets link:
 # the targets call internal functions (format loaders, record parser) that a
 # shared libzephon does not export.
-add_library(zephon_fuzz_lib STATIC EXCLUDE_FROM_ALL ${ZEPHON_SOURCES})
+add_library(zephon_fuzz_lib STATIC EXCLUDE_FROM_ALL ${ZEPHON_SOURCES} ${ZEPHON_UTIL_SOURCES})
 target_include_directories(zephon_fuzz_lib
   PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_compile_definitions(zephon_fuzz_lib PUBLIC _GNU_SOURCE)
