@@ -281,6 +281,14 @@ static zp_status start(zp_pipeline *p)
     zp_worksource_get_state(p->ws, &p->resume);
     p->per_rank = zp_worksource_samples_per_rank(p->ws);
 
+    /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
+     * a count that would wrap it, instead of delivering nothing. */
+    if (p->cfg.epochs && (uint64_t)p->resume.epoch + p->cfg.epochs > UINT32_MAX) {
+        zpi_err_set(&p->fatal, ZP_ERR_INVALID,
+                    "epochs = %u from start epoch %u: runs past the last epoch %u",
+                    (unsigned)p->cfg.epochs, (unsigned)p->resume.epoch, (unsigned)UINT32_MAX - 1);
+        return zpi_err_copy(&p->err, &p->fatal);
+    }
     size_t rows = p->cfg.microbatch_size, cols = p->tok ? p->cfg.seq_len + 1 : 0;
     p->q_ready = 1;
     zp_status st = zpi_outq_init(&p->q, p->cfg.prefetch_batches + 2, rows, cols);

@@ -647,6 +647,40 @@ static void test_pipeline_resume_continues_identically(void **state)
     zp_worksource_destroy(ws);
 }
 
+/* Epochs counted from a late start epoch must not wrap the engine's 32-bit
+ * end epoch (it delivered nothing, ending as if done). */
+static void test_pipeline_epochs_past_the_last_epoch(void **state)
+{
+    fixture *f = *state;
+    run_cfg r = default_run();
+    zp_worksource *ws;
+    zp_pipeline *p = make_pipeline(f, &r, &ws);
+    zp_pipeline_destroy(p); /* only to get a worksource configured alike */
+    zp_worksource_state st;
+    zp_worksource_get_state(ws, &st);
+    st.epoch = UINT32_MAX - 1;
+    st.position = 0;
+    assert_int_equal(zp_worksource_set_state(ws, &st), ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.microbatch_size = r.microbatch;
+    pc.epochs = 2;
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_INVALID);
+    const char *m = zp_pipeline_errmsg(p);
+    if (!strstr(m, "epochs = 2 from start epoch 4294967294"))
+        fail_msg("message '%s'", m);
+    zp_pipeline_destroy(p);
+    /* one epoch from there is fine */
+    pc.epochs = 1;
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_OK);
+    assert_int_equal(b->samples[0].epoch, UINT32_MAX - 1);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+}
+
 /* The message of the last error contains `want` (and never ends in an
  * empty colon). */
 static void assert_msg(const zp_pipeline *p, const char *want)
@@ -948,6 +982,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_map_error_reported),
         cmocka_unit_test(test_pipeline_resume_continues_identically),
         cmocka_unit_test(test_pipeline_rejects_bad_settings),
+        cmocka_unit_test(test_pipeline_epochs_past_the_last_epoch),
         cmocka_unit_test(test_pipeline_concat_tokens_in_equal_tokens_out),
         cmocka_unit_test(test_pipeline_pad_mode_one_doc_per_row),
         cmocka_unit_test(test_pipeline_tokens_deterministic_across_threads),

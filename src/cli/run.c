@@ -301,7 +301,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
 
     zp_status st = zp_worksource_create(ds, &o->ws, &ws);
     if (st != ZP_OK) {
-        const char *msg = zp_dataset_errmsg(ds);
+        const char *msg = ws ? zp_worksource_errmsg(ws) : "";
         fprintf(stderr, "zephon run: worksource: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
                 msg);
         goto out;
