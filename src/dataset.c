@@ -80,14 +80,12 @@ struct zp_dataset {
 
 void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
 {
-    if (!ds || !ds->cfg.log)
+    if (!ds)
         return;
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    zpi_vfmt(buf, sizeof buf, fmt, ap);
+    zpi_vlog(ds->cfg.log, ds->cfg.log_user, lvl, fmt, ap);
     va_end(ap);
-    ds->cfg.log(ds->cfg.log_user, lvl, buf);
 }
 
 static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)

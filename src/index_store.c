@@ -34,14 +34,10 @@ static void store_log(const zpi_index_store *st, zp_log_level lvl, const char *f
 
 static void store_log(const zpi_index_store *st, zp_log_level lvl, const char *fmt, ...)
 {
-    if (!st->log)
-        return;
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    zpi_vfmt(buf, sizeof buf, fmt, ap);
+    zpi_vlog(st->log, st->log_user, lvl, fmt, ap);
     va_end(ap);
-    st->log(st->log_user, lvl, buf);
 }
 
 zp_status zpi_index_store_create(const char *dir, zp_log_fn log, void *log_user,

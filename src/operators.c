@@ -33,14 +33,10 @@ zpi_json *zpi_worker_json(zpi_worker *w, zpi_chunk *c)
 
 void zpi_op_log(const zpi_op_env *env, zp_log_level lvl, const char *fmt, ...)
 {
-    if (!env->log)
-        return;
-    char buf[ZPI_ERRMAX + 64];
     va_list ap;
     va_start(ap, fmt);
-    zpi_vfmt(buf, sizeof buf, fmt, ap);
+    zpi_vlog(env->log, env->log_user, lvl, fmt, ap);
     va_end(ap);
-    env->log(env->log_user, lvl, buf);
 }
 
 void zpi_op_bad_record(const zpi_op_env *env, zpi_chunk *c, size_t i, zp_status st,

@@ -294,3 +294,38 @@ void zpi_buf_free(zpi_buf *b)
     b->p = NULL;
     b->len = b->cap = 0;
 }
+
+void zpi_vlog(zp_log_fn fn, void *user, zp_log_level lvl, const char *fmt, va_list ap)
+{
+    if (!fn)
+        return;
+    char buf[2048];
+    zpi_vfmt(buf, sizeof buf, fmt, ap);
+    fn(user, lvl, buf);
+}
+
+void zpi_log(zp_log_fn fn, void *user, zp_log_level lvl, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    zpi_vlog(fn, user, lvl, fmt, ap);
+    va_end(ap);
+}
+
+long zpi_read_full(int fd, void *buf, size_t want)
+{
+    char *b = buf;
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = read(fd, b + got, want - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (long)got;
+}

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zephon/common.h"
+
 /* Monotonic clock in seconds / nanoseconds. */
 double zpi_now(void);
 uint64_t zpi_now_ns(void);
@@ -28,6 +30,17 @@ static inline uint64_t zpi_mix64(uint64_t x)
 
 /* A keyed hash of two words. */
 static inline uint64_t zpi_hash2(uint64_t a, uint64_t b) { return zpi_mix64(a ^ zpi_mix64(b + 0x9e3779b97f4a7c15ULL)); }
+
+/* Formats a message (at most 2 KiB, truncated) and hands it to a log
+ * callback; nothing when fn is NULL. The one copy behind every handle's
+ * printf-style log helper. */
+void zpi_vlog(zp_log_fn fn, void *user, zp_log_level lvl, const char *fmt, va_list ap);
+void zpi_log(zp_log_fn fn, void *user, zp_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* read() that retries on EINTR and short reads until want bytes or end of
+ * file: the bytes read, or -1 with errno. */
+long zpi_read_full(int fd, void *buf, size_t want);
 
 /* strdup that returns NULL on failure (and for NULL). */
 char *zpi_strdup(const char *s);

@@ -124,24 +124,6 @@ typedef struct input {
     int short_read;   /* the last read() gave less than asked (a pipe or terminal) */
 } input;
 
-/* read() that retries on EINTR; fills up to want bytes unless EOF. */
-static ssize_t read_some(int fd, char *buf, size_t want)
-{
-    size_t got = 0;
-    while (got < want) {
-        ssize_t r = read(fd, buf + got, want - got);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 /* One read() (retried on EINTR): what is available now, 0 at EOF. */
 static ssize_t read_once(input *in, char *buf, size_t want)
 {
@@ -175,7 +157,7 @@ static int input_open(input *in, int fd, const char *name)
         fprintf(stderr, "zephon tokenize: out of memory\n");
         return -1;
     }
-    ssize_t r = read_some(fd, in->zbuf, 4);
+    ssize_t r = zpi_read_full(fd, in->zbuf, 4);
     if (r < 0) {
         fprintf(stderr, "zephon tokenize: %s: read error: %s\n", name, strerror(errno));
         return -1;
