@@ -15,6 +15,7 @@ if(TARGET zephon_mpi)
   if(MPIEXEC_EXECUTABLE)
     add_test(NAME test_cli_signals_mpi
       COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_signals_mpi.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
-    set_tests_properties(test_cli_signals_mpi PROPERTIES TIMEOUT 180 LABELS "cli;mpi")
+    # times how fast every rank stops: run alone, not beside another MPI test
+    set_tests_properties(test_cli_signals_mpi PROPERTIES TIMEOUT 180 LABELS "cli;mpi" RUN_SERIAL TRUE)
   endif()
 endif()
