@@ -23,8 +23,10 @@ static void pins_release(zpi_shard_cache *cache, pinset *ps)
     ps->n = 0;
 }
 
+/* Pins `shard` into ps (a no-op when it is there). wait 0: when another
+ * task is loading it, *out is NULL and nothing is pinned. */
 static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps, uint32_t shard,
-                          const zpi_shard **out, char *err, size_t errcap)
+                          int wait, const zpi_shard **out, char *err, size_t errcap)
 {
     for (int i = 0; i < ps->n; i++)
         if (ps->idx[i] == shard) {
@@ -35,7 +37,11 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps
         pins_release(cache, ps);
     int loaded = 0;
     uint64_t t0 = ot ? zpi_now_ns() : 0;
-    zp_status st = zpi_shard_cache_get(cache, shard, out, &loaded, err, errcap);
+    zp_status st = wait ? zpi_shard_cache_get(cache, shard, out, &loaded, err, errcap)
+                        : zpi_shard_cache_get_unless_loading(cache, shard, out, &loaded, err,
+                                                             errcap);
+    if (st == ZP_OK && !*out)
+        return ZP_OK;
     if (ot) {
         ps->cache_end_ns = zpi_now_ns();
         uint64_t dt = ps->cache_end_ns - t0;
@@ -76,11 +82,23 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         }
     }
     pinset ps = {.n = 0, .cache_end_ns = 0};
+    /* First pin the chunk's shards (up to the pin set's size) that no other
+     * task is loading, loading those not cached: tasks that start together
+     * (the first chunks of a shuffle block need all its shards) then decode
+     * different shards in parallel instead of one loading while the others
+     * wait for it. An error is left for the loop below, which meets it in
+     * stream order. */
+    for (size_t i = 0; i < c->n && ps.n < 16; i++) {
+        const zpi_shard *sh;
+        if (pins_get(env->cache, ot, &ps, c->samples[i].shard, 0, &sh, err, sizeof err) != ZP_OK)
+            break;
+    }
+    ps.cache_end_ns = 0;
     uint64_t t_rec = ot ? zpi_now_ns() : 0, bytes = 0;
     for (size_t i = 0; i < c->n && c->err.code == ZP_OK; i++) {
         const zp_sample *s = &c->samples[i];
         const zpi_shard *sh;
-        zp_status st = pins_get(env->cache, ot, &ps, s->shard, &sh, err, sizeof err);
+        zp_status st = pins_get(env->cache, ot, &ps, s->shard, 1, &sh, err, sizeof err);
         if (st != ZP_OK) {
             zpi_chunk_fail(c, st, "%s", err);
             break;

@@ -239,8 +239,24 @@ static zp_status check_loaded(const zp_dataset *ds, uint32_t index, const zpi_sh
     return ZP_OK;
 }
 
+static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
+                           int *loaded, char *err, size_t errcap);
+
 zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shard **out,
                               int *loaded, char *err, size_t errcap)
+{
+    return cache_get(c, index, 1, out, loaded, err, errcap);
+}
+
+zp_status zpi_shard_cache_get_unless_loading(zpi_shard_cache *c, uint32_t index,
+                                             const zpi_shard **out, int *loaded, char *err,
+                                             size_t errcap)
+{
+    return cache_get(c, index, 0, out, loaded, err, errcap);
+}
+
+static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
+                           int *loaded, char *err, size_t errcap)
 {
     if (loaded)
         *loaded = 0;
@@ -266,6 +282,10 @@ zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shar
         }
         if (s->state == SLOT_EMPTY)
             break;
+        if (!wait) { /* LOADING by another thread: the caller does something else */
+            pthread_mutex_unlock(&c->mu);
+            return ZP_OK;
+        }
         pthread_cond_wait(&c->cv, &c->mu); /* LOADING by another thread */
     }
     s->state = SLOT_LOADING;

@@ -9,7 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -257,6 +259,70 @@ static void test_concurrent_load_once(void **state)
         pthread_barrier_destroy(&go);
         zpi_shard_cache_destroy(c);
     }
+}
+
+/* A load that blocks: shard 1's file replaced by a FIFO, whose open()
+ * waits for a writer. */
+typedef struct blocked_load {
+    zpi_shard_cache *c;
+    zp_status st;
+    char err[512];
+} blocked_load;
+
+static void *blocked_main(void *arg)
+{
+    blocked_load *b = arg;
+    const zpi_shard *sh;
+    b->st = zpi_shard_cache_get(b->c, 1, &sh, NULL, b->err, sizeof b->err);
+    return NULL;
+}
+
+/* zpi_shard_cache_get_unless_loading() returns at once, pinning nothing,
+ * while another thread loads the shard (without it, the first fetch tasks
+ * of a shuffle block wait for each other's loads instead of decoding other
+ * shards); a shard no one loads it loads and pins as the waiting get does.
+ * Without the non-waiting branch, this test blocks until ctest's timeout. */
+static void test_get_unless_loading(void **state)
+{
+    fixture *f = *state;
+    zpi_shard_cache *c = mk(f->ds, 1 << 30, 0, NULL);
+    char *p = zpt_path(f->dir, "s1.jsonl.zst");
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    blocked_load b = {c, ZP_ERR_INTERNAL, ""};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, blocked_main, &b), 0);
+    zpi_shard_cache_stats st;
+    do { /* the load of shard 1 has begun (its slot is LOADING) */
+        usleep(1000);
+        zpi_shard_cache_stats_get(c, &st);
+    } while (st.misses == 0);
+    const zpi_shard *sh = (const zpi_shard *)1;
+    int loaded = -1;
+    char err[512] = "";
+    assert_int_equal(zpi_shard_cache_get_unless_loading(c, 1, &sh, &loaded, err, sizeof err),
+                     ZP_OK);
+    assert_null(sh);
+    assert_int_equal(loaded, 0);
+    /* shard 0: loaded and pinned */
+    assert_int_equal(zpi_shard_cache_get_unless_loading(c, 0, &sh, &loaded, err, sizeof err),
+                     ZP_OK);
+    assert_non_null(sh);
+    assert_int_equal(loaded, 1);
+    assert_int_equal(sh->n_records, N_RECORDS);
+    zpi_shard_cache_put(c, 0);
+    /* let the blocked load go on: it fails (not a regular file) */
+    int w = open(p, O_WRONLY);
+    assert_true(w >= 0);
+    pthread_join(th, NULL);
+    close(w);
+    assert_int_equal(b.st, ZP_ERR_IO);
+    assert_non_null(strstr(b.err, "not a regular file"));
+    zpi_shard_cache_stats_get(c, &st);
+    assert_int_equal(st.loads_failed, 1);
+    assert_int_equal(st.misses, 2);
+    zpi_shard_cache_destroy(c);
+    free(p);
 }
 
 static void test_failed_load_each_time(void **state)
@@ -561,6 +627,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pinned_not_evicted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repinned_not_evicted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_load_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_unless_loading, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_load_each_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_shard_decoded_once, setup, teardown),

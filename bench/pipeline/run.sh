@@ -3,6 +3,8 @@
 #   bench/pipeline/run.sh [BUILD_DIR] [DATASET_MANIFEST]
 # Without a dataset, generates bench/out/e2e-real: 200 MB of the tokenizer
 # benchmark's English-heavy text (needs node), in 8 jsonl.zst shards.
+# The manifest has hashes, so every load checks its shard (as real runs
+# with `zephon index --hash` do). ROUNDS=N: medians of N rounds (default 5).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
@@ -21,7 +23,7 @@ if [[ -z $M ]]; then
     node bench/tokenizer/gen_text.mjs "$D/all.jsonl" 200 >/dev/null
     (cd "$D" && split -n l/8 -d -a 2 all.jsonl part- && rm all.jsonl &&
      for f in part-??; do zstd -q -3 --rm "$f" -o "$f.jsonl.zst"; done)
-    "$B/zephon" index -o "$M" "$D/*.jsonl.zst" >/dev/null
+    "$B/zephon" index --hash -o "$M" "$D/*.jsonl.zst" >/dev/null
   fi
 fi
-"$B/bench_e2e" "$M" "${ROUNDS:-3}"
+"$B/bench_e2e" "$M" "${ROUNDS:-5}"
