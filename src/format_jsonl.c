@@ -34,31 +34,13 @@
 
 #define READ_CHUNK ((size_t)1 << 20) /* bytes per read() */
 
-/* read() that retries on EINTR and short reads; -1 on error. */
-static ssize_t read_full(int fd, char *buf, size_t want)
-{
-    size_t got = 0;
-    while (got < want) {
-        ssize_t r = read(fd, buf + got, want - got);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
-/* read_full(), its time added to *t. On error the message names the shard
+/* zpi_read_full(), its time added to *t. On error the message names the shard
  * and the byte offset `at` where the read started. */
 static ssize_t timed_read(int fd, char *buf, size_t want, double *t, const char *name,
                           uint64_t at, char *err, size_t errcap)
 {
     double t0 = zpi_now();
-    ssize_t r = read_full(fd, buf, want);
+    ssize_t r = zpi_read_full(fd, buf, want);
     *t += zpi_now() - t0;
     if (r < 0) {
         int e = errno;
@@ -395,7 +377,7 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
     if (!src)
         return 0;
     double t0 = zpi_now();
-    ssize_t r = read_full(fd, src, csize);
+    ssize_t r = zpi_read_full(fd, src, csize);
     double t_read = zpi_now() - t0;
     unsigned long long dsize =
         r == (ssize_t)csize ? frames_content_size(src, csize) : ZSTD_CONTENTSIZE_ERROR;
