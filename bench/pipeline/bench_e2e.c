@@ -83,7 +83,7 @@ static void load_texts(zp_dataset *ds, texts *t)
     wc.shuffle = 0;
     zp_worksource *ws;
     if (zp_worksource_create(ds, &wc, &ws) != ZP_OK)
-        die("worksource", zp_dataset_errmsg(ds));
+        die("worksource", zp_worksource_errmsg(ws));
     zp_pipeline *p;
     zp_pipeline_create(ws, NULL, &p);
     const zp_batch *b;
