@@ -130,6 +130,12 @@ struct zp_cluster_report {
     uint32_t threads_min, threads_max;
     int ranks_per_node_min, ranks_per_node_max;
     char verdict[512];
+    /* a run cut short (zp_cluster_report_set_partial) */
+    int partial;
+    char partial_signal[32];       /* "" when no signal stopped it */
+    char partial_reason[256];
+    int partial_own_reason;        /* the reason was given, not made from the signal */
+    uint64_t partial_steps;
 };
 
 /* ---- mpi_util.c ---- */

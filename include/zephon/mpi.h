@@ -407,6 +407,25 @@ ZP_API zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_for
  * that failed; *errbuf (may be NULL) of errlen bytes gets the message. */
 ZP_API zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, char *errbuf, size_t errlen);
 
+/* Mark r as the report of a run that was cut short after `steps` steps
+ * (training steps: the batches every rank delivered). Local (the root, on a
+ * report it received). signal: the name of the signal that stopped the run
+ * ("SIGINT", "SIGTERM"; at most 31 bytes), or NULL when something else
+ * did; reason: the cause in words ("an output could not be written"), or
+ * NULL for "stopped by <signal>". Every format says so: the text starts
+ * with a "PARTIAL REPORT: ..." line, the JSON carries "partial": true,
+ * "signal" (only with a signal), "partial_reason" and "partial_steps" (a
+ * complete report: "partial": false), the CSV files start with a
+ * "# PARTIAL REPORT: ..." comment line, the HTML page shows a banner above
+ * everything else. Calling it again replaces the previous marking.
+ * ZP_ERR_INVALID when r is NULL or signal is longer than 31 bytes. */
+ZP_API zp_status zp_cluster_report_set_partial(zp_cluster_report *r, const char *signal,
+                                               const char *reason, uint64_t steps);
+/* 1 when r was marked partial; *signal, *reason (borrowed, may be NULL
+ * pointers to not ask) and *steps (may be NULL) as set. 0 otherwise. */
+ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **signal,
+                                     const char **reason, uint64_t *steps);
+
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
 

@@ -5,7 +5,6 @@
  * ranks in lock-step (zp_mpi_next: all stop at the same step, which token
  * packing needs); periodic report windows are gathered without blocking the
  * loop, and a final report is written with --report DIR. */
-#include <errno.h>
 #include <math.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,7 +14,6 @@
 #include <mpi.h>
 
 #include "run_opts.h"
-#include "util.h"
 #include "zephon/mpi.h"
 
 int zp_cli_under_mpi(void)
@@ -201,72 +199,6 @@ static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
     return every ? every : 1;
 }
 
-/* Prepends `head` to the file at path (after its leading whitespace and,
- * with after_brace, after its opening '{'), replacing it atomically; every
- * other byte stays as the report writer wrote it. 0, or -1 (message
- * printed). */
-static int insert_into(const char *path, const char *head, int after_brace)
-{
-    zpi_buf in = {0}, out = {0};
-    int rc = -1;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (zpi_buf_append(&in, chunk, n) != 0)
-            break;
-    int bad = ferror(f) || !feof(f);
-    fclose(f);
-    size_t at = 0;
-    while (at < in.len && (in.p[at] == ' ' || in.p[at] == '\n' || in.p[at] == '\t'))
-        at++;
-    if (bad || (after_brace && (at >= in.len || in.p[at++] != '{'))) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path,
-                bad ? "read error" : "not a JSON object");
-        goto out;
-    }
-    if (zpi_buf_append(&out, in.p, at) != 0 || zpi_buf_puts(&out, head) != 0 ||
-        zpi_buf_append(&out, in.p + at, in.len - at) != 0) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: out of memory\n", path);
-        goto out;
-    }
-    if (zpi_write_file_atomic(path, out.p, out.len) != 0) {
-        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path, strerror(errno));
-        goto out;
-    }
-    rc = 0;
-out:
-    zpi_buf_free(&in);
-    zpi_buf_free(&out);
-    return rc;
-}
-
-/* A report of a run that a signal (or a failed output) stopped:
- * report.json gets "partial": true, "signal" and "partial_steps" as its
- * first members, report.txt a first line saying so. 0, or -1 (message
- * printed). */
-static int mark_partial(const char *dir, int stop, uint64_t steps)
-{
-    char path[PATH_MAX], head[256];
-    int sig = stop != ZP_RUN_STOP_OUTPUT;
-    snprintf(path, sizeof path, "%s/report.json", dir);
-    snprintf(head, sizeof head, "\"partial\": true, %s%s%s\"partial_steps\": %llu, ",
-             sig ? "\"signal\": \"" : "", sig ? zp_run_signal_name(stop) : "", sig ? "\", " : "",
-             (unsigned long long)steps);
-    int rc = insert_into(path, head, 1);
-    snprintf(path, sizeof path, "%s/report.txt", dir);
-    snprintf(head, sizeof head, "PARTIAL REPORT: the run was stopped (%s) after %llu steps\n\n",
-             sig ? zp_run_signal_name(stop) : "an output could not be written",
-             (unsigned long long)steps);
-    if (insert_into(path, head, 0) != 0)
-        rc = -1;
-    return rc;
-}
-
 static int run_ranks(zp_run_opts *o, zp_mpi *m)
 {
     int rank = zp_mpi_rank(m);
@@ -320,13 +252,19 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
 
     zp_cluster_report *rep = r.final;
     if (rep) {
+        /* a run that a signal (or a failed output) stopped: every format
+         * of the report says so */
+        if (res.stop)
+            zp_cluster_report_set_partial(
+                rep, res.stop != ZP_RUN_STOP_OUTPUT ? zp_run_signal_name(res.stop) : NULL,
+                res.stop != ZP_RUN_STOP_OUTPUT ? NULL : "an output could not be written",
+                res.batches);
         if (o->report_dir) {
             char err[512];
             if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
                 fprintf(stderr, "zephon run: report: %s\n", err);
                 rc = 1;
-            } else if (res.stop && mark_partial(o->report_dir, res.stop, res.batches) != 0)
-                rc = 1;
+            }
         }
         if (!o->json) {
             char *text = NULL;

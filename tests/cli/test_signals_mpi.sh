@@ -3,7 +3,8 @@
 # signal that reaches one rank only: every rank stops at the same step
 # within a second (no rank left waiting in a collective), exits 128+signo,
 # its outputs end in complete lines, its metrics say partial, and the
-# report is written and marked partial.
+# report is written and marked partial in every format (txt, json, csv,
+# html).
 set -u
 Z=${1:?usage: test_signals_mpi.sh ZEPHON MPIRUN}
 MPIRUN=${2:-mpirun}
@@ -72,7 +73,12 @@ for sig in ${ZP_SIGNALS:-TERM INT}; do
   done
   check "SIG$sig: report.json written and marked partial" \
     'python3 -c "import json,sys; d=json.load(open(\"$T/rep/report.json\")); sys.exit(0 if d[\"partial\"] is True and d[\"signal\"]==\"SIG$sig\" and d[\"partial_steps\"]==$n0 else 1)"'
-  check "SIG$sig: report.txt says partial" 'head -1 "$T/rep/report.txt" | grep -q "PARTIAL"'
+  check "SIG$sig: report.txt starts with the partial line" \
+    'head -1 "$T/rep/report.txt" | grep -qx "PARTIAL REPORT: the run was stopped (SIG$sig) after $n0 steps"'
+  check "SIG$sig: report.csv and windows.csv start with a partial comment" \
+    'head -1 "$T/rep/report.csv" | grep -q "^# PARTIAL REPORT: .*(SIG$sig)" && head -1 "$T/rep/windows.csv" | grep -q "^# PARTIAL REPORT: .*(SIG$sig)"'
+  check "SIG$sig: report.html shows the partial banner" \
+    'grep -q "<div class=\"partial\" id=\"partial\">PARTIAL REPORT: the run was stopped (SIG$sig) after $n0 steps</div>" "$T/rep/report.html"'
   check "SIG$sig: rank 0 says another rank received it" 'grep -q "rank 0: stopping: another rank received SIG$sig" "$T/err"'
 done
 
