@@ -87,6 +87,10 @@ struct zp_mpi {
     zp_status step_final;         /* ZP_OK while running; ZP_END or the error after */
     char step_msg[ZPI_MPI_ERRMAX];
     uint64_t dropped;
+    /* votes carried by zp_mpi_next's agreement: this rank's, and the
+     * maximum over ranks at the last agreement (zp_mpi_set_vote) */
+    int64_t vote_local[ZP_MPI_VOTE_COUNT], vote_all[ZP_MPI_VOTE_COUNT];
+    int stop_rank; /* lowest rank whose stop vote was the agreed one; -1 */
     double sync_seconds;
 
     /* reports */

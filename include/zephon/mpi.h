@@ -175,11 +175,15 @@ ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksour
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MINLOC of two
- * ints) so that all ranks take the same decision. Collective over comm;
+/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of three
+ * 64-bit integers: the ranks' states and votes) so that all ranks take the
+ * same decision. Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
  *         zp_pipeline_next);
+ *         ZP_END on every rank when any rank voted to stop
+ *         (zp_mpi_set_vote(ZP_MPI_VOTE_STOP): zp_mpi_stop_reason() then
+ *         says why; the batches held are not delivered);
  *         ZP_END on every rank as soon as any rank's stream ended (token
  *         packing gives ranks different batch counts: all ranks stop at the
  *         shortest; a batch a rank held is not delivered and is counted in
@@ -193,6 +197,33 @@ ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksour
  *         ...)"). Once it returned ZP_END or an error, later calls return
  *         the same without communicating. */
 ZP_API zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
+
+/* Values the ranks agree on at every zp_mpi_next, in the same collective
+ * (no extra communication): each rank sets its own (local; kept until set
+ * again), and after each zp_mpi_next every rank reads the maximum over
+ * ranks at that step (zp_mpi_vote). Once zp_mpi_next returned ZP_END or
+ * an error, the votes no longer change. */
+typedef enum zp_mpi_vote_kind {
+    /* > 0: stop at the next step: zp_mpi_next returns ZP_END on every
+     * rank (an error on any rank still wins). The value is the caller's
+     * reason (e.g. a signal number); the largest wins. */
+    ZP_MPI_VOTE_STOP = 0,
+    /* the caller's own: no effect on delivery (e.g. 1 when a rank's report
+     * window failed, so that every rank stops starting windows together) */
+    ZP_MPI_VOTE_USER = 1,
+    ZP_MPI_VOTE_COUNT
+} zp_mpi_vote_kind;
+
+/* Set this rank's vote (negative values count as 0). Local. ZP_ERR_INVALID
+ * for a bad kind. */
+ZP_API zp_status zp_mpi_set_vote(zp_mpi *m, zp_mpi_vote_kind kind, int64_t value);
+/* The maximum of the ranks' votes at the last zp_mpi_next (0 before the
+ * first, or for a bad kind). Local. */
+ZP_API int64_t zp_mpi_vote(const zp_mpi *m, zp_mpi_vote_kind kind);
+/* The agreed stop reason when zp_mpi_next ended the stream on a stop vote
+ * (the largest ZP_MPI_VOTE_STOP), else 0; *rank (may be NULL): the lowest
+ * rank that voted that reason, -1 when none. Local. */
+ZP_API int64_t zp_mpi_stop_reason(const zp_mpi *m, int *rank);
 
 /* Batches this rank held but did not deliver because another rank ended
  * first (see zp_mpi_next). */

@@ -14,7 +14,11 @@
 #     rank fails with the same message naming that rank and the shard, no hang;
 #  7. a shard changed after `zephon index --hash` (one letter of a text
 #     value: still valid JSON, same size): every rank fails with the hash
-#     mismatch, naming the rank that loaded it and the shard, no hang.
+#     mismatch, naming the rank that loaded it and the shard, no hang;
+#  8. a report window that fails on one rank only (injected): every rank
+#     stops starting windows at the same step (a vote carried by the
+#     lock-step agreement), the run completes and writes its final report,
+#     no hang.
 set -u
 Z=${1:?usage: test_mpi_cli.sh ZEPHON MPIRUN}
 MPIRUN=${2:-mpirun}
@@ -150,6 +154,20 @@ lines=$(grep -c "^zephon run: .*: rank [0-9]*: shard 'shard-00003.jsonl': conten
 named=$(grep -o "^zephon run: [^:]*: rank [0-9]*:" "$T/hash.err" | sort -u | wc -l)
 check "every rank says hash mismatch, naming the rank and the shard ($lines lines, $named distinct)" \
   '[[ $lines -eq 3 && $named -eq 1 ]]' || cat "$T/hash.err"
+
+# 8. a rank-local report window failure (ZEPHON_TEST_REPORT_FAIL_RANK)
+"$Z" gen --out "$T/w" --shards 4 --samples-per-shard 200 --seed 3 >/dev/null || { echo "FAIL - gen"; exit 1; }
+for fr in 0 2; do
+  rm -rf "$T/wrep"
+  ZEPHON_TEST_REPORT_FAIL_RANK=$fr run -x ZEPHON_TEST_REPORT_FAIL_RANK -np 3 "$Z" run "$T/w/manifest.json" \
+    --quiet --threads 1 --microbatch 2 --report-every 4 --report "$T/wrep" > "$T/win.out" 2> "$T/win.err"
+  rc=$?
+  check "report window failing on rank $fr only: the run completes (rc $rc, not a timeout)" '[[ $rc -eq 0 ]]' || cat "$T/win.err"
+  check "report window failing on rank $fr: said once, by that rank" \
+    '[[ $(grep -c "report window: failure injected" "$T/win.err") -eq 1 ]] && grep -q "^zephon run: rank $fr: report window: failure injected" "$T/win.err"'
+  check "report window failing on rank $fr: final report written, windows stopped early" \
+    'python3 -c "import json,sys; d=json.load(open(\"$T/wrep/report.json\")); w=len(d[\"windows\"][\"t_end_s\"]); sys.exit(0 if d[\"kind\"]==\"final\" and 1 <= w < 10 else 1)"'
+done
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
