@@ -130,7 +130,8 @@ ZP_API zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg
  * zp_mpi_agree's extra settings). The manifest holds absolute paths (or
  * URLs) and the shard names rank 0 was given (zp_dataset_manifest_json with
  * no folder): every rank's shard names are rank 0's, and no rank writes a
- * file. cfg may be NULL (defaults; it should
+ * file. Content hashes from rank 0's manifests travel with it: every rank
+ * checks them as it loads each shard. cfg may be NULL (defaults; it should
  * be equal on every rank). On any rank's failure every rank gets the error
  * with the failing rank named. Where the data came from (rank 0's specs: a
  * manifest or folder as an absolute path, a glob as given, or "N
