@@ -39,6 +39,7 @@ typedef struct mpi_run {
      * completed report window as failed, a rank-local failure */
     int fail_rank;
     int stopped; /* the agreed stop reason (hook_stop) */
+    int voted;   /* this rank's own stop reason, once it had one */
 } mpi_run;
 
 static void say(const mpi_run *r, const char *fmt, const char *detail)
@@ -76,10 +77,11 @@ static int hook_stop(void *user, int local)
     mpi_run *r = user;
     if (r->stopped)
         return r->stopped;
-    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_STOP, local);
-    int rank = -1;
-    int all = (int)zp_mpi_stop_reason(r->m, &rank);
-    if (all && all != local) {
+    if (local)
+        r->voted = local;
+    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_STOP, r->voted);
+    int all = (int)zp_mpi_stop_reason(r->m, NULL);
+    if (all && all != r->voted) {
         if (all == ZP_RUN_STOP_OUTPUT)
             fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
                             "output\n", zp_mpi_rank(r->m));

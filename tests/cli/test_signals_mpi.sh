@@ -80,6 +80,7 @@ for sig in ${ZP_SIGNALS:-TERM INT}; do
   check "SIG$sig: report.html shows the partial banner" \
     'grep -q "<div class=\"partial\" id=\"partial\">PARTIAL REPORT: the run was stopped (SIG$sig) after $n0 steps</div>" "$T/rep/report.html"'
   check "SIG$sig: rank 0 says another rank received it" 'grep -q "rank 0: stopping: another rank received SIG$sig" "$T/err"'
+  check "SIG$sig: rank 1 does not say another rank did" '! grep -q "rank 1: stopping: another rank" "$T/err"'
 done
 
 # SIGINT to mpirun itself (Ctrl-C): Open MPI's mpirun sends SIGTERM to every
@@ -102,6 +103,18 @@ for r in 0 1; do
 done
 check "SIGINT to mpirun: report written, marked partial" \
   'python3 -c "import json,sys; d=json.load(open(\"$T/rep/report.json\")); sys.exit(0 if d[\"partial\"] is True else 1)"'
+
+# an output that fails on rank 1 only (its --emit-ids file is /dev/full):
+# every rank stops at the same step, exit 1, the report says why
+rm -rf "$T/rep" "$T/ids"; mkdir "$T/ids"; ln -s /dev/full "$T/ids/rank-1.ids"
+timeout 60 "$MPIRUN" --oversubscribe --bind-to none -np 2 "$Z" run "$M" --quiet --threads 1 \
+  --microbatch 4 --emit-ids "$T/ids" --report "$T/rep" > "$T/out" 2> "$T/err"
+rc=$?
+check "output failing on rank 1: exit 1 ($rc)" '[[ $rc -eq 1 ]]'
+check "output failing on rank 1: rank 1 names its file, rank 0 says another rank" \
+  'grep -q "cannot write .*rank-1.ids" "$T/err" && grep -q "rank 0: stopping: another rank could not write an output" "$T/err" && ! grep -q "rank 1: stopping: another rank" "$T/err"'
+check "output failing on rank 1: every report file says partial, why" \
+  'head -1 "$T/rep/report.txt" | grep -q "^PARTIAL REPORT: the run was stopped (an output could not be written)" && head -1 "$T/rep/report.csv" | grep -q "^# PARTIAL REPORT" && grep -q "id=\"partial\"" "$T/rep/report.html" && python3 -c "import json,sys; d=json.load(open(\"$T/rep/report.json\")); sys.exit(0 if d[\"partial\"] is True and \"signal\" not in d and d[\"partial_reason\"]==\"an output could not be written\" else 1)"'
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
