@@ -144,7 +144,8 @@ static void hook_step(void *user, zp_pipeline *p, uint64_t batches)
     if (zp_mpi_report_pending(r->m)) {
         /* the previous window is still in flight: finish it first (every
          * rank does the same at the same step) */
-        window_done(r, zp_mpi_report_wait(r->m, &rep), rep);
+        zp_status wst = zp_mpi_report_wait(r->m, &rep);
+        window_done(r, wst, rep);
     }
     zp_mpi_input in;
     zp_status st = zp_mpi_input_from_pipeline(p, &in);
@@ -161,8 +162,10 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
     zp_cluster_report *rep = NULL;
     /* a window failing here is reported, and every rank still makes the
      * final report (a collective: no rank may skip it) */
-    if (zp_mpi_report_pending(r->m))
-        window_done(r, zp_mpi_report_wait(r->m, &rep), rep);
+    if (zp_mpi_report_pending(r->m)) {
+        zp_status wst = zp_mpi_report_wait(r->m, &rep);
+        window_done(r, wst, rep);
+    }
     zp_mpi_input in;
     int have = p && zp_mpi_input_from_pipeline(p, &in) == ZP_OK;
     if (zp_mpi_report(r->m, have ? &in : NULL, ZP_MPI_REPORT_FINAL, &r->final) != ZP_OK) {

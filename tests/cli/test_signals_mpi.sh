@@ -21,6 +21,12 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
 "$Z" gen --out "$T/ds" --shards 4 --samples-per-shard 2000 --format jsonl >/dev/null || { echo "FAIL - gen"; exit 1; }
 M="$T/ds/manifest.json"
+# Under AddressSanitizer a process's end (MPI_Finalize, the leak check with
+# full stacks) takes seconds on a loaded machine: the bounds on the
+# processes' end are wider there; the stop itself (the report written) is
+# bounded the same in every build.
+end_ms=2000; mpirun_ms=3000
+if ldd "$Z" 2>/dev/null | grep -q libasan; then end_ms=10000; mpirun_ms=12000; fi
 
 # a process that has not exited (a zombie not yet reaped by mpirun has)
 alive() { [[ -e /proc/$1 ]] && ! grep -q "^State:.*Z" /proc/$1/status 2>/dev/null; }
@@ -51,19 +57,25 @@ for sig in ${ZP_SIGNALS:-TERM INT}; do
   t0=$(date +%s%N)
   pid0=$(rank_pid $mp 0)
   kill -s $sig "$pid"
-  for _ in $(seq 200); do alive $pid || alive $pid0 || break; sleep 0.05; done
+  for _ in $(seq 200); do [[ -s "$T/rep/report.json" ]] && break; sleep 0.02; done
+  ts=$(date +%s%N)
+  for _ in $(seq 400); do alive $pid || alive $pid0 || break; sleep 0.05; done
   tr=$(date +%s%N)
   for _ in $(seq 100); do kill -0 $mp 2>/dev/null || break; sleep 0.1; done
   t1=$(date +%s%N)
   ms=$(( (tr - t0) / 1000000 ))
   # the ranks also gather and write the final report before they end
-  check "SIG$sig to rank 1: both ranks ended within 2 s (${ms} ms)" '[[ $ms -lt 2000 ]]'
+  sms=$(( (ts - t0) / 1000000 ))
+  check "SIG$sig to rank 1: every rank stopped and the report was written within 1.5 s (${sms} ms)" '[[ $sms -lt 1500 ]]'
+  check "SIG$sig to rank 1: both ranks ended within $((end_ms / 1000)) s (${ms} ms)" '[[ $ms -lt $end_ms ]]'
   kill -0 $mp 2>/dev/null && { bad "SIG$sig: mpirun still running after 10 s"; kill -9 $mp; }
   wait $mp; rc=$?
   ms=$(( (t1 - t0) / 1000000 ))
   # mpirun's own start and stop take part of this; the ranks stop at the next step
-  check "SIG$sig to rank 1: mpirun done within 3 s (${ms} ms)" '[[ $ms -lt 3000 ]]'
-  check "SIG$sig to rank 1: exit $want ($rc)" '[[ $rc -eq $want ]]'
+  check "SIG$sig to rank 1: mpirun done within $((mpirun_ms / 1000)) s (${ms} ms)" '[[ $ms -lt $mpirun_ms ]]'
+  # (under ASan a rank still in its leak check when the other exits may be
+  # ended by mpirun, which then reports 1)
+  check "SIG$sig to rank 1: exit $want ($rc)" '[[ $rc -eq $want || ( $end_ms -gt 2000 && $rc -eq 1 ) ]]'
   n0=$(wc -l < "$T/d.txt.rank-0"); n1=$(wc -l < "$T/d.txt.rank-1")
   check "SIG$sig: both ranks stopped at the same step ($n0, $n1) before the end" '[[ $n0 -eq $n1 && $n0 -ge 1 && $n0 -lt 1000 ]]'
   check "SIG$sig: digests end in complete lines" '[[ -z $(tail -c1 "$T/d.txt.rank-0") && -z $(tail -c1 "$T/d.txt.rank-1") ]]'
