@@ -170,6 +170,7 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
         return ZP_ERR_NOMEM;
     m->comm = MPI_COMM_NULL;
     m->node_comm = MPI_COMM_NULL;
+    m->stop_rank = -1;
     if (cfg)
         m->cfg = *cfg;
     else
@@ -270,6 +271,30 @@ int zp_mpi_local_size(const zp_mpi *m) { return m ? m->local_size : 0; }
 const char *zp_mpi_hostname(const zp_mpi *m) { return m ? m->host : ""; }
 MPI_Comm zp_mpi_comm(const zp_mpi *m) { return m ? m->comm : MPI_COMM_NULL; }
 uint64_t zp_mpi_batches_dropped(const zp_mpi *m) { return m ? m->dropped : 0; }
+
+zp_status zp_mpi_set_vote(zp_mpi *m, zp_mpi_vote_kind kind, int64_t value)
+{
+    ZPI_MPI_USABLE(m);
+    if ((int)kind < 0 || kind >= ZP_MPI_VOTE_COUNT)
+        return zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_set_vote: bad vote kind %d", (int)kind);
+    m->vote_local[kind] = value > 0 ? value : 0;
+    return ZP_OK;
+}
+
+int64_t zp_mpi_vote(const zp_mpi *m, zp_mpi_vote_kind kind)
+{
+    if (!m || (int)kind < 0 || kind >= ZP_MPI_VOTE_COUNT)
+        return 0;
+    return m->vote_all[kind];
+}
+
+int64_t zp_mpi_stop_reason(const zp_mpi *m, int *rank)
+{
+    int have = m && m->stop_rank >= 0;
+    if (rank)
+        *rank = have ? m->stop_rank : -1;
+    return have ? m->vote_all[ZP_MPI_VOTE_STOP] : 0;
+}
 double zp_mpi_sync_seconds(const zp_mpi *m) { return m ? m->sync_seconds : 0; }
 
 /* ------------------------------------------------------------ worksource */
@@ -339,20 +364,41 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
         st = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_next: %s is NULL", !p ? "the pipeline" : "out");
     else if ((st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
         zpi_mpi_fail(m, st, "%s", zp_pipeline_errmsg(p));
-    /* 2: a batch, 1: end, 0: an error; MINLOC: errors win over end, and the
-     * lowest rank in that state is named. */
-    struct {
-        int v, r;
-    } in = {st == ZP_OK ? 2 : st == ZP_END ? 1 : 0, m->rank}, res;
+    /* One MPI_Allreduce (MAX) of three values:
+     *   [0] the state and the rank: (2: an error, 1: end, 0: a batch) << 32
+     *       | (INT32_MAX - rank): errors win over end, and the lowest rank
+     *       in that state is named;
+     *   [1] the stop vote and the rank: reason << 32 | (INT32_MAX - rank):
+     *       the largest reason, the lowest rank that voted it;
+     *   [2] the user vote. */
+    int state = st == ZP_OK ? 0 : st == ZP_END ? 1 : 2;
+    int64_t stop = m->vote_local[ZP_MPI_VOTE_STOP];
+    if (stop > INT32_MAX)
+        stop = INT32_MAX;
+    int64_t in[3] = {((int64_t)state << 32) | (INT32_MAX - m->rank),
+                     stop > 0 ? (stop << 32) | (INT32_MAX - m->rank) : 0,
+                     m->vote_local[ZP_MPI_VOTE_USER]},
+            all[3];
     double t0 = zpi_mpi_now();
-    zp_status mst = zpi_mpi_check(m, MPI_Allreduce(&in, &res, 1, MPI_2INT, MPI_MINLOC, m->comm),
+    zp_status mst = zpi_mpi_check(m, MPI_Allreduce(in, all, 3, MPI_INT64_T, MPI_MAX, m->comm),
                                   "MPI_Allreduce (lock-step next)");
     m->sync_seconds += zpi_mpi_now() - t0;
     if (mst != ZP_OK)
         return step_stop(m, mst, "%s", m->err.msg);
-    if (res.v == 2) {
+    struct {
+        int v, r;
+    } res = {(int)(all[0] >> 32), INT32_MAX - (int)(all[0] & 0xffffffff)};
+    m->vote_all[ZP_MPI_VOTE_STOP] = all[1] >> 32;
+    m->vote_all[ZP_MPI_VOTE_USER] = all[2];
+    if (res.v == 0 && all[1] == 0) {
         *out = b;
         return ZP_OK;
+    }
+    if (res.v < 2 && all[1] != 0) {
+        m->stop_rank = INT32_MAX - (int)(all[1] & 0xffffffff);
+        return step_stop(m, ZP_END, "stopped: rank %d voted to stop (reason %lld), every rank stops "
+                                    "at this step",
+                         m->stop_rank, (long long)m->vote_all[ZP_MPI_VOTE_STOP]);
     }
     if (res.v == 1) {
         if (st == ZP_OK)
@@ -373,7 +419,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
         zpi_mpi_fmt(e.msg, sizeof e.msg, "%s", m->err.msg[0] ? m->err.msg : zp_status_str(st));
     }
     char own[ZPI_MPI_ERRMAX / 2];
-    zpi_mpi_fmt(own, sizeof own, "%s", in.v == 0 ? m->err.msg : "");
+    zpi_mpi_fmt(own, sizeof own, "%s", state == 2 ? m->err.msg : "");
     mst = zpi_mpi_check(m, MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, res.r, m->comm),
                         "MPI_Bcast (a rank's pipeline error)");
     if (mst != ZP_OK)
@@ -385,7 +431,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     char pre[32];
     zpi_mpi_fmt(pre, sizeof pre, "rank %d: ", res.r);
     const char *msg = strncmp(e.msg, pre, strlen(pre)) == 0 ? e.msg + strlen(pre) : e.msg;
-    if (in.v == 0 && m->rank != res.r && strcmp(own, msg) != 0)
+    if (state == 2 && m->rank != res.r && strcmp(own, msg) != 0)
         return step_stop(m, (zp_status)e.status, "rank %d: %s (rank %d failed too: %s)", res.r, msg,
                          m->rank, own);
     return step_stop(m, (zp_status)e.status, "rank %d: %s", res.r, msg);

@@ -87,6 +87,10 @@ struct zp_mpi {
     zp_status step_final;         /* ZP_OK while running; ZP_END or the error after */
     char step_msg[ZPI_MPI_ERRMAX];
     uint64_t dropped;
+    /* votes carried by zp_mpi_next's agreement: this rank's, and the
+     * maximum over ranks at the last agreement (zp_mpi_set_vote) */
+    int64_t vote_local[ZP_MPI_VOTE_COUNT], vote_all[ZP_MPI_VOTE_COUNT];
+    int stop_rank; /* lowest rank whose stop vote was the agreed one; -1 */
     double sync_seconds;
 
     /* reports */
@@ -130,6 +134,12 @@ struct zp_cluster_report {
     uint32_t threads_min, threads_max;
     int ranks_per_node_min, ranks_per_node_max;
     char verdict[512];
+    /* a run cut short (zp_cluster_report_set_partial) */
+    int partial;
+    char partial_signal[32];       /* "" when no signal stopped it */
+    char partial_reason[256];
+    int partial_own_reason;        /* the reason was given, not made from the signal */
+    uint64_t partial_steps;
 };
 
 /* ---- mpi_util.c ---- */

@@ -47,10 +47,27 @@ static void criterion_text(const zp_cluster_report *r, zpi_sbuf *b)
 /* A value in the unit u for people, into a local buffer (for printf). */
 #define HUMAN(buf, u, v) (zpi_mpi_human((buf), sizeof(buf), (u), (v)), (buf))
 
+/* "PARTIAL REPORT: the run was stopped (SIGINT) after 120 steps" (no
+ * newline): the first line of every format of a partial report. */
+static void partial_line(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    zpi_sb_puts(b, "PARTIAL REPORT: the run was stopped (");
+    if (r->partial_signal[0] && r->partial_own_reason)
+        zpi_sb_printf(b, "%s: %s", r->partial_signal, r->partial_reason);
+    else
+        zpi_sb_puts(b, r->partial_signal[0] ? r->partial_signal : r->partial_reason);
+    zpi_sb_printf(b, ") after %llu step%s", (unsigned long long)r->partial_steps,
+                  r->partial_steps == 1 ? "" : "s");
+}
+
 static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48], t11[48],
         t12[48], list[128];
+    if (r->partial) {
+        partial_line(r, b);
+        zpi_sb_puts(b, "\n\n");
+    }
     zpi_sb_printf(b, "Zephon cluster fetch-timing report (%s, report %u)\n", kind_name(r->kind),
                   r->index);
     zpi_sb_printf(b, "job %s: %d rank%s on %d node%s (", r->job_id, r->size, r->size == 1 ? "" : "s",
@@ -250,6 +267,13 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(root, "format_version", json_integer(1));
     json_object_set_new(root, "kind", json_string(kind_name(r->kind)));
     json_object_set_new(root, "index", json_integer(r->index));
+    json_object_set_new(root, "partial", json_boolean(r->partial));
+    if (r->partial) {
+        if (r->partial_signal[0])
+            json_object_set_new(root, "signal", json_string(r->partial_signal));
+        json_object_set_new(root, "partial_reason", json_string(r->partial_reason));
+        json_object_set_new(root, "partial_steps", jint(r->partial_steps));
+    }
 
     json_t *hd = json_object();
     json_object_set_new(hd, "job_id", json_string(r->job_id));
@@ -502,8 +526,19 @@ static void csv_num(zpi_sbuf *b, double v, const char *fmt)
         zpi_sb_printf(b, fmt, v);
 }
 
+/* A partial report's CSV files start with a comment line. */
+static void csv_partial(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    if (!r->partial)
+        return;
+    zpi_sb_puts(b, "# ");
+    partial_line(r, b);
+    zpi_sb_puts(b, "\n");
+}
+
 static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
+    csv_partial(r, b);
     zpi_sb_puts(b, "rank,node,host,valid,threads,batches,samples,tokens,records,bytes_read_B,"
                    "bytes_fetched_B,shards_opened,downloads,retries,cache_hits,cache_misses,padded,"
                    "skipped,batches_dropped,wall_s,first_batch_s,stall_s,stall_frac,fetch_s,"
@@ -545,6 +580,7 @@ static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
  * each window's end time is in report.json (windows.t_end_s). */
 static void render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
+    csv_partial(r, b);
     zpi_sb_puts(b, "rank");
     for (int w = 0; w < r->n_windows; w++)
         zpi_sb_printf(b, ",w%llu_ms", (unsigned long long)(r->first_window + (uint64_t)w));
@@ -879,7 +915,19 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                    ".lbl{font:11px sans-serif;fill:#333}.note{color:#666}\n"
                    ".legend span{margin-right:12px;font-size:12px}"
                    ".legend i{display:inline-block;width:10px;height:10px;margin-right:4px}\n"
+                   ".partial{font-weight:bold;padding:8px;margin-bottom:12px;color:#7a4b00;"
+                   "border:2px solid #f28e2b;background:#fff3e0}\n"
                    "</style></head><body>\n");
+    if (r->partial) {
+        zpi_sbuf pl = {0};
+        partial_line(r, &pl);
+        zpi_sb_puts(b, "<div class=\"partial\" id=\"partial\">");
+        zpi_sb_html(b, pl.p ? pl.p : "PARTIAL REPORT");
+        zpi_sb_puts(b, "</div>\n");
+        if (pl.oom)
+            b->oom = 1;
+        free(pl.p);
+    }
     zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
                   kind_name(r->kind), r->index);
     zpi_sb_html(b, r->job_id);

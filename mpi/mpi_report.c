@@ -856,4 +856,36 @@ double zp_cluster_report_window_fetch(const zp_cluster_report *r, int w, int i)
         return NAN;
     return (double)r->win[(size_t)w * (size_t)r->size + (size_t)i];
 }
+zp_status zp_cluster_report_set_partial(zp_cluster_report *r, const char *signal,
+                                        const char *reason, uint64_t steps)
+{
+    if (!r || (signal && strlen(signal) >= sizeof r->partial_signal))
+        return ZP_ERR_INVALID;
+    r->partial = 1;
+    r->partial_steps = steps;
+    r->partial_own_reason = reason != NULL;
+    snprintf(r->partial_signal, sizeof r->partial_signal, "%s", signal ? signal : "");
+    if (reason)
+        zpi_mpi_fmt(r->partial_reason, sizeof r->partial_reason, "%s", reason);
+    else if (signal)
+        zpi_mpi_fmt(r->partial_reason, sizeof r->partial_reason, "stopped by %s", signal);
+    else
+        zpi_mpi_fmt(r->partial_reason, sizeof r->partial_reason, "stopped");
+    return ZP_OK;
+}
+
+int zp_cluster_report_partial(const zp_cluster_report *r, const char **signal, const char **reason,
+                              uint64_t *steps)
+{
+    if (!r || !r->partial)
+        return 0;
+    if (signal)
+        *signal = r->partial_signal[0] ? r->partial_signal : NULL;
+    if (reason)
+        *reason = r->partial_reason;
+    if (steps)
+        *steps = r->partial_steps;
+    return 1;
+}
+
 const char *zp_cluster_report_verdict(const zp_cluster_report *r) { return r ? r->verdict : ""; }

@@ -816,6 +816,12 @@ static zp_status manifest_json(zp_dataset *ds, int with_hash, const char *base_d
         e[i].samples = s->samples;
         if (with_hash && (st = hash_file(ds, s, &e[i].xxh64)) == ZP_OK)
             e[i].has_xxh64 = 1;
+        /* the folder-independent form (the one the MPI layer broadcasts)
+         * keeps a hash known from a manifest, so every reader checks it */
+        if (!with_hash && !base_dir && s->has_hash) {
+            e[i].xxh64 = s->xxh64;
+            e[i].has_xxh64 = 1;
+        }
     }
     if (st == ZP_OK)
         st = zpi_manifest_render(e, ds->n, what, &ds->err, out, out_len);

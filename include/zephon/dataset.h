@@ -143,7 +143,9 @@ ZP_API zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int
  * canonical absolute paths, and every shard
  * name that differs from the path written is kept as "name" -- read back
  * (zp_dataset_add_manifest_json) it gives the same names, counts and
- * fingerprint wherever it is read. The MPI layer broadcasts this form.
+ * fingerprint wherever it is read, and a content hash known from a
+ * manifest is kept (even with with_hash 0), so every reader checks it.
+ * The MPI layer broadcasts this form.
  * OUT: *out, caller owns; release with free(). On error *out is NULL. */
 ZP_API zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *base_dir, char **out,
                                    size_t *len);

@@ -130,7 +130,8 @@ ZP_API zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg
  * zp_mpi_agree's extra settings). The manifest holds absolute paths (or
  * URLs) and the shard names rank 0 was given (zp_dataset_manifest_json with
  * no folder): every rank's shard names are rank 0's, and no rank writes a
- * file. cfg may be NULL (defaults; it should
+ * file. Content hashes from rank 0's manifests travel with it: every rank
+ * checks them as it loads each shard. cfg may be NULL (defaults; it should
  * be equal on every rank). On any rank's failure every rank gets the error
  * with the failing rank named. Where the data came from (rank 0's specs: a
  * manifest or folder as an absolute path, a glob as given, or "N
@@ -175,11 +176,15 @@ ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksour
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MINLOC of two
- * ints) so that all ranks take the same decision. Collective over comm;
+/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of three
+ * 64-bit integers: the ranks' states and votes) so that all ranks take the
+ * same decision. Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
  *         zp_pipeline_next);
+ *         ZP_END on every rank when any rank voted to stop
+ *         (zp_mpi_set_vote(ZP_MPI_VOTE_STOP): zp_mpi_stop_reason() then
+ *         says why; the batches held are not delivered);
  *         ZP_END on every rank as soon as any rank's stream ended (token
  *         packing gives ranks different batch counts: all ranks stop at the
  *         shortest; a batch a rank held is not delivered and is counted in
@@ -193,6 +198,33 @@ ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksour
  *         ...)"). Once it returned ZP_END or an error, later calls return
  *         the same without communicating. */
 ZP_API zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
+
+/* Values the ranks agree on at every zp_mpi_next, in the same collective
+ * (no extra communication): each rank sets its own (local; kept until set
+ * again), and after each zp_mpi_next every rank reads the maximum over
+ * ranks at that step (zp_mpi_vote). Once zp_mpi_next returned ZP_END or
+ * an error, the votes no longer change. */
+typedef enum zp_mpi_vote_kind {
+    /* > 0: stop at the next step: zp_mpi_next returns ZP_END on every
+     * rank (an error on any rank still wins). The value is the caller's
+     * reason (e.g. a signal number); the largest wins. */
+    ZP_MPI_VOTE_STOP = 0,
+    /* the caller's own: no effect on delivery (e.g. 1 when a rank's report
+     * window failed, so that every rank stops starting windows together) */
+    ZP_MPI_VOTE_USER = 1,
+    ZP_MPI_VOTE_COUNT
+} zp_mpi_vote_kind;
+
+/* Set this rank's vote (negative values count as 0). Local. ZP_ERR_INVALID
+ * for a bad kind. */
+ZP_API zp_status zp_mpi_set_vote(zp_mpi *m, zp_mpi_vote_kind kind, int64_t value);
+/* The maximum of the ranks' votes at the last zp_mpi_next (0 before the
+ * first, or for a bad kind). Local. */
+ZP_API int64_t zp_mpi_vote(const zp_mpi *m, zp_mpi_vote_kind kind);
+/* The agreed stop reason when zp_mpi_next ended the stream on a stop vote
+ * (the largest ZP_MPI_VOTE_STOP), else 0; *rank (may be NULL): the lowest
+ * rank that voted that reason, -1 when none. Local. */
+ZP_API int64_t zp_mpi_stop_reason(const zp_mpi *m, int *rank);
 
 /* Batches this rank held but did not deliver because another rank ended
  * first (see zp_mpi_next). */
@@ -406,6 +438,25 @@ ZP_API zp_status zp_cluster_report_render(const zp_cluster_report *r, zp_mpi_for
  * into dir (created if missing, with its parents). ZP_ERR_IO names the file
  * that failed; *errbuf (may be NULL) of errlen bytes gets the message. */
 ZP_API zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, char *errbuf, size_t errlen);
+
+/* Mark r as the report of a run that was cut short after `steps` steps
+ * (training steps: the batches every rank delivered). Local (the root, on a
+ * report it received). signal: the name of the signal that stopped the run
+ * ("SIGINT", "SIGTERM"; at most 31 bytes), or NULL when something else
+ * did; reason: the cause in words ("an output could not be written"), or
+ * NULL for "stopped by <signal>". Every format says so: the text starts
+ * with a "PARTIAL REPORT: ..." line, the JSON carries "partial": true,
+ * "signal" (only with a signal), "partial_reason" and "partial_steps" (a
+ * complete report: "partial": false), the CSV files start with a
+ * "# PARTIAL REPORT: ..." comment line, the HTML page shows a banner above
+ * everything else. Calling it again replaces the previous marking.
+ * ZP_ERR_INVALID when r is NULL or signal is longer than 31 bytes. */
+ZP_API zp_status zp_cluster_report_set_partial(zp_cluster_report *r, const char *signal,
+                                               const char *reason, uint64_t steps);
+/* 1 when r was marked partial; *signal, *reason (borrowed, may be NULL
+ * pointers to not ask) and *steps (may be NULL) as set. 0 otherwise. */
+ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **signal,
+                                     const char **reason, uint64_t *steps);
 
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);

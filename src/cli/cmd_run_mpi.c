@@ -5,7 +5,6 @@
  * ranks in lock-step (zp_mpi_next: all stop at the same step, which token
  * packing needs); periodic report windows are gathered without blocking the
  * loop, and a final report is written with --report DIR. */
-#include <errno.h>
 #include <math.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,7 +14,6 @@
 #include <mpi.h>
 
 #include "run_opts.h"
-#include "util.h"
 #include "zephon/mpi.h"
 
 int zp_cli_under_mpi(void)
@@ -33,10 +31,15 @@ typedef struct mpi_run {
     zp_mpi *m;
     zp_run_opts *o;
     uint64_t every;      /* report window every N steps */
-    MPI_Comm comm;       /* the command's duplicate of MPI_COMM_WORLD (stop votes) */
     zp_cluster_report *final;
+    /* a report window failed on this rank: voted (ZP_MPI_VOTE_USER) at the
+     * next step, so that every rank stops starting windows at the same step */
     int report_failed;
+    /* ZEPHON_TEST_REPORT_FAIL_RANK=R (tests): rank R takes its first
+     * completed report window as failed, a rank-local failure */
+    int fail_rank;
     int stopped; /* the agreed stop reason (hook_stop) */
+    int voted;   /* this rank's own stop reason, once it had one */
 } mpi_run;
 
 static void say(const mpi_run *r, const char *fmt, const char *detail)
@@ -61,21 +64,24 @@ static int hook_start(void *user, zp_pipeline *p)
     return st != ZP_OK;
 }
 
-/* Every rank takes the same decision to stop before a step: one
- * MPI_Allreduce (MAX) of the ranks' stop reasons (0, a signal number, or
- * ZP_RUN_STOP_OUTPUT), on the command's own communicator, so that a rank
- * that was signalled (or whose output failed) never leaves the others
- * waiting in the lock-step zp_mpi_next. An MPI failure stops the run as an
- * output failure would. */
+/* Every rank takes the same decision to stop at a step, with no collective
+ * of its own: this rank's stop reason (0, a signal number, or
+ * ZP_RUN_STOP_OUTPUT) and whether a report window failed here are votes
+ * carried by zp_mpi_next's one MPI_Allreduce (ZP_MPI_VOTE_STOP takes the
+ * largest reason, ZP_MPI_VOTE_USER the report flag), so that a rank that
+ * was signalled (or whose output failed) never leaves the others waiting
+ * in a collective. When a stop vote ended the stream (hook_next returned
+ * ZP_END), the run asks once more and gets the agreed reason. */
 static int hook_stop(void *user, int local)
 {
     mpi_run *r = user;
     if (r->stopped)
         return r->stopped;
-    int all = 0;
-    if (MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MAX, r->comm) != MPI_SUCCESS)
-        all = ZP_RUN_STOP_OUTPUT;
-    if (all && all != local) {
+    if (local)
+        r->voted = local;
+    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_STOP, r->voted);
+    int all = (int)zp_mpi_stop_reason(r->m, NULL);
+    if (all && all != r->voted) {
         if (all == ZP_RUN_STOP_OUTPUT)
             fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
                             "output\n", zp_mpi_rank(r->m));
@@ -90,6 +96,7 @@ static int hook_stop(void *user, int local)
 static zp_status hook_next(void *user, zp_pipeline *p, const zp_batch **out)
 {
     mpi_run *r = user;
+    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_USER, r->report_failed);
     return zp_mpi_next(r->m, p, out);
 }
 
@@ -100,40 +107,49 @@ static const char *hook_errmsg(void *user, zp_pipeline *p)
     return zp_mpi_errmsg(r->m);
 }
 
-/* A window report completed: the root keeps it in the handle's history (the
- * heatmap); nothing to print. */
-static void window_done(mpi_run *r, zp_cluster_report *rep)
+/* A window report completed (st ZP_OK) or failed: the root keeps a
+ * completed one in the handle's history (the heatmap); nothing to print. A
+ * failure is said and voted at the next step (hook_next). */
+static void window_done(mpi_run *r, zp_status st, zp_cluster_report *rep)
 {
-    (void)r;
+    if (st == ZP_OK && r->fail_rank == zp_mpi_rank(r->m)) {
+        r->fail_rank = -1;
+        st = ZP_ERR_INTERNAL;
+        say(r, "report window: %s", "failure injected by ZEPHON_TEST_REPORT_FAIL_RANK");
+    } else if (st != ZP_OK)
+        say(r, "report window: %s", zp_mpi_errmsg(r->m));
+    if (st != ZP_OK)
+        r->report_failed = 1;
     zp_cluster_report_destroy(rep);
 }
 
+/* The report windows. Whether to start one is decided only from what every
+ * rank agreed on (the step count and the voted report flag), never from a
+ * rank-local failure, so every rank starts the same windows at the same
+ * steps: a rank whose test or wait failed sets report_failed, which is
+ * voted at the next step, and until then it keeps starting windows with
+ * the others. */
 static void hook_step(void *user, zp_pipeline *p, uint64_t batches)
 {
     mpi_run *r = user;
     zp_cluster_report *rep = NULL;
     if (zp_mpi_report_pending(r->m)) {
         int done = 0;
-        if (zp_mpi_report_test(r->m, &done, &rep) != ZP_OK) {
-            say(r, "report window: %s", zp_mpi_errmsg(r->m));
-            r->report_failed = 1;
-        } else if (done)
-            window_done(r, rep);
+        zp_status st = zp_mpi_report_test(r->m, &done, &rep);
+        if (st != ZP_OK || done)
+            window_done(r, st, rep);
     }
-    if (r->report_failed || batches % r->every != 0)
+    if (zp_mpi_vote(r->m, ZP_MPI_VOTE_USER) || batches % r->every != 0)
         return;
     if (zp_mpi_report_pending(r->m)) {
         /* the previous window is still in flight: finish it first (every
          * rank does the same at the same step) */
-        if (zp_mpi_report_wait(r->m, &rep) != ZP_OK) {
-            say(r, "report window: %s", zp_mpi_errmsg(r->m));
-            r->report_failed = 1;
-            return;
-        }
-        window_done(r, rep);
+        zp_status wst = zp_mpi_report_wait(r->m, &rep);
+        window_done(r, wst, rep);
     }
     zp_mpi_input in;
     zp_status st = zp_mpi_input_from_pipeline(p, &in);
+    /* started on every rank: a failure here is an MPI failure */
     if (zp_mpi_report_start(r->m, st == ZP_OK ? &in : NULL, ZP_MPI_REPORT_WINDOW) != ZP_OK) {
         say(r, "report window: %s", zp_mpi_errmsg(r->m));
         r->report_failed = 1;
@@ -144,12 +160,11 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
 {
     mpi_run *r = user;
     zp_cluster_report *rep = NULL;
+    /* a window failing here is reported, and every rank still makes the
+     * final report (a collective: no rank may skip it) */
     if (zp_mpi_report_pending(r->m)) {
-        if (zp_mpi_report_wait(r->m, &rep) != ZP_OK) {
-            say(r, "report window: %s", zp_mpi_errmsg(r->m));
-            return 1;
-        }
-        window_done(r, rep);
+        zp_status wst = zp_mpi_report_wait(r->m, &rep);
+        window_done(r, wst, rep);
     }
     zp_mpi_input in;
     int have = p && zp_mpi_input_from_pipeline(p, &in) == ZP_OK;
@@ -201,72 +216,6 @@ static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
     return every ? every : 1;
 }
 
-/* Prepends `head` to the file at path (after its leading whitespace and,
- * with after_brace, after its opening '{'), replacing it atomically; every
- * other byte stays as the report writer wrote it. 0, or -1 (message
- * printed). */
-static int insert_into(const char *path, const char *head, int after_brace)
-{
-    zpi_buf in = {0}, out = {0};
-    int rc = -1;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (zpi_buf_append(&in, chunk, n) != 0)
-            break;
-    int bad = ferror(f) || !feof(f);
-    fclose(f);
-    size_t at = 0;
-    while (at < in.len && (in.p[at] == ' ' || in.p[at] == '\n' || in.p[at] == '\t'))
-        at++;
-    if (bad || (after_brace && (at >= in.len || in.p[at++] != '{'))) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: %s\n", path,
-                bad ? "read error" : "not a JSON object");
-        goto out;
-    }
-    if (zpi_buf_append(&out, in.p, at) != 0 || zpi_buf_puts(&out, head) != 0 ||
-        zpi_buf_append(&out, in.p + at, in.len - at) != 0) {
-        fprintf(stderr, "zephon run: cannot mark '%s' partial: out of memory\n", path);
-        goto out;
-    }
-    if (zpi_write_file_atomic(path, out.p, out.len) != 0) {
-        fprintf(stderr, "zephon run: cannot write '%s': %s\n", path, strerror(errno));
-        goto out;
-    }
-    rc = 0;
-out:
-    zpi_buf_free(&in);
-    zpi_buf_free(&out);
-    return rc;
-}
-
-/* A report of a run that a signal (or a failed output) stopped:
- * report.json gets "partial": true, "signal" and "partial_steps" as its
- * first members, report.txt a first line saying so. 0, or -1 (message
- * printed). */
-static int mark_partial(const char *dir, int stop, uint64_t steps)
-{
-    char path[PATH_MAX], head[256];
-    int sig = stop != ZP_RUN_STOP_OUTPUT;
-    snprintf(path, sizeof path, "%s/report.json", dir);
-    snprintf(head, sizeof head, "\"partial\": true, %s%s%s\"partial_steps\": %llu, ",
-             sig ? "\"signal\": \"" : "", sig ? zp_run_signal_name(stop) : "", sig ? "\", " : "",
-             (unsigned long long)steps);
-    int rc = insert_into(path, head, 1);
-    snprintf(path, sizeof path, "%s/report.txt", dir);
-    snprintf(head, sizeof head, "PARTIAL REPORT: the run was stopped (%s) after %llu steps\n\n",
-             sig ? zp_run_signal_name(stop) : "an output could not be written",
-             (unsigned long long)steps);
-    if (insert_into(path, head, 0) != 0)
-        rc = -1;
-    return rc;
-}
-
 static int run_ranks(zp_run_opts *o, zp_mpi *m)
 {
     int rank = zp_mpi_rank(m);
@@ -299,16 +248,17 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
         return 1;
     }
 
-    mpi_run r = {.m = m, .o = o};
+    mpi_run r = {.m = m, .o = o, .fail_rank = -1};
+    const char *fr = getenv("ZEPHON_TEST_REPORT_FAIL_RANK");
+    if (fr && *fr)
+        r.fail_rank = atoi(fr);
     r.every = o->report_every ? o->report_every : auto_every(o, ds);
-    MPI_Comm_dup(MPI_COMM_WORLD, &r.comm);
     zp_run_hooks hooks = {&r, hook_start, hook_stop, hook_next, hook_errmsg, hook_step, hook_finish};
     o->hooks = &hooks;
     zp_run_result res;
     zp_run_signals_install();
     int rc = zp_run_pipeline(o, ds, &res);
     o->hooks = NULL;
-    MPI_Comm_free(&r.comm);
     if (rc == 0 || res.stop)
         zp_run_print(o, &res);
     if (rc == 0 && zp_mpi_batches_dropped(m))
@@ -320,13 +270,19 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
 
     zp_cluster_report *rep = r.final;
     if (rep) {
+        /* a run that a signal (or a failed output) stopped: every format
+         * of the report says so */
+        if (res.stop)
+            zp_cluster_report_set_partial(
+                rep, res.stop != ZP_RUN_STOP_OUTPUT ? zp_run_signal_name(res.stop) : NULL,
+                res.stop != ZP_RUN_STOP_OUTPUT ? NULL : "an output could not be written",
+                res.batches);
         if (o->report_dir) {
             char err[512];
             if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
                 fprintf(stderr, "zephon run: report: %s\n", err);
                 rc = 1;
-            } else if (res.stop && mark_partial(o->report_dir, res.stop, res.batches) != 0)
-                rc = 1;
+            }
         }
         if (!o->json) {
             char *text = NULL;

@@ -379,8 +379,12 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             break;
         }
         st = hk ? hk->next(hk->user, p, &b) : zp_pipeline_next(p, &b);
-        if (st == ZP_END)
+        if (st == ZP_END) {
+            /* the ranks' stop vote may have ended the stream: its reason */
+            if (hk && (stop = hk->stop(hk->user, stop)) != 0)
+                res->stop = stop;
             break;
+        }
         if (st != ZP_OK)
             goto perr;
         if (res->batches == 0)

@@ -28,9 +28,10 @@ typedef struct zp_run_hooks {
     void *user;
     /* before the first batch; nonzero: stop the run (rc 1) */
     int (*start)(void *user, zp_pipeline *p);
-    /* before each step: agree on whether to stop. local is this rank's
-     * reason (0: go on; a signal number; ZP_RUN_STOP_OUTPUT); returns the
-     * reason every rank takes (the same on every rank). */
+    /* before each step, and once more when next returned ZP_END: agree on
+     * whether to stop. local is this rank's reason (0: go on; a signal
+     * number; ZP_RUN_STOP_OUTPUT); returns the reason every rank takes
+     * (the same on every rank). */
     int (*stop)(void *user, int local);
     /* replaces zp_pipeline_next() */
     zp_status (*next)(void *user, zp_pipeline *p, const zp_batch **out);

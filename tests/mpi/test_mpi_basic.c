@@ -644,6 +644,76 @@ static void test_error_reaches_every_rank(void **state)
     mpt_sync();
 }
 
+/* Votes carried by zp_mpi_next: the user vote is the maximum over ranks at
+ * every step; a stop vote set on the last rank only before step 3 ends the
+ * stream on every rank at that step (ZP_END, no batch), with the reason and
+ * the rank; an error on any rank still wins over a stop. */
+static void test_votes(void **state)
+{
+    (void)state;
+    static const size_t sz[] = {200, 200};
+    mpt_job j;
+    mpt_job_open(&j, "votes.json", sz, 2, -1);
+    zp_mpi *m = j.m;
+    MPT_CHECK(zp_mpi_set_vote(m, ZP_MPI_VOTE_COUNT, 1) == ZP_ERR_INVALID);
+    MPT_CHECK(zp_mpi_vote(m, ZP_MPI_VOTE_USER) == 0);
+    int rank = 7;
+    MPT_CHECK(zp_mpi_stop_reason(m, &rank) == 0 && rank == -1);
+    zp_worksource *ws = NULL;
+    MPT_CHECK(zp_mpi_worksource_create(m, j.ds, NULL, &ws) == ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = 1;
+    pc.microbatch_size = 2;
+    zp_pipeline *p = NULL;
+    MPT_CHECK(zp_pipeline_create(ws, &pc, &p) == ZP_OK);
+    const zp_batch *b;
+    zp_status st;
+    uint64_t steps = 0;
+    int last = mpt_size - 1;
+    for (;;) {
+        /* user vote: 10 x rank + step; the maximum is the last rank's */
+        MPT_CHECK(zp_mpi_set_vote(m, ZP_MPI_VOTE_USER, 10 * mpt_rank + (int64_t)steps) == ZP_OK);
+        if (steps == 3 && mpt_rank == last)
+            MPT_CHECK(zp_mpi_set_vote(m, ZP_MPI_VOTE_STOP, 15) == ZP_OK);
+        if ((st = zp_mpi_next(m, p, &b)) != ZP_OK)
+            break;
+        MPT_CHECK(zp_mpi_vote(m, ZP_MPI_VOTE_USER) == 10 * last + (int64_t)steps);
+        MPT_CHECK(zp_mpi_stop_reason(m, NULL) == 0);
+        steps++;
+    }
+    MPT_CHECK(st == ZP_END, "%s: %s", zp_status_str(st), zp_mpi_errmsg(m));
+    MPT_CHECK(steps == 3, "%llu steps", (unsigned long long)steps);
+    MPT_CHECK(zp_mpi_stop_reason(m, &rank) == 15 && rank == last, "rank %d", rank);
+    MPT_CHECK(zp_mpi_vote(m, ZP_MPI_VOTE_STOP) == 15);
+    MPT_CHECK(strstr(zp_mpi_errmsg(m), "voted to stop") != NULL, "'%s'", zp_mpi_errmsg(m));
+    /* it stays ended, without communicating */
+    MPT_CHECK(zp_mpi_next(m, p, &b) == ZP_END);
+    MPT_CHECK(zp_mpi_batches_dropped(m) == 0);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    mpt_job_close(&j);
+
+    /* an error on one rank wins over a stop vote on another */
+    static const size_t sz2[] = {30, 30};
+    mpt_job_open(&j, "votes_bad.json", sz2, 2, 0); /* the first record */
+    m = j.m;
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = 0;
+    MPT_CHECK(zp_mpi_worksource_create(m, j.ds, &wc, &ws) == ZP_OK);
+    MPT_CHECK(zp_pipeline_create(ws, &pc, &p) == ZP_OK);
+    if (mpt_size > 1 && mpt_rank == last)
+        MPT_CHECK(zp_mpi_set_vote(m, ZP_MPI_VOTE_STOP, 2) == ZP_OK);
+    st = zp_mpi_next(m, p, &b);
+    MPT_CHECK(st == ZP_ERR_FORMAT, "%s: %s", zp_status_str(st), zp_mpi_errmsg(m));
+    MPT_CHECK(zp_mpi_stop_reason(m, NULL) == 0);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    mpt_job_close(&j);
+    mpt_sync();
+}
+
 int main(int argc, char **argv)
 {
     mpt_init(&argc, &argv);
@@ -657,6 +727,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reduction_exact),
         cmocka_unit_test(test_lockstep_tokens),
         cmocka_unit_test(test_error_reaches_every_rank),
+        cmocka_unit_test(test_votes),
     };
     return mpt_finish(cmocka_run_group_tests_name("mpi_basic", tests, NULL, NULL));
 }

@@ -11,7 +11,14 @@
 #  4. token packing: every rank delivers the same number of batches;
 #  5. --report without mpirun (an MPI singleton) works;
 #  6. a corrupt shard: the rank that meets it stops every rank, and every
-#     rank fails with the same message naming that rank and the shard, no hang.
+#     rank fails with the same message naming that rank and the shard, no hang;
+#  7. a shard changed after `zephon index --hash` (one letter of a text
+#     value: still valid JSON, same size): every rank fails with the hash
+#     mismatch, naming the rank that loaded it and the shard, no hang;
+#  8. a report window that fails on one rank only (injected): every rank
+#     stops starting windows at the same step (a vote carried by the
+#     lock-step agreement), the run completes and writes its final report,
+#     no hang.
 set -u
 Z=${1:?usage: test_mpi_cli.sh ZEPHON MPIRUN}
 MPIRUN=${2:-mpirun}
@@ -122,6 +129,45 @@ lines=$(grep -c "^zephon run: .*: rank [0-9]*: shard 'shard-00003.jsonl.zst'" "$
 named=$(grep -o "^zephon run: [^:]*: rank [0-9]*:" "$T/bad.err" | sort -u | wc -l)
 check "every rank names the failing rank and the shard ($lines lines, $named distinct)" \
   '[[ $lines -eq 3 && $named -eq 1 ]]' || cat "$T/bad.err"
+
+# 7. a content hash mismatch under MPI: the manifest's xxh64 reaches every
+# rank (rank 0 broadcasts the dataset) and every load checks it
+"$Z" gen --out "$T/h" --shards 6 --samples-per-shard 100 --seed 3 --format jsonl >/dev/null || { echo "FAIL - gen"; exit 1; }
+rm -f "$T/h/manifest.json"
+"$Z" index --hash -o "$T/h/manifest.json" "$T/h" >/dev/null || { echo "FAIL - index --hash"; exit 1; }
+run -np 3 "$Z" run "$T/h/manifest.json" --quiet --threads 1 > "$T/hash0.out" 2> "$T/hash0.err"
+rc=$?
+check "hashed dataset, unchanged: runs (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/hash0.err"
+python3 - "$T/h/shard-00003.jsonl" <<'PY' || { echo "FAIL - flip"; exit 1; }
+import json, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+i = b.index(b'"text": "') + 9          # inside the first record's text value
+while not chr(b[i]).isalpha(): i += 1
+b[i] = ord('Q') if b[i] != ord('Q') else ord('R')
+open(p, 'wb').write(b)
+for line in b.decode().splitlines(): json.loads(line)   # still decodable
+PY
+run -np 3 "$Z" run "$T/h/manifest.json" --quiet --threads 1 > "$T/hash.out" 2> "$T/hash.err"
+rc=$?
+check "changed shard fails (rc $rc, not a timeout)" '[[ $rc -ne 0 && $rc -ne 124 ]]'
+lines=$(grep -c "^zephon run: .*: rank [0-9]*: shard 'shard-00003.jsonl': content hash mismatch" "$T/hash.err")
+named=$(grep -o "^zephon run: [^:]*: rank [0-9]*:" "$T/hash.err" | sort -u | wc -l)
+check "every rank says hash mismatch, naming the rank and the shard ($lines lines, $named distinct)" \
+  '[[ $lines -eq 3 && $named -eq 1 ]]' || cat "$T/hash.err"
+
+# 8. a rank-local report window failure (ZEPHON_TEST_REPORT_FAIL_RANK)
+"$Z" gen --out "$T/w" --shards 4 --samples-per-shard 200 --seed 3 >/dev/null || { echo "FAIL - gen"; exit 1; }
+for fr in 0 2; do
+  rm -rf "$T/wrep"
+  ZEPHON_TEST_REPORT_FAIL_RANK=$fr run -x ZEPHON_TEST_REPORT_FAIL_RANK -np 3 "$Z" run "$T/w/manifest.json" \
+    --quiet --threads 1 --microbatch 2 --report-every 4 --report "$T/wrep" > "$T/win.out" 2> "$T/win.err"
+  rc=$?
+  check "report window failing on rank $fr only: the run completes (rc $rc, not a timeout)" '[[ $rc -eq 0 ]]' || cat "$T/win.err"
+  check "report window failing on rank $fr: said once, by that rank" \
+    '[[ $(grep -c "report window: failure injected" "$T/win.err") -eq 1 ]] && grep -q "^zephon run: rank $fr: report window: failure injected" "$T/win.err"'
+  check "report window failing on rank $fr: final report written, windows stopped early" \
+    'python3 -c "import json,sys; d=json.load(open(\"$T/wrep/report.json\")); w=len(d[\"windows\"][\"t_end_s\"]); sys.exit(0 if d[\"kind\"]==\"final\" and 1 <= w < 10 else 1)"'
+done
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -10,7 +10,9 @@
  *    straggler gets the darkest colour though the first window was 8x
  *    slower on every rank;
  *  - the report files stay within the bound docs/report.md states, at
- *    1,000 ranks, 256 windows and 100,000 shards.
+ *    1,000 ranks, 256 windows and 100,000 shards;
+ *  - a report marked partial (zp_cluster_report_set_partial) says so in
+ *    every format and every file; a complete one says "partial": false.
  * `test_mpi_report --write DIR [RANKS]` writes a simulated report (600
  * ranks by default) into DIR for the browser test (test_report_browser.sh).
  */
@@ -205,6 +207,98 @@ static void test_size_bound(void **state)
     zp_cluster_report_destroy(r);
 }
 
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *s = calloc(1, 1 << 22);
+    assert_non_null(s);
+    size_t n = fread(s, 1, (1 << 22) - 1, f);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static void test_partial_every_format(void **state)
+{
+    (void)state;
+    zp_sim_opts o = {8, 6, 10, -1, 0};
+    zp_cluster_report *r = zp_sim_report(&o, NULL);
+    assert_non_null(r);
+    /* complete */
+    assert_int_equal(zp_cluster_report_partial(r, NULL, NULL, NULL), 0);
+    char *txt = render(r, ZP_MPI_TEXT), *json = render(r, ZP_MPI_JSON), *csv = render(r, ZP_MPI_CSV),
+         *html = render(r, ZP_MPI_HTML);
+    assert_null(strstr(txt, "PARTIAL"));
+    assert_null(strstr(csv, "PARTIAL"));
+    assert_null(strstr(html, "PARTIAL"));
+    assert_non_null(strstr(json, "\"partial\":false"));
+    assert_null(strstr(json, "\"partial_steps\""));
+    free(txt), free(json), free(csv), free(html);
+
+    /* bad arguments */
+    assert_int_equal(zp_cluster_report_set_partial(NULL, "SIGINT", NULL, 1), ZP_ERR_INVALID);
+    assert_int_equal(zp_cluster_report_set_partial(r, "SIGNAL_WITH_A_NAME_FAR_TOO_LONG_X", NULL, 1),
+                     ZP_ERR_INVALID);
+    assert_int_equal(zp_cluster_report_partial(r, NULL, NULL, NULL), 0);
+
+    /* stopped by a signal */
+    assert_int_equal(zp_cluster_report_set_partial(r, "SIGINT", NULL, 42), ZP_OK);
+    const char *sig = NULL, *why = NULL;
+    uint64_t steps = 0;
+    assert_int_equal(zp_cluster_report_partial(r, &sig, &why, &steps), 1);
+    assert_string_equal(sig, "SIGINT");
+    assert_string_equal(why, "stopped by SIGINT");
+    assert_int_equal(steps, 42);
+    const char *line = "PARTIAL REPORT: the run was stopped (SIGINT) after 42 steps";
+    txt = render(r, ZP_MPI_TEXT), json = render(r, ZP_MPI_JSON), csv = render(r, ZP_MPI_CSV),
+    html = render(r, ZP_MPI_HTML);
+    assert_memory_equal(txt, line, strlen(line));
+    assert_int_equal(txt[strlen(line)], '\n');
+    assert_non_null(strstr(json, "\"partial\":true"));
+    assert_non_null(strstr(json, "\"signal\":\"SIGINT\""));
+    assert_non_null(strstr(json, "\"partial_reason\":\"stopped by SIGINT\""));
+    assert_non_null(strstr(json, "\"partial_steps\":42"));
+    assert_memory_equal(csv, "# ", 2);
+    assert_memory_equal(csv + 2, line, strlen(line));
+    assert_non_null(strstr(csv, "\nrank,node,host,"));
+    const char *ban = strstr(html, "<div class=\"partial\" id=\"partial\">");
+    assert_non_null(ban);
+    assert_non_null(strstr(ban, line));
+    assert_true(ban < strstr(html, "<h1>"));
+    free(txt), free(json), free(csv), free(html);
+
+    /* stopped by something else, the files written */
+    assert_int_equal(zp_cluster_report_set_partial(r, NULL, "an output could not be written", 7), ZP_OK);
+    char dir[] = "/tmp/zp_partial_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char err[256] = "";
+    assert_int_equal(zp_cluster_report_write(r, dir, err, sizeof err), ZP_OK);
+    line = "PARTIAL REPORT: the run was stopped (an output could not be written) after 7 steps";
+    const char *names[] = {"report.txt", "report.json", "report.csv", "report.html", "windows.csv"};
+    for (size_t k = 0; k < 5; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        char *s = slurp(path);
+        if (k == 1) {
+            assert_non_null(strstr(s, "\"partial\":true"));
+            assert_null(strstr(s, "\"signal\""));
+            assert_non_null(strstr(s, "\"partial_reason\":\"an output could not be written\""));
+            assert_non_null(strstr(s, "\"partial_steps\":7"));
+        } else {
+            assert_non_null(strstr(s, line));
+            if (k == 0)
+                assert_memory_equal(s, line, strlen(line));
+            if (k == 2 || k == 4)
+                assert_memory_equal(s, "# PARTIAL REPORT", 16);
+        }
+        free(s);
+        unlink(path);
+    }
+    rmdir(dir);
+    zp_cluster_report_destroy(r);
+}
+
 int main(int argc, char **argv)
 {
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--write") == 0) {
@@ -222,6 +316,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_report_for_people),
         cmocka_unit_test(test_heatmap_leaves_out_warmup),
         cmocka_unit_test(test_size_bound),
+        cmocka_unit_test(test_partial_every_format),
     };
     return cmocka_run_group_tests_name("mpi_report", tests, NULL, NULL);
 }
