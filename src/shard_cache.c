@@ -223,22 +223,6 @@ static void fmt_bytes(char *buf, size_t cap, size_t n)
         zpi_fmt(buf, cap, "%.1f MiB", (double)n / (double)((size_t)1 << 20));
 }
 
-/* Check a freshly loaded shard against what the dataset says about it (a
- * manifest may be stale). */
-static zp_status check_loaded(const zp_dataset *ds, uint32_t index, const zpi_shard *sh, char *err,
-                              size_t errcap)
-{
-    uint64_t want = zp_dataset_shard_samples(ds, index);
-    if (want != UINT64_MAX && want != sh->n_records) {
-        zpi_fmt(err, errcap,
-                "shard '%s': has %llu records but the dataset says %llu (stale manifest?)",
-                zp_dataset_shard_name(ds, index), (unsigned long long)sh->n_records,
-                (unsigned long long)want);
-        return ZP_ERR_FORMAT;
-    }
-    return ZP_OK;
-}
-
 static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
                            int *loaded, char *err, size_t errcap);
 
@@ -316,11 +300,7 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     zp_status st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, sb ? &bufs : NULL, &sh, err,
                                                    errcap)
                                   : fmt->load(path, name, lim, &sh, err, errcap);
-    if (st == ZP_OK) {
-        st = check_loaded(c->ds, index, &sh, err, errcap);
-        if (st != ZP_OK)
-            zpi_shard_free(&sh);
-    }
+    /* the load checked the record count and the hash (zpi_load_check) */
     if (sb) {
         sb->p = bufs.scratch;
         sb->cap = bufs.scratch_cap;

@@ -287,10 +287,9 @@ static void *ws_array(size_t n, size_t elem)
     return malloc(n * elem);
 }
 
-void zp_worksource_destroy(zp_worksource *ws)
+/* Frees the plan's arrays (the epoch slots and the shard offsets). */
+static void free_plan(zp_worksource *ws)
 {
-    if (!ws)
-        return;
     for (int i = 0; i < WS_SLOTS; i++) {
         free(ws->slot[i].order);
         free(ws->slot[i].prefix);
@@ -298,6 +297,13 @@ void zp_worksource_destroy(zp_worksource *ws)
         free(ws->slot[i].bkey);
     }
     free(ws->off);
+}
+
+void zp_worksource_destroy(zp_worksource *ws)
+{
+    if (!ws)
+        return;
+    free_plan(ws);
     free(ws);
 }
 
@@ -309,13 +315,7 @@ const char *zp_worksource_errmsg(const zp_worksource *ws)
 /* Failed create: keep only the error in ws (error.h's convention). */
 static zp_status ws_fail(zp_worksource *ws)
 {
-    for (int i = 0; i < WS_SLOTS; i++) {
-        free(ws->slot[i].order);
-        free(ws->slot[i].prefix);
-        free(ws->slot[i].bprefix);
-        free(ws->slot[i].bkey);
-    }
-    free(ws->off);
+    free_plan(ws);
     zpi_err err = ws->err;
     memset(ws, 0, sizeof *ws);
     ws->err = err;
