@@ -46,7 +46,7 @@ if command -v valgrind >/dev/null; then
   [[ -f $S/manifest.json ]] || "$Z" gen --out "$S" --shards 16 --bytes 20M --seed 5 >/dev/null
   count() {
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$Z" run "$S/manifest.json" \
-      --quiet --threads 1 --no-index-cache "$@" 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+      --quiet --threads 1 --no-index-store "$@" 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
   }
   off=$(count) on=$(count --observe=0)
   toff=$(count --tokenize gpt2:1 --seq-len 2048) ton=$(count --tokenize gpt2:1 --seq-len 2048 --observe=0)

@@ -228,8 +228,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     char cache_dir[PATH_MAX];
-    if (!o->no_index_cache && zp_run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
-        dcfg.index_cache_dir = cache_dir;
+    if (!o->no_index_store && zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
+        dcfg.index_store_dir = cache_dir;
     zp_dataset *ds = NULL;
     zp_status st = zp_mpi_dataset_create(m, o->specs, o->n_specs, &dcfg, &ds);
     if (st != ZP_OK) {

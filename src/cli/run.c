@@ -471,11 +471,11 @@ out:
     return rc;
 }
 
-/* The index cache folder of `zephon run`: $XDG_CACHE_HOME/zephon/index
+/* The index store folder of `zephon run`: $XDG_CACHE_HOME/zephon/index
  * (when absolute, as the XDG spec asks), else $HOME/.cache/zephon/index,
  * created like mkdir -p (new folders 0700). 0, or -1 with errno (ENOENT
  * when neither variable is usable). */
-int zp_run_index_cache_dir(char *buf, size_t cap)
+int zp_run_index_store_dir(char *buf, size_t cap)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
@@ -507,11 +507,11 @@ int zp_run_main(zp_run_opts *o)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     char cache_dir[PATH_MAX];
-    if (!o->no_index_cache) {
-        if (zp_run_index_cache_dir(cache_dir, sizeof cache_dir) == 0)
-            dcfg.index_cache_dir = cache_dir;
+    if (!o->no_index_store) {
+        if (zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
+            dcfg.index_store_dir = cache_dir;
         else if (!o->quiet)
-            fprintf(stderr, "zephon run: warning: index cache off: %s%s%s: %s\n",
+            fprintf(stderr, "zephon run: warning: index store off: %s%s%s: %s\n",
                     cache_dir[0] ? "cannot create '" : "no $XDG_CACHE_HOME or $HOME",
                     cache_dir, cache_dir[0] ? "'" : "", strerror(errno));
     }

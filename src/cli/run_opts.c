@@ -31,9 +31,10 @@ void zp_run_usage(FILE *f)
         "  --no-shuffle            dataset order\n"
         "  --block-shards N        shards per shuffle block (default 8)\n"
         "  --remainder pad|drop    samples %% world size policy (default pad)\n"
-        "  --no-index-cache        count shards lacking a manifest count by reading them,\n"
-        "                          without the index cache ($XDG_CACHE_HOME/zephon/index,\n"
-        "                          else ~/.cache/zephon/index; docs/datasets.md)\n"
+        "  --no-index-store        count shards lacking a manifest count by reading them,\n"
+        "                          without the on-disk index store of record counts\n"
+        "                          ($XDG_CACHE_HOME/zephon/index, else ~/.cache/zephon/index;\n"
+        "                          docs/datasets.md; --no-index-cache is the old name)\n"
         "  --rank R --world-size W this rank (default: MPI, else RANK/WORLD_SIZE,\n"
         "                          else SLURM_PROCID/SLURM_NTASKS, else 0/1)\n"
         "pipeline:\n"
@@ -192,8 +193,8 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
             NUM(o->start_epoch, 0, UINT32_MAX - 1);
         else if (!strcmp(a, "--no-shuffle"))
             o->ws.shuffle = 0;
-        else if (!strcmp(a, "--no-index-cache"))
-            o->no_index_cache = 1;
+        else if (!strcmp(a, "--no-index-store") || !strcmp(a, "--no-index-cache"))
+            o->no_index_store = 1;
         else if (!strcmp(a, "--block-shards"))
             NUM(o->ws.shuffle_block_shards, 1, UINT32_MAX);
         else if (!strcmp(a, "--remainder")) {

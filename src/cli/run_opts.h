@@ -65,7 +65,7 @@ typedef struct zp_run_opts {
     const char *metrics_out; /* --metrics-out FILE */
     const char *report_dir;  /* --report DIR (MPI build) */
     uint64_t report_every;   /* --report-every N batches; 0: automatic */
-    int no_index_cache;      /* --no-index-cache: count shards without the index cache */
+    int no_index_store;      /* --no-index-store: count shards without the index store */
     const zp_run_hooks *hooks; /* set by the MPI front end */
 } zp_run_opts;
 
@@ -107,9 +107,9 @@ int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank);
  * 128+signal (outputs written and complete up to the last batch). */
 int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
 int zp_run_main(zp_run_opts *o);
-/* The index cache folder of `zephon run` ($XDG_CACHE_HOME/zephon/index or
+/* The index store folder of `zephon run` ($XDG_CACHE_HOME/zephon/index or
  * $HOME/.cache/zephon/index), created if needed. 0, or -1 with errno. */
-int zp_run_index_cache_dir(char *buf, size_t cap);
+int zp_run_index_store_dir(char *buf, size_t cap);
 
 /* ---- run_print.c: printing and output files */
 
