@@ -8,12 +8,7 @@
 #     is an error naming the field and the record.
 set -u
 Z=${1:?usage: test_options.sh PATH_TO_ZEPHON}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0; passes=0
-ok()   { passes=$((passes+1)); echo "ok - $*"; }
-bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/../testlib.sh"
 export XDG_CACHE_HOME="$T/cache"
 
 printf '{"id":1,"text":"one"}\n{"id":2,"text":"two"}\n{"id":3,"text":"three"}\n' > "$T/d.jsonl"
@@ -121,5 +116,4 @@ check "strip: a field that is not a string -> exit 1, says so" '[[ $rc -eq 1 ]] 
 "$Z" run "$T/miss.jsonl" --quiet --no-shuffle --map strip --field body --skip-bad-records > "$T/out" 2>"$T/err"; rc=$?
 check "strip: --skip-bad-records skips and counts it" '[[ $rc -eq 0 ]] && grep -q "skipped 1" "$T/out"'
 
-echo "$passes passed, $fails failed"
-[[ $fails -eq 0 ]]
+finish

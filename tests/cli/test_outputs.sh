@@ -8,12 +8,7 @@
 #     "partial" and the signal.
 set -u
 Z=${1:?usage: test_outputs.sh PATH_TO_ZEPHON}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0; passes=0
-ok()   { passes=$((passes+1)); echo "ok - $*"; }
-bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/../testlib.sh"
 export XDG_CACHE_HOME="$T/cache"
 
 "$Z" gen --out "$T/ds" --shards 4 --samples-per-shard 400 --format jsonl >/dev/null || { echo "FAIL - gen"; exit 1; }
@@ -97,5 +92,4 @@ wait $pid; rc=$?
 ms=$(( (t1 - t0) / 1000000 ))
 check "--step-time 60 interrupted within a second (${ms} ms, exit $rc)" '[[ $ms -lt 1000 && $rc -eq 130 ]]'
 
-echo "$passes passed, $fails failed"
-[[ $fails -eq 0 ]]
+finish

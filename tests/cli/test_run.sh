@@ -6,12 +6,7 @@
 #  4. bad settings and bad data give a clear error and a nonzero exit.
 set -u
 Z=${1:?usage: test_run.sh PATH_TO_ZEPHON}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0; passes=0
-ok()   { passes=$((passes+1)); echo "ok - $*"; }
-bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/../testlib.sh"
 
 "$Z" gen --out "$T/ds" --shards 9 --samples-per-shard 150 --uneven --seed 7 >/dev/null || { echo "FAIL - gen"; exit 1; }
 M="$T/ds/manifest.json"
@@ -99,5 +94,4 @@ check "truncated zstd: nonzero exit, names shard" '[[ $rc -ne 0 ]] && grep -q "t
 "$Z" run "$T/empty.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
 check "empty shard: nonzero exit, names shard" '[[ $rc -ne 0 ]] && grep -q "empty.jsonl" "$T/err"'
 
-echo "$passes passed, $fails failed"
-[[ $fails -eq 0 ]]
+finish

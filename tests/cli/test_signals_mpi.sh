@@ -11,13 +11,8 @@ MPIRUN=${2:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
 export XDG_CACHE_HOME
-T=$(mktemp -d)
+. "$(dirname "$0")/../testlib.sh"
 XDG_CACHE_HOME="$T/cache"
-trap 'rm -rf "$T"' EXIT
-fails=0; passes=0
-ok()   { passes=$((passes+1)); echo "ok - $*"; }
-bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
 "$Z" gen --out "$T/ds" --shards 4 --samples-per-shard 2000 --format jsonl >/dev/null || { echo "FAIL - gen"; exit 1; }
 M="$T/ds/manifest.json"
@@ -128,5 +123,4 @@ check "output failing on rank 1: rank 1 names its file, rank 0 says another rank
 check "output failing on rank 1: every report file says partial, why" \
   'head -1 "$T/rep/report.txt" | grep -q "^PARTIAL REPORT: the run was stopped (an output could not be written)" && head -1 "$T/rep/report.csv" | grep -q "^# PARTIAL REPORT" && grep -q "id=\"partial\"" "$T/rep/report.html" && python3 -c "import json,sys; d=json.load(open(\"$T/rep/report.json\")); sys.exit(0 if d[\"partial\"] is True and \"signal\" not in d and d[\"partial_reason\"]==\"an output could not be written\" else 1)"'
 
-echo "$passes passed, $fails failed"
-[[ $fails -eq 0 ]]
+finish

@@ -24,12 +24,7 @@ Z=${1:?usage: test_mpi_cli.sh ZEPHON MPIRUN}
 MPIRUN=${2:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0; passes=0
-ok()   { passes=$((passes+1)); echo "ok - $*"; }
-bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/../testlib.sh"
 run() { timeout 60 "$MPIRUN" --oversubscribe --bind-to none "$@"; }
 
 "$Z" gen --out "$T/a" --shards 9 --samples-per-shard 150 --uneven --seed 7 >/dev/null || { echo "FAIL - gen"; exit 1; }
@@ -169,5 +164,4 @@ for fr in 0 2; do
     'python3 -c "import json,sys; d=json.load(open(\"$T/wrep/report.json\")); w=len(d[\"windows\"][\"t_end_s\"]); sys.exit(0 if d[\"kind\"]==\"final\" and 1 <= w < 10 else 1)"'
 done
 
-echo "$passes passed, $fails failed"
-[[ $fails -eq 0 ]]
+finish
