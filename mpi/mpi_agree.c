@@ -107,16 +107,16 @@ void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_
         size_t len = strlen(s);
         const char *what = len >= 5 && strcmp(s + len - 5, ".json") == 0 ? "manifest " : "";
         if (len + strlen(what) < cap)
-            zpi_mpi_fmt(buf, cap, "%s%s", what, s);
+            zpi_fmt(buf, cap, "%s%s", what, s);
         else /* keep the end: the file name */
-            zpi_mpi_fmt(buf, cap, "%s...%s", what, s + len - (cap - strlen(what) - 8));
+            zpi_fmt(buf, cap, "%s...%s", what, s + len - (cap - strlen(what) - 8));
         free(abs);
         return;
     }
     char first[200], last[200];
-    zpi_mpi_fmt(first, sizeof first, "%s", specs[0]);
-    zpi_mpi_fmt(last, sizeof last, "%s", specs[n - 1]);
-    zpi_mpi_fmt(buf, cap, "%zu paths/globs: %s ... %s", n, first, last);
+    zpi_fmt(first, sizeof first, "%s", specs[0]);
+    zpi_fmt(last, sizeof last, "%s", specs[n - 1]);
+    zpi_fmt(buf, cap, "%zu paths/globs: %s ... %s", n, first, last);
 }
 
 /* ------------------------------------------------------------ agreement */
@@ -173,24 +173,24 @@ static void field_value(char *buf, size_t cap, const uint64_t *rec, int f)
 {
     switch (f) {
     case F_DS_FP:
-        zpi_mpi_fmt(buf, cap, "fingerprint %016llx (%llu shards, %llu samples)",
+        zpi_fmt(buf, cap, "fingerprint %016llx (%llu shards, %llu samples)",
                  (unsigned long long)rec[F_DS_FP], (unsigned long long)rec[F_DS_SHARDS],
                  (unsigned long long)rec[F_DS_SAMPLES]);
         break;
     case F_REMAINDER:
-        zpi_mpi_fmt(buf, cap, "%s", rec[f] ? "drop" : "pad");
+        zpi_fmt(buf, cap, "%s", rec[f] ? "drop" : "pad");
         break;
     case F_PACK:
-        zpi_mpi_fmt(buf, cap, "%s", pack_name((zp_pack_mode)rec[f]));
+        zpi_fmt(buf, cap, "%s", pack_name((zp_pack_mode)rec[f]));
         break;
     case F_BAD:
-        zpi_mpi_fmt(buf, cap, "%s", rec[f] ? "skip" : "fail");
+        zpi_fmt(buf, cap, "%s", rec[f] ? "skip" : "fail");
         break;
     case F_EXTRA:
-        zpi_mpi_fmt(buf, cap, "hash %016llx", (unsigned long long)rec[f]);
+        zpi_fmt(buf, cap, "hash %016llx", (unsigned long long)rec[f]);
         break;
     default:
-        zpi_mpi_fmt(buf, cap, "%llu", (unsigned long long)rec[f]);
+        zpi_fmt(buf, cap, "%llu", (unsigned long long)rec[f]);
     }
 }
 
@@ -199,7 +199,7 @@ static void describe_field(char *msg, size_t cap, const uint64_t *all, int size,
                            int *ranks)
 {
     size_t len = strlen(msg);
-    zpi_mpi_fmt(msg + len, cap - len, "%s%s differs:", len ? "; " : "", FIELD_NAME[f]);
+    zpi_fmt(msg + len, cap - len, "%s%s differs:", len ? "; " : "", FIELD_NAME[f]);
     /* distinct values in order of first appearance, at most 4 shown */
     uint64_t shown[4];
     int n_shown = 0;
@@ -219,7 +219,7 @@ static void describe_field(char *msg, size_t cap, const uint64_t *all, int size,
         zpi_mpi_ranklist(list, sizeof list, ranks, n);
         field_value(val, sizeof val, all + (size_t)i * F_N, f);
         len = strlen(msg);
-        zpi_mpi_fmt(msg + len, cap - len, "%s rank%s %s: %s", n_shown > 1 ? "," : "", n > 1 ? "s" : "",
+        zpi_fmt(msg + len, cap - len, "%s rank%s %s: %s", n_shown > 1 ? "," : "", n > 1 ? "s" : "",
                  list, val);
     }
 }
@@ -229,7 +229,7 @@ static zp_status bcast_extra(zp_mpi *m, int src, const char *extra, char *buf, s
 {
     memset(buf, 0, cap);
     if (m->rank == src && extra)
-        zpi_mpi_fmt(buf, cap, "%s", extra);
+        zpi_fmt(buf, cap, "%s", extra);
     return zpi_mpi_check(m, MPI_Bcast(buf, (int)cap, MPI_CHAR, src, m->comm),
                          "MPI_Bcast (extra settings)");
 }
@@ -369,7 +369,7 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         if (bcast_extra(m, 0, extra, a, sizeof a) == ZP_OK &&
             bcast_extra(m, other, extra, b, sizeof b) == ZP_OK) {
             size_t len = strlen(msg);
-            zpi_mpi_fmt(msg + len, sizeof msg - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
+            zpi_fmt(msg + len, sizeof msg - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
                      len ? "; " : "", na > 1 ? "s" : "", la, a, nb > 1 ? "s" : "", lb, b,
                      nrest ? " (and other variants)" : "");
         }

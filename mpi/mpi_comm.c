@@ -33,7 +33,7 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
     if (m->rank != res.r) {
         /* Messages from MPI failures already start with "rank R:". */
         char pre[32];
-        zpi_mpi_fmt(pre, sizeof pre, "rank %d:", res.r);
+        zpi_fmt(pre, sizeof pre, "rank %d:", res.r);
         if (strncmp(msg, pre, strlen(pre)) == 0)
             zpi_mpi_fail(m, (zp_status)res.v, "%s", msg);
         else
@@ -199,7 +199,7 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
     int hl = 0;
     char host[MPI_MAX_PROCESSOR_NAME] = {0};
     if (MPI_Get_processor_name(host, &hl) != MPI_SUCCESS)
-        zpi_mpi_fmt(host, sizeof host, "?");
+        zpi_fmt(host, sizeof host, "?");
     host[sizeof m->host - 1] = '\0'; /* host names are cut to 63 bytes */
     memcpy(m->host, host, sizeof m->host);
 
@@ -416,10 +416,10 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     memset(&e, 0, sizeof e);
     if (m->rank == res.r) {
         e.status = (int)st;
-        zpi_mpi_fmt(e.msg, sizeof e.msg, "%s", m->err.msg[0] ? m->err.msg : zp_status_str(st));
+        zpi_fmt(e.msg, sizeof e.msg, "%s", m->err.msg[0] ? m->err.msg : zp_status_str(st));
     }
     char own[ZPI_MPI_ERRMAX / 2];
-    zpi_mpi_fmt(own, sizeof own, "%s", state == 2 ? m->err.msg : "");
+    zpi_fmt(own, sizeof own, "%s", state == 2 ? m->err.msg : "");
     mst = zpi_mpi_check(m, MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, res.r, m->comm),
                         "MPI_Bcast (a rank's pipeline error)");
     if (mst != ZP_OK)
@@ -429,7 +429,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
         m->dropped++;
     /* messages of MPI failures already start with "rank R: " */
     char pre[32];
-    zpi_mpi_fmt(pre, sizeof pre, "rank %d: ", res.r);
+    zpi_fmt(pre, sizeof pre, "rank %d: ", res.r);
     const char *msg = strncmp(e.msg, pre, strlen(pre)) == 0 ? e.msg + strlen(pre) : e.msg;
     if (state == 2 && m->rank != res.r && strcmp(own, msg) != 0)
         return step_stop(m, (zp_status)e.status, "rank %d: %s (rank %d failed too: %s)", res.r, msg,

@@ -15,22 +15,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "error.h"
+#include "util.h"
 #include "zephon/mpi.h"
 
-#define ZPI_MPI_ERRMAX 1024
+#define ZPI_MPI_ERRMAX ZPI_ERRMAX
 #define ZPI_MPI_HOST 64
 #define ZPI_MPI_NHIST 3
 /* per histogram in the SUM reduction: count, sum_ns, buckets */
 #define ZPI_MPI_HSUM (2 + ZP_HIST_BUCKETS)
 
-/* The handle's last error: the same convention as the core library's
- * handles (src/error.h): the code and a message naming what and where,
- * kept until the next failing call; a failed zp_mpi_create() keeps its
- * message on a handle that holds only the error. */
-typedef struct zpi_mpi_err {
-    zp_status code;
-    char msg[ZPI_MPI_ERRMAX];
-} zpi_mpi_err;
 
 #define ZPI_MPI_DATA_MAX 512
 
@@ -77,7 +71,7 @@ struct zp_mpi {
     char host[ZPI_MPI_HOST];
     char *hosts;        /* root: size x ZPI_MPI_HOST */
     zp_mpi_config cfg;
-    zpi_mpi_err err;
+    zpi_err err;                  /* the last error (src/error.h, as every handle) */
     int failed_create;            /* holds only the error of a failed zp_mpi_create */
 
     char data[ZPI_MPI_DATA_MAX];  /* zp_mpi_dataset_create's data summary (rank 0's) */
@@ -152,7 +146,6 @@ zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
 zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what);
 double zpi_mpi_now(void);
 /* snprintf whose result is cut to cap without a compiler warning. */
-void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Append to buf (cap bytes, *len of them used); once the text is cut, *len
  * stays at cap - 1 and later appends write nothing. */
 void zpi_mpi_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
@@ -203,8 +196,6 @@ void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_repo
  * when every kept window is warm-up). mpi_render.c */
 int zpi_mpi_warmup_windows(const zp_cluster_report *r);
 
-/* mkdir -p with mode 0777 (less the umask). 0, or -1 with errno. */
-int zpi_mpi_mkdir_p(const char *dir);
 
 /* A handle that holds only the error of a failed zp_mpi_create() answers
  * every call with that error. */

@@ -305,7 +305,7 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     if (r->info.have_dataset) {
         json_t *d = json_object();
         char fp[24];
-        zpi_mpi_fmt(fp, sizeof fp, "%016llx", (unsigned long long)r->info.ds_fingerprint);
+        zpi_fmt(fp, sizeof fp, "%016llx", (unsigned long long)r->info.ds_fingerprint);
         json_object_set_new(d, "shards", jint(r->info.ds_shards));
         json_object_set_new(d, "samples", jint(r->info.ds_samples));
         json_object_set_new(d, "bytes", jint(r->info.ds_bytes));
@@ -745,12 +745,12 @@ static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
 static void heat_color(char *buf, size_t cap, int level)
 {
     if (level < 0) {
-        zpi_mpi_fmt(buf, cap, "#dddddd");
+        zpi_fmt(buf, cap, "#dddddd");
         return;
     }
     double v = (double)level / (HEAT_LEVELS - 1);
     int rr = (int)(255 - 90 * v), gg = (int)(255 - 230 * v), bb = (int)(255 - 230 * v);
-    zpi_mpi_fmt(buf, cap, "#%02x%02x%02x", rr, gg, bb);
+    zpi_fmt(buf, cap, "#%02x%02x%02x", rr, gg, bb);
 }
 
 int zpi_mpi_warmup_windows(const zp_cluster_report *r)
@@ -818,9 +818,9 @@ static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
         int r0 = g * per, r1 = (g + 1) * per < r->size ? (g + 1) * per - 1 : r->size - 1;
         if (ch >= 14 || g % 8 == 0) {
             if (r0 == r1)
-                zpi_mpi_fmt(who_s, sizeof who_s, "rank %d", r0);
+                zpi_fmt(who_s, sizeof who_s, "rank %d", r0);
             else
-                zpi_mpi_fmt(who_s, sizeof who_s, "ranks %d-%d", r0, r1);
+                zpi_fmt(who_s, sizeof who_s, "ranks %d-%d", r0, r1);
             zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
                           left - 6, top + g * ch + (ch >= 14 ? 11 : 7), who_s);
         }
@@ -1100,7 +1100,7 @@ static zp_status write_file(const char *dir, const char *name, const char *data,
     char *path = malloc(n);
     if (!path)
         return ZP_ERR_NOMEM;
-    zpi_mpi_fmt(path, n, "%s/%s", dir, name);
+    zpi_fmt(path, n, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     int ok = f && fwrite(data, 1, len, f) == len;
     int e = errno;
@@ -1109,7 +1109,7 @@ static zp_status write_file(const char *dir, const char *name, const char *data,
         e = errno;
     }
     if (!ok && errbuf)
-        zpi_mpi_fmt(errbuf, errlen, "cannot write '%s': %s", path, strerror(e));
+        zpi_fmt(errbuf, errlen, "cannot write '%s': %s", path, strerror(e));
     free(path);
     return ok ? ZP_OK : ZP_ERR_IO;
 }
@@ -1120,13 +1120,13 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
         errbuf[0] = '\0';
     if (!r || !dir || !*dir) {
         if (errbuf)
-            zpi_mpi_fmt(errbuf, errlen, "zp_cluster_report_write: %s",
+            zpi_fmt(errbuf, errlen, "zp_cluster_report_write: %s",
                         !r ? "no report (NULL)" : "no folder given");
         return ZP_ERR_INVALID;
     }
-    if (zpi_mpi_mkdir_p(dir) != 0) {
+    if (zpi_mkdir_p(dir, 0777) != 0) {
         if (errbuf)
-            zpi_mpi_fmt(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
+            zpi_fmt(errbuf, errlen, "cannot create '%s': %s", dir, strerror(errno));
         return ZP_ERR_IO;
     }
     static const struct {
@@ -1143,7 +1143,7 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
         zp_status st = render_with(files[i].fn, r, &s, &len);
         if (st != ZP_OK) {
             if (errbuf)
-                zpi_mpi_fmt(errbuf, errlen, "cannot render %s: %s", files[i].name, zp_status_str(st));
+                zpi_fmt(errbuf, errlen, "cannot render %s: %s", files[i].name, zp_status_str(st));
             return st;
         }
         st = write_file(dir, files[i].name, s, len, errbuf, errlen);

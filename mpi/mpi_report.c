@@ -78,9 +78,9 @@ void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v)
         if (isfinite(v)) {
             char t[40];
             zpi_mpi_human_bytes(t, sizeof t, v);
-            zpi_mpi_fmt(buf, cap, "%s/s", t);
+            zpi_fmt(buf, cap, "%s/s", t);
         } else {
-            zpi_mpi_fmt(buf, cap, "-");
+            zpi_fmt(buf, cap, "-");
         }
         break;
     }
@@ -591,7 +591,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     memcpy(r->ranks, pd->recv, (size_t)n * sizeof *r->ranks);
     memcpy(r->hosts, m->hosts, (size_t)n * ZPI_MPI_HOST);
     const char *job = job_env();
-    zpi_mpi_fmt(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
+    zpi_fmt(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
 
     /* merged histograms */
     for (int k = 0; k < ZPI_MPI_NHIST; k++) {
@@ -731,7 +731,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     r->bounded = sps->ranks ? sps->min * (double)sps->ranks : 0;
     const zp_mpi_stat *sf = &r->stat[ZP_MPI_M_STALL_FRACTION];
     if (!sf->ranks) {
-        zpi_mpi_fmt(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
+        zpi_fmt(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
     } else {
         int holds = sf->max >= m->cfg.straggler_min_stall;
         size_t len = 0;
@@ -866,11 +866,11 @@ zp_status zp_cluster_report_set_partial(zp_cluster_report *r, const char *signal
     r->partial_own_reason = reason != NULL;
     snprintf(r->partial_signal, sizeof r->partial_signal, "%s", signal ? signal : "");
     if (reason)
-        zpi_mpi_fmt(r->partial_reason, sizeof r->partial_reason, "%s", reason);
+        zpi_fmt(r->partial_reason, sizeof r->partial_reason, "%s", reason);
     else if (signal)
-        zpi_mpi_fmt(r->partial_reason, sizeof r->partial_reason, "stopped by %s", signal);
+        zpi_fmt(r->partial_reason, sizeof r->partial_reason, "stopped by %s", signal);
     else
-        zpi_mpi_fmt(r->partial_reason, sizeof r->partial_reason, "stopped");
+        zpi_fmt(r->partial_reason, sizeof r->partial_reason, "stopped");
     return ZP_OK;
 }
 

@@ -1,12 +1,12 @@
-/* mpi_util.c - the MPI layer's small helpers, one copy each: the clock,
- * bounded formatting, the handle's error (the failed-create convention of
- * the core library's handles), rank lists, the growable string of the
- * renderers, numbers in human units, and mkdir -p.
+/* mpi_util.c - the MPI layer's own small helpers: the clock, appending to
+ * a bounded buffer, the handle's error (zpi_err of src/error.h, with the
+ * failed-create convention of every handle), rank lists, the growable
+ * string of the renderers, numbers in human units.
  *
- * The MPI layer is built against libzephon's public API only (so it can
- * be built against an installed libzephon, whose internal symbols are not
- * exported): these helpers are its own, not the core library's zpi_ ones. */
-#include <errno.h>
+ * What the core library already has (zpi_fmt, zpi_mkdir_p, zpi_err) is
+ * used from src/util.c and src/error.c, which libzephon_mpi carries as its
+ * own hidden copy of those objects (CMakeLists.txt: zephon_util_objects),
+ * so it never needs a zpi_ symbol exported by libzephon.so. */#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -27,15 +27,6 @@ double zpi_mpi_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void zpi_mpi_fmt(char *buf, size_t cap, const char *fmt, ...)
-{
-    if (!cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, cap, fmt, ap);
-    va_end(ap);
-}
 
 void zpi_mpi_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 {
@@ -55,9 +46,8 @@ zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->err.msg, sizeof m->err.msg, fmt, ap);
+    zpi_err_vset(&m->err, st, fmt, ap);
     va_end(ap);
-    m->err.code = st;
     return st;
 }
 
@@ -68,7 +58,7 @@ zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what)
     char s[MPI_MAX_ERROR_STRING];
     int n = 0;
     if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
-        zpi_mpi_fmt(s, sizeof s, "MPI error %d", rc);
+        zpi_fmt(s, sizeof s, "MPI error %d", rc);
     return zpi_mpi_fail(m, ZP_ERR_MPI, "rank %d: %s failed: %s", m->rank, what, s);
 }
 
@@ -84,12 +74,12 @@ void zpi_mpi_ranklist(char *buf, size_t cap, const int *ranks, size_t n)
             j++;
         char item[48];
         if (j == i)
-            zpi_mpi_fmt(item, sizeof item, "%s%d", i ? "," : "", ranks[i]);
+            zpi_fmt(item, sizeof item, "%s%d", i ? "," : "", ranks[i]);
         else
-            zpi_mpi_fmt(item, sizeof item, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
+            zpi_fmt(item, sizeof item, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
         size_t il = strlen(item);
         if (len + il + 24 >= cap) {
-            zpi_mpi_fmt(buf + len, cap - len, ",... (%zu ranks)", n);
+            zpi_fmt(buf + len, cap - len, ",... (%zu ranks)", n);
             return;
         }
         memcpy(buf + len, item, il + 1);
@@ -191,7 +181,7 @@ static void scaled(char *buf, size_t cap, double v, const char *unit, const char
 {
     static const char *const pre[] = {"", "k", "M", "G", "T", "P", "E"};
     if (!isfinite(v)) {
-        zpi_mpi_fmt(buf, cap, "-");
+        zpi_fmt(buf, cap, "-");
         return;
     }
     double a = fabs(v);
@@ -205,7 +195,7 @@ static void scaled(char *buf, size_t cap, double v, const char *unit, const char
                       : a >= 9.995                              ? "%.1f%s%s%s"
                                                                 : "%.2f%s%s%s";
     int sep = *pre[i] || *unit;
-    zpi_mpi_fmt(buf, cap, fmt, v, sep ? space : "", pre[i], unit);
+    zpi_fmt(buf, cap, fmt, v, sep ? space : "", pre[i], unit);
 }
 
 void zpi_mpi_human_count(char *buf, size_t cap, double v) { scaled(buf, cap, v, "", " "); }
@@ -216,68 +206,42 @@ void zpi_mpi_human_rate(char *buf, size_t cap, double v, const char *unit)
 {
     char n[48];
     scaled(n, sizeof n, v, "", " ");
-    zpi_mpi_fmt(buf, cap, "%s %s/s", n, unit);
+    zpi_fmt(buf, cap, "%s %s/s", n, unit);
 }
 
 void zpi_mpi_human_seconds(char *buf, size_t cap, double s)
 {
     if (!isfinite(s)) {
-        zpi_mpi_fmt(buf, cap, "-");
+        zpi_fmt(buf, cap, "-");
         return;
     }
     double a = fabs(s);
     if (a == 0)
-        zpi_mpi_fmt(buf, cap, "0 s");
+        zpi_fmt(buf, cap, "0 s");
     else if (a < 1e-6)
-        zpi_mpi_fmt(buf, cap, "%.0f ns", s * 1e9);
+        zpi_fmt(buf, cap, "%.0f ns", s * 1e9);
     else if (a < 1e-3)
-        zpi_mpi_fmt(buf, cap, a < 9.995e-6 ? "%.2f us" : a < 99.95e-6 ? "%.1f us" : "%.0f us",
+        zpi_fmt(buf, cap, a < 9.995e-6 ? "%.2f us" : a < 99.95e-6 ? "%.1f us" : "%.0f us",
                     s * 1e6);
     else if (a < 1)
-        zpi_mpi_fmt(buf, cap, a < 9.995e-3 ? "%.2f ms" : a < 99.95e-3 ? "%.1f ms" : "%.0f ms",
+        zpi_fmt(buf, cap, a < 9.995e-3 ? "%.2f ms" : a < 99.95e-3 ? "%.1f ms" : "%.0f ms",
                     s * 1e3);
     else if (a < 600)
-        zpi_mpi_fmt(buf, cap, a < 9.995 ? "%.2f s" : a < 99.95 ? "%.1f s" : "%.0f s", s);
+        zpi_fmt(buf, cap, a < 9.995 ? "%.2f s" : a < 99.95 ? "%.1f s" : "%.0f s", s);
     else if (a < 36000)
-        zpi_mpi_fmt(buf, cap, "%.1f min", s / 60);
+        zpi_fmt(buf, cap, "%.1f min", s / 60);
     else if (a < 48 * 3600.0)
-        zpi_mpi_fmt(buf, cap, "%.1f h", s / 3600);
+        zpi_fmt(buf, cap, "%.1f h", s / 3600);
     else if (a < 1e6 * 86400)
-        zpi_mpi_fmt(buf, cap, "%.1f d", s / 86400);
+        zpi_fmt(buf, cap, "%.1f d", s / 86400);
     else /* absurd: keep it short */
-        zpi_mpi_fmt(buf, cap, "%.3g d", s / 86400);
+        zpi_fmt(buf, cap, "%.3g d", s / 86400);
 }
 
 void zpi_mpi_human_percent(char *buf, size_t cap, double fraction)
 {
     if (!isfinite(fraction))
-        zpi_mpi_fmt(buf, cap, "-");
+        zpi_fmt(buf, cap, "-");
     else
-        zpi_mpi_fmt(buf, cap, "%.1f%%", fraction * 100);
-}
-
-/* ------------------------------------------------------------ files */
-
-int zpi_mpi_mkdir_p(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            int e = errno;
-            free(p);
-            errno = e;
-            return -1;
-        }
-        *s = '/';
-    }
-    int rc = mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
-    int e = errno;
-    free(p);
-    errno = e;
-    return rc;
+        zpi_fmt(buf, cap, "%.1f%%", fraction * 100);
 }

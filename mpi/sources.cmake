@@ -15,7 +15,7 @@ target_compile_definitions(zephon_mpi PRIVATE _GNU_SOURCE)
 target_include_directories(zephon_mpi
   PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
          $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-  PRIVATE ${_zp_mpi_dir})
+  PRIVATE ${_zp_mpi_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(zephon_mpi
   PUBLIC zephon MPI::MPI_C
   PRIVATE PkgConfig::JANSSON m)
