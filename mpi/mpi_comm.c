@@ -379,10 +379,10 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
                      stop > 0 ? (stop << 32) | (INT32_MAX - m->rank) : 0,
                      m->vote_local[ZP_MPI_VOTE_USER]},
             all[3];
-    double t0 = zpi_mpi_now();
+    double t0 = zpi_now();
     zp_status mst = zpi_mpi_check(m, MPI_Allreduce(in, all, 3, MPI_INT64_T, MPI_MAX, m->comm),
                                   "MPI_Allreduce (lock-step next)");
-    m->sync_seconds += zpi_mpi_now() - t0;
+    m->sync_seconds += zpi_now() - t0;
     if (mst != ZP_OK)
         return step_stop(m, mst, "%s", m->err.msg);
     struct {

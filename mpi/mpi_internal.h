@@ -1,7 +1,8 @@
 /*
  * mpi_internal.h - the MPI layer's private structures and helpers, shared
- * by mpi_util.c (the small helpers: clock, formatting, errors, rank lists,
- * string builder, human units, mkdir -p), mpi_comm.c (the handle,
+ * by mpi_util.c (the layer's own small helpers: bounded appends, errors,
+ * rank lists, string builder, human units; the clock, formatting and
+ * mkdir -p come from src/util.h), mpi_comm.c (the handle,
  * lock-step delivery), mpi_agree.c (startup agreement, dataset broadcast),
  * mpi_report.c (gather, reduce, analysis) and mpi_render.c (text, JSON,
  * CSV, HTML).
@@ -144,8 +145,6 @@ zp_status zpi_mpi_fail(zp_mpi *m, zp_status st, const char *fmt, ...)
 /* Check an MPI return code: MPI_SUCCESS gives ZP_OK, else ZP_ERR_MPI with
  * "rank R: <what> failed: <MPI's error string>" stored on m. */
 zp_status zpi_mpi_check(zp_mpi *m, int rc, const char *what);
-double zpi_mpi_now(void);
-/* snprintf whose result is cut to cap without a compiler warning. */
 /* Append to buf (cap bytes, *len of them used); once the text is cut, *len
  * stays at cap - 1 and later appends write nothing. */
 void zpi_mpi_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)

@@ -222,7 +222,7 @@ zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_k
         return zpi_mpi_fail(m, ZP_ERR_STATE, "a report is already in flight on this handle");
     if (kind != ZP_MPI_REPORT_FINAL && kind != ZP_MPI_REPORT_WINDOW)
         return zpi_mpi_fail(m, ZP_ERR_INVALID, "bad report kind %d", (int)kind);
-    pd->t0 = zpi_mpi_now();
+    pd->t0 = zpi_now();
     pd->kind = kind;
     fill_record(m, in, &pd->send);
     fill_hists(in, pd->hsum, pd->hmin);
@@ -552,7 +552,7 @@ static const char *job_env(void)
 zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out)
 {
     int n = m->size;
-    double t_analysis = zpi_mpi_now();
+    double t_analysis = zpi_now();
     zp_cluster_report *r = calloc(1, sizeof *r);
     if (!r)
         return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a report");
@@ -763,7 +763,7 @@ out:
         zp_cluster_report_destroy(r);
         return st;
     }
-    double t_end = zpi_mpi_now();
+    double t_end = zpi_now();
     r->seconds = t_end - pd->t0;
     r->analysis_seconds = t_end - t_analysis;
     *out = r;

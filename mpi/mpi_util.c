@@ -1,9 +1,9 @@
-/* mpi_util.c - the MPI layer's own small helpers: the clock, appending to
+/* mpi_util.c - the MPI layer's own small helpers: appending to
  * a bounded buffer, the handle's error (zpi_err of src/error.h, with the
  * failed-create convention of every handle), rank lists, the growable
  * string of the renderers, numbers in human units.
  *
- * What the core library already has (zpi_fmt, zpi_mkdir_p, zpi_err) is
+ * What the core library already has (zpi_now, zpi_fmt, zpi_mkdir_p, zpi_err) is
  * used from src/util.c and src/error.c, which libzephon_mpi carries as its
  * own hidden copy of those objects (CMakeLists.txt: zephon_util_objects),
  * so it never needs a zpi_ symbol exported by libzephon.so. */#include <errno.h>
@@ -18,14 +18,7 @@
 
 #include "mpi_internal.h"
 
-/* ------------------------------------------------------------ clock, formatting */
-
-double zpi_mpi_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+/* ------------------------------------------------------------ formatting */
 
 
 void zpi_mpi_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)

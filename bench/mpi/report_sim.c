@@ -116,7 +116,7 @@ zp_cluster_report *zp_sim_report(const zp_sim_opts *o, double *analysis_s)
         for (int i = 0; i < n; i++)
             record(&m->pend.recv[i], i, is_final ? w - 1 : w, o->slow, is_final);
         m->reports++;
-        m->pend.t0 = zpi_mpi_now();
+        m->pend.t0 = zpi_now();
         m->pend.kind = is_final ? ZP_MPI_REPORT_FINAL : ZP_MPI_REPORT_WINDOW;
         zp_cluster_report *r = NULL;
         if (zpi_mpi_analyse(m, &m->pend, &r) != ZP_OK)
