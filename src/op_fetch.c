@@ -69,6 +69,19 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps
     return ZP_OK;
 }
 
+/* Copies record bytes into the chunk's JSON arena for record r; on failure
+ * the chunk fails and the status is returned. */
+static zp_status keep_json(zpi_chunk *c, zpi_rec *r, const char *rec, size_t len)
+{
+    zp_status st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, rec, len, &r->json_off);
+    if (st != ZP_OK) {
+        zpi_chunk_fail(c, st, "out of memory copying a record");
+        return st;
+    }
+    r->json_len = len;
+    return ZP_OK;
+}
+
 void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c)
 {
     char err[ZPI_ERRMAX];
@@ -123,15 +136,8 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
          * ZPI_JSON_PADDING readable bytes past the end) and copy the text
          * alone; the JSON is copied only when the text is missing, for
          * tokenize's message. Otherwise the chunk keeps a copy of the JSON. */
-        if (!env->text_only) {
-            st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len,
-                                  &r->json_off);
-            if (st != ZP_OK) {
-                zpi_chunk_fail(c, st, "out of memory copying a record");
-                break;
-            }
-            r->json_len = len;
-        }
+        if (!env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK)
+            break;
         char jerr[256];
         st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off, len, jerr,
                             sizeof jerr);
@@ -153,13 +159,8 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
                 }
                 r->text_len = tn;
                 r->flags |= ZPI_REC_TEXT;
-            } else if (env->text_only) {
-                if (zpi_arena_append(&c->json, &c->json_len, &c->json_cap, sh->data + a, len,
-                                     &r->json_off) != ZP_OK) {
-                    zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a record");
-                    break;
-                }
-                r->json_len = len;
+            } else if (env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK) {
+                break;
             }
         }
         bytes += len;
