@@ -151,3 +151,30 @@ char *zpt_read_file(const char *path, size_t *len)
         *len = n;
     return buf;
 }
+
+char *zpt_netenv(const char *key)
+{
+    const char *file = getenv("ZT_NETENV");
+    if (!file || !key)
+        return NULL;
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return NULL;
+    char line[4096];
+    size_t kl = strlen(key);
+    char *val = NULL;
+    while (!val && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, kl) != 0 || line[kl] != '=')
+            continue;
+        char *v = line + kl + 1;
+        v[strcspn(v, "\r\n")] = '\0';
+        size_t n = strlen(v);
+        if (n >= 2 && (v[0] == '\'' || v[0] == '"') && v[n - 1] == v[0]) {
+            v[n - 1] = '\0';
+            v++;
+        }
+        val = strdup(v);
+    }
+    fclose(f);
+    return val;
+}

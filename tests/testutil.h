@@ -39,4 +39,10 @@ char *zpt_read_file(const char *path, size_t *len);
 /* Append len bytes to path. 0 or -1. */
 int zpt_append_file(const char *path, const void *data, size_t len);
 
+/* A value from the loopback servers' environment file (tests/net/servers.sh
+ * writes it; ctest passes its path in $ZT_NETENV): "ZT_HTTP", "ZT_HTTPS",
+ * "ZT_CA", "ZT_ROOT", "ZT_PROXY", "ZT_S3", ... (tests/net/README.md).
+ * Caller frees; NULL when the file or the key is missing. */
+char *zpt_netenv(const char *key);
+
 #endif
