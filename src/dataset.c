@@ -27,8 +27,10 @@
 
 #include "dataset_internal.h"
 #include "error.h"
+#include "fetcher.h"
 #include "index_store.h"
 #include "manifest.h"
+#include "storage.h"
 #include "util.h"
 
 #define DEFAULT_MAX_RECORD ((size_t)16 << 20)
@@ -40,6 +42,10 @@
 #define MANIFEST_IN_MEMORY "manifest (in memory)"
 /* The manifest that makes a folder a described dataset. */
 #define FOLDER_MANIFEST "manifest.json"
+/* The device number that marks a remote shard's identity. */
+#define REMOTE_DEV ((dev_t)-1)
+/* Largest remote manifest read. */
+#define MAX_REMOTE_MANIFEST ((size_t)256 << 20)
 
 typedef struct shard {
     char *name;            /* as given, or the manifest's "name" (default "path"); owned */
@@ -53,7 +59,8 @@ typedef struct shard {
     int named;             /* name given by a manifest's "name" (not derived from the path) */
     int from_manifest;     /* samples came from a manifest */
     dev_t dev;             /* the file's identity: a file is in the table once */
-    ino_t ino;
+    ino_t ino;             /* (a remote shard: REMOTE_DEV and the hash of its identity) */
+    char *identity;        /* remote shard: zpi_url_identity() of its URL; owned. NULL: local */
     size_t next;           /* next shard in the same identity bucket, NONE at the end */
     zpi_load_limits lim;   /* what a load of this shard accepts and expects */
 } shard;
@@ -62,6 +69,8 @@ struct zp_dataset {
     zp_dataset_config cfg;  /* cfg.index_store_dir points at store_dir */
     char *store_dir;        /* index store folder, NULL when off; owned */
     zpi_index_store *store; /* NULL when off */
+    zpi_storage *storage;   /* backends and settings for remote shards and manifests */
+    zpi_fetcher *fetcher;   /* remote shards read by index/verify; made when first needed */
     zp_status create_status; /* not ZP_OK: a failed create's error-only handle */
     zpi_load_limits lim;
     shard *shards;
@@ -110,10 +119,10 @@ static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)
             return (ds)->create_status;                                                            \
     } while (0)
 
-/* A note for a path that looks like a URL (there is no remote storage). */
+/* A note for a path that looks like a URL of a scheme not supported. */
 static const char *url_note(const char *path)
 {
-    return strstr(path, "://") ? " (URLs are not supported: give a local path)" : "";
+    return strstr(path, "://") ? " (URLs supported: http://, https://, s3://)" : "";
 }
 
 /* ------------------------------------------------------------ create */
@@ -125,6 +134,30 @@ void zp_dataset_config_init(zp_dataset_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->max_record_bytes = DEFAULT_MAX_RECORD;
     cfg->max_shard_bytes = DEFAULT_MAX_SHARD;
+    zp_storage_config_init(&cfg->storage);
+}
+
+/* Storage settings left 0 take their defaults (0 means "default", as
+ * everywhere in the config structs; a config from before the storage
+ * settings existed is all zero there). */
+static void storage_defaults(zp_storage_config *c)
+{
+    zp_storage_config d;
+    zp_storage_config_init(&d);
+    if (!c->cache_limit_bytes)
+        c->cache_limit_bytes = d.cache_limit_bytes;
+    if (c->connect_timeout_s <= 0)
+        c->connect_timeout_s = d.connect_timeout_s;
+    if (!c->low_speed_bytes)
+        c->low_speed_bytes = d.low_speed_bytes;
+    if (c->low_speed_time_s <= 0)
+        c->low_speed_time_s = d.low_speed_time_s;
+    if (c->retry_base_s <= 0)
+        c->retry_base_s = d.retry_base_s;
+    if (c->retry_max_s <= 0)
+        c->retry_max_s = d.retry_max_s;
+    if (c->lease_s <= 0)
+        c->lease_s = d.lease_s;
 }
 
 /* The settings of ds->cfg that can be wrong; the error names the setting
@@ -182,6 +215,14 @@ zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out)
     if (st == ZP_OK && ds->store_dir &&
         zpi_index_store_create(ds->store_dir, ds->cfg.log, ds->cfg.log_user, &ds->store) != ZP_OK)
         st = zpi_err_set(&ds->err, ZP_ERR_NOMEM, "out of memory creating a dataset");
+    if (st == ZP_OK) {
+        storage_defaults(&ds->cfg.storage);
+        st = zpi_storage_create(&ds->cfg.storage, ds->cfg.log, ds->cfg.log_user, &ds->storage,
+                                &ds->err);
+    }
+    /* the storage copied the strings: none is borrowed past create */
+    ds->cfg.storage.cache_dir = ds->cfg.storage.ca_file = NULL;
+    ds->cfg.storage.s3_endpoint = ds->cfg.storage.s3_region = NULL;
     ds->create_status = st;
     return st;
 }
@@ -190,6 +231,7 @@ static void shard_release(shard *s)
 {
     free(s->name);
     free(s->path);
+    free(s->identity);
 }
 
 void zp_dataset_destroy(zp_dataset *ds)
@@ -200,6 +242,8 @@ void zp_dataset_destroy(zp_dataset *ds)
         shard_release(&ds->shards[i]);
     free(ds->shards);
     free(ds->buckets);
+    zpi_fetcher_destroy(ds->fetcher);
+    zpi_storage_destroy(ds->storage);
     zpi_index_store_destroy(ds->store);
     free(ds->store_dir);
     free(ds->ex_path);
@@ -267,6 +311,20 @@ static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
                             const struct stat *sb, shard **out)
 {
     zp_status st = ZP_OK;
+    /* a remote shard: its identity (scheme, host, path) stands for the file's */
+    char *identity = NULL;
+    struct stat rsb;
+    if (path && zpi_is_url(path)) {
+        if (!(identity = zpi_url_identity(path))) {
+            st = fail(ds, ZP_ERR_NOMEM, "out of memory adding a shard");
+            goto fail;
+        }
+        memset(&rsb, 0, sizeof rsb);
+        rsb.st_dev = REMOTE_DEV;
+        rsb.st_ino = (ino_t)XXH64(identity, strlen(identity), 0);
+        rsb.st_size = sb->st_size;
+        sb = &rsb;
+    }
     if (!name || !path) {
         st = fail(ds, ZP_ERR_NOMEM, "out of memory adding a shard");
         goto fail;
@@ -278,7 +336,8 @@ static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
     size_t h = bucket_of(ds, sb->st_dev, sb->st_ino);
     for (size_t i = ds->buckets[h]; i != NONE; i = ds->shards[i].next) {
         const shard *o = &ds->shards[i];
-        if (o->dev == sb->st_dev && o->ino == sb->st_ino) {
+        if (o->dev == sb->st_dev && o->ino == sb->st_ino &&
+            (!identity || (o->identity && strcmp(o->identity, identity) == 0))) {
             char pa[PATH_MAX + 8], pb[PATH_MAX + 8];
             path_note(pa, sizeof pa, name, path);
             path_note(pb, sizeof pb, o->name, o->path);
@@ -304,6 +363,7 @@ static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
     s->offset = UNKNOWN;
     s->dev = sb->st_dev;
     s->ino = sb->st_ino;
+    s->identity = identity;
     s->next = ds->buckets[h];
     ds->buckets[h] = ds->n;
     shard_sync(ds, s);
@@ -311,6 +371,7 @@ static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
     *out = s;
     return ZP_OK;
 fail:
+    free(identity);
     free(name);
     free(path);
     return st;
@@ -338,6 +399,77 @@ static void update_offsets(zp_dataset *ds)
 static int is_excluded(const zp_dataset *ds, const struct stat *sb)
 {
     return ds->has_exclude && sb->st_dev == ds->ex_dev && sb->st_ino == ds->ex_ino;
+}
+
+/* ------------------------------------------------------------ remote objects */
+
+/* The size of a remote object (a HEAD request), as a stat would give it.
+ * what prefixes the message ("shard 'x'"). */
+static zp_status remote_stat(zp_dataset *ds, const char *url, const char *what, struct stat *sb)
+{
+    zpi_object *o = NULL;
+    zpi_object_info info;
+    zp_status st = zpi_object_open(ds->storage, url, &o, &info, &ds->err);
+    zpi_object_close(o);
+    if (st != ZP_OK)
+        return zpi_err_prefix(&ds->err, "%s", what);
+    memset(sb, 0, sizeof *sb);
+    sb->st_size = (off_t)info.size;
+    sb->st_mode = S_IFREG;
+    return ZP_OK;
+}
+
+/* The name of a shard given as a URL: the URL without its secrets. */
+static char *url_name(const char *url)
+{
+    char buf[4096];
+    zpi_url_redact(url, buf, sizeof buf);
+    return zpi_strdup(buf);
+}
+
+/* The dataset's own fetcher, for index and verify (made when first needed). */
+static zp_status dataset_fetcher(zp_dataset *ds)
+{
+    if (ds->fetcher)
+        return ZP_OK;
+    zpi_fetcher_config fc = {.parallelism = 4, .demand_slots = 1};
+    return zpi_fetcher_create(ds, &fc, &ds->fetcher, &ds->err);
+}
+
+static zp_status add_remote_manifest(zp_dataset *ds, const char *url);
+
+/* A shard or manifest given as a URL. */
+static zp_status add_url(zp_dataset *ds, const char *spec)
+{
+    char *base = zpi_url_basename(spec);
+    if (!base)
+        return fail(ds, ZP_ERR_NOMEM, "out of memory");
+    int manifest = zpi_has_suffix(base, ".json");
+    const zpi_format *fmt = zpi_format_for_path(base);
+    free(base);
+    if (manifest)
+        return add_remote_manifest(ds, spec);
+    char *name = url_name(spec);
+    if (!name)
+        return fail(ds, ZP_ERR_NOMEM, "out of memory");
+    if (!fmt) {
+        zp_status st = fail(ds, ZP_ERR_INVALID,
+                            "'%s': unknown shard format (expected a URL of a .jsonl, .jsonl.zst "
+                            "or .json file)",
+                            name);
+        free(name);
+        return st;
+    }
+    char what[4200];
+    zpi_fmt(what, sizeof what, "shard '%s'", name);
+    struct stat sb;
+    zp_status st = remote_stat(ds, spec, what, &sb);
+    if (st != ZP_OK) {
+        free(name);
+        return st;
+    }
+    shard *s;
+    return push_shard(ds, name, zpi_strdup(spec), fmt, &sb, &s);
 }
 
 /* ------------------------------------------------------------ add */
@@ -376,13 +508,28 @@ static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_ent
     (void)i;
     manifest_ctx *c = user;
     zp_dataset *ds = c->ds;
-    const char *name = e->name ? e->name : e->path;
-    char *path = e->path[0] == '/' ? zpi_strdup(e->path) : zpi_path_join(c->mdir, e->path);
+    /* a URL as is; a path relative to a remote manifest's folder is a URL too */
+    char *path = zpi_is_url(e->path) || e->path[0] == '/' ? zpi_strdup(e->path)
+                                                          : zpi_path_join(c->mdir, e->path);
     if (!path)
         return fail(ds, ZP_ERR_NOMEM, "out of memory");
+    int remote = zpi_is_url(path);
+    char *rname = remote && !e->name ? url_name(e->path) : NULL;
+    const char *name = e->name ? e->name : rname ? rname : e->path;
     struct stat sb;
     zp_status st = ZP_OK;
-    if (stat(path, &sb) != 0) {
+    if (remote && !name) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory");
+    } else if (remote && e->has_bytes) {
+        /* the manifest's size is checked by the download */
+        memset(&sb, 0, sizeof sb);
+        sb.st_size = (off_t)e->bytes;
+        sb.st_mode = S_IFREG;
+    } else if (remote) {
+        char what[4400];
+        zpi_fmt(what, sizeof what, "%s: shard '%s'", c->what, name);
+        st = remote_stat(ds, path, what, &sb);
+    } else if (stat(path, &sb) != 0) {
         int er = errno;
         st = fail(ds, ZP_ERR_IO, "%s: shard '%s': cannot open '%s': %s%s", c->what, name, path,
                   strerror(er), url_note(path));
@@ -398,10 +545,13 @@ static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_ent
     }
     if (st != ZP_OK) {
         free(path);
+        free(rname);
         return st;
     }
     shard *s;
-    if ((st = push_shard(ds, zpi_strdup(name), path, e->fmt, &sb, &s)) != ZP_OK)
+    st = push_shard(ds, zpi_strdup(name), path, e->fmt, &sb, &s);
+    free(rname);
+    if (st != ZP_OK)
         return st;
     s->named = e->name != NULL;
     if (e->has_samples) {
@@ -427,6 +577,44 @@ static zp_status add_manifest(zp_dataset *ds, const char *mpath)
     }
     free(mdir);
     zpi_buf_free(&what);
+    return st;
+}
+
+/* A manifest given as a URL: read whole; relative paths in it are URLs
+ * relative to its folder. */
+static zp_status add_remote_manifest(zp_dataset *ds, const char *url)
+{
+    char *name = url_name(url);
+    if (!name)
+        return fail(ds, ZP_ERR_NOMEM, "out of memory");
+    char *json = NULL;
+    size_t len = 0;
+    zp_status st = zpi_object_read_all(ds->storage, url, MAX_REMOTE_MANIFEST, &json, &len,
+                                       &ds->err);
+    if (st != ZP_OK) {
+        zpi_err_prefix(&ds->err, "manifest '%s'", name);
+        free(name);
+        return st;
+    }
+    /* the folder: the URL up to its path's last '/' (the query dropped) */
+    size_t q = strcspn(url, "?#");
+    size_t cut = q;
+    while (cut > 0 && url[cut - 1] != '/')
+        cut--;
+    char *mdir = malloc(cut + 1);
+    zpi_buf what = {0};
+    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", name) != 0) {
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory");
+    } else {
+        memcpy(mdir, url, cut);
+        mdir[cut] = '\0';
+        manifest_ctx c = {ds, what.p, mdir};
+        st = zpi_manifest_read(json, len, what.p, &ds->err, add_manifest_entry, &c);
+    }
+    zpi_buf_free(&what);
+    free(mdir);
+    free(json);
+    free(name);
     return st;
 }
 
@@ -590,7 +778,9 @@ zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
     size_t n0 = ds->n;
     zp_status st;
     struct stat sb;
-    if (stat(spec, &sb) == 0)
+    if (zpi_is_url(spec))
+        st = add_url(ds, spec);
+    else if (stat(spec, &sb) == 0)
         st = S_ISDIR(sb.st_mode) ? add_folder(ds, spec) : add_file(ds, spec);
     else if (has_glob_chars(spec) && !strstr(spec, "://"))
         st = add_glob(ds, spec);
@@ -666,7 +856,20 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
     zpi_shard sh;
     char err[ZPI_ERRMAX];
     double t0 = zpi_now();
-    zp_status st = s->fmt->load(s->path, s->name, &s->lim, &sh, err, sizeof err);
+    /* a remote shard is read from the shard cache on disk */
+    zpi_fetch_pin pin = {0};
+    const char *path = s->path;
+    if (s->identity) {
+        zp_status fs = dataset_fetcher(ds);
+        if (fs == ZP_OK)
+            fs = zpi_fetcher_acquire(ds->fetcher, (size_t)(s - ds->shards), &pin, &ds->err);
+        if (fs != ZP_OK)
+            return fs;
+        path = pin.path;
+    }
+    zp_status st = s->fmt->load(path, s->name, &s->lim, &sh, err, sizeof err);
+    if (s->identity)
+        zpi_fetcher_release(ds->fetcher, &pin, st == ZP_ERR_FORMAT && s->has_hash);
     if (st == ZP_OK) {
         set_count(ds, s, sh.file_bytes, sh.n_records);
         zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,
@@ -683,6 +886,13 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
 static zp_status index_all(zp_dataset *ds)
 {
     zpi_index_pass pass = {0, 0, 0};
+    /* remote shards to count: their downloads start together */
+    for (size_t i = 0; i < ds->n; i++) {
+        if (ds->shards[i].samples != UNKNOWN || !ds->shards[i].identity)
+            continue;
+        ZPI_FORWARD_IF_ERR(dataset_fetcher(ds));
+        zpi_fetcher_prefetch(ds->fetcher, i);
+    }
     for (size_t i = 0; i < ds->n; i++) {
         if (ds->shards[i].samples != UNKNOWN)
             continue;
@@ -707,16 +917,28 @@ zp_status zp_dataset_index(zp_dataset *ds)
 
 static zp_status hash_file(zp_dataset *ds, const shard *s, uint64_t *out)
 {
-    int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    zpi_fetch_pin pin = {0};
+    const char *path = s->path;
+    if (s->identity) {
+        zp_status fs = dataset_fetcher(ds);
+        if (fs == ZP_OK)
+            fs = zpi_fetcher_acquire(ds->fetcher, (size_t)(s - ds->shards), &pin, &ds->err);
+        if (fs != ZP_OK)
+            return fs;
+        path = pin.path;
+    }
+    zp_status st = ZP_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", s->name, s->path,
-                    strerror(e));
+        st = fail(ds, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", s->name, path, strerror(e));
+        if (s->identity)
+            zpi_fetcher_release(ds->fetcher, &pin, 0);
+        return st;
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     char *buf = malloc(HASH_CHUNK);
     XXH64_state_t *h = XXH64_createState();
-    zp_status st = ZP_OK;
     if (!buf || !h) {
         st = fail(ds, ZP_ERR_NOMEM, "out of memory hashing shard '%s'", s->name);
         goto out;
@@ -743,6 +965,8 @@ out:
     XXH64_freeState(h);
     free(buf);
     close(fd);
+    if (s->identity)
+        zpi_fetcher_release(ds->fetcher, &pin, 0);
     return st;
 }
 
@@ -796,7 +1020,10 @@ static zp_status manifest_json(zp_dataset *ds, int with_hash, const char *base_d
     }
     for (size_t i = 0; i < ds->n && st == ZP_OK; i++) {
         const shard *s = &ds->shards[i];
-        if (!(paths[i] = zpi_manifest_path_for(s->path, s->name, base_dir, mdir_real))) {
+        /* a remote shard's URL is written as given */
+        paths[i] = s->identity ? zpi_strdup(s->path)
+                               : zpi_manifest_path_for(s->path, s->name, base_dir, mdir_real);
+        if (!paths[i]) {
             int er = errno;
             st = fail(ds, ZP_ERR_IO, "shard '%s': cannot resolve '%s': %s", s->name, s->path,
                       strerror(er));
@@ -940,6 +1167,14 @@ uint64_t zp_dataset_fingerprint(const zp_dataset *ds)
 const char *zp_dataset_errmsg(const zp_dataset *ds) { return ds ? zpi_err_msg(&ds->err) : ""; }
 
 /* ------------------------------------------------------------ internal */
+
+zpi_storage *zpi_dataset_storage(const zp_dataset *ds) { return ds->storage; }
+
+zp_log_fn zpi_dataset_log_fn(const zp_dataset *ds, void **user)
+{
+    *user = ds->cfg.log_user;
+    return ds->cfg.log;
+}
 
 const char *zpi_dataset_shard_path(const zp_dataset *ds, size_t i)
 {

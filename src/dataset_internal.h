@@ -16,6 +16,11 @@ uint64_t zpi_dataset_shard_offset(const zp_dataset *ds, size_t i);
  * the shard's format's load, which checks them. Borrowed, valid until the
  * dataset is destroyed; NULL when i is out of range. */
 const zpi_load_limits *zpi_dataset_shard_limits(const zp_dataset *ds, size_t i);
+/* The dataset's storage backends and settings (borrowed; NULL for the
+ * error-only handle of a failed create). */
+struct zpi_storage *zpi_dataset_storage(const zp_dataset *ds);
+/* The dataset's log callback and its user pointer (into *user). */
+zp_log_fn zpi_dataset_log_fn(const zp_dataset *ds, void **user);
 /* Log through the dataset's callback (printf-style); no-op without one. */
 void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

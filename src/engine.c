@@ -9,6 +9,8 @@
 #include "engine.h"
 
 #include <omp.h>
+
+#include "fetcher.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,7 @@ struct zpi_engine {
     zpi_outq *q;             /* borrowed */
     zpi_obs *obs;            /* NULL when off */
     zpi_shard_cache *cache;
+    zpi_fetcher *fetcher;    /* remote shards; NULL when the dataset has none */
     zpi_worker *workers;     /* one per team thread */
     zpi_chunk *chunks;       /* W chunks */
     size_t W;
@@ -253,9 +256,12 @@ static void prefetch_task(zpi_engine *e, uint32_t shard)
 
 /* Under mu: queue the shards of the positions up to `prefetch_buffer` ahead
  * of admission. Returns how many prefetch tasks to start (their shards are
- * put into out[]). */
-static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out)
+ * put into out[]). Remote shards are not decoded ahead: their downloads are
+ * started instead (dl[], *n_dl of at most 64), which waits for nothing. */
+static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint32_t *dl,
+                             size_t *n_dl)
 {
+    *n_dl = 0;
     if (!e->prefetch_buffer || atomic_load(&e->stop) || e->per_rank == 0)
         return 0;
     /* never behind admission: those samples are fetched already */
@@ -287,6 +293,12 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out)
         if (seen)
             continue;
         e->pf_recent[e->pf_recent_n++ % 16] = s.shard;
+        if (e->fetcher && zpi_fetcher_needed(e->env.ds, s.shard)) {
+            dl[(*n_dl)++] = s.shard;
+            if (*n_dl == 64)
+                break;
+            continue;
+        }
         e->pf_queue[(e->pf_head + e->pf_count) % 64] = s.shard;
         e->pf_count++;
     }
@@ -300,10 +312,20 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out)
 
 static void prefetch_more(zpi_engine *e)
 {
-    uint32_t shards[64];
+    uint32_t shards[64], dl[64];
+    size_t n_dl = 0;
+    uint32_t epoch;
+    uint64_t pos;
     pthread_mutex_lock(&e->mu);
-    size_t n = pf_plan_locked(e, shards, 64);
+    size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
+    epoch = e->adm_epoch;
+    pos = e->adm_pos;
     pthread_mutex_unlock(&e->mu);
+    if (e->fetcher) {
+        zpi_fetcher_set_position(e->fetcher, epoch, pos < e->per_rank ? pos : e->per_rank - 1);
+        for (size_t i = 0; i < n_dl; i++)
+            zpi_fetcher_prefetch(e->fetcher, dl[i]);
+    }
     for (size_t i = 0; i < n; i++)
         spawn_prefetch(e, shards[i]);
 }
@@ -513,6 +535,24 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
     e->end_epoch = plan->epochs ? start.epoch + plan->epochs : UINT32_MAX;
 
     const zp_worksource_config *wc = zp_worksource_get_config(e->ws);
+    zp_status st = ZP_OK;
+    const zp_dataset *ds = zp_worksource_dataset(e->ws);
+    if (zpi_fetcher_needed(ds, SIZE_MAX)) {
+        size_t fpar = plan->n_ops > 0 ? plan->ops[0].parallelism : 1;
+        zpi_fetcher_config fc = {
+            .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
+            .demand_slots = (unsigned)(fpar ? fpar : 1),
+            .ws = e->ws,
+        };
+        if ((st = zpi_fetcher_create(ds, &fc, &e->fetcher, err)) != ZP_OK) {
+            zpi_err_prefix(err, "cannot start the pipeline");
+            goto fail;
+        }
+        if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
+            goto fail;
+        zpi_fetcher_set_position(e->fetcher, e->adm_epoch,
+                                 e->adm_pos < e->per_rank ? e->adm_pos : 0);
+    }
     const zpi_shard_cache_config cc = {
         .budget_bytes = plan->shard_cache_bytes,
         .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
@@ -520,8 +560,9 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
                                                    plan->prefetch_buffer > 0),
         .log = plan->env.log,
         .log_user = plan->env.log_user,
+        .fetcher = e->fetcher,
     };
-    zp_status st = zpi_shard_cache_create(zp_worksource_dataset(e->ws), &cc, &e->cache);
+    st = zpi_shard_cache_create(zp_worksource_dataset(e->ws), &cc, &e->cache);
     if (st != ZP_OK) {
         zpi_err_set(err, st, "cannot start the pipeline: shard cache of %zu bytes: %s",
                     plan->shard_cache_bytes, zp_status_str(st));
@@ -565,6 +606,7 @@ void zpi_engine_destroy(zpi_engine *e)
     if (e->thread_started) {
         atomic_store(&e->stop, 1);
         zpi_outq_close(e->q);
+        zpi_fetcher_cancel(e->fetcher); /* tasks waiting on downloads end */
         pthread_join(e->thread, NULL);
         /* The team's threads last touched the shared state under these
          * locks; take them once so that freeing it is ordered after. */
@@ -584,6 +626,7 @@ void zpi_engine_destroy(zpi_engine *e)
     }
     free(e->window);
     zpi_shard_cache_destroy(e->cache);
+    zpi_fetcher_destroy(e->fetcher);
     zpi_obs_destroy(e->obs);
     pthread_mutex_destroy(&e->mu);
     free(e);
@@ -615,4 +658,12 @@ int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max)
 void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out)
 {
     zpi_shard_cache_stats_get(e->cache, out);
+}
+
+int zpi_engine_fetcher_stats(zpi_engine *e, zpi_fetcher_stats *out)
+{
+    if (!e || !e->fetcher)
+        return 0;
+    zpi_fetcher_stats_get(e->fetcher, out);
+    return 1;
 }

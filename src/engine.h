@@ -72,5 +72,9 @@ typedef struct zpi_stage_view {
  * Only with observability on. */
 int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max);
 void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out);
+/* The remote shards' downloads and disk cache: 1 and *out, or 0 when the
+ * dataset has no remote shard. */
+struct zpi_fetcher_stats;
+int zpi_engine_fetcher_stats(zpi_engine *e, struct zpi_fetcher_stats *out);
 
 #endif

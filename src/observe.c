@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "observe_internal.h"
+#include "fetcher.h"
 #include "pipeline_internal.h"
 #include "util.h"
 
@@ -173,6 +174,20 @@ zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timin
         f->bytes += zpi_ctr_get(&th->pf_bytes);
         f->wait_seconds += (double)zpi_ctr_get(&th->wait_ns) * 1e-9;
         zpi_ahist_read(&th->pf_hist, &f->latency_ns);
+    }
+    zpi_fetcher_stats fs;
+    if (zpi_engine_fetcher_stats(zpi_pipeline_engine(p), &fs)) {
+        /* remote shards: prefetch downloads them into the shard cache on disk */
+        f->downloads = fs.xfer.downloads;
+        f->bytes = fs.xfer.bytes;
+        f->latency_ns = fs.xfer.latency_ns;
+        f->retries = fs.xfer.retries;
+        f->cache_hits = fs.hits;
+        f->cache_misses = fs.misses;
+        f->cache_evictions = fs.cache.evictions;
+        f->cache_bytes = fs.cache.bytes_in_cache;
+        f->wait_seconds = (double)fs.wait_ns * 1e-9;
+        return ZP_OK;
     }
     zpi_shard_cache_stats cs;
     zpi_engine_cache_stats(zpi_pipeline_engine(p), &cs);

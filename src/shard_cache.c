@@ -31,6 +31,8 @@
  */
 #include "shard_cache.h"
 
+#include "fetcher.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,9 +299,32 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     const int had_spare = bufs.data != NULL;
     zpi_shard sh;
     memset(&sh, 0, sizeof sh);
-    zp_status st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, sb ? &bufs : NULL, &sh, err,
-                                                   errcap)
-                                  : fmt->load(path, name, lim, &sh, err, errcap);
+    zp_status st = ZP_OK;
+    double wait_s = 0;
+    /* A remote shard is read from the shard cache on disk (downloaded first
+     * when it is not there); a cached file found corrupt (its manifest hash)
+     * is deleted and fetched once more. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        zpi_fetch_pin pin = {0};
+        if (c->cfg.fetcher && zpi_fetcher_needed(c->ds, index)) {
+            double t0 = zpi_now();
+            zpi_err fe;
+            st = zpi_fetcher_acquire(c->cfg.fetcher, index, &pin, &fe);
+            wait_s += zpi_now() - t0;
+            if (st != ZP_OK) {
+                zpi_fmt(err, errcap, "%s", zpi_err_msg(&fe));
+                break;
+            }
+            path = pin.path;
+        }
+        st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, sb ? &bufs : NULL, &sh, err, errcap)
+                            : fmt->load(path, name, lim, &sh, err, errcap);
+        int corrupt = st == ZP_ERR_FORMAT && pin.remote && lim->has_xxh64;
+        zpi_fetcher_release(c->cfg.fetcher, &pin, corrupt);
+        if (!corrupt)
+            break;
+    }
+    sh.read_seconds += wait_s;
     /* the load checked the record count and the hash (zpi_load_check) */
     if (sb) {
         sb->p = bufs.scratch;

@@ -20,6 +20,7 @@
 #define ZEPHON_DATASET_H
 
 #include "common.h"
+#include "storage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,6 +57,10 @@ typedef struct zp_dataset_config {
         const char *index_store_dir;
         const char *index_cache_dir; /* alias (former name) */
     };
+    /* Remote shards and manifests (http://, https://, s3://): the shard
+     * cache on disk, timeouts, retries, TLS, S3 (zephon/storage.h, filled
+     * by zp_dataset_config_init; a field left 0 takes its default). */
+    zp_storage_config storage;
 } zp_dataset_config;
 
 /* Fill cfg with the defaults above. */
@@ -90,7 +95,13 @@ ZP_API void zp_dataset_destroy(zp_dataset *ds);
  * manifest entry its "name", by default its "path" as written.
  * A file already in the dataset (same device and inode, whatever the
  * spelling or link) is ZP_ERR_INVALID naming both shards.
- * A URL is not supported: it fails as a missing file, with a note.
+ *  - a URL (http://, https://, s3://) of a shard or of a manifest (.json);
+ *    its size comes from a HEAD request (or the manifest's "bytes"), its
+ *    bytes are downloaded into the shard cache on disk when first read
+ *    (docs/storage.md). Relative paths in a remote manifest are relative
+ *    to its URL's folder. A URL shard is named by the URL without its
+ *    secrets (user:password@, query string); it is in the dataset once
+ *    (scheme, host and path compared).
  * All or nothing: on error the dataset is as before the call. */
 ZP_API zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
 
