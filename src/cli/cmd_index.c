@@ -27,13 +27,15 @@ static void index_usage(FILE *f)
             "Count the records of every shard and write MANIFEST (JSON).\n"
             "  SHARD_OR_GLOB     a .jsonl or .jsonl.zst file, a folder (its shard files,\n"
             "                    or its manifest.json), a quoted glob pattern\n"
-            "                    ('data/*.jsonl.zst'), or an existing manifest (.json)\n"
+            "                    ('data/*.jsonl.zst'), an existing manifest (.json), or\n"
+            "                    the URL of a shard or manifest (http://, https://, s3://)\n"
             "  -o, --output F    the manifest to write (replaced atomically; never read\n"
             "                    as input, even when a glob or folder holds it)\n"
             "  --hash            also write each shard's XXH64 content hash\n"
             "  --allow-empty     accept shards without records\n"
             "  --max-record-bytes N  longest line accepted (default 16 MiB)\n"
             "  -v, --verbose     print each shard as it is indexed\n");
+    zp_storage_usage(f);
 }
 
 static void log_stderr(void *user, zp_log_level lvl, const char *msg)
@@ -53,6 +55,20 @@ int zp_cmd_index(int argc, char **argv)
         {"max-record-bytes", required_argument, NULL, 'R'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        /* remote storage (storage_opts.c): codes from 256, by name below */
+        {"cache-dir", required_argument, NULL, 256},
+        {"cache-limit", required_argument, NULL, 256},
+        {"connect-timeout", required_argument, NULL, 256},
+        {"low-speed-time", required_argument, NULL, 256},
+        {"low-speed-limit", required_argument, NULL, 256},
+        {"retries", required_argument, NULL, 256},
+        {"retry-base", required_argument, NULL, 256},
+        {"retry-max", required_argument, NULL, 256},
+        {"ca-file", required_argument, NULL, 256},
+        {"s3-endpoint", required_argument, NULL, 256},
+        {"s3-region", required_argument, NULL, 256},
+        {"lease", required_argument, NULL, 256},
+        {"insecure", no_argument, NULL, 256},
         {NULL, 0, NULL, 0},
     };
     const char *out = NULL;
@@ -61,8 +77,16 @@ int zp_cmd_index(int argc, char **argv)
     zp_dataset_config_init(&cfg);
     optind = 0; /* full getopt re-initialisation (GNU) */
     int c;
-    while ((c = getopt_long(argc, argv, "o:vh", opts, NULL)) != -1) {
+    int li = 0;
+    while ((c = getopt_long(argc, argv, "o:vh", opts, &li)) != -1) {
         switch (c) {
+        case 256: {
+            char name[64];
+            snprintf(name, sizeof name, "--%s", opts[li].name);
+            if (zp_storage_opt(&cfg.storage, "zephon index", name, optarg) < 0)
+                return 2;
+            break;
+        }
         case 'o': out = optarg; break;
         case 'H': hash = 1; break;
         case 'E': cfg.allow_empty_shards = 1; break;

@@ -227,6 +227,7 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     /* rank 0 indexes (or reads the manifest); the others get its bytes */
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
+    dcfg.storage = o->storage;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store && zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
         dcfg.index_store_dir = cache_dir;

@@ -506,6 +506,7 @@ int zp_run_main(zp_run_opts *o)
     }
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
+    dcfg.storage = o->storage;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store) {
         if (zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "run_opts.h"
 #include "util.h"
 
@@ -24,7 +25,8 @@ void zp_run_usage(FILE *f)
         "usage: zephon run [options] SHARD|GLOB|MANIFEST...\n"
         "\n"
         "dataset and plan:\n"
-        "  --data SPEC             add shards (path, glob or manifest .json); repeatable\n"
+        "  --data SPEC             add shards (path, glob, manifest .json, or a URL of a\n"
+        "                          shard or manifest: http://, https://, s3://); repeatable\n"
         "  --seed N                shuffle seed (default 0)\n"
         "  --epochs N              epochs to run (default 1; 0 = without end)\n"
         "  --start-epoch N         first epoch (default 0)\n"
@@ -72,7 +74,9 @@ void zp_run_usage(FILE *f)
         "  --metrics-out FILE      write the final snapshots as one JSON document (FILE.rank-<R>\n"
         "                          when the world size is above 1)\n"
         "  --json                  print the summary (and snapshots) as JSON lines\n"
-        "  --quiet                 no progress line\n"
+        "  --quiet                 no progress line\n");
+    zp_storage_usage(f);
+    fprintf(f,
         "\n"
         "Exit status: 0 done, 1 the run failed, 2 usage error, 128+N stopped by signal N\n"
         "(SIGINT 130, SIGTERM 143; outputs complete and marked partial). docs/cli.md\n");
@@ -83,6 +87,7 @@ void zp_run_opts_init(zp_run_opts *o)
     memset(o, 0, sizeof *o);
     zp_worksource_config_init(&o->ws);
     zp_pipeline_config_init(&o->pc);
+    zp_storage_config_init(&o->storage);
     o->field = "text";
     o->max_batches = UINT64_MAX;
     o->map_parallelism = 1;
@@ -174,6 +179,13 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
         dst = v;                                                                                   \
         i++;                                                                                       \
     } while (0)
+        int so = zp_storage_opt(&o->storage, "zephon run", a, v);
+        if (so < 0)
+            return -1;
+        if (so > 0) {
+            i += so - 1;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return 1;
         else if (!strcmp(a, "--data")) {

@@ -65,6 +65,7 @@ typedef struct zp_run_opts {
     const char *metrics_out; /* --metrics-out FILE */
     const char *report_dir;  /* --report DIR (MPI build) */
     uint64_t report_every;   /* --report-every N batches; 0: automatic */
+    zp_storage_config storage; /* remote shards, the shard cache on disk */
     int no_index_store;      /* --no-index-store: count shards without the index store */
     const zp_run_hooks *hooks; /* set by the MPI front end */
 } zp_run_opts;
