@@ -1,0 +1,14 @@
+# Remote shards end to end against the loopback servers (tests/net.cmake
+# starts them: fixture `net`): runs over http, https, S3 and the fault proxy
+# give the local run's sample ids; the shard cache on disk (limit, kill -9,
+# 4 ranks sharing it).
+foreach(t run faults cache)
+  set(_args $<TARGET_FILE:zephon_cli>)
+  if(t STREQUAL "cache" AND MPIEXEC_EXECUTABLE)
+    list(APPEND _args ${MPIEXEC_EXECUTABLE})
+  endif()
+  add_test(NAME test_remote_${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_${t}.sh ${_args})
+  set_tests_properties(test_remote_${t} PROPERTIES TIMEOUT 300 LABELS "net;remote"
+    FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
+endforeach()
+set_tests_properties(test_remote_cache PROPERTIES RUN_SERIAL TRUE)
