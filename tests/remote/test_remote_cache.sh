@@ -18,7 +18,7 @@ RUN="--quiet --seed 6 --threads 2 --microbatch 8"
 "$Z" run "$ROOT/rcache/manifest.json" $RUN --epochs 2 --emit-ids "$T/local" >/dev/null || bad "local run"
 ids_of "$T/local/rank-0.ids" > "$T/local.ids"
 largest=$(stat -c %s "$ROOT"/rcache/shard-*.jsonl.zst | sort -n | tail -1)
-total=$(stat -c %s "$ROOT"/rcache/shard-*.jsonl.zst | paste -sd+ | bc)
+total=$(stat -c %s "$ROOT"/rcache/shard-*.jsonl.zst | awk '{s+=$1} END {print s+0}')
 
 # 1. the limit: a third of the dataset (at least 3 of the largest shard), two epochs
 limit=$(( total / 3 )); (( limit < 3 * largest )) && limit=$(( 3 * largest ))
@@ -29,7 +29,7 @@ mkdir -p "$T/c1"
 pid=$!
 max=0
 while kill -0 $pid 2>/dev/null; do
-  b=$( (cd "$T/c1" && find . -maxdepth 1 -type f -name '*-shard-*' -printf '%s\n' 2>/dev/null) | paste -sd+ | bc)
+  b=$( (cd "$T/c1" && find . -maxdepth 1 -type f -name '*-shard-*' -printf '%s\n' 2>/dev/null) | awk '{s+=$1} END {print s+0}')
   (( ${b:-0} > max )) && max=${b:-0}
   sleep 0.02
 done
@@ -38,7 +38,7 @@ check "limited run completes (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/lim.out"
 ids_of "$T/lim/rank-0.ids" > "$T/lim.ids"
 check "limited run: same ids over 2 epochs" 'cmp -s "$T/local.ids" "$T/lim.ids"'
 check "cache never above limit + allowance (max $max, limit $limit + $allow)" '[[ $max -le $((limit + allow)) ]]'
-end=$( (cd "$T/c1" && find . -maxdepth 1 -type f -name '*-shard-*' -printf '%s\n') | paste -sd+ | bc)
+end=$( (cd "$T/c1" && find . -maxdepth 1 -type f -name '*-shard-*' -printf '%s\n') | awk '{s+=$1} END {print s+0}')
 check "cache at the end within the limit ($end <= $limit)" '[[ ${end:-0} -le $limit ]]'
 
 # 2. kill -9 during downloads (each slowed by the proxy), then a restart
