@@ -300,7 +300,7 @@ zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg
             h = (h + 1) & m;
         f->kmap[h] = i;
     }
-    if (cfg && cfg->ws) {
+    if (cfg && cfg->ws && !sc->cache_lru) {
         zp_worksource_config wc = *zp_worksource_get_config(cfg->ws);
         if ((st = zp_worksource_create((zp_dataset *)ds, &wc, &f->ws)) != ZP_OK) {
             zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));

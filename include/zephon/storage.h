@@ -54,6 +54,11 @@ typedef struct zp_storage_config {
      * a lock older than that (or whose process is gone) is taken over.
      * Default 30. */
     double lease_s;
+    /* Eviction order of the shard cache: 0 (default) Belady's rule, by
+     * each shard's next use in this rank's known order (LRU among shards
+     * whose next use is unknown); 1 LRU only (the usual cache, kept for
+     * comparison: bench/remote). */
+    int cache_lru;
 } zp_storage_config;
 
 /* Fill cfg with the defaults above. */

@@ -68,6 +68,7 @@ int zp_cmd_index(int argc, char **argv)
         {"s3-endpoint", required_argument, NULL, 256},
         {"s3-region", required_argument, NULL, 256},
         {"lease", required_argument, NULL, 256},
+        {"cache-policy", required_argument, NULL, 256},
         {"insecure", no_argument, NULL, 256},
         {NULL, 0, NULL, 0},
     };

@@ -28,7 +28,8 @@ void zp_storage_usage(FILE *f)
         "  --insecure              do not verify TLS certificates (warned on every run)\n"
         "  --s3-endpoint URL       S3 endpoint (default $AWS_ENDPOINT_URL, else AWS)\n"
         "  --s3-region R           S3 region (default $AWS_REGION, else us-east-1)\n"
-        "  --lease S               download lock lease in the shared cache (default 30)\n");
+        "  --lease S               download lock lease in the shared cache (default 30)\n"
+        "  --cache-policy P        eviction: belady (by the known order; default) or lru\n");
 }
 
 static int bad(const char *cmd, const char *opt, const char *val, const char *what)
@@ -49,7 +50,7 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
     static const char *const with_value[] = {
         "--cache-dir", "--cache-limit", "--connect-timeout", "--low-speed-time",
         "--low-speed-limit", "--retries", "--retry-base", "--retry-max", "--ca-file",
-        "--s3-endpoint", "--s3-region", "--lease", NULL};
+        "--s3-endpoint", "--s3-region", "--lease", "--cache-policy", NULL};
     int known = 0;
     for (int i = 0; with_value[i]; i++)
         known |= !strcmp(opt, with_value[i]);
@@ -68,6 +69,13 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
         c->s3_endpoint = val;
     else if (!strcmp(opt, "--s3-region"))
         c->s3_region = val;
+    else if (!strcmp(opt, "--cache-policy")) {
+        if (strcmp(val, "belady") && strcmp(val, "lru")) {
+            fprintf(stderr, "%s: %s '%s': belady or lru\n", cmd, opt, val);
+            return -1;
+        }
+        c->cache_lru = !strcmp(val, "lru");
+    }
     else if (!strcmp(opt, "--cache-limit")) {
         if (zpi_parse_u64(val, 1, UINT64_MAX, 1, &u) != 0)
             return bad(cmd, opt, val, "a size in bytes, k/M/G/T suffixes allowed");
