@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Remote storage figures, each a ratio measured in one run (docs/storage.md):
+#  (a) samples/s of a tokenizing pipeline reading its shards over http
+#      through a proxy that adds 50 ms to every request, with prefetch and
+#      without, against the same pipeline on local files;
+#  (b) download MB/s from nginx on loopback: Zephon's transfer engine
+#      (bench_download) against the curl command, same files, same number
+#      of transfers at once;
+#  (c) bytes downloaded per epoch by a 4-rank job on one node sharing the
+#      shard cache, against the dataset's size;
+#  (d) with a cache limit of a quarter of the dataset, bytes downloaded per
+#      epoch (epochs 2..E) under Belady eviction against LRU, same run.
+#   bench/remote/run.sh [BUILD_DIR]     (servers: tests/net/servers.sh, own folder)
+# SIZE_MB (default 120): the dataset, in 48 jsonl.zst shards. THREADS (2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build/release}
+if [[ ! -x $B/bench_download || ! -x $B/zephon ]]; then
+  cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$B" -j2 --target bench_download zephon_cli >/dev/null
+fi
+Z=$B/zephon
+O=$(mktemp -d /tmp/zephon-bench-remote.XXXXXX)
+NET=$O/net
+cleanup() { bash tests/net/servers.sh stop "$NET" >/dev/null 2>&1 || true; rm -rf "$O"; }
+trap cleanup EXIT
+ZT_PROXY_DELAY_MS=50 bash tests/net/servers.sh start "$NET" >/dev/null
+get() { sed -n "s/^$1=//p" "$NET/env" | head -n1; }
+HTTP=$(get ZT_HTTP); PROXY=$(get ZT_PROXY); ROOT=$(get ZT_ROOT)
+SIZE_MB=${SIZE_MB:-120}; THREADS=${THREADS:-2}
+"$Z" gen --out "$ROOT/ds" --shards 48 --bytes "${SIZE_MB}M" --seed 5 --hash >/dev/null
+chmod -R a+rX "$ROOT/ds"
+DS_BYTES=$(stat -c %s "$ROOT"/ds/shard-*.jsonl.zst | awk '{s+=$1} END {print s}')
+echo "dataset: 48 shards, $((DS_BYTES / 1000000)) MB compressed; proxy adds 50 ms to every request"
+stats() { curl -s "$PROXY/__stats"; }
+reset() { curl -s -X POST "$PROXY/__reset" >/dev/null; }
+get_bytes() { stats | python3 -c "import json,sys;d=json.load(sys.stdin);print(sum(v for k,v in d.get('bytes',{}).items() if '/ds/shard-' in k))"; }
+sps() { python3 -c "import json,sys;print(json.loads(sys.stdin.read().strip().splitlines()[-1])['samples_per_s'])"; }
+RUN="--quiet --json --threads $THREADS --tokenize gpt2:$THREADS --fetch-parallelism 2 --seq-len 2048 --microbatch 8"
+
+echo; echo "(a) samples/s: local vs over http with 50 ms per request (fresh cache each run)"
+for round in 1 2; do
+  l=$("$Z" run "$ROOT/ds/manifest.json" $RUN | sps)
+  p=$("$Z" run "$PROXY/ds/manifest.json" $RUN --prefetch 20000:4 --cache-dir "$O/ca$round" | sps)
+  n=$("$Z" run "$PROXY/ds/manifest.json" $RUN --cache-dir "$O/cb$round" | sps)
+  rm -rf "$O/ca$round" "$O/cb$round"
+  python3 -c "l,p,n=$l,$p,$n;print(f'  round {$round}: local {l:.0f}  remote+prefetch {p:.0f} ({p/l:.2f} of local)  remote without prefetch {n:.0f} ({n/l:.2f})')"
+done
+
+echo; echo "(b) download throughput from nginx on loopback, 4 at once, best of 3"
+urls=(); for f in "$ROOT"/ds/shard-*.jsonl.zst; do urls+=("$HTTP/ds/$(basename "$f")"); done
+best_z=0; best_c=0
+for round in 1 2 3; do
+  mkdir -p "$O/dz" "$O/dc"
+  t0=$(date +%s%N); "$B/bench_download" "$O/dz" 4 "${urls[@]}" >/dev/null; t1=$(date +%s%N)
+  z=$(python3 -c "print($DS_BYTES / (($t1 - $t0) / 1e9) / 1e6)")
+  cargs=(); for u in "${urls[@]}"; do cargs+=(-o "$O/dc/$(basename "$u")" "$u"); done
+  t0=$(date +%s%N); curl -s --parallel --parallel-max 4 "${cargs[@]}"; t1=$(date +%s%N)
+  c=$(python3 -c "print($DS_BYTES / (($t1 - $t0) / 1e9) / 1e6)")
+  rm -rf "$O/dz" "$O/dc"
+  best_z=$(python3 -c "print(max($best_z, $z))"); best_c=$(python3 -c "print(max($best_c, $c))")
+  python3 -c "print(f'  round $round: zephon {$z:.0f} MB/s  curl {$c:.0f} MB/s  ratio {$z/$c:.2f}')"
+done
+python3 -c "print(f'  best: zephon {$best_z:.0f} MB/s  curl {$best_c:.0f} MB/s  ratio {$best_z/$best_c:.2f}')"
+
+echo; echo "(c) bytes downloaded per epoch, 4 ranks on one node sharing the cache"
+if command -v mpirun >/dev/null; then
+  reset
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader \
+    mpirun -np 4 --oversubscribe --bind-to none "$Z" run "$PROXY/ds/manifest.json" --quiet --threads 1 \
+    --prefetch 5000:2 --cache-dir "$O/cmpi" >/dev/null
+  got=$(get_bytes)
+  python3 -c "print(f'  downloaded {$got/1e6:.1f} MB for a {$DS_BYTES/1e6:.1f} MB dataset: {$got/$DS_BYTES:.3f}x')"
+  rm -rf "$O/cmpi"
+fi
+
+echo; echo "(d) cache limit a quarter of the dataset, 4 epochs: bytes downloaded per epoch after the first"
+limit=$((DS_BYTES / 4))
+for pol in belady lru; do
+  reset
+  "$Z" run "$PROXY/ds/manifest.json" --quiet --threads 2 --epochs 1 --cache-dir "$O/cd-$pol" \
+    --cache-limit $limit --cache-policy $pol >/dev/null
+  first=$(get_bytes)
+  "$Z" run "$PROXY/ds/manifest.json" --quiet --threads 2 --start-epoch 1 --epochs 3 --cache-dir "$O/cd-$pol" \
+    --cache-limit $limit --cache-policy $pol --prefetch 2000:2 >/dev/null
+  all=$(get_bytes)
+  eval "d_$pol=\$(( (all - first) / 3 ))"
+  rm -rf "$O/cd-$pol"
+done
+python3 -c "b,l,d=$d_belady,$d_lru,$DS_BYTES;print(f'  belady {b/1e6:.1f} MB/epoch ({b/d:.2f} of the dataset)  lru {l/1e6:.1f} MB/epoch ({l/d:.2f})  belady/lru {b/l:.2f}')"
