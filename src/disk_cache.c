@@ -371,7 +371,8 @@ static int make_room(zpi_disk_cache *c, dc_scan *s, const char *key, uint64_t si
     uint64_t own = c->next_use ? c->next_use(c->next_use_user, key) : UINT64_MAX;
     for (size_t i = 0; i < s->ndone; i++)
         s->done[i].next = c->next_use ? c->next_use(c->next_use_user, s->done[i].key) : UINT64_MAX;
-    qsort(s->done, s->ndone, sizeof *s->done, evict_cmp);
+    if (s->ndone > 1)
+        qsort(s->done, s->ndone, sizeof *s->done, evict_cmp);
     int *fds = malloc((s->ndone ? s->ndone : 1) * sizeof *fds);
     if (!fds)
         return demand;
