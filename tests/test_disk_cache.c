@@ -768,6 +768,84 @@ static void test_limit_never_exceeded_by_prefetch(void **state)
     zpi_disk_cache_destroy(c);
 }
 
+/* Demands and prefetches mixed, entries held for a while: right after each
+ * download starts, the cache holds at most max(limit, the bytes this run
+ * holds: pinned files and downloads in flight, the new one included) --
+ * a demand goes over only by what is in use or being demanded. */
+static void test_limit_with_demand(void **state)
+{
+    const char *dir = DIR_OF(state);
+    nu_table nu = {0};
+    static const char *keys[] = {"q00", "q01", "q02", "q03", "q04", "q05", "q06", "q07",
+                                 "q08", "q09", "q10", "q11"};
+    const uint64_t limit = 1500;
+    zpi_disk_cache *c = mk(dir, limit, 30, &nu);
+    zpi_dc_entry held[8];
+    int nheld = 0, over = 0;
+    unsigned rng = 777;
+    uint64_t most_over = 0;
+    for (int step = 0; step < 500; step++) {
+        rng = rng * 1103515245u + 12345u;
+        int k = (int)((rng >> 16) % 12);
+        uint64_t size = 200 + (uint64_t)k * 41;
+        for (int i = 0; i < 12; i++)
+            nu_set(&nu, keys[i], (uint64_t)((i * 5 + step) % 17));
+        rng = rng * 1103515245u + 12345u;
+        int op = (int)((rng >> 16) % 3);
+        if (op == 0 && nheld > 0) {
+            zpi_dc_entry *e = &held[--nheld];
+            zpi_err err = {0};
+            if (e->state == ZPI_DC_DOWNLOAD) {
+                assert_int_equal(write_obj(e->fd, e->key, 0, e->size), 0);
+                assert_int_equal(zpi_dc_commit(c, e, &err), ZP_OK);
+            }
+            zpi_dc_release(c, e);
+        } else if (nheld < 8) {
+            zpi_dc_entry *e = &held[nheld];
+            zpi_dc_state st;
+            zpi_err err = {0};
+            int demand = (rng >> 20) & 1;
+            assert_int_equal(zpi_dc_acquire(c, keys[k], size, demand, e, &st, &err), ZP_OK);
+            if (st != ZPI_DC_DOWNLOAD && st != ZPI_DC_READY)
+                continue;
+            nheld++;
+            if (st != ZPI_DC_DOWNLOAD)
+                continue;
+            uint64_t in_use = 0; /* distinct keys held */
+            for (int i = 0; i < nheld; i++) {
+                int dup = 0;
+                for (int j = 0; j < i; j++)
+                    dup |= strcmp(held[i].key, held[j].key) == 0;
+                if (!dup)
+                    in_use += held[i].size;
+            }
+            uint64_t b = folder_bytes(dir);
+            uint64_t cap = demand && in_use > limit ? in_use : limit;
+            if (b > cap)
+                fail_msg("step %d: %llu bytes in the cache, limit %llu, in use %llu", step,
+                         (unsigned long long)b, (unsigned long long)limit,
+                         (unsigned long long)in_use);
+            if (b > limit) {
+                over++;
+                if (b - limit > most_over)
+                    most_over = b - limit;
+            }
+        }
+    }
+    assert_true(over > 0); /* the run did go over, through demands */
+    zpi_disk_cache_stats s;
+    zpi_disk_cache_stats_get(c, &s);
+    assert_int_equal(s.over_limit_bytes, most_over);
+    while (nheld > 0) {
+        zpi_dc_entry *e = &held[--nheld];
+        if (e->state == ZPI_DC_DOWNLOAD)
+            zpi_dc_abort(c, e);
+        else
+            zpi_dc_release(c, e);
+    }
+    zpi_disk_cache_destroy(c);
+}
+
 static void test_demand_goes_over_by_its_object(void **state)
 {
     const char *dir = DIR_OF(state);
@@ -1170,6 +1248,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stale_temps_cleaned_at_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_never_exceeded_by_prefetch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_with_demand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demand_goes_over_by_its_object, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pinned_never_evicted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_belady_order, setup, teardown),
