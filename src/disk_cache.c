@@ -544,13 +544,13 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
     } else if (errno != ENOENT) {
         return zpi_err_set(err, ZP_ERR_IO, "%s: %s", p, strerror(errno));
     }
-    c->st.misses++;
     dc_lockinfo li;
     int r = read_lock(c, key, &li);
     path_of(c, p, sizeof p, key, SFX_LOCK);
     if (r < 0)
         return zpi_err_set(err, ZP_ERR_IO, "%s: cannot read: %s", p, strerror(errno));
     if (r == 1 && li.live) {
+        c->st.misses++;
         *state = ZPI_DC_BUSY;
         return ZP_OK;
     }
@@ -613,6 +613,7 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
         return zpi_err_set(err, ZP_ERR_IO, "%s: cannot create: %s", e->path, strerror(en));
     }
     c->st.bytes_in_cache = total + size;
+    c->st.misses++;
     e->fd = fd;
     e->nonce = nonce;
     e->state = ZPI_DC_DOWNLOAD;
@@ -669,7 +670,7 @@ zp_status zpi_dc_commit(zpi_disk_cache *c, zpi_dc_entry *e, zpi_err *err)
 {
     ZPI_RETURN_ERR_IF(e->state != ZPI_DC_DOWNLOAD, err, ZP_ERR_STATE,
                       "%s: commit of a download that is not in progress", e->key);
-    struct stat st;
+    struct stat st = {0};
     if (fstat(e->fd, &st) != 0 || (uint64_t)st.st_size != e->size) {
         zp_status s = zpi_err_set(err, ZP_ERR_IO, "%s: %lld bytes written, %llu expected",
                                   e->path, (long long)st.st_size, (unsigned long long)e->size);
@@ -682,7 +683,15 @@ zp_status zpi_dc_commit(zpi_disk_cache *c, zpi_dc_entry *e, zpi_err *err)
         zpi_dc_abort(c, e);
         return s;
     }
-    ZPI_FORWARD_IF_ERR(lock_all(c, err));
+    zp_status ls = lock_all(c, err);
+    if (ls != ZP_OK) { /* the lock lapses with its lease */
+        close(e->fd);
+        unlink(e->path);
+        e->fd = -1;
+        e->state = -1;
+        e->path[0] = '\0';
+        return ls;
+    }
     char lk[4096], done[4096];
     path_of(c, lk, sizeof lk, e->key, SFX_LOCK);
     path_of(c, done, sizeof done, e->key, SFX_DONE);

@@ -860,11 +860,14 @@ static void test_demand_goes_over_by_its_object(void **state)
     assert_int_equal(zpi_dc_acquire(c, "d", 400, 0, &e, &st, &err), ZP_OK);
     assert_int_equal(st, ZPI_DC_NOROOM);
     assert_int_equal(folder_bytes(dir), 900);
+    zpi_disk_cache_stats s;
+    zpi_disk_cache_stats_get(c, &s);
+    assert_int_equal(s.misses, 3); /* a NOROOM is neither a hit nor a miss */
+    assert_int_equal(s.hits, 0);
     /* A demand does, by its one object, and says so. */
     assert_int_equal(zpi_dc_acquire(c, "d", 400, 1, &e, &st, &err), ZP_OK);
     assert_int_equal(st, ZPI_DC_DOWNLOAD);
     assert_int_equal(folder_bytes(dir), 1300);
-    zpi_disk_cache_stats s;
     zpi_disk_cache_stats_get(c, &s);
     assert_int_equal(s.over_limit_bytes, 300);
     assert_int_equal(s.evictions, 0);
