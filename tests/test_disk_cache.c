@@ -582,9 +582,9 @@ static void test_kill9_then_restart_cleans(void **state)
 static void test_lease_expiry_of_stuck_owner(void **state)
 {
     const char *dir = DIR_OF(state);
-    zpi_disk_cache *c = mk(dir, 1 << 20, 0.3, NULL);
+    zpi_disk_cache *c = mk(dir, 1 << 20, 0.5, NULL);
     int rd, go;
-    pid_t pid = stuck_child(dir, "slow", 6000, 0.3, &rd, &go);
+    pid_t pid = stuck_child(dir, "slow", 6000, 0.5, &rd, &go);
     assert_true(pid > 0);
     wait_ready(rd);
     zpi_dc_entry e;
@@ -622,20 +622,20 @@ static void test_lease_expiry_of_stuck_owner(void **state)
 static void test_renew_keeps_lease_and_fails_after_takeover(void **state)
 {
     const char *dir = DIR_OF(state);
-    zpi_disk_cache *a = mk(dir, 1 << 20, 0.3, NULL);
-    zpi_disk_cache *b = mk(dir, 1 << 20, 0.3, NULL);
+    zpi_disk_cache *a = mk(dir, 1 << 20, 0.5, NULL);
+    zpi_disk_cache *b = mk(dir, 1 << 20, 0.5, NULL);
     zpi_dc_entry e1, e2;
     zpi_dc_state st;
     zpi_err err = {0};
     assert_int_equal(zpi_dc_acquire(a, "r", 100, 1, &e1, &st, &err), ZP_OK);
     assert_int_equal(st, ZPI_DC_DOWNLOAD);
-    for (int i = 0; i < 8; i++) { /* 0.8 s, renewed every 0.1 s: stays busy */
+    for (int i = 0; i < 10; i++) { /* 1 s, renewed every 0.1 s: stays busy */
         sleep_s(0.1);
         assert_int_equal(zpi_dc_renew(a, &e1, &err), ZP_OK);
         assert_int_equal(zpi_dc_acquire(b, "r", 100, 1, &e2, &st, &err), ZP_OK);
         assert_int_equal(st, ZPI_DC_BUSY);
     }
-    sleep_s(0.4); /* not renewed: the lease runs out (same pid, alive) */
+    sleep_s(0.6); /* not renewed: the lease runs out (same pid, alive) */
     assert_int_equal(zpi_dc_acquire(b, "r", 100, 1, &e2, &st, &err), ZP_OK);
     assert_int_equal(st, ZPI_DC_DOWNLOAD);
     assert_int_equal(zpi_dc_renew(a, &e1, &err), ZP_ERR_STATE);
