@@ -699,6 +699,16 @@ static void test_stale_temps_cleaned_at_create(void **state)
     zpi_err err = {0};
     assert_int_equal(zpi_dc_acquire(c, "c", 100, 1, &e, &st, &err), ZP_OK);
     assert_int_equal(st, ZPI_DC_BUSY);
+    /* Later, while the cache runs: cleaned when the next download starts. */
+    p = zpt_path(dir, "d.zdc.part.00000000000000cc");
+    assert_int_equal(zpt_write_file(p, "half", 4), 0);
+    free(p);
+    assert_int_equal(zpi_dc_acquire(c, "other", 100, 0, &e, &st, &err), ZP_OK);
+    assert_int_equal(st, ZPI_DC_DOWNLOAD);
+    assert_false(exists_in(dir, "d.zdc.part.00000000000000cc"));
+    zpi_disk_cache_stats_get(c, &s);
+    assert_int_equal(s.stale_cleaned, 3);
+    zpi_dc_abort(c, &e);
     zpi_disk_cache_destroy(c);
 }
 
