@@ -118,8 +118,12 @@ static int classify(const char *name, char key[DC_KEYMAX + 1], uint64_t *nonce)
         uint64_t v = 0;
         for (size_t i = n - DC_NONCE_HEX; i < n; i++) {
             char ch = name[i];
-            int d = (ch >= '0' && ch <= '9') ? ch - '0' : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10 : -1;
-            if (d < 0)
+            int d;
+            if (ch >= '0' && ch <= '9')
+                d = ch - '0';
+            else if (ch >= 'a' && ch <= 'f')
+                d = ch - 'a' + 10;
+            else
                 return N_OTHER;
             v = v << 4 | (uint64_t)d;
         }

@@ -38,9 +38,11 @@
  *    first among those (Belady's rule; LRU only where the order is unknown).
  *    A prefetch never evicts a file needed sooner than the one it fetches,
  *    nor as soon (one of unknown next use evicts only files of unknown next
- *    use): ZPI_DC_NOROOM instead, and then it evicts nothing. A demand acquire that cannot make room goes
- *    over the limit by its one object (the documented in-flight allowance:
- *    at most the objects being demanded at once) rather than wait.
+ *    use): ZPI_DC_NOROOM instead, and then it evicts nothing. A demand
+ *    acquire that cannot make room (everything left is in use) evicts all
+ *    it can and goes over the limit by its one object rather than wait: the
+ *    documented in-flight allowance, at most the files in use plus the
+ *    objects being demanded at once (stats.over_limit_bytes records it).
  *  - Source files (local shards) never enter the cache; it deletes only
  *    files it wrote.
  *

@@ -470,8 +470,8 @@ static void test_four_processes_download_once(void **state)
 /* A child that starts downloading key, writes half, tells the parent (one
  * byte on `ready`) and then blocks on `go`; after a byte on go it renews and
  * commits, and exits 0 when both said ZP_ERR_STATE (its lease was taken). */
-static pid_t stuck_child(const char *dir, const char *key, uint64_t size, double lease, int *ready_rd,
-                         int *go_wr)
+static pid_t stuck_child(const char *dir, const char *key, uint64_t size, double lease,
+                         int *ready_rd, int *go_wr)
 {
     int r[2], g[2];
     if (pipe(r) != 0 || pipe(g) != 0)
@@ -731,9 +731,10 @@ static void test_limit_never_exceeded_by_prefetch(void **state)
         int k = (int)((rng >> 16) % 16);
         uint64_t size = 100 + (uint64_t)k * 37;
         /* The order moves on: next uses change as the run goes. */
-        for (int i = 0; i < 16; i++)
-            nu_set(&nu, keys[i], (uint64_t)((i * 7 + step) % 23 == 0 ? UINT64_MAX
-                                                                       : (uint64_t)((i * 7 + step) % 23)));
+        for (int i = 0; i < 16; i++) {
+            uint64_t v = (uint64_t)((i * 7 + step) % 23);
+            nu_set(&nu, keys[i], v == 0 ? UINT64_MAX : v);
+        }
         rng = rng * 1103515245u + 12345u;
         int op = (int)((rng >> 16) % 4);
         if (op == 0 && nheld > 0) { /* finish or release one held entry */
