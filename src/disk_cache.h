@@ -4,32 +4,45 @@
  *
  * A folder of complete files named by key, plus per download a lock file
  * and a temporary file. Everything is coordinated through the file system,
- * so the ranks of a job on one node (any processes) share it without MPI:
+ * so the ranks of a job on one node (any processes) share it without MPI.
+ * The cache's names carry a suffix, so that its folder may be one a user
+ * keeps other files in (e.g. $TMPDIR): "<key>.zdc" (complete),
+ * "<key>.zdc.lock" (download lock), "<key>.zdc.part.<nonce, 16 hex>"
+ * (temporary file), ".zephon-cache.lock" (folder lock). Below, "<key>"
+ * stands for "<key>.zdc". Nothing else in the folder is read or deleted.
  *
  *  - Metadata decisions (who downloads, what is evicted, the byte count)
- *    are made under an exclusive flock() of "<dir>/.lock", held for
- *    microseconds; the kernel releases it when a process dies.
+ *    are made under an exclusive flock() of "<dir>/.zephon-cache.lock" (and
+ *    a mutex of the cache object), held for microseconds (a folder listing
+ *    when a download starts); the kernel releases it when a process dies.
  *  - A download is owned through "<key>.lock", which names its owner (host,
- *    pid, a nonce) and the bytes reserved, and carries a lease: the owner
+ *    pid, a nonce) and the bytes reserved (one line: "zdc1 <host>/<pid
+ *    namespace> <pid> <nonce hex> <bytes>"), and carries a lease: the owner
  *    renews it (its mtime) while it writes. A lock whose lease ran out, or
  *    whose owner is a process of this host that no longer exists, is taken
  *    over. Nobody waits forever.
- *  - Data is written to "<key>.part.<owner>" and renamed to "<key>" only
+ *  - Data is written to "<key>.part.<nonce>" and renamed to "<key>" only
  *    when the caller has checked it (size, hash) and commits: after a crash
  *    the cache never serves a partial file; temporary files whose lock is
  *    dead are deleted when a cache is created and when room is made.
  *  - A reader pins a complete file (a shared flock() on it, plus a count in
- *    the process); eviction takes an exclusive non-blocking flock() first,
- *    so a file in use is never evicted under its reader, in any process.
+ *    the process, for file systems that emulate flock() with POSIX locks,
+ *    which do not conflict inside one process); eviction takes an exclusive
+ *    non-blocking flock() first, so a file in use is never evicted under its
+ *    reader, in any process. A READY acquire sets the file's mtime: its
+ *    last use, for LRU.
  *  - The limit counts complete files plus the bytes reserved by live
  *    downloads. Room is made by evicting unpinned files: the one whose next
  *    use (next_use callback, this process's known order) is farthest first,
  *    files with no known next use before any other, least recently used
  *    first among those (Belady's rule; LRU only where the order is unknown).
- *    A prefetch never evicts a file needed sooner than the one it fetches
- *    (ZPI_DC_NOROOM instead). A demand acquire that cannot make room goes
- *    over the limit by its one object (the documented in-flight allowance:
- *    at most the objects being demanded at once) rather than wait.
+ *    A prefetch never evicts a file needed sooner than the one it fetches,
+ *    nor as soon (one of unknown next use evicts only files of unknown next
+ *    use): ZPI_DC_NOROOM instead, and then it evicts nothing. A demand
+ *    acquire that cannot make room (everything left is in use) evicts all
+ *    it can and goes over the limit by its one object rather than wait: the
+ *    documented in-flight allowance, at most the files in use plus the
+ *    objects being demanded at once (stats.over_limit_bytes records it).
  *  - Source files (local shards) never enter the cache; it deletes only
  *    files it wrote.
  *
@@ -105,7 +118,10 @@ zp_status zpi_dc_acquire(zpi_disk_cache *c, const char *key, uint64_t size, int 
  * download runs). ZP_ERR_STATE when the lease was lost (taken over): abort. */
 zp_status zpi_dc_renew(zpi_disk_cache *c, zpi_dc_entry *e, zpi_err *err);
 /* DOWNLOAD, the temporary file complete and checked: rename it into place
- * (closing e->fd), drop the lock; e becomes READY (pinned) on ZP_OK. */
+ * (closing e->fd), drop the lock; e becomes READY (pinned) on ZP_OK. The
+ * file is flushed (fdatasync) first. ZP_ERR_IO when it does not hold
+ * exactly the acquired size, ZP_ERR_STATE when the lease was taken over:
+ * in both cases the temporary file is deleted and e is done with. */
 zp_status zpi_dc_commit(zpi_disk_cache *c, zpi_dc_entry *e, zpi_err *err);
 /* DOWNLOAD failed: delete the temporary file, drop the lock. */
 void zpi_dc_abort(zpi_disk_cache *c, zpi_dc_entry *e);
