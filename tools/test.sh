@@ -36,13 +36,13 @@ if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_config asan -LE nosan -- -DCMAKE_BUILD_TYPE=Debug -DZEPHON_SANITIZE=address \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
-  # TSan on the threaded engine's tests. gcc's libgomp is not instrumented,
+  # TSan on the threaded engine's tests and the shard cache on disk (label tsan). gcc's libgomp is not instrumented,
   # so the engine orders every hand-over between tasks with its own locks
   # (visible to TSan); no suppression is needed. LLVM's libomp 14 + Archer
   # is not used: it crashes when parallel regions with tasks are opened by
   # successive threads, as every pipeline's engine thread does (docs/design.md).
   TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 exitcode=66" \
-    run_config tsan -L engine -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEPHON_SANITIZE=thread \
+    run_config tsan -L "engine|tsan" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEPHON_SANITIZE=thread \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
   # libFuzzer targets (fuzz/, docs/fuzzing.md): built with clang, 15 s each
   echo "=== [fuzz] fuzz/run.sh 15"
