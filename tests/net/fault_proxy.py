@@ -137,14 +137,14 @@ class State:
                     "bytes": sel(self.bytes)}
 
 
-ERROR_TITLES = {403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
+ERROR_TITLES = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
                 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "zephon-fault-proxy"
-    sys_version = ""
+    def version_string(self):
+        return "zephon-fault-proxy"
 
     # ------------------------------------------------------------ plumbing
     def log_message(self, fmt, *args):  # quiet: no line per request
@@ -247,7 +247,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except FaultError as e:
                 self.log_error("bad fault list: %s", e)
                 self.close_connection = True
-                return self.send_page(404, head=(method == "HEAD"))
+                return self.send_page(400, head=(method == "HEAD"))
             path = "/" + rest
         real = urllib.parse.urlsplit(path).path
         st = self.server.state

@@ -157,6 +157,29 @@ ensure_s3rver() { # installs the npm package into the cache folder when missing
     </dev/null >>"$log" 2>&1 || { tail -5 "$log" >&2; die "s3: npm install $S3RVER_PKG failed (log $log)"; }
 }
 
+# pick_node NPM_DIR LOG: sets NODE to a Node.js >= 20 (what s3rver's dependencies need).
+# Debian 12's nodejs is 18: then Node 20 is installed once from the npm registry
+# (package node-linux-<arch>) into NPM_DIR. ZT_NPM_NODE=1 forces that copy.
+NODE_PKG_VERSION=20.19.5
+pick_node() {
+  local nd=$1 log=$2 major=0 arch pkg
+  if command -v node >/dev/null && [[ "${ZT_NPM_NODE:-0}" != 1 ]]; then
+    major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+    if ((major >= 20)); then NODE=$(command -v node); return 0; fi
+  fi
+  case $(uname -m) in
+    x86_64) arch=x64 ;; aarch64) arch=arm64 ;; ppc64le) arch=ppc64le ;; *) arch=$(uname -m) ;;
+  esac
+  pkg=node-linux-$arch
+  NODE=$nd/node$NODE_PKG_VERSION/node_modules/$pkg/bin/node
+  [[ -x "$NODE" ]] && return 0
+  command -v npm >/dev/null || die "s3: node >= 20 and npm are missing (tools/deps.sh)"
+  echo "servers.sh: node ${major} < 20: installing $pkg@$NODE_PKG_VERSION into $nd" >&2
+  npm install --prefix "$nd/node$NODE_PKG_VERSION" --no-audit --no-fund --loglevel=error \
+    "$pkg@$NODE_PKG_VERSION" </dev/null >>"$log" 2>&1 && [[ -x "$NODE" ]] ||
+    { tail -5 "$log" >&2; die "s3: cannot install $pkg@$NODE_PKG_VERSION (log $log)"; }
+}
+
 # wait_for NAME PID CHECK...: runs CHECK until it succeeds; fails when PID dies or after
 # WAIT_S seconds
 wait_for() {
@@ -190,7 +213,7 @@ start_once() { # DIR: one try; 0 ok, 1 failed (FAILED says why), 2 port taken
     --delay-ms "${ZT_PROXY_DELAY_MS:-0}" --log "$d/logs/proxy.log" \
     </dev/null >>"$d/logs/proxy.log" 2>&1 &
   echo $! >"$d/proxy.pid"
-  NODE_PATH="$NPM_DIR/node_modules" ZT_S3_SECRET="$S3_SECRET" setsid node "$HERE/s3server.js" \
+  NODE_PATH="$NPM_DIR/node_modules" ZT_S3_SECRET="$S3_SECRET" setsid "$NODE" "$HERE/s3server.js" \
     "$s3p" "$d/s3" "$BUCKET" "$S3_KEY" </dev/null >>"$d/logs/s3.log" 2>&1 &
   echo $! >"$d/s3.pid"
 
@@ -232,7 +255,7 @@ start() {
   stop_all "$d"
   rm -rf "$d/root" "$d/s3" "$d/nginx-tmp" "$d/logs" "$d/env" "$d/env.tmp"
   mkdir -p "$d/root" "$d/s3" "$d/logs"
-  for t in openssl curl node; do
+  for t in openssl curl; do
     command -v "$t" >/dev/null || die "$t is missing (tools/deps.sh installs it)"
   done
   NGINX=$(command -v nginx || echo /usr/sbin/nginx)
@@ -241,6 +264,7 @@ start() {
   [[ -x "$PY" ]] || PY=$(command -v python3) || die "python3 is missing"
   NPM_DIR=$(npm_dir)
   ensure_s3rver "$NPM_DIR" "$d/logs/npm.log"
+  pick_node "$NPM_DIR" "$d/logs/npm.log"
   make_certs "$d"
   S3_KEY=ZT$(od -An -N8 -tx1 /dev/urandom | tr -dc 0-9a-f | tr a-f A-F)
   S3_SECRET=$(od -An -N20 -tx1 /dev/urandom | tr -dc 0-9a-f)
