@@ -203,10 +203,15 @@ start_once() { # DIR: one try; 0 ok, 1 failed (FAILED says why), 2 port taken
   read -r hp sp pp s3p <<<"$(free_ports 4)"
   [[ -n "$s3p" ]] || { FAILED="no free ports"; return 1; }
 
-  start_nginx "$d" "$hp" "$sp"
+  FAILED=""
+  if ! start_nginx "$d" "$hp" "$sp"; then
+    FAILED="nginx failed to start: $(tail -n1 "$d/logs/nginx.out" 2>/dev/null)"
+    grep -qsiE 'in use' "$d/logs/nginx.out" "$d/logs/nginx-error.log" && return 2
+    return 1
+  fi
   local npid=""
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
-    npid=$(tr -dc 0-9 <"$d/nginx.pid" 2>/dev/null) && [[ -n "$npid" ]] && break
+  for _ in $(seq 50); do
+    npid=$({ tr -dc 0-9 <"$d/nginx.pid"; } 2>/dev/null) && [[ -n "$npid" ]] && break
     sleep 0.1
   done
   setsid "$PY" "$HERE/fault_proxy.py" --port "$pp" --upstream "http://127.0.0.1:$hp" \
@@ -217,7 +222,6 @@ start_once() { # DIR: one try; 0 ok, 1 failed (FAILED says why), 2 port taken
     "$s3p" "$d/s3" "$BUCKET" "$S3_KEY" </dev/null >>"$d/logs/s3.log" 2>&1 &
   echo $! >"$d/s3.pid"
 
-  FAILED=""
   wait_for nginx-http "$npid" "$d/logs/nginx-error.log" http_answers "http://127.0.0.1:$hp/" &&
   wait_for nginx-https "$npid" "$d/logs/nginx-error.log" \
     http_answers --cacert "$d/ca.pem" "https://localhost:$sp/" &&
@@ -279,7 +283,7 @@ start() {
       rm -f "$d"/logs/*.log "$d"/logs/*.out
       continue
     fi
-    for f in "$d"/logs/nginx-error.log "$d"/logs/proxy.log "$d"/logs/s3.log; do
+    for f in "$d"/logs/nginx.out "$d"/logs/nginx-error.log "$d"/logs/proxy.log "$d"/logs/s3.log; do
       [[ -s "$f" ]] && { echo "--- $f" >&2; tail -5 "$f" >&2; }
     done
     die "$why"
