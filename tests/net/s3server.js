@@ -72,6 +72,7 @@ server
 for (const sig of ['SIGTERM', 'SIGINT']) {
   process.on(sig, () => {
     httpServer.close(() => process.exit(0))
+    httpServer.closeAllConnections()
     setTimeout(() => process.exit(0), 2000).unref()
   })
 }

@@ -19,7 +19,14 @@ WAIT_S=20
 die() { echo "servers.sh: $*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- process helpers
-alive() { [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null; }
+# alive PID: the process exists and is not a zombie (an orphan waits for init to reap it)
+alive() {
+  [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null || return 1
+  local stat
+  stat=$({ cat "/proc/$1/stat"; } 2>/dev/null) || return 0
+  stat=${stat##*) }
+  [[ "${stat:0:1}" != Z ]]
+}
 children() { # PID: the pids whose parent is PID (from /proc, no procps needed)
   local f stat rest
   for f in /proc/[0-9]*/stat; do

@@ -17,15 +17,18 @@ trap 'bash "$S" stop "$D" >/dev/null 2>&1; rm -rf "$T"' EXIT
 
 get() { sed -n "s/^$1=//p" "$D/env" | head -n1; }
 pids() { cat "$D"/*.pid 2>/dev/null | tr -dc '0-9\n'; }
-# the pids of the processes whose command line mentions the folder, and their children
-procs_of() {
-  local f p
-  for f in /proc/[0-9]*/cmdline; do
-    p=${f#/proc/}; p=${p%/cmdline}
-    { tr '\0' ' ' <"$f"; } 2>/dev/null | grep -qF -- "$1" && echo "$p"
+# the pids of the processes whose command line mentions the folder
+procs_of() { grep -lsF -f <(printf "%s\n" "$1") /proc/[0-9]*/cmdline | sed 's|/proc/||;s|/cmdline||'; }
+# all_dead PID...: none runs (a zombie waiting for init to reap it counts as ended)
+all_dead() {
+  local p st
+  for p in "$@"; do
+    st=$({ cat "/proc/$p/stat"; } 2>/dev/null) || continue
+    st=${st##*) }
+    [[ "${st:0:1}" == Z ]] || return 1
   done
+  return 0
 }
-all_dead() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 kids() { local p; for p in "$@"; do grep -l "^[0-9]* ([^)]*) [A-Z] $p " /proc/[0-9]*/stat 2>/dev/null |
   sed 's|/proc/||;s|/stat||'; done; }
 
@@ -68,6 +71,8 @@ check "the new ones answer" '[[ $(curl -s -o /dev/null -w "%{http_code}" "$(get 
 
 # 4. stop
 new=$(pids); newk=$(kids $new)
+check "the folder's processes are found while they run ($(procs_of "$D" | wc -l))" \
+  '[[ $(procs_of "$D" | wc -l) -ge 3 ]]'
 bash "$S" stop "$D"; rc=$?
 check "stop succeeds (rc $rc)" '[[ $rc == 0 ]]'
 check "every process ended, nginx workers too" 'all_dead $new $newk'
