@@ -100,7 +100,8 @@ make_certs() { # DIR/ca.pem (CA), DIR/server.pem + server.key for localhost and 
     openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
       -extfile server.ext -out server.pem
     rm -f server.csr ca.srl
-  ) >"$d/logs/openssl.log" 2>&1 || { tail -5 "$d/logs/openssl.log" >&2; die "openssl: cannot make the test certificates"; }
+  ) >"$d/logs/openssl.log" 2>&1 ||
+    { tail -5 "$d/logs/openssl.log" >&2; die "openssl: cannot make the test certificates"; }
 }
 
 start_nginx() { # DIR HTTP_PORT HTTPS_PORT
@@ -161,7 +162,8 @@ ensure_s3rver() { # installs the npm package into the cache folder when missing
   mkdir -p "$nd" || die "s3: cannot create $nd"
   echo "servers.sh: installing $S3RVER_PKG into $nd" >&2
   npm install --prefix "$nd" --no-audit --no-fund --loglevel=error "$S3RVER_PKG" \
-    </dev/null >>"$log" 2>&1 || { tail -5 "$log" >&2; die "s3: npm install $S3RVER_PKG failed (log $log)"; }
+    </dev/null >>"$log" 2>&1 ||
+    { tail -5 "$log" >&2; die "s3: npm install $S3RVER_PKG failed (log $log)"; }
 }
 
 # pick_node NPM_DIR LOG: sets NODE to a Node.js >= 20 (what s3rver's dependencies need).
@@ -194,7 +196,9 @@ wait_for() {
   local end=$((SECONDS + WAIT_S))
   while ! "$@" >/dev/null 2>&1; do
     if ! alive "$pid"; then FAILED="$name exited at start (log $log)"; return 1; fi
-    if ((SECONDS >= end)); then FAILED="$name did not answer within ${WAIT_S} s (log $log)"; return 1; fi
+    if ((SECONDS >= end)); then
+      FAILED="$name did not answer within ${WAIT_S} s (log $log)"; return 1
+    fi
     sleep 0.1
   done
 }

@@ -67,7 +67,8 @@ check "proxy: plain 200 and the same bytes" '[[ $CODE == 200 ]] && same "$ROOT/$
 check "proxy: ETag relayed" '[[ $(hdr ETag) == "$etag" ]]'
 check "proxy: Content-Length relayed" '[[ $(hdr Content-Length) == $SIZE ]]'
 req -r 1000-1999 -H "If-Range: $etag" "$P/$F"
-check "proxy: Range + If-Range forwarded -> 206 with the bytes" '[[ $CODE == 206 ]] && same "$T/want"'
+check "proxy: Range + If-Range forwarded -> 206 with the bytes" \
+  '[[ $CODE == 206 ]] && same "$T/want"'
 req -r 1000-1999 -H 'If-Range: "stale"' "$P/$F"
 check "proxy: stale If-Range -> 200 whole" '[[ $CODE == 200 && $NBYTES == $SIZE ]]'
 req -H "If-None-Match: $etag" "$P/$F"
@@ -79,7 +80,8 @@ check "proxy: a missing file -> 404 relayed" '[[ $CODE == 404 ]]'
 for code in 500 503 403 404; do
   req "$P/f/$code/$F"
   check "fault $code: status $code ($CODE)" '[[ $CODE == $code ]]'
-  check "fault $code: an HTML error page" '[[ $(hdr Content-Type) == text/html* ]] && grep -q "<html" "$T/body"'
+  check "fault $code: an HTML error page" \
+    '[[ $(hdr Content-Type) == text/html* ]] && grep -q "<html" "$T/body"'
   req "$P/f/$code/$F"
   check "fault $code: the next request is served (count 1)" '[[ $CODE == 200 ]] && same "$ROOT/$F"'
 done
@@ -102,7 +104,8 @@ head -c 1000 "$ROOT/$F" >"$T/want"
 check "fault reset:1000: the bytes before the reset are the file's" 'same "$T/want"'
 req -r 1000- -H "If-Range: $etag" "$P/f/reset:1000/$F"
 tail -c +1001 "$ROOT/$F" >"$T/want"
-check "after the reset: Range 1000- -> 206 and the rest of the file" '[[ $CODE == 206 ]] && same "$T/want"'
+check "after the reset: Range 1000- -> 206 and the rest of the file" \
+  '[[ $CODE == 206 ]] && same "$T/want"'
 
 req --max-time 2 "$P/f/stall:3000/$F"
 check "fault stall:3000: 3000 bytes then no more until curl's 2 s timeout (rc $RC, ${TOTAL}s)" \
@@ -137,7 +140,8 @@ check "slowfirst combines with a status fault (${TTFB}s, $CODE)" \
   '[[ $CODE == 500 ]] && awk "BEGIN{exit !($TTFB >= 0.6)}"'
 
 req -I "$P/f/reset:10/$F"
-check "HEAD with a body fault: 200, headers only" '[[ $CODE == 200 && $(hdr Content-Length) == $SIZE ]]'
+check "HEAD with a body fault: 200, headers only" \
+  '[[ $CODE == 200 && $(hdr Content-Length) == $SIZE ]]'
 req "$P/f/reset:10/$F"
 check "HEAD did not use the body fault up: the GET is reset after 10 bytes" \
   '[[ $NBYTES == 10 && $RC == 56 ]]'
@@ -151,11 +155,15 @@ curl -s -o /dev/null -I "$P/$A"
 stats=$(curl -s "$P/__stats?prefix=/$sub/st/")
 echo "stats: $stats"
 jq_() { # STATS TABLE PATH -> the number or empty
-  /usr/bin/env python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d.get(sys.argv[2],{}).get(sys.argv[3],""))' "$@"
+  python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+print(d.get(sys.argv[2], {}).get(sys.argv[3], ""))' "$@"
 }
-check "stats: 3 GET of /$A (faulted ones counted under the real path)" '[[ $(jq_ "$stats" GET "/$A") == 3 ]]'
+check "stats: 3 GET of /$A (faulted ones counted under the real path)" \
+  '[[ $(jq_ "$stats" GET "/$A") == 3 ]]'
 check "stats: 1 HEAD of /$A" '[[ $(jq_ "$stats" HEAD "/$A") == 1 ]]'
-check "stats: body bytes 8192 (two whole 4096-byte bodies)" '[[ $(jq_ "$stats" bytes "/$A") == 8192 ]]'
+check "stats: body bytes 8192 (two whole 4096-byte bodies)" \
+  '[[ $(jq_ "$stats" bytes "/$A") == 8192 ]]'
 check "stats?prefix= lists only that prefix" '[[ $(jq_ "$stats" GET "/$F") == "" ]]'
 all=$(curl -s "$P/__stats")
 check "stats without prefix has the other paths too" '[[ -n $(jq_ "$all" GET "/$F") ]]'
@@ -176,7 +184,8 @@ check "https with ZT_CA: 200 and the bytes" '[[ $CODE == 200 ]] && same "$ROOT/$
 req "$HTTPS/$F"
 check "https without ZT_CA: certificate refused (curl rc $RC = 60)" '[[ $RC == 60 ]]'
 req --cacert "$CA" -r 0-99 "${HTTPS/localhost/127.0.0.1}/$F"
-check "https on 127.0.0.1 verifies too (IP in the certificate), Range 206" '[[ $CODE == 206 && $NBYTES == 100 ]]'
+check "https on 127.0.0.1 verifies too (IP in the certificate), Range 206" \
+  '[[ $CODE == 206 && $NBYTES == 100 ]]'
 
 # ---------------------------------------------------------------- 5. S3
 key=$sub/obj.bin

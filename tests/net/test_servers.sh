@@ -18,7 +18,9 @@ trap 'bash "$S" stop "$D" >/dev/null 2>&1; rm -rf "$T"' EXIT
 get() { sed -n "s/^$1=//p" "$D/env" | head -n1; }
 pids() { cat "$D"/*.pid 2>/dev/null | tr -dc '0-9\n'; }
 # the pids of the processes whose command line mentions the folder
-procs_of() { grep -lsF -f <(printf "%s\n" "$1") /proc/[0-9]*/cmdline | sed 's|/proc/||;s|/cmdline||'; }
+procs_of() {
+  grep -lsF -f <(printf "%s\n" "$1") /proc/[0-9]*/cmdline | sed 's|/proc/||;s|/cmdline||'
+}
 # all_dead PID...: none runs (a zombie waiting for init to reap it counts as ended)
 all_dead() {
   local p st
@@ -29,8 +31,12 @@ all_dead() {
   done
   return 0
 }
-kids() { local p; for p in "$@"; do grep -l "^[0-9]* ([^)]*) [A-Z] $p " /proc/[0-9]*/stat 2>/dev/null |
-  sed 's|/proc/||;s|/stat||'; done; }
+kids() { # PID...: their children
+  local p
+  for p in "$@"; do
+    grep -l "^[0-9]* ([^)]*) [A-Z] $p " /proc/[0-9]*/stat 2>/dev/null | sed 's|/proc/||;s|/stat||'
+  done
+}
 
 # 1. start
 ZT_PROXY_DELAY_MS=300 bash "$S" start "$D" >"$T/out" 2>&1; rc=$?
@@ -43,7 +49,8 @@ check "ZT_CA is a PEM certificate" 'grep -q "BEGIN CERTIFICATE" "$(get ZT_CA)"'
 check "ZT_S3_BUCKET is zephon-test" '[[ $(get ZT_S3_BUCKET) == zephon-test ]]'
 echo hello >"$(get ZT_ROOT)/h.txt"
 check "nginx http answers" '[[ $(curl -s "$(get ZT_HTTP)/h.txt") == hello ]]'
-check "nginx https answers" '[[ $(curl -s --cacert "$(get ZT_CA)" "$(get ZT_HTTPS)/h.txt") == hello ]]'
+check "nginx https answers" \
+  '[[ $(curl -s --cacert "$(get ZT_CA)" "$(get ZT_HTTPS)/h.txt") == hello ]]'
 check "s3 answers (unsigned: 403)" \
   '[[ $(curl -s -o /dev/null -w "%{http_code}" "$(get ZT_S3)/zephon-test/x") == 403 ]]'
 
@@ -67,7 +74,8 @@ check "nginx has workers ($(echo $oldk))" '[[ -n "$oldk" ]]'
 bash "$S" start "$D" >"$T/out" 2>&1; rc=$?
 check "start again over the running servers (rc $rc)" '[[ $rc == 0 ]]' || cat "$T/out"
 check "the old processes are gone" 'all_dead $old $oldk'
-check "the new ones answer" '[[ $(curl -s -o /dev/null -w "%{http_code}" "$(get ZT_HTTP)/") != 000 ]]'
+check "the new ones answer" \
+  '[[ $(curl -s -o /dev/null -w "%{http_code}" "$(get ZT_HTTP)/") != 000 ]]'
 
 # 4. stop
 new=$(pids); newk=$(kids $new)
