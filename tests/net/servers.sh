@@ -154,16 +154,27 @@ npm_dir() {
   else echo "${XDG_CACHE_HOME:-$HOME/.cache}/zephon-test-npm"; fi
 }
 
-ensure_s3rver() { # installs the npm package into the cache folder when missing
-  local nd=$1 log=$2
-  [[ -f "$nd/node_modules/@20minutes/s3rver/package.json" ]] &&
-    grep -q '"version": "5.0.0"' "$nd/node_modules/@20minutes/s3rver/package.json" && return 0
+# npm_locked DIR TEST LOG ARGS...: unless TEST (a shell condition) holds, runs
+# `npm install --prefix DIR ARGS...`, one install at a time per folder (two builds may
+# start servers at once); the lock's fd is closed before any server starts.
+npm_locked() {
+  local nd=$1 test=$2 log=$3; shift 3
   command -v npm >/dev/null || die "s3: npm is missing (tools/deps.sh installs it)"
   mkdir -p "$nd" || die "s3: cannot create $nd"
-  echo "servers.sh: installing $S3RVER_PKG into $nd" >&2
-  npm install --prefix "$nd" --no-audit --no-fund --loglevel=error "$S3RVER_PKG" \
-    </dev/null >>"$log" 2>&1 ||
-    { tail -5 "$log" >&2; die "s3: npm install $S3RVER_PKG failed (log $log)"; }
+  (
+    if command -v flock >/dev/null; then flock -w 600 9 || exit 3; fi
+    eval "$test" && exit 0
+    echo "servers.sh: installing $* into $nd" >&2
+    npm install --prefix "$nd" --no-audit --no-fund --loglevel=error "$@" \
+      </dev/null >>"$log" 2>&1 && eval "$test"
+  ) 9>>"$nd/.install.lock" ||
+    { tail -5 "$log" >&2; die "s3: npm install $* into $nd failed (log $log)"; }
+}
+
+ensure_s3rver() { # installs the npm package into the cache folder when missing
+  local nd=$1 log=$2 pj="$1/node_modules/@20minutes/s3rver/package.json"
+  npm_locked "$nd" "[[ -f '$pj' ]] && grep -q '\"version\": \"5.0.0\"' '$pj'" "$log" \
+    "$S3RVER_PKG"
 }
 
 # pick_node NPM_DIR LOG: sets NODE to a Node.js >= 20 (what s3rver's dependencies need).
@@ -175,18 +186,14 @@ pick_node() {
   if command -v node >/dev/null && [[ "${ZT_NPM_NODE:-0}" != 1 ]]; then
     major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
     if ((major >= 20)); then NODE=$(command -v node); return 0; fi
+    echo "servers.sh: node $major is older than 20" >&2
   fi
   case $(uname -m) in
     x86_64) arch=x64 ;; aarch64) arch=arm64 ;; ppc64le) arch=ppc64le ;; *) arch=$(uname -m) ;;
   esac
   pkg=node-linux-$arch
   NODE=$nd/node$NODE_PKG_VERSION/node_modules/$pkg/bin/node
-  [[ -x "$NODE" ]] && return 0
-  command -v npm >/dev/null || die "s3: node >= 20 and npm are missing (tools/deps.sh)"
-  echo "servers.sh: node ${major} < 20: installing $pkg@$NODE_PKG_VERSION into $nd" >&2
-  npm install --prefix "$nd/node$NODE_PKG_VERSION" --no-audit --no-fund --loglevel=error \
-    "$pkg@$NODE_PKG_VERSION" </dev/null >>"$log" 2>&1 && [[ -x "$NODE" ]] ||
-    { tail -5 "$log" >&2; die "s3: cannot install $pkg@$NODE_PKG_VERSION (log $log)"; }
+  npm_locked "$nd/node$NODE_PKG_VERSION" "[[ -x '$NODE' ]]" "$log" "$pkg@$NODE_PKG_VERSION"
 }
 
 # wait_for NAME PID CHECK...: runs CHECK until it succeeds; fails when PID dies or after
