@@ -311,7 +311,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(length + 1000))
         elif length is not None:
             self.send_header("Content-Length", str(length))
-        else:
+        elif not head and resp.status not in (204, 304):
             self.close_connection = True  # no length: the close ends the body
         if kind in ("badlen", "short", "reset", "stall"):
             self.send_header("Connection", "close")
