@@ -2,11 +2,16 @@
 # Install the Debian/Ubuntu packages Zephon needs, only those missing.
 #   tools/deps.sh            build + test dependencies
 #   tools/deps.sh --slurm    also Slurm and munge (for the Slurm integration test)
+# The loopback test servers (tests/net) need nginx, openssl, curl, Node.js and npm;
+# Node.js may come from elsewhere than apt (with its own npm): then it is kept.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libomp-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
       libzstd-dev zstd libcurl4-openssl-dev libcmocka-dev
-      libjansson-dev libsimdjson-dev libxxhash-dev python3)
+      libjansson-dev libsimdjson-dev libxxhash-dev python3
+      nginx openssl curl ca-certificates)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [[ "${1:-}" == "--slurm" ]]; then
   pkgs+=(slurm-wlm munge)
 fi
