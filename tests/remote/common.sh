@@ -21,6 +21,7 @@ make_ds() {
 }
 # ids_of FILE: sample ids with the shard named by its file name only
 ids_of() { sed 's#^.*/##' "$1"; }
-# proxy_stats: the proxy's request counts (JSON)
-proxy_stats() { curl -s --max-time 5 "$PROXY/__stats"; }
-proxy_reset() { curl -s --max-time 5 -X POST "$PROXY/__reset" >/dev/null; }
+# proxy_stats / proxy_reset: the proxy's request counts (JSON) of this
+# test's folder $PFX only (tests run in parallel against one proxy)
+proxy_stats() { curl -s --max-time 5 "$PROXY/__stats?prefix=/$PFX/"; }
+proxy_reset() { curl -s --max-time 5 -X POST "$PROXY/__reset?prefix=/$PFX/" >/dev/null; }

@@ -12,6 +12,7 @@ Z=${1:?usage: test_remote_cache.sh PATH_TO_ZEPHON [MPIEXEC]}
 MPIEXEC=${2:-}
 . "$(dirname "$0")/../testlib.sh"
 . "$(dirname "$0")/common.sh"
+PFX=rcache
 
 make_ds rcache 12 80
 RUN="--quiet --seed 6 --threads 2 --microbatch 8"

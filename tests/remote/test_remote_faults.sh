@@ -10,6 +10,7 @@ set -u
 Z=${1:?usage: test_remote_faults.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
 . "$(dirname "$0")/common.sh"
+PFX=rfault
 
 make_ds rfault 8 60
 RUN="--quiet --seed 4 --threads 2 --microbatch 8"

@@ -9,6 +9,7 @@ set -u
 Z=${1:?usage: test_remote_run.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
 . "$(dirname "$0")/common.sh"
+PFX=rrun
 
 make_ds rrun 6 120
 RUN="--quiet --seed 3 --threads 2 --microbatch 8"
