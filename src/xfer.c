@@ -806,7 +806,7 @@ static void *io_thread(void *arg)
         int running = 0;
         curl_multi_perform(x->multi, &running);
         CURLMsg *m;
-        int left;
+        int left, finished = 0;
         while ((m = curl_multi_info_read(x->multi, &left))) {
             if (m->msg != CURLMSG_DONE)
                 continue;
@@ -818,6 +818,7 @@ static void *io_thread(void *arg)
             busy_update(x, -1);
             job *j = (job *)(void *)t; /* t is the job's first member */
             double delay;
+            finished = 1;
             tx_decision d = tx_finish(t, cc, &delay);
             if (d == TX_RETRY) {
                 pthread_mutex_lock(&x->mu);
@@ -831,6 +832,8 @@ static void *io_thread(void *arg)
                 job_complete(x, j, t->status);
             }
         }
+        if (finished)
+            continue; /* a slot is free: launch the next job before sleeping */
         /* Sleep until a socket is ready, a retry is due, or a wakeup. */
         int timeout_ms = 1000;
         now = zpi_now_ns();
