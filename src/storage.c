@@ -81,13 +81,14 @@ zp_status zpi_storage_create(const zp_storage_config *cfg, zp_log_fn log, void *
     const zp_storage_config *c = &s->cfg;
     if (!(c->connect_timeout_s > 0) || !(c->low_speed_time_s >= 0) || !(c->retry_base_s >= 0) ||
         !(c->retry_max_s >= 0) || !(c->lease_s > 0)) {
+        zpi_err_set(err, ZP_ERR_INVALID,
+                    "storage settings: connect_timeout_s = %g and lease_s = %g must be "
+                    "positive; low_speed_time_s = %g, retry_base_s = %g and retry_max_s = %g "
+                    "must not be negative",
+                    c->connect_timeout_s, c->lease_s, c->low_speed_time_s, c->retry_base_s,
+                    c->retry_max_s);
         zpi_storage_destroy(s);
-        return zpi_err_set(err, ZP_ERR_INVALID,
-                           "storage settings: connect_timeout_s = %g and lease_s = %g must be "
-                           "positive; low_speed_time_s = %g, retry_base_s = %g and retry_max_s "
-                           "= %g must not be negative",
-                           c->connect_timeout_s, c->lease_s, c->low_speed_time_s,
-                           c->retry_base_s, c->retry_max_s);
+        return ZP_ERR_INVALID;
     }
     int oom = 0;
 #define ZPI_COPY(field)                                                                            \

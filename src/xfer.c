@@ -902,7 +902,8 @@ void zpi_xfer_destroy(zpi_xfer *x)
 zp_status zpi_xfer_submit(zpi_xfer *x, const zpi_xfer_job *jb, uint64_t *id, zpi_err *err)
 {
     if (!jb->done || jb->fd < 0)
-        return zpi_err_set(err, ZP_ERR_INVALID, "transfers: a job needs a file and a done callback");
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "transfers: a job needs a file and a done callback");
     job *j = calloc(1, sizeof *j);
     if (!j)
         return zpi_err_set(err, ZP_ERR_NOMEM, "transfers: out of memory");

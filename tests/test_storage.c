@@ -57,7 +57,8 @@ static void identity_is(const char *spec, const char *want)
 static void test_identity(void **state)
 {
     (void)state;
-    identity_is("HTTPS://User:Pw@Host.Example:443/A/b.jsonl?sig=1", "https://host.example/A/b.jsonl");
+    identity_is("HTTPS://User:Pw@Host.Example:443/A/b.jsonl?sig=1",
+                "https://host.example/A/b.jsonl");
     identity_is("http://HOST:80/x", "http://host/x");
     identity_is("http://host:8080/x", "http://host:8080/x");
     identity_is("http://host", "http://host/");
