@@ -93,7 +93,45 @@ char *zpi_url_basename(const char *spec);
 /* 1 when spec is http://, https:// or s3:// (case-insensitive scheme). */
 int zpi_is_url(const char *spec);
 
-/* Internal to the backends (storage.c and storage_*.c). */
+/* Internal to the backends (storage.c, storage_*.c and xfer.c). */
 extern const zpi_backend zpi_backend_local, zpi_backend_http, zpi_backend_s3;
+
+/* The storage handle: the settings (strings owned) and what create read
+ * from the environment for S3 (NULL when unset). Immutable after create. */
+struct zpi_storage {
+    zp_storage_config cfg;
+    char *cache_dir, *ca_file, *s3_endpoint, *s3_region; /* owned copies behind cfg */
+    char *s3_key, *s3_secret, *s3_token;                 /* $AWS_* (NULL when unset) */
+    zp_log_fn log;
+    void *log_user;
+};
+
+/* The part every backend's object starts with (a backend allocates its own
+ * larger struct with this as its first member). spec is owned. */
+struct zpi_object {
+    const zpi_backend *be;
+    zpi_storage *s;
+    char *spec;
+    zpi_object_info info;
+};
+
+/* The remote backends' open/read/close (storage_http.c), shared by http and
+ * s3: open is a HEAD, read a ranged GET (with If-Range), both run through
+ * the retries of xfer.c. */
+zp_status zpi_remote_open(zpi_storage *s, const char *spec, zpi_object **out, zpi_err *err);
+zp_status zpi_remote_read(zpi_object *o, uint64_t off, void *buf, size_t len, size_t *got,
+                          zpi_err *err);
+void zpi_remote_close(zpi_object *o);
+/* The easy-handle settings common to every remote request: URL, TLS
+ * (verification, ca_file), connect timeout and low-speed abort, redirects
+ * (at most 5, never from https to another protocol), no signals. */
+zp_status zpi_http_setup_common(zpi_storage *s, const char *url, void *easy, zpi_err *err);
+
+/* The http(s) URL an s3://bucket/key spec is fetched from (path style):
+ * endpoint (without trailing '/') + "/bucket/" + key, the key
+ * percent-encoded except for unreserved characters (A-Z a-z 0-9 - . _ ~)
+ * and '/'. The spec's key ends at '?' or '#'. Malloc'd; NULL when spec is
+ * not s3://bucket/key with a non-empty bucket and key (or out of memory). */
+char *zpi_s3_http_url(const char *endpoint, const char *spec);
 
 #endif

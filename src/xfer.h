@@ -77,4 +77,18 @@ zp_status zpi_xfer_submit(zpi_xfer *x, const zpi_xfer_job *job, uint64_t *id, zp
 void zpi_xfer_promote(zpi_xfer *x, uint64_t id);
 void zpi_xfer_stats_get(zpi_xfer *x, zpi_xfer_stats *out);
 
+/* Synchronous requests for the remote backends (storage_http.c), run by the
+ * same attempt/retry/resume code as the jobs above, on the calling thread
+ * (the backoff sleeps there). *retries (may be NULL) receives the retries
+ * needed.
+ * head: the object's size (Content-Length of a 200), ETag (strong only) and
+ * Last-Modified.
+ * get: the bytes [off, off + len) into buf (*got: fewer only at the end of
+ * the object); v (may be NULL) gives the object's size and validator (for
+ * If-Range) from head. */
+zp_status zpi_xfer_head(zpi_storage *s, const char *spec, zpi_object_info *info,
+                        unsigned *retries, zpi_err *err);
+zp_status zpi_xfer_get(zpi_storage *s, const char *spec, const zpi_object_info *v, uint64_t off,
+                       void *buf, size_t len, size_t *got, unsigned *retries, zpi_err *err);
+
 #endif

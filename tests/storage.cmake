@@ -1,0 +1,7 @@
+# Storage backends and transfers (src/storage*.c, src/xfer.c).
+# test_storage: the URL helpers, the settings, the local backend, S3 URL
+# mapping and credentials (no network). test_xfer: transfers against the
+# loopback servers (nginx http/https, the S3 server, the fault proxy).
+zp_add_test(test_storage SOURCES tests/test_storage.c tests/testutil.c TIMEOUT 60 LABELS unit)
+zp_add_test(test_xfer SOURCES tests/test_xfer.c tests/testutil.c TIMEOUT 120 LABELS unit NET)
+target_link_libraries(test_xfer PRIVATE PkgConfig::CURL)
