@@ -35,9 +35,9 @@ typedef struct zpi_shard_cache_config {
     size_t keep_shards;  /* working set: the shards used most recently that are kept
                             whatever the budget (0: none, the budget alone decides) */
     zp_log_fn log;       /* optional; borrowed; called at most once, from any thread */
+    void *log_user;
     /* Remote shards are read through it (borrowed; NULL: local shards only). */
     struct zpi_fetcher *fetcher;
-    void *log_user;
 } zpi_shard_cache_config;
 
 typedef struct zpi_shard_cache_stats {

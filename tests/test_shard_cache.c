@@ -109,7 +109,7 @@ static void log_cb(void *user, zp_log_level lvl, const char *msg)
 
 static zpi_shard_cache *mk(const zp_dataset *ds, size_t budget, size_t keep, logbook *lb)
 {
-    zpi_shard_cache_config cfg = {budget, keep, lb ? log_cb : NULL, lb};
+    zpi_shard_cache_config cfg = {budget, keep, lb ? log_cb : NULL, lb, NULL};
     zpi_shard_cache *c = NULL;
     assert_int_equal(zpi_shard_cache_create(ds, &cfg, &c), ZP_OK);
     return c;
