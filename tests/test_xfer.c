@@ -82,8 +82,8 @@ static int teardown_all(void **state)
     return 0;
 }
 
-/* size bytes of a pattern that depends on seed, written to ZT_ROOT/<prefix>/name. */
-static char *make_file(const char *name, size_t size, unsigned seed)
+/* size bytes of a pattern that depends on seed. */
+static char *make_data(size_t size, unsigned seed)
 {
     char *data = malloc(size);
     uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
@@ -92,6 +92,13 @@ static char *make_file(const char *name, size_t size, unsigned seed)
             x = zpi_mix64(x + i);
         data[i] = (char)(x >> (8 * (i % 8)));
     }
+    return data;
+}
+
+/* make_data written to ZT_ROOT/<prefix>/name. */
+static char *make_file(const char *name, size_t size, unsigned seed)
+{
+    char *data = make_data(size, seed);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/%s", g_root, g_prefix, name);
     assert_int_equal(zpt_write_file(path, data, size), 0);
@@ -360,6 +367,8 @@ static void test_faults(void **state)
             assert_non_null(strstr(r.err.msg, c->in_msg));
             assert_non_null(strstr(r.err.msg, name));
         }
+        if (strchr("54", c->faults[0]) && c->status == ZP_OK)
+            assert_true(r.bytes == size); /* the error pages were not taken as data */
         if (!strncmp(c->faults, "429", 3))
             assert_true(dt >= 0.9); /* Retry-After: 1 honoured (the backoff alone is < 0.1 s) */
         if (!strncmp(c->faults, "slowfirst", 9))
@@ -518,12 +527,14 @@ static void test_changed_restarts(void **state)
     waiter_init(&w);
     slot sl = {&w, 0};
     int fd = open_dest("changed.bin");
-    zpi_xfer_job j = {.spec = url, .fd = fd, .expect_size = UINT64_MAX, .done = on_done,
-                      .user = &sl};
+    size_t size2 = 250000;
+    char *data2 = make_data(size2, 7);
+    /* The hash of the new version: the hash restarts with the download. */
+    zpi_xfer_job j = {.spec = url, .fd = fd, .expect_size = UINT64_MAX, .has_xxh64 = 1,
+                      .xxh64 = XXH64(data2, size2, 0), .done = on_done, .user = &sl};
     assert_int_equal(zpi_xfer_submit(x, &j, NULL, &err), ZP_OK);
     usleep(1000000); /* the reset, then the 429 with Retry-After 2 */
-    size_t size2 = 250000;
-    char *data2 = make_file("changed.bin", size2, 7);
+    free(make_file("changed.bin", size2, 7));
     wait_for(&w, 1);
     zpi_xfer_result r = w.res[0];
     assert_int_equal(r.status, ZP_OK);
