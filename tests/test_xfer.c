@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -418,6 +420,45 @@ static void test_stall_times_out(void **state)
     free(got);
     zpi_storage_destroy(s);
     free(data);
+}
+
+static void one_retry(zp_storage_config *c) { c->retries = 1; }
+
+/* Nobody listens: "couldn't connect" is retried, then a network error. */
+static void test_refused(void **state)
+{
+    (void)state;
+    int sk = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(sk, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(sk, (struct sockaddr *)&a, &al), 0);
+    close(sk); /* the port is now closed */
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/nothing.bin", ntohs(a.sin_port));
+    zpi_storage *s = make_storage(one_retry, NULL, NULL);
+    zpi_xfer *x = NULL;
+    zpi_err err = {0};
+    assert_int_equal(zpi_xfer_create(s, 1, 0, &x, &err), ZP_OK);
+    waiter w;
+    waiter_init(&w);
+    slot sl = {&w, 0};
+    int fd = open_dest("refused.bin");
+    zpi_xfer_job j = {.spec = url, .fd = fd, .expect_size = UINT64_MAX, .done = on_done,
+                      .user = &sl};
+    assert_int_equal(zpi_xfer_submit(x, &j, NULL, &err), ZP_OK);
+    wait_for(&w, 1);
+    assert_int_equal(w.res[0].status, ZP_ERR_NETWORK);
+    assert_int_equal(w.res[0].retries, 1);
+    assert_non_null(strstr(w.res[0].err.msg, "nothing.bin"));
+    assert_non_null(strstr(w.res[0].err.msg, "after 1 retries"));
+    zpi_xfer_stats st;
+    zpi_xfer_stats_get(x, &st);
+    assert_true(st.failures == 1 && st.downloads == 0 && st.retries == 1);
+    zpi_xfer_destroy(x);
+    close(fd);
+    waiter_destroy(&w);
+    zpi_storage_destroy(s);
 }
 
 static void retry_max_half(zp_storage_config *c) { c->retry_max_s = 0.5; }
@@ -850,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_stall_times_out),
         cmocka_unit_test(test_retry_after_capped),
+        cmocka_unit_test(test_refused),
         cmocka_unit_test(test_redacted_fail_fast),
         cmocka_unit_test(test_sync_retries),
         cmocka_unit_test(test_changed_restarts),
