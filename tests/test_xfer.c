@@ -819,7 +819,7 @@ static void test_demand_order(void **state)
         char name[64], url[1024];
         snprintf(name, sizeof name, "ord%d.bin", i);
         free(make_file(name, size, 30 + (unsigned)i));
-        url_of(url, sizeof url, g_proxy, i == 0 ? "delay:800" : i == 5 ? "delay:100" : "delay:1",
+        url_of(url, sizeof url, g_proxy, i == 0 ? "delay:1500" : i == 5 ? "delay:100" : "delay:1",
                name);
         fds[i] = open_dest(name);
         sl[i] = (slot){&w, i};
