@@ -73,7 +73,8 @@ zp_status zpi_xfer_create(zpi_storage *s, unsigned max_parallel, unsigned max_de
 void zpi_xfer_destroy(zpi_xfer *x);
 /* Queue a job; *id (may be NULL) identifies it for promote. */
 zp_status zpi_xfer_submit(zpi_xfer *x, const zpi_xfer_job *job, uint64_t *id, zpi_err *err);
-/* A queued or running job is now demanded (moves to the front if queued). */
+/* A queued or running job is now demanded (if queued, it moves ahead of every
+ * queued prefetch, behind the jobs demanded before it). */
 void zpi_xfer_promote(zpi_xfer *x, uint64_t id);
 void zpi_xfer_stats_get(zpi_xfer *x, zpi_xfer_stats *out);
 

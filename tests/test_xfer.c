@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -82,8 +84,8 @@ static int teardown_all(void **state)
     return 0;
 }
 
-/* size bytes of a pattern that depends on seed, written to ZT_ROOT/<prefix>/name. */
-static char *make_file(const char *name, size_t size, unsigned seed)
+/* size bytes of a pattern that depends on seed. */
+static char *make_data(size_t size, unsigned seed)
 {
     char *data = malloc(size);
     uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
@@ -92,6 +94,13 @@ static char *make_file(const char *name, size_t size, unsigned seed)
             x = zpi_mix64(x + i);
         data[i] = (char)(x >> (8 * (i % 8)));
     }
+    return data;
+}
+
+/* make_data written to ZT_ROOT/<prefix>/name. */
+static char *make_file(const char *name, size_t size, unsigned seed)
+{
+    char *data = make_data(size, seed);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/%s", g_root, g_prefix, name);
     assert_int_equal(zpt_write_file(path, data, size), 0);
@@ -360,6 +369,8 @@ static void test_faults(void **state)
             assert_non_null(strstr(r.err.msg, c->in_msg));
             assert_non_null(strstr(r.err.msg, name));
         }
+        if (strchr("54", c->faults[0]) && c->status == ZP_OK)
+            assert_true(r.bytes == size); /* the error pages were not taken as data */
         if (!strncmp(c->faults, "429", 3))
             assert_true(dt >= 0.9); /* Retry-After: 1 honoured (the backoff alone is < 0.1 s) */
         if (!strncmp(c->faults, "slowfirst", 9))
@@ -409,6 +420,45 @@ static void test_stall_times_out(void **state)
     free(got);
     zpi_storage_destroy(s);
     free(data);
+}
+
+static void one_retry(zp_storage_config *c) { c->retries = 1; }
+
+/* Nobody listens: "couldn't connect" is retried, then a network error. */
+static void test_refused(void **state)
+{
+    (void)state;
+    int sk = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(sk, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(sk, (struct sockaddr *)&a, &al), 0);
+    close(sk); /* the port is now closed */
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/nothing.bin", ntohs(a.sin_port));
+    zpi_storage *s = make_storage(one_retry, NULL, NULL);
+    zpi_xfer *x = NULL;
+    zpi_err err = {0};
+    assert_int_equal(zpi_xfer_create(s, 1, 0, &x, &err), ZP_OK);
+    waiter w;
+    waiter_init(&w);
+    slot sl = {&w, 0};
+    int fd = open_dest("refused.bin");
+    zpi_xfer_job j = {.spec = url, .fd = fd, .expect_size = UINT64_MAX, .done = on_done,
+                      .user = &sl};
+    assert_int_equal(zpi_xfer_submit(x, &j, NULL, &err), ZP_OK);
+    wait_for(&w, 1);
+    assert_int_equal(w.res[0].status, ZP_ERR_NETWORK);
+    assert_int_equal(w.res[0].retries, 1);
+    assert_non_null(strstr(w.res[0].err.msg, "nothing.bin"));
+    assert_non_null(strstr(w.res[0].err.msg, "after 1 retries"));
+    zpi_xfer_stats st;
+    zpi_xfer_stats_get(x, &st);
+    assert_true(st.failures == 1 && st.downloads == 0 && st.retries == 1);
+    zpi_xfer_destroy(x);
+    close(fd);
+    waiter_destroy(&w);
+    zpi_storage_destroy(s);
 }
 
 static void retry_max_half(zp_storage_config *c) { c->retry_max_s = 0.5; }
@@ -518,12 +568,14 @@ static void test_changed_restarts(void **state)
     waiter_init(&w);
     slot sl = {&w, 0};
     int fd = open_dest("changed.bin");
-    zpi_xfer_job j = {.spec = url, .fd = fd, .expect_size = UINT64_MAX, .done = on_done,
-                      .user = &sl};
+    size_t size2 = 250000;
+    char *data2 = make_data(size2, 7);
+    /* The hash of the new version: the hash restarts with the download. */
+    zpi_xfer_job j = {.spec = url, .fd = fd, .expect_size = UINT64_MAX, .has_xxh64 = 1,
+                      .xxh64 = XXH64(data2, size2, 0), .done = on_done, .user = &sl};
     assert_int_equal(zpi_xfer_submit(x, &j, NULL, &err), ZP_OK);
     usleep(1000000); /* the reset, then the 429 with Retry-After 2 */
-    size_t size2 = 250000;
-    char *data2 = make_file("changed.bin", size2, 7);
+    free(make_file("changed.bin", size2, 7));
     wait_for(&w, 1);
     zpi_xfer_result r = w.res[0];
     assert_int_equal(r.status, ZP_OK);
@@ -767,7 +819,7 @@ static void test_demand_order(void **state)
         char name[64], url[1024];
         snprintf(name, sizeof name, "ord%d.bin", i);
         free(make_file(name, size, 30 + (unsigned)i));
-        url_of(url, sizeof url, g_proxy, i == 0 ? "delay:800" : i == 5 ? "delay:100" : "delay:1",
+        url_of(url, sizeof url, g_proxy, i == 0 ? "delay:1500" : i == 5 ? "delay:100" : "delay:1",
                name);
         fds[i] = open_dest(name);
         sl[i] = (slot){&w, i};
@@ -839,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_stall_times_out),
         cmocka_unit_test(test_retry_after_capped),
+        cmocka_unit_test(test_refused),
         cmocka_unit_test(test_redacted_fail_fast),
         cmocka_unit_test(test_sync_retries),
         cmocka_unit_test(test_changed_restarts),
