@@ -93,10 +93,12 @@ static zp_status tx_init(tx *t, zpi_storage *s, const char *spec, const char *na
     t->spec = zpi_strdup(spec);
     t->want = UNKNOWN;
     t->expect_size = UNKNOWN;
-    if (name && *name)
-        zpi_fmt(t->label, sizeof t->label, "%s", name);
+    char url[400];
+    zpi_url_redact(spec, url, sizeof url);
+    if (name && *name && strcmp(name, url) != 0)
+        zpi_fmt(t->label, sizeof t->label, "shard '%s' (%s)", name, url);
     else
-        zpi_url_redact(spec, t->label, sizeof t->label);
+        zpi_fmt(t->label, sizeof t->label, "%s", url);
     t->rng = zpi_mix64(zpi_now_ns() ^ (uint64_t)(uintptr_t)t);
     if (!t->spec)
         return zpi_err_set(&t->err, ZP_ERR_NOMEM, "%s: out of memory", t->label);
@@ -371,6 +373,9 @@ static zp_status tx_prepare(tx *t)
     ZPI_OPT(CURLOPT_HEADERDATA, (void *)t);
     ZPI_OPT(CURLOPT_WRITEFUNCTION, write_cb);
     ZPI_OPT(CURLOPT_WRITEDATA, (void *)t);
+    /* large reads: fewer callbacks and pwrite calls per shard (the curl
+     * command reads 100 KiB at a time) */
+    ZPI_OPT(CURLOPT_BUFFERSIZE, 512L * 1024);
     if (t->hdrs)
         ZPI_OPT(CURLOPT_HTTPHEADER, t->hdrs);
     if (is_head)
@@ -454,7 +459,8 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
         zpi_fmt(cause, sizeof cause, "%s", t->fault_msg);
         final = ZP_ERR_FORMAT;
     } else if (cc != CURLE_OK) {
-        zpi_fmt(cause, sizeof cause, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(cc));
+        zpi_fmt(cause, sizeof cause, "%s%s", cc == CURLE_OPERATION_TIMEDOUT ? "timed out: " : "",
+                t->errbuf[0] ? t->errbuf : curl_easy_strerror(cc));
         if (!curl_retryable(cc)) {
             t->status = zpi_err_set(&t->err, ZP_ERR_NETWORK, "%s: %s", t->label, cause);
             return TX_FAIL;

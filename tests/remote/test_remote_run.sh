@@ -18,8 +18,9 @@ ids_of "$T/local/rank-0.ids" > "$T/local.ids"
 check "local run delivered samples" '[[ $(wc -l < "$T/local.ids") -eq 720 ]]'
 
 same() { # NAME DIR: the ids in DIR equal the local run's
-  ids_of "$2/rank-0.ids" > "$T/$1.ids" 2>/dev/null
-  check "$1: same sample ids, same order as local" 'cmp -s "$T/local.ids" "$T/$1.ids"'
+  got="$T/$1.ids"
+  ids_of "$2/rank-0.ids" > "$got" 2>/dev/null
+  check "$1: same sample ids, same order as local" 'cmp -s "$T/local.ids" "$got"'
 }
 
 # http: a remote manifest (relative paths resolve against its URL)
