@@ -9,10 +9,12 @@
  * other processes wait for them instead of taking them over.
  *
  * Next use (Belady): a private copy of the pipeline's worksource (a
- * worksource is used by one thread at a time) maps positions to shards;
- * the table of each shard's next position at or after the consumer's is
- * recomputed over a horizon of samples when the consumer has moved an
- * eighth of it. Shards beyond the horizon are "unknown" to the cache.
+ * worksource is used by one thread at a time) maps the next NU_HORIZON
+ * positions from the consumer's to shards, and links each position to the
+ * next one of the same shard; a shard's next use is followed along its
+ * chain as the consumer moves (amortised O(1) per sample), and the horizon
+ * is recomputed when half of it has been consumed. Shards beyond it are
+ * "unknown" to the cache. 8 bytes per position: 8 MiB.
  *
  * Locks: f->mu (slots, downloads, stats) is never held while calling the
  * cache or the transfer engine except for commit/abort/renew of an entry
@@ -87,8 +89,10 @@ struct zpi_fetcher {
     zp_worksource *ws;      /* private copy; NULL without an order */
     uint64_t per_rank;
     uint64_t *nu;           /* per shard: next global position, NU_UNKNOWN */
+    uint32_t *nu_seq;       /* the horizon: shard of position nu_from + k */
+    uint32_t *nu_next;      /* next k of the same shard, UINT32_MAX: none */
+    uint64_t nu_len;        /* positions in the horizon */
     uint64_t nu_from;       /* global position the table was computed from */
-    uint64_t nu_to;         /* end of its horizon */
     int nu_valid;
     uint64_t pos;           /* consumer's global position */
 };
@@ -186,19 +190,29 @@ static void nu_compute_locked(zpi_fetcher *f, uint64_t from)
 {
     for (size_t i = 0; i < f->n; i++)
         f->nu[i] = NU_UNKNOWN;
-    uint64_t to = from + NU_HORIZON;
+    /* the shard of each position of the horizon, then for each position the
+     * next one of the same shard (scanning backwards) */
+    uint64_t k = 0;
     zp_sample s;
-    for (uint64_t g = from; g < to; g++) {
+    for (; k < NU_HORIZON; k++) {
+        uint64_t g = from + k;
         uint64_t epoch = g / f->per_rank;
-        if (epoch >= UINT32_MAX)
+        if (epoch >= UINT32_MAX ||
+            zp_worksource_sample(f->ws, (uint32_t)epoch, g % f->per_rank, &s) != ZP_OK)
             break;
-        if (zp_worksource_sample(f->ws, (uint32_t)epoch, g % f->per_rank, &s) != ZP_OK)
-            break;
-        if (s.shard < f->n && f->nu[s.shard] == NU_UNKNOWN)
-            f->nu[s.shard] = g;
+        f->nu_seq[k] = s.shard;
+    }
+    f->nu_len = k;
+    while (k-- > 0) {
+        uint32_t sh = f->nu_seq[k];
+        if (sh >= f->n) {
+            f->nu_next[k] = UINT32_MAX;
+            continue;
+        }
+        f->nu_next[k] = f->nu[sh] == NU_UNKNOWN ? UINT32_MAX : (uint32_t)(f->nu[sh] - from);
+        f->nu[sh] = from + k;
     }
     f->nu_from = from;
-    f->nu_to = to;
     f->nu_valid = 1;
 }
 
@@ -211,10 +225,13 @@ static uint64_t next_use_cb(void *user, const char *key)
     pthread_mutex_lock(&f->nu_mu);
     uint64_t v = NU_UNKNOWN;
     if (f->nu_valid) {
+        /* a use already passed: follow the shard's chain to its next one */
         v = f->nu[i];
-        /* a use already passed: its next one is unknown until recomputed */
-        if (v != NU_UNKNOWN && v < f->pos)
-            v = NU_UNKNOWN;
+        while (v != NU_UNKNOWN && v < f->pos) {
+            uint32_t nx = f->nu_next[v - f->nu_from];
+            v = nx == UINT32_MAX ? NU_UNKNOWN : f->nu_from + nx;
+        }
+        f->nu[i] = v;
     }
     pthread_mutex_unlock(&f->nu_mu);
     return v;
@@ -227,7 +244,8 @@ void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position)
     uint64_t g = (uint64_t)epoch * f->per_rank + position;
     pthread_mutex_lock(&f->nu_mu);
     f->pos = g;
-    if (!f->nu_valid || g < f->nu_from || g - f->nu_from >= NU_HORIZON / 8)
+    /* recomputed when half the horizon has been consumed (or on a jump back) */
+    if (!f->nu_valid || g < f->nu_from || g - f->nu_from >= NU_HORIZON / 2)
         nu_compute_locked(f, g);
     pthread_mutex_unlock(&f->nu_mu);
 }
@@ -310,7 +328,9 @@ zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg
         }
         f->per_rank = zp_worksource_samples_per_rank(f->ws);
         f->nu = malloc((f->n ? f->n : 1) * sizeof *f->nu);
-        if (!f->nu) {
+        f->nu_seq = malloc(NU_HORIZON * sizeof *f->nu_seq);
+        f->nu_next = malloc(NU_HORIZON * sizeof *f->nu_next);
+        if (!f->nu || !f->nu_seq || !f->nu_next) {
             st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
             goto fail;
         }
@@ -378,6 +398,8 @@ void zpi_fetcher_destroy(zpi_fetcher *f)
     zpi_disk_cache_destroy(f->dc);
     zp_worksource_destroy(f->ws);
     free(f->nu);
+    free(f->nu_seq);
+    free(f->nu_next);
     free(f->slots);
     free(f->kmap);
     pthread_cond_destroy(&f->cv);
