@@ -75,7 +75,7 @@ if [[ -n "$MPIEXEC" ]]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader \
     timeout 120 "$MPIEXEC" -np 4 --oversubscribe --bind-to none "$Z" run "$PROXY/rcache/manifest.json" \
     --quiet --seed 6 --threads 1 --microbatch 8 $FAST --cache-dir "$T/c3" --prefetch 200:2 \
-    --emit-ids "$T/mpi" >"$T/mpi.out" 2>&1 || { bad "4-rank run"; tail -20 "$T/mpi.out"; }
+    --emit-ids "$T/mpi" --report "$T/rep" >"$T/mpi.out" 2>&1 || { bad "4-rank run"; tail -20 "$T/mpi.out"; }
   uniq=$(cat "$T"/mpi/rank-*.ids 2>/dev/null | sort -u | wc -l)
   check "4 ranks: every sample delivered ($uniq)" '[[ $uniq -eq 960 ]]'
   read -r shards gets maxget <<<"$(proxy_stats | python3 -c "
@@ -84,5 +84,14 @@ d=json.load(sys.stdin)['GET']; v=[n for k,n in d.items() if '/rcache/shard-' in 
 print(len(v), sum(v), max(v) if v else 0)")"
   check "4 ranks: each of the 12 shards downloaded exactly once ($shards shards, $gets GETs, max $maxget)" \
     '[[ $shards -eq 12 && $gets -eq 12 ]]'
+  # the cluster report: each rank's transfer time; the downloads (12) and
+  # cache hits + misses over the ranks (every rank read its shards)
+  read -r ntrans dls <<<"$(python3 -c "
+import json
+d=json.load(open('$T/rep/report.json'))
+r=d['ranks']
+print(sum(1 for x in r if x.get('transfer_s',0) > 0), sum(x.get('downloads',0) for x in r))" 2>/dev/null)"
+  check "4 ranks: the report has transfer time (${ntrans:-?} ranks with transfers) and 12 downloads (${dls:-?})" \
+    '[[ ${ntrans:-0} -ge 1 && ${dls:-0} -eq 12 ]]'
 fi
 finish

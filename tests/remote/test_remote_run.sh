@@ -87,6 +87,22 @@ check "404 message has no secret" '! grep -q "hunter2\|deadbeef" "$T/404.out"'
 "$Z" run "$PROXY/f/403*0/rrun/shard-00000.jsonl.zst" $RUN --retries 5 --retry-base 1 --cache-dir "$T/c8" >"$T/403.out" 2>&1; rc=$?
 check "403 fails with its status" '[[ $rc -ne 0 ]] && grep -q "403" "$T/403.out"'
 
+# the first batch waits only for the shards it needs: every shard's download
+# takes 0.5 s (proxy), prefetch looks at the whole dataset with one transfer
+# at a time; the first batch needs one shard (--block-shards 1)
+python3 - "$ROOT/rrun/manifest.json" "$PROXY" > "$T/slow.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for s in m["shards"]:
+    s["name"] = s["path"]; s["path"] = sys.argv[2] + "/f/slowfirst:500*0/rrun/" + s["path"]
+print(json.dumps(m))
+PY
+"$Z" run "$T/slow.json" --json --seed 3 --threads 2 --microbatch 8 --block-shards 1 --prefetch 100000:1 \
+  --cache-dir "$T/c10" >"$T/slow.out" 2>&1 || bad "slow run"
+read -r fb total <<<"$(python3 -c "import json;d=json.loads(open('$T/slow.out').read().strip().splitlines()[-1]);print(d['first_batch_s'], d['seconds'])" 2>/dev/null)"
+check "first batch after one download (${fb:-?} s), not the whole dataset's (run ${total:-?} s)" \
+  'python3 -c "import sys; sys.exit(0 if ${fb:-9} < 1.4 and ${total:-0} >= 2.5 else 1)"'
+
 # a cache limit too small for what the pipeline holds in flight: error at startup
 "$Z" run "$HTTP/rrun/manifest.json" $RUN --fetch-parallelism 2 --cache-limit 1k --cache-dir "$T/c9" >"$T/small.out" 2>&1; rc=$?
 check "cache limit too small: clear error (rc $rc)" '[[ $rc -eq 1 ]] && grep -q "cache_limit_bytes = 1024: too small" "$T/small.out"'
