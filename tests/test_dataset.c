@@ -187,10 +187,11 @@ static void test_path_errors(void **state)
     assert_int_equal(zpt_write_file(p, "hi", 2), 0);
     assert_int_equal(zp_dataset_add(f->ds, p), ZP_ERR_INVALID);
     assert_contains(zp_dataset_errmsg(f->ds), "unknown shard format");
-    /* no remote storage: a URL is a missing file, with a note */
-    assert_int_equal(zp_dataset_add(f->ds, "https://example.com/x.jsonl.zst"), ZP_ERR_IO);
-    assert_contains(zp_dataset_errmsg(f->ds), "shard 'https://example.com/x.jsonl.zst'");
-    assert_contains(zp_dataset_errmsg(f->ds), "URLs are not supported");
+    /* a URL of a scheme not supported is a missing file, with a note
+     * naming those supported (remote shards: tests/remote) */
+    assert_int_equal(zp_dataset_add(f->ds, "ftp://example.com/x.jsonl.zst"), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), "shard 'ftp://example.com/x.jsonl.zst'");
+    assert_contains(zp_dataset_errmsg(f->ds), "URLs supported: http://, https://, s3://");
     assert_int_equal(zp_dataset_num_shards(f->ds), 0);
     free(p);
 }
@@ -343,14 +344,14 @@ static void test_manifest_relative_paths(void **state)
     assert_int_equal(zpi_dataset_shard_offset(f->ds, 2), 7);
     free(want0);
 
-    /* no remote storage: a URL in a manifest is a missing file, named */
+    /* a URL of a scheme not supported, in a manifest: a missing file, named */
     snprintf(text, sizeof text,
-             "{\"format_version\": 1, \"shards\": [{\"path\": \"https://h/a.jsonl\"}]}");
+             "{\"format_version\": 1, \"shards\": [{\"path\": \"ftp://h/a.jsonl\"}]}");
     assert_int_equal(zpt_write_file(m, text, strlen(text)), 0);
     zp_dataset *d2 = new_ds(f);
     assert_int_equal(zp_dataset_add(d2, m), ZP_ERR_IO);
-    assert_contains(zp_dataset_errmsg(d2), "shard 'https://h/a.jsonl': cannot open");
-    assert_contains(zp_dataset_errmsg(d2), "URLs are not supported");
+    assert_contains(zp_dataset_errmsg(d2), "shard 'ftp://h/a.jsonl': cannot open");
+    assert_contains(zp_dataset_errmsg(d2), "URLs supported");
     zp_dataset_destroy(d2);
     free(m);
     free(abs);
