@@ -133,6 +133,8 @@ http {
         listen 127.0.0.1:$hp;
         server_name 127.0.0.1 localhost;
         root $d/root;
+        # /redirect/P answers 302 to /P (a redirect within http)
+        location /redirect/ { rewrite ^/redirect/(.*)\$ /\$1 redirect; }
     }
     server {
         listen 127.0.0.1:$sp ssl;
@@ -140,6 +142,10 @@ http {
         ssl_certificate $d/server.pem;
         ssl_certificate_key $d/server.key;
         root $d/root;
+        # /redirect-http/P answers 302 to http://.../P (a downgrade, to be refused);
+        # /redirect/P answers 302 to https://.../P (within https)
+        location /redirect-http/ { rewrite ^/redirect-http/(.*)\$ http://127.0.0.1:$hp/\$1 redirect; }
+        location /redirect/ { rewrite ^/redirect/(.*)\$ /\$1 redirect; }
     }
 }
 EOF

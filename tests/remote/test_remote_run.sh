@@ -58,6 +58,15 @@ if [[ -n "$HTTPS" ]]; then
   "$Z" run "$HTTPS/rrun/manifest.json" $RUN $FAST --insecure --cache-dir "$T/c5" \
     --emit-ids "$T/insec" >"$T/insec.out" 2>&1 || bad "https --insecure run"
   check "--insecure warns" 'grep -qi "insecure\|not verif" "$T/insec.out"'
+  # redirects: followed within https and within http; never from https to http
+  "$Z" run "$HTTPS/redirect/rrun/shard-00000.jsonl.zst" --quiet $FAST --ca-file "$CA" --cache-dir "$T/c11" \
+    >"$T/rs.out" 2>&1 || { bad "https -> https redirect followed"; cat "$T/rs.out"; }
+  "$Z" run "$HTTP/redirect/rrun/shard-00000.jsonl.zst" --quiet $FAST --cache-dir "$T/c11" \
+    >"$T/rh.out" 2>&1 || { bad "http -> http redirect followed"; cat "$T/rh.out"; }
+  "$Z" run "$HTTPS/redirect-http/rrun/shard-00000.jsonl.zst" --quiet $FAST --ca-file "$CA" --cache-dir "$T/c12" \
+    >"$T/rd.out" 2>&1; rc=$?
+  check "https -> http redirect refused (rc $rc)" '[[ $rc -ne 0 ]] && grep -qi "redirect\|protocol" "$T/rd.out"'
+  check "https -> http redirect: nothing downloaded" '[[ $(ls "$T/c12" 2>/dev/null | grep -c "\.zdc$") -eq 0 ]]'
 fi
 
 # S3 (SigV4): upload the dataset, run from s3:// with the credentials in the environment
