@@ -8,7 +8,7 @@ foreach(t run faults cache)
     list(APPEND _args ${MPIEXEC_EXECUTABLE})
   endif()
   add_test(NAME test_remote_${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_${t}.sh ${_args})
-  set_tests_properties(test_remote_${t} PROPERTIES TIMEOUT 300 LABELS "net;remote"
+  set_tests_properties(test_remote_${t} PROPERTIES TIMEOUT 300 LABELS "net;remote;tsan"
     FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
 endforeach()
 set_tests_properties(test_remote_cache PROPERTIES RUN_SERIAL TRUE)

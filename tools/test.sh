@@ -36,7 +36,8 @@ if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_config asan -LE nosan -- -DCMAKE_BUILD_TYPE=Debug -DZEPHON_SANITIZE=address \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
-  # TSan on the threaded engine's tests and the shard cache on disk (label tsan). gcc's libgomp is not instrumented,
+  # TSan on the threaded engine's tests and, label tsan, the shard cache on disk,
+  # the transfers and the remote runs (their I/O, renewal and task threads). gcc's libgomp is not instrumented,
   # so the engine orders every hand-over between tasks with its own locks
   # (visible to TSan); no suppression is needed. LLVM's libomp 14 + Archer
   # is not used: it crashes when parallel regions with tasks are opened by
