@@ -72,7 +72,11 @@ check "restart: stale temporary files cleaned" '[[ $(ls -a "$T/c2" | grep -c "\.
 # 3. four ranks on one node share the cache: one download per shard
 if [[ -n "$MPIEXEC" ]]; then
   proxy_reset
+  # under ASan: Open MPI's allocations kept until exit are suppressed by
+  # library name, as in the other MPI tests (tests/mpi/lsan.supp)
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader \
+    ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 \
+    LSAN_OPTIONS=suppressions=$HERE/../mpi/lsan.supp:print_suppressions=0 \
     timeout 120 "$MPIEXEC" -np 4 --oversubscribe --bind-to none "$Z" run "$PROXY/rcache/manifest.json" \
     --quiet --seed 6 --threads 1 --microbatch 8 $FAST --cache-dir "$T/c3" --prefetch 200:2 \
     --emit-ids "$T/mpi" --report "$T/rep" >"$T/mpi.out" 2>&1 || { bad "4-rank run"; tail -20 "$T/mpi.out"; }
