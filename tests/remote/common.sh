@@ -25,3 +25,18 @@ ids_of() { sed 's#^.*/##' "$1"; }
 # test's folder $PFX only (tests run in parallel against one proxy)
 proxy_stats() { curl -s --max-time 5 "$PROXY/__stats?prefix=/$PFX/"; }
 proxy_reset() { curl -s --max-time 5 -X POST "$PROXY/__reset?prefix=/$PFX/" >/dev/null; }
+# proxy_manifest NAME FAULT...: the manifest of $ROOT/NAME with shard i
+# served through the proxy with fault i ("" = none; the last fault given
+# applies to the shards after it), named as in the local manifest (so that
+# sample ids compare with a local run's)
+proxy_manifest() {
+  python3 - "$ROOT/$1/manifest.json" "$PROXY" "$1" "${@:2}" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1])); proxy, name = sys.argv[2], sys.argv[3]; faults = sys.argv[4:] or [""]
+for i, s in enumerate(m["shards"]):
+    f = faults[min(i, len(faults) - 1)]
+    s["name"] = s["path"]
+    s["path"] = proxy + ("/f/" + f if f else "") + "/" + name + "/" + s["path"]
+print(json.dumps(m))
+PY
+}

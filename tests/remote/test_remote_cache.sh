@@ -43,17 +43,7 @@ end=$( (cd "$T/c1" && find . -maxdepth 1 -type f -name '*-shard-*' -printf '%s\n
 check "cache at the end within the limit ($end <= $limit)" '[[ ${end:-0} -le $limit ]]'
 
 # 2. kill -9 during downloads (each slowed by the proxy), then a restart
-manifest_slow() {
-  python3 - "$ROOT/rcache/manifest.json" "$PROXY" "$1" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1])); proxy = sys.argv[2]; f = sys.argv[3]
-for s in m["shards"]:
-    s["name"] = s["path"]
-    s["path"] = proxy + ("/f/" + f if f else "") + "/rcache/" + s["path"]
-print(json.dumps(m))
-PY
-}
-manifest_slow "stall:20000*0" > "$T/slow.json"
+proxy_manifest rcache "stall:20000*0" > "$T/slow.json"
 "$Z" run "$T/slow.json" $RUN --cache-dir "$T/c2" --prefetch 300:4 --low-speed-time 30 >/dev/null 2>&1 &
 pid=$!
 for i in $(seq 1 100); do ls "$T/c2" 2>/dev/null | grep -q '\.part' && break; sleep 0.05; done
@@ -62,7 +52,7 @@ sleep 0.3
 kill -9 $pid; wait $pid 2>/dev/null
 check "no complete-named file is partial after kill -9" \
   '[[ $(ls "$T/c2" | grep -v "\.part\|\.lock\|^\." | wc -l) -eq 0 ]]'
-manifest_slow "" > "$T/fast.json"
+proxy_manifest rcache > "$T/fast.json"
 "$Z" run "$T/fast.json" $RUN --epochs 2 --cache-dir "$T/c2" $FAST --emit-ids "$T/restart" >"$T/restart.out" 2>&1 ||
   { bad "restart after kill -9"; cat "$T/restart.out"; }
 ids_of "$T/restart/rank-0.ids" > "$T/restart.ids"

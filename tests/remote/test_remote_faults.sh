@@ -17,19 +17,7 @@ RUN="--quiet --seed 4 --threads 2 --microbatch 8"
 "$Z" run "$ROOT/rfault/manifest.json" $RUN --emit-ids "$T/local" >/dev/null || bad "local run"
 ids_of "$T/local/rank-0.ids" > "$T/local.ids"
 
-# manifest_with FAULT...: the dataset's manifest with shard i served through
-# the proxy with fault i ("" = none), named as in the local manifest
-manifest_with() {
-  python3 - "$ROOT/rfault/manifest.json" "$PROXY" "$@" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1])); proxy = sys.argv[2]; faults = sys.argv[3:]
-for i, s in enumerate(m["shards"]):
-    f = faults[i] if i < len(faults) else ""
-    s["name"] = s["path"]
-    s["path"] = proxy + ("/f/" + f if f else "") + "/rfault/" + s["path"]
-print(json.dumps(m))
-PY
-}
+manifest_with() { proxy_manifest rfault "$@" ""; } # the shards after the faults given: plain
 size0=$(stat -c %s "$ROOT/rfault/shard-00000.jsonl.zst")
 half=$((size0 / 2))
 manifest_with "500*2" "503" "429:1" "reset:$half" "short:$half" "slowfirst:400" "badlen" "corrupt" > "$T/faulty.json"

@@ -99,13 +99,7 @@ check "403 fails with its status" '[[ $rc -ne 0 ]] && grep -q "403" "$T/403.out"
 # the first batch waits only for the shards it needs: every shard's download
 # takes 0.5 s (proxy), prefetch looks at the whole dataset with one transfer
 # at a time; the first batch needs one shard (--block-shards 1)
-python3 - "$ROOT/rrun/manifest.json" "$PROXY" > "$T/slow.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-for s in m["shards"]:
-    s["name"] = s["path"]; s["path"] = sys.argv[2] + "/f/slowfirst:500*0/rrun/" + s["path"]
-print(json.dumps(m))
-PY
+proxy_manifest rrun "slowfirst:500*0" > "$T/slow.json"
 "$Z" run "$T/slow.json" --json --seed 3 --threads 2 --microbatch 8 --block-shards 1 --prefetch 100000:1 \
   --cache-dir "$T/c10" >"$T/slow.out" 2>&1 || bad "slow run"
 read -r fb total <<<"$(python3 -c "import json;d=json.loads(open('$T/slow.out').read().strip().splitlines()[-1]);print(d['first_batch_s'], d['seconds'])" 2>/dev/null)"
