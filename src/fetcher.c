@@ -413,6 +413,13 @@ const char *zpi_fetcher_cache_dir(const zpi_fetcher *f) { return zpi_disk_cache_
 
 /* ------------------------------------------------------------ downloads */
 
+/* The storage settings' stop_requested hook says stop. */
+static int stop_requested(const zpi_fetcher *f)
+{
+    const zp_storage_config *c = zpi_storage_config(f->st);
+    return c->stop_requested && c->stop_requested(c->stop_user) != 0;
+}
+
 static void active_remove_locked(zpi_fetcher *f, download *d)
 {
     for (download **pp = &f->active; *pp; pp = &(*pp)->next_active)
@@ -578,7 +585,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     int waited = 0; /* not found in the cache at the first look */
     for (;;) {
         pthread_mutex_lock(&f->mu);
-        if (f->cancelled) {
+        if (f->cancelled || stop_requested(f)) {
             pthread_mutex_unlock(&f->mu);
             st = zpi_err_set(err, ZP_ERR_STATE, "shard '%s': stopped while waiting for it", name);
             break;
@@ -641,8 +648,14 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
                 break;
             continue;
         }
-        /* BUSY: another process downloads it */
-        zpi_dc_wait(f->dc, f->slots[i].key, f->lease_s);
+        /* BUSY: another process downloads it. Waited in slices of 0.1 s so
+         * that a stop request ends the wait (checked at the loop's top). */
+        for (double left = f->lease_s; left > 0 && !stop_requested(f); left -= 0.1) {
+            double t1 = zpi_now(), slice = left < 0.1 ? left : 0.1;
+            zpi_dc_wait(f->dc, f->slots[i].key, slice);
+            if (zpi_now() - t1 < slice * 0.5)
+                break; /* no longer busy */
+        }
     }
     pthread_mutex_lock(&f->mu);
     f->stats.wait_ns += zpi_now_ns() - t0;

@@ -37,7 +37,7 @@
 
 typedef enum { SINK_NONE, SINK_FD, SINK_MEM } tx_sink;
 /* Why a callback stopped the transfer. */
-typedef enum { FK_NONE, FK_STATUS, FK_RANGE, FK_SIZE, FK_IO, FK_DONE } tx_fault;
+typedef enum { FK_NONE, FK_STATUS, FK_RANGE, FK_SIZE, FK_IO, FK_DONE, FK_STOP } tx_fault;
 typedef enum { TX_OK, TX_FAIL, TX_RETRY } tx_decision;
 
 #define UNKNOWN UINT64_MAX
@@ -309,6 +309,26 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *user)
     return n;
 }
 
+/* The settings' stop_requested hook: 1 when the caller asks every transfer
+ * to end now. */
+static int stop_requested(const zpi_storage *s)
+{
+    return s->cfg.stop_requested && s->cfg.stop_requested(s->cfg.stop_user) != 0;
+}
+
+/* libcurl's progress callback (only with a stop_requested hook): nonzero
+ * aborts the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int progress_cb(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    tx *t = user;
+    if (!stop_requested(t->s))
+        return 0;
+    t->fault = FK_STOP;
+    return 1;
+}
+
 /* Configure the easy handle for the next attempt. */
 static zp_status tx_prepare(tx *t)
 {
@@ -378,6 +398,11 @@ static zp_status tx_prepare(tx *t)
     ZPI_OPT(CURLOPT_BUFFERSIZE, 512L * 1024);
     if (t->hdrs)
         ZPI_OPT(CURLOPT_HTTPHEADER, t->hdrs);
+    if (t->s->cfg.stop_requested) {
+        ZPI_OPT(CURLOPT_NOPROGRESS, 0L);
+        ZPI_OPT(CURLOPT_XFERINFOFUNCTION, progress_cb);
+        ZPI_OPT(CURLOPT_XFERINFODATA, (void *)t);
+    }
     if (is_head)
         ZPI_OPT(CURLOPT_NOBODY, 1L);
     if (t->ranged)
@@ -431,6 +456,10 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
     zp_status final = ZP_ERR_NETWORK;
     double retry_after = 0;
     cause[0] = '\0';
+    if (t->fault == FK_STOP || stop_requested(t->s)) {
+        t->status = zpi_err_set(&t->err, ZP_ERR_STATE, "%s: stopped (asked to stop)", t->label);
+        return TX_FAIL;
+    }
     if (t->fault == FK_IO) {
         t->status = zpi_err_set(&t->err, ZP_ERR_IO, "%s: %s", t->label, t->fault_msg);
         return TX_FAIL;
@@ -549,7 +578,12 @@ static zp_status tx_run_sync(tx *t)
         tx_decision d = tx_finish(t, cc, &delay);
         if (d != TX_RETRY)
             return t->status;
-        sleep_s(delay);
+        /* the backoff, in slices: a stop request ends it */
+        while (delay > 0 && !stop_requested(t->s)) {
+            double slice = delay < 0.1 ? delay : 0.1;
+            sleep_s(slice);
+            delay -= slice;
+        }
     }
 }
 
@@ -767,7 +801,9 @@ static size_t pick_jobs(zpi_xfer *x, job **out, size_t cap, uint64_t now, uint64
     return k;
 }
 
-static void cancel_all(zpi_xfer *x)
+/* End every queued, running and waiting job with ZP_ERR_STATE: why says
+ * "cancelled (the transfers are shutting down)" or "stopped (...)". */
+static void cancel_all(zpi_xfer *x, const char *why)
 {
     for (;;) {
         pthread_mutex_lock(&x->mu);
@@ -787,8 +823,7 @@ static void cancel_all(zpi_xfer *x)
             curl_multi_remove_handle(x->multi, j->t.easy);
             busy_update(x, -1);
         }
-        zpi_err_set(&j->t.err, ZP_ERR_STATE, "%s: cancelled (the transfers are shutting down)",
-                    j->t.label);
+        zpi_err_set(&j->t.err, ZP_ERR_STATE, "%s: %s", j->t.label, why);
         job_complete(x, j, ZP_ERR_STATE);
     }
 }
@@ -805,6 +840,14 @@ static void *io_thread(void *arg)
             pthread_mutex_unlock(&x->mu);
             break;
         }
+        pthread_mutex_unlock(&x->mu);
+        if (stop_requested(x->s)) {
+            /* the caller stops: end every job now (new ones as they come) */
+            cancel_all(x, "stopped (asked to stop)");
+            curl_multi_poll(x->multi, NULL, 0, 100, NULL); /* a submit or destroy wakes it */
+            continue;
+        }
+        pthread_mutex_lock(&x->mu);
         size_t k = pick_jobs(x, launch, BATCH, now, &next_wake);
         pthread_mutex_unlock(&x->mu);
         for (size_t i = 0; i < k; i++)
@@ -841,7 +884,7 @@ static void *io_thread(void *arg)
         if (finished)
             continue; /* a slot is free: launch the next job before sleeping */
         /* Sleep until a socket is ready, a retry is due, or a wakeup. */
-        int timeout_ms = 1000;
+        int timeout_ms = x->s->cfg.stop_requested ? 100 : 1000; /* stop asked: seen within 0.1 s */
         now = zpi_now_ns();
         if (next_wake != UINT64_MAX) {
             uint64_t dt = next_wake > now ? (next_wake - now + 999999) / 1000000 : 0;
@@ -854,7 +897,7 @@ static void *io_thread(void *arg)
         if (timeout_ms > 0)
             curl_multi_poll(x->multi, NULL, 0, timeout_ms, NULL);
     }
-    cancel_all(x);
+    cancel_all(x, "cancelled (the transfers are shutting down)");
     return NULL;
 }
 

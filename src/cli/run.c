@@ -44,6 +44,12 @@ void zp_run_signals_install(void)
 
 int zp_run_signal(void) { return stop_signal; }
 
+int zp_run_stop_requested(void *user)
+{
+    (void)user;
+    return __atomic_load_n(&stop_signal, __ATOMIC_RELAXED) != 0; /* from any thread */
+}
+
 const char *zp_run_signal_name(int sig)
 {
     switch (sig) {
@@ -300,6 +306,14 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     quiet_flag = o->quiet;
 
     zp_status st = zp_worksource_create(ds, &o->ws, &ws);
+    if (st == ZP_ERR_STATE && !hk && zp_run_signal()) {
+        /* a signal ended the downloads of shards being counted: a stop */
+        res->stop = zp_run_signal();
+        fprintf(stderr, "zephon run: stopped by %s before the first batch\n",
+                zp_run_signal_name(res->stop));
+        rc = 0;
+        goto out;
+    }
     if (st != ZP_OK) {
         const char *msg = ws ? zp_worksource_errmsg(ws) : "";
         fprintf(stderr, "zephon run: worksource: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
@@ -383,6 +397,11 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             /* the ranks' stop vote may have ended the stream: its reason */
             if (hk && (stop = hk->stop(hk->user, stop)) != 0)
                 res->stop = stop;
+            break;
+        }
+        if (st != ZP_OK && !hk && st == ZP_ERR_STATE && zp_run_signal()) {
+            /* a signal ended the downloads the pipeline waited on: a stop */
+            res->stop = zp_run_signal();
             break;
         }
         if (st != ZP_OK)
@@ -507,6 +526,7 @@ int zp_run_main(zp_run_opts *o)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
+    dcfg.storage.stop_requested = zp_run_stop_requested;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store) {
         if (zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
