@@ -295,13 +295,16 @@ static int rehash(zp_dataset *ds, size_t want)
     return 0;
 }
 
-/* " ('path')" when a shard's path differs from its name, for messages. */
+/* " ('path')" when a shard's path differs from its name, for messages (a
+ * URL redacted: no credentials, no query string). */
 static void path_note(char *buf, size_t cap, const char *name, const char *path)
 {
-    if (strcmp(name, path) == 0)
+    char red[PATH_MAX];
+    zpi_url_redact(path, red, sizeof red);
+    if (strcmp(name, red) == 0)
         buf[0] = '\0';
     else
-        zpi_fmt(buf, cap, " ('%s')", path);
+        zpi_fmt(buf, cap, " ('%s')", red);
 }
 
 /* Append a shard for the file described by sb; takes ownership of name and
@@ -980,11 +983,13 @@ static zp_status verify_all(zp_dataset *ds)
         zp_status st = hash_file(ds, s, &h);
         if (st != ZP_OK)
             return st;
+        char red[PATH_MAX];
+        zpi_url_redact(s->path, red, sizeof red);
         if (h != s->xxh64)
             return fail(ds, ZP_ERR_FORMAT,
                         "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
                         "'%s' has %016llx",
-                        s->name, (unsigned long long)s->xxh64, s->path, (unsigned long long)h);
+                        s->name, (unsigned long long)s->xxh64, red, (unsigned long long)h);
     }
     return ZP_OK;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_remote_hostile.sh ZEPHON - remote storage used the wrong way on
 # purpose: SIGINT/SIGTERM during a stalled download stop the run at once
-# (exit 130/143, no partial file in the cache, the next run works).
+# (exit 130/143, no partial file in the cache, the next run works); one
+# shard named twice in spellings that are one object is refused, and the
+# message shows no credentials or query string.
 set -u
 Z=${1:?usage: test_remote_hostile.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -60,5 +62,18 @@ set +m
   --emit-ids "$T/after" >/dev/null 2>&1 || bad "run after the signals"
 ids_of "$T/after/rank-0.ids" > "$T/after.ids" 2>/dev/null
 check "run after the signals: same sample ids as local" 'cmp -s "$T/local.ids" "$T/after.ids"'
+
+# --- one object named twice: refused, whatever the spelling; no secret shown
+s0="rhost/shard-00000.jsonl.zst"
+hp=${HTTP#http://}
+for twin in "$HTTP/rhost/./shard-00000.jsonl.zst" "$HTTP/rhost/x/../shard-00000.jsonl.zst" \
+            "$HTTP/rhost/shard-0000%30.jsonl.zst" "HTTP://$hp/$s0?sig=1" \
+            "http://user:hunter2@$hp/$s0?X-Amz-Signature=deadbeef"; do
+  "$Z" run "$HTTP/$s0" "$twin" $RUN --cache-dir "$T/cdup" >"$T/dup.out" 2>&1; rc=$?
+  check "same shard twice ($twin): refused (rc $rc)" \
+    '[[ $rc -eq 1 ]] && grep -q "is the same file as" "$T/dup.out"'
+  check "same shard twice ($twin): no secret in the message" \
+    '! grep -q "hunter2\|deadbeef\|sig=1" "$T/dup.out"'
+done
 
 finish
