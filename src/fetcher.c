@@ -48,6 +48,7 @@ typedef struct download {
     uint64_t id;      /* the transfer's */
     int demand;
     int done;         /* the transfer ended (and the entry was committed or aborted) */
+    int lost;         /* downloaded, but the lock's lease was taken over meanwhile */
     zp_status status;
     zpi_err err;
     int waiters;
@@ -450,6 +451,8 @@ static void on_done(void *user, const zpi_xfer_result *r)
         st = zpi_dc_commit(f->dc, &d->e, &e);
         if (st == ZP_OK)
             zpi_dc_release(f->dc, &d->e);
+        else if (st == ZP_ERR_STATE)
+            d->lost = 1; /* another process took the download over: its file will do */
     } else {
         zpi_err_copy(&e, &r->err);
         zpi_dc_abort(f->dc, &d->e);
@@ -583,6 +586,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     uint64_t t0 = zpi_now_ns();
     zp_status st = ZP_OK;
     int waited = 0; /* not found in the cache at the first look */
+    unsigned lost = 0; /* our downloads of it whose lease was taken over */
     for (;;) {
         pthread_mutex_lock(&f->mu);
         if (f->cancelled || stop_requested(f)) {
@@ -603,6 +607,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             d->waiters--;
             int done = d->done;
             zp_status ds = d->status;
+            int was_lost = d->lost;
             if (done && ds != ZP_OK)
                 zpi_err_copy(err, &d->err);
             if (done && d->waiters == 0) {
@@ -613,6 +618,8 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             pthread_mutex_unlock(&f->mu);
             if (!done)
                 continue; /* cancelled: reported above */
+            if (was_lost && ++lost <= ZPI_FETCH_LEASE_RETRIES)
+                continue; /* the process that took it over downloads it: wait for it */
             if (ds == ZP_ERR_FORMAT && bad <= ZPI_FETCH_REFETCHES)
                 continue; /* size or hash mismatch: fetch it again */
             if (ds != ZP_OK) {

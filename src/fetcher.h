@@ -28,6 +28,10 @@
 #include "zephon/worksource.h"
 
 #define ZPI_FETCH_REFETCHES 2
+/* A download whose lock's lease was taken over by another process (this
+ * one was paused longer than the lease) is not an error: acquire waits for
+ * the other process's download instead, this many times before failing. */
+#define ZPI_FETCH_LEASE_RETRIES 3
 
 typedef struct zpi_fetcher zpi_fetcher;
 

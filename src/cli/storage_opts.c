@@ -88,6 +88,13 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
         if (zpi_parse_u64(val, 0, 1000, 0, &u) != 0)
             return bad(cmd, opt, val, "a count from 0 to 1000");
         c->retries = (unsigned)u;
+    } else if (!strcmp(opt, "--lease")) {
+        /* renewed every quarter of it, through a file's mtime: below a
+         * second, a busy node or a coarse file system clock would have the
+         * other ranks take every download over */
+        if (zpi_parse_double(val, 1, 86400, &d) != 0)
+            return bad(cmd, opt, val, "seconds from 1 to 86400");
+        c->lease_s = d;
     } else {
         if (zpi_parse_double(val, 0.001, 86400, &d) != 0)
             return bad(cmd, opt, val, "seconds from 0.001 to 86400");
@@ -97,10 +104,8 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
             c->low_speed_time_s = d;
         else if (!strcmp(opt, "--retry-base"))
             c->retry_base_s = d;
-        else if (!strcmp(opt, "--retry-max"))
-            c->retry_max_s = d;
         else
-            c->lease_s = d;
+            c->retry_max_s = d;
     }
     return 2;
 }

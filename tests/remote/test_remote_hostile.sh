@@ -3,7 +3,9 @@
 # purpose: SIGINT/SIGTERM during a stalled download stop the run at once
 # (exit 130/143, no partial file in the cache, the next run works); one
 # shard named twice in spellings that are one object is refused, and the
-# message shows no credentials or query string.
+# message shows no credentials or query string; a download whose lease was
+# taken over while its process was paused is not an error (the run uses the
+# other process's file).
 set -u
 Z=${1:?usage: test_remote_hostile.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -75,5 +77,56 @@ for twin in "$HTTP/rhost/./shard-00000.jsonl.zst" "$HTTP/rhost/x/../shard-00000.
   check "same shard twice ($twin): no secret in the message" \
     '! grep -q "hunter2\|deadbeef\|sig=1" "$T/dup.out"'
 done
+
+# --- lease taken over: A downloads slowly (the proxy's first answer waits
+# 3 s) and is paused (SIGSTOP) past its 1 s lease; B takes the download over
+# and completes it; A, resumed, finishes its own transfer, finds its lease
+# lost, and must use B's file instead of failing.
+# (one shard: A's download is the one its fetch waits on)
+manifest_via "slowfirst:3000" | python3 -c '
+import json, sys; m = json.load(sys.stdin); m["shards"] = m["shards"][:1]; print(json.dumps(m))' \
+  > "$T/lease.json"
+proxy_reset
+LRUN="$RUN --lease 1 --cache-dir $T/clease"
+"$Z" run "$T/lease.json" $LRUN --emit-ids "$T/la" >"$T/la.out" 2>&1 &
+pa=$!
+sleep 0.5
+kill -STOP "$pa"
+"$Z" run "$T/lease.json" $LRUN --emit-ids "$T/lb" >"$T/lb.out" 2>&1; rb=$?
+kill -CONT "$pa"
+wait "$pa"; ra=$?
+check "lease: B, which took the downloads over, completes (rc $rb)" '[[ $rb -eq 0 ]]' || cat "$T/lb.out"
+check "lease: A, whose leases were lost, completes (rc $ra)" '[[ $ra -eq 0 ]]' || cat "$T/la.out"
+check "lease: A's downloads were taken over" 'grep -q "taken over" "$T/lb.out"'
+ids_of "$T/la/rank-0.ids" > "$T/la.ids" 2>/dev/null
+ids_of "$T/lb/rank-0.ids" > "$T/lb.ids" 2>/dev/null
+check "lease: A delivered B's sample ids (60)" \
+  '[[ $(wc -l < "$T/la.ids") -eq 60 ]] && cmp -s "$T/la.ids" "$T/lb.ids"'
+check "lease: no temporary or lock file left" \
+  '[[ $(ls -A "$T/clease" | grep -c "\.part\|\.zdc\.lock") -eq 0 ]]'
+# the same with `zephon index` counting a shard the manifest gives no count
+# for: its wait on the download is the acquire's own
+python3 - "$ROOT/rhost/manifest.json" "$PROXY" > "$T/nocount.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["shards"][1]
+print(json.dumps({"format_version": 1, "shards": [
+    {"path": sys.argv[2] + "/f/slowfirst:3000/rhost/" + s["path"], "bytes": s["bytes"],
+     "format": s["format"]}]}))
+PY
+proxy_reset
+"$Z" index --lease 1 --cache-dir "$T/clease2" -o "$T/ia.json" "$T/nocount.json" >"$T/ia.out" 2>&1 &
+pa=$!
+sleep 0.5
+kill -STOP "$pa"
+"$Z" index --lease 1 --cache-dir "$T/clease2" -o "$T/ib.json" "$T/nocount.json" >"$T/ib.out" 2>&1; rb=$?
+kill -CONT "$pa"
+wait "$pa"; ra=$?
+check "lease (index): B completes (rc $rb), A, whose lease was lost, too (rc $ra)" \
+  '[[ $rb -eq 0 && $ra -eq 0 ]] && grep -q "taken over" "$T/ib.out"' || cat "$T/ia.out"
+check "lease (index): A's manifest counts the shard's 60 samples" \
+  'grep -q "\"samples\": 60" "$T/ia.json"'
+# a lease too short to be renewed reliably is refused
+"$Z" run "$T/lease.json" $RUN --lease 0.001 >"$T/lshort.out" 2>&1; rc=$?
+check "--lease 0.001: usage error (rc $rc)" '[[ $rc -eq 2 ]] && grep -q "from 1 to" "$T/lshort.out"'
 
 finish
