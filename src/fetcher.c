@@ -453,6 +453,15 @@ static void on_done(void *user, const zpi_xfer_result *r)
             zpi_dc_release(f->dc, &d->e);
         else if (st == ZP_ERR_STATE)
             d->lost = 1; /* another process took the download over: its file will do */
+    } else if (st == ZP_ERR_IO && r->os_errno) {
+        /* writing into the cache failed: name its file, and for a full disk
+         * say what to do */
+        int full = r->os_errno == ENOSPC || r->os_errno == EDQUOT;
+        zpi_err_set(&e, ZP_ERR_IO, "%s (shard cache file %s)%s", zpi_err_msg(&r->err), d->e.path,
+                    full ? ": the cache's file system is full: free space there, or give a "
+                           "smaller cache limit or another cache folder"
+                         : "");
+        zpi_dc_abort(f->dc, &d->e);
     } else {
         zpi_err_copy(&e, &r->err);
         zpi_dc_abort(f->dc, &d->e);

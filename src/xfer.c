@@ -72,6 +72,7 @@ typedef struct tx {
     uint64_t pos;           /* object offset of the next body byte */
     tx_fault fault;
     char fault_msg[256];
+    int os_errno;           /* the errno of a failed write to the file */
     /* The current response's headers. */
     long h_code;
     char h_reason[64];
@@ -127,9 +128,11 @@ static zp_status tx_restart(tx *t)
     t->written = 0;
     if (t->xs)
         XXH64_reset(t->xs, 0);
-    if (t->sink == SINK_FD && ftruncate(t->fd, 0) != 0)
+    if (t->sink == SINK_FD && ftruncate(t->fd, 0) != 0) {
+        t->os_errno = errno;
         return zpi_err_set(&t->err, ZP_ERR_IO, "%s: cannot truncate the download: %s",
                            t->label, strerror(errno));
+    }
     return ZP_OK;
 }
 
@@ -261,9 +264,11 @@ static int tx_deliver(tx *t, const char *p, size_t n, uint64_t at)
             ssize_t w = pwrite(t->fd, p + done, n - done, (off_t)(at + done));
             if (w < 0 && errno == EINTR)
                 continue;
-            if (w < 0)
+            if (w < 0) {
+                t->os_errno = errno;
                 return stop(t, FK_IO, "writing the download at offset %llu: %s",
                             (unsigned long long)(at + done), strerror(errno));
+            }
             done += (size_t)w;
         }
     } else if (t->sink == SINK_MEM) {
@@ -542,6 +547,7 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
 
 complete:
     if (t->sink == SINK_FD && t->want == UNKNOWN && ftruncate(t->fd, (off_t)t->written) != 0) {
+        t->os_errno = errno;
         t->status = zpi_err_set(&t->err, ZP_ERR_IO, "%s: cannot set the download's size: %s",
                                 t->label, strerror(errno));
         return TX_FAIL;
@@ -719,6 +725,7 @@ static void job_complete(zpi_xfer *x, job *j, zp_status status)
     r.bytes = j->t.bytes;
     r.size = status == ZP_OK ? j->t.written : 0;
     r.retries = j->t.retries;
+    r.os_errno = status == ZP_ERR_IO ? j->t.os_errno : 0;
     uint64_t now = zpi_now_ns();
     r.ns = j->start_ns ? now - j->start_ns : 0;
     pthread_mutex_lock(&x->mu);

@@ -125,6 +125,28 @@ check "lease (index): B completes (rc $rb), A, whose lease was lost, too (rc $ra
   '[[ $rb -eq 0 && $ra -eq 0 ]] && grep -q "taken over" "$T/ib.out"' || cat "$T/ia.out"
 check "lease (index): A's manifest counts the shard's 60 samples" \
   'grep -q "\"samples\": 60" "$T/ia.json"'
+# --- a cache folder on a full file system (root only: a 100 KiB tmpfs): a
+# clear error naming the cache file and the cause; no corrupt file kept
+if [[ $(id -u) -eq 0 ]] && mkdir -p "$T/full" && mount -t tmpfs -o size=100k tmpfs "$T/full" 2>/dev/null; then
+  trap 'umount "$T/full" 2>/dev/null; rm -rf "$T"' EXIT
+  "$Z" run "$HTTP/rhost/manifest.json" $RUN --prefetch 100:3 --cache-dir "$T/full/c" >"$T/full.out" 2>&1; rc=$?
+  check "full disk: the run fails (rc $rc)" '[[ $rc -eq 1 ]]'
+  check "full disk: the message names the cache file, ENOSPC, and what to do" \
+    'grep -q "No space left on device (shard cache file $T/full/c/.*\.part\..*): the cache.s file system is full" "$T/full.out"' ||
+    cat "$T/full.out"
+  okfiles=1
+  for f in "$T/full/c"/*.zdc; do
+    [[ -e $f ]] || continue
+    src="$ROOT/rhost/$(basename "$f" .zdc | sed 's/^[0-9a-f]*-//')"
+    cmp -s "$f" "$src" || okfiles=0
+  done
+  check "full disk: every file left in the cache is a complete shard" '[[ $okfiles -eq 1 ]]'
+  check "full disk: no temporary file left" '[[ $(ls -A "$T/full/c" | grep -c "\.part") -eq 0 ]]'
+  umount "$T/full"
+else
+  echo "ok - full disk: skipped (needs root and tmpfs)"
+fi
+
 # a lease too short to be renewed reliably is refused
 "$Z" run "$T/lease.json" $RUN --lease 0.001 >"$T/lshort.out" 2>&1; rc=$?
 check "--lease 0.001: usage error (rc $rc)" '[[ $rc -eq 2 ]] && grep -q "from 1 to" "$T/lshort.out"'
