@@ -679,16 +679,49 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     return st;
 }
 
-void zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)
+/* 1 when the pinned file's bytes do not have the shard's manifest hash (or
+ * cannot be read); 0 when they do. */
+static int pinned_file_bad(zpi_fetcher *f, const zpi_fetch_pin *pin)
+{
+    size_t i = shard_of_key(f, pin->e.key);
+    if (i == SIZE_MAX || pin->e.fd < 0)
+        return 1;
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
+    if (!lim->has_xxh64)
+        return 1;
+    XXH64_state_t *h = XXH64_createState();
+    char *buf = malloc(1 << 20);
+    int bad = 1;
+    if (h && buf) {
+        XXH64_reset(h, 0);
+        uint64_t off = 0;
+        ssize_t r;
+        while ((r = pread(pin->e.fd, buf, 1 << 20, (off_t)off)) > 0 ||
+               (r < 0 && errno == EINTR)) {
+            if (r > 0) {
+                XXH64_update(h, buf, (size_t)r);
+                off += (uint64_t)r;
+            }
+        }
+        bad = r < 0 || XXH64_digest(h) != lim->expect_xxh64;
+    }
+    free(buf);
+    XXH64_freeState(h);
+    return bad;
+}
+
+int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)
 {
     if (!f || !pin || !pin->remote)
-        return;
-    if (corrupt)
+        return 0;
+    int bad = corrupt && pinned_file_bad(f, pin);
+    if (bad)
         zpi_dc_invalidate(f->dc, &pin->e);
     else
         zpi_dc_release(f->dc, &pin->e);
     pin->remote = 0;
     pin->path = NULL;
+    return bad;
 }
 
 zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism, zpi_err *err)

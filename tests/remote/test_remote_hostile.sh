@@ -147,6 +147,30 @@ else
   echo "ok - full disk: skipped (needs root and tmpfs)"
 fi
 
+# --- a stale manifest (record count off, bytes and hash right): a clear error
+# and one download; the good file is not called corrupt, deleted and fetched
+# again. A cached file whose bytes really changed is.
+manifest_via "none" | python3 -c '
+import json, sys; m = json.load(sys.stdin); s = m["shards"][0]
+s["path"] = s["path"].replace("/f/none", ""); s["samples"] += 10
+m["shards"] = [s]; print(json.dumps(m))' > "$T/stalecount.json"
+proxy_reset
+"$Z" run "$T/stalecount.json" $RUN --cache-dir "$T/cstale" >"$T/stale.out" 2>&1; rc=$?
+gets=$(proxy_stats | python3 -c "import json,sys;print(sum(json.load(sys.stdin)['GET'].values()))")
+check "stale record count: error (rc $rc) saying so" '[[ $rc -eq 1 ]] && grep -q "stale manifest" "$T/stale.out"'
+check "stale record count: downloaded once ($gets GETs), not called corrupt" \
+  '[[ $gets -eq 1 ]] && ! grep -q "corrupt" "$T/stale.out"'
+check "stale record count: the good file stays in the cache" '[[ $(ls "$T/cstale" | grep -c "\.zdc$") -eq 1 ]]'
+python3 -c '
+import json, sys; m = json.load(open(sys.argv[1])); m["shards"][0]["samples"] -= 10
+print(json.dumps(m))' "$T/stalecount.json" > "$T/rightcount.json"
+f=$(ls "$T/cstale"/*.zdc)
+printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+"$Z" run "$T/rightcount.json" $RUN --cache-dir "$T/cstale" >"$T/refetch.out" 2>&1; rc=$?
+gets=$(proxy_stats | python3 -c "import json,sys;print(sum(json.load(sys.stdin)['GET'].values()))")
+check "a cached file with a changed byte: found corrupt, fetched again (rc $rc, $gets GETs)" \
+  '[[ $rc -eq 0 && $gets -eq 2 ]] && grep -q "corrupt" "$T/refetch.out"'
+
 # a lease too short to be renewed reliably is refused
 "$Z" run "$T/lease.json" $RUN --lease 0.001 >"$T/lshort.out" 2>&1; rc=$?
 check "--lease 0.001: usage error (rc $rc)" '[[ $rc -eq 2 ]] && grep -q "from 1 to" "$T/lshort.out"'
