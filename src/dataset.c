@@ -480,15 +480,19 @@ static zp_status add_url(zp_dataset *ds, const char *spec)
 static zp_status add_path(zp_dataset *ds, const char *spec)
 {
     const zpi_format *fmt = zpi_format_for_path(spec);
+    /* a path like a URL of another scheme (a typo: "htp://user:pw@...")
+     * shown redacted, with the schemes supported */
+    char red[PATH_MAX];
+    zpi_url_redact(spec, red, sizeof red);
     if (!fmt)
         return fail(ds, ZP_ERR_INVALID,
                     "'%s': unknown shard format (expected a .jsonl or .jsonl.zst file, a folder, "
-                    "a glob pattern or a .json manifest)",
-                    spec);
+                    "a glob pattern or a .json manifest)%s",
+                    red, url_note(spec));
     struct stat sb;
     if (stat(spec, &sb) != 0) {
         int e = errno;
-        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open: %s%s", spec, strerror(e),
+        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open: %s%s", red, strerror(e),
                     url_note(spec));
     }
     if (!S_ISREG(sb.st_mode))
@@ -572,11 +576,20 @@ static zp_status add_manifest(zp_dataset *ds, const char *mpath)
     zpi_buf what = {0};
     char *mdir = zpi_path_dir(mpath);
     zp_status st;
-    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", mpath) != 0) {
+    /* a path like a URL of another scheme (a typo: "htp://user:pw@...")
+     * shown redacted, with the schemes supported */
+    char red[PATH_MAX];
+    zpi_url_redact(mpath, red, sizeof red);
+    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", red) != 0) {
         st = fail(ds, ZP_ERR_NOMEM, "out of memory");
     } else {
         manifest_ctx c = {ds, what.p, mdir};
         st = zpi_manifest_read_file(mpath, what.p, &ds->err, add_manifest_entry, &c);
+        if (st == ZP_ERR_IO && *url_note(mpath)) {
+            char msg[ZPI_ERRMAX];
+            zpi_fmt(msg, sizeof msg, "%s", zpi_err_msg(&ds->err));
+            fail(ds, st, "%s%s", msg, url_note(mpath));
+        }
     }
     free(mdir);
     zpi_buf_free(&what);

@@ -78,6 +78,17 @@ for twin in "$HTTP/rhost/./shard-00000.jsonl.zst" "$HTTP/rhost/x/../shard-00000.
     '! grep -q "hunter2\|deadbeef\|sig=1" "$T/dup.out"'
 done
 
+# --- a typo in the scheme: the spec is a local path that does not exist; the
+# message says which schemes are URLs and shows no secret
+for typo in "htp://user:hunter2@$hp/rhost/manifest.json" "htp://user:hunter2@$hp/rhost/manifest.json?sig=deadbeef" \
+            "htps://user:hunter2@$hp/$s0" "htps://user:hunter2@$hp/$s0?sig=deadbeef"; do
+  "$Z" run "$typo" $RUN --cache-dir "$T/ctypo" >"$T/typo.out" 2>&1; rc=$?
+  check "scheme typo ${typo%%:*}:// ($([[ $typo == *\?* ]] && echo with || echo without) a query): fails (rc $rc), names the URL schemes" \
+    '[[ $rc -eq 1 ]] && grep -q "URLs supported: http://, https://, s3://" "$T/typo.out"'
+  check "scheme typo ${typo%%:*}://: no secret in the message" '! grep -q "hunter2\|deadbeef" "$T/typo.out"' ||
+    cat "$T/typo.out"
+done
+
 # --- lease taken over: A downloads slowly (the proxy's first answer waits
 # 3 s) and is paused (SIGSTOP) past its 1 s lease; B takes the download over
 # and completes it; A, resumed, finishes its own transfer, finds its lease
