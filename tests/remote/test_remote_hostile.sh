@@ -78,6 +78,23 @@ for twin in "$HTTP/rhost/./shard-00000.jsonl.zst" "$HTTP/rhost/x/../shard-00000.
     '! grep -q "hunter2\|deadbeef\|sig=1" "$T/dup.out"'
 done
 
+# --- secrets in the shards' URLs (user:password, a signed query string)
+# appear in no output: stderr, stdout (--json, --observe), --metrics-out,
+# --emit-ids, --emit-digest
+python3 - "$ROOT/rhost/manifest.json" "$hp" > "$T/secret.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for s in m["shards"]:
+    s["path"] = "http://user:hunter2@%s/rhost/%s?X-Amz-Signature=deadbeef" % (sys.argv[2], s["path"])
+print(json.dumps(m))
+PY
+"$Z" run "$T/secret.json" $RUN --prefetch 100:2 --observe=1 --json --metrics-out "$T/sec-metrics.json" \
+  --emit-ids "$T/sec-ids" --emit-digest "$T/sec-digest" --cache-dir "$T/csec" >"$T/sec.out" 2>&1; rc=$?
+check "URLs with secrets: the run completes (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/sec.out"
+check "URLs with secrets: none in stdout/stderr, metrics, ids, digest, cache names" \
+  '! grep -rq "hunter2\|deadbeef" "$T/sec.out" "$T/sec-metrics.json" "$T/sec-ids" "$T/sec-digest" &&
+   ! ls "$T/csec" | grep -q "hunter2\|deadbeef"'
+
 # --- a typo in the scheme: the spec is a local path that does not exist; the
 # message says which schemes are URLs and shows no secret
 for typo in "htp://user:hunter2@$hp/rhost/manifest.json" "htp://user:hunter2@$hp/rhost/manifest.json?sig=deadbeef" \
