@@ -593,6 +593,44 @@ static zp_status tx_run_sync(tx *t)
     }
 }
 
+/* The size and validators from a GET of the object's first byte (Range:
+ * bytes=0-0): its Content-Range total, or the Content-Length of a 200. */
+static zp_status head_by_get(zpi_storage *s, const char *spec, zpi_object_info *info,
+                             unsigned *retries, zpi_err *err)
+{
+    tx t;
+    char byte;
+    zp_status st = tx_init(&t, s, spec, NULL);
+    if (st == ZP_OK) {
+        t.sink = SINK_MEM;
+        t.mem = &byte;
+        t.off = 0;
+        t.want = 1;
+        st = tx_run_sync(&t);
+    }
+    if (st == ZP_OK) {
+        uint64_t size = t.h_code == 206 && t.h_crange ? t.h_cr_total : t.h_clen;
+        if (size == UNKNOWN) {
+            st = zpi_err_set(&t.err, ZP_ERR_NETWORK,
+                             "%s: the server did not announce the size (HEAD refused, and no "
+                             "size in the answer to a GET of the first byte)",
+                             t.label);
+        } else {
+            memset(info, 0, sizeof *info);
+            info->size = size;
+            if (t.h_etag[0] && strncmp(t.h_etag, "W/", 2))
+                zpi_fmt(info->etag, sizeof info->etag, "%s", t.h_etag);
+            zpi_fmt(info->last_modified, sizeof info->last_modified, "%s", t.h_lastmod);
+        }
+    }
+    if (retries)
+        *retries += t.retries;
+    if (st != ZP_OK)
+        zpi_err_copy(err, &t.err);
+    tx_free(&t);
+    return st;
+}
+
 zp_status zpi_xfer_head(zpi_storage *s, const char *spec, zpi_object_info *info,
                         unsigned *retries, zpi_err *err)
 {
@@ -607,11 +645,18 @@ zp_status zpi_xfer_head(zpi_storage *s, const char *spec, zpi_object_info *info,
     }
     if (retries)
         *retries = t.retries;
+    /* A server may refuse HEAD where it serves GET: a URL presigned for GET
+     * (S3 answers a HEAD on it 403), a server without HEAD (405). Then the
+     * first byte is asked for with a GET. */
+    long code = t.h_code;
+    int refused = st == ZP_ERR_NETWORK && (code == 403 || code == 405);
     if (st == ZP_OK)
         *info = tmp;
-    else
+    else if (!refused)
         zpi_err_copy(err, &t.err);
     tx_free(&t);
+    if (refused)
+        st = head_by_get(s, spec, info, retries, err);
     return st;
 }
 

@@ -95,6 +95,16 @@ check "URLs with secrets: none in stdout/stderr, metrics, ids, digest, cache nam
   '! grep -rq "hunter2\|deadbeef" "$T/sec.out" "$T/sec-metrics.json" "$T/sec-ids" "$T/sec-digest" &&
    ! ls "$T/csec" | grep -q "hunter2\|deadbeef"'
 
+# --- a server that refuses HEAD but serves GET (a URL presigned for GET: S3
+# answers HEAD 403): the size comes from a GET of the first byte; a 403 on
+# every request still fails with its status
+proxy_reset
+"$Z" run "$PROXY/f/403/$s0" $RUN --cache-dir "$T/chead" --emit-ids "$T/head" >"$T/head.out" 2>&1; rc=$?
+check "HEAD refused (403), GET served: the run completes (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/head.out"
+check "HEAD refused: the shard's 60 samples delivered" '[[ $(wc -l < "$T/head/rank-0.ids") -eq 60 ]]'
+"$Z" run "$PROXY/f/403*0/$s0" $RUN --cache-dir "$T/chead" >"$T/head2.out" 2>&1; rc=$?
+check "403 on HEAD and GET: fails with its status (rc $rc)" '[[ $rc -eq 1 ]] && grep -q "HTTP 403" "$T/head2.out"'
+
 # --- a typo in the scheme: the spec is a local path that does not exist; the
 # message says which schemes are URLs and shows no secret
 for typo in "htp://user:hunter2@$hp/rhost/manifest.json" "htp://user:hunter2@$hp/rhost/manifest.json?sig=deadbeef" \
