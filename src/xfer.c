@@ -37,7 +37,10 @@
 
 typedef enum { SINK_NONE, SINK_FD, SINK_MEM } tx_sink;
 /* Why a callback stopped the transfer. */
-typedef enum { FK_NONE, FK_STATUS, FK_RANGE, FK_SIZE, FK_IO, FK_DONE, FK_STOP } tx_fault;
+typedef enum {
+    FK_NONE, FK_STATUS, FK_RANGE, FK_SIZE, FK_IO, FK_DONE, FK_STOP,
+    FK_STALE /* the same wrong size announced twice: the object's real size */
+} tx_fault;
 typedef enum { TX_OK, TX_FAIL, TX_RETRY } tx_decision;
 
 #define UNKNOWN UINT64_MAX
@@ -73,6 +76,7 @@ typedef struct tx {
     tx_fault fault;
     char fault_msg[256];
     int os_errno;           /* the errno of a failed write to the file */
+    uint64_t size_seen;     /* the last wrong size announced (UNKNOWN: none) */
     /* The current response's headers. */
     long h_code;
     char h_reason[64];
@@ -94,6 +98,7 @@ static zp_status tx_init(tx *t, zpi_storage *s, const char *spec, const char *na
     t->spec = zpi_strdup(spec);
     t->want = UNKNOWN;
     t->expect_size = UNKNOWN;
+    t->size_seen = UNKNOWN;
     char url[400];
     zpi_url_redact(spec, url, sizeof url);
     if (name && *name && strcmp(name, url) != 0)
@@ -243,9 +248,20 @@ static int tx_check_response(tx *t)
     } else {
         return stop(t, FK_STATUS, "HTTP %ld", code);
     }
-    if (total != UNKNOWN && t->expect_size != UNKNOWN && total != t->expect_size)
+    if (total != UNKNOWN && t->expect_size != UNKNOWN && total != t->expect_size) {
+        /* once may be a broken answer (retried); the same size twice in a
+         * row is the object's: it changed since its size was taken */
+        int again = t->size_seen == total;
+        t->size_seen = total;
+        if (again)
+            return stop(t, FK_STALE,
+                        "the server's object has %llu bytes, %llu expected (the same size "
+                        "answered twice: the object changed since its size was taken; a "
+                        "manifest's: re-run zephon index)",
+                        (unsigned long long)total, (unsigned long long)t->expect_size);
         return stop(t, FK_SIZE, "the server announced %llu bytes, expected %llu",
                     (unsigned long long)total, (unsigned long long)t->expect_size);
+    }
     if (!t->etag[0] && !t->lastmod[0]) {
         /* The validator for resumed requests: the first response's. */
         if (t->h_etag[0] && strncmp(t->h_etag, "W/", 2))
@@ -469,6 +485,10 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
         t->status = zpi_err_set(&t->err, ZP_ERR_IO, "%s: %s", t->label, t->fault_msg);
         return TX_FAIL;
     }
+    if (t->fault == FK_STALE) {
+        t->status = zpi_err_set(&t->err, ZP_ERR_FORMAT, "%s: %s", t->label, t->fault_msg);
+        return TX_FAIL;
+    }
     if (t->fault == FK_DONE)
         goto complete;
     if (t->fault == FK_STATUS || (cc == CURLE_OK && code != 200 && code != 206)) {
@@ -525,6 +545,10 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
         if (!t->decided && end != UNKNOWN && t->off + t->written < end &&
             !tx_check_response(t)) {
             /* An empty 200/206 (the write callback never ran): same checks. */
+            if (t->fault == FK_STALE) {
+                t->status = zpi_err_set(&t->err, ZP_ERR_FORMAT, "%s: %s", t->label, t->fault_msg);
+                return TX_FAIL;
+            }
             if (t->fault == FK_SIZE)
                 final = ZP_ERR_FORMAT;
             zpi_fmt(cause, sizeof cause, "%s", t->fault_msg);

@@ -163,6 +163,24 @@ check "lease (index): B completes (rc $rb), A, whose lease was lost, too (rc $ra
   '[[ $rb -eq 0 && $ra -eq 0 ]] && grep -q "taken over" "$T/ib.out"' || cat "$T/ia.out"
 check "lease (index): A's manifest counts the shard's 60 samples" \
   'grep -q "\"samples\": 60" "$T/ia.json"'
+# --- a stale manifest size (the shard on the server was replaced): a clear
+# error soon, with the default retries (the same wrong size answered twice is
+# the object's size: no more retries of that download)
+manifest_via "none" | python3 -c '
+import json, sys; m = json.load(sys.stdin); s = m["shards"][0]
+s["path"] = s["path"].replace("/f/none", ""); s["bytes"] -= 100; s.pop("xxh64")
+m["shards"] = [s]; print(json.dumps(m))' > "$T/stalebytes.json"
+proxy_reset
+t0=$(date +%s%N)
+"$Z" run "$T/stalebytes.json" $RUN --cache-dir "$T/cstaleb" >"$T/staleb.out" 2>&1; rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+gets=$(proxy_stats | python3 -c "import json,sys;print(sum(json.load(sys.stdin)['GET'].values()))")
+check "stale manifest size: fails (rc $rc) saying so, naming the shard" \
+  '[[ $rc -eq 1 ]] && grep -q "shard-00000.*re-run zephon index" "$T/staleb.out"' || cat "$T/staleb.out"
+check "stale manifest size: 2 requests per download try, not retries+1 ($gets GETs, ${ms} ms)" \
+  '[[ $gets -le 8 ]]'
+check "stale manifest size: nothing kept in the cache" '[[ $(ls -A "$T/cstaleb" | grep -c "\.zdc") -eq 0 ]]'
+
 # --- a cache folder on a full file system (root only: a 100 KiB tmpfs): a
 # clear error naming the cache file and the cause; no corrupt file kept
 if [[ $(id -u) -eq 0 ]] && mkdir -p "$T/full" && mount -t tmpfs -o size=100k tmpfs "$T/full" 2>/dev/null; then
