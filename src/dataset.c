@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,10 +120,17 @@ static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)
             return (ds)->create_status;                                                            \
     } while (0)
 
-/* A note for a path that looks like a URL of a scheme not supported. */
+/* A note for a path that looks like a URL of a scheme not supported, or
+ * like a supported scheme missing its "//" ("s3:/bucket/key"). */
 static const char *url_note(const char *path)
 {
-    return strstr(path, "://") ? " (URLs supported: http://, https://, s3://)" : "";
+    if (strstr(path, "://"))
+        return " (URLs supported: http://, https://, s3://)";
+    static const char *const schemes[] = {"http:", "https:", "s3:"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (!strncasecmp(path, schemes[i], strlen(schemes[i])))
+            return " (a URL starts with http://, https:// or s3://)";
+    return "";
 }
 
 /* ------------------------------------------------------------ create */

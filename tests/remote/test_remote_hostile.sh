@@ -116,6 +116,12 @@ for typo in "htp://user:hunter2@$hp/rhost/manifest.json" "htp://user:hunter2@$hp
     cat "$T/typo.out"
 done
 
+for typo in "s3:/$BUCKET/rhost/$(basename "$s0")" "http:/$hp/$s0" "HTTP:$hp/rhost/manifest.json"; do
+  "$Z" run "$typo" $RUN --cache-dir "$T/ctypo" >"$T/typo.out" 2>&1; rc=$?
+  check "scheme without // ($typo): fails (rc $rc), says how a URL starts" \
+    '[[ $rc -eq 1 ]] && grep -q "a URL starts with http://, https:// or s3://" "$T/typo.out"'
+done
+
 # --- lease taken over: A downloads slowly (the proxy's first answer waits
 # 3 s) and is paused (SIGSTOP) past its 1 s lease; B takes the download over
 # and completes it; A, resumed, finishes its own transfer, finds its lease
