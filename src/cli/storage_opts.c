@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "util.h"
@@ -65,8 +66,13 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
         c->cache_dir = val;
     else if (!strcmp(opt, "--ca-file"))
         c->ca_file = val;
-    else if (!strcmp(opt, "--s3-endpoint"))
+    else if (!strcmp(opt, "--s3-endpoint")) {
+        if (strncasecmp(val, "http://", 7) && strncasecmp(val, "https://", 8)) {
+            fprintf(stderr, "%s: %s '%s': an http:// or https:// URL\n", cmd, opt, val);
+            return -1;
+        }
         c->s3_endpoint = val;
+    }
     else if (!strcmp(opt, "--s3-region"))
         c->s3_region = val;
     else if (!strcmp(opt, "--cache-policy")) {

@@ -30,6 +30,12 @@ print(json.dumps(m))
 PY
 }
 
+# until_lock DIR: wait (5 s at most) until a download's lock file is in DIR
+until_lock() {
+  for _ in $(seq 100); do ls "$1" 2>/dev/null | grep -q "\.zdc\.lock$" && return 0; sleep 0.05; done
+  return 1
+}
+
 # --- a signal during a stalled download: the run stops within about a second
 # (the stall would last 30 s before the low-speed abort). Job control on, so
 # that the background run does not start with SIGINT ignored.
@@ -44,7 +50,8 @@ for sig in INT TERM; do
     "$Z" run "$spec" $RUN --connect-timeout 2 --low-speed-time 30 --retries 2 --prefetch 100:2 \
       --cache-dir "$c" >"$T/sig.out" 2>&1 &
     pid=$!
-    sleep 1.5
+    until_lock "$c"  # the download has started (and stalls)
+    sleep 0.5
     t0=$(date +%s%N)
     kill -"$sig" "$pid"
     wait "$pid"; rc=$?
@@ -122,6 +129,17 @@ for typo in "s3:/$BUCKET/rhost/$(basename "$s0")" "http:/$hp/$s0" "HTTP:$hp/rhos
     '[[ $rc -eq 1 ]] && grep -q "a URL starts with http://, https:// or s3://" "$T/typo.out"'
 done
 
+# --- an S3 endpoint that is not a URL: from the option, a usage error; from
+# $AWS_ENDPOINT_URL, an error naming the setting (not libcurl's "bad URL")
+"$Z" run "s3://$BUCKET/rhost/manifest.json" $RUN --s3-endpoint "localhost:9000" >"$T/ep.out" 2>&1; rc=$?
+check "--s3-endpoint localhost:9000: usage error (rc $rc)" \
+  '[[ $rc -eq 2 ]] && grep -q "an http:// or https:// URL" "$T/ep.out"'
+AWS_ENDPOINT_URL="localhost:9000" AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$Z" run \
+  "s3://$BUCKET/rhost/$(basename "$s0")" $RUN --retries 1 --cache-dir "$T/cep" >"$T/ep2.out" 2>&1; rc=$?
+check "AWS_ENDPOINT_URL=localhost:9000: fails (rc $rc) naming the endpoint setting" \
+  '[[ $rc -eq 1 ]] && grep -q "AWS_ENDPOINT_URL) is not an http:// or https:// URL" "$T/ep2.out"' ||
+  cat "$T/ep2.out"
+
 # --- lease taken over: A downloads slowly (the proxy's first answer waits
 # 3 s) and is paused (SIGSTOP) past its 1 s lease; B takes the download over
 # and completes it; A, resumed, finishes its own transfer, finds its lease
@@ -134,7 +152,7 @@ proxy_reset
 LRUN="$RUN --lease 1 --cache-dir $T/clease"
 "$Z" run "$T/lease.json" $LRUN --emit-ids "$T/la" >"$T/la.out" 2>&1 &
 pa=$!
-sleep 0.5
+until_lock "$T/clease"
 kill -STOP "$pa"
 "$Z" run "$T/lease.json" $LRUN --emit-ids "$T/lb" >"$T/lb.out" 2>&1; rb=$?
 kill -CONT "$pa"
@@ -160,7 +178,7 @@ PY
 proxy_reset
 "$Z" index --lease 1 --cache-dir "$T/clease2" -o "$T/ia.json" "$T/nocount.json" >"$T/ia.out" 2>&1 &
 pa=$!
-sleep 0.5
+until_lock "$T/clease2"
 kill -STOP "$pa"
 "$Z" index --lease 1 --cache-dir "$T/clease2" -o "$T/ib.json" "$T/nocount.json" >"$T/ib.out" 2>&1; rb=$?
 kill -CONT "$pa"
