@@ -554,7 +554,7 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
     if (!f || i >= f->n || !f->slots[i].key)
         return;
     pthread_mutex_lock(&f->mu);
-    int busy = f->slots[i].dl != NULL || f->cancelled;
+    int busy = f->slots[i].dl != NULL || f->cancelled || stop_requested(f);
     pthread_mutex_unlock(&f->mu);
     if (busy)
         return;
