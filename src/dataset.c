@@ -518,14 +518,36 @@ typedef struct manifest_ctx {
     const char *mdir;
 } manifest_ctx;
 
+/* A manifest entry's path resolved against the manifest's folder mdir: a
+ * URL as is; in a remote manifest (mdir a URL), "/a/b" is that server's
+ * path (scheme://host/a/b, as in a web page: never a local file of this
+ * machine) and "a/b" is relative to the manifest's URL; in a local one, an
+ * absolute path as is and a relative one joined to its folder. Malloc'd. */
+static char *manifest_entry_path(const char *mdir, const char *p)
+{
+    if (zpi_is_url(p))
+        return zpi_strdup(p);
+    if (zpi_is_url(mdir) && p[0] == '/') {
+        const char *auth = strstr(mdir, "://") + 3;
+        size_t al = (size_t)(auth - mdir) + strcspn(auth, "/?#");
+        size_t pl = strlen(p);
+        char *r = malloc(al + pl + 1);
+        if (r) {
+            memcpy(r, mdir, al);
+            memcpy(r + al, p, pl + 1);
+        }
+        return r;
+    }
+    return p[0] == '/' ? zpi_strdup(p) : zpi_path_join(mdir, p);
+}
+
 static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_entry *e)
 {
     (void)i;
     manifest_ctx *c = user;
     zp_dataset *ds = c->ds;
     /* a URL as is; a path relative to a remote manifest's folder is a URL too */
-    char *path = zpi_is_url(e->path) || e->path[0] == '/' ? zpi_strdup(e->path)
-                                                          : zpi_path_join(c->mdir, e->path);
+    char *path = manifest_entry_path(c->mdir, e->path);
     if (!path)
         return fail(ds, ZP_ERR_NOMEM, "out of memory");
     int remote = zpi_is_url(path);

@@ -140,6 +140,19 @@ check "AWS_ENDPOINT_URL=localhost:9000: fails (rc $rc) naming the endpoint setti
   '[[ $rc -eq 1 ]] && grep -q "AWS_ENDPOINT_URL) is not an http:// or https:// URL" "$T/ep2.out"' ||
   cat "$T/ep2.out"
 
+# --- a remote manifest listing "/path": the server's path (as a link in a
+# web page), never a local file of this machine
+printf '{"text": "local only"}\n' > "$T/local-only.jsonl"
+printf '{"format_version": 1, "shards": [{"path": "%s"}]}' "$T/local-only.jsonl" > "$ROOT/rhost/abs-local.json"
+printf '{"format_version": 1, "shards": [{"path": "/rhost/shard-00001.jsonl.zst"}]}' > "$ROOT/rhost/abs-server.json"
+chmod a+r "$ROOT/rhost"/abs-*.json
+"$Z" run "$HTTP/rhost/abs-local.json" $RUN --retries 1 --cache-dir "$T/cabs" >"$T/abs.out" 2>&1; rc=$?
+check "remote manifest listing a local absolute path: not read here (rc $rc, HTTP 404 for the server's path)" \
+  '[[ $rc -eq 1 ]] && grep -q "404" "$T/abs.out" && grep -q "$HTTP$T/local-only.jsonl" "$T/abs.out"' || cat "$T/abs.out"
+"$Z" run "$HTTP/rhost/abs-server.json" $RUN --cache-dir "$T/cabs" --emit-ids "$T/absok" >"$T/abs2.out" 2>&1; rc=$?
+check "remote manifest listing /rhost/...: the server's shard (rc $rc, 60 samples)" \
+  '[[ $rc -eq 0 && $(wc -l < "$T/absok/rank-0.ids") -eq 60 ]]' || cat "$T/abs2.out"
+
 # --- lease taken over: A downloads slowly (the proxy's first answer waits
 # 3 s) and is paused (SIGSTOP) past its 1 s lease; B takes the download over
 # and completes it; A, resumed, finishes its own transfer, finds its lease
