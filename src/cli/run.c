@@ -22,13 +22,14 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
 {
-    if (stop_signal) {
+    if (__atomic_load_n(&stop_signal, __ATOMIC_RELAXED)) {
         /* a second signal: end at once, as without a handler */
         signal(sig, SIG_DFL);
         raise(sig);
         return;
     }
-    stop_signal = sig;
+    /* atomic: read by the library's threads too (zp_run_stop_requested) */
+    __atomic_store_n(&stop_signal, sig, __ATOMIC_RELAXED);
 }
 
 void zp_run_signals_install(void)
@@ -42,7 +43,7 @@ void zp_run_signals_install(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int zp_run_signal(void) { return stop_signal; }
+int zp_run_signal(void) { return __atomic_load_n(&stop_signal, __ATOMIC_RELAXED); }
 
 int zp_run_stop_requested(void *user)
 {
@@ -66,7 +67,7 @@ const char *zp_run_signal_name(int sig)
 static void sleep_interruptible(double seconds)
 {
     double until = zpi_now() + seconds, left;
-    while (!stop_signal && (left = until - zpi_now()) > 0) {
+    while (!zp_run_signal() && (left = until - zpi_now()) > 0) {
         if (left > 0.05)
             left = 0.05;
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};

@@ -11,6 +11,8 @@ Z=${1:?usage: test_remote_hostile.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
 . "$(dirname "$0")/common.sh"
 PFX=rhost
+# checkv FILE DESCRIPTION 'CONDITION': check, and show FILE when it failed
+checkv() { local f=$fails; check "$2" "$3"; [[ $fails -eq $f ]] || cat "$1"; }
 
 make_ds rhost 4 60
 RUN="--quiet --seed 5 --threads 2 --microbatch 8"
@@ -57,8 +59,8 @@ for sig in INT TERM; do
     wait "$pid"; rc=$?
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     [[ $sig == INT ]] && want=130 || want=143
-    check "SIG$sig during a stalled download ($what): exit $want (rc $rc) within 2 s (${ms} ms)" \
-      '[[ $rc -eq $want && $ms -lt 2000 ]]' || cat "$T/sig.out"
+    checkv "$T/sig.out" "SIG$sig during a stalled download ($what): exit $want (rc $rc) within 2 s (${ms} ms)" \
+      '[[ $rc -eq $want && $ms -lt 2000 ]]'
     check "SIG$sig ($what): says it was stopped, no error" \
       'grep -q "stopped by SIG$sig" "$T/sig.out" && ! grep -qi "error\|invalid state" "$T/sig.out"'
     check "SIG$sig ($what): no shard file, complete or not, left in the cache" \
@@ -97,7 +99,7 @@ print(json.dumps(m))
 PY
 "$Z" run "$T/secret.json" $RUN --prefetch 100:2 --observe=1 --json --metrics-out "$T/sec-metrics.json" \
   --emit-ids "$T/sec-ids" --emit-digest "$T/sec-digest" --cache-dir "$T/csec" >"$T/sec.out" 2>&1; rc=$?
-check "URLs with secrets: the run completes (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/sec.out"
+checkv "$T/sec.out" "URLs with secrets: the run completes (rc $rc)" '[[ $rc -eq 0 ]]'
 check "URLs with secrets: none in stdout/stderr, metrics, ids, digest, cache names" \
   '! grep -rq "hunter2\|deadbeef" "$T/sec.out" "$T/sec-metrics.json" "$T/sec-ids" "$T/sec-digest" &&
    ! ls "$T/csec" | grep -q "hunter2\|deadbeef"'
@@ -107,7 +109,7 @@ check "URLs with secrets: none in stdout/stderr, metrics, ids, digest, cache nam
 # every request still fails with its status
 proxy_reset
 "$Z" run "$PROXY/f/403/$s0" $RUN --cache-dir "$T/chead" --emit-ids "$T/head" >"$T/head.out" 2>&1; rc=$?
-check "HEAD refused (403), GET served: the run completes (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$T/head.out"
+checkv "$T/head.out" "HEAD refused (403), GET served: the run completes (rc $rc)" '[[ $rc -eq 0 ]]'
 check "HEAD refused: the shard's 60 samples delivered" '[[ $(wc -l < "$T/head/rank-0.ids") -eq 60 ]]'
 "$Z" run "$PROXY/f/403*0/$s0" $RUN --cache-dir "$T/chead" >"$T/head2.out" 2>&1; rc=$?
 check "403 on HEAD and GET: fails with its status (rc $rc)" '[[ $rc -eq 1 ]] && grep -q "HTTP 403" "$T/head2.out"'
@@ -117,10 +119,9 @@ check "403 on HEAD and GET: fails with its status (rc $rc)" '[[ $rc -eq 1 ]] && 
 for typo in "htp://user:hunter2@$hp/rhost/manifest.json" "htp://user:hunter2@$hp/rhost/manifest.json?sig=deadbeef" \
             "htps://user:hunter2@$hp/$s0" "htps://user:hunter2@$hp/$s0?sig=deadbeef"; do
   "$Z" run "$typo" $RUN --cache-dir "$T/ctypo" >"$T/typo.out" 2>&1; rc=$?
-  check "scheme typo ${typo%%:*}:// ($([[ $typo == *\?* ]] && echo with || echo without) a query): fails (rc $rc), names the URL schemes" \
+  checkv "$T/typo.out" "scheme typo ${typo%%:*}:// ($([[ $typo == *\?* ]] && echo with || echo without) a query): fails (rc $rc), names the URL schemes" \
     '[[ $rc -eq 1 ]] && grep -q "URLs supported: http://, https://, s3://" "$T/typo.out"'
-  check "scheme typo ${typo%%:*}://: no secret in the message" '! grep -q "hunter2\|deadbeef" "$T/typo.out"' ||
-    cat "$T/typo.out"
+  check "scheme typo ${typo%%:*}://: no secret in the message" '! grep -q "hunter2\|deadbeef" "$T/typo.out"'
 done
 
 for typo in "s3:/$BUCKET/rhost/$(basename "$s0")" "http:/$hp/$s0" "HTTP:$hp/rhost/manifest.json"; do
@@ -136,9 +137,8 @@ check "--s3-endpoint localhost:9000: usage error (rc $rc)" \
   '[[ $rc -eq 2 ]] && grep -q "an http:// or https:// URL" "$T/ep.out"'
 AWS_ENDPOINT_URL="localhost:9000" AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$Z" run \
   "s3://$BUCKET/rhost/$(basename "$s0")" $RUN --retries 1 --cache-dir "$T/cep" >"$T/ep2.out" 2>&1; rc=$?
-check "AWS_ENDPOINT_URL=localhost:9000: fails (rc $rc) naming the endpoint setting" \
-  '[[ $rc -eq 1 ]] && grep -q "AWS_ENDPOINT_URL) is not an http:// or https:// URL" "$T/ep2.out"' ||
-  cat "$T/ep2.out"
+checkv "$T/ep2.out" "AWS_ENDPOINT_URL=localhost:9000: fails (rc $rc) naming the endpoint setting" \
+  '[[ $rc -eq 1 ]] && grep -q "AWS_ENDPOINT_URL) is not an http:// or https:// URL" "$T/ep2.out"'
 
 # --- a remote manifest listing "/path": the server's path (as a link in a
 # web page), never a local file of this machine
@@ -147,11 +147,11 @@ printf '{"format_version": 1, "shards": [{"path": "%s"}]}' "$T/local-only.jsonl"
 printf '{"format_version": 1, "shards": [{"path": "/rhost/shard-00001.jsonl.zst"}]}' > "$ROOT/rhost/abs-server.json"
 chmod a+r "$ROOT/rhost"/abs-*.json
 "$Z" run "$HTTP/rhost/abs-local.json" $RUN --retries 1 --cache-dir "$T/cabs" >"$T/abs.out" 2>&1; rc=$?
-check "remote manifest listing a local absolute path: not read here (rc $rc, HTTP 404 for the server's path)" \
-  '[[ $rc -eq 1 ]] && grep -q "404" "$T/abs.out" && grep -q "$HTTP$T/local-only.jsonl" "$T/abs.out"' || cat "$T/abs.out"
+checkv "$T/abs.out" "remote manifest listing a local absolute path: not read here (rc $rc, HTTP 404 for the server's path)" \
+  '[[ $rc -eq 1 ]] && grep -q "404" "$T/abs.out" && grep -q "$HTTP$T/local-only.jsonl" "$T/abs.out"'
 "$Z" run "$HTTP/rhost/abs-server.json" $RUN --cache-dir "$T/cabs" --emit-ids "$T/absok" >"$T/abs2.out" 2>&1; rc=$?
-check "remote manifest listing /rhost/...: the server's shard (rc $rc, 60 samples)" \
-  '[[ $rc -eq 0 && $(wc -l < "$T/absok/rank-0.ids") -eq 60 ]]' || cat "$T/abs2.out"
+checkv "$T/abs2.out" "remote manifest listing /rhost/...: the server's shard (rc $rc, 60 samples)" \
+  '[[ $rc -eq 0 && $(wc -l < "$T/absok/rank-0.ids") -eq 60 ]]'
 
 # --- lease taken over: A downloads slowly (the proxy's first answer waits
 # 3 s) and is paused (SIGSTOP) past its 1 s lease; B takes the download over
@@ -170,8 +170,8 @@ kill -STOP "$pa"
 "$Z" run "$T/lease.json" $LRUN --emit-ids "$T/lb" >"$T/lb.out" 2>&1; rb=$?
 kill -CONT "$pa"
 wait "$pa"; ra=$?
-check "lease: B, which took the downloads over, completes (rc $rb)" '[[ $rb -eq 0 ]]' || cat "$T/lb.out"
-check "lease: A, whose leases were lost, completes (rc $ra)" '[[ $ra -eq 0 ]]' || cat "$T/la.out"
+checkv "$T/lb.out" "lease: B, which took the downloads over, completes (rc $rb)" '[[ $rb -eq 0 ]]'
+checkv "$T/la.out" "lease: A, whose leases were lost, completes (rc $ra)" '[[ $ra -eq 0 ]]'
 check "lease: A's downloads were taken over" 'grep -q "taken over" "$T/lb.out"'
 ids_of "$T/la/rank-0.ids" > "$T/la.ids" 2>/dev/null
 ids_of "$T/lb/rank-0.ids" > "$T/lb.ids" 2>/dev/null
@@ -196,8 +196,8 @@ kill -STOP "$pa"
 "$Z" index --lease 1 --cache-dir "$T/clease2" -o "$T/ib.json" "$T/nocount.json" >"$T/ib.out" 2>&1; rb=$?
 kill -CONT "$pa"
 wait "$pa"; ra=$?
-check "lease (index): B completes (rc $rb), A, whose lease was lost, too (rc $ra)" \
-  '[[ $rb -eq 0 && $ra -eq 0 ]] && grep -q "taken over" "$T/ib.out"' || cat "$T/ia.out"
+checkv "$T/ia.out" "lease (index): B completes (rc $rb), A, whose lease was lost, too (rc $ra)" \
+  '[[ $rb -eq 0 && $ra -eq 0 ]] && grep -q "taken over" "$T/ib.out"'
 check "lease (index): A's manifest counts the shard's 60 samples" \
   'grep -q "\"samples\": 60" "$T/ia.json"'
 # --- a stale manifest size (the shard on the server was replaced): a clear
@@ -212,8 +212,8 @@ t0=$(date +%s%N)
 "$Z" run "$T/stalebytes.json" $RUN --cache-dir "$T/cstaleb" >"$T/staleb.out" 2>&1; rc=$?
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 gets=$(proxy_stats | python3 -c "import json,sys;print(sum(json.load(sys.stdin)['GET'].values()))")
-check "stale manifest size: fails (rc $rc) saying so, naming the shard" \
-  '[[ $rc -eq 1 ]] && grep -q "shard-00000.*re-run zephon index" "$T/staleb.out"' || cat "$T/staleb.out"
+checkv "$T/staleb.out" "stale manifest size: fails (rc $rc) saying so, naming the shard" \
+  '[[ $rc -eq 1 ]] && grep -q "shard-00000.*re-run zephon index" "$T/staleb.out"'
 check "stale manifest size: 2 requests per download try, not retries+1 ($gets GETs, ${ms} ms)" \
   '[[ $gets -le 8 ]]'
 check "stale manifest size: nothing kept in the cache" '[[ $(ls -A "$T/cstaleb" | grep -c "\.zdc") -eq 0 ]]'
@@ -223,10 +223,9 @@ check "stale manifest size: nothing kept in the cache" '[[ $(ls -A "$T/cstaleb" 
 if [[ $(id -u) -eq 0 ]] && mkdir -p "$T/full" && mount -t tmpfs -o size=100k tmpfs "$T/full" 2>/dev/null; then
   trap 'umount "$T/full" 2>/dev/null; rm -rf "$T"' EXIT
   "$Z" run "$HTTP/rhost/manifest.json" $RUN --prefetch 100:3 --cache-dir "$T/full/c" >"$T/full.out" 2>&1; rc=$?
-  check "full disk: the run fails (rc $rc)" '[[ $rc -eq 1 ]]'
+  checkv "$T/full.out" "full disk: the run fails (rc $rc)" '[[ $rc -eq 1 ]]'
   check "full disk: the message names the cache file, ENOSPC, and what to do" \
-    'grep -q "No space left on device (shard cache file $T/full/c/.*\.part\..*): the cache.s file system is full" "$T/full.out"' ||
-    cat "$T/full.out"
+    'grep -q "No space left on device (shard cache file $T/full/c/.*\.part\..*): the cache.s file system is full" "$T/full.out"'
   okfiles=1
   for f in "$T/full/c"/*.zdc; do
     [[ -e $f ]] || continue
