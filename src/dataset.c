@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,10 +120,17 @@ static zp_status fail(zp_dataset *ds, zp_status st, const char *fmt, ...)
             return (ds)->create_status;                                                            \
     } while (0)
 
-/* A note for a path that looks like a URL of a scheme not supported. */
+/* A note for a path that looks like a URL of a scheme not supported, or
+ * like a supported scheme missing its "//" ("s3:/bucket/key"). */
 static const char *url_note(const char *path)
 {
-    return strstr(path, "://") ? " (URLs supported: http://, https://, s3://)" : "";
+    if (strstr(path, "://"))
+        return " (URLs supported: http://, https://, s3://)";
+    static const char *const schemes[] = {"http:", "https:", "s3:"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (!strncasecmp(path, schemes[i], strlen(schemes[i])))
+            return " (a URL starts with http://, https:// or s3://)";
+    return "";
 }
 
 /* ------------------------------------------------------------ create */
@@ -295,13 +303,16 @@ static int rehash(zp_dataset *ds, size_t want)
     return 0;
 }
 
-/* " ('path')" when a shard's path differs from its name, for messages. */
+/* " ('path')" when a shard's path differs from its name, for messages (a
+ * URL redacted: no credentials, no query string). */
 static void path_note(char *buf, size_t cap, const char *name, const char *path)
 {
-    if (strcmp(name, path) == 0)
+    char red[PATH_MAX];
+    zpi_url_redact(path, red, sizeof red);
+    if (strcmp(name, red) == 0)
         buf[0] = '\0';
     else
-        zpi_fmt(buf, cap, " ('%s')", path);
+        zpi_fmt(buf, cap, " ('%s')", red);
 }
 
 /* Append a shard for the file described by sb; takes ownership of name and
@@ -477,15 +488,19 @@ static zp_status add_url(zp_dataset *ds, const char *spec)
 static zp_status add_path(zp_dataset *ds, const char *spec)
 {
     const zpi_format *fmt = zpi_format_for_path(spec);
+    /* a path like a URL of another scheme (a typo: "htp://user:pw@...")
+     * shown redacted, with the schemes supported */
+    char red[PATH_MAX];
+    zpi_url_redact(spec, red, sizeof red);
     if (!fmt)
         return fail(ds, ZP_ERR_INVALID,
                     "'%s': unknown shard format (expected a .jsonl or .jsonl.zst file, a folder, "
-                    "a glob pattern or a .json manifest)",
-                    spec);
+                    "a glob pattern or a .json manifest)%s",
+                    red, url_note(spec));
     struct stat sb;
     if (stat(spec, &sb) != 0) {
         int e = errno;
-        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open: %s%s", spec, strerror(e),
+        return fail(ds, ZP_ERR_IO, "shard '%s': cannot open: %s%s", red, strerror(e),
                     url_note(spec));
     }
     if (!S_ISREG(sb.st_mode))
@@ -503,14 +518,36 @@ typedef struct manifest_ctx {
     const char *mdir;
 } manifest_ctx;
 
+/* A manifest entry's path resolved against the manifest's folder mdir: a
+ * URL as is; in a remote manifest (mdir a URL), "/a/b" is that server's
+ * path (scheme://host/a/b, as in a web page: never a local file of this
+ * machine) and "a/b" is relative to the manifest's URL; in a local one, an
+ * absolute path as is and a relative one joined to its folder. Malloc'd. */
+static char *manifest_entry_path(const char *mdir, const char *p)
+{
+    if (zpi_is_url(p))
+        return zpi_strdup(p);
+    if (zpi_is_url(mdir) && p[0] == '/') {
+        const char *auth = strstr(mdir, "://") + 3;
+        size_t al = (size_t)(auth - mdir) + strcspn(auth, "/?#");
+        size_t pl = strlen(p);
+        char *r = malloc(al + pl + 1);
+        if (r) {
+            memcpy(r, mdir, al);
+            memcpy(r + al, p, pl + 1);
+        }
+        return r;
+    }
+    return p[0] == '/' ? zpi_strdup(p) : zpi_path_join(mdir, p);
+}
+
 static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_entry *e)
 {
     (void)i;
     manifest_ctx *c = user;
     zp_dataset *ds = c->ds;
     /* a URL as is; a path relative to a remote manifest's folder is a URL too */
-    char *path = zpi_is_url(e->path) || e->path[0] == '/' ? zpi_strdup(e->path)
-                                                          : zpi_path_join(c->mdir, e->path);
+    char *path = manifest_entry_path(c->mdir, e->path);
     if (!path)
         return fail(ds, ZP_ERR_NOMEM, "out of memory");
     int remote = zpi_is_url(path);
@@ -569,11 +606,20 @@ static zp_status add_manifest(zp_dataset *ds, const char *mpath)
     zpi_buf what = {0};
     char *mdir = zpi_path_dir(mpath);
     zp_status st;
-    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", mpath) != 0) {
+    /* a path like a URL of another scheme (a typo: "htp://user:pw@...")
+     * shown redacted, with the schemes supported */
+    char red[PATH_MAX];
+    zpi_url_redact(mpath, red, sizeof red);
+    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", red) != 0) {
         st = fail(ds, ZP_ERR_NOMEM, "out of memory");
     } else {
         manifest_ctx c = {ds, what.p, mdir};
         st = zpi_manifest_read_file(mpath, what.p, &ds->err, add_manifest_entry, &c);
+        if (st == ZP_ERR_IO && *url_note(mpath)) {
+            char msg[ZPI_ERRMAX];
+            zpi_fmt(msg, sizeof msg, "%s", zpi_err_msg(&ds->err));
+            fail(ds, st, "%s%s", msg, url_note(mpath));
+        }
     }
     free(mdir);
     zpi_buf_free(&what);
@@ -980,11 +1026,13 @@ static zp_status verify_all(zp_dataset *ds)
         zp_status st = hash_file(ds, s, &h);
         if (st != ZP_OK)
             return st;
+        char red[PATH_MAX];
+        zpi_url_redact(s->path, red, sizeof red);
         if (h != s->xxh64)
             return fail(ds, ZP_ERR_FORMAT,
                         "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
                         "'%s' has %016llx",
-                        s->name, (unsigned long long)s->xxh64, s->path, (unsigned long long)h);
+                        s->name, (unsigned long long)s->xxh64, red, (unsigned long long)h);
     }
     return ZP_OK;
 }

@@ -372,7 +372,7 @@ static int make_room(zpi_disk_cache *c, dc_scan *s, const char *key, uint64_t si
 {
     if (s->total + size <= c->limit)
         return 1;
-    uint64_t own = c->next_use ? c->next_use(c->next_use_user, key) : UINT64_MAX;
+    uint64_t own = c->next_use && !demand ? c->next_use(c->next_use_user, key) : UINT64_MAX;
     for (size_t i = 0; i < s->ndone; i++)
         s->done[i].next = c->next_use ? c->next_use(c->next_use_user, s->done[i].key) : UINT64_MAX;
     if (s->ndone > 1)
@@ -480,6 +480,10 @@ zp_status zpi_disk_cache_create(const zpi_disk_cache_config *cfg, zpi_disk_cache
     if (s == ZP_OK) {
         dc_scan sc;
         s = scan(c, &sc, err);
+        /* A folder filled under a larger limit (an earlier run's) is brought
+         * within this one now: unpinned files go, in eviction order. */
+        if (s == ZP_OK && sc.total > c->limit)
+            (void)make_room(c, &sc, "", 0, 1);
         if (s == ZP_OK)
             c->st.bytes_in_cache = sc.total;
         scan_free(&sc);

@@ -48,6 +48,7 @@ typedef struct download {
     uint64_t id;      /* the transfer's */
     int demand;
     int done;         /* the transfer ended (and the entry was committed or aborted) */
+    int lost;         /* downloaded, but the lock's lease was taken over meanwhile */
     zp_status status;
     zpi_err err;
     int waiters;
@@ -413,6 +414,13 @@ const char *zpi_fetcher_cache_dir(const zpi_fetcher *f) { return zpi_disk_cache_
 
 /* ------------------------------------------------------------ downloads */
 
+/* The storage settings' stop_requested hook says stop. */
+static int stop_requested(const zpi_fetcher *f)
+{
+    const zp_storage_config *c = zpi_storage_config(f->st);
+    return c->stop_requested && c->stop_requested(c->stop_user) != 0;
+}
+
 static void active_remove_locked(zpi_fetcher *f, download *d)
 {
     for (download **pp = &f->active; *pp; pp = &(*pp)->next_active)
@@ -443,6 +451,17 @@ static void on_done(void *user, const zpi_xfer_result *r)
         st = zpi_dc_commit(f->dc, &d->e, &e);
         if (st == ZP_OK)
             zpi_dc_release(f->dc, &d->e);
+        else if (st == ZP_ERR_STATE)
+            d->lost = 1; /* another process took the download over: its file will do */
+    } else if (st == ZP_ERR_IO && r->os_errno) {
+        /* writing into the cache failed: name its file, and for a full disk
+         * say what to do */
+        int full = r->os_errno == ENOSPC || r->os_errno == EDQUOT;
+        zpi_err_set(&e, ZP_ERR_IO, "%s (shard cache file %s)%s", zpi_err_msg(&r->err), d->e.path,
+                    full ? ": the cache's file system is full: free space there, or give a "
+                           "smaller cache limit or another cache folder"
+                         : "");
+        zpi_dc_abort(f->dc, &d->e);
     } else {
         zpi_err_copy(&e, &r->err);
         zpi_dc_abort(f->dc, &d->e);
@@ -535,7 +554,7 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
     if (!f || i >= f->n || !f->slots[i].key)
         return;
     pthread_mutex_lock(&f->mu);
-    int busy = f->slots[i].dl != NULL || f->cancelled;
+    int busy = f->slots[i].dl != NULL || f->cancelled || stop_requested(f);
     pthread_mutex_unlock(&f->mu);
     if (busy)
         return;
@@ -576,9 +595,10 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     uint64_t t0 = zpi_now_ns();
     zp_status st = ZP_OK;
     int waited = 0; /* not found in the cache at the first look */
+    unsigned lost = 0; /* our downloads of it whose lease was taken over */
     for (;;) {
         pthread_mutex_lock(&f->mu);
-        if (f->cancelled) {
+        if (f->cancelled || stop_requested(f)) {
             pthread_mutex_unlock(&f->mu);
             st = zpi_err_set(err, ZP_ERR_STATE, "shard '%s': stopped while waiting for it", name);
             break;
@@ -596,6 +616,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             d->waiters--;
             int done = d->done;
             zp_status ds = d->status;
+            int was_lost = d->lost;
             if (done && ds != ZP_OK)
                 zpi_err_copy(err, &d->err);
             if (done && d->waiters == 0) {
@@ -606,6 +627,8 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             pthread_mutex_unlock(&f->mu);
             if (!done)
                 continue; /* cancelled: reported above */
+            if (was_lost && ++lost <= ZPI_FETCH_LEASE_RETRIES)
+                continue; /* the process that took it over downloads it: wait for it */
             if (ds == ZP_ERR_FORMAT && bad <= ZPI_FETCH_REFETCHES)
                 continue; /* size or hash mismatch: fetch it again */
             if (ds != ZP_OK) {
@@ -641,8 +664,14 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
                 break;
             continue;
         }
-        /* BUSY: another process downloads it */
-        zpi_dc_wait(f->dc, f->slots[i].key, f->lease_s);
+        /* BUSY: another process downloads it. Waited in slices of 0.1 s so
+         * that a stop request ends the wait (checked at the loop's top). */
+        for (double left = f->lease_s; left > 0 && !stop_requested(f); left -= 0.1) {
+            double t1 = zpi_now(), slice = left < 0.1 ? left : 0.1;
+            zpi_dc_wait(f->dc, f->slots[i].key, slice);
+            if (zpi_now() - t1 < slice * 0.5)
+                break; /* no longer busy */
+        }
     }
     pthread_mutex_lock(&f->mu);
     f->stats.wait_ns += zpi_now_ns() - t0;
@@ -650,16 +679,49 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     return st;
 }
 
-void zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)
+/* 1 when the pinned file's bytes do not have the shard's manifest hash (or
+ * cannot be read); 0 when they do. */
+static int pinned_file_bad(zpi_fetcher *f, const zpi_fetch_pin *pin)
+{
+    size_t i = shard_of_key(f, pin->e.key);
+    if (i == SIZE_MAX || pin->e.fd < 0)
+        return 1;
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
+    if (!lim->has_xxh64)
+        return 1;
+    XXH64_state_t *h = XXH64_createState();
+    char *buf = malloc(1 << 20);
+    int bad = 1;
+    if (h && buf) {
+        XXH64_reset(h, 0);
+        uint64_t off = 0;
+        ssize_t r;
+        while ((r = pread(pin->e.fd, buf, 1 << 20, (off_t)off)) > 0 ||
+               (r < 0 && errno == EINTR)) {
+            if (r > 0) {
+                XXH64_update(h, buf, (size_t)r);
+                off += (uint64_t)r;
+            }
+        }
+        bad = r < 0 || XXH64_digest(h) != lim->expect_xxh64;
+    }
+    free(buf);
+    XXH64_freeState(h);
+    return bad;
+}
+
+int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)
 {
     if (!f || !pin || !pin->remote)
-        return;
-    if (corrupt)
+        return 0;
+    int bad = corrupt && pinned_file_bad(f, pin);
+    if (bad)
         zpi_dc_invalidate(f->dc, &pin->e);
     else
         zpi_dc_release(f->dc, &pin->e);
     pin->remote = 0;
     pin->path = NULL;
+    return bad;
 }
 
 zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism, zpi_err *err)

@@ -28,6 +28,10 @@
 #include "zephon/worksource.h"
 
 #define ZPI_FETCH_REFETCHES 2
+/* A download whose lock's lease was taken over by another process (this
+ * one was paused longer than the lease) is not an error: acquire waits for
+ * the other process's download instead, this many times before failing. */
+#define ZPI_FETCH_LEASE_RETRIES 3
 
 typedef struct zpi_fetcher zpi_fetcher;
 
@@ -79,8 +83,12 @@ zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism
 void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position);
 
 zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t shard, zpi_fetch_pin *pin, zpi_err *err);
-/* corrupt: the reader found the file bad (hash): it is deleted from the cache. */
-void zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt);
+/* corrupt: the reader found the file bad (a format error on a shard with a
+ * manifest hash). The file's XXH64 is checked first: it is deleted from the
+ * cache (and 1 returned: fetch it again) only when its bytes differ from
+ * the manifest's hash; a file that matches was downloaded right and its
+ * error is the shard's own (e.g. a stale record count): kept, 0. */
+int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt);
 void zpi_fetcher_prefetch(zpi_fetcher *f, size_t shard);
 void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out);
 const char *zpi_fetcher_cache_dir(const zpi_fetcher *f);

@@ -320,8 +320,8 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
         st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, sb ? &bufs : NULL, &sh, err, errcap)
                             : fmt->load(path, name, lim, &sh, err, errcap);
         int corrupt = st == ZP_ERR_FORMAT && pin.remote && lim->has_xxh64;
-        zpi_fetcher_release(c->cfg.fetcher, &pin, corrupt);
-        if (!corrupt)
+        /* deleted (fetched again) only when its bytes are not the manifest's */
+        if (!zpi_fetcher_release(c->cfg.fetcher, &pin, corrupt))
             break;
     }
     sh.read_seconds += wait_s;

@@ -270,6 +270,74 @@ void zpi_url_redact(const char *spec, char *out, size_t cap)
             spec + u.host0, spec[u.path1] == '?' ? "?<redacted>" : "");
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* An http(s) path [p, p + n) normalised in place as RFC 3986 (6.2.2) says
+ * equivalent paths are: %XX of an unreserved character decoded, the other
+ * %XX in upper case, then the "." and ".." segments removed (libcurl
+ * removes them before sending, so "/a/./b" and "/a/b" are one object).
+ * Returns the new length (never longer). */
+static size_t normalise_path(char *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t r = 0; r < n; r++) {
+        int hi, lo;
+        if (p[r] == '%' && r + 2 < n && (hi = hexval(p[r + 1])) >= 0 &&
+            (lo = hexval(p[r + 2])) >= 0) {
+            char c = (char)(hi * 16 + lo);
+            if (isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_' || c == '~') {
+                p[w++] = c;
+            } else {
+                p[w++] = '%';
+                p[w++] = (char)toupper((unsigned char)p[r + 1]);
+                p[w++] = (char)toupper((unsigned char)p[r + 2]);
+            }
+            r += 2;
+        } else {
+            p[w++] = p[r];
+        }
+    }
+    n = w;
+    /* remove_dot_segments (RFC 3986 5.2.4) over the segments of a path that
+     * starts with '/': each segment is copied, "." dropped, ".." drops the
+     * last copied one */
+    if (n == 0 || p[0] != '/')
+        return n;
+    w = 0;
+    size_t r = 0;
+    while (r < n) {
+        size_t e = r + 1;
+        while (e < n && p[e] != '/')
+            e++;
+        size_t sl = e - r - 1; /* the segment is p[r + 1, e) */
+        int last = e == n;
+        if (sl == 1 && p[r + 1] == '.') {
+            if (last)
+                p[w++] = '/';
+        } else if (sl == 2 && p[r + 1] == '.' && p[r + 2] == '.') {
+            while (w > 0 && p[w - 1] != '/')
+                w--;
+            if (w > 0)
+                w--; /* the '/' before the dropped segment */
+            if (last)
+                p[w++] = '/';
+        } else {
+            memmove(p + w, p + r, e - r);
+            w += e - r;
+        }
+        r = e;
+    }
+    if (w == 0)
+        p[w++] = '/';
+    return w;
+}
+
 char *zpi_url_identity(const char *spec)
 {
     url_parts u;
@@ -298,6 +366,8 @@ char *zpi_url_identity(const char *spec)
     if (pl == 0 && (http || https))
         *w++ = '/';
     memcpy(w, spec + u.path0, pl);
+    if (http || https)
+        pl = normalise_path(w, pl); /* an S3 key is taken literally */
     w += pl;
     *w = '\0';
     return r;

@@ -28,6 +28,14 @@ static zp_status s3_setup_easy(zpi_storage *s, const char *spec, void *easy, voi
                            "%s: no S3 credentials: set AWS_ACCESS_KEY_ID and "
                            "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)",
                            red);
+    if (strncasecmp(s->s3_endpoint, "http://", 7) && strncasecmp(s->s3_endpoint, "https://", 8)) {
+        char ep[300];
+        zpi_url_redact(s->s3_endpoint, ep, sizeof ep);
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "%s: the S3 endpoint '%s' (s3_endpoint, else $AWS_ENDPOINT_URL) is not "
+                           "an http:// or https:// URL",
+                           red, ep);
+    }
     char *url = zpi_s3_http_url(s->s3_endpoint, spec);
     if (!url)
         return zpi_err_set(err, ZP_ERR_INVALID, "%s: not an S3 object URL (s3://bucket/key)",

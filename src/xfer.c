@@ -37,7 +37,10 @@
 
 typedef enum { SINK_NONE, SINK_FD, SINK_MEM } tx_sink;
 /* Why a callback stopped the transfer. */
-typedef enum { FK_NONE, FK_STATUS, FK_RANGE, FK_SIZE, FK_IO, FK_DONE } tx_fault;
+typedef enum {
+    FK_NONE, FK_STATUS, FK_RANGE, FK_SIZE, FK_IO, FK_DONE, FK_STOP,
+    FK_STALE /* the same wrong size announced twice: the object's real size */
+} tx_fault;
 typedef enum { TX_OK, TX_FAIL, TX_RETRY } tx_decision;
 
 #define UNKNOWN UINT64_MAX
@@ -72,6 +75,8 @@ typedef struct tx {
     uint64_t pos;           /* object offset of the next body byte */
     tx_fault fault;
     char fault_msg[256];
+    int os_errno;           /* the errno of a failed write to the file */
+    uint64_t size_seen;     /* the last wrong size announced (UNKNOWN: none) */
     /* The current response's headers. */
     long h_code;
     char h_reason[64];
@@ -93,6 +98,7 @@ static zp_status tx_init(tx *t, zpi_storage *s, const char *spec, const char *na
     t->spec = zpi_strdup(spec);
     t->want = UNKNOWN;
     t->expect_size = UNKNOWN;
+    t->size_seen = UNKNOWN;
     char url[400];
     zpi_url_redact(spec, url, sizeof url);
     if (name && *name && strcmp(name, url) != 0)
@@ -127,9 +133,11 @@ static zp_status tx_restart(tx *t)
     t->written = 0;
     if (t->xs)
         XXH64_reset(t->xs, 0);
-    if (t->sink == SINK_FD && ftruncate(t->fd, 0) != 0)
+    if (t->sink == SINK_FD && ftruncate(t->fd, 0) != 0) {
+        t->os_errno = errno;
         return zpi_err_set(&t->err, ZP_ERR_IO, "%s: cannot truncate the download: %s",
                            t->label, strerror(errno));
+    }
     return ZP_OK;
 }
 
@@ -240,9 +248,20 @@ static int tx_check_response(tx *t)
     } else {
         return stop(t, FK_STATUS, "HTTP %ld", code);
     }
-    if (total != UNKNOWN && t->expect_size != UNKNOWN && total != t->expect_size)
+    if (total != UNKNOWN && t->expect_size != UNKNOWN && total != t->expect_size) {
+        /* once may be a broken answer (retried); the same size twice in a
+         * row is the object's: it changed since its size was taken */
+        int again = t->size_seen == total;
+        t->size_seen = total;
+        if (again)
+            return stop(t, FK_STALE,
+                        "the server's object has %llu bytes, %llu expected (the same size "
+                        "answered twice: the object changed since its size was taken; a "
+                        "manifest's: re-run zephon index)",
+                        (unsigned long long)total, (unsigned long long)t->expect_size);
         return stop(t, FK_SIZE, "the server announced %llu bytes, expected %llu",
                     (unsigned long long)total, (unsigned long long)t->expect_size);
+    }
     if (!t->etag[0] && !t->lastmod[0]) {
         /* The validator for resumed requests: the first response's. */
         if (t->h_etag[0] && strncmp(t->h_etag, "W/", 2))
@@ -261,9 +280,11 @@ static int tx_deliver(tx *t, const char *p, size_t n, uint64_t at)
             ssize_t w = pwrite(t->fd, p + done, n - done, (off_t)(at + done));
             if (w < 0 && errno == EINTR)
                 continue;
-            if (w < 0)
+            if (w < 0) {
+                t->os_errno = errno;
                 return stop(t, FK_IO, "writing the download at offset %llu: %s",
                             (unsigned long long)(at + done), strerror(errno));
+            }
             done += (size_t)w;
         }
     } else if (t->sink == SINK_MEM) {
@@ -307,6 +328,26 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *user)
                     (unsigned long long)t->expect_size);
     }
     return n;
+}
+
+/* The settings' stop_requested hook: 1 when the caller asks every transfer
+ * to end now. */
+static int stop_requested(const zpi_storage *s)
+{
+    return s->cfg.stop_requested && s->cfg.stop_requested(s->cfg.stop_user) != 0;
+}
+
+/* libcurl's progress callback (only with a stop_requested hook): nonzero
+ * aborts the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int progress_cb(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    tx *t = user;
+    if (!stop_requested(t->s))
+        return 0;
+    t->fault = FK_STOP;
+    return 1;
 }
 
 /* Configure the easy handle for the next attempt. */
@@ -378,6 +419,11 @@ static zp_status tx_prepare(tx *t)
     ZPI_OPT(CURLOPT_BUFFERSIZE, 512L * 1024);
     if (t->hdrs)
         ZPI_OPT(CURLOPT_HTTPHEADER, t->hdrs);
+    if (t->s->cfg.stop_requested) {
+        ZPI_OPT(CURLOPT_NOPROGRESS, 0L);
+        ZPI_OPT(CURLOPT_XFERINFOFUNCTION, progress_cb);
+        ZPI_OPT(CURLOPT_XFERINFODATA, (void *)t);
+    }
     if (is_head)
         ZPI_OPT(CURLOPT_NOBODY, 1L);
     if (t->ranged)
@@ -431,8 +477,16 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
     zp_status final = ZP_ERR_NETWORK;
     double retry_after = 0;
     cause[0] = '\0';
+    if (t->fault == FK_STOP || stop_requested(t->s)) {
+        t->status = zpi_err_set(&t->err, ZP_ERR_STATE, "%s: stopped (asked to stop)", t->label);
+        return TX_FAIL;
+    }
     if (t->fault == FK_IO) {
         t->status = zpi_err_set(&t->err, ZP_ERR_IO, "%s: %s", t->label, t->fault_msg);
+        return TX_FAIL;
+    }
+    if (t->fault == FK_STALE) {
+        t->status = zpi_err_set(&t->err, ZP_ERR_FORMAT, "%s: %s", t->label, t->fault_msg);
         return TX_FAIL;
     }
     if (t->fault == FK_DONE)
@@ -491,6 +545,10 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
         if (!t->decided && end != UNKNOWN && t->off + t->written < end &&
             !tx_check_response(t)) {
             /* An empty 200/206 (the write callback never ran): same checks. */
+            if (t->fault == FK_STALE) {
+                t->status = zpi_err_set(&t->err, ZP_ERR_FORMAT, "%s: %s", t->label, t->fault_msg);
+                return TX_FAIL;
+            }
             if (t->fault == FK_SIZE)
                 final = ZP_ERR_FORMAT;
             zpi_fmt(cause, sizeof cause, "%s", t->fault_msg);
@@ -513,6 +571,7 @@ static tx_decision tx_finish(tx *t, CURLcode cc, double *delay_s)
 
 complete:
     if (t->sink == SINK_FD && t->want == UNKNOWN && ftruncate(t->fd, (off_t)t->written) != 0) {
+        t->os_errno = errno;
         t->status = zpi_err_set(&t->err, ZP_ERR_IO, "%s: cannot set the download's size: %s",
                                 t->label, strerror(errno));
         return TX_FAIL;
@@ -549,8 +608,51 @@ static zp_status tx_run_sync(tx *t)
         tx_decision d = tx_finish(t, cc, &delay);
         if (d != TX_RETRY)
             return t->status;
-        sleep_s(delay);
+        /* the backoff, in slices: a stop request ends it */
+        while (delay > 0 && !stop_requested(t->s)) {
+            double slice = delay < 0.1 ? delay : 0.1;
+            sleep_s(slice);
+            delay -= slice;
+        }
     }
+}
+
+/* The size and validators from a GET of the object's first byte (Range:
+ * bytes=0-0): its Content-Range total, or the Content-Length of a 200. */
+static zp_status head_by_get(zpi_storage *s, const char *spec, zpi_object_info *info,
+                             unsigned *retries, zpi_err *err)
+{
+    tx t;
+    char byte;
+    zp_status st = tx_init(&t, s, spec, NULL);
+    if (st == ZP_OK) {
+        t.sink = SINK_MEM;
+        t.mem = &byte;
+        t.off = 0;
+        t.want = 1;
+        st = tx_run_sync(&t);
+    }
+    if (st == ZP_OK) {
+        uint64_t size = t.h_code == 206 && t.h_crange ? t.h_cr_total : t.h_clen;
+        if (size == UNKNOWN) {
+            st = zpi_err_set(&t.err, ZP_ERR_NETWORK,
+                             "%s: the server did not announce the size (HEAD refused, and no "
+                             "size in the answer to a GET of the first byte)",
+                             t.label);
+        } else {
+            memset(info, 0, sizeof *info);
+            info->size = size;
+            if (t.h_etag[0] && strncmp(t.h_etag, "W/", 2))
+                zpi_fmt(info->etag, sizeof info->etag, "%s", t.h_etag);
+            zpi_fmt(info->last_modified, sizeof info->last_modified, "%s", t.h_lastmod);
+        }
+    }
+    if (retries)
+        *retries += t.retries;
+    if (st != ZP_OK)
+        zpi_err_copy(err, &t.err);
+    tx_free(&t);
+    return st;
 }
 
 zp_status zpi_xfer_head(zpi_storage *s, const char *spec, zpi_object_info *info,
@@ -567,11 +669,18 @@ zp_status zpi_xfer_head(zpi_storage *s, const char *spec, zpi_object_info *info,
     }
     if (retries)
         *retries = t.retries;
+    /* A server may refuse HEAD where it serves GET: a URL presigned for GET
+     * (S3 answers a HEAD on it 403), a server without HEAD (405). Then the
+     * first byte is asked for with a GET. */
+    long code = t.h_code;
+    int refused = st == ZP_ERR_NETWORK && (code == 403 || code == 405);
     if (st == ZP_OK)
         *info = tmp;
-    else
+    else if (!refused)
         zpi_err_copy(err, &t.err);
     tx_free(&t);
+    if (refused)
+        st = head_by_get(s, spec, info, retries, err);
     return st;
 }
 
@@ -685,6 +794,7 @@ static void job_complete(zpi_xfer *x, job *j, zp_status status)
     r.bytes = j->t.bytes;
     r.size = status == ZP_OK ? j->t.written : 0;
     r.retries = j->t.retries;
+    r.os_errno = status == ZP_ERR_IO ? j->t.os_errno : 0;
     uint64_t now = zpi_now_ns();
     r.ns = j->start_ns ? now - j->start_ns : 0;
     pthread_mutex_lock(&x->mu);
@@ -767,7 +877,9 @@ static size_t pick_jobs(zpi_xfer *x, job **out, size_t cap, uint64_t now, uint64
     return k;
 }
 
-static void cancel_all(zpi_xfer *x)
+/* End every queued, running and waiting job with ZP_ERR_STATE: why says
+ * "cancelled (the transfers are shutting down)" or "stopped (...)". */
+static void cancel_all(zpi_xfer *x, const char *why)
 {
     for (;;) {
         pthread_mutex_lock(&x->mu);
@@ -787,8 +899,7 @@ static void cancel_all(zpi_xfer *x)
             curl_multi_remove_handle(x->multi, j->t.easy);
             busy_update(x, -1);
         }
-        zpi_err_set(&j->t.err, ZP_ERR_STATE, "%s: cancelled (the transfers are shutting down)",
-                    j->t.label);
+        zpi_err_set(&j->t.err, ZP_ERR_STATE, "%s: %s", j->t.label, why);
         job_complete(x, j, ZP_ERR_STATE);
     }
 }
@@ -805,6 +916,14 @@ static void *io_thread(void *arg)
             pthread_mutex_unlock(&x->mu);
             break;
         }
+        pthread_mutex_unlock(&x->mu);
+        if (stop_requested(x->s)) {
+            /* the caller stops: end every job now (new ones as they come) */
+            cancel_all(x, "stopped (asked to stop)");
+            curl_multi_poll(x->multi, NULL, 0, 100, NULL); /* a submit or destroy wakes it */
+            continue;
+        }
+        pthread_mutex_lock(&x->mu);
         size_t k = pick_jobs(x, launch, BATCH, now, &next_wake);
         pthread_mutex_unlock(&x->mu);
         for (size_t i = 0; i < k; i++)
@@ -841,7 +960,7 @@ static void *io_thread(void *arg)
         if (finished)
             continue; /* a slot is free: launch the next job before sleeping */
         /* Sleep until a socket is ready, a retry is due, or a wakeup. */
-        int timeout_ms = 1000;
+        int timeout_ms = x->s->cfg.stop_requested ? 100 : 1000; /* stop asked: seen within 0.1 s */
         now = zpi_now_ns();
         if (next_wake != UINT64_MAX) {
             uint64_t dt = next_wake > now ? (next_wake - now + 999999) / 1000000 : 0;
@@ -854,7 +973,7 @@ static void *io_thread(void *arg)
         if (timeout_ms > 0)
             curl_multi_poll(x->multi, NULL, 0, timeout_ms, NULL);
     }
-    cancel_all(x);
+    cancel_all(x, "cancelled (the transfers are shutting down)");
     return NULL;
 }
 

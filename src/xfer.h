@@ -39,6 +39,7 @@ typedef struct zpi_xfer_result {
     uint64_t size;      /* the object's size (bytes written) on success */
     unsigned retries;   /* retries this job needed */
     uint64_t ns;        /* from the job's start (not its queueing) to its end */
+    int os_errno;       /* ZP_ERR_IO: the errno of the failed write (ENOSPC, EDQUOT...), else 0 */
 } zpi_xfer_result;
 
 typedef void (*zpi_xfer_done_fn)(void *user, const zpi_xfer_result *r);

@@ -1139,6 +1139,39 @@ static void test_invalidate(void **state)
     zpi_disk_cache_destroy(c);
 }
 
+/* A folder filled under a larger limit is trimmed to a smaller one when a
+ * cache is created on it (unpinned files, least recently used first); a
+ * file pinned by another user of the folder stays. */
+static void test_smaller_limit_trims_at_create(void **state)
+{
+    const char *dir = DIR_OF(state);
+    zpi_disk_cache *big = mk(dir, 1000, 30, NULL);
+    put(big, "a", 200, 1);
+    sleep_s(0.02); /* distinct mtimes: a is the least recently used */
+    put(big, "b", 200, 1);
+    sleep_s(0.02);
+    put(big, "c", 200, 1);
+    zpi_dc_entry pin;
+    zpi_dc_state st;
+    zpi_err err = {0};
+    assert_int_equal(zpi_dc_acquire(big, "a", 200, 1, &pin, &st, &err), ZP_OK);
+    assert_int_equal(st, ZPI_DC_READY); /* a: in use (and now the most recent) */
+    assert_int_equal(folder_bytes(dir), 600);
+    zpi_disk_cache *small = mk(dir, 300, 30, NULL);
+    assert_non_null(small);
+    assert_true(folder_bytes(dir) <= 300 + 200); /* only the pinned file over the limit */
+    assert_true(done_exists(dir, "a"));
+    assert_true(obj_ok(pin.path, "a", 200));
+    assert_int_equal(done_exists(dir, "b") + done_exists(dir, "c"), 0);
+    zpi_dc_release(big, &pin);
+    zpi_disk_cache_destroy(small);
+    zpi_disk_cache_destroy(big);
+    /* unpinned: the folder is trimmed to the limit itself */
+    zpi_disk_cache *tiny = mk(dir, 100, 30, NULL);
+    assert_true(folder_bytes(dir) <= 100);
+    zpi_disk_cache_destroy(tiny);
+}
+
 static void test_foreign_files_never_deleted(void **state)
 {
     const char *dir = DIR_OF(state);
@@ -1270,6 +1303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prefetch_noroom, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_size_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalidate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_smaller_limit_trims_at_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_files_never_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_folder_and_settings, setup, teardown),

@@ -66,6 +66,28 @@ static void test_identity(void **state)
     identity_is("/data/a.jsonl", "/data/a.jsonl");
 }
 
+/* Paths that name one object (RFC 3986 6.2.2; libcurl removes dot segments
+ * before sending) have one identity: "the same shard twice" is caught. */
+static void test_identity_normalised(void **state)
+{
+    (void)state;
+    identity_is("http://h/ds/./a.jsonl", "http://h/ds/a.jsonl");
+    identity_is("http://h/ds/x/../a.jsonl", "http://h/ds/a.jsonl");
+    identity_is("http://h/../../a.jsonl", "http://h/a.jsonl");
+    identity_is("http://h/ds/a/..", "http://h/ds/");
+    identity_is("http://h/ds/.", "http://h/ds/");
+    identity_is("http://h/ds/shard-0000%30.jsonl", "http://h/ds/shard-00000.jsonl");
+    identity_is("http://h/%7euser/%2e/a", "http://h/~user/a");
+    identity_is("http://h/a%2fb%20c", "http://h/a%2Fb%20c"); /* reserved: kept, upper case */
+    identity_is("http://h/a%2", "http://h/a%2");             /* not an escape: as is */
+    identity_is("http://h/a%zz", "http://h/a%zz");
+    identity_is("http://h//a", "http://h//a"); /* an empty segment is not removed */
+    identity_is("http://h/.../a", "http://h/.../a");
+    identity_is("https://h/a/./b?q=1", "https://h/a/b");
+    /* an S3 key is literal */
+    identity_is("s3://b/x/./k%30", "s3://b/x/./k%30");
+}
+
 static void basename_is(const char *spec, const char *want)
 {
     char *b = zpi_url_basename(spec);
@@ -292,6 +314,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_identity_normalised),
         cmocka_unit_test(test_basename),
         cmocka_unit_test(test_is_url),
         cmocka_unit_test(test_config_defaults),

@@ -515,7 +515,9 @@ static void test_redacted_fail_fast(void **state)
         assert_null(strstr(err.msg, "s3cr3tsig"));
         assert_non_null(strstr(err.msg, kinds[i]));
     }
-    assert_int_equal(proxy_count("GET", "secret.bin"), 2);
+    /* one download each; the open's HEAD refused with 403 is followed by one
+     * GET of the first byte (a server may refuse HEAD only), a 404 is not */
+    assert_int_equal(proxy_count("GET", "secret.bin"), 3);
     assert_int_equal(proxy_count("HEAD", "secret.bin"), 2);
     zpi_storage_destroy(s);
     free(data);

@@ -59,6 +59,14 @@ typedef struct zp_storage_config {
      * whose next use is unknown); 1 LRU only (the usual cache, kept for
      * comparison: bench/remote). */
     int cache_lru;
+    /* Asked (about every 0.1 s, from the library's threads) while transfers
+     * run or a fetch waits for a download: when it returns nonzero, running
+     * and queued transfers end with ZP_ERR_STATE ("stopped"), so that a
+     * consumer blocked in zp_pipeline_next() gets an error back at once
+     * instead of waiting for a slow server (zephon run: SIGINT/SIGTERM).
+     * Must be thread-safe and must not block. NULL (default): never. */
+    int (*stop_requested)(void *user);
+    void *stop_user;
 } zp_storage_config;
 
 /* Fill cfg with the defaults above. */

@@ -22,13 +22,14 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
 {
-    if (stop_signal) {
+    if (__atomic_load_n(&stop_signal, __ATOMIC_RELAXED)) {
         /* a second signal: end at once, as without a handler */
         signal(sig, SIG_DFL);
         raise(sig);
         return;
     }
-    stop_signal = sig;
+    /* atomic: read by the library's threads too (zp_run_stop_requested) */
+    __atomic_store_n(&stop_signal, sig, __ATOMIC_RELAXED);
 }
 
 void zp_run_signals_install(void)
@@ -42,7 +43,13 @@ void zp_run_signals_install(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int zp_run_signal(void) { return stop_signal; }
+int zp_run_signal(void) { return __atomic_load_n(&stop_signal, __ATOMIC_RELAXED); }
+
+int zp_run_stop_requested(void *user)
+{
+    (void)user;
+    return __atomic_load_n(&stop_signal, __ATOMIC_RELAXED) != 0; /* from any thread */
+}
 
 const char *zp_run_signal_name(int sig)
 {
@@ -60,7 +67,7 @@ const char *zp_run_signal_name(int sig)
 static void sleep_interruptible(double seconds)
 {
     double until = zpi_now() + seconds, left;
-    while (!stop_signal && (left = until - zpi_now()) > 0) {
+    while (!zp_run_signal() && (left = until - zpi_now()) > 0) {
         if (left > 0.05)
             left = 0.05;
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
@@ -300,6 +307,14 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     quiet_flag = o->quiet;
 
     zp_status st = zp_worksource_create(ds, &o->ws, &ws);
+    if (st == ZP_ERR_STATE && !hk && zp_run_signal()) {
+        /* a signal ended the downloads of shards being counted: a stop */
+        res->stop = zp_run_signal();
+        fprintf(stderr, "zephon run: stopped by %s before the first batch\n",
+                zp_run_signal_name(res->stop));
+        rc = 0;
+        goto out;
+    }
     if (st != ZP_OK) {
         const char *msg = ws ? zp_worksource_errmsg(ws) : "";
         fprintf(stderr, "zephon run: worksource: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
@@ -383,6 +398,11 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             /* the ranks' stop vote may have ended the stream: its reason */
             if (hk && (stop = hk->stop(hk->user, stop)) != 0)
                 res->stop = stop;
+            break;
+        }
+        if (st != ZP_OK && !hk && st == ZP_ERR_STATE && zp_run_signal()) {
+            /* a signal ended the downloads the pipeline waited on: a stop */
+            res->stop = zp_run_signal();
             break;
         }
         if (st != ZP_OK)
@@ -507,6 +527,7 @@ int zp_run_main(zp_run_opts *o)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
+    dcfg.storage.stop_requested = zp_run_stop_requested;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store) {
         if (zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)

@@ -97,6 +97,9 @@ int zp_run_rank_from_env(zp_run_opts *o);
 void zp_run_signals_install(void);
 /* The signal that asked the run to stop, 0 if none. */
 int zp_run_signal(void);
+/* zp_storage_config's stop_requested hook: 1 once a signal asked the run to
+ * stop (transfers and waits for downloads end at once; user unused). */
+int zp_run_stop_requested(void *user);
 /* "SIGINT", "SIGTERM", ... */
 const char *zp_run_signal_name(int sig);
 /* Check that the run's settings cannot overflow the epoch arithmetic

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "util.h"
@@ -65,8 +66,13 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
         c->cache_dir = val;
     else if (!strcmp(opt, "--ca-file"))
         c->ca_file = val;
-    else if (!strcmp(opt, "--s3-endpoint"))
+    else if (!strcmp(opt, "--s3-endpoint")) {
+        if (strncasecmp(val, "http://", 7) && strncasecmp(val, "https://", 8)) {
+            fprintf(stderr, "%s: %s '%s': an http:// or https:// URL\n", cmd, opt, val);
+            return -1;
+        }
         c->s3_endpoint = val;
+    }
     else if (!strcmp(opt, "--s3-region"))
         c->s3_region = val;
     else if (!strcmp(opt, "--cache-policy")) {
@@ -88,6 +94,13 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
         if (zpi_parse_u64(val, 0, 1000, 0, &u) != 0)
             return bad(cmd, opt, val, "a count from 0 to 1000");
         c->retries = (unsigned)u;
+    } else if (!strcmp(opt, "--lease")) {
+        /* renewed every quarter of it, through a file's mtime: below a
+         * second, a busy node or a coarse file system clock would have the
+         * other ranks take every download over */
+        if (zpi_parse_double(val, 1, 86400, &d) != 0)
+            return bad(cmd, opt, val, "seconds from 1 to 86400");
+        c->lease_s = d;
     } else {
         if (zpi_parse_double(val, 0.001, 86400, &d) != 0)
             return bad(cmd, opt, val, "seconds from 0.001 to 86400");
@@ -97,10 +110,8 @@ int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const
             c->low_speed_time_s = d;
         else if (!strcmp(opt, "--retry-base"))
             c->retry_base_s = d;
-        else if (!strcmp(opt, "--retry-max"))
-            c->retry_max_s = d;
         else
-            c->lease_s = d;
+            c->retry_max_s = d;
     }
     return 2;
 }
