@@ -449,6 +449,22 @@ static zp_status dataset_fetcher(zp_dataset *ds)
 
 static zp_status add_remote_manifest(zp_dataset *ds, const char *url);
 
+/* The file to read for shard s: its path, or for a remote shard its file in
+ * the shard cache on disk (downloaded when needed), pinned in *pin until
+ * zpi_fetcher_release(ds->fetcher, pin, ...). */
+static zp_status shard_file(zp_dataset *ds, const shard *s, zpi_fetch_pin *pin, const char **path)
+{
+    memset(pin, 0, sizeof *pin);
+    *path = s->path;
+    if (!s->identity)
+        return ZP_OK;
+    ZPI_FORWARD_IF_ERR(dataset_fetcher(ds));
+    ZPI_FORWARD_IF_ERR(
+        zpi_fetcher_acquire(ds->fetcher, (size_t)(s - ds->shards), pin, &ds->err));
+    *path = pin->path;
+    return ZP_OK;
+}
+
 /* A shard or manifest given as a URL. */
 static zp_status add_url(zp_dataset *ds, const char *spec)
 {
@@ -471,10 +487,9 @@ static zp_status add_url(zp_dataset *ds, const char *spec)
         free(name);
         return st;
     }
-    char what[4200];
-    zpi_fmt(what, sizeof what, "shard '%s'", name);
+    /* the transfer's message names the URL (redacted) already: no prefix */
     struct stat sb;
-    zp_status st = remote_stat(ds, spec, what, &sb);
+    zp_status st = remote_stat(ds, spec, "", &sb);
     if (st != ZP_OK) {
         free(name);
         return st;
@@ -902,17 +917,9 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
     zpi_shard sh;
     char err[ZPI_ERRMAX];
     double t0 = zpi_now();
-    /* a remote shard is read from the shard cache on disk */
-    zpi_fetch_pin pin = {0};
-    const char *path = s->path;
-    if (s->identity) {
-        zp_status fs = dataset_fetcher(ds);
-        if (fs == ZP_OK)
-            fs = zpi_fetcher_acquire(ds->fetcher, (size_t)(s - ds->shards), &pin, &ds->err);
-        if (fs != ZP_OK)
-            return fs;
-        path = pin.path;
-    }
+    zpi_fetch_pin pin;
+    const char *path;
+    ZPI_FORWARD_IF_ERR(shard_file(ds, s, &pin, &path));
     zp_status st = s->fmt->load(path, s->name, &s->lim, &sh, err, sizeof err);
     if (s->identity)
         zpi_fetcher_release(ds->fetcher, &pin, st == ZP_ERR_FORMAT && s->has_hash);
@@ -963,16 +970,9 @@ zp_status zp_dataset_index(zp_dataset *ds)
 
 static zp_status hash_file(zp_dataset *ds, const shard *s, uint64_t *out)
 {
-    zpi_fetch_pin pin = {0};
-    const char *path = s->path;
-    if (s->identity) {
-        zp_status fs = dataset_fetcher(ds);
-        if (fs == ZP_OK)
-            fs = zpi_fetcher_acquire(ds->fetcher, (size_t)(s - ds->shards), &pin, &ds->err);
-        if (fs != ZP_OK)
-            return fs;
-        path = pin.path;
-    }
+    zpi_fetch_pin pin;
+    const char *path;
+    ZPI_FORWARD_IF_ERR(shard_file(ds, s, &pin, &path));
     zp_status st = ZP_OK;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
