@@ -11,7 +11,7 @@
 #  (d) with a cache limit of a quarter of the dataset, bytes downloaded per
 #      epoch (epochs 2..E) under Belady eviction against LRU, same run.
 #   bench/remote/run.sh [BUILD_DIR]     (servers: tests/net/servers.sh, own folder)
-# SIZE_MB (default 240): the dataset, in 48 jsonl.zst shards. THREADS (2).
+# SIZE_MB (default 480): the dataset, in 48 jsonl.zst shards. THREADS (2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
@@ -27,7 +27,7 @@ trap cleanup EXIT
 ZT_PROXY_DELAY_MS=50 bash tests/net/servers.sh start "$NET" >/dev/null
 get() { sed -n "s/^$1=//p" "$NET/env" | head -n1; }
 HTTP=$(get ZT_HTTP); PROXY=$(get ZT_PROXY); ROOT=$(get ZT_ROOT)
-SIZE_MB=${SIZE_MB:-240}; THREADS=${THREADS:-2}
+SIZE_MB=${SIZE_MB:-480}; THREADS=${THREADS:-2}
 "$Z" gen --out "$ROOT/ds" --shards 48 --bytes "${SIZE_MB}M" --seed 5 --hash >/dev/null
 chmod -R a+rX "$ROOT/ds"
 DS_BYTES=$(stat -c %s "$ROOT"/ds/shard-*.jsonl.zst | awk '{s+=$1} END {print s}')
@@ -38,13 +38,22 @@ get_bytes() { stats | python3 -c "import json,sys;d=json.load(sys.stdin);print(s
 sps() { python3 -c "import json,sys;print(json.loads(sys.stdin.read().strip().splitlines()[-1])['samples_per_s'])"; }
 RUN="--quiet --json --threads $THREADS --tokenize gpt2:$THREADS --fetch-parallelism 2 --seq-len 2048 --microbatch 8"
 
-echo; echo "(a) samples/s: local vs over http with 50 ms per request (fresh cache each run)"
+echo; echo "(a) samples/s: local vs over http with 50 ms per request (fresh cache each run);"
+echo "    every shard request waits 50 ms at the proxy, which then redirects (307) to nginx: the"
+echo "    bytes do not go through the Python proxy, which would share these 2 cores with the run"
+python3 - "$ROOT/ds/manifest.json" "$PROXY" > "$O/redirect.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for s in m["shards"]:
+    s["name"] = s["path"]; s["path"] = sys.argv[2] + "/f/redirect*0/ds/" + s["path"]
+print(json.dumps(m))
+PY
 "$Z" run "$ROOT/ds/manifest.json" $RUN >/dev/null  # warm the page cache and the vocabulary
 ra=(); rn=()
 for round in 1 2 3; do
   l=$("$Z" run "$ROOT/ds/manifest.json" $RUN | sps)
-  p=$("$Z" run "$PROXY/ds/manifest.json" $RUN --prefetch 20000:4 --cache-dir "$O/ca$round" | sps)
-  n=$("$Z" run "$PROXY/ds/manifest.json" $RUN --cache-dir "$O/cb$round" | sps)
+  p=$("$Z" run "$O/redirect.json" $RUN --prefetch 20000:4 --cache-dir "$O/ca$round" | sps)
+  n=$("$Z" run "$O/redirect.json" $RUN --cache-dir "$O/cb$round" | sps)
   rm -rf "$O/ca$round" "$O/cb$round"
   python3 -c "l,p,n=$l,$p,$n;print(f'  round {$round}: local {l:.0f}  remote+prefetch {p:.0f} ({p/l:.2f} of local)  remote without prefetch {n:.0f} ({n/l:.2f})')"
   ra+=("$(python3 -c "print($p/$l)")"); rn+=("$(python3 -c "print($n/$l)")")

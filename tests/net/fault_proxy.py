@@ -50,6 +50,9 @@ FORWARD_HEADERS = ("Range", "If-Range", "If-None-Match", "If-Modified-Since",
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "proxy-connection",
                "te", "trailer", "upgrade"}
 STATUS_KINDS = {"500", "503", "403", "404", "429"}
+# redirect: after the waits, 307 to the same path at the upstream (nginx), so
+# that the bytes come from nginx while every request still pays the waits
+REDIRECT_KINDS = {"redirect"}
 BODY_KINDS = {"reset", "stall", "short", "badlen", "corrupt"}
 TIMING_KINDS = {"slowfirst", "delay"}
 NEEDS_ARG = {"429", "reset", "stall", "short", "slowfirst", "delay"}
@@ -72,7 +75,7 @@ def parse_faults(text):
                 raise FaultError("bad count in %r" % text)
             count = int(c)
         kind, _, arg = tok.partition(":")
-        if kind not in STATUS_KINDS | BODY_KINDS | TIMING_KINDS:
+        if kind not in STATUS_KINDS | BODY_KINDS | TIMING_KINDS | REDIRECT_KINDS:
             raise FaultError("unknown fault kind %r" % kind)
         if kind in NEEDS_ARG:
             if not arg.isdigit():
@@ -262,7 +265,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if st.take(key, count):
                     wait_ms += arg
             elif outcome is None and st.peek(key, count):
-                if kind in STATUS_KINDS:
+                if kind in STATUS_KINDS or kind in REDIRECT_KINDS:
                     st.take(key, count)
                     outcome = (kind, arg)
                 elif method == "GET":
@@ -270,6 +273,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if wait_ms:
             time.sleep(wait_ms / 1000.0)
         head = method == "HEAD"
+        if outcome and outcome[0] in REDIRECT_KINDS:
+            up = self.server.upstream
+            self.send_response(307)
+            self.send_header("Location", "%s://%s%s" % (up.scheme, up.netloc, path))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if outcome and outcome[0] in STATUS_KINDS:
             code = int(outcome[0])
             extra = [("Retry-After", str(outcome[1]))] if code == 429 else []
