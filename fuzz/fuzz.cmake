@@ -21,7 +21,7 @@ target_compile_definitions(zephon_fuzz_lib PUBLIC _GNU_SOURCE)
 target_compile_options(zephon_fuzz_lib PRIVATE -fsanitize=fuzzer-no-link ${ZP_FUZZ_SAN})
 target_link_libraries(zephon_fuzz_lib
   PUBLIC OpenMP::OpenMP_C OpenMP::OpenMP_CXX Threads::Threads simdjson::simdjson
-         PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH m)
+         PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL m)
 
 set(ZP_FUZZ_TARGETS shard_jsonl shard_zst manifest index_cache tokenizer_roundtrip)
 set(ZP_FUZZ_EXTRA_shard_jsonl fuzz/fuzz_shard.c)
