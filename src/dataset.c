@@ -38,7 +38,6 @@
 #define DEFAULT_MAX_SHARD ((size_t)2 << 30)
 #define UNKNOWN UINT64_MAX
 #define NONE SIZE_MAX
-#define HASH_CHUNK ((size_t)1 << 20)
 /* How messages name a manifest given as bytes. */
 #define MANIFEST_IN_MEMORY "manifest (in memory)"
 /* The manifest that makes a folder a described dataset. */
@@ -983,33 +982,13 @@ static zp_status hash_file(zp_dataset *ds, const shard *s, uint64_t *out)
         return st;
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    char *buf = malloc(HASH_CHUNK);
-    XXH64_state_t *h = XXH64_createState();
-    if (!buf || !h) {
-        st = fail(ds, ZP_ERR_NOMEM, "out of memory hashing shard '%s'", s->name);
-        goto out;
-    }
-    XXH64_reset(h, 0);
     uint64_t off = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, HASH_CHUNK);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            st = fail(ds, ZP_ERR_IO, "shard '%s': read error at byte %llu: %s", s->name,
-                      (unsigned long long)off, strerror(e));
-            goto out;
-        }
-        if (r == 0)
-            break;
-        XXH64_update(h, buf, (size_t)r);
-        off += (uint64_t)r;
-    }
-    *out = XXH64_digest(h);
-out:
-    XXH64_freeState(h);
-    free(buf);
+    int rc = zpi_xxh64_fd(fd, out, &off);
+    if (rc == ENOMEM)
+        st = fail(ds, ZP_ERR_NOMEM, "out of memory hashing shard '%s'", s->name);
+    else if (rc)
+        st = fail(ds, ZP_ERR_IO, "shard '%s': read error at byte %llu: %s", s->name,
+                  (unsigned long long)off, strerror(rc));
     close(fd);
     if (s->identity)
         zpi_fetcher_release(ds->fetcher, &pin, 0);

@@ -110,6 +110,11 @@ void zpi_line_index_free(zpi_line_index *ix);
  * hash: XXH64 of the bytes read, or NULL when lim->has_xxh64 is 0. A
  * mismatch of the hash is reported before one of the count (it explains
  * it). ZP_OK, or ZP_ERR_FORMAT with the message in err. */
+/* The XXH64 (seed 0) of the whole file open at fd, read with pread from
+ * byte 0 (fd's offset is not used). 0, or an errno: ENOMEM, or a read
+ * error with *err_off (may be NULL) the offset it happened at. */
+int zpi_xxh64_fd(int fd, uint64_t *out, uint64_t *err_off);
+
 zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
                          const uint64_t *hash, const zpi_shard *sh, char *err, size_t errcap);
 
