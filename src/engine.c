@@ -293,7 +293,7 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint3
         if (seen)
             continue;
         e->pf_recent[e->pf_recent_n++ % 16] = s.shard;
-        if (e->fetcher && zpi_fetcher_needed(e->env.ds, s.shard)) {
+        if (zpi_fetcher_is_remote(e->fetcher, s.shard)) {
             dl[(*n_dl)++] = s.shard;
             if (*n_dl == 64)
                 break;
@@ -314,15 +314,13 @@ static void prefetch_more(zpi_engine *e)
 {
     uint32_t shards[64], dl[64];
     size_t n_dl = 0;
-    uint32_t epoch;
-    uint64_t pos;
     pthread_mutex_lock(&e->mu);
     size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
-    epoch = e->adm_epoch;
-    pos = e->adm_pos;
+    uint32_t epoch = e->adm_epoch;
+    uint64_t pos = e->adm_pos; /* per_rank at an epoch's end: the next one's start */
     pthread_mutex_unlock(&e->mu);
     if (e->fetcher) {
-        zpi_fetcher_set_position(e->fetcher, epoch, pos < e->per_rank ? pos : e->per_rank - 1);
+        zpi_fetcher_set_position(e->fetcher, epoch, pos);
         for (size_t i = 0; i < n_dl; i++)
             zpi_fetcher_prefetch(e->fetcher, dl[i]);
     }
@@ -550,8 +548,7 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         }
         if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
             goto fail;
-        zpi_fetcher_set_position(e->fetcher, e->adm_epoch,
-                                 e->adm_pos < e->per_rank ? e->adm_pos : 0);
+        zpi_fetcher_set_position(e->fetcher, e->adm_epoch, e->adm_pos);
     }
     const zpi_shard_cache_config cc = {
         .budget_bytes = plan->shard_cache_bytes,

@@ -294,7 +294,7 @@ zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg
     pthread_cond_init(&f->renew_cv, NULL);
     zp_status st = ZP_OK;
     const zp_storage_config *sc = zpi_storage_config(f->st);
-    f->lease_s = sc->lease_s > 0 ? sc->lease_s : 30;
+    f->lease_s = sc->lease_s; /* > 0: checked by the storage settings */
     f->slots = calloc(f->n ? f->n : 1, sizeof *f->slots);
     for (f->kcap = 16; f->kcap < 2 * f->n + 2; f->kcap *= 2)
         ;
@@ -412,6 +412,11 @@ void zpi_fetcher_destroy(zpi_fetcher *f)
 
 const char *zpi_fetcher_cache_dir(const zpi_fetcher *f) { return zpi_disk_cache_dir(f->dc); }
 
+int zpi_fetcher_is_remote(const zpi_fetcher *f, size_t i)
+{
+    return f && i < f->n && f->slots[i].key != NULL;
+}
+
 /* ------------------------------------------------------------ downloads */
 
 /* The storage settings' stop_requested hook says stop. */
@@ -419,6 +424,16 @@ static int stop_requested(const zpi_fetcher *f)
 {
     const zp_storage_config *c = zpi_storage_config(f->st);
     return c->stop_requested && c->stop_requested(c->stop_user) != 0;
+}
+
+/* Under mu: a download that has ended and that nobody waits on any more is
+ * dropped from its slot and freed. */
+static void dl_drop_if_unused_locked(zpi_fetcher *f, download *d)
+{
+    if (d->done && d->waiters == 0) {
+        f->slots[d->shard].dl = NULL;
+        free(d);
+    }
 }
 
 static void active_remove_locked(zpi_fetcher *f, download *d)
@@ -472,10 +487,7 @@ static void on_done(void *user, const zpi_xfer_result *r)
     zpi_err_copy(&d->err, &e);
     d->done = 1;
     pthread_cond_broadcast(&f->cv);
-    if (d->waiters == 0) {
-        f->slots[d->shard].dl = NULL;
-        free(d);
-    }
+    dl_drop_if_unused_locked(f, d);
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -535,17 +547,11 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
         d->done = 1;
         free(c);
         pthread_cond_broadcast(&f->cv);
-        if (d->waiters == 0) {
-            f->slots[i].dl = NULL;
-            free(d);
-        }
+        dl_drop_if_unused_locked(f, d);
         return st;
     }
     d->id = id;
-    if (d->done && d->waiters == 0) {
-        f->slots[i].dl = NULL;
-        free(d);
-    }
+    dl_drop_if_unused_locked(f, d);
     return ZP_OK;
 }
 
@@ -619,10 +625,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             int was_lost = d->lost;
             if (done && ds != ZP_OK)
                 zpi_err_copy(err, &d->err);
-            if (done && d->waiters == 0) {
-                f->slots[i].dl = NULL;
-                free(d);
-            }
+            dl_drop_if_unused_locked(f, d);
             unsigned bad = f->slots[i].bad;
             pthread_mutex_unlock(&f->mu);
             if (!done)
@@ -687,27 +690,8 @@ static int pinned_file_bad(zpi_fetcher *f, const zpi_fetch_pin *pin)
     if (i == SIZE_MAX || pin->e.fd < 0)
         return 1;
     const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
-    if (!lim->has_xxh64)
-        return 1;
-    XXH64_state_t *h = XXH64_createState();
-    char *buf = malloc(1 << 20);
-    int bad = 1;
-    if (h && buf) {
-        XXH64_reset(h, 0);
-        uint64_t off = 0;
-        ssize_t r;
-        while ((r = pread(pin->e.fd, buf, 1 << 20, (off_t)off)) > 0 ||
-               (r < 0 && errno == EINTR)) {
-            if (r > 0) {
-                XXH64_update(h, buf, (size_t)r);
-                off += (uint64_t)r;
-            }
-        }
-        bad = r < 0 || XXH64_digest(h) != lim->expect_xxh64;
-    }
-    free(buf);
-    XXH64_freeState(h);
-    return bad;
+    uint64_t h;
+    return !lim->has_xxh64 || zpi_xxh64_fd(pin->e.fd, &h, NULL) != 0 || h != lim->expect_xxh64;
 }
 
 int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)

@@ -61,8 +61,11 @@ typedef struct zpi_fetcher_stats {
                                 waited for) */
 } zpi_fetcher_stats;
 
-/* 1 when shard i of ds (or any shard, for i == SIZE_MAX) is remote. */
+/* 1 when shard i of ds (or any shard, for i == SIZE_MAX) is remote: whether
+ * a dataset needs a fetcher at all. */
 int zpi_fetcher_needed(const zp_dataset *ds, size_t i);
+/* 1 when shard i is remote (f's table, O(1); 0 for f NULL). */
+int zpi_fetcher_is_remote(const zpi_fetcher *f, size_t i);
 
 /* ds is borrowed (must outlive the fetcher); its storage settings are used.
  * Creates the disk cache folder when missing. */

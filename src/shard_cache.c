@@ -306,7 +306,7 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
      * is deleted and fetched once more. */
     for (int attempt = 0; attempt < 2; attempt++) {
         zpi_fetch_pin pin = {0};
-        if (c->cfg.fetcher && zpi_fetcher_needed(c->ds, index)) {
+        if (zpi_fetcher_is_remote(c->cfg.fetcher, index)) {
             double t0 = zpi_now();
             zpi_err fe;
             st = zpi_fetcher_acquire(c->cfg.fetcher, index, &pin, &fe);
