@@ -714,6 +714,26 @@ static void test_stale_temps_cleaned_at_create(void **state)
 
 /* ------------------------------------------------------------ the limit */
 
+/* The random runs below hold entries for a while: one held entry ends, its
+ * download written and committed (finish) or abandoned (drop). */
+static void finish_held(zpi_disk_cache *c, zpi_dc_entry *e)
+{
+    zpi_err err = {0};
+    if (e->state == ZPI_DC_DOWNLOAD) {
+        assert_int_equal(write_obj(e->fd, e->key, 0, e->size), 0);
+        assert_int_equal(zpi_dc_commit(c, e, &err), ZP_OK);
+    }
+    zpi_dc_release(c, e);
+}
+
+static void drop_held(zpi_disk_cache *c, zpi_dc_entry *e)
+{
+    if (e->state == ZPI_DC_DOWNLOAD)
+        zpi_dc_abort(c, e);
+    else
+        zpi_dc_release(c, e);
+}
+
 static void test_limit_never_exceeded_by_prefetch(void **state)
 {
     const char *dir = DIR_OF(state);
@@ -738,13 +758,7 @@ static void test_limit_never_exceeded_by_prefetch(void **state)
         rng = rng * 1103515245u + 12345u;
         int op = (int)((rng >> 16) % 4);
         if (op == 0 && nheld > 0) { /* finish or release one held entry */
-            zpi_dc_entry *e = &held[--nheld];
-            zpi_err err = {0};
-            if (e->state == ZPI_DC_DOWNLOAD) {
-                assert_int_equal(write_obj(e->fd, e->key, 0, e->size), 0);
-                assert_int_equal(zpi_dc_commit(c, e, &err), ZP_OK);
-            }
-            zpi_dc_release(c, e);
+            finish_held(c, &held[--nheld]);
         } else if (nheld < 6) {
             zpi_dc_entry *e = &held[nheld];
             zpi_dc_state st;
@@ -769,13 +783,8 @@ static void test_limit_never_exceeded_by_prefetch(void **state)
     zpi_disk_cache_stats_get(c, &s);
     assert_true(s.evictions > 0);
     assert_int_equal(s.over_limit_bytes, 0);
-    while (nheld > 0) {
-        zpi_dc_entry *e = &held[--nheld];
-        if (e->state == ZPI_DC_DOWNLOAD)
-            zpi_dc_abort(c, e);
-        else
-            zpi_dc_release(c, e);
-    }
+    while (nheld > 0)
+        drop_held(c, &held[--nheld]);
     zpi_disk_cache_destroy(c);
 }
 
@@ -804,13 +813,7 @@ static void test_limit_with_demand(void **state)
         rng = rng * 1103515245u + 12345u;
         int op = (int)((rng >> 16) % 3);
         if (op == 0 && nheld > 0) {
-            zpi_dc_entry *e = &held[--nheld];
-            zpi_err err = {0};
-            if (e->state == ZPI_DC_DOWNLOAD) {
-                assert_int_equal(write_obj(e->fd, e->key, 0, e->size), 0);
-                assert_int_equal(zpi_dc_commit(c, e, &err), ZP_OK);
-            }
-            zpi_dc_release(c, e);
+            finish_held(c, &held[--nheld]);
         } else if (nheld < 8) {
             zpi_dc_entry *e = &held[nheld];
             zpi_dc_state st;
@@ -847,13 +850,8 @@ static void test_limit_with_demand(void **state)
     zpi_disk_cache_stats s;
     zpi_disk_cache_stats_get(c, &s);
     assert_int_equal(s.over_limit_bytes, most_over);
-    while (nheld > 0) {
-        zpi_dc_entry *e = &held[--nheld];
-        if (e->state == ZPI_DC_DOWNLOAD)
-            zpi_dc_abort(c, e);
-        else
-            zpi_dc_release(c, e);
-    }
+    while (nheld > 0)
+        drop_held(c, &held[--nheld]);
     zpi_disk_cache_destroy(c);
 }
 
