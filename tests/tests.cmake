@@ -1,5 +1,5 @@
 # Test registry: each part of the library keeps its tests in its own file.
-foreach(part net dataset worksource engine cli storage disk_cache remote)
+foreach(part net dataset worksource engine cli storage disk_cache remote mixture state resume)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
   endif()

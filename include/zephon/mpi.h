@@ -140,6 +140,15 @@ ZP_API zp_status zp_mpi_agree_status(zp_mpi *m, zp_status local, const char *msg
 ZP_API zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
                                 const zp_dataset_config *cfg, zp_dataset **out);
 
+/* zp_mpi_dataset_create() where each spec is one part of a mixture:
+ * part_shards[i] (n_specs entries, caller's array) receives the number of
+ * shards specs[i] added on rank 0, on every rank (broadcast with the
+ * manifest). Pass them as the worksource's zp_mix_part.shards. Collective
+ * over comm. */
+ZP_API zp_status zp_mpi_dataset_create_parts(zp_mpi *m, const char *const *specs, size_t n_specs,
+                                             const zp_dataset_config *cfg, size_t *part_shards,
+                                             zp_dataset **out);
+
 /* Set cfg->rank and cfg->world_size from the communicator. Local. */
 ZP_API void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg);
 
@@ -173,6 +182,15 @@ ZP_API zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_wo
  * values agreed on are kept for the report's header. */
 ZP_API zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
                        const zp_pipeline_config *pc, const char *extra);
+
+/* Save the job's state (zephon/state.h): every rank saves its pipeline's
+ * state, rank 0 gathers them, merges them after checking that they agree
+ * (zp_state_merge: the same settings, world size and next batch) and
+ * writes the job state to path atomically (a file beside it, then renamed);
+ * the other ranks write nothing. Collective over comm: call it on every
+ * rank at the same step. The status (and, on failure, the message naming
+ * the rank and the cause) is the same on every rank. */
+ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
 
 /* ------------------------------------------------------------ lock-step delivery */
 

@@ -14,6 +14,16 @@
  *    that order; each rank reads a contiguous range of the permuted stream,
  *    so it opens about shards / world_size shards.
  *  - Resumable: the state is (seed, epoch, position), O(1).
+ *  - Mixtures (docs/mixtures.md): the dataset's shards may be cut into
+ *    consecutive parts drawn by weight. An epoch is then `epoch_samples`
+ *    draws; every prefix of the draws follows the weights within one
+ *    sample (a deterministic quota schedule, not random draws); each part
+ *    is drawn in its own shuffled passes (a part smaller than its share
+ *    repeats, each pass reshuffled; a larger one is subsampled without
+ *    repeats and continues where it stopped in the next epoch). The epoch's
+ *    stream does not depend on the world size: ranks read contiguous
+ *    ranges of it. Without parts the dataset is one part of weight 1 and
+ *    the stream is the plain shuffled epoch described above.
  *
  * Thread safety: a worksource is used by one thread at a time.
  */
@@ -34,6 +44,15 @@ typedef enum zp_remainder {
     ZP_REMAINDER_DROP = 1  /* drop the last samples of the epoch's order */
 } zp_remainder;
 
+/* One part of a mixture. */
+typedef struct zp_mix_part {
+    const char *name; /* for states and reports; NULL: "part<k>" */
+    size_t shards;    /* the next `shards` shards of the dataset (>= 1) */
+    double weight;    /* relative weight, > 0 and finite; the weights are
+                         made integers (exact for integers and decimals of up
+                         to 6 places, else rounded to 2^-20 of the total) */
+} zp_mix_part;
+
 typedef struct zp_worksource_config {
     uint64_t seed;                 /* default 0 */
     uint32_t rank;                 /* this rank, default 0 */
@@ -41,7 +60,16 @@ typedef struct zp_worksource_config {
     int shuffle;                   /* 1 (default): shuffle; 0: dataset order */
     uint32_t shuffle_block_shards; /* shards per shuffle block, default 8 */
     zp_remainder remainder;        /* default ZP_REMAINDER_PAD */
+    /* Mixture: n_parts consecutive ranges of the dataset's shards, each
+     * with a weight; the parts cover every shard, in order. parts is
+     * borrowed for zp_worksource_create() only (copied, names included).
+     * n_parts 0 (default): the whole dataset is one part of weight 1. */
+    const zp_mix_part *parts;
+    size_t n_parts;
+    /* Draws per epoch; 0 (default): the dataset's sample count. */
+    uint64_t epoch_samples;
 } zp_worksource_config;
+
 
 ZP_API void zp_worksource_config_init(zp_worksource_config *cfg);
 
@@ -53,6 +81,12 @@ typedef struct zp_sample {
     uint32_t epoch;
     uint64_t position;  /* position within this rank's epoch stream */
     int padded;         /* 1 when this sample repeats one (remainder padding) */
+    uint32_t part;      /* the mixture part it was drawn from (0 without parts) */
+    uint64_t pass;      /* the part's pass (its own epoch: each pass is
+                           reshuffled); equals epoch without parts */
+    uint64_t token_offset; /* token modes: tokens of this document already
+                              delivered before an elastic resume (the packer
+                              starts there and does not list it again); 0 */
 } zp_sample;
 
 /* Resumable state: continue the identical stream with set_state(). */
@@ -84,8 +118,26 @@ ZP_API void zp_worksource_destroy(zp_worksource *ws);
  * keep the message. Never NULL. */
 ZP_API const char *zp_worksource_errmsg(const zp_worksource *ws);
 
-/* Samples this rank gets per epoch (equal on every rank). */
+/* Samples this rank gets per epoch (equal on every rank). An epoch re-split
+ * by an elastic resume (zephon/state.h) may be shorter:
+ * zp_worksource_epoch_samples() gives each epoch's count. */
 ZP_API uint64_t zp_worksource_samples_per_rank(const zp_worksource *ws);
+/* This rank's samples in `epoch` (samples_per_rank unless a restored state
+ * gave that epoch its own plan). */
+ZP_API uint64_t zp_worksource_epoch_samples(const zp_worksource *ws, uint32_t epoch);
+/* Draws per epoch (epoch_samples, or the dataset's sample count). */
+ZP_API uint64_t zp_worksource_draws_per_epoch(const zp_worksource *ws);
+
+/* Mixture parts (1 without parts): name (borrowed, valid until destroy),
+ * sample count, and the weight as used (a fraction of 1, after making the
+ * weights integers). */
+ZP_API size_t zp_worksource_num_parts(const zp_worksource *ws);
+ZP_API const char *zp_worksource_part_name(const zp_worksource *ws, size_t part);
+ZP_API uint64_t zp_worksource_part_samples(const zp_worksource *ws, size_t part);
+ZP_API double zp_worksource_part_weight(const zp_worksource *ws, size_t part);
+/* How many of the first `draws` draws of the mixture (over all epochs, in
+ * stream order) come from each part: counts[0 .. num_parts). */
+ZP_API zp_status zp_worksource_draw_counts(zp_worksource *ws, uint64_t draws, uint64_t *counts);
 /* Samples padded (repeats) or dropped per epoch over all ranks. */
 ZP_API uint64_t zp_worksource_padded(const zp_worksource *ws);
 ZP_API uint64_t zp_worksource_dropped(const zp_worksource *ws);

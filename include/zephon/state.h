@@ -1,0 +1,89 @@
+/*
+ * zephon/state.h - checkpoint and exact resume of a pipeline, elastic resume
+ * on another world size, and skipping a stretch of batches
+ * (docs/state.md has the format, an example and the guarantees).
+ *
+ * A state is small, versioned, human-readable JSON: the seed, the next
+ * batch, the position of the next sample in this rank's stream (epoch,
+ * position), the packer's carried-over document as a sample position and a
+ * token offset (never the tokens), the realized counts per mixture part,
+ * the skipped ranges, and every setting that changes the data (dataset
+ * fingerprint, parts and weights, shuffle, remainder, epoch draws,
+ * packing, tokenizer, field, map operators) with a hash of them. It does
+ * not depend on threads, parallelism, prefetching or buffering.
+ *
+ * A rank's state restores that rank's exact stream. A job state (every
+ * rank's state, merged by zp_state_merge(); under MPI zp_mpi_state_save()
+ * writes it) restores on any world size: the same world size continues
+ * each rank's exact stream; another one re-splits what the job had not
+ * delivered among the new ranks (elastic resume), so that over the epoch
+ * no sample is lost or repeated.
+ *
+ * Thread safety: like the pipeline's (the consumer's thread).
+ */
+#ifndef ZEPHON_STATE_H
+#define ZEPHON_STATE_H
+
+#include "common.h"
+#include "pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version written in the "version" field; states of another version are
+ * refused. */
+#define ZP_STATE_VERSION 1
+
+/* The pipeline's state after the last delivered batch (before the first
+ * zp_pipeline_next(): where it will start), as JSON.
+ * OUT: *json, NUL-terminated, caller owns; release with free(); *len its
+ * length without the NUL (len may be NULL).
+ * @return ZP_OK; ZP_ERR_STATE after an error ended the stream (the state
+ * of a failed stream is not saved); ZP_ERR_NOMEM. */
+ZP_API zp_status zp_pipeline_state_save(zp_pipeline *p, char **json, size_t *len);
+
+/* Continue from a saved state. Call after the builder calls and before the
+ * first zp_pipeline_next(); json (len bytes, no NUL needed) is a rank's
+ * state or a job state.
+ * @return ZP_OK; ZP_ERR_FORMAT for bytes that are not a state (the message
+ * names the field); ZP_ERR_UNSUPPORTED for another version;
+ * ZP_ERR_MISMATCH when a setting that changes the data differs (the
+ * message names each one, with the state's value and this pipeline's);
+ * ZP_ERR_INVALID when the state cannot be restored on this rank (a rank's
+ * state on another rank or world size: restore a job state instead);
+ * ZP_ERR_STATE after the first next(). */
+ZP_API zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len);
+
+/* Make batches first .. last (inclusive, numbered as zp_batch.index) and
+ * drop them instead of delivering them: every later batch is exactly the
+ * batch it would have been, with its index. The skipped batches' samples
+ * and tokens are counted and named in the state. Before the first next();
+ * repeatable; ranges may not overlap (ZP_ERR_INVALID). */
+ZP_API zp_status zp_pipeline_skip_batches(zp_pipeline *p, uint64_t first, uint64_t last);
+
+/* Realized mixture proportions: the samples and tokens (EOT separators
+ * included) of each part delivered so far (skipped batches not counted).
+ * @return ZP_OK; ZP_ERR_INVALID when part >= zp_worksource_num_parts(). */
+ZP_API zp_status zp_pipeline_part_counts(const zp_pipeline *p, size_t part, uint64_t *samples,
+                                         uint64_t *tokens);
+
+/* Merge the states of every rank of a job (n states, one per rank, any
+ * order) into a job state, after checking that they agree: the same
+ * version, settings, world size (= n) and next batch, each rank once.
+ * OUT: *out caller frees with free(); *out_len may be NULL. On failure err
+ * (errcap bytes) names the rank and what differs.
+ * @return ZP_OK; ZP_ERR_MISMATCH; ZP_ERR_FORMAT; ZP_ERR_NOMEM. */
+ZP_API zp_status zp_state_merge(const char *const *states, const size_t *lens, size_t n, char **out,
+                                size_t *out_len, char *err, size_t errcap);
+
+/* A state in words (what `zephon state show` prints): position, epoch and
+ * pass per part, proportions so far, skipped ranges, settings and hash.
+ * OUT: *text caller frees with free(). On failure err names the cause. */
+ZP_API zp_status zp_state_describe(const char *json, size_t len, char **text, char *err,
+                                   size_t errcap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
