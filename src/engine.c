@@ -188,9 +188,13 @@ static zpi_chunk *admit_locked(zpi_engine *e)
 {
     if (e->admit_done || atomic_load(&e->stop) || !e->chunk_free.head)
         return NULL;
-    if (e->adm_pos >= e->per_rank) {
+    /* the next epoch with samples for this rank (an elastic resume may
+     * leave an epoch empty; without one every epoch has per_rank) */
+    uint64_t len = zp_worksource_epoch_samples(e->ws, e->adm_epoch);
+    while (e->adm_pos >= len && e->adm_epoch < e->end_epoch && e->per_rank > 0) {
         e->adm_epoch++;
         e->adm_pos = 0;
+        len = zp_worksource_epoch_samples(e->ws, e->adm_epoch);
     }
     if (e->per_rank == 0 || e->adm_epoch >= e->end_epoch) {
         e->admit_done = 1;
@@ -202,8 +206,8 @@ static zpi_chunk *admit_locked(zpi_engine *e)
     c->epoch = e->adm_epoch;
     c->pos0 = e->adm_pos;
     size_t n = e->chunk_samples;
-    if (e->per_rank - e->adm_pos < n)
-        n = (size_t)(e->per_rank - e->adm_pos);
+    if (len - e->adm_pos < n)
+        n = (size_t)(len - e->adm_pos);
     for (size_t i = 0; i < n; i++) {
         zp_status st = zp_worksource_sample(e->ws, c->epoch, c->pos0 + i, &c->samples[i]);
         if (st != ZP_OK) {
@@ -213,7 +217,7 @@ static zpi_chunk *admit_locked(zpi_engine *e)
     }
     c->n = n;
     e->adm_pos += n;
-    c->last_in_epoch = e->adm_pos >= e->per_rank;
+    c->last_in_epoch = e->adm_pos >= len;
     e->window[c->seq % e->W] = c;
     e->in_flight++;
     return c;
@@ -272,14 +276,16 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint3
     uint64_t ahead = 0;
     if (e->pf_epoch == e->adm_epoch)
         ahead = e->pf_pos - e->adm_pos;
-    else
-        ahead = (e->per_rank - e->adm_pos) + e->pf_pos; /* next epoch */
+    else /* a later epoch: what is left of admission's, and pf_pos */
+        ahead = (zp_worksource_epoch_samples(e->ws, e->adm_epoch) - e->adm_pos) + e->pf_pos;
     while (ahead < e->prefetch_buffer && e->pf_count < 64) {
-        if (e->pf_pos >= e->per_rank) {
+        int guard = 0;
+        while (e->pf_pos >= zp_worksource_epoch_samples(e->ws, e->pf_epoch) &&
+               e->pf_epoch < e->end_epoch && guard++ < 64) {
             e->pf_epoch++;
             e->pf_pos = 0;
         }
-        if (e->pf_epoch >= e->end_epoch)
+        if (e->pf_epoch >= e->end_epoch || guard >= 64)
             break;
         zp_sample s;
         if (zp_worksource_sample(e->ws, e->pf_epoch, e->pf_pos, &s) != ZP_OK)

@@ -23,6 +23,7 @@
  * only f->nu_mu). f->nu_mu guards the next-use table.
  */
 #include "fetcher.h"
+#include "worksource_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -196,10 +197,10 @@ static void nu_compute_locked(zpi_fetcher *f, uint64_t from)
     uint64_t k = 0;
     zp_sample s;
     for (; k < NU_HORIZON; k++) {
-        uint64_t g = from + k;
-        uint64_t epoch = g / f->per_rank;
-        if (epoch >= UINT32_MAX ||
-            zp_worksource_sample(f->ws, (uint32_t)epoch, g % f->per_rank, &s) != ZP_OK)
+        uint32_t epoch;
+        uint64_t position;
+        if (!zpi_worksource_unlinear(f->ws, from + k, &epoch, &position) ||
+            epoch == UINT32_MAX || zp_worksource_sample(f->ws, epoch, position, &s) != ZP_OK)
             break;
         f->nu_seq[k] = s.shard;
     }
@@ -242,7 +243,7 @@ void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position)
 {
     if (!f || !f->ws)
         return;
-    uint64_t g = (uint64_t)epoch * f->per_rank + position;
+    uint64_t g = zpi_worksource_linear(f->ws, epoch, position);
     pthread_mutex_lock(&f->nu_mu);
     f->pos = g;
     /* recomputed when half the horizon has been consumed (or on a jump back) */
@@ -325,6 +326,17 @@ zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg
             zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));
             zp_worksource_destroy(f->ws);
             f->ws = NULL;
+            goto fail;
+        }
+        /* the same stream as the pipeline's: its plans (an elastic resume) too */
+        size_t np = zpi_worksource_num_plans(cfg->ws);
+        zpi_epoch_plan *pl = np ? calloc(np, sizeof *pl) : NULL;
+        for (size_t i = 0; pl && i < np; i++)
+            zpi_worksource_plan(cfg->ws, i, &pl[i]);
+        st = np && !pl ? ZP_ERR_NOMEM : zpi_worksource_set_plans(f->ws, pl, np);
+        free(pl);
+        if (st != ZP_OK) {
+            zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));
             goto fail;
         }
         f->per_rank = zp_worksource_samples_per_rank(f->ws);

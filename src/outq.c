@@ -48,6 +48,8 @@ void zpi_outq_fini(zpi_outq *q)
         free(bb->tokens);
         free(bb->mask);
         free(bb->seg);
+        free(bb->part_samples);
+        free(bb->part_tokens);
     }
     free(q->bufs);
     q->bufs = NULL;

@@ -23,6 +23,17 @@
 #include "util.h"
 #include "zephon/pipeline.h"
 
+/* Where the stream resumes after a batch (the checkpoint state): the next
+ * sample of the rank's stream, the tokens of it already delivered, and
+ * whether the next row starts with the previous row's last token. */
+typedef struct zpi_resume_pt {
+    int valid;
+    uint32_t epoch;
+    uint64_t position;
+    uint64_t token_offset;
+    int carry;
+} zpi_resume_pt;
+
 /* A batch buffer: the zp_batch handed out plus the arrays it points into. */
 typedef struct zpi_batchbuf {
     zp_batch b;
@@ -35,6 +46,9 @@ typedef struct zpi_batchbuf {
     uint8_t *mask;
     int32_t *seg;
     zp_pipeline_counts delta; /* what delivering this batch adds to the counts */
+    zpi_resume_pt resume;     /* the stream's state after this batch */
+    uint64_t *part_samples;   /* [nparts] per mixture part: samples listed and */
+    uint64_t *part_tokens;    /* tokens placed in this batch (NULL: none yet) */
     zpi_fifo_node node;       /* link in the free list or the ready FIFO */
 } zpi_batchbuf;
 

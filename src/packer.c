@@ -13,6 +13,8 @@ void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
     pk->set = *set;
     pk->q = q;
     pk->blocked_ns = blocked_ns;
+    pk->next_index = set->first_index;
+    pk->restore_pending = set->first_offset > 0 || set->first_carry;
 }
 
 void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out)
@@ -34,6 +36,17 @@ static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
     bb->b.epoch = epoch;
     bb->b.mode = pk->set.tokens ? pk->set.mode : ZP_PACK_RECORDS;
     bb->data_len = 0;
+    bb->resume.valid = 0;
+    if (pk->set.nparts) {
+        if (!bb->part_samples) {
+            bb->part_samples = calloc(pk->set.nparts, sizeof *bb->part_samples);
+            bb->part_tokens = calloc(pk->set.nparts, sizeof *bb->part_tokens);
+            if (!bb->part_samples || !bb->part_tokens)
+                return ZP_ERR_NOMEM; /* the buffer keeps what it got; freed with the queue */
+        }
+        memset(bb->part_samples, 0, pk->set.nparts * sizeof *bb->part_samples);
+        memset(bb->part_tokens, 0, pk->set.nparts * sizeof *bb->part_tokens);
+    }
     if (pk->set.tokens) {
         /* no initialisation: every position is written, by a token or by
          * pad_range() when the row or the batch is closed */
@@ -60,6 +73,23 @@ static void pad_range(const zpi_packer *pk, zpi_batchbuf *bb, size_t from, size_
     memset(bb->mask + from, 0, to - from);
     memset(bb->seg + from, 0xff, (to - from) * sizeof *bb->seg); /* -1 */
     bb->delta.pad_tokens += to - from;
+}
+
+/* The stream resumes at sample s, `offset` of its tokens delivered. */
+static void set_resume(zpi_packer *pk, const zp_sample *s, uint64_t offset, int carry)
+{
+    zpi_resume_pt *r = &pk->cur->resume;
+    r->valid = 1;
+    r->epoch = s->epoch;
+    r->position = s->position;
+    r->token_offset = offset;
+    r->carry = carry;
+}
+
+static void part_tokens(zpi_packer *pk, const zp_sample *s, uint64_t n)
+{
+    if (pk->set.nparts && s->part < pk->set.nparts)
+        pk->cur->part_tokens[s->part] += n;
 }
 
 static void push_batch(zpi_packer *pk, int last_in_epoch)
@@ -94,6 +124,8 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
 
 static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
 {
+    if (bb->part_samples)
+        bb->part_samples[s->part]++;
     zp_batch *b = &bb->b;
     void *arr = bb->samples;
     if (zpi_grow(&arr, &bb->samples_cap, b->n_samples + 1, sizeof *bb->samples) != 0)
@@ -108,8 +140,10 @@ static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
 
 static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
-    if (pk->cur && pk->cur->b.rows == pk->set.microbatch)
+    if (pk->cur && pk->cur->b.rows == pk->set.microbatch) {
+        set_resume(pk, &c->samples[i], 0, 0);
         push_batch(pk, 0);
+    }
     if (!pk->cur) {
         zp_status st = begin_batch(pk, c->epoch);
         if (st != ZP_OK)
@@ -134,8 +168,9 @@ static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
 
 /* Concatenate mode: make room for at least one token. A full row is
  * followed by a new one that starts with its last token (the carry). */
-static zp_status concat_room(zpi_packer *pk, uint32_t epoch)
+static zp_status concat_room(zpi_packer *pk, const zp_sample *s, uint64_t pos)
 {
+    const uint32_t epoch = s->epoch;
     size_t cols = pk->set.seq_len + 1;
     if (pk->cur && pk->col == cols) {
         zpi_batchbuf *bb = pk->cur;
@@ -143,6 +178,7 @@ static zp_status concat_room(zpi_packer *pk, uint32_t epoch)
         if (pk->row + 1 == pk->set.microbatch) {
             pk->row = pk->set.microbatch; /* for rows_filled */
             pk->col = 0;
+            set_resume(pk, s, pos, 1);
             push_batch(pk, 0);
             zp_status st = begin_batch(pk, epoch);
             if (st != ZP_OK)
@@ -168,10 +204,32 @@ static zp_status concat_room(zpi_packer *pk, uint32_t epoch)
 static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
     const zpi_rec *r = &c->recs[i];
+    const zp_sample *s = &c->samples[i];
     const int32_t *t = c->tok + r->tok_off;
     size_t n = r->tok_len, total = n + 1, pos = 0, cols = pk->set.seq_len + 1;
+    if (pk->restore_pending) {
+        /* the first document after a restored state: its delivered tokens
+         * are skipped, and the first row starts as the saved one would */
+        pk->restore_pending = 0;
+        pos = pk->set.first_offset < total ? (size_t)pk->set.first_offset : total;
+        if (pk->set.first_carry) {
+            zp_status st = begin_batch(pk, c->epoch);
+            if (st != ZP_OK)
+                return st;
+            int32_t carry = pos > 0 && pos - 1 < n ? t[pos - 1] : pk->set.eot;
+            pk->cur->tokens[0] = carry;
+            pk->cur->mask[0] = 1;
+            pk->cur->seg[0] = 0;
+            pk->col = 1;
+            pk->seg = carry == pk->set.eot ? 1 : 0;
+        }
+    } else if (s->token_offset > 0) {
+        /* carried over by an elastic resume: the rest of the document */
+        pos = s->token_offset < total ? (size_t)s->token_offset : total;
+    }
+    const size_t pos0 = pos;
     while (pos < total) {
-        zp_status st = concat_room(pk, c->epoch);
+        zp_status st = concat_room(pk, s, pos);
         if (st != ZP_OK)
             return st;
         zpi_batchbuf *bb = pk->cur;
@@ -190,17 +248,21 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
             bb->seg[at + j] = pk->seg;
         pk->col += k;
         pos += k;
+        bb->delta.tokens += k;
+        part_tokens(pk, s, k);
     }
-    pk->seg++; /* the EOT ended the document */
-    pk->cur->delta.tokens += total;
+    if (pos0 < total)
+        pk->seg++; /* the EOT ended the document */
     return ZP_OK;
 }
 
 static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
     size_t cols = pk->set.seq_len + 1;
-    if (pk->cur && pk->row == pk->set.microbatch)
+    if (pk->cur && pk->row == pk->set.microbatch) {
+        set_resume(pk, &c->samples[i], 0, 0);
         push_batch(pk, 0);
+    }
     if (!pk->cur) {
         zp_status st = begin_batch(pk, c->epoch);
         if (st != ZP_OK)
@@ -218,6 +280,7 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     memset(bb->seg + pk->row * cols, 0, keep * sizeof *bb->seg);
     pad_range(pk, bb, pk->row * cols + keep, (pk->row + 1) * cols);
     bb->delta.tokens += keep;
+    part_tokens(pk, &c->samples[i], keep);
     bb->delta.truncated_tokens += total - keep;
     zp_status st = add_sample(bb, &c->samples[i]);
     pk->row++;
@@ -229,6 +292,7 @@ zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
 {
     pk->pending.skipped += c->skipped;
     pk->pending.filtered += c->filtered;
+    pk->last_epoch = c->epoch;
     for (size_t i = 0; i < c->n; i++) {
         if (c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP))
             continue;
@@ -247,8 +311,16 @@ zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
 
 void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
 {
-    if (pk->cur)
-        push_batch(pk, last_in_epoch);
+    if (!pk->cur)
+        return;
+    /* the end of an epoch: the stream resumes at the next one's start */
+    zpi_resume_pt *r = &pk->cur->resume;
+    r->valid = last_in_epoch && pk->last_epoch != UINT32_MAX;
+    r->epoch = pk->last_epoch + 1;
+    r->position = 0;
+    r->token_offset = 0;
+    r->carry = 0;
+    push_batch(pk, last_in_epoch);
 }
 
 void zpi_pack_flush_full(zpi_packer *pk)

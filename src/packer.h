@@ -20,6 +20,13 @@ typedef struct zpi_pack_settings {
     zp_pack_mode mode;  /* token modes: ZP_PACK_CONCAT or ZP_PACK_PAD */
     size_t seq_len;     /* token modes: a row holds seq_len + 1 tokens */
     int32_t eot;        /* token modes: separator and padding token */
+    size_t nparts;      /* mixture parts (per-part counts in each batch) */
+    /* Restored state (zephon/state.h): the first batch's index, and for the
+     * first document packed the tokens already delivered and whether the
+     * first row starts with the previous row's last token. */
+    uint64_t first_index;
+    uint64_t first_offset;
+    int first_carry;
 } zpi_pack_settings;
 
 typedef struct zpi_packer {
@@ -30,6 +37,8 @@ typedef struct zpi_packer {
     size_t row, col;            /* token modes: fill position */
     int32_t seg;                /* segment id of the current document in the row */
     uint64_t next_index;
+    int restore_pending;        /* the first document still has to take first_offset/carry */
+    uint32_t last_epoch;        /* epoch of the last chunk packed */
     zp_pipeline_counts pending; /* skips/filters not yet attached to a batch */
 } zpi_packer;
 

@@ -31,8 +31,8 @@ struct zp_pipeline {
     zpi_engine *engine;
 
     /* consumer side */
-    uint64_t per_rank;
     zp_worksource_state resume;
+    zpi_ckpt ck; /* checkpoint bookkeeping (pipeline_state.c) */
 };
 
 void zp_pipeline_config_init(zp_pipeline_config *cfg)
@@ -129,6 +129,9 @@ void zp_pipeline_destroy(zp_pipeline *p)
     zp_tokenizer_destroy(p->tok);
     free(p->tok_id);
     free(p->tok_field);
+    free(p->ck.part_samples);
+    free(p->ck.part_tokens);
+    free(p->ck.skips);
     free(p);
 }
 
@@ -279,7 +282,23 @@ static zp_status start(zp_pipeline *p)
                       (int)p->cfg.pack, pack_name((int)p->cfg.pack));
     p->started = 1;
     zp_worksource_get_state(p->ws, &p->resume);
-    p->per_rank = zp_worksource_samples_per_rank(p->ws);
+    zpi_ckpt *ck = &p->ck;
+    if (!ck->part_samples) {
+        ck->nparts = zp_worksource_num_parts(p->ws);
+        ck->part_samples = calloc(ck->nparts ? ck->nparts : 1, sizeof *ck->part_samples);
+        ck->part_tokens = calloc(ck->nparts ? ck->nparts : 1, sizeof *ck->part_tokens);
+        if (!ck->part_samples || !ck->part_tokens) {
+            zpi_err_set(&p->fatal, ZP_ERR_NOMEM, "cannot start the pipeline: out of memory");
+            return zpi_err_copy(&p->err, &p->fatal);
+        }
+    }
+    if (!ck->restored) {
+        ck->at.valid = 1;
+        ck->at.epoch = p->resume.epoch;
+        ck->at.position = p->resume.position;
+        ck->at.token_offset = 0;
+        ck->at.carry = 0;
+    }
 
     /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
      * a count that would wrap it, instead of delivering nothing. */
@@ -318,7 +337,11 @@ static zp_status start(zp_pipeline *p)
                  .tokens = p->tok != NULL,
                  .mode = p->cfg.pack,
                  .seq_len = p->cfg.seq_len,
-                 .eot = p->tok ? zp_tokenizer_eot(p->tok) : -1},
+                 .eot = p->tok ? zp_tokenizer_eot(p->tok) : -1,
+                 .nparts = ck->nparts,
+                 .first_index = ck->next_batch,
+                 .first_offset = ck->restored ? ck->at.token_offset : 0,
+                 .first_carry = ck->restored && ck->at.carry},
         .prefetch_buffer = p->prefetch_buffer,
         .prefetch_parallelism = p->prefetch_parallelism,
         .observe = p->observe,
@@ -330,16 +353,69 @@ static zp_status start(zp_pipeline *p)
 }
 
 /* Resume point after a delivered batch. */
-static void note_resume(zp_pipeline *p, const zp_batch *b)
+static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
 {
-    if (b->n_samples == 0)
-        return;
-    const zp_sample *s = &b->samples[b->n_samples - 1];
-    p->resume.epoch = s->epoch;
-    p->resume.position = s->position + 1;
-    if (p->resume.position >= p->per_rank) {
-        p->resume.epoch++;
-        p->resume.position = 0;
+    zpi_ckpt *ck = &p->ck;
+    ck->next_batch = bb->b.index + 1;
+    if (bb->resume.valid) {
+        ck->at = bb->resume;
+        /* the first document not yet started (record position) */
+        p->resume.epoch = bb->resume.epoch;
+        p->resume.position = bb->resume.position + (bb->resume.token_offset > 0);
+        zp_worksource_state w = p->resume;
+        uint64_t len = zp_worksource_epoch_samples(p->ws, w.epoch);
+        while (p->resume.position >= len && p->resume.epoch != UINT32_MAX) {
+            p->resume.epoch++;
+            p->resume.position = 0;
+            len = zp_worksource_epoch_samples(p->ws, p->resume.epoch);
+        }
+    }
+    if (bb->part_samples)
+        for (size_t i = 0; i < ck->nparts; i++) {
+            ck->part_samples[i] += bb->part_samples[i];
+            ck->part_tokens[i] += bb->part_tokens[i];
+        }
+}
+
+static void add_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
+{
+    a->batches += d->batches;
+    a->samples += d->samples;
+    a->padded += d->padded;
+    a->skipped += d->skipped;
+    a->filtered += d->filtered;
+    a->tokens += d->tokens;
+    a->truncated_tokens += d->truncated_tokens;
+    a->pad_tokens += d->pad_tokens;
+}
+
+/* The skip range holding batch index i, or NULL. */
+static zpi_skip *skip_of(zpi_ckpt *ck, uint64_t i)
+{
+    for (size_t k = ck->n_prior_skips; k < ck->n_skips; k++)
+        if (i >= ck->skips[k].first && i <= ck->skips[k].last)
+            return &ck->skips[k];
+    return NULL;
+}
+
+/* A batch of a skipped range: counted in the range, not delivered. */
+static void note_skip(zp_pipeline *p, zpi_skip *sk, const zpi_batchbuf *bb)
+{
+    zpi_ckpt *ck = &p->ck;
+    if (sk->samples == 0 && sk->tokens == 0 && sk->to_epoch == 0 && sk->to_position == 0) {
+        sk->from_epoch = ck->at.epoch;
+        sk->from_position = ck->at.position;
+    }
+    sk->samples += bb->b.n_samples;
+    sk->tokens += bb->delta.tokens;
+    zp_pipeline_counts d = bb->delta;
+    d.batches = 1;
+    add_counts(&ck->skipped, &d);
+    ck->next_batch = bb->b.index + 1;
+    if (bb->resume.valid) {
+        ck->at = bb->resume;
+        sk->to_epoch = bb->resume.epoch;
+        sk->to_position = bb->resume.position;
     }
 }
 
@@ -358,8 +434,13 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
     zpi_batchbuf *bb;
     uint64_t now = 0;
     zp_status st = zpi_outq_next(&p->q, &bb, &p->err, obs ? &now : NULL);
+    zpi_skip *sk;
+    while (bb && p->ck.n_skips > p->ck.n_prior_skips && (sk = skip_of(&p->ck, bb->b.index))) {
+        note_skip(p, sk, bb);
+        st = zpi_outq_next(&p->q, &bb, &p->err, obs ? &now : NULL);
+    }
     if (bb) {
-        note_resume(p, &bb->b);
+        note_resume(p, bb);
         *out = &bb->b;
         if (obs) {
             if (zpi_ctr_get(&obs->first_batch_ns) == 0)
@@ -374,12 +455,35 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
 
 const char *zp_pipeline_errmsg(const zp_pipeline *p) { return p ? zpi_err_msg(&p->err) : ""; }
 
+static void sub_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
+{
+    a->batches -= d->batches;
+    a->samples -= d->samples;
+    a->padded -= d->padded;
+    a->skipped -= d->skipped;
+    a->filtered -= d->filtered;
+    a->tokens -= d->tokens;
+    a->truncated_tokens -= d->truncated_tokens;
+    a->pad_tokens -= d->pad_tokens;
+}
+
+void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!p)
+        return;
+    if (p->q_ready) {
+        zpi_outq_counts((zpi_outq *)&p->q, out);
+        sub_counts(out, &p->ck.skipped);
+    }
+    add_counts(out, &p->ck.base);
+}
+
 void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out)
 {
-    if (p && p->q_ready)
-        zpi_outq_counts((zpi_outq *)&p->q, out);
-    else
-        memset(out, 0, sizeof *out);
+    if (!out)
+        return;
+    zpi_pipeline_total_counts(p, out);
 }
 
 void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st)
@@ -393,6 +497,93 @@ void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st)
 }
 
 int32_t zp_pipeline_eot(const zp_pipeline *p) { return p && p->tok ? zp_tokenizer_eot(p->tok) : -1; }
+
+/* ------------------------------------------------------------ for pipeline_state.c */
+
+zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p) { return &p->ck; }
+
+zp_worksource *zpi_pipeline_ws(const zp_pipeline *p) { return p->ws; }
+
+int zpi_pipeline_started(const zp_pipeline *p) { return p->started; }
+
+zp_status zpi_pipeline_failed(const zp_pipeline *p)
+{
+    if (p->fatal.code != ZP_OK)
+        return p->fatal.code;
+    if (p->q_ready && zpi_outq_finished((zpi_outq *)&p->q) && p->q.final.code != ZP_END &&
+        p->q.final.code != ZP_OK && p->q.ready.head == NULL)
+        return p->q.final.code;
+    return ZP_OK;
+}
+
+/* A JSON string literal of s into b. */
+static int json_str(zpi_buf *b, const char *s)
+{
+    int rc = zpi_buf_puts(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            rc |= zpi_buf_printf(b, "\\%c", *c);
+        else if (*c < 0x20)
+            rc |= zpi_buf_printf(b, "\\u%04x", *c);
+        else
+            rc |= zpi_buf_append(b, c, 1);
+    }
+    return rc | zpi_buf_puts(b, "\"");
+}
+
+zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
+{
+    const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
+    const zp_dataset *ds = zp_worksource_dataset(p->ws);
+    zpi_buf b = {0};
+    int rc = 0;
+    rc |= zpi_buf_printf(&b, "{\"dataset\":\"%016llx\",\"parts\":[",
+                   (unsigned long long)zp_dataset_fingerprint(ds));
+    size_t np = zp_worksource_num_parts(p->ws);
+    for (size_t i = 0; i < np; i++) {
+        rc |= zpi_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        rc |= json_str(&b, zp_worksource_part_name(p->ws, i));
+        rc |= zpi_buf_printf(&b, ",\"shards\":%zu,\"samples\":%llu,\"weight\":%.17g}",
+                       wc->n_parts ? wc->parts[i].shards : zp_dataset_num_shards(ds),
+                       (unsigned long long)zp_worksource_part_samples(p->ws, i),
+                       zp_worksource_part_weight(p->ws, i));
+    }
+    rc |= zpi_buf_printf(&b,
+                   "],\"seed\":%llu,\"epoch_samples\":%llu,\"shuffle\":%d,"
+                   "\"shuffle_block_shards\":%u,\"remainder\":\"%s\",\"pack\":\"%s\","
+                   "\"microbatch\":%zu",
+                   (unsigned long long)wc->seed,
+                   (unsigned long long)zp_worksource_draws_per_epoch(p->ws), wc->shuffle ? 1 : 0,
+                   wc->shuffle_block_shards,
+                   wc->remainder == ZP_REMAINDER_DROP ? "drop" : "pad",
+                   pack_name((int)(p->tok && p->cfg.pack == ZP_PACK_RECORDS ? ZP_PACK_CONCAT
+                                                                            : p->cfg.pack)),
+                   p->cfg.microbatch_size);
+    if (p->tok) {
+        rc |= zpi_buf_printf(&b, ",\"seq_len\":%zu,\"tokenizer\":", p->cfg.seq_len);
+        rc |= json_str(&b, p->tok_id);
+        rc |= zpi_buf_puts(&b, ",\"field\":");
+        rc |= json_str(&b, p->tok_field);
+    }
+    rc |= zpi_buf_puts(&b, ",\"map\":[");
+    int first = 1;
+    for (int i = 0; i < p->n_ops; i++) {
+        if (p->ops[i].kind != ZPI_OP_MAP)
+            continue;
+        if (!first)
+            rc |= zpi_buf_puts(&b, ",");
+        first = 0;
+        rc |= json_str(&b, p->ops[i].name);
+    }
+    rc |= zpi_buf_printf(&b, "],\"on_bad_record\":\"%s\"}",
+                   p->cfg.on_bad_record == ZP_BAD_RECORD_SKIP ? "skip" : "fail");
+    if (rc) {
+        zpi_buf_free(&b);
+        return ZP_ERR_NOMEM;
+    }
+    *out = b.p;
+    return ZP_OK;
+}
 
 /* ------------------------------------------------------------ for observe.c */
 

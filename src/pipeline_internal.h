@@ -9,6 +9,37 @@
 #include "engine.h"
 #include "zephon/pipeline.h"
 
+#include "state.h"
+
+/* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
+ * are delivered; pipeline_state.c saves it and sets it from a state before
+ * the start. */
+typedef struct zpi_ckpt {
+    zpi_resume_pt at;          /* the stream after the last delivered batch */
+    uint64_t next_batch;       /* the next batch's index */
+    size_t nparts;
+    uint64_t *part_samples;    /* [nparts] delivered per part (owned) */
+    uint64_t *part_tokens;
+    zp_pipeline_counts base;   /* counts restored from a state */
+    zp_pipeline_counts skipped; /* counts of the skipped batches */
+    zpi_skip *skips;           /* ranges to skip (owned), ascending; samples, */
+    size_t n_skips;            /* tokens and the stream covered filled as they pass */
+    size_t n_prior_skips;      /* the first n_prior_skips came with a restored state */
+    int restored;              /* a state was restored */
+} zpi_ckpt;
+
+zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p);
+zp_worksource *zpi_pipeline_ws(const zp_pipeline *p);
+/* 1 after the first next(). */
+int zpi_pipeline_started(const zp_pipeline *p);
+/* The first failure that ended the stream (ZP_OK when none). */
+zp_status zpi_pipeline_failed(const zp_pipeline *p);
+/* The settings that change the data, as a compact JSON object (state.h),
+ * malloc'd. */
+zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out);
+/* The pipeline's total counts (restored base + delivered - skipped). */
+void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out);
+
 /* 1 once zp_pipeline_enable_observability() succeeded. */
 int zpi_pipeline_observing(const zp_pipeline *p);
 /* The running engine, or NULL before the first next() (or after a failed
