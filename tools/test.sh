@@ -33,7 +33,7 @@ mkdir -p build
 run_config gcc -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
 if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   run_config clang none -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ZT_RESUME_STRIDE=5 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_config asan -LE nosan -- -DCMAKE_BUILD_TYPE=Debug -DZEPHON_SANITIZE=address \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
   # TSan on the threaded engine's tests and, label tsan, the shard cache on disk,
@@ -42,7 +42,7 @@ if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   # (visible to TSan); no suppression is needed. LLVM's libomp 14 + Archer
   # is not used: it crashes when parallel regions with tasks are opened by
   # successive threads, as every pipeline's engine thread does (docs/design.md).
-  TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 exitcode=66" \
+  ZT_RESUME_STRIDE=25 TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 exitcode=66" \
     run_config tsan -L "engine|tsan" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEPHON_SANITIZE=thread \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
   # libFuzzer targets (fuzz/, docs/fuzzing.md): built with clang, 15 s each

@@ -1,0 +1,451 @@
+/*
+ * test_resume.c - checkpoint and exact resume of whole pipelines
+ * (zephon/state.h), in the style of the best loaders' checkpoint tests:
+ *  - a 3-part mixture, shuffled, concat packing, 500 batches crossing an
+ *    epoch boundary: the state is saved before every batch; each state is
+ *    restored in a fresh pipeline with another thread count, chunk size
+ *    and buffer, and the rest of the stream must be the same bytes;
+ *  - the same in record mode and in pad mode (every 7th state);
+ *  - a state from other settings is refused, naming the setting;
+ *  - skipping batches: the range is absent, nothing else moves, the state
+ *    names the range;
+ *  - elastic: 4 ranks save part of an epoch, 3 ranks restore the job state,
+ *    and over the epoch every draw is delivered exactly once (padding
+ *    aside).
+ * `test_resume STRIDE` (or $ZT_RESUME_STRIDE) restores every STRIDE-th state
+ * only (the sanitizer runs).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "testutil.h"
+#include "zephon.h"
+
+#define NB 500
+
+static char *g_dir;
+static int g_stride = 1;
+static zp_mix_part g_parts[3] = {{"web", 6, 0.5}, {"code", 3, 0.3}, {"books", 2, 0.2}};
+
+/* Deterministic records of varied lengths: some far longer than a row. */
+static void write_shard(const char *name, int shard, int records, int salt)
+{
+    size_t cap = (size_t)records * 2048 + 1;
+    char *buf = malloc(cap), *p = buf;
+    for (int r = 0; r < records; r++) {
+        int words = 1 + (int)((r * 7919 + shard * 104729 + salt * 31) % 97);
+        if (r % 17 == 0)
+            words += 150;
+        p += sprintf(p, "{\"text\": \"%s %d %d", name, shard, r);
+        for (int w = 0; w < words; w++)
+            p += sprintf(p, " w%d", (w * 31 + r + salt) % 500);
+        p += sprintf(p, "\"}\n");
+    }
+    char fn[256];
+    snprintf(fn, sizeof fn, "%s-%02d.jsonl", name, shard);
+    char *path = zpt_path(g_dir, fn);
+    assert_int_equal(zpt_write_file(path, buf, (size_t)(p - buf)), 0);
+    free(path);
+    free(buf);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = zpt_tmpdir();
+    for (int s = 0; s < 6; s++)
+        write_shard("web", s, 40, 1);
+    for (int s = 0; s < 3; s++)
+        write_shard("code", s, 30, 2);
+    for (int s = 0; s < 2; s++)
+        write_shard("books", s, 20, 3);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    zpt_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+typedef struct setup_t {
+    zp_pack_mode mode; /* ZP_PACK_RECORDS: no tokenize */
+    int threads;
+    size_t chunk, prefetch;
+    uint32_t rank, world;
+    uint64_t seed;
+    size_t seq_len;
+    uint32_t epochs;
+} setup_t;
+
+typedef struct run_t {
+    zp_dataset *ds;
+    zp_worksource *ws;
+    zp_pipeline *p;
+} run_t;
+
+static void run_open(run_t *r, const setup_t *s)
+{
+    zp_dataset_config dc;
+    zp_dataset_config_init(&dc);
+    assert_int_equal(zp_dataset_create(&dc, &r->ds), ZP_OK);
+    const char *globs[3] = {"web-*.jsonl", "code-*.jsonl", "books-*.jsonl"};
+    for (int i = 0; i < 3; i++) {
+        char *g = zpt_path(g_dir, globs[i]);
+        assert_int_equal(zp_dataset_add(r->ds, g), ZP_OK);
+        free(g);
+    }
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.seed = s->seed;
+    wc.rank = s->rank;
+    wc.world_size = s->world;
+    wc.shuffle_block_shards = 2;
+    wc.parts = g_parts;
+    wc.n_parts = 3;
+    wc.epoch_samples = 1200;
+    assert_int_equal(zp_worksource_create(r->ds, &wc, &r->ws), ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = s->threads;
+    pc.epochs = s->epochs;
+    pc.chunk_samples = s->chunk;
+    pc.prefetch_batches = s->prefetch;
+    pc.microbatch_size = 4;
+    assert_int_equal(zp_pipeline_create(r->ws, &pc, &r->p), ZP_OK);
+    if (s->mode != ZP_PACK_RECORDS) {
+        assert_int_equal(zp_pipeline_tokenize(r->p, "gpt2", "text", 2), ZP_OK);
+        assert_int_equal(zp_pipeline_pack(r->p, s->mode, s->seq_len), ZP_OK);
+    }
+}
+
+static void run_close(run_t *r)
+{
+    zp_pipeline_destroy(r->p);
+    zp_worksource_destroy(r->ws);
+    zp_dataset_destroy(r->ds);
+    memset(r, 0, sizeof *r);
+}
+
+/* A batch's bytes, with its index, as one hash. */
+static uint64_t batch_hash(const zp_batch *b)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    XXH64_update(h, &b->index, sizeof b->index);
+    XXH64_update(h, &b->rows, sizeof b->rows);
+    if (b->mode == ZP_PACK_RECORDS) {
+        XXH64_update(h, b->data, b->offsets[b->rows]);
+        XXH64_update(h, b->offsets, (b->rows + 1) * sizeof *b->offsets);
+    } else {
+        size_t n = b->rows * b->cols;
+        XXH64_update(h, b->tokens, n * sizeof *b->tokens);
+        XXH64_update(h, b->loss_mask, n);
+        XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+    }
+    for (size_t i = 0; i < b->n_samples; i++) {
+        XXH64_update(h, &b->samples[i].global_id, sizeof b->samples[i].global_id);
+        XXH64_update(h, &b->samples[i].pass, sizeof b->samples[i].pass);
+    }
+    uint64_t v = XXH64_digest(h);
+    XXH64_freeState(h);
+    return v;
+}
+
+/* Save before every batch, then restore each state in a fresh pipeline
+ * with other speed settings and compare the rest. */
+static void checkpoint_every_batch(const setup_t *ref_setup, int stride)
+{
+    run_t r;
+    run_open(&r, ref_setup);
+    uint64_t *hash = calloc(NB, sizeof *hash);
+    char **states = calloc(NB, sizeof *states);
+    int epochs_seen = 0;
+    for (int i = 0; i < NB; i++) {
+        assert_int_equal(zp_pipeline_state_save(r.p, &states[i], NULL), ZP_OK);
+        const zp_batch *b;
+        zp_status st = zp_pipeline_next(r.p, &b);
+        if (st != ZP_OK)
+            fail_msg("batch %d: %s", i, zp_pipeline_errmsg(r.p));
+        assert_int_equal(b->index, (uint64_t)i);
+        hash[i] = batch_hash(b);
+        epochs_seen = (int)b->epoch;
+    }
+    assert_true(epochs_seen >= 1); /* the run crossed an epoch boundary */
+    run_close(&r);
+
+    setup_t other = *ref_setup;
+    other.threads = ref_setup->threads == 1 ? 3 : 1;
+    other.chunk = 7;
+    other.prefetch = 5;
+    for (int i = 0; i < NB; i += stride) {
+        run_open(&r, &other);
+        zp_status st = zp_pipeline_state_restore(r.p, states[i], strlen(states[i]));
+        if (st != ZP_OK)
+            fail_msg("restore state %d: %s", i, zp_pipeline_errmsg(r.p));
+        for (int k = i; k < NB; k++) {
+            const zp_batch *b;
+            st = zp_pipeline_next(r.p, &b);
+            if (st != ZP_OK)
+                fail_msg("restored at %d: batch %d: %s", i, k, zp_pipeline_errmsg(r.p));
+            if (b->index != (uint64_t)k || batch_hash(b) != hash[k])
+                fail_msg("restored at batch %d: batch %d differs (index %llu)", i, k,
+                         (unsigned long long)b->index);
+        }
+        run_close(&r);
+    }
+    for (int i = 0; i < NB; i++)
+        free(states[i]);
+    free(states);
+    free(hash);
+}
+
+static void test_concat_every_batch(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    checkpoint_every_batch(&s, g_stride);
+}
+
+static void test_records_every_batch(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_RECORDS, 2, 64, 2, 0, 1, 6, 0, 0};
+    checkpoint_every_batch(&s, g_stride * 7);
+}
+
+static void test_pad_every_batch(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_PAD, 2, 64, 2, 0, 1, 7, 24, 0};
+    checkpoint_every_batch(&s, g_stride * 7);
+}
+
+/* A state from other settings is refused, naming what differs. */
+static void test_other_settings_refused(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_CONCAT, 1, 64, 2, 0, 1, 5, 32, 0};
+    run_t r;
+    run_open(&r, &s);
+    const zp_batch *b;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    char *json;
+    assert_int_equal(zp_pipeline_state_save(r.p, &json, NULL), ZP_OK);
+    run_close(&r);
+    s.seq_len = 48;
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_state_restore(r.p, json, strlen(json)), ZP_ERR_MISMATCH);
+    assert_non_null(strstr(zp_pipeline_errmsg(r.p), "seq_len"));
+    run_close(&r);
+    s.seq_len = 32;
+    s.seed = 6;
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_state_restore(r.p, json, strlen(json)), ZP_ERR_MISMATCH);
+    assert_non_null(strstr(zp_pipeline_errmsg(r.p), "seed"));
+    run_close(&r);
+    s.seed = 5;
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_state_restore(r.p, "{\"version\": 1}", 14), ZP_ERR_FORMAT);
+    assert_int_equal(zp_pipeline_state_restore(r.p, json, strlen(json)), ZP_OK);
+    assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    assert_int_equal(b->index, 3);
+    assert_int_equal(zp_pipeline_state_restore(r.p, json, strlen(json)), ZP_ERR_STATE);
+    run_close(&r);
+    free(json);
+}
+
+/* Skipping batches 120..129 from a state at 100: the others are the same
+ * bytes with the same indices; the state names the range. */
+static void test_skip_range(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    run_t r;
+    run_open(&r, &s);
+    uint64_t hash[200];
+    char *at100 = NULL;
+    for (int i = 0; i < 200; i++) {
+        if (i == 100)
+            assert_int_equal(zp_pipeline_state_save(r.p, &at100, NULL), ZP_OK);
+        const zp_batch *b;
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        hash[i] = batch_hash(b);
+    }
+    run_close(&r);
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_skip_batches(r.p, 120, 129), ZP_OK);
+    assert_int_equal(zp_pipeline_skip_batches(r.p, 125, 140), ZP_ERR_INVALID);
+    assert_int_equal(zp_pipeline_skip_batches(r.p, 9, 8), ZP_ERR_INVALID);
+    assert_int_equal(zp_pipeline_state_restore(r.p, at100, strlen(at100)), ZP_OK);
+    zp_pipeline_counts c0;
+    zp_pipeline_get_counts(r.p, &c0);
+    for (int i = 100; i < 200; i++) {
+        if (i >= 120 && i <= 129)
+            continue;
+        const zp_batch *b;
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        assert_int_equal(b->index, (uint64_t)i);
+        assert_true(batch_hash(b) == hash[i]);
+    }
+    zp_pipeline_counts c1;
+    zp_pipeline_get_counts(r.p, &c1);
+    assert_int_equal(c1.batches - c0.batches, 90);
+    char *json;
+    assert_int_equal(zp_pipeline_state_save(r.p, &json, NULL), ZP_OK);
+    assert_non_null(strstr(json, "120"));
+    assert_non_null(strstr(json, "129"));
+    char *text = NULL, err[256];
+    assert_int_equal(zp_state_describe(json, strlen(json), &text, err, sizeof err), ZP_OK);
+    free(text);
+    run_close(&r);
+    /* a range already delivered before the state is refused */
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_skip_batches(r.p, 50, 60), ZP_OK);
+    assert_int_equal(zp_pipeline_state_restore(r.p, at100, strlen(at100)), ZP_ERR_INVALID);
+    run_close(&r);
+    free(json);
+    free(at100);
+}
+
+/* Draw identity within an epoch: (global id, pass). */
+static uint64_t draw_key(const zp_sample *s) { return s->global_id * 4096 + s->pass; }
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 4 ranks deliver different amounts of epoch 0, save; 3 ranks restore the
+ * job state and finish the epoch; every draw of the epoch is delivered
+ * once (padding aside). */
+static void elastic(zp_pack_mode mode)
+{
+    const uint32_t W = 4, W2 = 3;
+    uint64_t *got = calloc(4000, sizeof *got);
+    size_t n_got = 0;
+    char *states[4];
+    size_t lens[4];
+    for (uint32_t r = 0; r < W; r++) {
+        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1};
+        run_t run;
+        run_open(&run, &s);
+        for (uint32_t i = 0; i < 10 + 3 * r; i++) {
+            const zp_batch *b;
+            assert_int_equal(zp_pipeline_next(run.p, &b), ZP_OK);
+            for (size_t k = 0; k < b->n_samples; k++)
+                if (!b->samples[k].padded)
+                    got[n_got++] = draw_key(&b->samples[k]);
+        }
+        assert_int_equal(zp_pipeline_state_save(run.p, &states[r], &lens[r]), ZP_OK);
+        run_close(&run);
+    }
+    /* the ranks must agree on the next batch: they did not (10, 13, ...) */
+    char *job = NULL, err[512];
+    assert_int_equal(zp_state_merge((const char *const *)states, lens, W, &job, NULL, err,
+                                    sizeof err),
+                     ZP_ERR_MISMATCH);
+    for (uint32_t r = 0; r < W; r++)
+        free(states[r]);
+    /* again, in lock step: 12 batches each */
+    n_got = 0;
+    for (uint32_t r = 0; r < W; r++) {
+        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1};
+        run_t run;
+        run_open(&run, &s);
+        for (int i = 0; i < 12; i++) {
+            const zp_batch *b;
+            assert_int_equal(zp_pipeline_next(run.p, &b), ZP_OK);
+            for (size_t k = 0; k < b->n_samples; k++)
+                if (!b->samples[k].padded)
+                    got[n_got++] = draw_key(&b->samples[k]);
+        }
+        assert_int_equal(zp_pipeline_state_save(run.p, &states[r], &lens[r]), ZP_OK);
+        run_close(&run);
+    }
+    if (zp_state_merge((const char *const *)states, lens, W, &job, NULL, err, sizeof err) !=
+        ZP_OK)
+        fail_msg("merge: %s", err);
+    for (uint32_t r = 0; r < W; r++)
+        free(states[r]);
+    /* a rank's own state does not restore on another world size */
+    for (uint32_t r = 0; r < W2; r++) {
+        setup_t s = {mode, 1, 32, 1, r, W2, 9, 32, 1};
+        run_t run;
+        run_open(&run, &s);
+        zp_status st = zp_pipeline_state_restore(run.p, job, strlen(job));
+        if (st != ZP_OK)
+            fail_msg("rank %u of %u: %s", r, W2, zp_pipeline_errmsg(run.p));
+        const zp_batch *b;
+        while ((st = zp_pipeline_next(run.p, &b)) == ZP_OK)
+            for (size_t k = 0; k < b->n_samples; k++) {
+                assert_int_equal(b->samples[k].epoch, 0);
+                if (!b->samples[k].padded)
+                    got[n_got++] = draw_key(&b->samples[k]);
+            }
+        assert_int_equal(st, ZP_END);
+        run_close(&run);
+    }
+    free(job);
+    /* what the epoch holds: its 1200 draws */
+    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 9, 32, 1};
+    run_t ref;
+    run_open(&ref, &s);
+    uint64_t want[1200];
+    for (uint64_t g = 0; g < 1200; g++) {
+        zp_sample smp;
+        assert_int_equal(zp_worksource_sample(ref.ws, 0, g, &smp), ZP_OK);
+        want[g] = draw_key(&smp);
+    }
+    run_close(&ref);
+    qsort(want, 1200, sizeof *want, cmp_u64);
+    qsort(got, n_got, sizeof *got, cmp_u64);
+    if (n_got != 1200)
+        fail_msg("%zu draws delivered over the epoch: want 1200 exactly once", n_got);
+    for (size_t i = 0; i < 1200; i++)
+        assert_true(got[i] == want[i]);
+    free(got);
+}
+
+static void test_elastic_records(void **state)
+{
+    (void)state;
+    elastic(ZP_PACK_RECORDS);
+}
+
+static void test_elastic_concat(void **state)
+{
+    (void)state;
+    elastic(ZP_PACK_CONCAT);
+}
+
+int main(int argc, char **argv)
+{
+    const char *env = getenv("ZT_RESUME_STRIDE"); /* the sanitizer runs */
+    if (argc > 1)
+        g_stride = atoi(argv[1]) > 0 ? atoi(argv[1]) : 1;
+    else if (env && atoi(env) > 0)
+        g_stride = atoi(env);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_concat_every_batch),
+        cmocka_unit_test(test_records_every_batch),
+        cmocka_unit_test(test_pad_every_batch),
+        cmocka_unit_test(test_other_settings_refused),
+        cmocka_unit_test(test_skip_range),
+        cmocka_unit_test(test_elastic_records),
+        cmocka_unit_test(test_elastic_concat),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
