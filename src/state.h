@@ -102,6 +102,18 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
  * unsigned integer"); ZP_ERR_UNSUPPORTED for another version. */
 zp_status zpi_state_parse(const char *json, size_t len, zpi_state *out, zpi_err *err);
 
+/* The canonical text of a settings object: compact JSON, members in their
+ * order, strings escaped as in the state file, numbers as integers or in
+ * the shortest form that reads back to the same double; and its hash
+ * (XXH64, seed 0). zpi_state_render() embeds the settings in this form and
+ * writes this hash (s->settings_hash is not read); zpi_state_parse() fills
+ * settings and settings_hash with it. The pipeline may fill a state's
+ * settings with it so that its hash equals a parsed state's.
+ * OUT: *out malloc'd (may be NULL: the hash only); hash may be NULL.
+ * ZP_ERR_INVALID when settings is not a JSON object. */
+zp_status zpi_state_settings_canon(const char *settings, char **out, uint64_t *hash,
+                                   zpi_err *err);
+
 /* Compare the state's settings with this pipeline's (a JSON object as in
  * zpi_state.settings). ZP_ERR_MISMATCH naming every member that differs:
  * "the state was saved with other settings: seq_len = 2048 in the state,

@@ -33,6 +33,7 @@ static void usage(FILE *f)
             "  index      write a manifest (sample counts, sizes, hashes) for shards\n"
             "  gen        generate a synthetic JSONL(.zst) text dataset\n"
             "  tokenize   print GPT-2 token ids for each line of a JSONL file\n"
+            "  state      show a saved pipeline state; merge the states of a job's ranks\n"
             "\n"
             "`zephon <command> --help` describes each command.\n",
             zp_version());
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"run", zp_cmd_run}, {"index", zp_cmd_index}, {"gen", zp_cmd_gen},
-                {"tokenize", zp_cmd_tokenize}};
+                {"tokenize", zp_cmd_tokenize}, {"state", zp_cmd_state}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;
