@@ -33,6 +33,7 @@
 
 static char *g_dir;
 static int g_stride = 1;
+static uint64_t g_epoch_draws = 1200; /* draws per epoch */
 static zp_mix_part g_parts[3] = {{"web", 6, 0.5}, {"code", 3, 0.3}, {"books", 2, 0.2}};
 
 /* Deterministic records of varied lengths: some far longer than a row. */
@@ -113,7 +114,7 @@ static void run_open(run_t *r, const setup_t *s)
     wc.shuffle_block_shards = 2;
     wc.parts = g_parts;
     wc.n_parts = 3;
-    wc.epoch_samples = 1200;
+    wc.epoch_samples = g_epoch_draws;
     assert_int_equal(zp_worksource_create(r->ds, &wc, &r->ws), ZP_OK);
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
@@ -214,12 +215,15 @@ static void test_concat_every_batch(void **state)
 {
     (void)state;
     setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    g_epoch_draws = 300; /* 500 batches of long documents cross an epoch */
     checkpoint_every_batch(&s, g_stride);
+    g_epoch_draws = 1200;
 }
 
 static void test_records_every_batch(void **state)
 {
     (void)state;
+    g_epoch_draws = 1200;
     setup_t s = {ZP_PACK_RECORDS, 2, 64, 2, 0, 1, 6, 0, 0};
     checkpoint_every_batch(&s, g_stride * 7);
 }
@@ -334,6 +338,7 @@ static int cmp_u64(const void *a, const void *b)
 static void elastic(zp_pack_mode mode)
 {
     const uint32_t W = 4, W2 = 3;
+    g_epoch_draws = 1200;
     uint64_t *got = calloc(4000, sizeof *got);
     size_t n_got = 0;
     char *states[4];
