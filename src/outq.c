@@ -88,7 +88,7 @@ void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)
     pthread_mutex_unlock(&q->mu);
 }
 
-static void add_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
+void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d)
 {
     a->batches += d->batches;
     a->samples += d->samples;
@@ -107,7 +107,7 @@ void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeli
         q->final_set = 1;
         zpi_err_set(&q->final, st, "%s", msg ? msg : "");
         if (extra)
-            add_counts(&q->counts, extra);
+            zpi_counts_add(&q->counts, extra);
     }
     pthread_cond_broadcast(&q->ready_cv);
     pthread_mutex_unlock(&q->mu);
@@ -138,7 +138,7 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
         if (taken_ns)
             *taken_ns = zpi_now_ns();
         q->counts.batches++;
-        add_counts(&q->counts, &bb->delta);
+        zpi_counts_add(&q->counts, &bb->delta);
         st = ZP_OK;
     } else {
         st = q->final.code;

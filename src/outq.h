@@ -65,6 +65,9 @@ typedef struct zpi_outq {
     zp_pipeline_counts counts; /* delivered so far */
 } zpi_outq;
 
+/* *a += *d, field by field. */
+void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d);
+
 /* Sets up n_bufs buffers for batches of `rows` rows: record rows when cols
  * is 0, else token rows of `cols` tokens. On failure the queue can still be
  * given to zpi_outq_fini. */

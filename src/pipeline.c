@@ -377,18 +377,6 @@ static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
         }
 }
 
-static void add_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
-{
-    a->batches += d->batches;
-    a->samples += d->samples;
-    a->padded += d->padded;
-    a->skipped += d->skipped;
-    a->filtered += d->filtered;
-    a->tokens += d->tokens;
-    a->truncated_tokens += d->truncated_tokens;
-    a->pad_tokens += d->pad_tokens;
-}
-
 /* The skip range holding batch index i, or NULL. */
 static zpi_skip *skip_of(zpi_ckpt *ck, uint64_t i)
 {
@@ -410,7 +398,7 @@ static void note_skip(zp_pipeline *p, zpi_skip *sk, const zpi_batchbuf *bb)
     sk->tokens += bb->delta.tokens;
     zp_pipeline_counts d = bb->delta;
     d.batches = 1;
-    add_counts(&ck->skipped, &d);
+    zpi_counts_add(&ck->skipped, &d);
     ck->next_batch = bb->b.index + 1;
     if (bb->resume.valid) {
         ck->at = bb->resume;
@@ -476,7 +464,7 @@ void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out)
         zpi_outq_counts((zpi_outq *)&p->q, out);
         sub_counts(out, &p->ck.skipped);
     }
-    add_counts(out, &p->ck.base);
+    zpi_counts_add(out, &p->ck.base);
 }
 
 void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out)

@@ -1,4 +1,20 @@
 # Test registry: each part of the library keeps its tests in its own file.
+# A unit test built from a few of the library's sources, without libzephon
+# (the WorkSource and mixture tests): zp_add_source_test(name SOURCES ...),
+# paths relative to the repository root.
+function(zp_add_source_test name)
+  cmake_parse_arguments(T "" "" "SOURCES" ${ARGN})
+  set(_root ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/..)
+  list(TRANSFORM T_SOURCES PREPEND ${_root}/)
+  add_executable(${name} ${T_SOURCES})
+  target_compile_options(${name} PRIVATE ${ZP_WARN})
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_include_directories(${name} PRIVATE ${_root}/include ${_root}/src ${_root}/tests)
+  target_link_libraries(${name} PRIVATE PkgConfig::CMOCKA m)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS unit)
+endfunction()
+
 foreach(part net dataset worksource engine cli storage disk_cache remote mixture state resume)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
