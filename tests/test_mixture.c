@@ -240,6 +240,15 @@ static void test_reference_sequence(void **state)
         4, 2, 1, 4, 3, 0, 4, 1, 4, 0, 3, 1, 4, 0, 4, 1, 0, 4, 3, 2, 4, 1, 0, 4, 3, 1, 4, 0,
         4, 1, 0, 4, 3, 4, 1, 2, 0, 4, 3, 1, 4, 0, 4, 1, 0, 4, 3, 4, 1, 0, 4, 2, 3, 1, 0, 4};
     static const uint8_t ref721[10] = {0, 0, 1, 0, 0, 2, 0, 0, 1, 0};
+    /* Ties of deadlines go to the lowest index. */
+    static const uint8_t ref3322[10] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1};
+    const double w3322[] = {3, 3, 2, 2};
+    zpi_mix *m3322 = mk(w3322, 4);
+    walk t = walk_seq(m3322, 20);
+    for (uint64_t g = 0; g < t.g; g++)
+        assert_int_equal(t.part[g], ref3322[g % 10]);
+    walk_free(&t);
+    zpi_mix_destroy(m3322);
     const double w[] = {19, 18, 5, 12, 30};
     const double w721[] = {0.7, 0.2, 0.1};
     zpi_mix *m = mk(w, 5), *m721 = mk(w721, 3);
@@ -646,9 +655,16 @@ static void test_quantization(void **state)
         expect_quanta(w, 3, W);
     }
     {
-        const double w[] = {3.0000000001, 1}; /* integer within 1e-9 relative */
-        const uint64_t W[] = {3, 1};
-        expect_quanta(w, 2, W);
+        const double w[] = {7.000000005, 3, 1}; /* integers within 1e-9 relative */
+        const uint64_t W[] = {7, 3, 1};
+        expect_quanta(w, 3, W);
+    }
+    {
+        /* 2.9e-9 relative from an integer (and more than six places): rounded. */
+        const double w[] = {7.00000002, 3, 1};
+        zpi_mix *m = mk(w, 3);
+        assert_true(zpi_mix_period(m) > 1000000);
+        zpi_mix_destroy(m);
     }
 }
 
