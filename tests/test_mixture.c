@@ -487,6 +487,62 @@ static void test_period(void **state)
     }
 }
 
+/* The most parts and the longest period: one part of weight 2^24 - 65535
+ * and 65535 of weight 1 (T = 2^24; the largest numbers in the deadline and
+ * release arithmetic). */
+static void test_most_parts_longest_period(void **state)
+{
+    (void)state;
+    size_t n = ZPI_MIX_MAX_PARTS;
+    uint64_t T = 1ULL << 24, W0 = T - (n - 1);
+    double *w = malloc(n * sizeof *w);
+    uint64_t *cnt = calloc(n, sizeof *cnt), *got = calloc(n, sizeof *got);
+    assert_non_null(w);
+    assert_non_null(cnt);
+    assert_non_null(got);
+    for (size_t i = 0; i < n; i++)
+        w[i] = i ? 1.0 : (double)W0;
+    zpi_mix *m = mk(w, n);
+    assert_int_equal(zpi_mix_period(m), T);
+    assert_int_equal(zpi_mix_quantum(m, 0), W0);
+    /* The prefixes: part 0 within 1 - 1/(2n - 2) of W0 g / T, the others
+     * drawn at most once; the walk is kept for the seeks below. */
+    uint64_t G = 200000, D = 2 * (uint64_t)n - 2;
+    walk wk = walk_seq(m, G);
+    for (uint64_t g = 1; g <= G; g++) {
+        uint32_t p = wk.part[g - 1];
+        assert_int_equal(wk.pdraw[g - 1], cnt[p]);
+        cnt[p]++;
+        assert_true(p == 0 || cnt[p] == 1);
+        i128 d = (i128)cnt[0] * (i128)T - (i128)W0 * (i128)g;
+        if (d < 0)
+            d = -d;
+        assert_true(d * (i128)D <= (i128)(D - 1) * (i128)T);
+    }
+    zpi_mix_cursor *c = mkcur(m);
+    const uint64_t at[] = {1, 65535, 65536, 131071, 199000, 5 * T + 777, (1ULL << 62) / T * T};
+    for (size_t a = 0; a < ARRAY_LEN(at); a++) {
+        uint64_t r = at[a] % T, q = at[a] / T;
+        zpi_mix_cursor_seek(c, at[a]);
+        for (uint64_t i = 0; i < 1000; i++) {
+            uint32_t p;
+            uint64_t pd;
+            zpi_mix_cursor_next(c, &p, &pd);
+            assert_int_equal(p, wk.part[r + i]);
+            assert_int_equal(pd, q * zpi_mix_quantum(m, p) + wk.pdraw[r + i]);
+        }
+    }
+    assert_int_equal(zpi_mix_counts(m, 3 * T, got), ZP_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(got[i], 3 * zpi_mix_quantum(m, i));
+    zpi_mix_cursor_destroy(c);
+    walk_free(&wk);
+    zpi_mix_destroy(m);
+    free(w);
+    free(cnt);
+    free(got);
+}
+
 /* ---------------------------------------------------------------- one part */
 
 static void test_one_part(void **state)
@@ -718,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_seek_far),
         cmocka_unit_test(test_counts_match_walk),
         cmocka_unit_test(test_period),
+        cmocka_unit_test(test_most_parts_longest_period),
         cmocka_unit_test(test_one_part),
         cmocka_unit_test(test_bad_weights),
         cmocka_unit_test(test_quantization),
