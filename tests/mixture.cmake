@@ -13,4 +13,4 @@ target_include_directories(test_mixture PRIVATE
   ${_zp_mix_root}/include ${_zp_mix_root}/src ${_zp_mix_root}/tests)
 target_link_libraries(test_mixture PRIVATE PkgConfig::CMOCKA m)
 add_test(NAME test_mixture COMMAND test_mixture)
-set_tests_properties(test_mixture PROPERTIES TIMEOUT 60 LABELS unit)
+set_tests_properties(test_mixture PROPERTIES TIMEOUT 120 LABELS unit)
