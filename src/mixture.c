@@ -103,28 +103,44 @@ static inline uint64_t release_draw(const zpi_mix *m, uint64_t c, uint64_t w)
     return (uint64_t)(num / den + (num % den != 0));
 }
 
-static inline int el_less(const el_ent *a, const el_ent *b)
+#define MIX_INLINE static inline __attribute__((always_inline))
+
+/* Deadline order: num_a / w_a < num_b / w_b, ties by index. The cross
+ * products fit in 64 bits: an eligible part has c < W, so num < (W + 1) D,
+ * and for two parts (W_a + 1) W_b <= ((T + 1) / 2)^2 < 2^46 + 2^23 (T <=
+ * 2^24), times D < 2^17 (n <= 65536): below 2^63 + 2^40. */
+_Static_assert(ZPI_MIX_MAX_PARTS <= 65536u && MIX_MAX_TOTAL <= (1ULL << 24),
+               "deadline cross products must fit in 64 bits");
+
+MIX_INLINE int el_less(const el_ent *a, const el_ent *b)
 {
-    u128 x = (u128)a->num * b->w, y = (u128)b->num * a->w;
+    uint64_t x = a->num * b->w, y = b->num * a->w;
     return x < y || (x == y && a->idx < b->idx);
 }
 
-static inline int wt_less(const wt_ent *a, const wt_ent *b)
+MIX_INLINE int wt_less(const wt_ent *a, const wt_ent *b)
 {
     return a->rel < b->rel || (a->rel == b->rel && a->idx < b->idx);
 }
 
 /* ---------------------------------------------------------------- heaps */
 
-static inline void el_sift_down(el_ent *h, size_t n, size_t i)
+/* Binary heaps in arrays. *_sift_down: the entry at i moved down to its
+ * place (used when it is likely to stay near the top). *_fill_top: the
+ * root was taken and x (the heap's last entry, likely large) goes in its
+ * place: the hole goes down along the smaller children to a leaf, one
+ * comparison a level, and x comes up from there (Floyd's bottom-up heap
+ * deletion). */
+
+MIX_INLINE void el_sift_down(el_ent *h, size_t n, size_t i)
 {
     el_ent x = h[i];
     for (;;) {
         size_t k = 2 * i + 1;
         if (k >= n)
             break;
-        if (k + 1 < n && el_less(&h[k + 1], &h[k]))
-            k++;
+        if (k + 1 < n)
+            k += el_less(&h[k + 1], &h[k]);
         if (!el_less(&h[k], &x))
             break;
         h[i] = h[k];
@@ -133,10 +149,9 @@ static inline void el_sift_down(el_ent *h, size_t n, size_t i)
     h[i] = x;
 }
 
-static inline void el_push(el_ent *h, size_t *n, el_ent x)
+MIX_INLINE void el_up(el_ent *h, size_t i, size_t top, el_ent x)
 {
-    size_t i = (*n)++;
-    while (i > 0) {
+    while (i > top) {
         size_t p = (i - 1) / 2;
         if (!el_less(&x, &h[p]))
             break;
@@ -146,15 +161,30 @@ static inline void el_push(el_ent *h, size_t *n, el_ent x)
     h[i] = x;
 }
 
-static inline void wt_sift_down(wt_ent *h, size_t n, size_t i)
+MIX_INLINE void el_fill_top(el_ent *h, size_t n, el_ent x)
+{
+    size_t i = 0, k;
+    while ((k = 2 * i + 1) + 1 < n) {
+        k += el_less(&h[k + 1], &h[k]);
+        h[i] = h[k];
+        i = k;
+    }
+    if (k < n) {
+        h[i] = h[k];
+        i = k;
+    }
+    el_up(h, i, 0, x);
+}
+
+MIX_INLINE void wt_sift_down(wt_ent *h, size_t n, size_t i)
 {
     wt_ent x = h[i];
     for (;;) {
         size_t k = 2 * i + 1;
         if (k >= n)
             break;
-        if (k + 1 < n && wt_less(&h[k + 1], &h[k]))
-            k++;
+        if (k + 1 < n)
+            k += wt_less(&h[k + 1], &h[k]);
         if (!wt_less(&h[k], &x))
             break;
         h[i] = h[k];
@@ -163,9 +193,8 @@ static inline void wt_sift_down(wt_ent *h, size_t n, size_t i)
     h[i] = x;
 }
 
-static inline void wt_push(wt_ent *h, size_t *n, wt_ent x)
+MIX_INLINE void wt_up(wt_ent *h, size_t i, wt_ent x)
 {
-    size_t i = (*n)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (!wt_less(&x, &h[p]))
@@ -174,6 +203,21 @@ static inline void wt_push(wt_ent *h, size_t *n, wt_ent x)
         i = p;
     }
     h[i] = x;
+}
+
+MIX_INLINE void wt_fill_top(wt_ent *h, size_t n, wt_ent x)
+{
+    size_t i = 0, k;
+    while ((k = 2 * i + 1) + 1 < n) {
+        k += wt_less(&h[k + 1], &h[k]);
+        h[i] = h[k];
+        i = k;
+    }
+    if (k < n) {
+        h[i] = h[k];
+        i = k;
+    }
+    wt_up(h, i, x);
 }
 
 static void el_heapify(el_ent *h, size_t n)
@@ -198,15 +242,19 @@ static inline uint32_t step(zpi_mix_cursor *c)
 {
     const zpi_mix *m = c->m;
     uint64_t draw = c->r + 1;
+    /* Released parts become eligible. */
     while (c->nwt > 0 && c->wt[0].rel <= draw) {
         uint32_t i = c->wt[0].idx;
-        c->wt[0] = c->wt[--c->nwt];
-        wt_sift_down(c->wt, c->nwt, 0);
+        c->nwt--;
+        if (c->nwt > 0)
+            wt_fill_top(c->wt, c->nwt, c->wt[c->nwt]);
         el_ent e = {(uint64_t)c->c[i] * m->D + m->D - 1, m->W[i], i};
-        el_push(c->el, &c->nel, e);
+        el_up(c->el, c->nel++, 0, e);
     }
     if (c->nel == 0)
         return UINT32_MAX;
+    /* The earliest deadline is drawn; it stays eligible for the next draw
+     * or waits for its release. */
     uint32_t p = c->el[0].idx;
     uint32_t cp = ++c->c[p];
     uint64_t rel = release_draw(m, cp, m->W[p]);
@@ -214,10 +262,11 @@ static inline uint32_t step(zpi_mix_cursor *c)
         c->el[0].num += m->D;
         el_sift_down(c->el, c->nel, 0);
     } else {
-        c->el[0] = c->el[--c->nel];
-        el_sift_down(c->el, c->nel, 0);
+        c->nel--;
+        if (c->nel > 0)
+            el_fill_top(c->el, c->nel, c->el[c->nel]);
         wt_ent e = {rel, p, 0};
-        wt_push(c->wt, &c->nwt, e);
+        wt_up(c->wt, c->nwt++, e);
     }
     c->r++;
     return p;

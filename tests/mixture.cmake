@@ -3,3 +3,4 @@
 # libzephon, so that they need no other part of the library.
 zp_add_source_test(test_mixture SOURCES tests/test_mixture.c src/mixture.c src/error.c
                    src/status.c)
+set_tests_properties(test_mixture PROPERTIES TIMEOUT 120)

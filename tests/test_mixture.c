@@ -240,6 +240,15 @@ static void test_reference_sequence(void **state)
         4, 2, 1, 4, 3, 0, 4, 1, 4, 0, 3, 1, 4, 0, 4, 1, 0, 4, 3, 2, 4, 1, 0, 4, 3, 1, 4, 0,
         4, 1, 0, 4, 3, 4, 1, 2, 0, 4, 3, 1, 4, 0, 4, 1, 0, 4, 3, 4, 1, 0, 4, 2, 3, 1, 0, 4};
     static const uint8_t ref721[10] = {0, 0, 1, 0, 0, 2, 0, 0, 1, 0};
+    /* Ties of deadlines go to the lowest index. */
+    static const uint8_t ref3322[10] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1};
+    const double w3322[] = {3, 3, 2, 2};
+    zpi_mix *m3322 = mk(w3322, 4);
+    walk t = walk_seq(m3322, 20);
+    for (uint64_t g = 0; g < t.g; g++)
+        assert_int_equal(t.part[g], ref3322[g % 10]);
+    walk_free(&t);
+    zpi_mix_destroy(m3322);
     const double w[] = {19, 18, 5, 12, 30};
     const double w721[] = {0.7, 0.2, 0.1};
     zpi_mix *m = mk(w, 5), *m721 = mk(w721, 3);
@@ -478,6 +487,62 @@ static void test_period(void **state)
     }
 }
 
+/* The most parts and the longest period: one part of weight 2^24 - 65535
+ * and 65535 of weight 1 (T = 2^24; the largest numbers in the deadline and
+ * release arithmetic). */
+static void test_most_parts_longest_period(void **state)
+{
+    (void)state;
+    size_t n = ZPI_MIX_MAX_PARTS;
+    uint64_t T = 1ULL << 24, W0 = T - (n - 1);
+    double *w = malloc(n * sizeof *w);
+    uint64_t *cnt = calloc(n, sizeof *cnt), *got = calloc(n, sizeof *got);
+    assert_non_null(w);
+    assert_non_null(cnt);
+    assert_non_null(got);
+    for (size_t i = 0; i < n; i++)
+        w[i] = i ? 1.0 : (double)W0;
+    zpi_mix *m = mk(w, n);
+    assert_int_equal(zpi_mix_period(m), T);
+    assert_int_equal(zpi_mix_quantum(m, 0), W0);
+    /* The prefixes: part 0 within 1 - 1/(2n - 2) of W0 g / T, the others
+     * drawn at most once; the walk is kept for the seeks below. */
+    uint64_t G = 200000, D = 2 * (uint64_t)n - 2;
+    walk wk = walk_seq(m, G);
+    for (uint64_t g = 1; g <= G; g++) {
+        uint32_t p = wk.part[g - 1];
+        assert_int_equal(wk.pdraw[g - 1], cnt[p]);
+        cnt[p]++;
+        assert_true(p == 0 || cnt[p] == 1);
+        i128 d = (i128)cnt[0] * (i128)T - (i128)W0 * (i128)g;
+        if (d < 0)
+            d = -d;
+        assert_true(d * (i128)D <= (i128)(D - 1) * (i128)T);
+    }
+    zpi_mix_cursor *c = mkcur(m);
+    const uint64_t at[] = {1, 65535, 65536, 131071, 199000, 5 * T + 777, (1ULL << 62) / T * T};
+    for (size_t a = 0; a < ARRAY_LEN(at); a++) {
+        uint64_t r = at[a] % T, q = at[a] / T;
+        zpi_mix_cursor_seek(c, at[a]);
+        for (uint64_t i = 0; i < 1000; i++) {
+            uint32_t p;
+            uint64_t pd;
+            zpi_mix_cursor_next(c, &p, &pd);
+            assert_int_equal(p, wk.part[r + i]);
+            assert_int_equal(pd, q * zpi_mix_quantum(m, p) + wk.pdraw[r + i]);
+        }
+    }
+    assert_int_equal(zpi_mix_counts(m, 3 * T, got), ZP_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(got[i], 3 * zpi_mix_quantum(m, i));
+    zpi_mix_cursor_destroy(c);
+    walk_free(&wk);
+    zpi_mix_destroy(m);
+    free(w);
+    free(cnt);
+    free(got);
+}
+
 /* ---------------------------------------------------------------- one part */
 
 static void test_one_part(void **state)
@@ -646,9 +711,16 @@ static void test_quantization(void **state)
         expect_quanta(w, 3, W);
     }
     {
-        const double w[] = {3.0000000001, 1}; /* integer within 1e-9 relative */
-        const uint64_t W[] = {3, 1};
-        expect_quanta(w, 2, W);
+        const double w[] = {7.000000005, 3, 1}; /* integers within 1e-9 relative */
+        const uint64_t W[] = {7, 3, 1};
+        expect_quanta(w, 3, W);
+    }
+    {
+        /* 2.9e-9 relative from an integer (and more than six places): rounded. */
+        const double w[] = {7.00000002, 3, 1};
+        zpi_mix *m = mk(w, 3);
+        assert_true(zpi_mix_period(m) > 1000000);
+        zpi_mix_destroy(m);
     }
 }
 
@@ -702,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_seek_far),
         cmocka_unit_test(test_counts_match_walk),
         cmocka_unit_test(test_period),
+        cmocka_unit_test(test_most_parts_longest_period),
         cmocka_unit_test(test_one_part),
         cmocka_unit_test(test_bad_weights),
         cmocka_unit_test(test_quantization),
