@@ -25,6 +25,15 @@
 #define ZPI_MPI_NHIST 3
 /* per histogram in the SUM reduction: count, sum_ns, buckets */
 #define ZPI_MPI_HSUM (2 + ZP_HIST_BUCKETS)
+/* Mixture parts in the same reductions, a fixed size on every rank (so the
+ * counts match whatever a rank gives): in the SUM, per listed part its
+ * samples and tokens, then the samples and tokens of every part; in the
+ * MIN, UINT64_MAX minus the listed and total part counts and minus each
+ * listed part's weight bits (non-negative doubles order as their bits). */
+#define ZPI_MPI_PSUM (2 * ZP_OBS_MAX_PARTS + 2)
+#define ZPI_MPI_PMIN (2 + ZP_OBS_MAX_PARTS)
+#define ZPI_MPI_SUMN (ZPI_MPI_NHIST * ZPI_MPI_HSUM + ZPI_MPI_PSUM)
+#define ZPI_MPI_MINN (ZPI_MPI_NHIST * 2 + ZPI_MPI_PMIN)
 
 
 #define ZPI_MPI_DATA_MAX 512
@@ -60,8 +69,12 @@ typedef struct zpi_mpi_pending {
     MPI_Request req[3];
     zp_mpi_rank_stats send;
     zp_mpi_rank_stats *recv;               /* root: size records */
-    uint64_t hsum[ZPI_MPI_NHIST * ZPI_MPI_HSUM], hsum_out[ZPI_MPI_NHIST * ZPI_MPI_HSUM];
-    uint64_t hmin[ZPI_MPI_NHIST * 2], hmin_out[ZPI_MPI_NHIST * 2];
+    uint64_t hsum[ZPI_MPI_SUMN], hsum_out[ZPI_MPI_SUMN];
+    uint64_t hmin[ZPI_MPI_MINN], hmin_out[ZPI_MPI_MINN];
+    /* the root's own part names (the report's names; "part<k>" when the
+     * root gave no input) */
+    int have_names;
+    char part_names[ZP_OBS_MAX_PARTS][ZP_OBS_NAME];
 } zpi_mpi_pending;
 
 struct zp_mpi {
@@ -129,6 +142,9 @@ struct zp_cluster_report {
     uint32_t threads_min, threads_max;
     int ranks_per_node_min, ranks_per_node_max;
     char verdict[512];
+    /* realized mixture proportions summed over ranks (zp_cluster_report_parts) */
+    uint32_t n_parts, parts_total;
+    zp_part_metrics parts[ZP_OBS_MAX_PARTS];
     /* a run cut short (zp_cluster_report_set_partial) */
     int partial;
     char partial_signal[32];       /* "" when no signal stopped it */

@@ -60,6 +60,37 @@ static void partial_line(const zp_cluster_report *r, zpi_sbuf *b)
                   r->partial_steps == 1 ? "" : "s");
 }
 
+/* 1 when the report has a mixture to show (more than one part). */
+static int has_mixture(const zp_cluster_report *r) { return r->parts_total > 1 && r->n_parts > 0; }
+
+/* "(first 64 of N parts listed)" when not every part is. */
+static void parts_cut_note(const zp_cluster_report *r, zpi_sbuf *b, const char *pre, const char *post)
+{
+    if (r->parts_total > r->n_parts)
+        zpi_sb_printf(b, "%sfirst %u of %u parts listed%s", pre, r->n_parts, r->parts_total, post);
+}
+
+/* The realized mixture proportions, summed over ranks. */
+static void mixture_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    if (!has_mixture(r))
+        return;
+    char t1[48], t2[48], t3[48], t4[48], t5[48];
+    zpi_sb_printf(b, "\nmixture (%u parts, summed over ranks", r->parts_total);
+    parts_cut_note(r, b, "; ", "");
+    zpi_sb_puts(b, "):\n");
+    zpi_sb_printf(b, "  %-24s %8s %10s %8s %10s %8s\n", "part", "weight", "samples", "share",
+                  "tokens", "share");
+    for (uint32_t i = 0; i < r->n_parts; i++) {
+        const zp_part_metrics *p = &r->parts[i];
+        zpi_sb_printf(b, "  %-24.24s %8s %10s %8s %10s %8s\n", p->name,
+                      HUMAN(t1, ZPI_U_FRACTION, p->weight), HUMAN(t2, ZPI_U_COUNT, (double)p->samples),
+                      HUMAN(t3, ZPI_U_FRACTION, p->sample_fraction),
+                      HUMAN(t4, ZPI_U_COUNT, (double)p->tokens),
+                      HUMAN(t5, ZPI_U_FRACTION, p->token_fraction));
+    }
+}
+
 static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48], t11[48],
@@ -155,6 +186,8 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
                   HUMAN(t7, ZPI_U_COUNT, (double)t->retries), HUMAN(t8, ZPI_U_COUNT, (double)t->padded),
                   HUMAN(t9, ZPI_U_COUNT, (double)t->skipped),
                   HUMAN(t10, ZPI_U_COUNT, (double)t->batches_dropped));
+
+    mixture_text(r, b);
 
     zpi_sb_puts(b, "\nper node:\n");
     zpi_sb_printf(b, "  %4s %-24s %5s %9s %9s %9s %7s %10s\n", "node", "host", "ranks", "samples",
@@ -351,6 +384,26 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(sum, "throughput", tp);
     json_object_set_new(root, "summary", sum);
     json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
+    if (has_mixture(r)) {
+        json_t *mx = json_object();
+        json_object_set_new(mx, "parts_total", jint(r->parts_total));
+        json_t *pa = json_array();
+        for (uint32_t i = 0; i < r->n_parts; i++) {
+            const zp_part_metrics *p = &r->parts[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "name", json_string(p->name));
+            json_object_set_new(o, "weight", jreal(p->weight));
+            json_object_set_new(o, "samples", jint(p->samples));
+            json_object_set_new(o, "sample_fraction", jreal(p->sample_fraction));
+            json_object_set_new(o, "tokens", jint(p->tokens));
+            json_object_set_new(o, "token_fraction", jreal(p->token_fraction));
+            json_array_append_new(pa, o);
+        }
+        json_object_set_new(mx, "parts", pa);
+        json_object_set_new(root, "mixture", mx);
+    } else {
+        json_object_set_new(root, "mixture", json_null());
+    }
     json_t *nodes = json_array();
     for (int j = 0; j < r->nodes; j++)
         json_array_append_new(nodes, stats_json(&r->node_tot[j], zp_cluster_report_node_host(r, j)));
@@ -1038,6 +1091,28 @@ static void render_html(const zp_cluster_report *r, zpi_sbuf *b)
                   HUMAN(t1, ZPI_U_SAMPLE_RATE, r->throughput),
                   HUMAN(t2, ZPI_U_SAMPLE_RATE, r->bounded),
                   r->stat[ZP_MPI_M_SAMPLES_PER_SECOND].min_rank);
+
+    if (has_mixture(r)) {
+        zpi_sb_printf(b, "<h2>Mixture</h2>\n<p>Realized proportions of the %u parts, summed over "
+                         "ranks",
+                      r->parts_total);
+        parts_cut_note(r, b, " (", ")");
+        zpi_sb_puts(b, ".</p>\n<table><tr><th class=\"l\">part</th><th>weight</th><th>samples</th>"
+                       "<th>share</th><th>tokens</th><th>share</th></tr>\n");
+        for (uint32_t i = 0; i < r->n_parts; i++) {
+            const zp_part_metrics *p = &r->parts[i];
+            zpi_sb_puts(b, "<tr><td class=\"l\">");
+            zpi_sb_html(b, p->name);
+            zpi_sb_puts(b, "</td>");
+            html_cell(b, ZPI_U_FRACTION, p->weight);
+            html_cell(b, ZPI_U_COUNT, (double)p->samples);
+            html_cell(b, ZPI_U_FRACTION, p->sample_fraction);
+            html_cell(b, ZPI_U_COUNT, (double)p->tokens);
+            html_cell(b, ZPI_U_FRACTION, p->token_fraction);
+            zpi_sb_puts(b, "</tr>\n");
+        }
+        zpi_sb_puts(b, "</table>\n");
+    }
 
     zpi_sb_puts(b, "<h2>Nodes</h2>\n<table><tr><th>node</th><th class=\"l\">host</th>"
                    "<th class=\"l\">ranks</th><th>samples</th><th>bytes read</th><th>stall %</th>"

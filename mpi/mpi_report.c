@@ -187,6 +187,50 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
         s->win_stall_fraction = dt > 0 ? dstall / dt : NAN;
 }
 
+/* The mixture parts' counters (see ZPI_MPI_PSUM / ZPI_MPI_PMIN). */
+static void fill_parts(const zp_mpi_input *in, uint64_t *psum, uint64_t *pmin)
+{
+    memset(psum, 0, ZPI_MPI_PSUM * sizeof *psum);
+    for (int k = 0; k < ZPI_MPI_PMIN; k++)
+        pmin[k] = UINT64_MAX;
+    if (!in)
+        return;
+    const zp_metrics_snapshot *mt = &in->metrics;
+    uint32_t n = mt->n_parts < ZP_OBS_MAX_PARTS ? mt->n_parts : ZP_OBS_MAX_PARTS;
+    uint64_t all_s = 0, all_t = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const zp_part_metrics *pm = &mt->parts[i];
+        psum[2 * i] = pm->samples;
+        psum[2 * i + 1] = pm->tokens;
+        all_s += pm->samples;
+        all_t += pm->tokens;
+        double w = pm->weight > 0 && isfinite(pm->weight) ? pm->weight : 0;
+        uint64_t bits;
+        memcpy(&bits, &w, sizeof bits);
+        pmin[2 + i] = UINT64_MAX - bits;
+    }
+    if (mt->parts_total > n) {
+        /* parts beyond the listed ones: the sums over every part from a
+         * listed part's fraction (exact to rounding) */
+        for (uint32_t i = 0; i < n; i++)
+            if (mt->parts[i].sample_fraction > 0) {
+                all_s = (uint64_t)llround((double)mt->parts[i].samples /
+                                          mt->parts[i].sample_fraction);
+                break;
+            }
+        for (uint32_t i = 0; i < n; i++)
+            if (mt->parts[i].token_fraction > 0) {
+                all_t = (uint64_t)llround((double)mt->parts[i].tokens /
+                                          mt->parts[i].token_fraction);
+                break;
+            }
+    }
+    psum[2 * ZP_OBS_MAX_PARTS] = all_s;
+    psum[2 * ZP_OBS_MAX_PARTS + 1] = all_t;
+    pmin[0] = UINT64_MAX - n;
+    pmin[1] = UINT64_MAX - mt->parts_total;
+}
+
 static void fill_hists(const zp_mpi_input *in, uint64_t *hsum, uint64_t *hmin)
 {
     memset(hsum, 0, ZPI_MPI_NHIST * ZPI_MPI_HSUM * sizeof *hsum);
@@ -194,6 +238,7 @@ static void fill_hists(const zp_mpi_input *in, uint64_t *hsum, uint64_t *hmin)
         hmin[2 * h] = UINT64_MAX;
         hmin[2 * h + 1] = UINT64_MAX; /* UINT64_MAX - max, max = 0 */
     }
+    fill_parts(in, hsum + ZPI_MPI_NHIST * ZPI_MPI_HSUM, hmin + ZPI_MPI_NHIST * 2);
     if (!in)
         return;
     const zp_hist *src[ZPI_MPI_NHIST] = {&in->fetch.open_ns, &in->fetch.record_ns,
@@ -226,6 +271,13 @@ zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_k
     pd->kind = kind;
     fill_record(m, in, &pd->send);
     fill_hists(in, pd->hsum, pd->hmin);
+    pd->have_names = 0;
+    if (in && m->rank == m->cfg.root) {
+        pd->have_names = 1;
+        for (uint32_t i = 0; i < ZP_OBS_MAX_PARTS; i++)
+            zpi_fmt(pd->part_names[i], ZP_OBS_NAME, "%s",
+                    i < in->metrics.n_parts ? in->metrics.parts[i].name : "");
+    }
     m->prev = pd->send;
     m->have_prev = in != NULL;
     m->reports++;
@@ -235,13 +287,13 @@ zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_k
                                       &pd->req[0]),
                        "MPI_Igather (report records)");
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Ireduce(pd->hsum, pd->hsum_out, ZPI_MPI_NHIST * ZPI_MPI_HSUM,
+        st = zpi_mpi_check(m, MPI_Ireduce(pd->hsum, pd->hsum_out, ZPI_MPI_SUMN,
                                           MPI_UINT64_T, MPI_SUM, m->cfg.root, m->comm, &pd->req[1]),
-                           "MPI_Ireduce (histograms)");
+                           "MPI_Ireduce (histograms, mixture parts)");
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Ireduce(pd->hmin, pd->hmin_out, ZPI_MPI_NHIST * 2, MPI_UINT64_T,
+        st = zpi_mpi_check(m, MPI_Ireduce(pd->hmin, pd->hmin_out, ZPI_MPI_MINN, MPI_UINT64_T,
                                           MPI_MIN, m->cfg.root, m->comm, &pd->req[2]),
-                           "MPI_Ireduce (histogram extremes)");
+                           "MPI_Ireduce (histogram extremes, part counts)");
     if (st != ZP_OK)
         return st;
     pd->active = 1;
@@ -604,6 +656,29 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         hh->max_ns = hh->count ? UINT64_MAX - pd->hmin_out[2 * k + 1] : 0;
     }
 
+    /* mixture parts summed over ranks */
+    {
+        const uint64_t *ps = pd->hsum_out + ZPI_MPI_NHIST * ZPI_MPI_HSUM;
+        const uint64_t *pm = pd->hmin_out + ZPI_MPI_NHIST * 2;
+        uint64_t listed = UINT64_MAX - pm[0], total = UINT64_MAX - pm[1];
+        r->n_parts = (uint32_t)(listed < ZP_OBS_MAX_PARTS ? listed : ZP_OBS_MAX_PARTS);
+        r->parts_total = (uint32_t)(total < UINT32_MAX ? total : UINT32_MAX);
+        uint64_t all_s = ps[2 * ZP_OBS_MAX_PARTS], all_t = ps[2 * ZP_OBS_MAX_PARTS + 1];
+        for (uint32_t i = 0; i < r->n_parts; i++) {
+            zp_part_metrics *p = &r->parts[i];
+            if (pd->have_names && pd->part_names[i][0])
+                zpi_fmt(p->name, sizeof p->name, "%s", pd->part_names[i]);
+            else
+                zpi_fmt(p->name, sizeof p->name, "part%u", i);
+            uint64_t bits = UINT64_MAX - pm[2 + i];
+            memcpy(&p->weight, &bits, sizeof bits);
+            p->samples = ps[2 * i];
+            p->tokens = ps[2 * i + 1];
+            p->sample_fraction = all_s ? (double)p->samples / (double)all_s : 0;
+            p->token_fraction = all_t ? (double)p->tokens / (double)all_t : 0;
+        }
+    }
+
     /* totals, nodes, threads */
     memset(&r->totals, 0, sizeof r->totals);
     r->totals.rank = -1;
@@ -837,6 +912,16 @@ size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_str
         *out = r ? r->strag : NULL;
     return r ? r->n_strag : 0;
 }
+size_t zp_cluster_report_parts(const zp_cluster_report *r, const zp_part_metrics **out,
+                               size_t *total)
+{
+    if (out)
+        *out = r ? r->parts : NULL;
+    if (total)
+        *total = r ? r->parts_total : 0;
+    return r ? r->n_parts : 0;
+}
+
 double zp_cluster_report_throughput(const zp_cluster_report *r, double *bounded)
 {
     if (bounded)

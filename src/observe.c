@@ -12,6 +12,7 @@
 #include "fetcher.h"
 #include "pipeline_internal.h"
 #include "util.h"
+#include "zephon/state.h"
 
 /* ------------------------------------------------------------ snapshots */
 
@@ -27,6 +28,36 @@ static zp_status observability_off(zp_pipeline *p, const char *call)
 static zpi_obs *obs_of(const zp_pipeline *p)
 {
     return zpi_engine_obs(zpi_pipeline_engine(p));
+}
+
+/* The realized mixture proportions (zp_pipeline_part_counts). */
+static void fill_parts(const zp_pipeline *p, zp_metrics_snapshot *m)
+{
+    const zp_worksource *ws = zpi_pipeline_ws(p);
+    size_t np = ws ? zp_worksource_num_parts(ws) : 0;
+    uint64_t all_s = 0, all_t = 0;
+    for (size_t i = 0; i < np; i++) {
+        uint64_t s = 0, t = 0;
+        if (zp_pipeline_part_counts(p, i, &s, &t) != ZP_OK)
+            s = t = 0;
+        all_s += s;
+        all_t += t;
+        if (i < ZP_OBS_MAX_PARTS) {
+            zp_part_metrics *pm = &m->parts[i];
+            const char *name = zp_worksource_part_name(ws, i);
+            zpi_fmt(pm->name, sizeof pm->name, "%s", name ? name : "");
+            pm->weight = zp_worksource_part_weight(ws, i);
+            pm->samples = s;
+            pm->tokens = t;
+        }
+    }
+    m->parts_total = (uint32_t)np;
+    m->n_parts = (uint32_t)(np < ZP_OBS_MAX_PARTS ? np : ZP_OBS_MAX_PARTS);
+    for (uint32_t i = 0; i < m->n_parts; i++) {
+        zp_part_metrics *pm = &m->parts[i];
+        pm->sample_fraction = all_s ? (double)pm->samples / (double)all_s : 0;
+        pm->token_fraction = all_t ? (double)pm->tokens / (double)all_t : 0;
+    }
 }
 
 static void require_started(const zpi_obs *o, uint64_t *now, double *wall)
@@ -46,6 +77,7 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     if (!zpi_pipeline_observing(p))
         return observability_off(p, __func__);
     memset(m, 0, sizeof *m);
+    fill_parts(p, m);
     zpi_engine *e = zpi_pipeline_engine(p);
     zpi_obs *o = zpi_engine_obs(e);
     if (!o) { /* not started yet */
@@ -242,6 +274,21 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
         "stall_seconds", m->stall_seconds, "stall_fraction", m->stall_fraction, "batches_per_second",
         m->batches_per_second, "samples_per_second", m->samples_per_second, "threads",
         (int)m->threads, "operators", ops);
+    json_t *parts = json_array();
+    for (uint32_t i = 0; i < m->n_parts && i < ZP_OBS_MAX_PARTS; i++) {
+        const zp_part_metrics *pm = &m->parts[i];
+        json_array_append_new(
+            parts, json_pack("{s:s,s:f,s:I,s:I,s:f,s:f}", "name", pm->name, "weight", pm->weight,
+                             "samples", (json_int_t)pm->samples, "tokens", (json_int_t)pm->tokens,
+                             "sample_fraction", pm->sample_fraction, "token_fraction",
+                             pm->token_fraction));
+    }
+    if (j) {
+        json_object_set_new(j, "parts", parts);
+        json_object_set_new(j, "parts_total", json_integer((json_int_t)m->parts_total));
+    } else {
+        json_decref(parts);
+    }
     return dump(j, out);
 }
 

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,12 @@ static void test_observe_counters_exact(void **state)
     assert_int_equal(m->batches, batches);
     assert_int_equal(m->samples, f->total);
     assert_int_equal(m->n_ops, 3); /* fetch, slow, batch */
+    /* without a mixture: one part of weight 1 holding every sample */
+    assert_int_equal(m->parts_total, 1);
+    assert_int_equal(m->n_parts, 1);
+    assert_true(m->parts[0].weight == 1.0);
+    assert_int_equal(m->parts[0].samples, f->total);
+    assert_true(m->parts[0].sample_fraction == 1.0);
     assert_string_equal(m->ops[0].name, "fetch");
     assert_string_equal(m->ops[1].name, "slow");
     assert_string_equal(m->ops[2].name, "batch");
@@ -316,7 +323,7 @@ static void test_observe_json_has_every_documented_field(void **state)
     static const char *const mk[] = {"snapshot", "wall_seconds", "time_to_first_batch", "batches",
                                      "samples", "tokens", "stall_seconds", "stall_fraction",
                                      "batches_per_second", "samples_per_second", "threads",
-                                     "operators", NULL};
+                                     "operators", "parts", "parts_total", NULL};
     expect_keys(j, mk);
     json_t *ops = json_object_get(j, "operators");
     assert_int_equal(json_array_size(ops), 3);
@@ -359,6 +366,129 @@ static void test_observe_json_has_every_documented_field(void **state)
     free(m);
     free(ft);
     free(pt);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+}
+
+/* ------------------------------------------------------------ mixture parts */
+
+/* The snapshot's parts against counts made from the delivered batches:
+ * equal per part, summing to the snapshot's samples, each within 2
+ * samples of its weight's share (the quota schedule keeps every prefix
+ * within one sample of it). */
+static void check_parts(const zp_metrics_snapshot *m, const uint64_t *seen, const char *const *names,
+                        const double *w)
+{
+    assert_int_equal(m->parts_total, 3);
+    assert_int_equal(m->n_parts, 3);
+    uint64_t sum = 0;
+    double fsum = 0;
+    for (int i = 0; i < 3; i++) {
+        const zp_part_metrics *pm = &m->parts[i];
+        assert_string_equal(pm->name, names[i]);
+        assert_true(fabs(pm->weight - w[i]) < 1e-9);
+        assert_int_equal(pm->samples, seen[i]);
+        sum += pm->samples;
+        fsum += pm->sample_fraction;
+        double want = w[i] * (double)m->samples;
+        if (fabs((double)pm->samples - want) > 2.0)
+            fail_msg("part %d: %llu samples of %llu, weight %.2f wants %.1f", i,
+                     (unsigned long long)pm->samples, (unsigned long long)m->samples, w[i], want);
+        if (m->samples)
+            assert_true(fabs(pm->sample_fraction - (double)pm->samples / (double)m->samples) <
+                        1e-12);
+    }
+    assert_int_equal(sum, m->samples);
+    if (m->samples)
+        assert_true(fabs(fsum - 1.0) < 1e-9);
+}
+
+static void test_observe_mixture_parts(void **state)
+{
+    fixture *f = *state;
+    static const char *const names[3] = {"web", "code", "books"};
+    const double w[3] = {0.5, 0.3, 0.2};
+    /* shards 0-1 (130 samples), 2 (110), 3 (140): weights 5:3:2 */
+    zp_mix_part parts[3] = {{names[0], 2, 5}, {names[1], 1, 3}, {names[2], 1, 2}};
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.seed = 3;
+    wc.parts = parts;
+    wc.n_parts = 3;
+    zp_worksource *ws;
+    assert_int_equal(zp_worksource_create(f->ds, &wc, &ws), ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = 2;
+    pc.chunk_samples = 8;
+    pc.microbatch_size = 5;
+    zp_pipeline *p;
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    assert_int_equal(zp_pipeline_enable_observability(p), ZP_OK);
+    zp_metrics_snapshot *m = malloc(sizeof *m);
+    uint64_t seen[3] = {0, 0, 0};
+    /* before the first batch: the parts with zero counts */
+    assert_int_equal(zp_pipeline_metrics_snapshot(p, m), ZP_OK);
+    check_parts(m, seen, names, w);
+    const zp_batch *b;
+    uint64_t batches = 0;
+    while (zp_pipeline_next(p, &b) == ZP_OK) {
+        for (size_t i = 0; i < b->n_samples; i++) {
+            assert_true(b->samples[i].part < 3);
+            seen[b->samples[i].part]++;
+        }
+        if (++batches % 13 == 0) { /* mid-run */
+            assert_int_equal(zp_pipeline_metrics_snapshot(p, m), ZP_OK);
+            check_parts(m, seen, names, w);
+        }
+    }
+    assert_int_equal(zp_pipeline_metrics_snapshot(p, m), ZP_OK);
+    assert_int_equal(m->samples, f->total);
+    check_parts(m, seen, names, w);
+
+    /* the JSON rendering */
+    char *s;
+    json_error_t err;
+    assert_int_equal(zp_metrics_json(m, &s), ZP_OK);
+    json_t *j = json_loads(s, 0, &err);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "parts_total")), 3);
+    json_t *ja = json_object_get(j, "parts");
+    assert_int_equal(json_array_size(ja), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *o = json_array_get(ja, i);
+        static const char *const pk[] = {"name", "weight", "samples", "tokens",
+                                         "sample_fraction", "token_fraction", NULL};
+        expect_keys(o, pk);
+        assert_string_equal(json_string_value(json_object_get(o, "name")), names[i]);
+        assert_int_equal(json_integer_value(json_object_get(o, "samples")), (json_int_t)seen[i]);
+        assert_true(fabs(json_real_value(json_object_get(o, "weight")) - w[i]) < 1e-9);
+    }
+    json_decref(j);
+    free(s);
+    zp_pipeline_destroy(p);
+
+    /* tokens: packed rows; the parts' tokens sum to the delivered tokens */
+    zp_worksource_destroy(ws);
+    assert_int_equal(zp_worksource_create(f->ds, &wc, &ws), ZP_OK);
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", 2), ZP_OK);
+    assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 32), ZP_OK);
+    assert_int_equal(zp_pipeline_enable_observability(p), ZP_OK);
+    while (zp_pipeline_next(p, &b) == ZP_OK) {
+    }
+    assert_int_equal(zp_pipeline_metrics_snapshot(p, m), ZP_OK);
+    uint64_t tsum = 0;
+    double tf = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_true(m->parts[i].tokens > 0);
+        tsum += m->parts[i].tokens;
+        tf += m->parts[i].token_fraction;
+    }
+    assert_true(m->tokens > 0);
+    assert_int_equal(tsum, m->tokens);
+    assert_true(fabs(tf - 1.0) < 1e-9);
+    free(m);
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
 }
@@ -433,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_observe_stall_small_when_consumer_slow),
         cmocka_unit_test(test_observe_json_has_every_documented_field),
         cmocka_unit_test(test_prefetch_loads_ahead_and_keeps_output),
+        cmocka_unit_test(test_observe_mixture_parts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -253,7 +253,8 @@ ZP_API double zp_mpi_sync_seconds(const zp_mpi *m);
 
 /* ------------------------------------------------------------ reports */
 
-/* One rank's contribution to a report: its snapshots. Fill it with
+/* One rank's contribution to a report: its snapshots (metrics.parts: the
+ * realized mixture proportions, summed over ranks in the report). Fill it with
  * zp_mpi_input_from_pipeline(), or by hand (tests, a custom loader). */
 typedef struct zp_mpi_input {
     zp_metrics_snapshot metrics;
@@ -426,6 +427,17 @@ ZP_API zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metri
 ZP_API const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which);
 /* Stragglers, slowest first. @return their count; *out borrowed. */
 ZP_API size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out);
+/* Realized mixture proportions over the ranks: per mixture part (from
+ * each rank's zp_metrics_snapshot.parts, so zp_mpi_input_from_pipeline()
+ * carries them) its samples and tokens summed over the valid ranks, their
+ * fractions of the sums over every part, its weight as used and its name
+ * (the root's; "part<k>" when the root gave no input). The counters travel
+ * in the report's reductions at a fixed size (ZP_OBS_MAX_PARTS), the same
+ * on every rank. @return the parts listed (at most ZP_OBS_MAX_PARTS; 0
+ * when no rank gave a snapshot); *total (may be NULL): the mixture's part
+ * count (1 without a mixture); *out (may be NULL) borrowed. */
+ZP_API size_t zp_cluster_report_parts(const zp_cluster_report *r, const zp_part_metrics **out,
+                                      size_t *total);
 /* Aggregate throughput, samples/s: achieved (total samples / slowest
  * rank's wall) and as bounded by the slowest rank (its samples/s x ranks:
  * what lock-step training gets). */

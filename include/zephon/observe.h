@@ -73,6 +73,24 @@ typedef struct zp_op_metrics {
     double utilization;       /* busy / (parallelism x wall) */
 } zp_op_metrics;
 
+/* Mixture parts (issue 10): at most this many are listed in a snapshot. */
+#define ZP_OBS_MAX_PARTS 64
+
+/* One mixture part's realized proportion (zp_pipeline_part_counts): the
+ * samples and tokens of that part delivered so far. A pipeline without a
+ * mixture has one part of weight 1 holding everything delivered. */
+typedef struct zp_part_metrics {
+    char name[ZP_OBS_NAME];   /* zp_worksource_part_name(), cut to 31 bytes */
+    double weight;            /* the weight as used: a fraction of 1
+                                 (zp_worksource_part_weight) */
+    uint64_t samples;         /* samples of this part delivered (padded repeats
+                                 included, skipped batches not) */
+    uint64_t tokens;          /* tokens of this part delivered (EOT separators
+                                 included; 0 without a tokenize operator) */
+    double sample_fraction;   /* samples / the samples of all parts (0 when none) */
+    double token_fraction;    /* tokens / the tokens of all parts (0 when none) */
+} zp_part_metrics;
+
 typedef struct zp_metrics_snapshot {
     double wall_seconds;          /* since the first next() */
     double time_to_first_batch;   /* seconds */
@@ -87,6 +105,14 @@ typedef struct zp_metrics_snapshot {
     uint32_t threads;
     uint32_t n_ops;
     zp_op_metrics ops[ZP_OBS_MAX_OPS];
+    /* Realized mixture proportions. parts_total: the mixture's part count
+     * (zp_worksource_num_parts: 1 without a mixture); n_parts: the entries
+     * filled, min(parts_total, ZP_OBS_MAX_PARTS): with more than 64 parts
+     * only the first 64 are listed (the fractions still divide by the sums
+     * over every part). Filled before the first next() too (zero counts). */
+    uint32_t n_parts;
+    uint32_t parts_total;
+    zp_part_metrics parts[ZP_OBS_MAX_PARTS];
 } zp_metrics_snapshot;
 
 typedef struct zp_fetch_timing {

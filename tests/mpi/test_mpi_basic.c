@@ -11,6 +11,7 @@
  *    totals, the non-blocking report;
  *  - lock-step delivery: token packing gives ranks different batch counts,
  *    all stop at the shortest; a rank's error reaches every rank. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,7 +352,18 @@ static void run_exactly_once(zp_remainder rem)
         char *txt = NULL;
         MPT_CHECK(zp_cluster_report_render(rep, ZP_MPI_TEXT, &txt, NULL) == ZP_OK);
         MPT_CHECK(txt && strstr(txt, "verdict: "));
+        MPT_CHECK(txt && !strstr(txt, "mixture ("), "one part: no mixture section");
         free(txt);
+        const zp_part_metrics *pm = NULL;
+        size_t ptotal = 0;
+        MPT_CHECK(zp_cluster_report_parts(rep, &pm, &ptotal) == 1 && ptotal == 1);
+        MPT_CHECK(pm && pm[0].samples == t->samples && pm[0].weight == 1.0);
+        char *js = NULL;
+        MPT_CHECK(zp_cluster_report_render(rep, ZP_MPI_JSON, &js, NULL) == ZP_OK);
+        json_t *root = js ? json_loads(js, 0, NULL) : NULL;
+        MPT_CHECK(root && json_is_null(json_object_get(root, "mixture")));
+        json_decref(root);
+        free(js);
     } else {
         MPT_CHECK(rep == NULL);
     }
@@ -595,6 +607,134 @@ static void test_lockstep_tokens(void **state)
     mpt_sync();
 }
 
+/* ------------------------------------------------------------ mixture in the report */
+
+/* Run a 2-part mixture (3:1 over SIZES' first and last three shards) in
+ * lock-step, with or without token packing; the report's parts must be the
+ * sums over ranks of the ranks' own snapshots, in every format. */
+static void run_mixture_report(mpt_job *j, int tokens)
+{
+    zp_mpi *m = j->m;
+    size_t shards[2] = {3, 3};
+    zp_mix_part parts[2] = {{"common", shards[0], 3}, {"rare", shards[1], 1}};
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.seed = 5;
+    wc.parts = parts;
+    wc.n_parts = 2;
+    zp_worksource *ws = NULL;
+    MPT_CHECK(zp_mpi_worksource_create(m, j->ds, &wc, &ws) == ZP_OK, "%s", zp_mpi_errmsg(m));
+    zp_pipeline *p = NULL;
+    if (ws && tokens) {
+        p = token_pipeline(ws);
+    } else if (ws) {
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 2;
+        pc.microbatch_size = 7;
+        pc.chunk_samples = 16;
+        MPT_CHECK(zp_pipeline_create(ws, &pc, &p) == ZP_OK);
+    }
+    MPT_CHECK(p != NULL);
+    MPT_CHECK(p && zp_pipeline_enable_observability(p) == ZP_OK);
+    uint64_t seen[2] = {0, 0};
+    const zp_batch *b;
+    zp_status st = ZP_END;
+    while (p && (st = zp_mpi_next(m, p, &b)) == ZP_OK)
+        for (size_t i = 0; !tokens && i < b->n_samples; i++)
+            seen[b->samples[i].part < 2 ? b->samples[i].part : 0]++;
+    MPT_CHECK(st == ZP_END, "%s: %s", zp_status_str(st), zp_mpi_errmsg(m));
+
+    zp_mpi_input in;
+    memset(&in, 0, sizeof in);
+    MPT_CHECK(p && zp_mpi_input_from_pipeline(p, &in) == ZP_OK);
+    MPT_CHECK(in.metrics.n_parts == 2 && in.metrics.parts_total == 2, "%u/%u parts",
+              in.metrics.n_parts, in.metrics.parts_total);
+    if (!tokens)
+        MPT_CHECK(in.metrics.parts[0].samples == seen[0] && in.metrics.parts[1].samples == seen[1]);
+    else
+        MPT_CHECK(in.metrics.parts[0].tokens > 0 && in.metrics.parts[1].tokens > 0,
+                  "tokens %llu %llu, samples %llu %llu, batches %llu, tokens %llu",
+                  (unsigned long long)in.metrics.parts[0].tokens,
+                  (unsigned long long)in.metrics.parts[1].tokens,
+                  (unsigned long long)in.metrics.parts[0].samples,
+                  (unsigned long long)in.metrics.parts[1].samples,
+                  (unsigned long long)in.metrics.batches, (unsigned long long)in.metrics.tokens);
+    uint64_t mine[4] = {in.metrics.parts[0].samples, in.metrics.parts[0].tokens,
+                        in.metrics.parts[1].samples, in.metrics.parts[1].tokens};
+    uint64_t sums[4] = {0, 0, 0, 0};
+    MPI_Reduce(mine, sums, 4, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    zp_cluster_report *rep = NULL;
+    st = zp_mpi_report(m, &in, ZP_MPI_REPORT_FINAL, &rep);
+    MPT_CHECK(st == ZP_OK, "%s", zp_mpi_errmsg(m));
+    if (mpt_rank == 0 && rep) {
+        const zp_part_metrics *pm = NULL;
+        size_t total = 0;
+        MPT_CHECK(zp_cluster_report_parts(rep, &pm, &total) == 2 && total == 2);
+        const zp_mpi_rank_stats *t = zp_cluster_report_totals(rep);
+        MPT_CHECK(sums[0] + sums[2] == t->samples, "parts %llu + %llu, totals %llu",
+                  (unsigned long long)sums[0], (unsigned long long)sums[2],
+                  (unsigned long long)t->samples);
+        if (tokens)
+            MPT_CHECK(sums[1] + sums[3] == t->tokens);
+        else /* every rank delivered its whole plan: the quota schedule's shares */
+            MPT_CHECK(fabs((double)sums[0] - 0.75 * (double)t->samples) <= 2.0 * mpt_size,
+                      "common: %llu of %llu", (unsigned long long)sums[0],
+                      (unsigned long long)t->samples);
+        char *js = NULL;
+        MPT_CHECK(zp_cluster_report_render(rep, ZP_MPI_JSON, &js, NULL) == ZP_OK);
+        json_error_t err;
+        json_t *root = js ? json_loads(js, 0, &err) : NULL;
+        MPT_CHECK(root != NULL);
+        json_t *mx = json_object_get(root, "mixture");
+        MPT_CHECK(json_is_object(mx));
+        MPT_CHECK(json_integer_value(json_object_get(mx, "parts_total")) == 2);
+        json_t *pa = json_object_get(mx, "parts");
+        MPT_CHECK(json_array_size(pa) == 2);
+        for (size_t i = 0; i < 2 && i < json_array_size(pa); i++) {
+            json_t *o = json_array_get(pa, i);
+            const char *name = json_string_value(json_object_get(o, "name"));
+            MPT_CHECK(name && strcmp(name, parts[i].name) == 0);
+            MPT_CHECK(fabs(json_real_value(json_object_get(o, "weight")) - (i ? 0.25 : 0.75)) <
+                      1e-9);
+            MPT_CHECK((uint64_t)json_integer_value(json_object_get(o, "samples")) == sums[2 * i],
+                      "part %zu: %lld samples, ranks' sum %llu", i,
+                      (long long)json_integer_value(json_object_get(o, "samples")),
+                      (unsigned long long)sums[2 * i]);
+            MPT_CHECK((uint64_t)json_integer_value(json_object_get(o, "tokens")) ==
+                      sums[2 * i + 1]);
+            double sf = json_real_value(json_object_get(o, "sample_fraction"));
+            MPT_CHECK(fabs(sf - (double)sums[2 * i] / (double)(sums[0] + sums[2])) < 1e-9);
+        }
+        json_decref(root);
+        free(js);
+        char *txt = NULL, *html = NULL;
+        MPT_CHECK(zp_cluster_report_render(rep, ZP_MPI_TEXT, &txt, NULL) == ZP_OK);
+        MPT_CHECK(txt && strstr(txt, "mixture (2 parts, summed over ranks):") &&
+                  strstr(txt, "  common "), "%s", txt ? txt : "");
+        MPT_CHECK(zp_cluster_report_render(rep, ZP_MPI_HTML, &html, NULL) == ZP_OK);
+        MPT_CHECK(html && strstr(html, "<h2>Mixture</h2>") && strstr(html, ">rare<"));
+        free(txt);
+        free(html);
+    }
+    zp_cluster_report_destroy(rep);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+}
+
+static void test_mixture_report(void **state)
+{
+    (void)state;
+    /* a handle's lock-step delivery ends once: a job per run */
+    for (int tokens = 0; tokens <= 1; tokens++) {
+        mpt_job j;
+        mpt_job_open(&j, "mix.json", SIZES, NS, -1);
+        run_mixture_report(&j, tokens);
+        mpt_job_close(&j);
+        mpt_sync();
+    }
+}
+
 static void test_error_reaches_every_rank(void **state)
 {
     (void)state;
@@ -726,6 +866,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exactly_once_drop),
         cmocka_unit_test(test_reduction_exact),
         cmocka_unit_test(test_lockstep_tokens),
+        cmocka_unit_test(test_mixture_report),
         cmocka_unit_test(test_error_reaches_every_rank),
         cmocka_unit_test(test_votes),
     };

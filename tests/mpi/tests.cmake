@@ -23,7 +23,8 @@ function(zp_add_mpi_test name)
   target_compile_options(${name} PRIVATE ${ZP_WARN})
   target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
   target_include_directories(${name} PRIVATE ${_zp_mpi_tests} ${CMAKE_CURRENT_SOURCE_DIR}/tests)
-  target_link_libraries(${name} PRIVATE zephon_mpi PkgConfig::CMOCKA PkgConfig::ZSTD m)
+  target_link_libraries(${name} PRIVATE zephon_mpi PkgConfig::CMOCKA PkgConfig::ZSTD
+                        PkgConfig::JANSSON m)
   foreach(np ${T_NP})
     add_test(NAME ${name}_np${np}
       COMMAND ${ZP_MPIRUN} ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${name}>)
