@@ -678,8 +678,10 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
     for (size_t i = 0; i < o->n_parts; i++)
         for (size_t j = 0; j < i; j++)
             if (!strcmp(o->parts[i].name, o->parts[j].name)) {
-                fprintf(stderr, "zephon run: two parts of the mixture are named '%s' (parts %zu and "
-                                "%zu)\n",
+                fprintf(stderr, "zephon run: %s%s%stwo parts of the mixture are named '%s' (parts "
+                                "%zu and %zu)\n",
+                        o->mixture_file ? "--mixture " : "",
+                        o->mixture_file ? o->mixture_file : "", o->mixture_file ? ": " : "",
                         o->parts[i].name, j, i);
                 return -1;
             }
