@@ -416,5 +416,6 @@ int zp_cmd_run_mpi(zp_run_opts *o)
     zp_mpi_destroy(m);
     if (!already)
         MPI_Finalize();
+    zp_run_opts_free(o);
     return rc;
 }

@@ -734,7 +734,7 @@ int zp_run_index_store_dir(char *buf, size_t cap)
     return zpi_mkdir_p(buf, 0700);
 }
 
-int zp_run_main(zp_run_opts *o)
+static int run_main(zp_run_opts *o)
 {
     if (zp_run_rank_from_env(o) != 0)
         return 2;
@@ -786,5 +786,12 @@ int zp_run_main(zp_run_opts *o)
     }
     zp_run_result_free(&r);
     zp_dataset_destroy(ds);
+    return rc;
+}
+
+int zp_run_main(zp_run_opts *o)
+{
+    int rc = run_main(o);
+    zp_run_opts_free(o);
     return rc;
 }

@@ -467,7 +467,17 @@ static int name_par(const char *opt, const char *v, char *name, size_t cap, uint
     return num(what, colon + 1, 1, MAX_PAR, par);
 }
 
+static int parse_args(zp_run_opts *o, int argc, char **argv);
+
 int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
+{
+    int rc = parse_args(o, argc, argv);
+    if (rc != 0)
+        zp_run_opts_free(o); /* the caller returns at once */
+    return rc;
+}
+
+static int parse_args(zp_run_opts *o, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

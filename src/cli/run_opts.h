@@ -126,7 +126,9 @@ typedef struct zp_run_result {
 void zp_run_opts_init(zp_run_opts *o);
 /* Frees what the options own. */
 void zp_run_opts_free(zp_run_opts *o);
-/* 0: ok, 1: --help, -1: bad options (message printed). */
+/* 0: ok, 1: --help, -1: bad options (message printed). On 1 and -1 what
+ * the options own is freed already; after 0, zp_run_main() and
+ * zp_cmd_run_mpi() free it when they return. */
 int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv);
 /* Parse "SPEC[@WEIGHT]" (--data): the weight is the text after the last
  * '@' when it reads as a number (strtod's syntax, whole; it must then be
@@ -163,6 +165,8 @@ int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank);
  * run failed); 2 (settings that overflow the epoch arithmetic); or
  * 128+signal (outputs written and complete up to the last batch). */
 int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
+/* Build the dataset and run (zp_run_pipeline); frees o's own memory
+ * (zp_run_opts_free) before it returns. */
 int zp_run_main(zp_run_opts *o);
 /* Add the specs to ds part by part (o->parts[k].shards set; the
  * worksource's parts o->mix and o->ws.parts/n_parts set for 2+ parts). 0,
@@ -208,7 +212,8 @@ int zp_run_write_metrics(zp_pipeline *p, const char *path, int stop);
 /* cmd_run_mpi.c: 1 when launched by mpirun/srun (PMIx/Open MPI variables). */
 int zp_cli_under_mpi(void);
 /* `zephon run` over MPI: initialises MPI (the command owns it, never the
- * library), runs the pipeline on this rank, writes the report. */
+ * library), runs the pipeline on this rank, writes the report; frees o's
+ * own memory before it returns. */
 int zp_cmd_run_mpi(zp_run_opts *o);
 #endif
 
