@@ -694,8 +694,8 @@ perr:
                 o->save_state, (unsigned long long)saved_at);
     rc = 1;
 out:
-    int c1 = zp_out_close(&ids), c2 = zp_out_close(&dig), c3 = zp_out_close(&smp);
-    if (c1 != 0 || c2 != 0 || c3 != 0) /* every file closed, whichever failed */
+    /* every file closed, whichever failed */
+    if ((zp_out_close(&ids) != 0) | (zp_out_close(&dig) != 0) | (zp_out_close(&smp) != 0))
         rc = 1;
     if (res->stop == ZP_RUN_STOP_OUTPUT)
         rc = 1;
