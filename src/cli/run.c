@@ -695,7 +695,7 @@ perr:
     rc = 1;
 out:
     /* every file closed, whichever failed */
-    if ((zp_out_close(&ids) != 0) | (zp_out_close(&dig) != 0) | (zp_out_close(&smp) != 0))
+    if (zp_out_close(&ids) + zp_out_close(&dig) + zp_out_close(&smp) != 0) /* each 0 or -1 */
         rc = 1;
     if (res->stop == ZP_RUN_STOP_OUTPUT)
         rc = 1;
