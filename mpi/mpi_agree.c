@@ -1,6 +1,7 @@
-/* mpi_agree.c - startup agreement between ranks (dataset, plan and batch
- * settings compared with one MPI_Allreduce), and the dataset built once on
- * rank 0 and broadcast as a manifest. */
+/* mpi_agree.c - startup agreement between ranks (dataset, plan, mixture
+ * and batch settings compared with one MPI_Allreduce), and the dataset
+ * built once on rank 0 and broadcast as a manifest (with the shards each
+ * spec added, for a mixture's parts). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,10 @@ void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b)
                       (unsigned long long)i->ws.seed, i->ws.world_size, i->ws.shuffle,
                       i->ws.shuffle_block_shards,
                       i->ws.remainder == ZP_REMAINDER_DROP ? "drop" : "pad");
+        if (i->ws.epoch_samples)
+            zpi_sb_printf(b, " epoch_samples=%llu", (unsigned long long)i->ws.epoch_samples);
+        if (i->ws.n_parts)
+            zpi_sb_printf(b, " mixture_parts=%zu", i->ws.n_parts);
         sep = " ";
     }
     if (i->have_pc) {
@@ -131,6 +136,9 @@ enum {
     F_SHUFFLE,
     F_BLOCK,
     F_REMAINDER,
+    F_EPOCH_SAMPLES,
+    F_PARTS,
+    F_PARTS_HASH,
     F_EPOCHS,
     F_MICRO,
     F_SEQ,
@@ -150,6 +158,9 @@ static const char *const FIELD_NAME[F_N] = {
     "shuffle",
     "shuffle_block_shards",
     "remainder",
+    "epoch_samples",
+    "mixture part count",
+    "mixture parts (names, shards, weights)",
     "epochs",
     "microbatch_size",
     "seq_len",
@@ -164,6 +175,32 @@ static uint64_t fnv1a(const char *s)
     for (; *s; s++) {
         h ^= (unsigned char)*s;
         h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t fnv1a_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* A hash of the mixture's parts: each name (NULL as ""), shard count and
+ * weight (its bits: the same number on every rank gives the same bits). */
+static uint64_t parts_hash(const zp_worksource_config *ws)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < ws->n_parts && ws->parts; i++) {
+        const zp_mix_part *p = &ws->parts[i];
+        const char *name = p->name ? p->name : "";
+        uint64_t shards = p->shards;
+        h = fnv1a_bytes(h, name, strlen(name) + 1);
+        h = fnv1a_bytes(h, &shards, sizeof shards);
+        h = fnv1a_bytes(h, &p->weight, sizeof p->weight);
     }
     return h;
 }
@@ -188,6 +225,16 @@ static void field_value(char *buf, size_t cap, const uint64_t *rec, int f)
         break;
     case F_EXTRA:
         zpi_fmt(buf, cap, "hash %016llx", (unsigned long long)rec[f]);
+        break;
+    case F_PARTS_HASH:
+        zpi_fmt(buf, cap, "%llu parts, hash %016llx", (unsigned long long)rec[F_PARTS],
+                (unsigned long long)rec[f]);
+        break;
+    case F_EPOCH_SAMPLES:
+        if (rec[f] == 0)
+            zpi_fmt(buf, cap, "0 (the dataset's sample count)");
+        else
+            zpi_fmt(buf, cap, "%llu", (unsigned long long)rec[f]);
         break;
     default:
         zpi_fmt(buf, cap, "%llu", (unsigned long long)rec[f]);
@@ -266,6 +313,9 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         rec[F_SHUFFLE] = (uint64_t)ws->shuffle;
         rec[F_BLOCK] = ws->shuffle_block_shards;
         rec[F_REMAINDER] = (uint64_t)ws->remainder;
+        rec[F_EPOCH_SAMPLES] = ws->epoch_samples;
+        rec[F_PARTS] = ws->n_parts;
+        rec[F_PARTS_HASH] = parts_hash(ws);
     }
     if (pc) {
         rec[F_PRESENT] |= 4;
@@ -303,8 +353,10 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         m->info.ds_fingerprint = rec[F_DS_FP];
         m->info.ds_bytes = ds_bytes;
         memcpy(m->info.data, m->data, sizeof m->info.data);
-        if (ws)
+        if (ws) {
             m->info.ws = *ws;
+            m->info.ws.parts = NULL; /* borrowed by the caller: only the count is kept */
+        }
         if (pc)
             m->info.pc = *pc;
         if (extra && !(m->info.extra = strdup(extra)))
@@ -337,6 +389,8 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
             if (res[F_DS_FP] != ~res[F_N + F_DS_FP])
                 continue; /* already said with the fingerprint */
         }
+        if (f == F_PARTS && res[F_PARTS_HASH] != ~res[F_N + F_PARTS_HASH])
+            continue; /* said with the parts' hash, which names the count */
         if (f == F_EXTRA) {
             extra_differs = 1;
             continue;
@@ -383,9 +437,11 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
 
 /* Rank 0: build the dataset from the specs and serialise it as a manifest
  * that does not depend on a folder (canonical absolute paths or URLs, and
- * each shard's name as rank 0 was given it). *out malloc'd. */
+ * each shard's name as rank 0 was given it). *out malloc'd. counts (NULL,
+ * or n entries): the shards each spec added. */
 static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
-                                const zp_dataset_config *cfg, char **out, size_t *out_len)
+                                const zp_dataset_config *cfg, uint64_t *counts, char **out,
+                                size_t *out_len)
 {
     zp_dataset *ds = NULL;
     zp_status st = zp_dataset_create(cfg, &ds);
@@ -395,8 +451,12 @@ static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
         zp_dataset_destroy(ds);
         return st;
     }
-    for (size_t i = 0; i < n && st == ZP_OK; i++)
+    for (size_t i = 0; i < n && st == ZP_OK; i++) {
+        size_t before = zp_dataset_num_shards(ds);
         st = zp_dataset_add(ds, specs[i]);
+        if (counts)
+            counts[i] = zp_dataset_num_shards(ds) - before;
+    }
     if (st == ZP_OK) /* indexes the shards without counts */
         st = zp_dataset_manifest_json(ds, 0, NULL, out, out_len);
     if (st != ZP_OK)
@@ -441,24 +501,47 @@ static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
     return ZP_OK;
 }
 
-zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
-                                const zp_dataset_config *cfg, zp_dataset **out)
+/* zp_mpi_dataset_create(), and with part_shards (parts set) the shards
+ * each spec added on rank 0, broadcast after the manifest. */
+static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
+                                const zp_dataset_config *cfg, int parts, size_t *part_shards,
+                                zp_dataset **out)
 {
     ZPI_MPI_USABLE(m);
     if (out)
         *out = NULL;
     char *bytes = NULL;
     size_t len = 0;
+    uint64_t *counts = NULL;
     zp_status local = ZP_OK;
+    const char *fn = parts ? "zp_mpi_dataset_create_parts" : "zp_mpi_dataset_create";
     if (!out)
-        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_dataset_create: out is NULL");
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "%s: out is NULL", fn);
+    else if (parts && !part_shards)
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID, "%s: part_shards is NULL", fn);
     else if (m->rank == 0 && (!specs || n_specs == 0))
         local = zpi_mpi_fail(m, ZP_ERR_INVALID, "no dataset given (no shard, glob or manifest)");
-    else if (m->rank == 0)
-        local = build_manifest(m, specs, n_specs, cfg, &bytes, &len);
-    if (m->rank == 0)
-        zpi_mpi_data_summary(m->data, sizeof m->data, specs, n_specs);
+    else if (parts && !(counts = calloc(n_specs ? n_specs : 1, sizeof *counts)))
+        local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for %zu shard counts", n_specs);
     zp_status st = zpi_mpi_agree_status(m, local);
+    if (st == ZP_OK && parts) {
+        /* every rank fills n_specs counts: the same number on every rank */
+        uint64_t in[2] = {n_specs, ~(uint64_t)n_specs}, res[2];
+        st = zpi_mpi_check(m, MPI_Allreduce(in, res, 2, MPI_UINT64_T, MPI_MIN, m->comm),
+                           "MPI_Allreduce (mixture part count)");
+        if (st == ZP_OK && res[0] != ~res[1])
+            st = zpi_mpi_fail(m, ZP_ERR_MISMATCH,
+                              "the ranks were given different numbers of mixture specs (from %llu "
+                              "to %llu)",
+                              (unsigned long long)res[0], (unsigned long long)~res[1]);
+    }
+    if (st == ZP_OK) {
+        if (m->rank == 0)
+            local = build_manifest(m, specs, n_specs, cfg, counts, &bytes, &len);
+        if (m->rank == 0)
+            zpi_mpi_data_summary(m->data, sizeof m->data, specs, n_specs);
+        st = zpi_mpi_agree_status(m, local);
+    }
     if (st == ZP_OK)
         st = zpi_mpi_check(m, MPI_Bcast(m->data, (int)sizeof m->data, MPI_CHAR, 0, m->comm),
                            "MPI_Bcast (data summary)");
@@ -474,6 +557,12 @@ zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
     }
     if (st == ZP_OK)
         st = bcast_bytes(m, bytes, n);
+    if (st == ZP_OK && parts)
+        for (size_t off = 0; off < n_specs && st == ZP_OK; off += (size_t)1 << 20) {
+            size_t k = n_specs - off < ((size_t)1 << 20) ? n_specs - off : (size_t)1 << 20;
+            st = zpi_mpi_check(m, MPI_Bcast(counts + off, (int)k, MPI_UINT64_T, 0, m->comm),
+                               "MPI_Bcast (shards per mixture spec)");
+        }
     zp_dataset *ds = NULL;
     if (st == ZP_OK) {
         local = dataset_from_bytes(m, bytes, (size_t)n, cfg, &ds);
@@ -481,9 +570,26 @@ zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
     }
     free(bytes);
     if (st != ZP_OK) {
+        free(counts);
         zp_dataset_destroy(ds);
         return st;
     }
+    for (size_t i = 0; parts && i < n_specs; i++)
+        part_shards[i] = (size_t)counts[i];
+    free(counts);
     *out = ds;
     return ZP_OK;
+}
+
+zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size_t n_specs,
+                                const zp_dataset_config *cfg, zp_dataset **out)
+{
+    return dataset_create(m, specs, n_specs, cfg, 0, NULL, out);
+}
+
+zp_status zp_mpi_dataset_create_parts(zp_mpi *m, const char *const *specs, size_t n_specs,
+                                      const zp_dataset_config *cfg, size_t *part_shards,
+                                      zp_dataset **out)
+{
+    return dataset_create(m, specs, n_specs, cfg, 1, part_shards, out);
 }

@@ -1,6 +1,6 @@
 # Command-line tests: `zephon run` digests, ids and error paths; its
-# options (ranges, --map strip); outputs (write errors) and signals; the
-# generator module in-process.
+# options (ranges, --map strip); outputs (write errors) and signals;
+# mixtures and checkpoints; the generator module in-process.
 add_test(NAME test_cli_run
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_run.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_run PROPERTIES TIMEOUT 300 LABELS cli)
@@ -10,6 +10,14 @@ set_tests_properties(test_cli_options PROPERTIES TIMEOUT 120 LABELS cli)
 add_test(NAME test_cli_outputs
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_outputs.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_outputs PROPERTIES TIMEOUT 180 LABELS cli)
+# Mixtures (--data SPEC@WEIGHT, --mixture FILE) and checkpoints (--save-state,
+# --resume, --skip-batches) from the command line.
+add_test(NAME test_cli_mixture
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_mixture_cli.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_mixture PROPERTIES TIMEOUT 180 LABELS cli)
+add_test(NAME test_cli_state
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_state_cli.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_state PROPERTIES TIMEOUT 240 LABELS cli)
 zp_add_test(test_gen SOURCES tests/cli/test_gen.c tests/testutil.c TIMEOUT 60 LABELS unit cli)
 if(TARGET zephon_mpi)
   if(MPIEXEC_EXECUTABLE)

@@ -4,7 +4,10 @@
  * through the same code path as a plain run (zp_run_pipeline), with the
  * ranks in lock-step (zp_mpi_next: all stop at the same step, which token
  * packing needs); periodic report windows are gathered without blocking the
- * loop, and a final report is written with --report DIR. */
+ * loop, and a final report is written with --report DIR. With --save-state
+ * the job's state (every rank's, merged) is written by rank 0
+ * (zp_mpi_state_save) at agreed steps; --resume restores it on every rank,
+ * on this world size or another (elastic resume). */
 #include <math.h>
 #include <limits.h>
 #include <stdio.h>
@@ -40,6 +43,7 @@ typedef struct mpi_run {
     int fail_rank;
     int stopped; /* the agreed stop reason (hook_stop) */
     int voted;   /* this rank's own stop reason, once it had one */
+    uint64_t saved_at; /* batches delivered at the last state written (UINT64_MAX: none) */
 } mpi_run;
 
 static void say(const mpi_run *r, const char *fmt, const char *detail)
@@ -49,11 +53,11 @@ static void say(const mpi_run *r, const char *fmt, const char *detail)
     fputc('\n', stderr);
 }
 
-static int hook_start(void *user, zp_pipeline *p)
+static int hook_start(void *user, zp_pipeline *p, const char *why)
 {
     mpi_run *r = user;
     zp_status local = ZP_OK;
-    const char *msg = "the pipeline could not be built on this rank";
+    const char *msg = why ? why : "the pipeline could not be built on this rank";
     if (!p)
         local = ZP_ERR_STATE;
     else if ((local = zp_pipeline_enable_observability(p)) != ZP_OK)
@@ -66,21 +70,25 @@ static int hook_start(void *user, zp_pipeline *p)
 
 /* Every rank takes the same decision to stop at a step, with no collective
  * of its own: this rank's stop reason (0, a signal number, or
- * ZP_RUN_STOP_OUTPUT) and whether a report window failed here are votes
- * carried by zp_mpi_next's one MPI_Allreduce (ZP_MPI_VOTE_STOP takes the
- * largest reason, ZP_MPI_VOTE_USER the report flag), so that a rank that
- * was signalled (or whose output failed) never leaves the others waiting
- * in a collective. When a stop vote ended the stream (hook_next returned
- * ZP_END), the run asks once more and gets the agreed reason. */
+ * ZP_RUN_STOP_OUTPUT) and whether a report window failed here ride on
+ * zp_mpi_next's one MPI_Allreduce as the user vote (ZP_MPI_VOTE_USER:
+ * reason << 1 | report flag; the maximum gives the largest reason), so
+ * that a rank that was signalled (or whose output failed) never leaves the
+ * others waiting in a collective. The batch of the step that carried the
+ * vote is delivered on every rank, and every rank stops before the next
+ * step, before its pipeline makes another batch: no batch is made and left
+ * undelivered, so the state saved after the stop is the state after the
+ * last delivered batch on every rank (a stop vote of zp_mpi_next itself,
+ * ZP_MPI_VOTE_STOP, would leave the batch of that step made and not
+ * delivered). */
 static int hook_stop(void *user, int local)
 {
     mpi_run *r = user;
     if (r->stopped)
         return r->stopped;
-    if (local)
+    if (local && !r->voted)
         r->voted = local;
-    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_STOP, r->voted);
-    int all = (int)zp_mpi_stop_reason(r->m, NULL);
+    int all = (int)(zp_mpi_vote(r->m, ZP_MPI_VOTE_USER) >> 1);
     if (all && all != r->voted) {
         if (all == ZP_RUN_STOP_OUTPUT)
             fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
@@ -96,8 +104,52 @@ static int hook_stop(void *user, int local)
 static zp_status hook_next(void *user, zp_pipeline *p, const zp_batch **out)
 {
     mpi_run *r = user;
-    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_USER, r->report_failed);
+    zp_mpi_set_vote(r->m, ZP_MPI_VOTE_USER, ((int64_t)r->voted << 1) | r->report_failed);
     return zp_mpi_next(r->m, p, out);
+}
+
+/* The job's state to path (--save-state), at the same step on every rank.
+ * At the end of a stream that ended on one rank first (token packing), the
+ * ranks that held a batch made it and did not deliver it: their states are
+ * past the job's, so no job state is written then (said, not an error; the
+ * file keeps the last periodic state). */
+static int hook_save(void *user, zp_pipeline *p, const char *path, int at_end)
+{
+    mpi_run *r = user;
+    int rank = zp_mpi_rank(r->m);
+    if (at_end) {
+        uint64_t d = zp_mpi_batches_dropped(r->m);
+        char msg[256];
+        snprintf(msg, sizeof msg, "its stream went on after another rank's had ended: %llu batch(es) "
+                                  "made and not delivered",
+                 (unsigned long long)d);
+        if (zp_mpi_agree_status(r->m, d ? ZP_ERR_STATE : ZP_OK, msg) != ZP_OK) {
+            if (rank == 0) {
+                char kept[64] = "nothing";
+                if (r->saved_at != UINT64_MAX)
+                    snprintf(kept, sizeof kept, "the state after batch %llu",
+                             (unsigned long long)r->saved_at);
+                fprintf(stderr, "zephon run: warning: the state at the end of the stream was not "
+                                "written to %s: %s; the file keeps %s\n",
+                        path, zp_mpi_errmsg(r->m), kept);
+            }
+            return 1;
+        }
+    }
+    zp_status st = zp_mpi_state_save(r->m, p, path);
+    if (st != ZP_OK) {
+        if (rank == 0)
+            fprintf(stderr, "zephon run: --save-state %s: %s: %s\n", path, zp_status_str(st),
+                    zp_mpi_errmsg(r->m));
+        return -1;
+    }
+    zp_pipeline_counts c;
+    zp_pipeline_get_counts(p, &c);
+    r->saved_at = c.batches;
+    if (at_end && rank == 0 && !r->o->quiet)
+        fprintf(stderr, "zephon run: job state after batch %llu written to %s\n",
+                (unsigned long long)c.batches, path);
+    return 0;
 }
 
 static const char *hook_errmsg(void *user, zp_pipeline *p)
@@ -179,19 +231,28 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
  * configs (compared as text by zp_mpi_agree). */
 static char *extra_settings(const zp_run_opts *o)
 {
-    size_t cap = 1024;
+    size_t cap = 1024 + 48 * o->n_skips;
     for (size_t i = 0; i < o->n_specs; i++)
         cap += strlen(o->specs[i]) + 8;
     char *s = malloc(cap);
     if (!s)
         return NULL;
+    /* the state's collectives run at the same steps on every rank: whether
+     * and when states are saved must agree, as must what is resumed and
+     * skipped (the mixture's parts are compared by zp_mpi_agree) */
     int n = snprintf(s, cap,
                      "tokenize=%s field=%s map=%s start_epoch=%llu max_batches=%llu "
-                     "report_every=%llu data=",
+                     "report_every=%llu save_state=%s save_every=%llu resume=%s skip_batches=",
                      o->tok_id[0] ? o->tok_id : "none", o->field, o->map_strip ? "strip" : "none",
                      (unsigned long long)o->start_epoch,
                      o->max_batches == UINT64_MAX ? 0ULL : (unsigned long long)o->max_batches,
-                     (unsigned long long)o->report_every);
+                     (unsigned long long)o->report_every, o->save_state ? "yes" : "no",
+                     (unsigned long long)o->save_every, o->resume ? "yes" : "no");
+    for (size_t i = 0; i < o->n_skips && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(s + n, cap - (size_t)n, "%s%llu-%llu", i ? "," : "",
+                      (unsigned long long)o->skips[i].first, (unsigned long long)o->skips[i].last);
+    if (n > 0 && (size_t)n < cap)
+        n += snprintf(s + n, cap - (size_t)n, "%s data=", o->n_skips ? "" : "none");
     for (size_t i = 0; i < o->n_specs && n > 0 && (size_t)n < cap; i++)
         n += snprintf(s + n, cap - (size_t)n, "%s%s", i ? "," : "", o->specs[i]);
     return s;
@@ -236,10 +297,32 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     if (!o->no_index_store && zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
         dcfg.index_store_dir = cache_dir;
     zp_dataset *ds = NULL;
-    zp_status st = zp_mpi_dataset_create(m, o->specs, o->n_specs, &dcfg, &ds);
+    zp_status st;
+    const char *const *specs = (const char *const *)o->specs;
+    if (o->n_parts) {
+        /* a mixture: the shards each spec added on rank 0, summed per part */
+        size_t *per = calloc(o->n_specs, sizeof *per); /* NULL: refused on every rank */
+        st = zp_mpi_dataset_create_parts(m, specs, o->n_specs, &dcfg, per, &ds);
+        if (st == ZP_OK) {
+            for (size_t k = 0; k < o->n_parts; k++) {
+                o->parts[k].shards = 0;
+                for (size_t i = 0; i < o->parts[k].n; i++)
+                    o->parts[k].shards += per[o->parts[k].first + i];
+            }
+        }
+        free(per);
+    } else {
+        st = zp_mpi_dataset_create(m, specs, o->n_specs, &dcfg, &ds);
+    }
     if (st != ZP_OK) {
         fprintf(stderr, "zephon run: rank %d: dataset: %s: %s\n", rank, zp_status_str(st),
                 zp_mpi_errmsg(m));
+        return 1;
+    }
+    /* the parts' shard counts are rank 0's on every rank: the same outcome
+     * everywhere, no agreement needed */
+    if (zp_run_set_parts(o) != 0) {
+        zp_dataset_destroy(ds);
         return 1;
     }
     char *extra = extra_settings(o);
@@ -253,12 +336,13 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
         return 1;
     }
 
-    mpi_run r = {.m = m, .o = o, .fail_rank = -1};
+    mpi_run r = {.m = m, .o = o, .fail_rank = -1, .saved_at = UINT64_MAX};
     const char *fr = getenv("ZEPHON_TEST_REPORT_FAIL_RANK");
     if (fr && *fr)
         r.fail_rank = atoi(fr);
     r.every = o->report_every ? o->report_every : auto_every(o, ds);
-    zp_run_hooks hooks = {&r, hook_start, hook_stop, hook_next, hook_errmsg, hook_step, hook_finish};
+    zp_run_hooks hooks = {&r,        hook_start, hook_stop,  hook_next,
+                          hook_errmsg, hook_step,  hook_finish, hook_save};
     o->hooks = &hooks;
     zp_run_result res;
     zp_run_signals_install();
@@ -303,6 +387,7 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
             rc = 1;
         zp_cluster_report_destroy(rep);
     }
+    zp_run_result_free(&res);
     zp_dataset_destroy(ds);
     return rc;
 }
@@ -331,5 +416,6 @@ int zp_cmd_run_mpi(zp_run_opts *o)
     zp_mpi_destroy(m);
     if (!already)
         MPI_Finalize();
+    zp_run_opts_free(o);
     return rc;
 }

@@ -1,12 +1,15 @@
-/* run.c - the run of `zephon run`: build the dataset, the worksource and the
- * pipeline from the options (the same code path as the library), consume
- * the batches, write the outputs, and stop cleanly on SIGINT/SIGTERM. */
+/* run.c - the run of `zephon run`: build the dataset (its mixture parts),
+ * the worksource and the pipeline from the options (the same code path as
+ * the library), resume from a state, consume the batches, write the outputs
+ * and the state, and stop cleanly on SIGINT/SIGTERM. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,6 +267,175 @@ static size_t batch_bytes(const zp_batch *b)
     return b->rows * b->cols * sizeof(int32_t);
 }
 
+/* ------------------------------------------------------------ mixture parts */
+
+int zp_run_set_parts(zp_run_opts *o)
+{
+    free(o->mix);
+    o->mix = NULL;
+    o->ws.parts = NULL;
+    o->ws.n_parts = 0;
+    for (size_t k = 0; k < o->n_parts; k++)
+        if (o->parts[k].shards == 0) {
+            fprintf(stderr, "zephon run: mixture part '%s' has no shards\n", o->parts[k].name);
+            return -1;
+        }
+    if (o->n_parts < 2)
+        return 0; /* one part: the plain dataset (its weight does not matter) */
+    if (!(o->mix = calloc(o->n_parts, sizeof *o->mix))) {
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    for (size_t k = 0; k < o->n_parts; k++) {
+        o->mix[k].name = o->parts[k].name;
+        o->mix[k].shards = o->parts[k].shards;
+        o->mix[k].weight = o->parts[k].weight;
+    }
+    o->ws.parts = o->mix;
+    o->ws.n_parts = o->n_parts;
+    return 0;
+}
+
+/* The part spec i belongs to (o->n_parts when none: positional specs). */
+static size_t part_of_spec(const zp_run_opts *o, size_t i)
+{
+    for (size_t k = 0; k < o->n_parts; k++)
+        if (i >= o->parts[k].first && i < o->parts[k].first + o->parts[k].n)
+            return k;
+    return o->n_parts;
+}
+
+int zp_run_add_data(zp_run_opts *o, zp_dataset *ds)
+{
+    for (size_t k = 0; k < o->n_parts; k++)
+        o->parts[k].shards = 0;
+    for (size_t i = 0; i < o->n_specs; i++) {
+        size_t before = zp_dataset_num_shards(ds);
+        zp_status st = zp_dataset_add(ds, o->specs[i]);
+        if (st != ZP_OK) {
+            const char *at = strrchr(o->specs[i], '@');
+            fprintf(stderr, "zephon run: %s: %s%s\n", zp_status_str(st), zp_dataset_errmsg(ds),
+                    at && o->n_parts && !o->mixture_file
+                        ? " (the text after the last '@' of the --data value is not a number, so "
+                          "it was read as part of the spec, not as a weight)"
+                        : "");
+            return -1;
+        }
+        size_t k = part_of_spec(o, i);
+        if (k < o->n_parts)
+            o->parts[k].shards += zp_dataset_num_shards(ds) - before;
+    }
+    return zp_run_set_parts(o);
+}
+
+/* ------------------------------------------------------------ states */
+
+/* Read a whole file: *out malloc'd (NUL-terminated), *len. 0, or -1 with
+ * errno. */
+static int read_whole(const char *path, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int e = errno ? errno : EINVAL;
+        if (S_ISDIR(sb.st_mode))
+            e = EISDIR;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    long n = buf ? zpi_read_full(fd, buf, (size_t)sb.st_size) : -1;
+    int e = buf ? errno : ENOMEM;
+    close(fd);
+    if (n < 0) {
+        free(buf);
+        errno = e;
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = (size_t)n;
+    return 0;
+}
+
+/* --resume and --skip-batches on a built pipeline, before the first batch.
+ * 0, or -1 with the message in why (why_cap bytes). */
+static int restore_and_skip(const zp_run_opts *o, zp_pipeline *p, char *why, size_t why_cap)
+{
+    if (o->resume) {
+        char *json = NULL;
+        size_t len = 0;
+        if (read_whole(o->resume, &json, &len) != 0) {
+            zpi_fmt(why, why_cap, "--resume %s: cannot read the state: %s", o->resume,
+                    strerror(errno));
+            return -1;
+        }
+        zp_status st = zp_pipeline_state_restore(p, json, len);
+        free(json);
+        if (st != ZP_OK) {
+            zpi_fmt(why, why_cap, "--resume %s: %s: %s", o->resume, zp_status_str(st),
+                    zp_pipeline_errmsg(p));
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < o->n_skips; i++) {
+        zp_status st = zp_pipeline_skip_batches(p, o->skips[i].first, o->skips[i].last);
+        if (st != ZP_OK) {
+            zpi_fmt(why, why_cap, "--skip-batches %llu-%llu: %s: %s",
+                    (unsigned long long)o->skips[i].first, (unsigned long long)o->skips[i].last,
+                    zp_status_str(st), zp_pipeline_errmsg(p));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Save the state to --save-state (the MPI front end's hook under MPI).
+ * 0, -1 (message printed), 1 (not saved, said). */
+static int save_state(const zp_run_opts *o, zp_pipeline *p, int at_end)
+{
+    const zp_run_hooks *hk = o->hooks;
+    if (hk && hk->save)
+        return hk->save(hk->user, p, o->save_state, at_end);
+    char *json = NULL;
+    size_t len = 0;
+    zp_status st = zp_pipeline_state_save(p, &json, &len);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon run: --save-state %s: the state could not be made: %s: %s\n",
+                o->save_state, zp_status_str(st), zp_pipeline_errmsg(p));
+        return -1;
+    }
+    int rc = zp_run_write_state(o->save_state, json, len);
+    free(json);
+    return rc;
+}
+
+/* The realized proportions of a mixture of 2+ parts into r. */
+static void part_counts(const zp_run_opts *o, zp_pipeline *p, zp_worksource *ws, zp_run_result *r)
+{
+    size_t n = zp_worksource_num_parts(ws);
+    if (n < 2 || !(r->parts = calloc(n, sizeof *r->parts)))
+        return;
+    r->n_parts = n;
+    for (size_t k = 0; k < n; k++) {
+        zp_run_part_count *c = &r->parts[k];
+        c->name = k < o->n_parts ? o->parts[k].name : "?";
+        c->weight = zp_worksource_part_weight(ws, k);
+        if (zp_pipeline_part_counts(p, k, &c->samples, &c->tokens) != ZP_OK)
+            c->samples = c->tokens = 0;
+    }
+}
+
+void zp_run_result_free(zp_run_result *r)
+{
+    free(r->parts);
+    r->parts = NULL;
+    r->n_parts = 0;
+}
+
 /* ------------------------------------------------------------ the run */
 
 int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank)
@@ -299,9 +471,11 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     int rc = 1;
     zp_worksource *ws = NULL;
     zp_pipeline *p = NULL;
-    zp_out ids = {0}, dig = {0};
+    zp_out ids = {0}, dig = {0}, smp = {0};
     const zp_run_hooks *hk = o->hooks;
-    int started = 0, out_failed = 0;
+    int started = 0, out_failed = 0, save_failed = 0;
+    uint64_t saved_at = UINT64_MAX; /* batches delivered at the last save */
+    char why[1024] = "";
     memset(res, 0, sizeof *res);
     static int quiet_flag;
     quiet_flag = o->quiet;
@@ -368,6 +542,16 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
         if (zp_out_open(&ids, path) != 0)
             goto out;
     }
+    if (o->emit_samples) {
+        if (zpi_mkdir_p(o->emit_samples, 0777) != 0) {
+            fprintf(stderr, "zephon run: cannot create folder '%s': %s\n", o->emit_samples,
+                    strerror(errno));
+            goto out;
+        }
+        zpi_fmt(path, sizeof path, "%s/rank-%u.samples", o->emit_samples, o->ws.rank);
+        if (zp_out_open(&smp, path) != 0)
+            goto out;
+    }
     if (o->emit_digest) {
         if (o->ws.world_size > 1)
             zpi_fmt(path, sizeof path, "%s.rank-%u", o->emit_digest, o->ws.rank);
@@ -377,9 +561,14 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             goto out;
     }
 
+    if (restore_and_skip(o, p, why, sizeof why) != 0) {
+        fprintf(stderr, "zephon run: %s\n", why);
+        goto out;
+    }
+
     if (hk) {
         started = 1;
-        if (hk->start(hk->user, p) != 0)
+        if (hk->start(hk->user, p, NULL) != 0)
             goto out;
     }
     int tty = !o->quiet && isatty(STDERR_FILENO);
@@ -417,6 +606,13 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             for (size_t i = 0; i < b->n_samples && !ids.failed; i++)
                 zp_out_printf(&ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
                               (unsigned long long)b->samples[i].record);
+        if (smp.f)
+            for (size_t i = 0; i < b->n_samples && !smp.failed; i++) {
+                const zp_sample *x = &b->samples[i];
+                zp_out_printf(&smp, "%llu %u %u %llu %d %s:%llu\n", (unsigned long long)b->index,
+                              x->epoch, x->part, (unsigned long long)x->pass, x->padded,
+                              zp_dataset_shard_name(ds, x->shard), (unsigned long long)x->record);
+            }
         if (dig.f)
             zp_out_printf(&dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
                           (unsigned long long)batch_digest(b));
@@ -424,13 +620,20 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             sleep_interruptible(o->step_time);
         if (hk)
             hk->step(hk->user, p, res->batches);
+        if (o->save_state && o->save_every && res->batches % o->save_every == 0 && !save_failed) {
+            /* a state that cannot be written stops the run (as an output) */
+            if (save_state(o, p, 0) < 0)
+                save_failed = out_failed = 1;
+            else
+                saved_at = res->batches;
+        }
         if (o->observe > 0 && zpi_now() - last_observe >= o->observe) {
             last_observe = zpi_now();
             zp_run_print_observe(o, p, stdout);
             if (zp_cli_flush_stdout("zephon run") != 0)
                 out_failed = 1;
         }
-        out_failed |= ids.failed | dig.failed;
+        out_failed |= ids.failed | dig.failed | smp.failed;
         if (tty) {
             double t = zpi_now();
             if (t - last_progress >= 1.0) {
@@ -455,9 +658,21 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
         fprintf(stderr, "zephon run: stopped after %llu batches: an output could not be written\n",
                 (unsigned long long)res->batches);
     zp_pipeline_get_counts(p, &res->counts);
+    part_counts(o, p, ws, res);
     if (o->observe >= 0)
         zp_run_print_observe(o, p, stdout);
     rc = 0;
+    /* the state after the last delivered batch: at the end, after a stop
+     * by a signal or by --max-batches (not after an error: the periodic
+     * state is kept then) */
+    if (o->save_state && !save_failed && saved_at != res->batches) {
+        int sv = save_state(o, p, 1);
+        if (sv < 0)
+            rc = 1;
+        else if (sv == 0 && !o->quiet && !hk)
+            fprintf(stderr, "zephon run: state after batch %llu written to %s\n",
+                    (unsigned long long)res->batches, o->save_state);
+    }
     if (o->metrics_out) {
         /* one document per rank, named as --emit-digest's files are */
         if (o->ws.world_size > 1)
@@ -473,9 +688,14 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
 perr:
     fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st),
             hk && started ? hk->errmsg(hk->user, p) : zp_pipeline_errmsg(p));
+    if (o->save_state && saved_at != UINT64_MAX)
+        fprintf(stderr, "zephon run: %s keeps the state after batch %llu (the state of a failed "
+                        "stream is not saved)\n",
+                o->save_state, (unsigned long long)saved_at);
     rc = 1;
 out:
-    if (zp_out_close(&ids) != 0 || zp_out_close(&dig) != 0)
+    /* every file closed, whichever failed */
+    if (zp_out_close(&ids) + zp_out_close(&dig) + zp_out_close(&smp) != 0) /* each 0 or -1 */
         rc = 1;
     if (res->stop == ZP_RUN_STOP_OUTPUT)
         rc = 1;
@@ -483,7 +703,7 @@ out:
         rc = 128 + res->stop;
     if (hk) {
         if (!started)
-            hk->start(hk->user, NULL);
+            hk->start(hk->user, NULL, why[0] ? why : NULL);
         rc = hk->finish(hk->user, started ? p : NULL, rc);
     }
     zp_pipeline_destroy(p);
@@ -515,7 +735,7 @@ int zp_run_index_store_dir(char *buf, size_t cap)
     return zpi_mkdir_p(buf, 0700);
 }
 
-int zp_run_main(zp_run_opts *o)
+static int run_main(zp_run_opts *o)
 {
     if (zp_run_rank_from_env(o) != 0)
         return 2;
@@ -527,7 +747,11 @@ int zp_run_main(zp_run_opts *o)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
-    dcfg.storage.stop_requested = zp_run_stop_requested;
+    /* A signal ends the downloads in flight at once, which fails the
+     * stream; with --save-state the run instead finishes the batch in
+     * flight (the transfers' timeouts bound the wait) so that the state
+     * after the last delivered batch can be written. */
+    dcfg.storage.stop_requested = o->save_state ? NULL : zp_run_stop_requested;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store) {
         if (zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
@@ -549,13 +773,9 @@ int zp_run_main(zp_run_opts *o)
         zp_dataset_destroy(ds);
         return 1;
     }
-    for (size_t i = 0; i < o->n_specs; i++) {
-        st = zp_dataset_add(ds, o->specs[i]);
-        if (st != ZP_OK) {
-            fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st), zp_dataset_errmsg(ds));
-            zp_dataset_destroy(ds);
-            return 1;
-        }
+    if (zp_run_add_data(o, ds) != 0) {
+        zp_dataset_destroy(ds);
+        return 1;
     }
     zp_run_signals_install();
     zp_run_result r;
@@ -565,6 +785,14 @@ int zp_run_main(zp_run_opts *o)
         if (zp_cli_flush_stdout("zephon run") != 0 && rc == 0)
             rc = 1;
     }
+    zp_run_result_free(&r);
     zp_dataset_destroy(ds);
+    return rc;
+}
+
+int zp_run_main(zp_run_opts *o)
+{
+    int rc = run_main(o);
+    zp_run_opts_free(o);
     return rc;
 }

@@ -3,11 +3,16 @@
  * zpi_parse_u64/zpi_parse_double): a malformed or out-of-range value is a
  * usage error naming the option and the value, never a wrap or a silent
  * default. */
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "cli.h"
 #include "run_opts.h"
@@ -23,10 +28,16 @@ void zp_run_usage(FILE *f)
 {
     fprintf(f,
         "usage: zephon run [options] SHARD|GLOB|MANIFEST...\n"
+        "       zephon run [options] --data SPEC[@WEIGHT] [--data SPEC[@WEIGHT]]...\n"
+        "       zephon run [options] --mixture FILE\n"
         "\n"
         "dataset and plan:\n"
-        "  --data SPEC             add shards (path, glob, manifest .json, or a URL of a\n"
-        "                          shard or manifest: http://, https://, s3://); repeatable\n"
+        "  SHARD|GLOB|MANIFEST...  the dataset's shards (path, glob, folder, manifest .json, or\n"
+        "                          a URL of a shard or manifest: http://, https://, s3://)\n"
+        "  --data SPEC[@WEIGHT]    one part of a mixture (SPEC as above; WEIGHT a positive\n"
+        "                          number, default 1); repeatable; not with positional specs\n"
+        "  --mixture FILE          the mixture's parts from a JSON file (docs/mixtures.md)\n"
+        "  --epoch-samples N       draws per epoch (default: the dataset's sample count)\n"
         "  --seed N                shuffle seed (default 0)\n"
         "  --epochs N              epochs to run (default 1; 0 = without end)\n"
         "  --start-epoch N         first epoch (default 0)\n"
@@ -61,10 +72,19 @@ void zp_run_usage(FILE *f)
         "consumer:\n"
         "  --step-time SECONDS     simulated training step per batch (default 0)\n"
         "  --max-batches N         stop after N batches\n"
+        "checkpoints (docs/state.md):\n"
+        "  --save-state FILE       write the state after the last batch (atomically) at the\n"
+        "                          end, also when stopped by SIGINT/SIGTERM; under MPI one\n"
+        "                          job state written by rank 0\n"
+        "  --save-every N          also every N batches\n"
+        "  --resume FILE           continue from a state (the same or another world size)\n"
+        "  --skip-batches N-M      make batches N..M (or N) and drop them; repeatable\n"
         "outputs:\n"
         "  --emit-ids DIR          write DIR/rank-<R>.ids: shard:record per sample\n"
         "  --emit-digest FILE      one line per batch: index epoch xxh64 (FILE.rank-<R>\n"
         "                          when the world size is above 1)\n"
+        "  --emit-samples DIR      write DIR/rank-<R>.samples: per sample its batch, epoch,\n"
+        "                          part, pass, padded (0/1) and shard:record\n"
         "  --report DIR            MPI: write the cluster fetch-timing report (txt, json,\n"
         "                          csv, html) into DIR (see docs/report.md)\n"
         "  --report-every N        MPI: a report window every N steps (default: about 32\n"
@@ -94,6 +114,298 @@ void zp_run_opts_init(zp_run_opts *o)
     o->tok_parallelism = 1;
     o->rank_set = 0;
     o->observe = -1;
+}
+
+void zp_run_opts_free(zp_run_opts *o)
+{
+    for (size_t i = 0; i < o->n_specs; i++)
+        free(o->specs[i]);
+    for (size_t i = 0; i < o->n_parts; i++)
+        free(o->parts[i].name);
+    free(o->specs);
+    free(o->parts);
+    free(o->mix);
+    free(o->skips);
+    o->specs = NULL;
+    o->parts = NULL;
+    o->mix = NULL;
+    o->skips = NULL;
+    o->n_specs = o->n_parts = o->n_skips = 0;
+    o->ws.parts = NULL;
+    o->ws.n_parts = 0;
+}
+
+/* Append a spec (taking ownership of s). 0, or -1 (message printed). */
+static int push_spec(zp_run_opts *o, char *s)
+{
+    if (!s || zpi_grow((void **)&o->specs, &o->cap_specs, o->n_specs + 1, sizeof *o->specs) != 0) {
+        free(s);
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    o->specs[o->n_specs++] = s;
+    return 0;
+}
+
+/* Append a part of n specs ending at the last spec pushed (name owned). */
+static int push_part(zp_run_opts *o, char *name, double weight, size_t n)
+{
+    if (!name || zpi_grow((void **)&o->parts, &o->cap_parts, o->n_parts + 1, sizeof *o->parts) != 0) {
+        free(name);
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    zp_run_part *p = &o->parts[o->n_parts++];
+    memset(p, 0, sizeof *p);
+    p->name = name;
+    p->weight = weight;
+    p->first = o->n_specs - n;
+    p->n = n;
+    return 0;
+}
+
+/* A weight: positive and finite. 0, or -1 with the reason in why. */
+static int check_weight(double w, const char **why)
+{
+    if (isnan(w) || isinf(w)) {
+        *why = "must be a finite number";
+        return -1;
+    }
+    if (!(w > 0)) {
+        *why = "must be above 0";
+        return -1;
+    }
+    return 0;
+}
+
+int zp_run_parse_data(const char *v, char **spec, double *weight)
+{
+    *spec = NULL;
+    *weight = 1;
+    const char *at = strrchr(v, '@');
+    size_t n = strlen(v);
+    if (at && at[1]) {
+        char *end = NULL;
+        errno = 0;
+        double w = strtod(at + 1, &end);
+        if (end && *end == '\0' && end != at + 1 && !isspace((unsigned char)at[1])) {
+            const char *why = NULL;
+            if (check_weight(w, &why) != 0) {
+                fprintf(stderr, "zephon run: --data '%s': the weight '%s' %s (a positive number; "
+                                "a spec whose name ends in @NUMBER is written SPEC@NUMBER@1)\n",
+                        v, at + 1, why);
+                return -1;
+            }
+            n = (size_t)(at - v);
+            *weight = w;
+        } else if (!strstr(v, "://") && !strpbrk(v, "*?[") && access(v, F_OK) != 0) {
+            /* neither a weight nor a path that exists: a mistyped weight */
+            fprintf(stderr, "zephon run: --data '%s': '%s' is not a weight (a positive number), "
+                            "and there is no file or folder '%s'\n",
+                    v, at + 1, v);
+            return -1;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "zephon run: --data '%s': no spec before the weight\n", v);
+        return -1;
+    }
+    if (!(*spec = strndup(v, n))) {
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ mixture file */
+
+/* spec resolved against the folder of the mixture file: absolute paths and
+ * URLs as written. malloc'd (NULL: out of memory). */
+static char *resolve_spec(const char *dir, const char *spec)
+{
+    if (spec[0] == '/' || strstr(spec, "://") || !*dir)
+        return zpi_strdup(spec);
+    size_t n = strlen(dir) + strlen(spec) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s/%s", dir, spec);
+    return s;
+}
+
+/* One part of the file: parts[k] (an object). */
+static int mixture_part(zp_run_opts *o, const char *file, const char *dir, size_t k, json_t *part)
+{
+#define MERR(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "zephon run: --mixture %s: parts[%zu]", file, k);                          \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        return -1;                                                                                 \
+    } while (0)
+    if (!json_is_object(part))
+        MERR(": not an object ({\"name\": ..., \"data\": ..., \"weight\": ...})");
+    const char *key;
+    json_t *val;
+    json_object_foreach(part, key, val) {
+        if (strcmp(key, "name") && strcmp(key, "data") && strcmp(key, "weight"))
+            MERR(": unknown field '%s' (name, data, weight)", key);
+    }
+    json_t *name = json_object_get(part, "name"), *data = json_object_get(part, "data"),
+           *weight = json_object_get(part, "weight");
+    if (name && (!json_is_string(name) || json_string_length(name) == 0 ||
+                 strlen(json_string_value(name)) != json_string_length(name)))
+        MERR(".name: not a non-empty string");
+    double w = 1;
+    if (weight) {
+        const char *why = NULL;
+        if (!json_is_number(weight))
+            MERR(".weight: not a number");
+        w = json_number_value(weight);
+        if (check_weight(w, &why) != 0)
+            MERR(".weight = %g: %s", w, why);
+    }
+    if (!data)
+        MERR(".data: missing (a spec, or a list of specs)");
+    size_t n = json_is_array(data) ? json_array_size(data) : 1;
+    if (!json_is_string(data) && !(json_is_array(data) && n > 0))
+        MERR(".data: not a spec (string) or a non-empty list of specs");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_array(data) ? json_array_get(data, i) : data;
+        if (!json_is_string(s) || json_string_length(s) == 0 ||
+            strlen(json_string_value(s)) != json_string_length(s)) {
+            if (json_is_array(data))
+                MERR(".data[%zu]: not a non-empty string", i);
+            MERR(".data: not a non-empty string");
+        }
+        if (push_spec(o, resolve_spec(dir, json_string_value(s))) != 0)
+            return -1;
+    }
+    char *pname;
+    if (name)
+        pname = zpi_strdup(json_string_value(name));
+    else if (n == 1)
+        pname = zpi_strdup(json_string_value(data));
+    else {
+        const char *first = json_string_value(json_array_get(data, 0));
+        size_t cap = strlen(first) + 32;
+        if ((pname = malloc(cap)))
+            snprintf(pname, cap, "%s (+%zu more)", first, n - 1);
+    }
+    return push_part(o, pname, w, n);
+#undef MERR
+}
+
+int zp_run_read_mixture(zp_run_opts *o, const char *path)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        if (je.line <= 0)
+            fprintf(stderr, "zephon run: --mixture %s: %s\n", path, je.text);
+        else
+            fprintf(stderr, "zephon run: --mixture %s: line %d, column %d: %s\n", path, je.line,
+                    je.column, je.text);
+        return -1;
+    }
+    int rc = -1;
+    char *dir = NULL;
+    const char *key;
+    json_t *val;
+    if (!json_is_object(root)) {
+        fprintf(stderr, "zephon run: --mixture %s: not a JSON object ({\"parts\": [...]})\n", path);
+        goto out;
+    }
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "parts") && strcmp(key, "epoch_samples")) {
+            fprintf(stderr, "zephon run: --mixture %s: unknown field '%s' (parts, epoch_samples)\n",
+                    path, key);
+            goto out;
+        }
+    }
+    json_t *parts = json_object_get(root, "parts"), *es = json_object_get(root, "epoch_samples");
+    if (!json_is_array(parts) || json_array_size(parts) == 0) {
+        fprintf(stderr, "zephon run: --mixture %s: parts: %s\n", path,
+                parts ? "not a non-empty list" : "missing");
+        goto out;
+    }
+    if (es) {
+        if (!json_is_integer(es) || json_integer_value(es) < 1) {
+            fprintf(stderr, "zephon run: --mixture %s: epoch_samples: not a whole number above 0\n",
+                    path);
+            goto out;
+        }
+        if (!o->epoch_samples_set)
+            o->ws.epoch_samples = (uint64_t)json_integer_value(es);
+    }
+    const char *slash = strrchr(path, '/');
+    dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : zpi_strdup("");
+    if (!dir) {
+        fprintf(stderr, "zephon run: out of memory\n");
+        goto out;
+    }
+    for (size_t k = 0; k < json_array_size(parts); k++)
+        if (mixture_part(o, path, dir, k, json_array_get(parts, k)) != 0)
+            goto out;
+    rc = 0;
+out:
+    free(dir);
+    json_decref(root);
+    return rc;
+}
+
+/* "N-M" or "N" (--skip-batches): appended to o->skips. */
+static int parse_skip(zp_run_opts *o, const char *v)
+{
+    if (!v || !*v) {
+        fprintf(stderr, "zephon run: --skip-batches needs a value (N-M or N)\n");
+        return -1;
+    }
+    const char *dash = strchr(v, '-');
+    char a[32], b[32];
+    size_t na = dash ? (size_t)(dash - v) : strlen(v);
+    const char *bs = dash ? dash + 1 : v;
+    if (na == 0 || na >= sizeof a || strlen(bs) >= sizeof b || !*bs) {
+        fprintf(stderr, "zephon run: --skip-batches '%s': not N-M or N (batch numbers)\n", v);
+        return -1;
+    }
+    memcpy(a, v, na);
+    a[na] = '\0';
+    snprintf(b, sizeof b, "%s", bs);
+    uint64_t first, last;
+    /* batch numbers travel in the state as JSON integers (signed 64-bit) */
+    const uint64_t max = INT64_MAX;
+    if (zpi_parse_u64(a, 0, max, 0, &first) != 0 || zpi_parse_u64(b, 0, max, 0, &last) != 0) {
+        fprintf(stderr, "zephon run: --skip-batches '%s': %s (batch numbers 0 to %llu)\n", v,
+                errno == ERANGE ? "out of range" : "not N-M or N with whole numbers",
+                (unsigned long long)max);
+        return -1;
+    }
+    if (last < first) {
+        fprintf(stderr, "zephon run: --skip-batches '%s': the last batch %llu is before the first "
+                        "%llu\n",
+                v, (unsigned long long)last, (unsigned long long)first);
+        return -1;
+    }
+    for (size_t i = 0; i < o->n_skips; i++)
+        if (first <= o->skips[i].last && o->skips[i].first <= last) {
+            fprintf(stderr, "zephon run: --skip-batches '%s' overlaps --skip-batches %llu-%llu\n", v,
+                    (unsigned long long)o->skips[i].first, (unsigned long long)o->skips[i].last);
+            return -1;
+        }
+    if (zpi_grow((void **)&o->skips, &o->cap_skips, o->n_skips + 1, sizeof *o->skips) != 0) {
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    /* kept ascending */
+    size_t i = o->n_skips;
+    while (i > 0 && o->skips[i - 1].first > first) {
+        o->skips[i] = o->skips[i - 1];
+        i--;
+    }
+    o->skips[i].first = first;
+    o->skips[i].last = last;
+    o->n_skips++;
+    return 0;
 }
 
 /* The value of option opt (what names it in messages, e.g. "--prefetch"
@@ -155,7 +467,17 @@ static int name_par(const char *opt, const char *v, char *name, size_t cap, uint
     return num(what, colon + 1, 1, MAX_PAR, par);
 }
 
+static int parse_args(zp_run_opts *o, int argc, char **argv);
+
 int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
+{
+    int rc = parse_args(o, argc, argv);
+    if (rc != 0)
+        zp_run_opts_free(o); /* the caller returns at once */
+    return rc;
+}
+
+static int parse_args(zp_run_opts *o, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -189,15 +511,51 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return 1;
         else if (!strcmp(a, "--data")) {
-            const char *spec;
-            STR(spec);
-            if (o->n_specs == ZP_RUN_MAX_SPECS) {
-                fprintf(stderr, "zephon run: more than %d datasets given (use a manifest)\n",
-                        ZP_RUN_MAX_SPECS);
+            const char *val;
+            char *spec;
+            double w;
+            STR(val);
+            if (o->mixture_file || o->positional) {
+                fprintf(stderr, "zephon run: %s\n",
+                        o->mixture_file ? "--data and --mixture cannot be combined (list every "
+                                          "part in the mixture file)"
+                                        : "positional specs cannot be combined with --data (give "
+                                          "each part with --data SPEC[@WEIGHT])");
                 return -1;
             }
-            o->specs[o->n_specs++] = spec;
-        } else if (!strcmp(a, "--seed"))
+            if (zp_run_parse_data(val, &spec, &w) != 0)
+                return -1;
+            char *name = zpi_strdup(spec);
+            if (push_spec(o, spec) != 0 || push_part(o, name, w, 1) != 0)
+                return -1;
+        } else if (!strcmp(a, "--mixture")) {
+            if (o->mixture_file || o->n_parts || o->positional) {
+                fprintf(stderr, "zephon run: %s\n",
+                        o->mixture_file ? "--mixture given twice"
+                        : o->n_parts    ? "--data and --mixture cannot be combined (list every "
+                                          "part in the mixture file)"
+                                        : "positional specs cannot be combined with --mixture");
+                return -1;
+            }
+            STR(o->mixture_file);
+            if (zp_run_read_mixture(o, o->mixture_file) != 0)
+                return -1;
+        } else if (!strcmp(a, "--epoch-samples")) {
+            NUM(o->ws.epoch_samples, 1, INT64_MAX);
+            o->epoch_samples_set = 1;
+        } else if (!strcmp(a, "--save-state"))
+            STR(o->save_state);
+        else if (!strcmp(a, "--save-every"))
+            NUM(o->save_every, 1, INT64_MAX);
+        else if (!strcmp(a, "--resume"))
+            STR(o->resume);
+        else if (!strcmp(a, "--skip-batches")) {
+            if (parse_skip(o, v) != 0)
+                return -1;
+            i++;
+        } else if (!strcmp(a, "--emit-samples"))
+            STR(o->emit_samples);
+        else if (!strcmp(a, "--seed"))
             NUM(o->ws.seed, 0, UINT64_MAX);
         else if (!strcmp(a, "--epochs"))
             NUM(o->pc.epochs, 0, UINT32_MAX);
@@ -309,18 +667,41 @@ int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "zephon run: unknown option '%s'\n", a);
             return -1;
-        } else if (o->n_specs < ZP_RUN_MAX_SPECS)
-            o->specs[o->n_specs++] = a;
-        else {
-            fprintf(stderr, "zephon run: more than %d datasets given (use a manifest)\n",
-                    ZP_RUN_MAX_SPECS);
-            return -1;
+        } else {
+            if (o->n_parts) {
+                fprintf(stderr, "zephon run: '%s': positional specs cannot be combined with %s "
+                                "(give each part with --data SPEC[@WEIGHT])\n",
+                        a, o->mixture_file ? "--mixture" : "--data");
+                return -1;
+            }
+            if (push_spec(o, zpi_strdup(a)) != 0)
+                return -1;
+            o->positional = 1;
         }
 #undef NUM
 #undef STR
     }
     if (o->n_specs == 0) {
         fprintf(stderr, "zephon run: no dataset given\n");
+        return -1;
+    }
+    for (size_t i = 0; i < o->n_parts; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(o->parts[i].name, o->parts[j].name)) {
+                fprintf(stderr, "zephon run: %s%s%stwo parts of the mixture are named '%s' (parts "
+                                "%zu and %zu)\n",
+                        o->mixture_file ? "--mixture " : "",
+                        o->mixture_file ? o->mixture_file : "", o->mixture_file ? ": " : "",
+                        o->parts[i].name, j, i);
+                return -1;
+            }
+    if (o->save_every && !o->save_state) {
+        fprintf(stderr, "zephon run: --save-every needs --save-state FILE\n");
+        return -1;
+    }
+    if (o->resume && o->start_epoch) {
+        fprintf(stderr, "zephon run: --start-epoch cannot be combined with --resume (the state "
+                        "holds the position)\n");
         return -1;
     }
     return 0;

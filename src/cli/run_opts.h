@@ -15,19 +15,19 @@
 #include "cli.h"
 #include "zephon.h"
 
-#define ZP_RUN_MAX_SPECS 256
-
 /* Why a run stopped before its end (zp_run_result.stop). */
 #define ZP_RUN_STOP_OUTPUT 1000 /* an output could not be written */
 
 /* Hooks through which the MPI front end (cmd_run_mpi.c) takes part in a
  * run; NULL in a plain run. Every rank calls start exactly once (p NULL when
  * building the pipeline failed on this rank) and then finish exactly once,
- * so that collective hooks never leave a rank waiting. */
+ * so that collective hooks never leave a rank waiting. save is called at
+ * the same step on every rank (the steps are agreed). */
 typedef struct zp_run_hooks {
     void *user;
-    /* before the first batch; nonzero: stop the run (rc 1) */
-    int (*start)(void *user, zp_pipeline *p);
+    /* before the first batch; nonzero: stop the run (rc 1). why: this
+     * rank's reason when p is NULL (said to the other ranks), else NULL */
+    int (*start)(void *user, zp_pipeline *p, const char *why);
     /* before each step, and once more when next returned ZP_END: agree on
      * whether to stop. local is this rank's reason (0: go on; a signal
      * number; ZP_RUN_STOP_OUTPUT); returns the reason every rank takes
@@ -41,11 +41,38 @@ typedef struct zp_run_hooks {
     void (*step)(void *user, zp_pipeline *p, uint64_t batches);
     /* before the pipeline is destroyed; returns the run's rc */
     int (*finish)(void *user, zp_pipeline *p, int rc);
+    /* save the job's state to path (--save-state); at_end: after the last
+     * step (the stream may have ended on one rank first). 0; -1 (message
+     * printed, the same outcome on every rank); 1: not saved, said, not an
+     * error (the ranks ended at different batches) */
+    int (*save)(void *user, zp_pipeline *p, const char *path, int at_end);
 } zp_run_hooks;
 
+/* One part of a mixture (--data SPEC[@WEIGHT], or a part of --mixture):
+ * specs[first .. first + n) of the options. */
+typedef struct zp_run_part {
+    char *name;    /* owned: the mixture file's name, else the spec as given */
+    double weight; /* > 0, finite; default 1 */
+    size_t first, n;
+    size_t shards; /* shards its specs added (filled when the dataset is built) */
+} zp_run_part;
+
+/* --skip-batches N-M */
+typedef struct zp_run_skip {
+    uint64_t first, last;
+} zp_run_skip;
+
 typedef struct zp_run_opts {
-    const char *specs[ZP_RUN_MAX_SPECS];
-    size_t n_specs;
+    char **specs; /* owned (copies): positional specs, or the parts' specs in order */
+    size_t n_specs, cap_specs;
+    /* mixture: --data or --mixture given (n_parts >= 1); the worksource's
+     * parts are set when there are two parts or more */
+    zp_run_part *parts;
+    size_t n_parts, cap_parts;
+    int positional;          /* specs given as positional arguments */
+    const char *mixture_file; /* --mixture FILE */
+    zp_mix_part *mix;        /* the worksource's parts (built with the dataset) */
+    int epoch_samples_set;   /* --epoch-samples given (wins over the mixture file's) */
     zp_worksource_config ws;
     zp_pipeline_config pc;
     uint64_t start_epoch;
@@ -60,6 +87,13 @@ typedef struct zp_run_opts {
     double step_time;
     uint64_t max_batches;
     const char *emit_ids, *emit_digest;
+    const char *emit_samples; /* --emit-samples DIR: DIR/rank-<R>.samples */
+    /* checkpoints: --save-state FILE, --save-every N (0: at the end only),
+     * --resume FILE, --skip-batches N-M (repeatable, ascending, disjoint) */
+    const char *save_state, *resume;
+    uint64_t save_every;
+    zp_run_skip *skips;
+    size_t n_skips, cap_skips;
     int json, quiet;
     double observe;          /* --observe[=SECONDS]: print interval; <0 off, 0 end only */
     const char *metrics_out; /* --metrics-out FILE */
@@ -70,19 +104,40 @@ typedef struct zp_run_opts {
     const zp_run_hooks *hooks; /* set by the MPI front end */
 } zp_run_opts;
 
+/* Realized proportions of one part (the summary). */
+typedef struct zp_run_part_count {
+    const char *name; /* borrowed from the options */
+    double weight;    /* as used: a fraction of 1 */
+    uint64_t samples, tokens;
+} zp_run_part_count;
+
 typedef struct zp_run_result {
     uint64_t batches, bytes;
     double seconds, first_batch_seconds;
     zp_pipeline_counts counts;
     uint64_t padded_per_epoch, dropped_per_epoch;
     int stop; /* 0: ran to its end; a signal number; ZP_RUN_STOP_OUTPUT */
+    zp_run_part_count *parts; /* malloc'd, n_parts entries when a mixture has 2+ parts */
+    size_t n_parts;
 } zp_run_result;
 
 /* ---- run_opts.c: options */
 
 void zp_run_opts_init(zp_run_opts *o);
-/* 0: ok, 1: --help, -1: bad options (message printed). */
+/* Frees what the options own. */
+void zp_run_opts_free(zp_run_opts *o);
+/* 0: ok, 1: --help, -1: bad options (message printed). On 1 and -1 what
+ * the options own is freed already; after 0, zp_run_main() and
+ * zp_cmd_run_mpi() free it when they return. */
 int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv);
+/* Parse "SPEC[@WEIGHT]" (--data): the weight is the text after the last
+ * '@' when it reads as a number (strtod's syntax, whole; it must then be
+ * positive and finite), else the whole is the spec with weight 1. *spec
+ * malloc'd. 0, or -1 (message printed, naming the option's value). */
+int zp_run_parse_data(const char *v, char **spec, double *weight);
+/* Read a mixture file into o's parts (relative specs resolved against the
+ * file's folder). 0, or -1 (message printed naming the file and field). */
+int zp_run_read_mixture(zp_run_opts *o, const char *path);
 void zp_run_usage(FILE *f);
 /* Fill rank/world size from RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS
  * where not given as options. 0, or -1 (message printed) when a variable
@@ -110,7 +165,17 @@ int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank);
  * run failed); 2 (settings that overflow the epoch arithmetic); or
  * 128+signal (outputs written and complete up to the last batch). */
 int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res);
+/* Build the dataset and run (zp_run_pipeline); frees o's own memory
+ * (zp_run_opts_free) before it returns. */
 int zp_run_main(zp_run_opts *o);
+/* Add the specs to ds part by part (o->parts[k].shards set; the
+ * worksource's parts o->mix and o->ws.parts/n_parts set for 2+ parts). 0,
+ * or -1 (message printed). */
+int zp_run_add_data(zp_run_opts *o, zp_dataset *ds);
+/* The worksource's parts from o->parts[k].shards (after the dataset was
+ * built). 0, or -1 (message printed). */
+int zp_run_set_parts(zp_run_opts *o);
+void zp_run_result_free(zp_run_result *r);
 /* The index store folder of `zephon run` ($XDG_CACHE_HOME/zephon/index or
  * $HOME/.cache/zephon/index), created if needed. 0, or -1 with errno. */
 int zp_run_index_store_dir(char *buf, size_t cap);
@@ -131,6 +196,10 @@ int zp_out_open(zp_out *o, const char *path);
 int zp_out_printf(zp_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Flush and close (NULL f is fine). 0, or -1 (message printed). */
 int zp_out_close(zp_out *o);
+/* Write a state document to path atomically (a temporary file beside it,
+ * fsync, rename, then the folder synced). 0, or -1 (message printed
+ * naming the path and the reason). */
+int zp_run_write_state(const char *path, const char *data, size_t len);
 
 void zp_run_print(const zp_run_opts *o, const zp_run_result *r);
 /* Print the pipeline's snapshots (table, or JSON lines with --json). */
@@ -143,7 +212,8 @@ int zp_run_write_metrics(zp_pipeline *p, const char *path, int stop);
 /* cmd_run_mpi.c: 1 when launched by mpirun/srun (PMIx/Open MPI variables). */
 int zp_cli_under_mpi(void);
 /* `zephon run` over MPI: initialises MPI (the command owns it, never the
- * library), runs the pipeline on this rank, writes the report. */
+ * library), runs the pipeline on this rank, writes the report; frees o's
+ * own memory before it returns. */
 int zp_cmd_run_mpi(zp_run_opts *o);
 #endif
 

@@ -1,7 +1,7 @@
-/* run_print.c - what `zephon run` prints and writes: the summary, the
- * snapshots (table or JSON lines), the metrics document, and the output
- * files, whose write errors are reported when they happen (path and the
- * system's reason). */
+/* run_print.c - what `zephon run` prints and writes: the summary (with a
+ * mixture's realized proportions), the snapshots (table or JSON lines),
+ * the metrics document, the state file, and the output files, whose write
+ * errors are reported when they happen (path and the system's reason). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "run_opts.h"
 #include "util.h"
@@ -98,7 +100,81 @@ static int write_document(const char *path, const char *data, size_t len)
     return close(fd);
 }
 
+int zp_run_write_state(const char *path, const char *data, size_t len)
+{
+    if (zpi_write_file_atomic(path, data, len) != 0) {
+        fprintf(stderr, "zephon run: cannot write the state to '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    /* the rename itself is durable once its folder is synced */
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        zpi_fmt(dir, sizeof dir, ".");
+    else
+        zpi_fmt(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+            fprintf(stderr, "zephon run: cannot sync the folder of the state '%s': %s\n", path,
+                    strerror(errno));
+            close(fd);
+            return -1;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ summary */
+
+static double frac(uint64_t a, uint64_t total) { return total ? (double)a / (double)total : 0.0; }
+
+/* The mixture's realized proportions (2+ parts): a JSON member, or lines. */
+static void print_parts(const zp_run_opts *o, const zp_run_result *r)
+{
+    uint64_t ts = 0, tt = 0;
+    for (size_t k = 0; k < r->n_parts; k++) {
+        ts += r->parts[k].samples;
+        tt += r->parts[k].tokens;
+    }
+    if (o->json) {
+        printf(",\"parts\":[");
+        for (size_t k = 0; k < r->n_parts; k++) {
+            const zp_run_part_count *c = &r->parts[k];
+            json_t *nm = json_string(c->name);
+            char *name = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
+            json_decref(nm);
+            printf("%s{\"name\":%s,\"weight\":%.6f,\"samples\":%llu,\"sample_fraction\":%.6f,"
+                   "\"tokens\":%llu,\"token_fraction\":%.6f}",
+                   k ? "," : "", name ? name : "null", c->weight, (unsigned long long)c->samples,
+                   frac(c->samples, ts), (unsigned long long)c->tokens, frac(c->tokens, tt));
+            free(name);
+        }
+        printf("]");
+        return;
+    }
+    int w = 4;
+    for (size_t k = 0; k < r->n_parts; k++) {
+        int l = (int)strlen(r->parts[k].name);
+        if (l > w)
+            w = l > 60 ? 60 : l;
+    }
+    printf("  mixture: realized proportions of the delivered samples%s\n",
+           tt ? " and tokens" : "");
+    printf("    %-*s %8s %12s %9s", w, "part", "weight", "samples", "fraction");
+    if (tt)
+        printf(" %14s %9s", "tokens", "fraction");
+    printf("\n");
+    for (size_t k = 0; k < r->n_parts; k++) {
+        const zp_run_part_count *c = &r->parts[k];
+        printf("    %-*.*s %8.4f %12llu %9.4f", w, w, c->name, c->weight,
+               (unsigned long long)c->samples, frac(c->samples, ts));
+        if (tt)
+            printf(" %14llu %9.4f", (unsigned long long)c->tokens, frac(c->tokens, tt));
+        printf("\n");
+    }
+}
 
 void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
 {
@@ -115,6 +191,8 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
                r->stop ? "true" : "false");
         if (r->stop && r->stop != ZP_RUN_STOP_OUTPUT)
             printf(",\"signal\":\"%s\"", zp_run_signal_name(r->stop));
+        if (r->n_parts > 1)
+            print_parts(o, r);
         printf("}\n");
         return;
     }
@@ -137,6 +215,8 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
                (unsigned long long)r->counts.padded, (unsigned long long)r->padded_per_epoch,
                (unsigned long long)r->dropped_per_epoch, (unsigned long long)r->counts.skipped,
                (unsigned long long)r->counts.truncated_tokens);
+    if (r->n_parts > 1)
+        print_parts(o, r);
 }
 
 /* ------------------------------------------------------------ observability */

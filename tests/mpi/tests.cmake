@@ -50,6 +50,14 @@ add_test(NAME test_mpi_cli
 set_tests_properties(test_mpi_cli PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
+# Elastic resume: 4 ranks save the job state of a 3-part mixture part-way
+# through an epoch, 3 ranks resume it; the epoch's draws over both runs are
+# each delivered exactly once (record mode and concat packing).
+add_test(NAME test_mpi_elastic
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_elastic.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_elastic PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
 # A real single-node Slurm (munged, slurmctld, slurmd started and stopped by
 # the script) running slurm/zephon-smoke.sbatch. Needs root and the
 # slurm-wlm and munge packages (tools/deps.sh --slurm); not under sanitizers.
