@@ -724,12 +724,30 @@ static void check_split(sim *m, const zpi_state *old, const zpi_rank_state *nr, 
                 }
             }
         }
+        /* padding: N + 0, N + 1, ... over the ranks in order, each once */
+        uint64_t next_pad = nn;
+        for (uint32_t r = 0; r < w; r++) {
+            zpi_span def;
+            const zpi_span *sp;
+            size_t n;
+            seq_of(&view, &nr[r], e, &def, &sp, &n);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t end = sp[i].start + sp[i].count;
+                uint64_t from = sp[i].start > nn ? sp[i].start : nn;
+                if (from < end) {
+                    assert_int_equal(from, next_pad);
+                    next_pad = end;
+                }
+            }
+        }
+        assert_int_equal(next_pad - nn, per * w - real_new);
         if (old->remainder == ZP_REMAINDER_PAD)
             assert_int_equal(real_new, l);
         else
             assert_int_equal(real_new, per * w);
         /* the union: each position once */
-        qsort(all.v, all.n, sizeof *all.v, iv_cmp);
+        if (all.n)
+            qsort(all.v, all.n, sizeof *all.v, iv_cmp);
         uint64_t covered = 0;
         for (size_t i = 0; i < all.n; i++) {
             if (i)
