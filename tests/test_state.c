@@ -1013,6 +1013,40 @@ static void test_elastic_example(void **unused)
     zpi_state_clear(&s);
 }
 
+/* docs/state.md's example: its JSON is a state in the rendered form, and
+ * its re-split on 3 ranks is the one the page describes. */
+static void test_doc_example(void **unused)
+{
+    char *doc = zpt_read_file(ZP_TEST_DATA "/../../docs/state.md", NULL);
+    assert_non_null(doc);
+    char *a = strstr(doc, "```json\n"), *b = a ? strstr(a + 8, "\n```") : NULL;
+    assert_non_null(b);
+    a += 8;
+    b[1] = '\0';
+    zpi_state s;
+    zpi_err err = {0};
+    if (zpi_state_parse(a, strlen(a), &s, &err) != ZP_OK)
+        fail_msg("docs/state.md: %s", zpi_err_msg(&err));
+    char *t = render(&s);
+    assert_string_equal(t, a);
+    free(t);
+    free(doc);
+    static const uint64_t want[3][2][2] = {{{3, 2}}, {{7, 2}}, {{9, 1}, {10, 1}}};
+    for (uint32_t r = 0; r < 3; r++) {
+        zpi_rank_state o;
+        assert_int_equal(zpi_state_rank_plan(&s, r, 3, &o, &err), ZP_OK);
+        assert_int_equal(o.n_plans, 1);
+        assert_int_equal(o.plans[0].n, r == 2 ? 2 : 1);
+        for (size_t i = 0; i < o.plans[0].n; i++) {
+            assert_int_equal(o.plans[0].spans[i].start, want[r][i][0]);
+            assert_int_equal(o.plans[0].spans[i].count, want[r][i][1]);
+            assert_int_equal(o.plans[0].spans[i].token_offset, r == 0 && i == 0 ? 17 : 0);
+        }
+        zpi_rank_state_clear(&o);
+    }
+    zpi_state_clear(&s);
+}
+
 static void test_rank_plan_refuses(void **unused)
 {
     zpi_state s;
@@ -1230,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_default_range),
         cmocka_unit_test(test_elastic_example),
+        cmocka_unit_test(test_doc_example),
         cmocka_unit_test(test_rank_plan_refuses),
         cmocka_unit_test(test_elastic_small),
         cmocka_unit_test(test_elastic_large),
