@@ -435,7 +435,8 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
         e |= put_u64(b, x->to_position);
         e |= zpi_buf_puts(b, "]}");
     }
-    e |= zpi_buf_puts(b, r->n_skips ? "\n      ],\n      \"counts\": {" : "],\n      \"counts\": {");
+    e |= zpi_buf_puts(b, r->n_skips ? "\n      ]" : "]");
+    e |= zpi_buf_puts(b, ",\n      \"counts\": {");
     const char *sep = "";
 #define X(f)                                                                                       \
     e |= zpi_buf_printf(b, "%s\"" #f "\": ", sep);                                                 \
@@ -856,8 +857,8 @@ static void put_value(zpi_buf *b, json_t *v)
 
 zp_status zpi_state_check_settings(const zpi_state *s, const char *settings, zpi_err *err)
 {
-    json_t *mine = load_object(s->settings ? s->settings : "", s->settings ? strlen(s->settings) : 0,
-                               "the state's settings", err);
+    const char *st_set = s->settings ? s->settings : "";
+    json_t *mine = load_object(st_set, strlen(st_set), "the state's settings", err);
     if (!mine)
         return ZP_ERR_INVALID;
     json_t *here = load_object(settings ? settings : "", settings ? strlen(settings) : 0,
@@ -1028,13 +1029,14 @@ typedef struct spanlist {
 } spanlist;
 
 /* Appends [start, start + count) (nothing when count is 0), joining it to
- * the last span when it continues it and carries no token offset. */
-static int sl_push(spanlist *l, uint64_t start, uint64_t count, uint64_t tok)
+ * the last span (when join is set) if it continues it and carries no token
+ * offset. */
+static int sl_push(spanlist *l, uint64_t start, uint64_t count, uint64_t tok, int join)
 {
     if (!count)
         return 0;
     zpi_span *last = l->n ? &l->v[l->n - 1] : NULL;
-    if (last && !tok && last->start + last->count == start) {
+    if (join && last && !tok && last->start + last->count == start) {
         last->count += count;
     } else {
         if (zpi_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v) != 0)
@@ -1083,7 +1085,7 @@ static int add_remaining(spanlist *l, const zpi_state *s, const zpi_rank_state *
             continue; /* padding: left out */
         if (c > n - a)
             c = n - a;
-        if (sl_push(l, a, c, tok) != 0)
+        if (sl_push(l, a, c, tok, 1) != 0)
             return -1;
     }
     return 0;
@@ -1102,7 +1104,8 @@ static int slice(spanlist *l, const spanlist *all, uint64_t lo, uint64_t hi)
         if (b <= lo)
             continue;
         uint64_t from = a > lo ? a : lo, to = b < hi ? b : hi;
-        if (sl_push(l, sp->start + (from - a), to - from, from == a ? sp->token_offset : 0) != 0)
+        if (sl_push(l, sp->start + (from - a), to - from, from == a ? sp->token_offset : 0, 1) !=
+            0)
             return -1;
     }
     return 0;
@@ -1184,7 +1187,7 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
             /* padding repeats the epoch's first samples, k counting up over
              * the ranks left short */
             uint64_t k0 = rank * per - lo;
-            bad = sl_push(&mine, n + k0, per - (hi - lo), 0) != 0;
+            bad = sl_push(&mine, n + k0, per - (hi - lo), 0, 0) != 0;
         }
         free(all.v);
         zpi_epoch_plan *pl = &o.plans[o.n_plans++];
@@ -1300,8 +1303,8 @@ static void describe_rank(zpi_buf *b, const zpi_state *s, const zpi_rank_state *
     zpi_buf_printf(b, "%s\n", r->carry ? "; the next row carries the last token over" : "");
     for (size_t i = 0; i < r->n_plans; i++) {
         const zpi_epoch_plan *p = &r->plans[i];
-        zpi_buf_printf(b, "  epoch %" PRIu32 " plan: %" PRIu64 " positions in %zu spans:",
-                       p->epoch, plan_total(p), p->n);
+        zpi_buf_printf(b, "  epoch %" PRIu32 " plan: %" PRIu64 " positions in %zu span%s:",
+                       p->epoch, plan_total(p), p->n, p->n == 1 ? "" : "s");
         size_t show = p->n < 8 ? p->n : 8;
         for (size_t j = 0; j < show; j++) {
             const zpi_span *sp = &p->spans[j];

@@ -13,7 +13,10 @@
  * repeat, ZP_REMAINDER_PAD). By default (no plan for that epoch) rank r of
  * W reads positions [r * per, (r + 1) * per), per = ceil(N / W) for PAD,
  * floor(N / W) for DROP. A plan replaces that range by a list of spans,
- * read in order.
+ * read in order. A rank's `position` (and a skip's from/to positions)
+ * count the rank's own sequence of the epoch: position i is the i-th
+ * element of the default range or of the plan's spans concatenated (as
+ * zp_sample.position), not a position of the epoch's stream.
  *
  * Thread safety: none needed; every call works on its arguments.
  */
@@ -55,7 +58,9 @@ typedef struct zpi_rank_state {
     uint64_t next_batch;   /* index of the next batch (delivered + skipped before it) */
     uint32_t epoch;        /* the next sample of this rank's stream: */
     uint64_t position;     /*   its epoch and position in the epoch */
-    uint64_t token_offset; /* token modes: its tokens already delivered */
+    uint64_t token_offset; /* token modes: its tokens already delivered (when
+                              the next sample starts a span with a token
+                              offset, the larger of the two holds) */
     int carry;             /* concat packing: the next row starts with the last
                               token of the previous one (the sample's token
                               token_offset - 1, or EOT when token_offset is 0) */
@@ -93,13 +98,18 @@ void zpi_state_clear(zpi_state *s);
 zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src);
 
 /* The state as JSON: 2-space indent, fields in a fixed order, 64-bit
- * numbers as JSON integers, the settings as an embedded object and the hash
- * as 16 hex digits. *out malloc'd, NUL-terminated. */
+ * numbers as JSON integers (values >= 2^63 as decimal strings: "seed":
+ * "18446744073709551615"; parse accepts both forms for every unsigned
+ * field), the settings as an embedded object (canonical form, see
+ * zpi_state_settings_canon) and its hash as 16 hex digits. Refuses
+ * (ZP_ERR_INVALID) what parse would refuse. *out malloc'd, NUL-terminated. */
 zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err *err);
 /* Parse and validate (types, ranges, ranks ascending and < world_size,
  * plans ascending by epoch, spans non-empty, the hash matching the
  * settings). ZP_ERR_FORMAT naming the field ("ranks[2].position: not an
- * unsigned integer"); ZP_ERR_UNSUPPORTED for another version. */
+ * unsigned integer", "ranks[0].counts.extra: unknown field": unknown
+ * members are refused); ZP_ERR_UNSUPPORTED for another version. On
+ * failure *out holds nothing. */
 zp_status zpi_state_parse(const char *json, size_t len, zpi_state *out, zpi_err *err);
 
 /* The canonical text of a settings object: compact JSON, members in their
@@ -127,24 +137,34 @@ zp_status zpi_state_check_settings(const zpi_state *s, const char *settings, zpi
 zp_status zpi_state_merge(const zpi_state *const *in, size_t n, zpi_state *out, zpi_err *err);
 
 /* The rank state that rank `rank` of a world of `world_size` continues
- * from:
+ * from (docs/state.md has a worked example):
  *  - world_size == s->world_size and the rank is present: a copy of it
  *    (exact continuation);
  *  - another world size, and s holds every rank (a job state): the elastic
- *    re-split. Let e0 and e1 be the lowest and highest epoch among the old
- *    ranks. For each epoch e in e0 .. e1 the remaining positions are, old
+ *    re-split. Let e0 be the lowest epoch among the old ranks and e1 the
+ *    highest among their epochs and the epochs of their plans (an epoch
+ *    planned by an earlier re-split keeps a plan, so that what was
+ *    delivered of it before that re-split is not read again). For each
+ *    epoch e in e0 .. e1 the remaining positions are, old
  *    rank by old rank (ascending): nothing when its epoch is past e; its
  *    plan for e (or its default range) from its position on when its epoch
- *    is e, the first one carrying its token_offset; its whole plan (or
+ *    is e, the first one carrying its token_offset (or its span's, when
+ *    larger); its whole plan (or
  *    default range) for e when its epoch is before e. Padding positions
  *    (>= N) are left out. Of the L real positions left, new rank r gets
  *    [r * per', min((r + 1) * per', L)) with per' = ceil(L / W') (PAD; a
  *    rank left short is filled with padding positions N + k, k counting up
  *    from 0 over the ranks in order, so that they repeat the epoch's first
  *    samples) or floor(L / W') (DROP: the last L - W' per' are dropped).
+ *    A span cut in two keeps its token offset on the piece holding its
+ *    first sample; adjacent pieces that continue each other are joined
+ *    (never across a token offset, nor onto a padding span).
  *    The new rank state: epoch e0, position 0, token_offset 0, carry 0,
  *    plans for e0 .. e1, next_batch as in s; rank 0 takes the job's
- *    realized part counts, counts and skips, the others start from zero.
+ *    realized part counts, counts and skips (summed over the old ranks;
+ *    the ranks' skipped ranges joined where they overlap, samples and
+ *    tokens summed, from the earliest from to the latest to), the others
+ *    start from zero.
  *  - otherwise ZP_ERR_INVALID naming why ("the state holds rank 1 of 4
  *    only; restoring on 3 ranks needs the job state of all 4").
  * n_ranks of a rank state is ignored here; out is filled (caller clears
