@@ -24,6 +24,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
+#include "mixture.h"
 #include "util.h"
 #include "zephon/state.h"
 #include "zephon/worksource.h"
@@ -1290,6 +1291,66 @@ static void describe_parts(zpi_buf *b, const zpi_state *s, const char *indent,
                        100.0 * s->part_weights[i]);
 }
 
+/* Each part's pass at the rank's next draw: the draw's number in the
+ * mixture (epoch x N + its place in the epoch's stream), the parts' draw
+ * counts before it from the schedule of the state's weights, and the
+ * parts' sizes from the settings. Left out when the settings do not say
+ * the sizes. */
+static void describe_passes(zpi_buf *b, const zpi_state *s, const zpi_rank_state *r)
+{
+    json_t *set = json_loads(s->settings ? s->settings : "", 0, NULL);
+    json_t *parts = set ? json_object_get(set, "parts") : NULL;
+    uint64_t *size = calloc(s->n_parts ? s->n_parts : 1, sizeof *size);
+    uint64_t *cnt = calloc(s->n_parts ? s->n_parts : 1, sizeof *cnt);
+    int ok = size && cnt && json_is_array(parts) && json_array_size(parts) == s->n_parts &&
+             s->n_parts > 0 && s->epoch_samples > 0;
+    for (size_t i = 0; ok && i < s->n_parts; i++) {
+        json_t *n = json_object_get(json_array_get(parts, i), "samples");
+        ok = json_is_integer(n) && json_integer_value(n) > 0;
+        if (ok)
+            size[i] = (uint64_t)json_integer_value(n);
+    }
+    /* the next sample's place in the epoch's stream */
+    uint64_t g = 0, pos = r->position;
+    const zpi_epoch_plan *p = ok ? find_plan(r, r->epoch) : NULL;
+    if (p) {
+        size_t k = 0;
+        while (k < p->n && pos >= p->spans[k].count)
+            pos -= p->spans[k++].count;
+        ok = k < p->n;
+        if (ok)
+            g = p->spans[k].start + pos;
+    } else if (ok) {
+        uint64_t a, c;
+        zpi_state_default_range(s->epoch_samples, s->world_size, s->remainder, r->rank, &a, &c);
+        ok = pos < c;
+        g = a + pos;
+    }
+    unsigned __int128 G = (unsigned __int128)r->epoch * s->epoch_samples + g % s->epoch_samples;
+    ok = ok && G <= UINT64_MAX;
+    zpi_mix *mix = NULL;
+    zpi_err e = {0};
+    if (ok && s->n_parts == 1)
+        cnt[0] = (uint64_t)G;
+    else if (ok)
+        ok = zpi_mix_create(s->part_weights, s->n_parts, &mix, &e) == ZP_OK &&
+             zpi_mix_counts(mix, (uint64_t)G, cnt) == ZP_OK;
+    if (ok) {
+        zpi_buf_printf(b, "  each part's pass at draw %" PRIu64 " of the mixture:",
+                       (uint64_t)G);
+        size_t show = s->n_parts < 16 ? s->n_parts : 16;
+        for (size_t i = 0; i < show; i++)
+            zpi_buf_printf(b, "%s %s pass %" PRIu64 " (%" PRIu64 " of %" PRIu64 " drawn)",
+                           i ? ";" : "", s->part_names[i], cnt[i] / size[i], cnt[i] % size[i],
+                           size[i]);
+        zpi_buf_puts(b, s->n_parts > show ? "; ...\n" : "\n");
+    }
+    zpi_mix_destroy(mix);
+    free(size);
+    free(cnt);
+    json_decref(set);
+}
+
 static void describe_rank(zpi_buf *b, const zpi_state *s, const zpi_rank_state *r)
 {
     uint64_t cnt = rank_epoch_count(s, r, r->epoch);
@@ -1318,6 +1379,7 @@ static void describe_rank(zpi_buf *b, const zpi_state *s, const zpi_rank_state *
         }
         zpi_buf_puts(b, p->n > show ? " ...\n" : "\n");
     }
+    describe_passes(b, s, r);
     describe_counts(b, "  ", &r->counts);
     if (s->n_parts) {
         zpi_buf_puts(b, "  proportions so far:\n");

@@ -312,6 +312,8 @@ static void test_skip_range(void **state)
     assert_non_null(strstr(json, "129"));
     char *text = NULL, err[256];
     assert_int_equal(zp_state_describe(json, strlen(json), &text, err, sizeof err), ZP_OK);
+    assert_non_null(strstr(text, "skipped batches 120..129"));
+    assert_non_null(strstr(text, "web pass ")); /* each part's pass */
     free(text);
     run_close(&r);
     /* a range already delivered before the state is refused */
