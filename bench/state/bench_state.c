@@ -34,6 +34,9 @@
  *     3.5 * 10^9; and the bare quota schedule (zpi_mix_cursor_next) for 3
  *     and 1,000 parts. Ratios are to the plain dataset in the same run.
  *
+ * $BENCH_STATE_DUMP=FOLDER writes the states there (fresh.json, deep.json,
+ * job64.json, rank0of48.json, rank47of48.json).
+ *
  * Each figure is printed with what it checked (the restored position and
  * counts read back, the re-split's lengths): a figure of a restore that did
  * not restore is worth nothing.
@@ -284,6 +287,19 @@ static void edit_rank(json_t *r, uint32_t rank, uint32_t epoch, uint64_t positio
     set_u64(c, "tokens", tokens);
 }
 
+/* $BENCH_STATE_DUMP (a folder): write the state as name there, to read. */
+static void dump_state(const char *name, const char *json, size_t len)
+{
+    const char *d = getenv("BENCH_STATE_DUMP");
+    if (!d || !*d)
+        return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", d, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fwrite(json, 1, len, f) != len || fclose(f) != 0)
+        die("%s: cannot write", path);
+}
+
 /* ------------------------------------------------------------ figures */
 
 static void line(const char *what, stat3 s, const char *unit, const char *extra)
@@ -454,6 +470,7 @@ int main(int argc, char **argv)
     char extra[256];
     snprintf(extra, sizeof extra, "state %zu bytes", fresh_len);
     line("1. save, fresh pipeline (rank 0 of 1)", stats(v, REPS), "us", extra);
+    dump_state("fresh.json", fresh, fresh_len);
 
     /* 2. deep into the run: epoch 3, position 5e8 of 1e9 */
     zp_worksource *ws = ws_open(MIX_1000, 0, 1);
@@ -469,6 +486,7 @@ int main(int argc, char **argv)
     json_decref(j);
     restore_fig f = restore_runs(deep, deep_len, 0, 1, DEEP_EPOCH, DEEP_POS);
     check_rank(f.saved, DEEP_EPOCH, DEEP_POS, "deep state");
+    dump_state("deep.json", f.saved, strlen(f.saved));
     {
         /* the counts read back */
         zp_worksource *w2 = ws_open(MIX_1000, 0, 1);
@@ -536,6 +554,7 @@ int main(int argc, char **argv)
     snprintf(extra, sizeof extra, "rank states %zu bytes each, job state %zu bytes", rank_len[0],
              job_len);
     line("3. merge of 64 rank states", stats(v, REPS), "ms", extra);
+    dump_state("job64.json", job, job_len);
 
     f = restore_runs(job, job_len, 5, JOB_W, DEEP_EPOCH, rank_pos[5]);
     check_rank(f.saved, DEEP_EPOCH, rank_pos[5], "job state on 64 ranks");
@@ -547,6 +566,7 @@ int main(int argc, char **argv)
     for (uint32_t rank = 0; rank < JOB_W2; rank += JOB_W2 - 1) {
         f = restore_runs(job, job_len, rank, JOB_W2, DEEP_EPOCH, 0);
         check_rank(f.saved, DEEP_EPOCH, 0, "job state on 48 ranks");
+        dump_state(rank ? "rank47of48.json" : "rank0of48.json", f.saved, strlen(f.saved));
         zp_worksource *w2 = ws_open(MIX_1000, rank, JOB_W2);
         zp_pipeline *p = pipe_open(w2);
         if (zp_pipeline_state_restore(p, job, job_len) != ZP_OK)
