@@ -4,17 +4,19 @@
 # 48 ranks) and the mixture's selection cost per sample, in one run
 # (bench/state/bench_state.c says what each figure measures).
 #   bench/state/run.sh [BUILD_DIR]        (default build/release)
+# CMAKE_ARGS="..." adds options to the configure step (for example
+# -DCMAKE_C_COMPILER=clang); BENCH_STATE_DUMP=FOLDER keeps the states.
 # Builds bench_state (Release), writes its 1,000 small shards and manifest
 # under $TMPDIR (removed at the end), prints the table; then, when the tree
 # has it, bench/mixture's figures for the bare schedule.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$B" -j2 --target bench_state >/dev/null
 "$B/bench_state"
-if [[ -x bench/mixture/run.sh ]]; then
+if [[ -f bench/mixture/run.sh ]]; then
   echo
   echo "bench/mixture (the bare quota schedule):"
-  bench/mixture/run.sh "$B"
+  bash bench/mixture/run.sh "$B"
 fi
