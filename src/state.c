@@ -459,7 +459,7 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
                               "settings", err);
     if (!set)
         return ZP_ERR_INVALID;
-    uint64_t hash;
+    uint64_t hash = 0;
     zp_status st = canon_of(set, NULL, &hash, err);
     zpi_buf b = {0};
     int e = st != ZP_OK;
@@ -599,7 +599,7 @@ static zp_status only_known(json_t *o, const char *prefix, const char *const *kn
 static zp_status get_pair(json_t *o, const char *prefix, const char *key, uint64_t max_a,
                           uint64_t *a, uint64_t *b, zpi_err *err)
 {
-    json_t *arr;
+    json_t *arr = NULL;
     ZPI_FORWARD_IF_ERR(get_kind(o, prefix, key, JSON_ARRAY, "an array of two numbers", &arr, err));
     char p[256], q[300];
     path_of(p, sizeof p, prefix, key);
@@ -614,7 +614,7 @@ static zp_status get_pair(json_t *o, const char *prefix, const char *key, uint64
 static zp_status parse_u64_array(json_t *o, const char *prefix, const char *key, size_t n,
                                  uint64_t **out, zpi_err *err)
 {
-    json_t *arr;
+    json_t *arr = NULL;
     ZPI_FORWARD_IF_ERR(get_kind(o, prefix, key, JSON_ARRAY, "an array", &arr, err));
     char p[256], q[300];
     path_of(p, sizeof p, prefix, key);
@@ -635,7 +635,7 @@ static zp_status parse_plan(json_t *o, const char *pp, zpi_epoch_plan *pl, zpi_e
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", pp);
     ZPI_FORWARD_IF_ERR(only_known(o, pp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, pp, "epoch", &pl->epoch, err));
-    json_t *arr;
+    json_t *arr = NULL;
     ZPI_FORWARD_IF_ERR(get_kind(o, pp, "spans", JSON_ARRAY, "an array", &arr, err));
     pl->spans = alloc_n(json_array_size(arr), sizeof(zpi_span));
     ZPI_RETURN_ERR_IF(!pl->spans, err, ZP_ERR_NOMEM, "%s: out of memory", pp);
@@ -693,7 +693,7 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     ZPI_RETURN_ERR_IF(!json_is_boolean(c), err, ZP_ERR_FORMAT, "%s: not true or false", p);
     r->carry = json_is_true(c);
 
-    json_t *arr;
+    json_t *arr = NULL;
     ZPI_FORWARD_IF_ERR(get_kind(o, rp, "plans", JSON_ARRAY, "an array", &arr, err));
     r->plans = alloc_n(json_array_size(arr), sizeof *r->plans);
     ZPI_RETURN_ERR_IF(!r->plans, err, ZP_ERR_NOMEM, "%s: out of memory", rp);
@@ -788,7 +788,7 @@ static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
                       " does not match the settings (their hash is %016" PRIx64 ")",
                       hash, s->settings_hash);
 
-    json_t *arr;
+    json_t *arr = NULL;
     ZPI_FORWARD_IF_ERR(get_kind(root, "", "parts", JSON_ARRAY, "an array", &arr, err));
     size_t np = json_array_size(arr);
     s->part_names = alloc_n(np, sizeof(char *));
