@@ -376,7 +376,9 @@ static int restore_and_skip(const zp_run_opts *o, zp_pipeline *p, char *why, siz
         zp_status st = zp_pipeline_state_restore(p, json, len);
         free(json);
         if (st != ZP_OK) {
-            zpi_fmt(why, why_cap, "--resume %s: %s: %s", o->resume, zp_status_str(st),
+            /* the library's message says what (MISMATCH's generic words,
+             * "ranks disagree", would mislead here) */
+            zpi_fmt(why, why_cap, "--resume %s: cannot continue from this state: %s", o->resume,
                     zp_pipeline_errmsg(p));
             return -1;
         }
