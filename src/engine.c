@@ -7,6 +7,7 @@
  * stage packer.h's, the hand-over to the consumer outq.h's.
  */
 #include "engine.h"
+#include "worksource_internal.h"
 
 #include <omp.h>
 
@@ -188,14 +189,8 @@ static zpi_chunk *admit_locked(zpi_engine *e)
 {
     if (e->admit_done || atomic_load(&e->stop) || !e->chunk_free.head)
         return NULL;
-    /* the next epoch with samples for this rank (an elastic resume may
-     * leave an epoch empty; without one every epoch has per_rank) */
-    uint64_t len = zp_worksource_epoch_samples(e->ws, e->adm_epoch);
-    while (e->adm_pos >= len && e->adm_epoch < e->end_epoch && e->per_rank > 0) {
-        e->adm_epoch++;
-        e->adm_pos = 0;
-        len = zp_worksource_epoch_samples(e->ws, e->adm_epoch);
-    }
+    zpi_worksource_settle(e->ws, &e->adm_epoch, &e->adm_pos);
+    const uint64_t len = zp_worksource_epoch_samples(e->ws, e->adm_epoch);
     if (e->per_rank == 0 || e->adm_epoch >= e->end_epoch) {
         e->admit_done = 1;
         return NULL;
@@ -279,13 +274,8 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint3
     else /* a later epoch: what is left of admission's, and pf_pos */
         ahead = (zp_worksource_epoch_samples(e->ws, e->adm_epoch) - e->adm_pos) + e->pf_pos;
     while (ahead < e->prefetch_buffer && e->pf_count < 64) {
-        int guard = 0;
-        while (e->pf_pos >= zp_worksource_epoch_samples(e->ws, e->pf_epoch) &&
-               e->pf_epoch < e->end_epoch && guard++ < 64) {
-            e->pf_epoch++;
-            e->pf_pos = 0;
-        }
-        if (e->pf_epoch >= e->end_epoch || guard >= 64)
+        zpi_worksource_settle(e->ws, &e->pf_epoch, &e->pf_pos);
+        if (e->pf_epoch >= e->end_epoch)
             break;
         zp_sample s;
         if (zp_worksource_sample(e->ws, e->pf_epoch, e->pf_pos, &s) != ZP_OK)

@@ -150,6 +150,15 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
     return st;
 }
 
+zp_status zpi_outq_failed(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    zp_status st = q->final_set && !q->ready.head && q->final.code != ZP_END ? q->final.code
+                                                                            : ZP_OK;
+    pthread_mutex_unlock(&q->mu);
+    return st;
+}
+
 int zpi_outq_finished(zpi_outq *q)
 {
     pthread_mutex_lock(&q->mu);

@@ -94,6 +94,9 @@ void zpi_outq_close(zpi_outq *q);
  * measured up to then excludes the scheduler's delay in waking the
  * producer at unlock. */
 zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t *taken_ns);
+/* The stream's error once every batch before it was taken (the consumer's
+ * next call returns it), else ZP_OK (also for ZP_END). Under the lock. */
+zp_status zpi_outq_failed(zpi_outq *q);
 /* Whether the final status was set. */
 int zpi_outq_finished(zpi_outq *q);
 void zpi_outq_counts(zpi_outq *q, zp_pipeline_counts *out);

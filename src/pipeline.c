@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "pipeline_internal.h"
 #include "util.h"
+#include "worksource_internal.h"
 
 struct zp_pipeline {
     zp_pipeline_config cfg;
@@ -31,7 +32,6 @@ struct zp_pipeline {
     zpi_engine *engine;
 
     /* consumer side */
-    zp_worksource_state resume;
     zpi_ckpt ck; /* checkpoint bookkeeping (pipeline_state.c) */
 };
 
@@ -281,7 +281,8 @@ static zp_status start(zp_pipeline *p)
                       "(zp_pipeline_tokenize)",
                       (int)p->cfg.pack, pack_name((int)p->cfg.pack));
     p->started = 1;
-    zp_worksource_get_state(p->ws, &p->resume);
+    zp_worksource_state at;
+    zp_worksource_get_state(p->ws, &at);
     zpi_ckpt *ck = &p->ck;
     if (!ck->part_samples) {
         ck->nparts = zp_worksource_num_parts(p->ws);
@@ -294,18 +295,18 @@ static zp_status start(zp_pipeline *p)
     }
     if (!ck->restored) {
         ck->at.valid = 1;
-        ck->at.epoch = p->resume.epoch;
-        ck->at.position = p->resume.position;
+        ck->at.epoch = at.epoch;
+        ck->at.position = at.position;
         ck->at.token_offset = 0;
         ck->at.carry = 0;
     }
 
     /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
      * a count that would wrap it, instead of delivering nothing. */
-    if (p->cfg.epochs && (uint64_t)p->resume.epoch + p->cfg.epochs > UINT32_MAX) {
+    if (p->cfg.epochs && (uint64_t)at.epoch + p->cfg.epochs > UINT32_MAX) {
         zpi_err_set(&p->fatal, ZP_ERR_INVALID,
                     "epochs = %u from start epoch %u: runs past the last epoch %u",
-                    (unsigned)p->cfg.epochs, (unsigned)p->resume.epoch, (unsigned)UINT32_MAX - 1);
+                    (unsigned)p->cfg.epochs, (unsigned)at.epoch, (unsigned)UINT32_MAX - 1);
         return zpi_err_copy(&p->err, &p->fatal);
     }
     size_t rows = p->cfg.microbatch_size, cols = p->tok ? p->cfg.seq_len + 1 : 0;
@@ -357,19 +358,8 @@ static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
 {
     zpi_ckpt *ck = &p->ck;
     ck->next_batch = bb->b.index + 1;
-    if (bb->resume.valid) {
+    if (bb->resume.valid)
         ck->at = bb->resume;
-        /* the first document not yet started (record position) */
-        p->resume.epoch = bb->resume.epoch;
-        p->resume.position = bb->resume.position + (bb->resume.token_offset > 0);
-        zp_worksource_state w = p->resume;
-        uint64_t len = zp_worksource_epoch_samples(p->ws, w.epoch);
-        while (p->resume.position >= len && p->resume.epoch != UINT32_MAX) {
-            p->resume.epoch++;
-            p->resume.position = 0;
-            len = zp_worksource_epoch_samples(p->ws, p->resume.epoch);
-        }
-    }
     if (bb->part_samples)
         for (size_t i = 0; i < ck->nparts; i++) {
             ck->part_samples[i] += bb->part_samples[i];
@@ -390,7 +380,7 @@ static zpi_skip *skip_of(zpi_ckpt *ck, uint64_t i)
 static void note_skip(zp_pipeline *p, zpi_skip *sk, const zpi_batchbuf *bb)
 {
     zpi_ckpt *ck = &p->ck;
-    if (sk->samples == 0 && sk->tokens == 0 && sk->to_epoch == 0 && sk->to_position == 0) {
+    if (bb->b.index == sk->first) { /* the range's first batch */
         sk->from_epoch = ck->at.epoch;
         sk->from_position = ck->at.position;
     }
@@ -480,8 +470,14 @@ void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st)
         zp_worksource_get_state(p->ws, st);
     else if (!p->started)
         memset(st, 0, sizeof *st);
-    else
-        *st = p->resume;
+    else {
+        /* the first document not yet started: past a carried one */
+        const zpi_resume_pt *at = &p->ck.at;
+        st->seed = zp_worksource_get_config(p->ws)->seed;
+        st->epoch = at->epoch;
+        st->position = at->position + (at->token_offset > 0);
+        zpi_worksource_settle(p->ws, &st->epoch, &st->position);
+    }
 }
 
 int32_t zp_pipeline_eot(const zp_pipeline *p) { return p && p->tok ? zp_tokenizer_eot(p->tok) : -1; }
@@ -498,25 +494,7 @@ zp_status zpi_pipeline_failed(const zp_pipeline *p)
 {
     if (p->fatal.code != ZP_OK)
         return p->fatal.code;
-    if (p->q_ready && zpi_outq_finished((zpi_outq *)&p->q) && p->q.final.code != ZP_END &&
-        p->q.final.code != ZP_OK && p->q.ready.head == NULL)
-        return p->q.final.code;
-    return ZP_OK;
-}
-
-/* A JSON string literal of s into b. */
-static int json_str(zpi_buf *b, const char *s)
-{
-    int rc = zpi_buf_puts(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            rc |= zpi_buf_printf(b, "\\%c", *c);
-        else if (*c < 0x20)
-            rc |= zpi_buf_printf(b, "\\u%04x", *c);
-        else
-            rc |= zpi_buf_append(b, c, 1);
-    }
-    return rc | zpi_buf_puts(b, "\"");
+    return p->q_ready ? zpi_outq_failed((zpi_outq *)&p->q) : ZP_OK;
 }
 
 zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
@@ -530,7 +508,7 @@ zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
     size_t np = zp_worksource_num_parts(p->ws);
     for (size_t i = 0; i < np; i++) {
         rc |= zpi_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
-        rc |= json_str(&b, zp_worksource_part_name(p->ws, i));
+        rc |= zpi_buf_put_json_str(&b, zp_worksource_part_name(p->ws, i));
         rc |= zpi_buf_printf(&b, ",\"shards\":%zu,\"samples\":%llu,\"weight\":%.17g}",
                        wc->n_parts ? wc->parts[i].shards : zp_dataset_num_shards(ds),
                        (unsigned long long)zp_worksource_part_samples(p->ws, i),
@@ -549,9 +527,9 @@ zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
                    p->cfg.microbatch_size);
     if (p->tok) {
         rc |= zpi_buf_printf(&b, ",\"seq_len\":%zu,\"tokenizer\":", p->cfg.seq_len);
-        rc |= json_str(&b, p->tok_id);
+        rc |= zpi_buf_put_json_str(&b, p->tok_id);
         rc |= zpi_buf_puts(&b, ",\"field\":");
-        rc |= json_str(&b, p->tok_field);
+        rc |= zpi_buf_put_json_str(&b, p->tok_field);
     }
     rc |= zpi_buf_puts(&b, ",\"map\":[");
     int first = 1;
@@ -561,7 +539,7 @@ zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
         if (!first)
             rc |= zpi_buf_puts(&b, ",");
         first = 0;
-        rc |= json_str(&b, p->ops[i].name);
+        rc |= zpi_buf_put_json_str(&b, p->ops[i].name);
     }
     rc |= zpi_buf_printf(&b, "],\"on_bad_record\":\"%s\"}",
                    p->cfg.on_bad_record == ZP_BAD_RECORD_SKIP ? "skip" : "fail");

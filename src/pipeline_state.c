@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "pipeline_internal.h"
 #include "state.h"
 #include "util.h"
@@ -33,9 +31,9 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
     st->world_size = wc->world_size;
     st->epoch_samples = zp_worksource_draws_per_epoch(ws);
     st->remainder = (int)wc->remainder;
+    /* (settings_hash is computed by zpi_state_render, from the canonical form) */
     if (zpi_pipeline_settings_json(p, &st->settings) != ZP_OK)
         return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
-    st->settings_hash = XXH64(st->settings, strlen(st->settings), 0);
     const size_t np = zp_worksource_num_parts(ws);
     st->n_parts = np;
     st->part_names = calloc(np, sizeof *st->part_names);

@@ -158,30 +158,6 @@ static uint64_t rank_epoch_count(const zpi_state *s, const zpi_rank_state *r, ui
 
 /* ------------------------------------------------------------ JSON text */
 
-/* Appends s as a JSON string (quotes, escapes; UTF-8 passes as it is). */
-static int put_str(zpi_buf *b, const char *s)
-{
-    if (zpi_buf_puts(b, "\"") != 0)
-        return -1;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        int r;
-        switch (*p) {
-        case '"': r = zpi_buf_puts(b, "\\\""); break;
-        case '\\': r = zpi_buf_puts(b, "\\\\"); break;
-        case '\n': r = zpi_buf_puts(b, "\\n"); break;
-        case '\r': r = zpi_buf_puts(b, "\\r"); break;
-        case '\t': r = zpi_buf_puts(b, "\\t"); break;
-        case '\b': r = zpi_buf_puts(b, "\\b"); break;
-        case '\f': r = zpi_buf_puts(b, "\\f"); break;
-        default:
-            r = *p < 0x20 ? zpi_buf_printf(b, "\\u%04x", *p) : zpi_buf_append(b, p, 1);
-        }
-        if (r != 0)
-            return -1;
-    }
-    return zpi_buf_puts(b, "\"");
-}
-
 /* The shortest decimal form of a finite double that reads back to it, with
  * a '.' or an exponent so that it reads back as a real. */
 static void fmt_real(char *out, size_t cap, double v)
@@ -216,7 +192,7 @@ static int put_compact(zpi_buf *b, json_t *v)
             return -1;
         json_object_foreach(v, key, x)
         {
-            if ((!first && zpi_buf_puts(b, ",") != 0) || put_str(b, key) != 0 ||
+            if ((!first && zpi_buf_puts(b, ",") != 0) || zpi_buf_put_json_str(b, key) != 0 ||
                 zpi_buf_puts(b, ":") != 0 || put_compact(b, x) != 0)
                 return -1;
             first = 0;
@@ -230,7 +206,7 @@ static int put_compact(zpi_buf *b, json_t *v)
             if ((i && zpi_buf_puts(b, ",") != 0) || put_compact(b, json_array_get(v, i)) != 0)
                 return -1;
         return zpi_buf_puts(b, "]");
-    case JSON_STRING: return put_str(b, json_string_value(v));
+    case JSON_STRING: return zpi_buf_put_json_str(b, json_string_value(v));
     case JSON_INTEGER: return zpi_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     case JSON_REAL:
         fmt_real(num, sizeof num, json_real_value(v));
@@ -479,7 +455,7 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
     json_object_foreach(set, key, x)
     {
         e |= zpi_buf_puts(&b, first ? "\n    " : ",\n    ");
-        e |= put_str(&b, key);
+        e |= zpi_buf_put_json_str(&b, key);
         e |= zpi_buf_puts(&b, ": ");
         e |= put_compact(&b, x);
         first = 0;
@@ -496,7 +472,7 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
         char num[40];
         fmt_real(num, sizeof num, s->part_weights[i]);
         e |= zpi_buf_puts(&b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
-        e |= put_str(&b, s->part_names[i]);
+        e |= zpi_buf_put_json_str(&b, s->part_names[i]);
         e |= zpi_buf_printf(&b, ", \"weight\": %s}", num);
     }
     e |= zpi_buf_puts(&b, s->n_parts ? "\n  ],\n  \"ranks\": [\n" : "],\n  \"ranks\": [\n");

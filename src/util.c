@@ -329,3 +329,26 @@ long zpi_read_full(int fd, void *buf, size_t want)
     }
     return (long)got;
 }
+
+int zpi_buf_put_json_str(zpi_buf *b, const char *s)
+{
+    if (zpi_buf_puts(b, "\"") != 0)
+        return -1;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        int r;
+        switch (*p) {
+        case '"': r = zpi_buf_puts(b, "\\\""); break;
+        case '\\': r = zpi_buf_puts(b, "\\\\"); break;
+        case '\n': r = zpi_buf_puts(b, "\\n"); break;
+        case '\r': r = zpi_buf_puts(b, "\\r"); break;
+        case '\t': r = zpi_buf_puts(b, "\\t"); break;
+        case '\b': r = zpi_buf_puts(b, "\\b"); break;
+        case '\f': r = zpi_buf_puts(b, "\\f"); break;
+        default:
+            r = *p < 0x20 ? zpi_buf_printf(b, "\\u%04x", *p) : zpi_buf_append(b, p, 1);
+        }
+        if (r != 0)
+            return -1;
+    }
+    return zpi_buf_puts(b, "\"");
+}

@@ -84,6 +84,9 @@ int zpi_buf_append(zpi_buf *b, const void *data, size_t n);
 int zpi_buf_puts(zpi_buf *b, const char *s);
 int zpi_buf_printf(zpi_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zpi_buf_free(zpi_buf *b);
+/* Appends s as a JSON string: quotes, escapes (control characters as \n,
+ * \t, ... or \u00XX); UTF-8 passes as it is. 0 or -1. */
+int zpi_buf_put_json_str(zpi_buf *b, const char *s);
 
 /* Grows an array *arr of *cap elements of `elem` bytes to hold at least
  * `need` (at least doubling; 16 from empty). 0, or -1 with errno ENOMEM when

@@ -774,12 +774,17 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
  * of an epoch moves to the next epoch that has samples for this rank,
  * except after the last epoch (UINT32_MAX), where the state stays at
  * (epoch, its length) and next() reports ZP_ERR_LIMIT. */
+void zpi_worksource_settle(const zp_worksource *ws, uint32_t *epoch, uint64_t *position)
+{
+    while (*position >= ws_epoch_len(ws, *epoch) && *epoch != UINT32_MAX) {
+        (*epoch)++;
+        *position = 0;
+    }
+}
+
 static void ws_advance(zp_worksource *ws, uint32_t epoch, uint64_t position)
 {
-    while (position >= ws_epoch_len(ws, epoch) && epoch != UINT32_MAX) {
-        epoch++;
-        position = 0;
-    }
+    zpi_worksource_settle(ws, &epoch, &position);
     ws->epoch = epoch;
     ws->position = position;
 }
