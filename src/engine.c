@@ -313,7 +313,7 @@ static void prefetch_more(zpi_engine *e)
     pthread_mutex_lock(&e->mu);
     size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
     uint32_t epoch = e->adm_epoch;
-    uint64_t pos = e->adm_pos; /* per_rank at an epoch's end: the next one's start */
+    uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
     pthread_mutex_unlock(&e->mu);
     if (e->fetcher) {
         zpi_fetcher_set_position(e->fetcher, epoch, pos);
