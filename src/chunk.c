@@ -1,5 +1,6 @@
 /* chunk.c - the engine's unit of work (chunk.h). */
 #include "chunk.h"
+#include "reader.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -22,6 +23,11 @@ void zpi_chunk_fini(zpi_chunk *c)
     free(c->json);
     free(c->text);
     free(c->tok);
+    for (int k = 0; k < 16; k++) {
+        free(c->fixed[k]);
+        c->fixed[k] = NULL;
+        c->fixed_cap[k] = 0;
+    }
     c->samples = NULL;
     c->recs = NULL;
     c->json = c->text = NULL;
@@ -32,6 +38,7 @@ void zpi_chunk_reset(zpi_chunk *c)
 {
     c->n = 0;
     c->json_len = c->text_len = c->tok_len = 0;
+    c->schema = NULL;
     c->stage = 0;
     c->complete = 0;
     zpi_err_clear(&c->err);
@@ -73,5 +80,60 @@ zp_status zpi_arena_append(char **buf, size_t *len, size_t *cap, const char *s, 
         memcpy(*buf + *len, s, n);
     *len += n;
     memset(*buf + *len, 0, ZPI_JSON_PADDING);
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ readers */
+
+zp_status zpi_chunk_put_text(zpi_chunk *c, size_t row, const char *s, size_t n)
+{
+    zpi_rec *r = &c->recs[row];
+    zp_status st = zpi_arena_append(&c->text, &c->text_len, &c->text_cap, s, n, &r->text_off);
+    if (st != ZP_OK)
+        return st;
+    r->text_len = n;
+    r->flags |= ZPI_REC_TEXT;
+    return ZP_OK;
+}
+
+zp_status zpi_chunk_put_tokens(zpi_chunk *c, size_t row, size_t n, int32_t **dst)
+{
+    void *t = c->tok;
+    size_t need = c->tok_len + n;
+    if (need < c->tok_len || zpi_grow(&t, &c->tok_cap, need < 4096 ? 4096 : need, sizeof *c->tok) != 0)
+        return ZP_ERR_NOMEM;
+    c->tok = t;
+    zpi_rec *r = &c->recs[row];
+    r->tok_off = c->tok_len;
+    r->tok_len = n;
+    r->flags |= ZPI_REC_TOKENS;
+    *dst = c->tok + c->tok_len;
+    c->tok_len = need;
+    return ZP_OK;
+}
+
+void *zpi_chunk_fixed_row(zpi_chunk *c, int k, size_t row)
+{
+    return c->fixed[k] + row * c->schema->f[k].item_bytes;
+}
+
+zp_status zpi_chunk_set_schema(zpi_chunk *c, const zpi_schema *s)
+{
+    if (c->schema)
+        return zpi_schema_equal(c->schema, s) ? ZP_OK : ZP_ERR_FORMAT;
+    for (int k = 0; k < s->n && k < 16; k++) {
+        if (s->f[k].kind != ZPI_FIELD_FIXED)
+            continue;
+        size_t need = c->n * s->f[k].item_bytes;
+        if (need > c->fixed_cap[k]) {
+            void *p = realloc(c->fixed[k], need);
+            if (!p)
+                return ZP_ERR_NOMEM;
+            c->fixed[k] = p;
+            c->fixed_cap[k] = need;
+        }
+        memset(c->fixed[k], 0, need);
+    }
+    c->schema = s;
     return ZP_OK;
 }

@@ -21,7 +21,14 @@
 /* Record flags. ZPI_REC_TEXT: text_off/text_len hold the tokenize text,
  * either extracted at fetch (then a new JSON from a callback invalidates
  * it) or set by a callback (ZPI_REC_TEXT_USER). */
-enum { ZPI_REC_SKIP = 1u, ZPI_REC_DROP = 2u, ZPI_REC_TEXT = 4u, ZPI_REC_TEXT_USER = 8u };
+enum {
+    ZPI_REC_SKIP = 1u,
+    ZPI_REC_DROP = 2u,
+    ZPI_REC_TEXT = 4u,
+    ZPI_REC_TEXT_USER = 8u,
+    ZPI_REC_TOKENS = 16u, /* tok_off/tok_len hold tokens read from a token shard
+                             (tokenize passes them on) */
+};
 
 typedef struct zpi_rec {
     uint64_t json_off; /* in chunk->json */
@@ -49,6 +56,12 @@ typedef struct zpi_chunk {
     size_t text_len, text_cap;
     int32_t *tok;       /* token ids */
     size_t tok_len, tok_cap;
+    /* fixed-shape fields of shards read on demand (reader.h): schema is the
+     * first such shard's (all must agree); fixed[k] holds n rows of field
+     * k's item_bytes (zeroed for rows not delivered) */
+    const struct zpi_schema *schema;
+    unsigned char *fixed[16];
+    size_t fixed_cap[16];
     /* outcome, written by the operators */
     zpi_err err;        /* the chunk's first error (code ZP_OK: none) */
     zpi_err first_skip; /* the first record skipped as bad (ZP_BAD_RECORD_SKIP) */
@@ -75,5 +88,17 @@ size_t zpi_chunk_live(const zpi_chunk *c);
  * zeroed bytes after its end; *off gets where they start. */
 zp_status zpi_arena_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
                            uint64_t *off);
+
+/* For readers (reader.h). Row `row`'s text: copied into the text arena
+ * (sets ZPI_REC_TEXT). */
+zp_status zpi_chunk_put_text(zpi_chunk *c, size_t row, const char *s, size_t n);
+/* Row `row`'s tokens: room for n ids at *dst, which the caller fills
+ * (sets ZPI_REC_TOKENS). *dst is valid until the next put on c. */
+zp_status zpi_chunk_put_tokens(zpi_chunk *c, size_t row, size_t n, int32_t **dst);
+/* Row `row` of fixed field k (c->schema's field k, item_bytes long). */
+void *zpi_chunk_fixed_row(zpi_chunk *c, int k, size_t row);
+/* Sets c->schema (on its first lazy shard) and sizes the fixed arenas for
+ * c->n rows (zeroed). ZP_ERR_FORMAT when c already has another schema. */
+zp_status zpi_chunk_set_schema(zpi_chunk *c, const struct zpi_schema *s);
 
 #endif

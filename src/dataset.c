@@ -211,6 +211,8 @@ zp_status zp_dataset_create(const zp_dataset_config *cfg, zp_dataset **out)
     ds->lim.max_record_bytes = ds->cfg.max_record_bytes;
     ds->lim.max_shard_bytes = ds->cfg.max_shard_bytes;
     ds->lim.allow_empty = ds->cfg.allow_empty_shards != 0;
+    ds->lim.h5_fapl = ds->cfg.h5_fapl;
+    ds->lim.h5_fapl_user = ds->cfg.h5_fapl_user;
     const char *dir = ds->cfg.index_store_dir;
     ds->cfg.index_store_dir = NULL;
     zp_status st = ZP_OK;

@@ -14,15 +14,24 @@
 
 #include <xxhash.h>
 
+#include "reader.h"
 #include "util.h"
 
 /* Formats live in their own files; adding one is a line here. */
 extern const zpi_format zpi_format_jsonl;
 extern const zpi_format zpi_format_jsonl_zst;
+extern const zpi_format zpi_format_hdf5;
+extern const zpi_format zpi_format_megatron;
 
 static const zpi_format *const formats[] = {
     &zpi_format_jsonl,
     &zpi_format_jsonl_zst,
+#ifdef ZP_HAVE_FORMAT_HDF5
+    &zpi_format_hdf5,
+#endif
+#ifdef ZP_HAVE_FORMAT_MEGATRON
+    &zpi_format_megatron,
+#endif
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
@@ -57,6 +66,10 @@ void zpi_shard_free(zpi_shard *s)
 {
     if (!s)
         return;
+    if (s->rd) {
+        s->rd->close(s->rd);
+        s->rd = NULL;
+    }
     free(s->data);
     free(s->offsets);
     s->data = NULL;

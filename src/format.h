@@ -24,12 +24,19 @@ typedef struct zpi_shard {
     uint64_t file_bytes;  /* bytes read from storage (compressed size) */
     double read_seconds;       /* time spent reading the file */
     double decompress_seconds; /* time spent decompressing (0 for plain formats) */
+    /* Formats read on demand (reader.h): the open reader, which the fetch
+     * operator reads records through; data and offsets are then NULL.
+     * zpi_shard_free closes it. NULL for JSON shards. */
+    struct zpi_reader *rd;
 } zpi_shard;
 
 /* What a load accepts: the dataset's limits, and what the dataset knows of
  * the one shard being loaded (zpi_dataset_shard_limits), checked by every
  * load so that a shard changed since it was indexed is never served. */
 typedef struct zpi_load_limits {
+    /* HDF5 shards: the dataset's driver hook (zp_dataset_config.h5_fapl). */
+    int (*h5_fapl)(void *user, int64_t fapl, const char *path);
+    void *h5_fapl_user;
     size_t max_record_bytes;
     size_t max_shard_bytes;
     int allow_empty;

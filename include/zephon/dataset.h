@@ -61,6 +61,13 @@ typedef struct zp_dataset_config {
      * cache on disk, timeouts, retries, TLS, S3 (zephon/storage.h, filled
      * by zp_dataset_config_init; a field left 0 takes its default). */
     zp_storage_config storage;
+    /* HDF5 shards: called with the file access property list (an hid_t)
+     * before each HDF5 file is opened, under the library's HDF5 lock, to
+     * choose its driver. The MPI layer sets it to open shared files through
+     * MPI-IO (zephon/mpi.h); NULL (default): the serial (sec2) driver.
+     * Returns 0, or nonzero to refuse the open (the shard's load fails). */
+    int (*h5_fapl)(void *user, int64_t fapl, const char *path);
+    void *h5_fapl_user;
 } zp_dataset_config;
 
 /* Fill cfg with the defaults above. */

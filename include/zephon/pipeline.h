@@ -65,6 +65,32 @@ ZP_API void zp_record_error(zp_record *rec, const char *fmt, ...) __attribute__(
 
 /* ------------------------------------------------------------------ batches */
 
+/* Element types of arrays read from HDF5 and of stored tokens. */
+typedef enum zp_dtype {
+    ZP_DTYPE_NONE = 0,
+    ZP_DTYPE_U8, ZP_DTYPE_I8, ZP_DTYPE_U16, ZP_DTYPE_I16,
+    ZP_DTYPE_U32, ZP_DTYPE_I32, ZP_DTYPE_U64, ZP_DTYPE_I64,
+    ZP_DTYPE_F32, ZP_DTYPE_F64
+} zp_dtype;
+
+/* "uint8", "int8", "uint16", ..., "float32", "float64" ("none"). */
+ZP_API const char *zp_dtype_name(zp_dtype t);
+/* Bytes per element (0 for ZP_DTYPE_NONE or an unknown value). */
+ZP_API size_t zp_dtype_size(zp_dtype t);
+
+#define ZP_ARRAY_MAX_DIMS 9
+
+/* A fixed-shape field of the records (HDF5 datasets of shape [N, ...]),
+ * batched: shape[0] is the batch's rows, the rest the field's shape;
+ * data is contiguous and row-major; row i belongs to the batch's row i. */
+typedef struct zp_array {
+    const char *name;
+    zp_dtype dtype;
+    int ndim; /* including the rows dimension */
+    uint64_t shape[ZP_ARRAY_MAX_DIMS];
+    const void *data;
+} zp_array;
+
 typedef enum zp_pack_mode {
     ZP_PACK_RECORDS = 0, /* no tokenize: a batch stacks microbatch_size records */
     ZP_PACK_CONCAT = 1,  /* concatenate documents (each followed by EOT) and cut
@@ -104,6 +130,12 @@ typedef struct zp_batch {
     const int32_t *tokens;
     const uint8_t *loss_mask;
     const int32_t *segment_ids;
+
+    /* Fixed-shape fields (record mode and ZP_PACK_PAD, one sample per row):
+     * arrays[k] is field k for the batch's rows (rows_filled of them in pad
+     * mode, the rest zero). 0 for JSON datasets. */
+    size_t n_arrays;
+    const zp_array *arrays;
 } zp_batch;
 
 /* ------------------------------------------------------------------ config */

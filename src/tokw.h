@@ -1,0 +1,67 @@
+/*
+ * tokw.h - writers of pre-tokenized shards (private): what `zephon
+ * preprocess` writes, and the tests' fixtures.
+ *
+ *   HDF5 (format_hdf5.c): one ragged field "tokens": the group /tokens with
+ *     /tokens/values  1-D, the documents' tokens one after the other
+ *     /tokens/offsets uint64 [N + 1], document i is values[offsets[i] .. offsets[i+1])
+ *     and the root attribute "zephon_tokenizer" (a string) when given.
+ *   Megatron (format_megatron.c): PREFIX.bin and PREFIX.idx ("MMIDIDX"
+ *     version 1, one sequence per document).
+ *
+ * Nothing appears under the final name until commit: the writer writes to
+ * "<final>.part.<pid>" (each file of a Megatron pair) and commit flushes,
+ * fsyncs and renames (the .idx last: a pair is complete once its .idx
+ * exists). abort, or a process killed before commit, leaves only .part
+ * files, which no format reads.
+ *
+ * Not thread-safe: one writer per thread (HDF5 writers take the HDF5 lock
+ * inside).
+ */
+#ifndef ZP_TOKW_H
+#define ZP_TOKW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zephon/common.h"
+#include "zephon/pipeline.h"
+
+typedef struct zpi_tokw zpi_tokw;
+
+typedef struct zpi_tokw_ops {
+    zp_status (*add)(zpi_tokw *w, const int32_t *tok, size_t n, char *err, size_t errcap);
+    zp_status (*commit)(zpi_tokw *w, char *err, size_t errcap); /* frees w, also on failure */
+    void (*abort)(zpi_tokw *w);                                  /* frees w */
+} zpi_tokw_ops;
+
+struct zpi_tokw {
+    const zpi_tokw_ops *ops;
+    uint64_t docs, tokens; /* added so far */
+};
+
+/* path: the HDF5 file (".h5"), or for Megatron the PREFIX (".bin" and
+ * ".idx" are appended). dtype: ZP_DTYPE_U16 or ZP_DTYPE_I32 (the caller
+ * picks U16 when every id fits). tokenizer: recorded where the format can
+ * (HDF5 attribute), may be NULL. Errors name the file. */
+zp_status zpi_tokw_open_hdf5(const char *path, zp_dtype dtype, const char *tokenizer, zpi_tokw **out,
+                             char *err, size_t errcap);
+zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **out, char *err,
+                                 size_t errcap);
+
+static inline zp_status zpi_tokw_add(zpi_tokw *w, const int32_t *tok, size_t n, char *err,
+                                     size_t errcap)
+{
+    return w->ops->add(w, tok, n, err, errcap);
+}
+static inline zp_status zpi_tokw_commit(zpi_tokw *w, char *err, size_t errcap)
+{
+    return w->ops->commit(w, err, errcap);
+}
+static inline void zpi_tokw_abort(zpi_tokw *w)
+{
+    if (w)
+        w->ops->abort(w);
+}
+
+#endif
