@@ -15,7 +15,8 @@ function(zp_add_source_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS unit)
 endfunction()
 
-foreach(part net dataset worksource engine cli storage disk_cache remote mixture state resume)
+foreach(part net dataset worksource engine cli storage disk_cache remote mixture state resume
+             hdf5 megatron preprocess)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
   endif()
