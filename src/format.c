@@ -20,7 +20,8 @@
 /* Formats live in their own files; adding one is a line here. */
 extern const zpi_format zpi_format_jsonl;
 extern const zpi_format zpi_format_jsonl_zst;
-extern const zpi_format zpi_format_hdf5;
+extern const zpi_format zpi_format_hdf5;     /* ".h5" */
+extern const zpi_format zpi_format_hdf5_alt; /* ".hdf5", the same format */
 extern const zpi_format zpi_format_megatron;
 
 static const zpi_format *const formats[] = {
@@ -28,6 +29,7 @@ static const zpi_format *const formats[] = {
     &zpi_format_jsonl_zst,
 #ifdef ZP_HAVE_FORMAT_HDF5
     &zpi_format_hdf5,
+    &zpi_format_hdf5_alt,
 #endif
 #ifdef ZP_HAVE_FORMAT_MEGATRON
     &zpi_format_megatron,
