@@ -11,6 +11,14 @@ add_library(zephon_mpi
   ${_zp_mpi_dir}/mpi_report.c
   ${_zp_mpi_dir}/mpi_render.c)
 add_library(zephon::mpi ALIAS zephon_mpi)
+# HDF5 through MPI-IO (shared files) and `zephon preprocess` under mpirun
+foreach(f mpi_h5.c mpi_preprocess.c)
+  if(EXISTS ${_zp_mpi_dir}/${f})
+    target_sources(zephon_mpi PRIVATE ${_zp_mpi_dir}/${f})
+  endif()
+endforeach()
+target_include_directories(zephon_mpi SYSTEM PRIVATE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+target_compile_definitions(zephon_mpi PRIVATE ${HDF5_C_DEFINITIONS})
 target_compile_options(zephon_mpi PRIVATE ${ZP_WARN})
 target_compile_definitions(zephon_mpi PRIVATE _GNU_SOURCE)
 target_include_directories(zephon_mpi
@@ -19,7 +27,7 @@ target_include_directories(zephon_mpi
   PRIVATE ${_zp_mpi_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(zephon_mpi
   PUBLIC zephon MPI::MPI_C
-  PRIVATE PkgConfig::JANSSON m)
+  PRIVATE PkgConfig::JANSSON ${HDF5_C_LIBRARIES} m)
 # exported as zephon::mpi (the installed package config must find_dependency(MPI))
 set_target_properties(zephon_mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0
   EXPORT_NAME mpi)
