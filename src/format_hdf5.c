@@ -1722,8 +1722,15 @@ static int append_1d(hid_t d, hid_t mt, uint64_t have, const void *buf, size_t n
 {
     if (n == 0)
         return 0;
-    hsize_t nsz = have + n, start = have, count = n;
-    if (H5Dset_extent(d, &nsz) < 0)
+    hsize_t nsz = have + n, start = have, count = n, cur = 0;
+    hid_t s0 = H5Dget_space(d);
+    if (s0 < 0 || H5Sget_simple_extent_dims(s0, &cur, NULL) < 0) {
+        if (s0 >= 0)
+            H5Sclose(s0);
+        return -1;
+    }
+    H5Sclose(s0);
+    if (cur < nsz && H5Dset_extent(d, &nsz) < 0)
         return -1;
     hid_t fs = H5Dget_space(d);
     hid_t ms = H5Screate_simple(1, &count, NULL);
@@ -1806,9 +1813,41 @@ static zp_status tokw_h5fail(h5_tokw *w, const char *what, char *err, size_t err
     return ZP_ERR_IO;
 }
 
-static zp_status tokw_flush(h5_tokw *w, char *err, size_t errcap)
+/* The datasets, created at the first flush: chunked and extendible; or,
+ * when everything fits the buffers (commit before any flush), contiguous
+ * of the exact size (a small shard stays small). Under the lock. */
+static int tokw_create(h5_tokw *w, int final)
+{
+    hid_t vt = w->dtype == ZP_DTYPE_U16 ? H5T_STD_U16LE : H5T_STD_I32LE;
+    if (final) {
+        hsize_t nv = w->vn, no = w->on;
+        hid_t sv = H5Screate_simple(1, &nv, NULL), so = H5Screate_simple(1, &no, NULL);
+        if (sv >= 0 && so >= 0) {
+            w->values = H5Dcreate2(w->grp, "values", vt, sv, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            w->offsets = H5Dcreate2(w->grp, "offsets", H5T_STD_U64LE, so, H5P_DEFAULT, H5P_DEFAULT,
+                                    H5P_DEFAULT);
+        }
+        if (sv >= 0)
+            H5Sclose(sv);
+        if (so >= 0)
+            H5Sclose(so);
+    } else {
+        /* 128 KiB chunks: an on-demand read of a few documents touches little */
+        w->values = create_1d(w->grp, "values", vt, (hsize_t)(128 << 10) / w->es);
+        w->offsets = create_1d(w->grp, "offsets", H5T_STD_U64LE, 8192);
+    }
+    if (w->values < 0)
+        w->values = 0;
+    if (w->offsets < 0)
+        w->offsets = 0;
+    return w->values > 0 && w->offsets > 0 ? 0 : -1;
+}
+
+static zp_status tokw_flush(h5_tokw *w, int final, char *err, size_t errcap)
 {
     zpi_h5_lock(NULL);
+    if (!w->values && tokw_create(w, final) != 0)
+        return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
     if (append_1d(w->values, w->dtype == ZP_DTYPE_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32,
                   w->v_written, w->vbuf, w->vn) != 0)
         return tokw_h5fail(w, "writing /tokens/values", err, errcap);
@@ -1833,7 +1872,7 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
             return ZP_ERR_INVALID;
         }
     if (w->vn + n > w->vcap || w->on == TOKW_OFFS_BUF) {
-        zp_status st = tokw_flush(w, err, errcap);
+        zp_status st = tokw_flush(w, 0, err, errcap);
         if (st != ZP_OK)
             return st;
     }
@@ -1841,6 +1880,8 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
     if (n > w->vcap) {
         zpi_h5_lock(NULL);
         int rc = 0;
+        if (!w->values && tokw_create(w, 0) != 0)
+            return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
         if (w->dtype == ZP_DTYPE_I32) {
             rc = append_1d(w->values, H5T_NATIVE_INT32, w->v_written, tok, n);
         } else {
@@ -1873,7 +1914,7 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
 static zp_status tokw_commit(zpi_tokw *base, char *err, size_t errcap)
 {
     h5_tokw *w = (h5_tokw *)base;
-    zp_status st = tokw_flush(w, err, errcap);
+    zp_status st = tokw_flush(w, !w->values, err, errcap);
     if (st == ZP_OK && w->tokenizer) {
         zpi_h5_lock(NULL);
         hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
@@ -1958,16 +1999,6 @@ zp_status zpi_tokw_open_hdf5(const char *path, zp_dtype dtype, const char *token
     what = "H5Gcreate2 /tokens";
     w->grp = H5Gcreate2(w->file, "tokens", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (w->grp < 0)
-        goto h5fail;
-    what = "H5Dcreate2 /tokens/values";
-    /* 512 KiB chunks */
-    w->values = create_1d(w->grp, "values", dtype == ZP_DTYPE_U16 ? H5T_STD_U16LE : H5T_STD_I32LE,
-                          (hsize_t)(512 << 10) / w->es);
-    if (w->values < 0)
-        goto h5fail;
-    what = "H5Dcreate2 /tokens/offsets";
-    w->offsets = create_1d(w->grp, "offsets", H5T_STD_U64LE, 65536);
-    if (w->offsets < 0)
         goto h5fail;
     zpi_h5_unlock();
     w->obuf[w->on++] = 0;

@@ -1105,6 +1105,7 @@ static void damage(const char *src, const char *dst, const zpi_load_limits *lim,
 static void test_damaged_files(void **state)
 {
     fixture *f = *state;
+    rng_s = getenv("ZP_TEST_SEED") ? strtoull(getenv("ZP_TEST_SEED"), NULL, 0) : 777;
     char *a = zpt_path(f->dir, "sample.h5");
     char *b = zpt_path(f->dir, "ragged.h5");
     char *dst = zpt_path(f->dir, "damaged.h5");
@@ -1262,6 +1263,25 @@ static void test_lock_wait(void **state)
     free(path);
 }
 
+/* zephon gen --format h5 writes one loadable sample file */
+static void test_gen_cli(void **state)
+{
+    fixture *f = *state;
+    char *path = zpt_path(f->dir, "gen.h5");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s gen --format h5 --out %s --samples-per-shard 300 --features 3 --h5-tokens "
+             "--seed 5 > /dev/null",
+             ZP_CLI, path);
+    assert_int_equal(system(cmd), 0);
+    zpi_shard sh = load_ok(path, &f->lim);
+    assert_int_equal(sh.n_records, 300);
+    assert_int_equal(sh.rd->schema->n, 4);
+    assert_int_equal(sh.rd->schema->f[0].dims[0], 3);
+    zpi_shard_free(&sh);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1283,6 +1303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gen_cli, setup, teardown),
     };
     /* ZP_TEST_FILTER: run only the tests matching this pattern */
     if (getenv("ZP_TEST_FILTER"))

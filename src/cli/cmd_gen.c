@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "gen.h"
+#include "hdf5_util.h"
 #include "util.h"
 
 static void gen_usage(FILE *f)
@@ -18,6 +19,8 @@ static void gen_usage(FILE *f)
             "usage: zephon gen --out DIR [--shards N] [--samples-per-shard N | --bytes TOTAL]\n"
             "                  [--format jsonl|jsonl.zst] [--zstd-level L] [--seed S]\n"
             "                  [--uneven] [--hash] [--threads T]\n"
+            "       zephon gen --format h5 --out FILE.h5 [--samples-per-shard N | --bytes TOTAL]\n"
+            "                  [--shards N] [--features F] [--h5-tokens] [--seed S]\n"
             "\n"
             "Generate a synthetic text dataset: records {\"id\": N, \"text\": \"...\"} with\n"
             "English-like text (200 B - 20 KB per document), deterministic in the options.\n"
@@ -27,7 +30,13 @@ static void gen_usage(FILE *f)
             "  --samples-per-shard N  records per shard (default 1000)\n"
             "  --bytes TOTAL          instead: about TOTAL bytes of JSONL in all (suffixes\n"
             "                         k, M, G, T = 10^3, 10^6, ...; Ki, Mi, Gi, Ti = 2^10, ...)\n"
-            "  --format F             jsonl or jsonl.zst (default jsonl.zst)\n"
+            "  --format F             jsonl, jsonl.zst (default) or h5: one HDF5 file FILE.h5\n"
+            "                         with /text (strings), /features float32 [N, F],\n"
+            "                         /label int64 [N] and, with --h5-tokens, /tokens\n"
+            "                         (token id sequences); N = shards x samples-per-shard\n"
+            "                         or about TOTAL bytes (docs/hdf5.md)\n"
+            "  --features F           h5: columns of /features, 0 to 1048576 (default 16)\n"
+            "  --h5-tokens            h5: also write /tokens\n"
             "  --zstd-level L         zstd level (default 3)\n"
             "  --seed S               random seed (default 1)\n"
             "  --uneven               very uneven shard sizes (each half the previous)\n"
@@ -97,13 +106,17 @@ int zp_cmd_gen(int argc, char **argv)
         {"uneven", no_argument, NULL, 'u'},
         {"hash", no_argument, NULL, 'H'},
         {"threads", required_argument, NULL, 't'},
+        {"features", required_argument, NULL, 'F'},
+        {"h5-tokens", no_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     zpi_gen_config o;
     zpi_gen_config_init(&o);
     uint64_t v = 0;
-    int c;
+    int c, h5 = 0, shards_set = 0;
+    zpi_h5_sample_opts h5o;
+    zpi_h5_sample_opts_init(&h5o);
     optind = 0;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         const char *bad = NULL, *range = NULL;
@@ -113,6 +126,7 @@ int zp_cmd_gen(int argc, char **argv)
             if (zpi_parse_u64(optarg, 1, 1000000, 0, &v) != 0)
                 bad = "--shards", range = "1 to 1000000";
             o.shards = (uint32_t)v;
+            shards_set = 1;
             break;
         case 's':
             if (zpi_parse_u64(optarg, 1, (uint64_t)1 << 40, 0, &v) != 0)
@@ -133,8 +147,10 @@ int zp_cmd_gen(int argc, char **argv)
                 o.zst = 0;
             else if (!strcmp(optarg, "jsonl.zst"))
                 o.zst = 1;
+            else if (!strcmp(optarg, "h5"))
+                h5 = 1;
             else
-                bad = "--format", range = "jsonl or jsonl.zst";
+                bad = "--format", range = "jsonl, jsonl.zst or h5";
             break;
         case 'S':
             if (zpi_parse_u64(optarg, 0, UINT64_MAX, 0, &o.seed) != 0)
@@ -147,6 +163,12 @@ int zp_cmd_gen(int argc, char **argv)
                 bad = "--threads", range = "1 to 1024";
             o.threads = (uint32_t)v;
             break;
+        case 'F':
+            if (zpi_parse_u64(optarg, 0, 1u << 20, 0, &v) != 0)
+                bad = "--features", range = "0 to 1048576";
+            h5o.features = (uint32_t)v;
+            break;
+        case 'K': h5o.tokens = 1; break;
         case 'h':
             gen_usage(stdout);
             return zp_cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
@@ -167,6 +189,27 @@ int zp_cmd_gen(int argc, char **argv)
     if (o.total_bytes && o.samples_per_shard) {
         fprintf(stderr, "zephon gen: give --samples-per-shard or --bytes, not both\n");
         return 2;
+    }
+    if (h5) {
+        /* one HDF5 file: N records of about `per` bytes each */
+        uint64_t per = (uint64_t)h5o.features * 4 + 8 + h5o.text_bytes + 80 + (h5o.tokens ? 140 : 0);
+        uint64_t shards = shards_set ? o.shards : 1, n;
+        if (o.total_bytes)
+            n = o.total_bytes / per ? o.total_bytes / per : 1;
+        else if (o.samples_per_shard > UINT64_MAX / shards)
+            n = UINT64_MAX;
+        else
+            n = shards * (o.samples_per_shard ? o.samples_per_shard : 1000);
+        char msg[1024];
+        double t0 = zpi_now();
+        if (zpi_hdf5_write_sample(o.out, n, o.seed, &h5o, msg, sizeof msg) != ZP_OK) {
+            fprintf(stderr, "zephon gen: %s\n", msg);
+            return 1;
+        }
+        printf("generated %s (hdf5): %llu samples, /text%s%s%s in %.2f s\n", o.out,
+               (unsigned long long)n, h5o.features ? ", /features" : "", h5o.label ? ", /label" : "",
+               h5o.tokens ? ", /tokens" : "", zpi_now() - t0);
+        return zp_cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
     }
     zpi_gen_result r;
     zpi_err err = {0};
