@@ -339,6 +339,11 @@ typedef struct zp_mpi_rank_stats {
     double win_seconds;
     double win_fetch_per_batch;
     double win_stall_fraction;
+    /* shards read on demand (HDF5, Megatron .bin/.idx; zp_fetch_timing) */
+    uint64_t ondemand_reads, ondemand_bytes;
+    double ondemand;          /* time in those reads */
+    double ondemand_io;       /* of which in the format's read calls (HDF5, mmap copies) */
+    double hdf5_lock_wait;    /* of which waiting for the process's HDF5 lock */
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
