@@ -23,6 +23,8 @@ void zpi_chunk_fini(zpi_chunk *c)
     free(c->json);
     free(c->text);
     free(c->tok);
+    free(c->schema_buf);
+    c->schema_buf = NULL;
     for (int k = 0; k < 16; k++) {
         free(c->fixed[k]);
         c->fixed[k] = NULL;
@@ -134,6 +136,9 @@ zp_status zpi_chunk_set_schema(zpi_chunk *c, const zpi_schema *s)
         }
         memset(c->fixed[k], 0, need);
     }
-    c->schema = s;
+    if (!c->schema_buf && !(c->schema_buf = malloc(sizeof *c->schema_buf)))
+        return ZP_ERR_NOMEM;
+    *c->schema_buf = *s;
+    c->schema = c->schema_buf;
     return ZP_OK;
 }

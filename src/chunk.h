@@ -59,7 +59,8 @@ typedef struct zpi_chunk {
     /* fixed-shape fields of shards read on demand (reader.h): schema is the
      * first such shard's (all must agree); fixed[k] holds n rows of field
      * k's item_bytes (zeroed for rows not delivered) */
-    const struct zpi_schema *schema;
+    const struct zpi_schema *schema; /* NULL, or schema_buf */
+    struct zpi_schema *schema_buf;   /* the chunk's copy (shards may be evicted before packing) */
     unsigned char *fixed[16];
     size_t fixed_cap[16];
     /* outcome, written by the operators */

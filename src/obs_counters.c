@@ -142,6 +142,7 @@ zp_status zpi_obs_create(int threads, zpi_obs **out)
         zpi_ahist_init(&o->th[i].open_hist);
         zpi_ahist_init(&o->th[i].record_hist);
         zpi_ahist_init(&o->th[i].pf_hist);
+        zpi_ahist_init(&o->th[i].od_hist);
     }
     o->t_start = zpi_now_ns();
     for (int s = 0; s < ZPI_OBS_STAGES; s++)

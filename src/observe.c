@@ -159,6 +159,7 @@ zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->open_ns);
     zp_hist_init(&f->record_ns);
+    zp_hist_init(&f->ondemand_ns);
     f->slowest_shard = -1;
     zpi_obs *o = obs_of(p);
     if (!o)
@@ -182,6 +183,12 @@ zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
         }
         zpi_ahist_read(&th->open_hist, &f->open_ns);
         zpi_ahist_read(&th->record_hist, &f->record_ns);
+        f->ondemand_reads += zpi_ctr_get(&th->od_reads);
+        f->ondemand_bytes += zpi_ctr_get(&th->od_bytes);
+        f->ondemand_seconds += (double)zpi_ctr_get(&th->od_read_ns) * 1e-9;
+        f->ondemand_io_seconds += (double)zpi_ctr_get(&th->od_io_ns) * 1e-9;
+        f->hdf5_lock_wait_seconds += (double)zpi_ctr_get(&th->od_lock_wait_ns) * 1e-9;
+        zpi_ahist_read(&th->od_hist, &f->ondemand_ns);
     }
     f->slowest_shard_seconds = (double)slow * 1e-9;
     return ZP_OK;
@@ -303,6 +310,17 @@ zp_status zp_fetch_timing_json(const zp_fetch_timing *f, char **out)
         "records", (json_int_t)f->records, "shard_open", hist_json(&f->open_ns), "record_read",
         hist_json(&f->record_ns), "slowest_shard", (json_int_t)f->slowest_shard,
         "slowest_shard_seconds", f->slowest_shard_seconds);
+    if (j) {
+        json_t *od = json_pack("{s:I,s:I,s:f,s:f,s:f,s:o}", "reads", (json_int_t)f->ondemand_reads,
+                               "bytes", (json_int_t)f->ondemand_bytes, "seconds",
+                               f->ondemand_seconds, "io_seconds", f->ondemand_io_seconds,
+                               "hdf5_lock_wait_seconds", f->hdf5_lock_wait_seconds, "read",
+                               hist_json(&f->ondemand_ns));
+        if (!od || json_object_set_new(j, "ondemand", od) != 0) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
     return dump(j, out);
 }
 

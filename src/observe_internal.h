@@ -50,6 +50,9 @@ typedef struct zpi_obs_thread {
     zpi_ctr bytes_compressed, bytes_uncompressed, records;
     zpi_ctr slowest_ns, slowest_shard_plus1;
     zpi_ahist open_hist, record_hist;
+    /* fetch: shards read on demand (HDF5, Megatron; reader.h) */
+    zpi_ctr od_reads, od_read_ns, od_io_ns, od_lock_wait_ns, od_bytes;
+    zpi_ahist od_hist;
     /* prefetch */
     zpi_ctr pf_downloads, pf_bytes;
     zpi_ahist pf_hist;

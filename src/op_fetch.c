@@ -3,10 +3,12 @@
  * shard cache) and the prefetch body (load a shard ahead of fetch).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "operators.h"
+#include "reader.h"
 
 /* A small set of pinned shards held by one fetch task. */
 typedef struct pinset {
@@ -82,6 +84,135 @@ static zp_status keep_json(zpi_chunk *c, zpi_rec *r, const char *rec, size_t len
     return ZP_OK;
 }
 
+/* ------------------------------------------------------------ on demand */
+
+typedef struct bad_ctx {
+    const zpi_op_env *env;
+    zpi_chunk *c;
+} bad_ctx;
+
+static void read_bad(void *ctx, size_t row, zp_status st, const char *msg)
+{
+    bad_ctx *b = ctx;
+    zpi_op_bad_record(b->env, b->c, row, st, msg);
+}
+
+typedef struct rec_row {
+    uint64_t record;
+    size_t row;
+} rec_row;
+
+static int rec_row_cmp(const void *a, const void *b)
+{
+    const rec_row *x = a, *y = b;
+    if (x->record != y->record)
+        return x->record < y->record ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* Reads every sample of chunk c from row i on that lies in shard sh (read
+ * on demand, reader.h) with one read call, and marks their rows done. */
+static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk *c, size_t i,
+                           const zpi_shard *sh, unsigned char *done)
+{
+    const uint32_t shard = c->samples[i].shard;
+    const char *name = zp_dataset_shard_name(env->ds, shard);
+    zp_status st = zpi_chunk_set_schema(c, sh->rd->schema);
+    if (st != ZP_OK) {
+        char a[512], b[512];
+        zpi_schema_describe(c->schema, a, sizeof a);
+        zpi_schema_describe(sh->rd->schema, b, sizeof b);
+        if (st == ZP_ERR_NOMEM)
+            zpi_chunk_fail(c, st, "out of memory for the fields of shard '%s'", name);
+        else
+            zpi_chunk_fail(c, st, "shard '%s': its fields (%s) differ from those of the shards before it (%s): a dataset's shards must have the same fields",
+                           name, b, a);
+        return;
+    }
+    int has_fixed = 0, has_tokens = 0;
+    for (int k = 0; k < sh->rd->schema->n; k++) {
+        has_fixed |= sh->rd->schema->f[k].kind == ZPI_FIELD_FIXED;
+        has_tokens |= sh->rd->schema->f[k].kind == ZPI_FIELD_TOKENS;
+    }
+    if (has_fixed && !env->fixed_ok) {
+        zpi_chunk_fail(c, ZP_ERR_UNSUPPORTED,
+                       "shard '%s': fixed-shape fields need one sample per row: use record mode (no "
+                       "tokenize) or pad packing, not concat",
+                       name);
+        return;
+    }
+    if (has_tokens && !env->tok) {
+        zpi_chunk_fail(c, ZP_ERR_UNSUPPORTED,
+                       "shard '%s' holds pre-tokenized documents: add tokenize with the tokenizer "
+                       "that made them (it gives the EOT that packing needs)",
+                       name);
+        return;
+    }
+    size_t m = 0;
+    for (size_t j = i; j < c->n; j++)
+        m += c->samples[j].shard == shard;
+    rec_row *rr = malloc(m * sizeof *rr);
+    uint64_t *records = malloc(m * sizeof *records);
+    size_t *rows = malloc(m * sizeof *rows);
+    if (!rr || !records || !rows) {
+        zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory reading shard '%s'", name);
+        goto out;
+    }
+    m = 0;
+    for (size_t j = i; j < c->n; j++) {
+        if (c->samples[j].shard != shard)
+            continue;
+        if (c->samples[j].record >= sh->n_records) {
+            zpi_chunk_fail(c, ZP_ERR_FORMAT,
+                           "shard '%s': record %llu out of range (%llu records; stale manifest?)",
+                           name, (unsigned long long)c->samples[j].record,
+                           (unsigned long long)sh->n_records);
+            goto out;
+        }
+        memset(&c->recs[j], 0, sizeof c->recs[j]);
+        rr[m].record = c->samples[j].record;
+        rr[m].row = j;
+        done[j] = 1;
+        m++;
+    }
+    qsort(rr, m, sizeof *rr, rec_row_cmp);
+    for (size_t k = 0; k < m; k++) {
+        records[k] = rr[k].record;
+        rows[k] = rr[k].row;
+    }
+    bad_ctx bc = {env, c};
+    zpi_read_req req = {.c = c,
+                        .records = records,
+                        .rows = rows,
+                        .n = m,
+                        .text_field = env->tok_field,
+                        .bad = read_bad,
+                        .bad_ctx = &bc};
+    char err[ZPI_ERRMAX];
+    err[0] = '\0';
+    uint64_t t0 = ot ? zpi_now_ns() : 0;
+    st = sh->rd->read(sh->rd, &req, err, sizeof err);
+    if (st != ZP_OK)
+        zpi_chunk_fail(c, st, "%s", err[0] ? err : "read failed");
+    if (ot) {
+        uint64_t dt = zpi_now_ns() - t0;
+        zpi_ctr_add(&ot->od_reads, 1);
+        zpi_ctr_add(&ot->od_read_ns, dt);
+        zpi_ctr_add(&ot->od_io_ns, req.io_ns);
+        zpi_ctr_add(&ot->od_lock_wait_ns, req.lock_wait_ns);
+        zpi_ctr_add(&ot->od_bytes, req.bytes);
+        zpi_ctr_add(&ot->bytes_uncompressed, req.bytes);
+        zpi_ahist_record(&ot->od_hist, dt);
+        /* per record: the read's time shared among its records */
+        for (size_t k = 0; k < m; k++)
+            zpi_ahist_record(&ot->record_hist, dt / (m ? m : 1));
+    }
+out:
+    free(rr);
+    free(records);
+    free(rows);
+}
+
 void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c)
 {
     char err[ZPI_ERRMAX];
@@ -108,8 +239,11 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
     }
     ps.cache_end_ns = 0;
     uint64_t t_rec = ot ? zpi_now_ns() : 0, bytes = 0;
+    unsigned char *done = NULL; /* rows already read on demand */
     for (size_t i = 0; i < c->n && c->err.code == ZP_OK; i++) {
         const zp_sample *s = &c->samples[i];
+        if (done && done[i])
+            continue;
         const zpi_shard *sh;
         zp_status st = pins_get(env->cache, ot, &ps, s->shard, 1, &sh, err, sizeof err);
         if (st != ZP_OK) {
@@ -119,6 +253,16 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         if (ps.cache_end_ns) { /* a record's time excludes opening its shard */
             t_rec = ps.cache_end_ns;
             ps.cache_end_ns = 0;
+        }
+        if (sh->rd) {
+            if (!done && !(done = calloc(c->n, 1))) {
+                zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory fetching a chunk");
+                break;
+            }
+            read_on_demand(env, ot, c, i, sh, done);
+            if (ot)
+                t_rec = zpi_now_ns();
+            continue;
         }
         zpi_rec *r = &c->recs[i];
         memset(r, 0, sizeof *r);
@@ -171,6 +315,7 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         }
     }
     pins_release(env->cache, &ps);
+    free(done);
     if (ot) {
         zpi_ctr_add(&ot->records, c->n);
         zpi_ctr_add(&ot->bytes_uncompressed, bytes);

@@ -57,6 +57,9 @@ typedef struct zpi_op_env {
      * read only the records' texts; fetch then parses each record where it
      * lies in the pinned shard and copies only its text. */
     int text_only;
+    /* Set by the engine: fixed-shape fields can be batched (record mode or
+     * pad packing: one sample per row). */
+    int fixed_ok;
 } zpi_op_env;
 
 /* Per-thread resources, created lazily by the thread that owns them. */

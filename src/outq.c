@@ -48,6 +48,8 @@ void zpi_outq_fini(zpi_outq *q)
         free(bb->tokens);
         free(bb->mask);
         free(bb->seg);
+        for (int k = 0; k < 16; k++)
+            free(bb->fixed[k]);
         free(bb->part_samples);
         free(bb->part_tokens);
     }

@@ -45,6 +45,9 @@ typedef struct zpi_batchbuf {
     int32_t *tokens;   /* token modes: rows * cols */
     uint8_t *mask;
     int32_t *seg;
+    zp_array arrays[16];      /* fixed-shape fields (reader.h), b.n_arrays of them */
+    unsigned char *fixed[16]; /* their data: rows * item_bytes each */
+    size_t fixed_cap[16];
     zp_pipeline_counts delta; /* what delivering this batch adds to the counts */
     zpi_resume_pt resume;     /* the stream's state after this batch */
     uint64_t *part_samples;   /* [nparts] per mixture part: samples listed and */

@@ -25,6 +25,74 @@ void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out)
 
 /* ------------------------------------------------------------ batch building */
 
+/* Fixed-shape fields: the current batch's arrays, sized for a full batch. */
+static zp_status arrays_prepare(zpi_packer *pk, zpi_batchbuf *bb)
+{
+    size_t na = 0;
+    for (int k = 0; pk->has_schema && k < pk->schema.n; k++) {
+        const zpi_field *f = &pk->schema.f[k];
+        if (f->kind != ZPI_FIELD_FIXED)
+            continue;
+        size_t need = pk->set.microbatch * f->item_bytes;
+        if (need > bb->fixed_cap[k]) {
+            void *d = realloc(bb->fixed[k], need);
+            if (!d)
+                return ZP_ERR_NOMEM;
+            bb->fixed[k] = d;
+            bb->fixed_cap[k] = need;
+        }
+        zp_array *a = &bb->arrays[na++];
+        memset(a, 0, sizeof *a);
+        a->name = f->name;
+        a->dtype = f->dtype;
+        a->ndim = 1 + f->ndim;
+        for (int d = 0; d < f->ndim; d++)
+            a->shape[1 + d] = f->dims[d];
+        a->data = bb->fixed[k];
+    }
+    bb->b.n_arrays = na;
+    bb->b.arrays = na ? bb->arrays : NULL;
+    return ZP_OK;
+}
+
+/* Copies row i of chunk c's fixed fields into row `row` of the batch. */
+static zp_status arrays_put(zpi_packer *pk, const zpi_chunk *c, size_t i, size_t row)
+{
+    if (!c->schema)
+        return ZP_OK;
+    if (!pk->has_schema) {
+        pk->schema = *c->schema;
+        pk->has_schema = 1;
+        zp_status st = arrays_prepare(pk, pk->cur);
+        if (st != ZP_OK)
+            return st;
+    }
+    /* every chunk's schema equals the first (fetch checks each shard's
+     * against its chunk's; chunks of different schemas cannot meet here
+     * without one of them failing first) */
+    for (int k = 0; k < pk->schema.n; k++) {
+        const zpi_field *f = &pk->schema.f[k];
+        if (f->kind == ZPI_FIELD_FIXED && c->fixed[k])
+            memcpy(pk->cur->fixed[k] + row * f->item_bytes, c->fixed[k] + i * f->item_bytes,
+                   f->item_bytes);
+    }
+    return ZP_OK;
+}
+
+/* Zeroes rows [from, microbatch) of the batch's arrays and sets their rows. */
+static void arrays_finish(zpi_packer *pk, zpi_batchbuf *bb, size_t rows, size_t from)
+{
+    size_t na = 0;
+    for (int k = 0; pk->has_schema && k < pk->schema.n; k++) {
+        const zpi_field *f = &pk->schema.f[k];
+        if (f->kind != ZPI_FIELD_FIXED)
+            continue;
+        if (from < rows)
+            memset(bb->fixed[k] + from * f->item_bytes, 0, (rows - from) * f->item_bytes);
+        bb->arrays[na++].shape[0] = rows;
+    }
+}
+
 static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
 {
     zpi_batchbuf *bb;
@@ -59,7 +127,7 @@ static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
     pk->row = 0;
     pk->col = 0;
     pk->seg = 0;
-    return ZP_OK;
+    return arrays_prepare(pk, bb);
 }
 
 /* Token modes: positions [from, to) of the batch are padding: EOT tokens,
@@ -111,9 +179,11 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
          * row's tail as it closes the row) */
         size_t at = pk->row * b->cols + pk->col, n = b->rows * b->cols;
         pad_range(pk, bb, at < n ? at : n, n);
+        arrays_finish(pk, bb, b->rows, filled);
     } else {
         b->data = bb->data;
         b->offsets = bb->offsets;
+        arrays_finish(pk, bb, b->rows, b->rows);
     }
     bb->delta.skipped += pk->pending.skipped;
     bb->delta.filtered += pk->pending.filtered;
@@ -151,14 +221,25 @@ static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
     }
     zpi_batchbuf *bb = pk->cur;
     const zpi_rec *r = &c->recs[i];
-    size_t need = bb->data_len + r->json_len;
+    /* a record read on demand (reader.h) has no JSON: its row is its text */
+    const char *src = c->json + r->json_off;
+    size_t len = r->json_len;
+    if (len == 0 && (r->flags & ZPI_REC_TEXT)) {
+        src = c->text + r->text_off;
+        len = r->text_len;
+    }
+    size_t need = bb->data_len + len;
     void *data = bb->data;
     if (zpi_grow(&data, &bb->data_cap, need < 65536 ? 65536 : need, 1) != 0)
         return ZP_ERR_NOMEM;
     bb->data = data;
-    memcpy(bb->data + bb->data_len, c->json + r->json_off, r->json_len);
-    bb->data_len += r->json_len;
-    zp_status st = add_sample(bb, &c->samples[i]);
+    if (len)
+        memcpy(bb->data + bb->data_len, src, len);
+    bb->data_len += len;
+    zp_status st = arrays_put(pk, c, i, bb->b.rows);
+    if (st != ZP_OK)
+        return st;
+    st = add_sample(bb, &c->samples[i]);
     if (st != ZP_OK)
         return st;
     bb->b.rows++;
@@ -282,7 +363,9 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     bb->delta.tokens += keep;
     part_tokens(pk, &c->samples[i], keep);
     bb->delta.truncated_tokens += total - keep;
-    zp_status st = add_sample(bb, &c->samples[i]);
+    zp_status st = arrays_put(pk, c, i, pk->row);
+    if (st == ZP_OK)
+        st = add_sample(bb, &c->samples[i]);
     pk->row++;
     pk->col = 0;
     return st;

@@ -13,6 +13,7 @@
 
 #include "chunk.h"
 #include "outq.h"
+#include "reader.h"
 
 typedef struct zpi_pack_settings {
     size_t microbatch;  /* rows per batch */
@@ -40,6 +41,8 @@ typedef struct zpi_packer {
     int restore_pending;        /* the first document still has to take first_offset/carry */
     uint32_t last_epoch;        /* epoch of the last chunk packed */
     zp_pipeline_counts pending; /* skips/filters not yet attached to a batch */
+    int has_schema;             /* fixed-shape fields: the first schema met (a copy) */
+    zpi_schema schema;
 } zpi_packer;
 
 void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,

@@ -129,6 +129,15 @@ typedef struct zp_fetch_timing {
     zp_hist record_ns;            /* per record read (copy + parse) */
     int64_t slowest_shard;        /* index, -1 if none */
     double slowest_shard_seconds;
+    /* Shards read on demand (HDF5, Megatron .bin/.idx): fetch reads each
+     * chunk's records of a shard with one call (HDF5: one hyperslab
+     * selection per field). Their loads (open + checks) count above. */
+    uint64_t ondemand_reads;       /* read calls */
+    uint64_t ondemand_bytes;       /* bytes they read (also in bytes_uncompressed) */
+    double ondemand_seconds;       /* their total time */
+    double ondemand_io_seconds;    /* of which in the format's read calls (HDF5 / mmap copy) */
+    double hdf5_lock_wait_seconds; /* of which waiting for the process's HDF5 lock */
+    zp_hist ondemand_ns;           /* per read call */
 } zp_fetch_timing;
 
 typedef struct zp_prefetch_timing {
