@@ -322,7 +322,7 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
     struct stat sb;
     if (m->rank == 0 && !cfg->force && lstat(path, &sb) == 0) {
         local = ZP_ERR_STATE;
-        zpi_fmt(msg, sizeof msg, "'%s' exists (force, --force, replaces it)", path);
+        zpi_fmt(msg, sizeof msg, "'%s' exists", path);
     }
     st = zp_mpi_agree_status(m, local, msg);
     /* the .part name: rank 0's pid */

@@ -381,8 +381,7 @@ zp_status zp_preprocess_prepare(zp_preprocess *pp)
     if (exists(mp)) {
         if (!pp->cfg.force)
             st = zpi_err_set(&pp->err, ZP_ERR_STATE,
-                             "'%s' exists: the folder holds a finished output (force, "
-                             "--force, replaces it)",
+                             "'%s' exists: the folder holds a finished output",
                              mp);
         else if (unlink(mp) != 0 && errno != ENOENT) {
             int e = errno;
@@ -401,8 +400,7 @@ zp_status zp_preprocess_prepare(zp_preprocess *pp)
             const char *f = k ? b : a;
             if (exists(f))
                 return zpi_err_set(&pp->err, ZP_ERR_STATE,
-                                   "'%s' exists (the output of shard '%s'; force, --force, "
-                                   "replaces it)",
+                                   "'%s' exists (the output of shard '%s')",
                                    f, zp_dataset_shard_name(pp->ds, i));
         }
     }

@@ -387,7 +387,8 @@ static int run_mpi(opts *o)
                 fprintf(stderr, CMD ": interrupted (%s): %s\n", signame(got_signal),
                         o->shared ? "no shared file written" : "no manifest written");
             else
-                fprintf(stderr, CMD ": %s\n", zp_mpi_errmsg(m));
+                fprintf(stderr, CMD ": %s%s\n", zp_mpi_errmsg(m),
+                        st == ZP_ERR_STATE ? " (--force replaces it)" : "");
         }
         rc = got_signal ? exit_for_signal() : 1;
     } else {
@@ -463,7 +464,8 @@ int zp_cmd_preprocess(int argc, char **argv)
                     signame(got_signal), o.pc.out_dir);
             rc = exit_for_signal();
         } else {
-            fprintf(stderr, CMD ": %s\n", zp_preprocess_errmsg(pp));
+            fprintf(stderr, CMD ": %s%s\n", zp_preprocess_errmsg(pp),
+                    st == ZP_ERR_STATE ? " (--force replaces it)" : "");
         }
     } else {
         rc = 0;
