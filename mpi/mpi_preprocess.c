@@ -243,8 +243,8 @@ static zp_status h5_create(zp_mpi *m, const char *part, const char *path, zp_dty
     hid_t g = H5Gcreate2(h->file, "tokens", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0)
         return h5fail(m, path, "creating /tokens");
-    h->values = make_dset(g, "values", ftype, 0, (hsize_t)1 << 20);
-    h->offsets = make_dset(g, "offsets", H5T_STD_U64LE, 1, (hsize_t)1 << 16);
+    h->values = make_dset(g, "values", ftype, 0, (hsize_t)1 << 18);
+    h->offsets = make_dset(g, "offsets", H5T_STD_U64LE, 1, (hsize_t)1 << 14);
     H5Gclose(g);
     if (h->values < 0 || h->offsets < 0)
         return h5fail(m, path, "creating /tokens/values and /tokens/offsets");
@@ -253,7 +253,7 @@ static zp_status h5_create(zp_mpi *m, const char *part, const char *path, zp_dty
     size_t tl = strlen(tokname);
     hid_t sp = H5Screate(H5S_SCALAR);
     hid_t a = -1;
-    if (st >= 0 && H5Tset_size(st, tl ? tl : 1) >= 0 && H5Tset_strpad(st, H5T_STR_NULLTERM) >= 0 &&
+    if (st >= 0 && H5Tset_size(st, tl + 1) >= 0 && H5Tset_strpad(st, H5T_STR_NULLTERM) >= 0 &&
         H5Tset_cset(st, H5T_CSET_UTF8) >= 0 && sp >= 0)
         a = H5Acreate2(h->file, "zephon_tokenizer", st, sp, H5P_DEFAULT, H5P_DEFAULT);
     int ok = a >= 0 && H5Awrite(a, st, tl ? tokname : "") >= 0;

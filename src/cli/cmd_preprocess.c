@@ -160,11 +160,11 @@ static void summary(const zp_preprocess_stats *s, int threads, const char *where
 {
     double sec = s->seconds > 0 ? s->seconds : 1e-9;
     printf(CMD ": %zu shards, %llu documents, %llu tokens, %.1f MB in (%.1f MB of JSONL), "
-           "%.1f MB out%s%s, %.2f s, %.1f MB/s of JSONL (%d threads%s)\n",
+           "%.1f MB out%s%s, %.2f s, %.1f MB/s of JSONL (%d thread%s%s)\n",
            s->shards_done, (unsigned long long)s->docs, (unsigned long long)s->tokens,
            (double)s->bytes_in / 1e6, (double)s->json_bytes / 1e6, (double)s->bytes_out / 1e6,
            where ? " into " : "", where ? where : "", s->seconds,
-           (double)s->json_bytes / sec / 1e6, threads, s->skipped ? ", bad records skipped" : "");
+           (double)s->json_bytes / sec / 1e6, threads, threads == 1 ? "" : "s", s->skipped ? ", bad records skipped" : "");
     if (s->skipped)
         printf(CMD ": %llu bad records written as empty documents\n",
                (unsigned long long)s->skipped);
