@@ -669,26 +669,86 @@ static void run_thread(run *r, worker *w)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Decode shard i and feed its documents, in order, to out. */
-static zp_status process_shard(zp_preprocess *pp, size_t i, sink *out, uint64_t *n_docs)
+/* ------------------------------------------------------------ loading ahead */
+
+/* A shard decoded by a thread of its own while the team encodes the shard
+ * before it (the loads of jsonl.zst shards would otherwise stall every
+ * encoding thread). */
+typedef struct loader {
+    pthread_t th;
+    int started;
+    const zp_preprocess *pp;
+    size_t i;
+    zpi_shard sh;
+    zp_status st;
+    char err[1024];
+} loader;
+
+static void load_now(loader *l)
+{
+    const zp_preprocess *pp = l->pp;
+    size_t i = l->i;
+    memset(&l->sh, 0, sizeof l->sh);
+    const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
+    l->st = f->load(zpi_dataset_shard_path(pp->ds, i), zp_dataset_shard_name(pp->ds, i),
+                    zpi_dataset_shard_limits(pp->ds, i), &l->sh, l->err, sizeof l->err);
+    if (l->st == ZP_OK && l->sh.rd) {
+        zpi_shard_free(&l->sh);
+        l->st = ZP_ERR_UNSUPPORTED;
+        zpi_fmt(l->err, sizeof l->err, "shard '%s': not a JSON text shard",
+                zp_dataset_shard_name(pp->ds, i));
+    }
+}
+
+static void *load_main(void *arg)
+{
+    load_now(arg);
+    return NULL;
+}
+
+/* Start loading shard i (in a thread; in this one if none can start). */
+static void loader_start(loader *l, const zp_preprocess *pp, size_t i)
+{
+    memset(l, 0, sizeof *l);
+    l->pp = pp;
+    l->i = i;
+    if (pthread_create(&l->th, NULL, load_main, l) == 0)
+        l->started = 1;
+    else
+        load_now(l);
+}
+
+/* Wait for it; the shard moves into *sh (ZP_OK) or the error into pp. */
+static zp_status loader_finish(loader *l, zp_preprocess *pp, zpi_shard *sh)
+{
+    if (l->started)
+        pthread_join(l->th, NULL);
+    l->started = 0;
+    if (l->st != ZP_OK)
+        return zpi_err_set(&pp->err, l->st, "%s", l->err);
+    *sh = l->sh;
+    memset(&l->sh, 0, sizeof l->sh);
+    return ZP_OK;
+}
+
+/* Drop it (a run that stops). */
+static void loader_drop(loader *l)
+{
+    if (l->started)
+        pthread_join(l->th, NULL);
+    l->started = 0;
+    zpi_shard_free(&l->sh);
+}
+
+/* Feed the documents of shard i (decoded, in sh; freed here) in order to
+ * out. */
+static zp_status process_shard(zp_preprocess *pp, size_t i, zpi_shard *shp, sink *out,
+                               uint64_t *n_docs)
 {
     const char *name = zp_dataset_shard_name(pp->ds, i);
-    const char *path = zpi_dataset_shard_path(pp->ds, i);
-    const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
-    const zpi_load_limits *lim = zpi_dataset_shard_limits(pp->ds, i);
-    if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user))
-        return zpi_err_set(&pp->err, ZP_ERR_CALLBACK, "stopped");
-    zpi_shard sh;
-    memset(&sh, 0, sizeof sh);
-    char err[1024];
-    zp_status st = f->load(path, name, lim, &sh, err, sizeof err);
-    if (st != ZP_OK)
-        return zpi_err_set(&pp->err, st, "%s", err);
-    if (sh.rd) {
-        zpi_shard_free(&sh);
-        return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED, "shard '%s': not a JSON text shard",
-                           name);
-    }
+    zpi_shard sh = *shp;
+    memset(shp, 0, sizeof *shp);
+    zp_status st;
     run r;
     memset(&r, 0, sizeof r);
     r.pp = pp;
@@ -800,42 +860,67 @@ zp_status zp_preprocess_run(zp_preprocess *pp)
             pp->stats.shards_total++;
             pp->stats.bytes_in_total += zp_dataset_shard_bytes(pp->ds, i);
         }
-    for (size_t i = 0; i < pp->n_shards; i++) {
-        if (!selected(pp, i))
-            continue;
-        zpi_tokw *w = NULL;
-        if ((st = open_writer(pp, i, &w)) != ZP_OK)
+    /* the selected shards in order; the next one loads while one encodes */
+    size_t next = 0;
+    while (next < pp->n_shards && !selected(pp, next))
+        next++;
+    loader ld;
+    if (next < pp->n_shards)
+        loader_start(&ld, pp, next);
+    while (next < pp->n_shards) {
+        size_t i = next;
+        do
+            next++;
+        while (next < pp->n_shards && !selected(pp, next));
+        zpi_shard sh;
+        memset(&sh, 0, sizeof sh);
+        if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user)) {
+            loader_drop(&ld);
+            return zpi_err_set(&pp->err, ZP_ERR_CALLBACK, "stopped");
+        }
+        if ((st = loader_finish(&ld, pp, &sh)) != ZP_OK)
             return st;
+        if (next < pp->n_shards)
+            loader_start(&ld, pp, next);
+        zpi_tokw *w = NULL;
+        if ((st = open_writer(pp, i, &w)) != ZP_OK) {
+            zpi_shard_free(&sh);
+            if (next < pp->n_shards)
+                loader_drop(&ld);
+            return st;
+        }
         sink s;
         memset(&s, 0, sizeof s);
         s.add = sink_tokw_add;
         s.w = w;
         uint64_t docs = 0, tok0 = pp->stats.tokens;
-        st = process_shard(pp, i, &s, &docs);
+        st = process_shard(pp, i, &sh, &s, &docs);
         if (st == ZP_OK && (w->docs != docs))
             st = zpi_err_set(&pp->err, ZP_ERR_INTERNAL,
                              "shard '%s': %llu documents written for %llu records",
                              zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
                              (unsigned long long)docs);
-        if (st != ZP_OK) {
-            zpi_tokw_abort(w);
-            return st;
-        }
         char err[1024];
-        if ((st = zpi_tokw_commit(w, err, sizeof err)) != ZP_OK)
-            return zpi_err_set(&pp->err, st, "%s", err);
-        char a[4096], b[4096];
-        int nf = final_files(pp, i, a, b, sizeof a);
+        if (st != ZP_OK)
+            zpi_tokw_abort(w);
+        else if ((st = zpi_tokw_commit(w, err, sizeof err)) != ZP_OK)
+            zpi_err_set(&pp->err, st, "%s", err);
         zp_preprocess_shard *res = &pp->res[i];
         memset(res, 0, sizeof *res);
-        res->docs = docs;
-        res->tokens = pp->stats.tokens - tok0;
-        res->bytes = file_size(a);
-        pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
-        if (pp->cfg.hash) {
-            if ((st = hash_file(pp, a, &res->xxh64)) != ZP_OK)
-                return st;
-            res->has_xxh64 = 1;
+        char a[4096], b[4096];
+        int nf = final_files(pp, i, a, b, sizeof a);
+        if (st == ZP_OK) {
+            res->docs = docs;
+            res->tokens = pp->stats.tokens - tok0;
+            res->bytes = file_size(a);
+            pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
+            if (pp->cfg.hash && (st = hash_file(pp, a, &res->xxh64)) == ZP_OK)
+                res->has_xxh64 = 1;
+        }
+        if (st != ZP_OK) {
+            if (next < pp->n_shards)
+                loader_drop(&ld);
+            return st;
         }
         res->done = 1;
         pp->stats.shards_done++;
@@ -868,7 +953,16 @@ zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **tokens,
     s.add = sink_mem_add;
     s.dtype = pp->dtype;
     uint64_t docs = 0;
-    zp_status st = process_shard(pp, i, &s, &docs);
+    loader ld;
+    memset(&ld, 0, sizeof ld);
+    ld.pp = pp;
+    ld.i = i;
+    load_now(&ld);
+    zpi_shard sh;
+    memset(&sh, 0, sizeof sh);
+    zp_status st = loader_finish(&ld, pp, &sh);
+    if (st == ZP_OK)
+        st = process_shard(pp, i, &sh, &s, &docs);
     if (st == ZP_OK && !s.off && !(s.off = calloc(1, sizeof *s.off)))
         st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     if (st != ZP_OK) {
