@@ -576,11 +576,13 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
         goto fail;
     if ((st = check_header(m, ifd, idx_size, &n_doc, &has_modes, err, errcap)) != ZP_OK)
         goto fail;
+#if SIZE_MAX < UINT64_MAX
     if (idx_size > SIZE_MAX) {
         zpi_fmt(err, errcap, "shard '%s': '%s' is too large to map", name, m->idx_name);
         st = ZP_ERR_LIMIT;
         goto fail;
     }
+#endif
     m->idx_len = (size_t)idx_size;
     void *p = mmap(NULL, m->idx_len, PROT_READ, MAP_PRIVATE, ifd, 0);
     if (p == MAP_FAILED) {
@@ -620,11 +622,13 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
         st = ZP_ERR_FORMAT;
         goto fail;
     }
+#if SIZE_MAX < UINT64_MAX
     if (bin_size > SIZE_MAX) {
         zpi_fmt(err, errcap, "shard '%s': '%s' is too large to map", name, name);
         st = ZP_ERR_LIMIT;
         goto fail;
     }
+#endif
     uint64_t hash = 0;
     if (lim->has_xxh64) {
         uint64_t at = 0;

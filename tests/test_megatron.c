@@ -487,6 +487,43 @@ static void writer_round_trip(fixture *f, zp_dtype dt, int big)
 static void test_writer_u16(void **state) { writer_round_trip(*state, ZP_DTYPE_U16, 0); }
 static void test_writer_i32(void **state) { writer_round_trip(*state, ZP_DTYPE_I32, 1); }
 
+/* Many documents: the .idx outgrows the writer's buffer several times over
+ * while the pointers are computed from the lengths read back in blocks. */
+static void test_writer_many_docs(void **state)
+{
+    fixture *f = *state;
+    char *prefix = zpt_path(f->dir, "many");
+    zpi_tokw *w;
+    char err[512];
+    enum { N = 700001 };
+    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, err, sizeof err), ZP_OK);
+    for (uint32_t d = 0; d < N; d++) {
+        int32_t t[3] = {(int32_t)(d % 65536), (int32_t)(d / 65536), 7};
+        assert_int_equal(zpi_tokw_add(w, t, d % 4 == 3 ? 0 : 1 + d % 3, err, sizeof err), ZP_OK);
+    }
+    assert_int_equal(w->docs, N);
+    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    char *bp = zpt_path(f->dir, "many.bin");
+    zpi_shard sh;
+    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(sh.n_records, N);
+    uint64_t recs[6] = {0, 65535, 65536, 131073, 524287, N - 1};
+    zpi_chunk c;
+    bads bad;
+    assert_int_equal(read_recs(&sh, &c, recs, 6, &bad, NULL), ZP_OK);
+    assert_int_equal(bad.n, 0);
+    for (int k = 0; k < 6; k++) {
+        uint32_t d = (uint32_t)recs[k];
+        size_t n = d % 4 == 3 ? 0 : 1 + d % 3;
+        double want[3] = {d % 65536, d / 65536, 7};
+        assert_row(&c, (size_t)k, want, n);
+    }
+    zpi_chunk_fini(&c);
+    zpi_shard_free(&sh);
+    free(bp);
+    free(prefix);
+}
+
 /* abort leaves nothing; a commit over an older pair replaces it; an empty
  * writer gives a pair of 0 sequences; bad arguments are refused. */
 static void test_writer_abort_replace_empty(void **state)
@@ -851,6 +888,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_out_of_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_u16, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_i32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_many_docs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_abort_replace_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_header, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_arrays, setup, teardown),

@@ -150,6 +150,27 @@ ZP_API zp_status zp_mpi_dataset_create_parts(zp_mpi *m, const char *const *specs
                                              const zp_dataset_config *cfg, size_t *part_shards,
                                              zp_dataset **out);
 
+/* How the ranks open HDF5 shards (docs/hdf5.md). */
+typedef enum zp_mpi_h5_driver {
+    ZP_MPI_H5_AUTO = 0,  /* MPI-IO for files on a shared file system (Lustre,
+                            GPFS, BeeGFS, NFS, CephFS, ...), serial on a
+                            node-local one (ext4, xfs, tmpfs, ...) */
+    ZP_MPI_H5_MPIIO = 1, /* always MPI-IO */
+    ZP_MPI_H5_SERIAL = 2 /* always the serial (sec2) driver */
+} zp_mpi_h5_driver;
+
+/* Set cfg->h5_fapl so that the dataset's HDF5 shards are opened as `mode`
+ * says: with MPI-IO (parallel HDF5) each rank opens a shard on
+ * MPI_COMM_SELF and reads only its own hyperslabs through the MPI-IO
+ * layer, when its pipeline needs them: no collective call, so a rank never
+ * waits for another at a shard's open. Reads run on the pipeline's threads:
+ * MPI-IO needs MPI initialised with MPI_THREAD_MULTIPLE (otherwise the open
+ * fails with a message saying so). Local; call before zp_mpi_dataset_create. */
+ZP_API zp_status zp_mpi_dataset_config_hdf5(zp_mpi *m, zp_dataset_config *cfg, zp_mpi_h5_driver mode);
+/* The driver `mode` picks for path: "mpio" or "sec2" (for messages and
+ * reports). */
+ZP_API const char *zp_mpi_h5_driver_for(zp_mpi_h5_driver mode, const char *path);
+
 /* Set cfg->rank and cfg->world_size from the communicator. Local. */
 ZP_API void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg);
 
@@ -319,6 +340,11 @@ typedef struct zp_mpi_rank_stats {
     double win_seconds;
     double win_fetch_per_batch;
     double win_stall_fraction;
+    /* shards read on demand (HDF5, Megatron .bin/.idx; zp_fetch_timing) */
+    uint64_t ondemand_reads, ondemand_bytes;
+    double ondemand;          /* time in those reads */
+    double ondemand_io;       /* of which in the format's read calls (HDF5, mmap copies) */
+    double hdf5_lock_wait;    /* of which waiting for the process's HDF5 lock */
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
