@@ -32,6 +32,7 @@
 #include "dataset.h"
 #include "observe.h"
 #include "pipeline.h"
+#include "preprocess.h"
 #include "worksource.h"
 
 #ifdef __cplusplus
@@ -516,6 +517,37 @@ ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **si
 
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
+
+
+/* ------------------------------------------------------------ preprocess
+ * `zephon preprocess` under mpirun (zephon/preprocess.h, docs/preprocess.md).
+ * ds: the input dataset, built by every rank from the same specs (it need
+ * not be indexed); the ranks check that they see the same shards. cfg as
+ * for zp_preprocess_create() (its shard_stride/offset are set here; its
+ * callbacks run on each rank). total (may be NULL): the stats summed over
+ * the ranks (seconds: the slowest rank's), valid on every rank. */
+
+/* One output shard per input shard: shard i is written by rank i % size;
+ * once every rank succeeded, rank 0 writes OUT/manifest.json listing every
+ * shard in input order. Collective over comm: on any rank's failure every
+ * rank returns its status, with "rank R: <message>" on the handle, and no
+ * manifest is written. */
+ZP_API zp_status zp_mpi_preprocess(zp_mpi *m, zp_dataset *ds, const zp_preprocess_config *cfg,
+                                   zp_preprocess_stats *total);
+
+/* Every rank writes its documents into ONE HDF5 file at path, through
+ * parallel HDF5 (MPI-IO on the communicator): the layout of a token shard
+ * (/tokens/values, /tokens/offsets, the "zephon_tokenizer" attribute), the
+ * documents of all shards in input order. Shards are encoded in rounds
+ * (round k: rank r encodes shard k * size + r in memory); the ranks
+ * exchange their document and token counts and each writes its own
+ * hyperslabs. Written to "<path>.part.<pid of rank 0>" and renamed by rank
+ * 0 after the file is closed; on failure the .part file is removed. An
+ * existing path is refused unless cfg->force. cfg->out_dir is not used.
+ * Only this thread may call HDF5 meanwhile. Collective over comm. */
+ZP_API zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds,
+                                          const zp_preprocess_config *cfg, const char *path,
+                                          zp_preprocess_stats *total);
 
 #ifdef __cplusplus
 }
