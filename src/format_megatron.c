@@ -668,7 +668,9 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     m->schema.f[0].dtype = m->dtype;
 
     out->n_records = m->n_seq;
-    out->file_bytes = bin_size + idx_size;
+    /* the shard's size as the dataset knows it (its manifests and index
+     * store size the .bin; the .idx is checked against it) */
+    out->file_bytes = bin_size;
     out->rd = &m->base;
     out->read_seconds = zpi_now() - t0;
     st = zpi_load_check(lim, name, path, lim->has_xxh64 ? &hash : NULL, out, err, errcap);

@@ -57,6 +57,7 @@ for f in $formats; do
       "$Z" run --data "$o1/manifest.json" --quiet --tokenize gpt2 --seq-len 255 --microbatch 4 $run --emit-digest "$T/b.txt" >/dev/null 2>"$T/err" || bad "$tag: run $run: $(cat "$T/err")"
       check "$tag: run $run: the batches of tokenize-on-the-fly ($(wc -l < "$T/a.txt") batches)" \
         '[[ -s "$T/a.txt" ]] && cmp -s "$T/a.txt" "$T/b.txt"'
+      check "$tag: run $run: no warning (the manifest's sizes are the shards')" '[[ ! -s "$T/err" ]]' || cat "$T/err"
     done
   done
 done
