@@ -22,7 +22,7 @@ target_compile_options(zephon_fuzz_lib PRIVATE -fsanitize=fuzzer-no-link ${ZP_FU
 target_link_libraries(zephon_fuzz_lib
   PUBLIC OpenMP::OpenMP_C OpenMP::OpenMP_CXX Threads::Threads simdjson::simdjson
          PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL ${HDF5_C_LIBRARIES} m)
-target_include_directories(zephon_fuzz_lib SYSTEM PUBLIC ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+target_include_directories(zephon_fuzz_lib SYSTEM PUBLIC ${ZP_HDF5_INCLUDE_DIRS})
 foreach(f hdf5 megatron)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/format_${f}.c)
     string(TOUPPER ${f} F)

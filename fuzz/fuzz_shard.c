@@ -129,7 +129,7 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
 
     const zpi_format *fmt = zpi_format_by_name(fmt_name);
     FUZZ_CHECK(fmt != NULL, "format %s", fmt_name);
-    zpi_load_limits lim = {MAX_RECORD, MAX_SHARD, 0};
+    zpi_load_limits lim = {.max_record_bytes = MAX_RECORD, .max_shard_bytes = MAX_SHARD};
     zpi_shard sh;
     char err[1024] = "";
     zp_status st = fmt->load(g_path, "fuzz-shard", &lim, &sh, err, sizeof err);

@@ -19,6 +19,9 @@ secs=${1:-20}
 shift || true
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(shard_jsonl shard_zst manifest index_cache tokenizer_roundtrip)
+for f in hdf5 megatron; do
+  [[ ${#@} -gt 0 || ! -f fuzz/fuzz_shard_$f.c ]] || targets+=(shard_$f)
+done
 build=build/fuzz
 
 command -v clang >/dev/null && command -v clang++ >/dev/null || {

@@ -9,6 +9,7 @@
 #include "zephon/dataset.h"
 #include "zephon/observe.h"
 #include "zephon/pipeline.h"
+#include "zephon/preprocess.h"
 #include "zephon/state.h"
 #include "zephon/storage.h"
 #include "zephon/tokenizer.h"

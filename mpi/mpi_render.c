@@ -158,6 +158,27 @@ static void render_text(const zp_cluster_report *r, zpi_sbuf *b)
                       HUMAN(list, ZPI_U_COUNT, (double)s->retries));
     }
 
+    /* shards read on demand (HDF5, Megatron .bin/.idx): their reads per rank */
+    int any_od = 0;
+    for (int i = 0; i < r->size; i++)
+        any_od |= r->ranks[i].valid && r->ranks[i].ondemand_reads > 0;
+    if (any_od) {
+        zpi_sb_puts(b, "\non-demand reads (HDF5, .bin/.idx: one read per chunk and shard):\n");
+        zpi_sb_printf(b, "  %5s %8s %9s %9s %9s %12s\n", "rank", "reads", "bytes", "time", "io",
+                      "hdf5 lock");
+        for (int i = 0; i < r->size; i++) {
+            const zp_mpi_rank_stats *s = &r->ranks[i];
+            if (!s->valid)
+                continue;
+            zpi_sb_printf(b, "  %5d %8s %9s %9s %9s %12s\n", s->rank,
+                          HUMAN(t1, ZPI_U_COUNT, (double)s->ondemand_reads),
+                          HUMAN(t2, ZPI_U_BYTES, (double)s->ondemand_bytes),
+                          HUMAN(t3, ZPI_U_SECONDS, s->ondemand),
+                          HUMAN(t4, ZPI_U_SECONDS, s->ondemand_io),
+                          HUMAN(t5, ZPI_U_SECONDS, s->hdf5_lock_wait));
+        }
+    }
+
     zpi_sb_printf(b, "\ncluster summary (over %u ranks):\n", r->stat[0].ranks);
     zpi_sb_printf(b, "  %-18s %18s %6s %18s %6s %18s %18s %9s\n", "metric", "min", "rank", "max",
                   "rank", "mean", "stddev", "max/mean");
@@ -286,6 +307,11 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
     JD(win_seconds, "win_s");
     JD(win_fetch_per_batch, "win_fetch_per_batch_s");
     JD(win_stall_fraction, "win_stall_fraction");
+    JU(ondemand_reads);
+    JU(ondemand_bytes);
+    JD(ondemand, "ondemand_s");
+    JD(ondemand_io, "ondemand_io_s");
+    JD(hdf5_lock_wait, "hdf5_lock_wait_s");
 #undef JU
 #undef JD
     if (host)
@@ -597,7 +623,8 @@ static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                    "skipped,batches_dropped,wall_s,first_batch_s,stall_s,stall_frac,fetch_s,"
                    "open_s,read_s,decompress_s,fetch_wait_s,transfer_s,sync_s,slowest_shard_s,"
                    "slowest_record_s,step_s,fetch_per_batch_s,samples_per_s,bytes_per_s,"
-                   "cache_hit_frac,straggler\n");
+                   "cache_hit_frac,straggler,ondemand_reads,ondemand_bytes_B,ondemand_s,"
+                   "ondemand_io_s,hdf5_lock_wait_s\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
@@ -623,7 +650,12 @@ static void render_csv(const zp_cluster_report *r, zpi_sbuf *b)
         csv_num(b, s->samples_per_second, "%.1f");
         csv_num(b, s->bytes_per_second, "%.0f");
         csv_num(b, s->cache_hit_rate, "%.4f");
-        zpi_sb_printf(b, ",%d\n", r->named[i]);
+        zpi_sb_printf(b, ",%d,%llu,%llu", r->named[i], (unsigned long long)s->ondemand_reads,
+                      (unsigned long long)s->ondemand_bytes);
+        csv_num(b, s->ondemand, "%.6f");
+        csv_num(b, s->ondemand_io, "%.6f");
+        csv_num(b, s->hdf5_lock_wait, "%.6f");
+        zpi_sb_puts(b, "\n");
     }
 }
 

@@ -163,6 +163,11 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
     s->decompress = f->decompress_seconds;
     s->fetch_wait = f->wait_seconds + pf->wait_seconds;
     s->transfer = (double)pf->latency_ns.sum_ns * 1e-9;
+    s->ondemand_reads = f->ondemand_reads;
+    s->ondemand_bytes = f->ondemand_bytes;
+    s->ondemand = f->ondemand_seconds;
+    s->ondemand_io = f->ondemand_io_seconds;
+    s->hdf5_lock_wait = f->hdf5_lock_wait_seconds;
     s->slowest_shard = f->slowest_shard_seconds;
     s->slowest_shard_index = f->slowest_shard;
     s->slowest_record = f->record_ns.count ? (double)f->record_ns.max_ns * 1e-9 : 0;
@@ -489,6 +494,11 @@ static void add_into(zp_mpi_rank_stats *t, const zp_mpi_rank_stats *s)
     t->fetch_wait += s->fetch_wait;
     t->transfer += s->transfer;
     t->sync += s->sync;
+    t->ondemand_reads += s->ondemand_reads;
+    t->ondemand_bytes += s->ondemand_bytes;
+    t->ondemand += s->ondemand;
+    t->ondemand_io += s->ondemand_io;
+    t->hdf5_lock_wait += s->hdf5_lock_wait;
     if (s->slowest_shard > t->slowest_shard) {
         t->slowest_shard = s->slowest_shard;
         t->slowest_shard_index = s->slowest_shard_index;

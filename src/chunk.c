@@ -134,7 +134,6 @@ zp_status zpi_chunk_set_schema(zpi_chunk *c, const zpi_schema *s)
             c->fixed[k] = p;
             c->fixed_cap[k] = need;
         }
-        memset(c->fixed[k], 0, need);
     }
     if (!c->schema_buf && !(c->schema_buf = malloc(sizeof *c->schema_buf)))
         return ZP_ERR_NOMEM;

@@ -58,7 +58,8 @@ typedef struct zpi_chunk {
     size_t tok_len, tok_cap;
     /* fixed-shape fields of shards read on demand (reader.h): schema is the
      * first such shard's (all must agree); fixed[k] holds n rows of field
-     * k's item_bytes (zeroed for rows not delivered) */
+     * k's item_bytes (rows not delivered are left as they are: the
+     * packer copies only the rows of delivered records) */
     const struct zpi_schema *schema; /* NULL, or schema_buf */
     struct zpi_schema *schema_buf;   /* the chunk's copy (shards may be evicted before packing) */
     unsigned char *fixed[16];
@@ -99,7 +100,7 @@ zp_status zpi_chunk_put_tokens(zpi_chunk *c, size_t row, size_t n, int32_t **dst
 /* Row `row` of fixed field k (c->schema's field k, item_bytes long). */
 void *zpi_chunk_fixed_row(zpi_chunk *c, int k, size_t row);
 /* Sets c->schema (on its first lazy shard) and sizes the fixed arenas for
- * c->n rows (zeroed). ZP_ERR_FORMAT when c already has another schema. */
+ * c->n rows. ZP_ERR_FORMAT when c already has another schema. */
 zp_status zpi_chunk_set_schema(zpi_chunk *c, const struct zpi_schema *s);
 
 #endif

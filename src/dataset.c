@@ -327,6 +327,13 @@ static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
     char *identity = NULL;
     struct stat rsb;
     if (path && zpi_is_url(path)) {
+        if (fmt && strcmp(fmt->name, "megatron") == 0) {
+            st = fail(ds, ZP_ERR_UNSUPPORTED,
+                      "'%s': Megatron .bin/.idx pairs are read from a file system (a pair is "
+                      "two files, memory-mapped): copy them to a shared or local disk",
+                      name);
+            goto fail;
+        }
         if (!(identity = zpi_url_identity(path))) {
             st = fail(ds, ZP_ERR_NOMEM, "out of memory adding a shard");
             goto fail;

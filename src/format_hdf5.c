@@ -780,6 +780,12 @@ static zp_status load_locked(lctx *L, const char *path, const zpi_load_limits *l
     }
     /* closing the file closes everything in it */
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    /* records are read as the plan asks, often scattered (shuffled): HDF5's
+     * data sieve (64 KiB by default) would read 64 KiB around every record
+     * of a contiguous dataset, 16x the bytes of a 4 KiB record; one page
+     * (measured: shuffled reads of 4 KiB records 2.6x faster, in-order
+     * reads unchanged, bench/formats) */
+    H5Pset_sieve_buf_size(fapl, 4096);
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (r->file < 0) {

@@ -6,7 +6,7 @@
 # Node.js may come from elsewhere than apt (with its own npm): then it is kept.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libomp-dev
-      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
+      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
       libzstd-dev zstd libcurl4-openssl-dev libcmocka-dev
       libjansson-dev libsimdjson-dev libxxhash-dev python3
       nginx openssl curl ca-certificates)

@@ -233,7 +233,7 @@ static void print_rate(const char *label, double mb, stats t)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MANIFEST [ROUNDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s MANIFEST [ROUNDS [--scaling T1,T2,...]]\n", argv[0]);
         return 2;
     }
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
@@ -255,6 +255,37 @@ int main(int argc, char **argv)
     printf("dataset: %s, %zu documents, %.1f MB of text; medians of %d rounds [min..max]\n",
            argv[1], t.n, mb, rounds);
     double wt[MAXR], wp[MAXR], ct[MAXR], cp[MAXR], ratio[MAXR], cratio[MAXR];
+    if (argc > 4 && strcmp(argv[3], "--scaling") == 0) {
+        /* Thread scaling on a larger machine: tokenizer alone and the whole
+         * pipeline (fetch and tokenize parallelism = threads) at each count,
+         * speedups against the same measurement at the first count. */
+        double base_t = 0, base_p = 0;
+        for (char *tk = strtok(argv[4], ","); tk; tk = strtok(NULL, ",")) {
+            int threads = atoi(tk);
+            if (threads < 1 || threads > 1024)
+                die("--scaling", "thread counts must be 1..1024");
+            uint64_t tk_tok = 0, tk_pipe = 0;
+            long faults = 0;
+            for (int r = 0; r < rounds; r++) {
+                wt[r] = tokenizer_only(tok, &t, threads, &tk_tok, &ct[r]);
+                wp[r] = pipeline(ds, threads, threads, &tk_pipe, &cp[r], &faults);
+                ratio[r] = wt[r] / wp[r];
+            }
+            if (tk_tok != tk_pipe)
+                die("scaling", "token counts differ between tokenizer and pipeline");
+            stats st = stats_of(wt, rounds), sp = stats_of(wp, rounds), sr = stats_of(ratio, rounds);
+            if (!base_t) {
+                base_t = mb / st.med;
+                base_p = mb / sp.med;
+            }
+            printf("scaling %2d threads: tokenizer only %8.1f MB/s (x%.2f, %.1f MB/s per thread) | "
+                   "pipeline %8.1f MB/s (x%.2f, %.1f MB/s per thread) | pipeline/tokenizer = %.3f\n",
+                   threads, mb / st.med, mb / st.med / base_t, mb / st.med / threads, mb / sp.med,
+                   mb / sp.med / base_p, mb / sp.med / threads, sr.med);
+            fflush(stdout);
+        }
+        return 0;
+    }
     for (int threads = 1; threads <= 2; threads++) {
         uint64_t tk_tok = 0, tk_pipe = 0;
         long faults = 0;

@@ -32,6 +32,7 @@
 #include "dataset.h"
 #include "observe.h"
 #include "pipeline.h"
+#include "preprocess.h"
 #include "worksource.h"
 
 #ifdef __cplusplus
@@ -148,6 +149,27 @@ ZP_API zp_status zp_mpi_dataset_create(zp_mpi *m, const char *const *specs, size
 ZP_API zp_status zp_mpi_dataset_create_parts(zp_mpi *m, const char *const *specs, size_t n_specs,
                                              const zp_dataset_config *cfg, size_t *part_shards,
                                              zp_dataset **out);
+
+/* How the ranks open HDF5 shards (docs/hdf5.md). */
+typedef enum zp_mpi_h5_driver {
+    ZP_MPI_H5_AUTO = 0,  /* MPI-IO for files on a shared file system (Lustre,
+                            GPFS, BeeGFS, NFS, CephFS, ...), serial on a
+                            node-local one (ext4, xfs, tmpfs, ...) */
+    ZP_MPI_H5_MPIIO = 1, /* always MPI-IO */
+    ZP_MPI_H5_SERIAL = 2 /* always the serial (sec2) driver */
+} zp_mpi_h5_driver;
+
+/* Set cfg->h5_fapl so that the dataset's HDF5 shards are opened as `mode`
+ * says: with MPI-IO (parallel HDF5) each rank opens a shard on
+ * MPI_COMM_SELF and reads only its own hyperslabs through the MPI-IO
+ * layer, when its pipeline needs them: no collective call, so a rank never
+ * waits for another at a shard's open. Reads run on the pipeline's threads:
+ * MPI-IO needs MPI initialised with MPI_THREAD_MULTIPLE (otherwise the open
+ * fails with a message saying so). Local; call before zp_mpi_dataset_create. */
+ZP_API zp_status zp_mpi_dataset_config_hdf5(zp_mpi *m, zp_dataset_config *cfg, zp_mpi_h5_driver mode);
+/* The driver `mode` picks for path: "mpio" or "sec2" (for messages and
+ * reports). */
+ZP_API const char *zp_mpi_h5_driver_for(zp_mpi_h5_driver mode, const char *path);
 
 /* Set cfg->rank and cfg->world_size from the communicator. Local. */
 ZP_API void zp_mpi_worksource_config(const zp_mpi *m, zp_worksource_config *cfg);
@@ -318,6 +340,11 @@ typedef struct zp_mpi_rank_stats {
     double win_seconds;
     double win_fetch_per_batch;
     double win_stall_fraction;
+    /* shards read on demand (HDF5, Megatron .bin/.idx; zp_fetch_timing) */
+    uint64_t ondemand_reads, ondemand_bytes;
+    double ondemand;          /* time in those reads */
+    double ondemand_io;       /* of which in the format's read calls (HDF5, mmap copies) */
+    double hdf5_lock_wait;    /* of which waiting for the process's HDF5 lock */
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
@@ -490,6 +517,37 @@ ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **si
 
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
+
+
+/* ------------------------------------------------------------ preprocess
+ * `zephon preprocess` under mpirun (zephon/preprocess.h, docs/preprocess.md).
+ * ds: the input dataset, built by every rank from the same specs (it need
+ * not be indexed); the ranks check that they see the same shards. cfg as
+ * for zp_preprocess_create() (its shard_stride/offset are set here; its
+ * callbacks run on each rank). total (may be NULL): the stats summed over
+ * the ranks (seconds: the slowest rank's), valid on every rank. */
+
+/* One output shard per input shard: shard i is written by rank i % size;
+ * once every rank succeeded, rank 0 writes OUT/manifest.json listing every
+ * shard in input order. Collective over comm: on any rank's failure every
+ * rank returns its status, with "rank R: <message>" on the handle, and no
+ * manifest is written. */
+ZP_API zp_status zp_mpi_preprocess(zp_mpi *m, zp_dataset *ds, const zp_preprocess_config *cfg,
+                                   zp_preprocess_stats *total);
+
+/* Every rank writes its documents into ONE HDF5 file at path, through
+ * parallel HDF5 (MPI-IO on the communicator): the layout of a token shard
+ * (/tokens/values, /tokens/offsets, the "zephon_tokenizer" attribute), the
+ * documents of all shards in input order. Shards are encoded in rounds
+ * (round k: rank r encodes shard k * size + r in memory); the ranks
+ * exchange their document and token counts and each writes its own
+ * hyperslabs. Written to "<path>.part.<pid of rank 0>" and renamed by rank
+ * 0 after the file is closed; on failure the .part file is removed. An
+ * existing path is refused unless cfg->force. cfg->out_dir is not used.
+ * Only this thread may call HDF5 meanwhile. Collective over comm. */
+ZP_API zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds,
+                                          const zp_preprocess_config *cfg, const char *path,
+                                          zp_preprocess_stats *total);
 
 #ifdef __cplusplus
 }

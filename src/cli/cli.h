@@ -12,6 +12,7 @@ int zp_cmd_index(int argc, char **argv);
 int zp_cmd_gen(int argc, char **argv);
 int zp_cmd_tokenize(int argc, char **argv);
 int zp_cmd_state(int argc, char **argv);
+int zp_cmd_preprocess(int argc, char **argv);
 
 /* Flush standard output: 0, or -1 after printing "<cmd>: cannot write to
  * standard output: <reason>" (once per process). A command whose output

@@ -23,6 +23,11 @@ int zp_cmd_run(int argc, char **argv)
 #ifdef ZEPHON_CLI_MPI
     if (zp_cli_under_mpi() || o.report_dir)
         return zp_cmd_run_mpi(&o);
+    if (o.h5_driver == 1) {
+        fprintf(stderr, "zephon run: --h5-driver mpio: MPI-IO needs the ranks of mpirun or srun; "
+                        "a single process reads HDF5 with the serial driver\n");
+        return 2;
+    }
 #else
     if (o.report_dir) {
         fprintf(stderr, "zephon run: --report needs zephon built with MPI (ZEPHON_WITH_MPI)\n");

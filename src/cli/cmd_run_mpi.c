@@ -297,7 +297,12 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     if (!o->no_index_store && zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
         dcfg.index_store_dir = cache_dir;
     zp_dataset *ds = NULL;
-    zp_status st;
+    zp_status st = zp_mpi_dataset_config_hdf5(m, &dcfg, (zp_mpi_h5_driver)o->h5_driver);
+    if (st != ZP_OK) {
+        if (rank == 0)
+            fprintf(stderr, "zephon run: --h5-driver: %s\n", zp_mpi_errmsg(m));
+        return 2;
+    }
     const char *const *specs = (const char *const *)o->specs;
     if (o->n_parts) {
         /* a mixture: the shards each spec added on rank 0, summed per part */
@@ -396,7 +401,9 @@ int zp_cmd_run_mpi(zp_run_opts *o)
 {
     int provided = 0, already = 0;
     MPI_Initialized(&already);
-    if (!already && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    /* MPI_THREAD_MULTIPLE: HDF5 shards read through MPI-IO are read on the
+     * pipeline's threads (zp_mpi_dataset_config_hdf5) */
+    if (!already && MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "zephon run: MPI_Init_thread failed\n");
         return 1;
     }

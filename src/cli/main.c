@@ -34,6 +34,7 @@ static void usage(FILE *f)
             "  gen        generate a synthetic JSONL(.zst) text dataset\n"
             "  tokenize   print GPT-2 token ids for each line of a JSONL file\n"
             "  state      show a saved pipeline state; merge the states of a job's ranks\n"
+            "  preprocess tokenize a JSONL dataset once into token shards (HDF5, Megatron)\n"
             "\n"
             "`zephon <command> --help` describes each command.\n",
             zp_version());
@@ -50,7 +51,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"run", zp_cmd_run}, {"index", zp_cmd_index}, {"gen", zp_cmd_gen},
-                {"tokenize", zp_cmd_tokenize}, {"state", zp_cmd_state}};
+                {"tokenize", zp_cmd_tokenize}, {"state", zp_cmd_state},
+                {"preprocess", zp_cmd_preprocess}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;

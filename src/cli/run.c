@@ -255,6 +255,15 @@ static uint64_t batch_digest(const zp_batch *b)
         XXH64_update(h, b->loss_mask, n);
         XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
     }
+    /* fixed-shape fields (HDF5): every array's bytes, with its name */
+    for (size_t k = 0; k < b->n_arrays; k++) {
+        const zp_array *a = &b->arrays[k];
+        size_t bytes = zp_dtype_size(a->dtype);
+        for (int d = 0; d < a->ndim; d++)
+            bytes *= (size_t)a->shape[d];
+        XXH64_update(h, a->name, strlen(a->name));
+        XXH64_update(h, a->data, bytes);
+    }
     uint64_t d = XXH64_digest(h);
     XXH64_freeState(h);
     return d;

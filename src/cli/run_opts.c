@@ -79,6 +79,8 @@ void zp_run_usage(FILE *f)
         "  --save-every N          also every N batches\n"
         "  --resume FILE           continue from a state (the same or another world size)\n"
         "  --skip-batches N-M      make batches N..M (or N) and drop them; repeatable\n"
+        "  --h5-driver D           HDF5 shards under mpirun: auto (MPI-IO on a shared file\n"
+        "                          system, serial on a local one), mpio or serial\n"
         "outputs:\n"
         "  --emit-ids DIR          write DIR/rank-<R>.ids: shard:record per sample\n"
         "  --emit-digest FILE      one line per batch: index epoch xxh64 (FILE.rank-<R>\n"
@@ -603,7 +605,19 @@ static int parse_args(zp_run_opts *o, int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--field"))
             STR(o->field);
-        else if (!strcmp(a, "--pack")) {
+        else if (!strcmp(a, "--h5-driver")) {
+            if (v && !strcmp(v, "auto"))
+                o->h5_driver = 0;
+            else if (v && !strcmp(v, "mpio"))
+                o->h5_driver = 1;
+            else if (v && !strcmp(v, "serial"))
+                o->h5_driver = 2;
+            else {
+                fprintf(stderr, "zephon run: --h5-driver '%s': auto, mpio or serial\n", v ? v : "");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--pack")) {
             if (v && !strcmp(v, "concat"))
                 o->pack = ZP_PACK_CONCAT;
             else if (v && !strcmp(v, "pad"))

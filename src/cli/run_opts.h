@@ -88,6 +88,7 @@ typedef struct zp_run_opts {
     uint64_t max_batches;
     const char *emit_ids, *emit_digest;
     const char *emit_samples; /* --emit-samples DIR: DIR/rank-<R>.samples */
+    int h5_driver;            /* --h5-driver: 0 auto, 1 mpio, 2 serial (zp_mpi_h5_driver) */
     /* checkpoints: --save-state FILE, --save-every N (0: at the end only),
      * --resume FILE, --skip-batches N-M (repeatable, ascending, disjoint) */
     const char *save_state, *resume;

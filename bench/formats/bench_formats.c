@@ -1,0 +1,296 @@
+/*
+ * bench_formats.c - the formats read on demand, measured (issue: HDF5 and
+ * token formats; docs/hdf5.md, docs/formats.md).
+ *
+ *   bench_formats fixed FILE.h5 [ROWS [COLS]]
+ *     (a) a fixed-shape float32 [ROWS, COLS] dataset "/features" (created
+ *     when FILE does not exist; default 262144 x 1024 = 1 GiB), read
+ *     (1) with the HDF5 C API in 64 MiB hyperslabs into one buffer, the
+ *     reference, and (2) through the pipeline in record mode (batches of
+ *     256 rows, [256, COLS] arrays), without and with shuffle; GB/s and
+ *     pipeline/reference, medians of ROUNDS (env, default 3) rounds, plus
+ *     the time the pipeline's fetch tasks waited for the HDF5 lock.
+ *
+ *   bench_formats tokens JSONL_SPEC H5_SPEC BIN_SPEC
+ *     (b) the same documents trained from JSONL.zst with tokenization on
+ *     the fly, from pre-tokenized HDF5 and from Megatron .bin/.idx
+ *     (`zephon preprocess` output): concat packing, seq_len 2048,
+ *     microbatch 8; samples (documents)/s and tokens/s and the ratios to
+ *     JSONL, medians of ROUNDS rounds. The token counts must agree.
+ *
+ * THREADS (env, default 2): the pipeline's threads.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <hdf5.h>
+
+#include "zephon/observe.h"
+#include "zephon/dataset.h"
+#include "zephon/pipeline.h"
+#include "zephon/worksource.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench_formats: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int env_int(const char *name, int def)
+{
+    const char *s = getenv(name);
+    return s && atoi(s) > 0 ? atoi(s) : def;
+}
+
+/* ------------------------------------------------------------ (a) fixed */
+
+static void create_fixed(const char *path, hsize_t rows, hsize_t cols)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.part", path);
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = {rows, cols};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate2(f, "features", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0 || d < 0)
+        die(path, "cannot create the HDF5 file");
+    hsize_t slab = ((hsize_t)64 << 20) / (cols * 4);
+    float *buf = malloc(slab * cols * sizeof *buf);
+    for (hsize_t r0 = 0; r0 < rows; r0 += slab) {
+        hsize_t n = rows - r0 < slab ? rows - r0 : slab;
+        for (hsize_t i = 0; i < n * cols; i++)
+            buf[i] = (float)((r0 * cols + i) % 1000003) * 0.5f;
+        hsize_t start[2] = {r0, 0}, count[2] = {n, cols};
+        hid_t ms = H5Screate_simple(2, count, NULL);
+        H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
+        if (H5Dwrite(d, H5T_NATIVE_FLOAT, ms, sp, H5P_DEFAULT, buf) < 0)
+            die(path, "write failed");
+        H5Sclose(ms);
+    }
+    free(buf);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Fclose(f);
+    if (rename(tmp, path) != 0)
+        die(path, "rename failed");
+}
+
+/* The reference: the whole dataset in 64 MiB hyperslabs, one buffer. */
+static double read_reference(const char *path, hsize_t *rows_out, hsize_t *cols_out, double *sum)
+{
+    double t0 = now_s();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "features", H5P_DEFAULT);
+    if (f < 0 || d < 0)
+        die(path, "cannot open /features");
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[2];
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    hsize_t slab = ((hsize_t)64 << 20) / (dims[1] * 4);
+    float *buf = malloc(slab * dims[1] * sizeof *buf);
+    double s = 0;
+    for (hsize_t r0 = 0; r0 < dims[0]; r0 += slab) {
+        hsize_t n = dims[0] - r0 < slab ? dims[0] - r0 : slab;
+        hsize_t start[2] = {r0, 0}, count[2] = {n, dims[1]};
+        hid_t ms = H5Screate_simple(2, count, NULL);
+        H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
+        if (H5Dread(d, H5T_NATIVE_FLOAT, ms, sp, H5P_DEFAULT, buf) < 0)
+            die(path, "read failed");
+        H5Sclose(ms);
+        s += buf[0] + buf[n * dims[1] - 1]; /* touch: the reads are used */
+    }
+    free(buf);
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(f);
+    *rows_out = dims[0];
+    *cols_out = dims[1];
+    *sum = s;
+    return now_s() - t0;
+}
+
+static double read_pipeline(const char *path, int shuffle, int threads, uint64_t *rows_out,
+                            double *lock_wait, double *sum)
+{
+    zp_dataset *ds;
+    zp_dataset_create(NULL, &ds);
+    if (zp_dataset_add(ds, path) != ZP_OK || zp_dataset_index(ds) != ZP_OK)
+        die(path, zp_dataset_errmsg(ds));
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = shuffle;
+    zp_worksource *ws;
+    if (zp_worksource_create(ds, &wc, &ws) != ZP_OK)
+        die("worksource", zp_worksource_errmsg(ws));
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = threads;
+    pc.fetch_parallelism = (size_t)threads;
+    pc.chunk_samples = 256;
+    pc.prefetch_batches = 4;
+    zp_pipeline *p;
+    if (zp_pipeline_create(ws, &pc, &p) != ZP_OK || zp_pipeline_batch(p, 256) != ZP_OK ||
+        zp_pipeline_enable_observability(p) != ZP_OK)
+        die("pipeline", zp_pipeline_errmsg(p));
+    const zp_batch *b;
+    zp_status st;
+    uint64_t rows = 0;
+    double s = 0, t0 = now_s();
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+        if (b->n_arrays != 1)
+            die("pipeline", "expected one array per batch");
+        const float *x = b->arrays[0].data;
+        size_t n = (size_t)(b->arrays[0].shape[0] * b->arrays[0].shape[1]);
+        s += x[0] + x[n - 1];
+        rows += b->arrays[0].shape[0];
+    }
+    double dt = now_s() - t0;
+    if (st != ZP_END)
+        die("pipeline", zp_pipeline_errmsg(p));
+    zp_fetch_timing ft;
+    zp_pipeline_fetch_timing_snapshot(p, &ft);
+    *lock_wait = ft.hdf5_lock_wait_seconds;
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+    *rows_out = rows;
+    *sum = s;
+    return dt;
+}
+
+static int bench_fixed(int argc, char **argv)
+{
+    const char *path = argv[2];
+    hsize_t rows = argc > 3 ? strtoull(argv[3], NULL, 10) : 262144;
+    hsize_t cols = argc > 4 ? strtoull(argv[4], NULL, 10) : 1024;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        printf("creating %s: float32 [%llu, %llu]\n", path, (unsigned long long)rows,
+               (unsigned long long)cols);
+        create_fixed(path, rows, cols);
+    }
+    int rounds = env_int("ROUNDS", 3), threads = env_int("THREADS", 2);
+    double tr[16], tp[16], ts[16], lw = 0, lws = 0, sum;
+    uint64_t prow = 0;
+    if (rounds > 16)
+        rounds = 16;
+    for (int r = 0; r < rounds; r++) {
+        tr[r] = read_reference(path, &rows, &cols, &sum);
+        tp[r] = read_pipeline(path, 0, threads, &prow, &lw, &sum);
+        ts[r] = read_pipeline(path, 1, threads, &prow, &lws, &sum);
+        if (prow != rows)
+            die("pipeline", "row count differs from the dataset's");
+    }
+    double gb = (double)rows * (double)cols * 4 / 1e9;
+    double mr = median(tr, rounds), mp = median(tp, rounds), ms = median(ts, rounds);
+    printf("dataset: %s, float32 [%llu, %llu], %.2f GB (page cache: warm after the first read); "
+           "medians of %d rounds, pipeline with %d threads, batches of 256 rows\n",
+           path, (unsigned long long)rows, (unsigned long long)cols, gb, rounds, threads);
+    printf("HDF5 C API, 64 MiB hyperslabs:       %6.2f GB/s\n", gb / mr);
+    printf("pipeline, in order:                  %6.2f GB/s | pipeline/reference = %.3f | "
+           "HDF5 lock wait %.3f s\n",
+           gb / mp, mr / mp, lw);
+    printf("pipeline, shuffled:                  %6.2f GB/s | pipeline/reference = %.3f | "
+           "HDF5 lock wait %.3f s\n",
+           gb / ms, mr / ms, lws);
+    return 0;
+}
+
+/* ------------------------------------------------------------ (b) tokens */
+
+static double train(const char *spec, int threads, uint64_t *docs, uint64_t *tokens)
+{
+    zp_dataset *ds;
+    zp_dataset_create(NULL, &ds);
+    if (zp_dataset_add(ds, spec) != ZP_OK || zp_dataset_index(ds) != ZP_OK)
+        die(spec, zp_dataset_errmsg(ds));
+    zp_worksource *ws;
+    if (zp_worksource_create(ds, NULL, &ws) != ZP_OK)
+        die("worksource", zp_worksource_errmsg(ws));
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = threads;
+    pc.fetch_parallelism = (size_t)threads;
+    zp_pipeline *p;
+    if (zp_pipeline_create(ws, &pc, &p) != ZP_OK ||
+        zp_pipeline_tokenize(p, "gpt2", "text", (size_t)threads) != ZP_OK ||
+        zp_pipeline_pack(p, ZP_PACK_CONCAT, 2048) != ZP_OK || zp_pipeline_batch(p, 8) != ZP_OK)
+        die("pipeline", zp_pipeline_errmsg(p));
+    const zp_batch *b;
+    zp_status st;
+    double t0 = now_s();
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+    }
+    double dt = now_s() - t0;
+    if (st != ZP_END)
+        die(spec, zp_pipeline_errmsg(p));
+    zp_pipeline_counts c;
+    zp_pipeline_get_counts(p, &c);
+    *docs = c.samples;
+    *tokens = c.tokens;
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+    return dt;
+}
+
+static int bench_tokens(char **argv)
+{
+    const char *names[3] = {"JSONL.zst + tokenize", "HDF5 pre-tokenized", "Megatron .bin/.idx"};
+    int rounds = env_int("ROUNDS", 3), threads = env_int("THREADS", 2);
+    if (rounds > 16)
+        rounds = 16;
+    double t[3][16];
+    uint64_t docs[3] = {0}, toks[3] = {0};
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < 3; k++)
+            t[k][r] = train(argv[2 + k], threads, &docs[k], &toks[k]);
+    if (docs[1] != docs[0] || docs[2] != docs[0] || toks[1] != toks[0] || toks[2] != toks[0])
+        die("tokens", "the three datasets did not give the same documents and tokens");
+    printf("%llu documents, %llu tokens (EOT included); concat, seq_len 2048, microbatch 8, %d "
+           "threads; medians of %d rounds\n",
+           (unsigned long long)docs[0], (unsigned long long)toks[0], threads, rounds);
+    double base = 0;
+    for (int k = 0; k < 3; k++) {
+        double m = median(t[k], rounds), sps = (double)docs[k] / m;
+        if (k == 0)
+            base = sps;
+        printf("%-22s %10.0f samples/s %8.2f M tokens/s | x%.2f of JSONL\n", names[k], sps,
+               (double)toks[k] / m / 1e6, sps / base);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "fixed") == 0)
+        return bench_fixed(argc, argv);
+    if (argc == 5 && strcmp(argv[1], "tokens") == 0)
+        return bench_tokens(argv);
+    fprintf(stderr, "usage: bench_formats fixed FILE.h5 [ROWS [COLS]]\n"
+                    "       bench_formats tokens JSONL_SPEC H5_SPEC BIN_SPEC\n");
+    return 2;
+}

@@ -1,0 +1,13 @@
+# `zephon preprocess` (docs/preprocess.md): the command end to end (outputs,
+# batches equal to tokenize-on-the-fly, refusals, signals, bad records,
+# flags), and under mpirun (per-shard outputs and one shared HDF5 file).
+add_test(NAME test_cli_preprocess
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_preprocess.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_preprocess PROPERTIES TIMEOUT 300 LABELS cli)
+if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
+  add_test(NAME test_mpi_preprocess
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/mpi/test_mpi_preprocess.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+  # under ASan: Open MPI's own leaks suppressed as for the other MPI tests
+  set_tests_properties(test_mpi_preprocess PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/mpi/lsan.supp:print_suppressions=0")
+endif()
