@@ -39,7 +39,7 @@ if ! cmake --build "$build" "${tgts[@]}" -j"${ZP_JOBS:-2}" > "$build.build.log" 
     tail -50 "$build.build.log" >&2; exit 1
 fi
 
-declare -A max_len=([shard_jsonl]=65536 [shard_zst]=16384 [manifest]=4096 [index_cache]=2048
+declare -A max_len=([shard_jsonl]=65536 [shard_zst]=16384 [shard_hdf5]=16384 [shard_megatron]=16384 [manifest]=4096 [index_cache]=2048
                     [tokenizer_roundtrip]=4096)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zephon-fuzz-run-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -1760,7 +1760,8 @@ static hid_t create_1d(hid_t loc, const char *name, hid_t ftype, hsize_t chunk)
     hid_t sp = H5Screate_simple(1, &zero, &maxd);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t d = -1;
-    if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0)
+    if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 &&
+        H5Pset_obj_track_times(dcpl, 0) >= 0)
         d = H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (sp >= 0)
         H5Sclose(sp);
@@ -1828,11 +1829,16 @@ static int tokw_create(h5_tokw *w, int final)
     if (final) {
         hsize_t nv = w->vn, no = w->on;
         hid_t sv = H5Screate_simple(1, &nv, NULL), so = H5Screate_simple(1, &no, NULL);
-        if (sv >= 0 && so >= 0) {
-            w->values = H5Dcreate2(w->grp, "values", vt, sv, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            w->offsets = H5Dcreate2(w->grp, "offsets", H5T_STD_U64LE, so, H5P_DEFAULT, H5P_DEFAULT,
+        /* no modification times in the object headers: the same
+         * documents make the same file */
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        if (sv >= 0 && so >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0) {
+            w->values = H5Dcreate2(w->grp, "values", vt, sv, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            w->offsets = H5Dcreate2(w->grp, "offsets", H5T_STD_U64LE, so, H5P_DEFAULT, dcpl,
                                     H5P_DEFAULT);
         }
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
         if (sv >= 0)
             H5Sclose(sv);
         if (so >= 0)
@@ -2003,7 +2009,12 @@ zp_status zpi_tokw_open_hdf5(const char *path, zp_dtype dtype, const char *token
     if (w->file < 0)
         goto h5fail;
     what = "H5Gcreate2 /tokens";
-    w->grp = H5Gcreate2(w->file, "tokens", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (gcpl >= 0)
+        H5Pset_obj_track_times(gcpl, 0);
+    w->grp = H5Gcreate2(w->file, "tokens", H5P_DEFAULT, gcpl >= 0 ? gcpl : H5P_DEFAULT, H5P_DEFAULT);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
     if (w->grp < 0)
         goto h5fail;
     zpi_h5_unlock();

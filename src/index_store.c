@@ -258,8 +258,9 @@ void zpi_index_store_save(zpi_index_store *st, const zpi_index_key *k, const cha
                         name);
         return;
     }
-    uint64_t longest = 0;
-    for (uint64_t i = 0; i < sh->n_records; i++) {
+    uint64_t longest = 0; /* 0 for shards read on demand (no offsets: their
+                             records are checked as they are read) */
+    for (uint64_t i = 0; sh->offsets && i < sh->n_records; i++) {
         uint64_t len = sh->offsets[i + 1] - sh->offsets[i] - 1; /* without its newline */
         if (len > longest)
             longest = len;

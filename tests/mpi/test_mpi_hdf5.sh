@@ -55,8 +55,13 @@ d="$T/rep"; mkdir -p "$d"
 run -np 2 "$Z" run "${common[@]}" --h5-driver mpio --report "$d/r" > "$d/out" 2> "$d/err"; rc=$?
 check "2 ranks with --report (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/err"
 check "report.txt lists the on-demand reads" 'grep -q "on-demand reads" "$d"/r/*.txt'
-check "report.json has every rank'"'"'s ondemand_reads > 0 and hdf5_lock_wait_s" \
-  "python3 -c 'import json,sys,glob; d=json.load(open(glob.glob(sys.argv[1]+\"/*.json\")[0])); r=d[\"ranks\"]; sys.exit(0 if len(r)==2 and all(x[\"ondemand_reads\"]>0 and \"hdf5_lock_wait_s\" in x for x in r) else 1)' '$d/r'"
+cat > "$T/rep.py" <<'PYEOF'
+import glob, json, sys
+d = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))
+r = d["ranks"]
+sys.exit(0 if len(r) == 2 and all(x["ondemand_reads"] > 0 and "hdf5_lock_wait_s" in x for x in r) else 1)
+PYEOF
+check "report.json: every rank's ondemand_reads > 0, with hdf5_lock_wait_s" 'python3 "$T/rep.py" "$d/r"'
 
 # 5. usage
 "$Z" run "${common[@]}" --h5-driver fast > /dev/null 2> "$T/u.err"; rc=$?
