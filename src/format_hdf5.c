@@ -311,6 +311,13 @@ typedef struct h5_field {
     uint64_t raw_addr;       /* contiguous: absolute file offset, UINT64_MAX: not allocated */
     uint64_t chunk_dim;
     size_t disk_base;        /* bytes per sequence element on disk (strings: 1) */
+    /* fixed fields and the ragged layout's datasets stored contiguous,
+     * unfiltered and little-endian in a file opened with the serial
+     * driver: their absolute file offsets (UINT64_MAX: read through HDF5).
+     * Reads of these are pread()s of the runs, without the HDF5 lock
+     * (direct_runs). */
+    uint64_t direct_addr;      /* dset (fixed, ragged values) */
+    uint64_t direct_offs_addr; /* ragged offsets */
 } h5_field;
 
 typedef struct h5_reader {
@@ -325,6 +332,7 @@ typedef struct h5_reader {
     uint64_t file_size;
     size_t sizeof_addr, sizeof_size; /* of the file's addresses and lengths */
     uint64_t base_addr;              /* the user block's size: addresses are relative to it */
+    int sec2;                        /* opened with the serial driver (direct reads allowed) */
 } h5_reader;
 
 /* Closes every HDF5 object of r (under the lock) and frees it. */
@@ -532,14 +540,46 @@ static zp_status vlen_layout(lctx *L, h5_reader *r, hid_t d, h5_field *hf)
     return ZP_OK;
 }
 
+/* The absolute file offset of dataset d's raw data when it can be read
+ * with pread: the serial driver, contiguous storage allocated inside the
+ * file, no filter, a little-endian type (the machine's order: the bytes are
+ * the elements as the read delivers them). `bytes`: the raw data's size.
+ * UINT64_MAX otherwise. Under the lock. */
+static uint64_t direct_addr(h5_reader *r, hid_t d, uint64_t bytes)
+{
+    if (!r->sec2)
+        return UINT64_MAX;
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return UINT64_MAX;
+    H5D_layout_t lay = H5Pget_layout(dcpl);
+    int nf = H5Pget_nfilters(dcpl);
+    H5Pclose(dcpl);
+    hid_t t = H5Dget_type(d);
+    if (t < 0)
+        return UINT64_MAX;
+    size_t ts = H5Tget_size(t);
+    H5T_order_t ord = H5Tget_order(t);
+    H5Tclose(t);
+    if (lay != H5D_CONTIGUOUS || nf != 0 || (ts > 1 && ord != H5T_ORDER_LE))
+        return UINT64_MAX;
+    haddr_t a = H5Dget_offset(d);
+    if (a == HADDR_UNDEF || r->base_addr + a < r->base_addr)
+        return UINT64_MAX;
+    uint64_t at = r->base_addr + a;
+    if (at > r->file_size || bytes > r->file_size - at)
+        return UINT64_MAX; /* past the end: HDF5 reports the damage */
+    return at;
+}
+
 /* A dataset member of the root: its field. */
 static zp_status load_dataset(lctx *L, h5_reader *r, hid_t d, const char *mname, zpi_field *f,
                               h5_field *hf, const char **n_from)
 {
     const char *path = hf->path;
     hf->dset = d;
+    hf->direct_addr = hf->direct_offs_addr = UINT64_MAX;
     zp_status st = check_storage(L, d, path);
-    (void)r;
     if (st != ZP_OK)
         return st;
     int rank;
@@ -644,6 +684,8 @@ static zp_status load_dataset(lctx *L, h5_reader *r, hid_t d, const char *mname,
     hf->kind = K_FIXED;
     hf->elem_size = es;
     hf->n_elems = elems;
+    hf->direct_addr =
+        dims[0] > UINT64_MAX / f->item_bytes ? UINT64_MAX : direct_addr(r, d, dims[0] * f->item_bytes);
     hf->memtype = H5Tcopy(native_of(dt));
     if (hf->memtype < 0)
         H5FAIL(L, "H5Tcopy", "dataset '%s'", path);
@@ -679,6 +721,7 @@ static zp_status load_ragged(lctx *L, h5_reader *r, hid_t g, const char *mname, 
 {
     members ms;
     memset(&ms, 0, sizeof ms);
+    hf->direct_addr = hf->direct_offs_addr = UINT64_MAX;
     hsize_t idx = 0;
     if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, member_cb, &ms) < 0)
         H5FAIL(L, "H5Literate", "group '/%s'", mname);
@@ -753,6 +796,10 @@ static zp_status load_ragged(lctx *L, h5_reader *r, hid_t g, const char *mname, 
               "dataset '%s': starts at %lld and ends at %lld, but must run from 0 to %llu (the "
               "length of '%s')",
               opath, (long long)o0, (long long)oN, (unsigned long long)hf->n_values, vpath);
+    hf->direct_addr = dv[0] > UINT64_MAX / hf->elem_size
+                          ? UINT64_MAX
+                          : direct_addr(r, hf->dset, dv[0] * hf->elem_size);
+    hf->direct_offs_addr = dof[0] > UINT64_MAX / 8 ? UINT64_MAX : direct_addr(r, hf->offs, dof[0] * 8);
     return set_n(L, r, n_from, opath, dof[0] - 1);
 }
 
@@ -804,6 +851,11 @@ static zp_status load_locked(lctx *L, const char *path, const zpi_load_limits *l
     }
     H5Pclose(fcpl);
     r->base_addr = ub;
+    hid_t acc = H5Fget_access_plist(r->file);
+    if (acc >= 0) {
+        r->sec2 = H5Pget_driver(acc) == H5FD_SEC2;
+        H5Pclose(acc);
+    }
     if ((r->sizeof_addr != 4 && r->sizeof_addr != 8) || (r->sizeof_size != 4 && r->sizeof_size != 8))
         LFAIL(L, ZP_ERR_UNSUPPORTED, "addresses of %zu and lengths of %zu bytes", r->sizeof_addr,
               r->sizeof_size);
@@ -987,12 +1039,44 @@ static void bad(rctx *R, size_t row, zp_status st, const char *fmt, ...)
         R->req->bad(R->req->bad_ctx, row, st, msg);
 }
 
+/* The runs of a dataset stored contiguous at file offset addr (see
+ * direct_addr), `unit` bytes per index of dimension 0, into buf one after
+ * the other (as H5Dread of the same selection delivers them): one pread per
+ * run, without the HDF5 lock (the file is only read). */
+static zp_status direct_runs(rctx *R, uint64_t addr, size_t unit, const run *runs, size_t nr,
+                             void *buf, const char *path)
+{
+    uint64_t t0 = zpi_now_ns();
+    char *p = buf;
+    for (size_t i = 0; i < nr; i++) {
+        size_t n = (size_t)(runs[i].len * unit);
+        uint64_t off = addr + runs[i].start * unit;
+        while (n > 0) {
+            ssize_t got = pread(R->r->fd, p, n, (off_t)off);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                R->req->io_ns += zpi_now_ns() - t0;
+                RFAIL(R, ZP_ERR_IO, "dataset '%s': reading %zu bytes at byte %llu: %s", path, n,
+                      (unsigned long long)off, got < 0 ? strerror(errno) : "end of file (truncated?)");
+            }
+            p += got, n -= (size_t)got, off += (uint64_t)got;
+        }
+    }
+    R->req->io_ns += zpi_now_ns() - t0;
+    return ZP_OK;
+}
+
 /* One H5Dread of the runs (or of explicit runs) of dataset d into buf.
  * rank/full: the dataset's dims (fixed fields). Takes and releases the lock.
- * vl: the variable-length allocator (NULL: none). */
+ * vl: the variable-length allocator (NULL: none). daddr/unit: a dataset
+ * read directly (direct_addr; UINT64_MAX: through HDF5). */
 static zp_status read_sel(rctx *R, hid_t d, hid_t mt, const run *runs, size_t nr, int rank,
-                          const hsize_t *full, void *buf, vlen_alloc *vl, const char *path)
+                          const hsize_t *full, void *buf, vlen_alloc *vl, const char *path,
+                          uint64_t daddr, size_t unit)
 {
+    if (daddr != UINT64_MAX && !vl)
+        return direct_runs(R, daddr, unit, runs, nr, buf, path);
     zpi_h5_lock(&R->req->lock_wait_ns);
     uint64_t t0 = zpi_now_ns();
     hid_t fs = H5Dget_space(d), ms = -1, dxpl = H5P_DEFAULT;
@@ -1066,7 +1150,7 @@ static zp_status read_fixed(rctx *R, int k)
     if (!buf)
         RFAIL(R, ZP_ERR_NOMEM, "dataset '%s': out of memory (%zu bytes)", hf->path, bytes);
     zp_status st = read_sel(R, hf->dset, hf->memtype, R->runs, R->nr, 1 + f->ndim, full, buf, NULL,
-                            hf->path);
+                            hf->path, hf->direct_addr, f->item_bytes);
     if (st == ZP_OK) {
         q->bytes += bytes;
         if (!direct)
@@ -1350,7 +1434,7 @@ static zp_status read_text(rctx *R, int k)
         return st;
     }
     st = read_sel(R, hf->dset, hf->memtype, R->runs, R->nr, 1, NULL, buf,
-                            vlen ? &va : NULL, hf->path);
+                            vlen ? &va : NULL, hf->path, UINT64_MAX, 0);
     for (size_t i = 0; st == ZP_OK && i < q->n; i++) {
         size_t ui = R->map[i];
         const char *s;
@@ -1438,7 +1522,8 @@ static zp_status read_tok_vlen(rctx *R, int k)
         free(buf);
         return st;
     }
-    st = read_sel(R, hf->dset, hf->memtype, R->runs, R->nr, 1, NULL, buf, &va, hf->path);
+    st = read_sel(R, hf->dset, hf->memtype, R->runs, R->nr, 1, NULL, buf, &va, hf->path,
+                  UINT64_MAX, 0);
     for (size_t i = 0; st == ZP_OK && i < q->n; i++) {
         size_t ui = R->map[i];
         if (i == 0 || R->map[i] != R->map[i - 1])
@@ -1513,7 +1598,7 @@ static zp_status read_ragged(rctx *R, int k)
         goto out;
     }
     st = read_sel(R, hf->offs, hf->offs_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, or, nor, 1,
-                  NULL, offs, NULL, opath);
+                  NULL, offs, NULL, opath, hf->direct_offs_addr, 8);
     if (st != ZP_OK)
         goto out;
     q->bytes += total * sizeof *offs;
@@ -1586,7 +1671,8 @@ static zp_status read_ragged(rctx *R, int k)
         goto out;
     }
     if (nvr) {
-        st = read_sel(R, hf->dset, hf->memtype, vr, nvr, 1, NULL, vals, NULL, vpath);
+        st = read_sel(R, hf->dset, hf->memtype, vr, nvr, 1, NULL, vals, NULL, vpath,
+                      hf->direct_addr, hf->elem_size);
         if (st != ZP_OK)
             goto out;
         q->bytes += vbytes;
@@ -1752,25 +1838,14 @@ static int append_1d(hid_t d, hid_t mt, uint64_t have, const void *buf, size_t n
     return rc;
 }
 
-/* A chunked, extendible 1-D dataset (deflate off: the token ids are read
- * on demand, and chunks stay under HDF5's default 1 MiB chunk cache). */
-static hid_t create_1d(hid_t loc, const char *name, hid_t ftype, hsize_t chunk)
-{
-    hsize_t zero = 0, maxd = H5S_UNLIMITED;
-    hid_t sp = H5Screate_simple(1, &zero, &maxd);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hid_t d = -1;
-    if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 &&
-        H5Pset_obj_track_times(dcpl, 0) >= 0)
-        d = H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    return d;
-}
-
-/* ---- the token writer (ragged layout) ---- */
+/* ---- the token writer (ragged layout) ----
+ *
+ * Both datasets are written contiguous, of their exact sizes, so that
+ * readers read them with pread (direct_addr) and no chunk cache stands
+ * between a shuffled read and the bytes: the documents are buffered (4 MiB)
+ * and, once more than that, spilled to two raw files beside the output
+ * ("<part>.values", "<part>.offsets"); commit creates the datasets and
+ * copies the spilled elements into them, then removes the spill files. */
 
 #define TOKW_BUF_BYTES ((size_t)4 << 20)
 #define TOKW_OFFS_BUF 65536
@@ -1778,6 +1853,8 @@ static hid_t create_1d(hid_t loc, const char *name, hid_t ftype, hsize_t chunk)
 typedef struct h5_tokw {
     zpi_tokw base;
     char *path, *part;
+    char *vspill, *ospill; /* spill file names */
+    int vfd, ofd;          /* spill files, -1 until the first spill */
     zp_dtype dtype;
     size_t es;
     hid_t file, grp, values, offsets;
@@ -1785,7 +1862,7 @@ typedef struct h5_tokw {
     size_t vn, vcap;       /* elements in vbuf, capacity (elements) */
     uint64_t *obuf;        /* offsets not yet written */
     size_t on;
-    uint64_t v_written, o_written;
+    uint64_t v_written, o_written; /* elements spilled */
     char *tokenizer;
 } h5_tokw;
 
@@ -1803,8 +1880,18 @@ static void tokw_free(h5_tokw *w, int unlink_part)
     zpi_h5_unlock();
     if (unlink_part && w->part)
         unlink(w->part);
+    if (w->vfd >= 0) {
+        close(w->vfd);
+        unlink(w->vspill);
+    }
+    if (w->ofd >= 0) {
+        close(w->ofd);
+        unlink(w->ospill);
+    }
     free(w->path);
     free(w->part);
+    free(w->vspill);
+    free(w->ospill);
     free(w->vbuf);
     free(w->obuf);
     free(w->tokenizer);
@@ -1820,34 +1907,25 @@ static zp_status tokw_h5fail(h5_tokw *w, const char *what, char *err, size_t err
     return ZP_ERR_IO;
 }
 
-/* The datasets, created at the first flush: chunked and extendible; or,
- * when everything fits the buffers (commit before any flush), contiguous
- * of the exact size (a small shard stays small). Under the lock. */
-static int tokw_create(h5_tokw *w, int final)
+/* The two datasets, contiguous, nv and no elements. Under the lock. */
+static int tokw_create(h5_tokw *w, hsize_t nv, hsize_t no)
 {
     hid_t vt = w->dtype == ZP_DTYPE_U16 ? H5T_STD_U16LE : H5T_STD_I32LE;
-    if (final) {
-        hsize_t nv = w->vn, no = w->on;
-        hid_t sv = H5Screate_simple(1, &nv, NULL), so = H5Screate_simple(1, &no, NULL);
-        /* no modification times in the object headers: the same
-         * documents make the same file */
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        if (sv >= 0 && so >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0) {
-            w->values = H5Dcreate2(w->grp, "values", vt, sv, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-            w->offsets = H5Dcreate2(w->grp, "offsets", H5T_STD_U64LE, so, H5P_DEFAULT, dcpl,
-                                    H5P_DEFAULT);
-        }
-        if (dcpl >= 0)
-            H5Pclose(dcpl);
-        if (sv >= 0)
-            H5Sclose(sv);
-        if (so >= 0)
-            H5Sclose(so);
-    } else {
-        /* 128 KiB chunks: an on-demand read of a few documents touches little */
-        w->values = create_1d(w->grp, "values", vt, (hsize_t)(128 << 10) / w->es);
-        w->offsets = create_1d(w->grp, "offsets", H5T_STD_U64LE, 8192);
+    hid_t sv = H5Screate_simple(1, &nv, NULL), so = H5Screate_simple(1, &no, NULL);
+    /* no modification times in the object headers: the same documents
+     * make the same file */
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (sv >= 0 && so >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0) {
+        w->values = H5Dcreate2(w->grp, "values", vt, sv, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        w->offsets = H5Dcreate2(w->grp, "offsets", H5T_STD_U64LE, so, H5P_DEFAULT, dcpl,
+                                H5P_DEFAULT);
     }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (sv >= 0)
+        H5Sclose(sv);
+    if (so >= 0)
+        H5Sclose(so);
     if (w->values < 0)
         w->values = 0;
     if (w->offsets < 0)
@@ -1855,20 +1933,99 @@ static int tokw_create(h5_tokw *w, int final)
     return w->values > 0 && w->offsets > 0 ? 0 : -1;
 }
 
-static zp_status tokw_flush(h5_tokw *w, int final, char *err, size_t errcap)
+static int write_all(int fd, const void *buf, size_t n)
 {
-    zpi_h5_lock(NULL);
-    if (!w->values && tokw_create(w, final) != 0)
-        return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
-    if (append_1d(w->values, w->dtype == ZP_DTYPE_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32,
-                  w->v_written, w->vbuf, w->vn) != 0)
-        return tokw_h5fail(w, "writing /tokens/values", err, errcap);
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t got = write(fd, p, n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        p += got, n -= (size_t)got;
+    }
+    return 0;
+}
+
+static zp_status spill_fail(h5_tokw *w, const char *file, char *err, size_t errcap)
+{
+    zpi_fmt(err, errcap, "'%s': writing '%s': %s", w->path, file, strerror(errno));
+    return ZP_ERR_IO;
+}
+
+/* Appends n elements of `bytes` each to the spill file (opened on first use). */
+static zp_status spill(h5_tokw *w, int *fd, const char *file, const void *buf, size_t n,
+                       size_t bytes, char *err, size_t errcap)
+{
+    if (*fd < 0 && (*fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return spill_fail(w, file, err, errcap);
+    if (n && write_all(*fd, buf, n * bytes) != 0)
+        return spill_fail(w, file, err, errcap);
+    return ZP_OK;
+}
+
+/* Moves the buffered values and offsets to the spill files. */
+static zp_status tokw_spill(h5_tokw *w, char *err, size_t errcap)
+{
+    zp_status st = spill(w, &w->vfd, w->vspill, w->vbuf, w->vn, w->es, err, errcap);
+    if (st == ZP_OK)
+        st = spill(w, &w->ofd, w->ospill, w->obuf, w->on, sizeof *w->obuf, err, errcap);
+    if (st != ZP_OK)
+        return st;
     w->v_written += w->vn;
-    w->vn = 0;
-    if (append_1d(w->offsets, H5T_NATIVE_UINT64, w->o_written, w->obuf, w->on) != 0)
-        return tokw_h5fail(w, "writing /tokens/offsets", err, errcap);
     w->o_written += w->on;
-    w->on = 0;
+    w->vn = w->on = 0;
+    return ZP_OK;
+}
+
+/* Copies n elements of `bytes` each from the spill file fd into dataset d
+ * (from element 0), through buf (cap elements). Under the lock. */
+static int copy_spill(int fd, hid_t d, hid_t mt, uint64_t n, size_t bytes, void *buf, size_t cap)
+{
+    for (uint64_t at = 0; at < n;) {
+        size_t m = n - at < cap ? (size_t)(n - at) : cap;
+        size_t want = m * bytes, got = 0;
+        while (got < want) {
+            ssize_t r = pread(fd, (char *)buf + got, want - got, (off_t)(at * bytes + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return -1;
+            got += (size_t)r;
+        }
+        if (append_1d(d, mt, at, buf, m) != 0)
+            return -1;
+        at += m;
+    }
+    return 0;
+}
+
+/* Everything into the datasets (commit). */
+static zp_status tokw_finish(h5_tokw *w, char *err, size_t errcap)
+{
+    hid_t vmt = w->dtype == ZP_DTYPE_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32;
+    if (w->vfd < 0 && w->ofd < 0) { /* all in the buffers */
+        zpi_h5_lock(NULL);
+        if (tokw_create(w, w->vn, w->on) != 0)
+            return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
+        if (append_1d(w->values, vmt, 0, w->vbuf, w->vn) != 0)
+            return tokw_h5fail(w, "writing /tokens/values", err, errcap);
+        if (append_1d(w->offsets, H5T_NATIVE_UINT64, 0, w->obuf, w->on) != 0)
+            return tokw_h5fail(w, "writing /tokens/offsets", err, errcap);
+        zpi_h5_unlock();
+        return ZP_OK;
+    }
+    zp_status st = tokw_spill(w, err, errcap);
+    if (st != ZP_OK)
+        return st;
+    zpi_h5_lock(NULL);
+    if (tokw_create(w, w->v_written, w->o_written) != 0)
+        return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
+    if (copy_spill(w->vfd, w->values, vmt, w->v_written, w->es, w->vbuf, w->vcap) != 0)
+        return tokw_h5fail(w, "writing /tokens/values", err, errcap);
+    if (copy_spill(w->ofd, w->offsets, H5T_NATIVE_UINT64, w->o_written, sizeof *w->obuf, w->obuf,
+                   TOKW_OFFS_BUF) != 0)
+        return tokw_h5fail(w, "writing /tokens/offsets", err, errcap);
     zpi_h5_unlock();
     return ZP_OK;
 }
@@ -1884,29 +2041,25 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
             return ZP_ERR_INVALID;
         }
     if (w->vn + n > w->vcap || w->on == TOKW_OFFS_BUF) {
-        zp_status st = tokw_flush(w, 0, err, errcap);
+        zp_status st = tokw_spill(w, err, errcap);
         if (st != ZP_OK)
             return st;
     }
     /* a document larger than the buffer goes out on its own */
     if (n > w->vcap) {
-        zpi_h5_lock(NULL);
-        int rc = 0;
-        if (!w->values && tokw_create(w, 0) != 0)
-            return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
+        zp_status st = ZP_OK;
         if (w->dtype == ZP_DTYPE_I32) {
-            rc = append_1d(w->values, H5T_NATIVE_INT32, w->v_written, tok, n);
+            st = spill(w, &w->vfd, w->vspill, tok, n, w->es, err, errcap);
         } else {
-            for (size_t i = 0; rc == 0 && i < n; i += w->vcap) {
+            for (size_t i = 0; st == ZP_OK && i < n; i += w->vcap) {
                 size_t m = n - i < w->vcap ? n - i : w->vcap;
                 for (size_t j = 0; j < m; j++)
                     ((uint16_t *)w->vbuf)[j] = (uint16_t)tok[i + j];
-                rc = append_1d(w->values, H5T_NATIVE_UINT16, w->v_written + i, w->vbuf, m);
+                st = spill(w, &w->vfd, w->vspill, w->vbuf, m, w->es, err, errcap);
             }
         }
-        if (rc != 0)
-            return tokw_h5fail(w, "writing /tokens/values", err, errcap);
-        zpi_h5_unlock();
+        if (st != ZP_OK)
+            return st;
         w->v_written += n;
     } else if (w->dtype == ZP_DTYPE_U16) {
         uint16_t *d = (uint16_t *)w->vbuf + w->vn;
@@ -1926,7 +2079,7 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
 static zp_status tokw_commit(zpi_tokw *base, char *err, size_t errcap)
 {
     h5_tokw *w = (h5_tokw *)base;
-    zp_status st = tokw_flush(w, !w->values, err, errcap);
+    zp_status st = tokw_finish(w, err, errcap);
     if (st == ZP_OK && w->tokenizer) {
         zpi_h5_lock(NULL);
         hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
@@ -1995,13 +2148,22 @@ zp_status zpi_tokw_open_hdf5(const char *path, zp_dtype dtype, const char *token
     w->dtype = dtype;
     w->es = zp_dtype_size(dtype);
     w->vcap = TOKW_BUF_BYTES / w->es;
+    w->vfd = w->ofd = -1;
     w->path = strdup(path);
     w->part = part_name(path);
+    if (w->part) {
+        size_t pl = strlen(w->part) + 16;
+        if ((w->vspill = malloc(pl)))
+            snprintf(w->vspill, pl, "%s.values", w->part);
+        if ((w->ospill = malloc(pl)))
+            snprintf(w->ospill, pl, "%s.offsets", w->part);
+    }
     w->vbuf = malloc(TOKW_BUF_BYTES);
     w->obuf = malloc(TOKW_OFFS_BUF * sizeof *w->obuf);
     if (tokenizer)
         w->tokenizer = strdup(tokenizer);
-    if (!w->path || !w->part || !w->vbuf || !w->obuf || (tokenizer && !w->tokenizer))
+    if (!w->path || !w->part || !w->vspill || !w->ospill || !w->vbuf || !w->obuf ||
+        (tokenizer && !w->tokenizer))
         goto nomem;
     zpi_h5_lock(NULL);
     const char *what = "H5Fcreate";
@@ -2041,6 +2203,8 @@ nomem:
     if (w) {
         free(w->path);
         free(w->part);
+        free(w->vspill);
+        free(w->ospill);
         free(w->vbuf);
         free(w->obuf);
         free(w->tokenizer);
