@@ -11,6 +11,10 @@
  *     pipeline/reference, medians of ROUNDS (env, default 3) rounds, plus
  *     the time the pipeline's fetch tasks waited for the HDF5 lock.
  *
+ *   bench_formats lock FILE.h5
+ *     the HDF5 lock's cost: record mode over a file whose /text is read
+ *     through H5Dread (under the lock) with 1 and 2 fetch tasks.
+ *
  *   bench_formats tokens JSONL_SPEC H5_SPEC BIN_SPEC
  *     (b) the same documents trained from JSONL.zst with tokenization on
  *     the fly, from pre-tokenized HDF5 and from Megatron .bin/.idx
@@ -219,6 +223,70 @@ static int bench_fixed(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------ the lock */
+
+/* Record mode over an HDF5 file whose text is read through HDF5 (variable-
+ * length strings: always H5Dread, under the process's HDF5 lock), with 1
+ * and then 2 fetch tasks: records/s, and the lock's wait as a share of the
+ * fetch tasks' time. */
+static double lock_run(const char *path, int fetch_par, double *wait, double *fetch, uint64_t *n)
+{
+    zp_dataset *ds;
+    zp_dataset_create(NULL, &ds);
+    if (zp_dataset_add(ds, path) != ZP_OK || zp_dataset_index(ds) != ZP_OK)
+        die(path, zp_dataset_errmsg(ds));
+    zp_worksource *ws;
+    if (zp_worksource_create(ds, NULL, &ws) != ZP_OK)
+        die("worksource", zp_worksource_errmsg(ws));
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.threads = 2;
+    pc.fetch_parallelism = (size_t)fetch_par;
+    zp_pipeline *p;
+    if (zp_pipeline_create(ws, &pc, &p) != ZP_OK || zp_pipeline_batch(p, 64) != ZP_OK ||
+        zp_pipeline_enable_observability(p) != ZP_OK)
+        die("pipeline", zp_pipeline_errmsg(p));
+    const zp_batch *b;
+    zp_status st;
+    double t0 = now_s();
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+    }
+    double dt = now_s() - t0;
+    if (st != ZP_END)
+        die(path, zp_pipeline_errmsg(p));
+    zp_fetch_timing ft;
+    zp_pipeline_fetch_timing_snapshot(p, &ft);
+    *wait = ft.hdf5_lock_wait_seconds;
+    *fetch = ft.fetch_seconds;
+    *n = ft.records;
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+    return dt;
+}
+
+static int bench_lock(const char *path)
+{
+    int rounds = env_int("ROUNDS", 3);
+    if (rounds > 16)
+        rounds = 16;
+    double base = 0;
+    for (int par = 1; par <= 2; par++) {
+        double t[16], w[16], f[16];
+        uint64_t n = 0;
+        for (int r = 0; r < rounds; r++)
+            t[r] = lock_run(path, par, &w[r], &f[r], &n);
+        double mt = median(t, rounds), mw = median(w, rounds), mf = median(f, rounds);
+        double rps = (double)n / mt;
+        if (par == 1)
+            base = rps;
+        printf("HDF5 text (H5Dread, shuffled), %d fetch task%s: %8.0f records/s (x%.2f) | HDF5 lock "
+               "wait %.3f s = %.1f%% of the fetch tasks' %.3f s\n",
+               par, par > 1 ? "s" : " ", rps, rps / base, mw, mf > 0 ? 100 * mw / mf : 0, mf);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ (b) tokens */
 
 static double train(const char *spec, int threads, uint64_t *docs, uint64_t *tokens)
@@ -290,7 +358,10 @@ int main(int argc, char **argv)
         return bench_fixed(argc, argv);
     if (argc == 5 && strcmp(argv[1], "tokens") == 0)
         return bench_tokens(argv);
+    if (argc == 3 && strcmp(argv[1], "lock") == 0)
+        return bench_lock(argv[2]);
     fprintf(stderr, "usage: bench_formats fixed FILE.h5 [ROWS [COLS]]\n"
+                    "       bench_formats lock FILE.h5\n"
                     "       bench_formats tokens JSONL_SPEC H5_SPEC BIN_SPEC\n");
     return 2;
 }

@@ -28,6 +28,11 @@ echo "== (a) fixed-shape HDF5 through the pipeline vs the HDF5 C API"
 "$B/bench_formats" fixed "$D/features.h5" "${ROWS:-262144}" "${COLS:-1024}"
 
 echo
+echo "== the HDF5 lock: variable-length text read through HDF5, 1 and 2 fetch tasks"
+[[ -f $D/text.h5 ]] || "$Z" gen --format h5 --out "$D/text.h5" --bytes 200M --features 0 >/dev/null
+"$B/bench_formats" lock "$D/text.h5"
+
+echo
 echo "== (b) training from pre-tokenized shards vs JSONL.zst + tokenize"
 mb=${MB:-64}
 if [[ ! -f $D/text-$mb/manifest.json ]]; then
