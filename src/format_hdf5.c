@@ -333,6 +333,17 @@ typedef struct h5_reader {
     size_t sizeof_addr, sizeof_size; /* of the file's addresses and lengths */
     uint64_t base_addr;              /* the user block's size: addresses are relative to it */
     int sec2;                        /* opened with the serial driver (direct reads allowed) */
+    /* heap collections already parsed by vlen_check (their object tables),
+     * shared by the reads of this shard: a shuffled read meets a
+     * collection (often MBs) many times */
+    pthread_mutex_t gc_mu;
+    int gc_init;
+    struct gc_entry {
+        uint64_t addr, tick;
+        uint32_t nidx;
+        uint64_t *off, *len;
+    } gc[64];
+    uint64_t gc_tick;
 } h5_reader;
 
 /* Closes every HDF5 object of r (under the lock) and frees it. */
@@ -355,6 +366,12 @@ static void h5_free(h5_reader *r)
     zpi_h5_unlock();
     if (r->fd >= 0)
         close(r->fd);
+    for (int i = 0; i < 64; i++) {
+        free(r->gc[i].off);
+        free(r->gc[i].len);
+    }
+    if (r->gc_init)
+        pthread_mutex_destroy(&r->gc_mu);
     free(r->name);
     free(r);
 }
@@ -944,6 +961,14 @@ static zp_status h5_load(const char *path, const char *name, const zpi_load_limi
         zpi_fmt(err, errcap, "shard '%s': out of memory", name);
         return ZP_ERR_NOMEM;
     }
+    r->gc_init = pthread_mutex_init(&r->gc_mu, NULL) == 0;
+    if (!r->gc_init) {
+        free(r->name);
+        free(r);
+        close(fd);
+        zpi_fmt(err, errcap, "shard '%s': cannot create a mutex", name);
+        return ZP_ERR_NOMEM;
+    }
     r->base.schema = &r->schema;
     r->base.read = h5_read;
     r->base.close = h5_close;
@@ -1355,8 +1380,6 @@ static zp_status vlen_check(rctx *R, const h5_field *hf)
     if (!desc)
         RFAIL(R, ZP_ERR_NOMEM, "dataset '%s': out of memory", hf->path);
     zp_status st = vlen_descriptors(R, hf, D, desc);
-    gcol *cols = NULL;
-    size_t ncols = 0, capc = 0, last = 0;
     char why[256] = "";
     for (size_t ui = 0; st == ZP_OK && ui < R->nu; ui++) {
         const unsigned char *d = desc + ui * D;
@@ -1365,50 +1388,71 @@ static zp_status vlen_check(rctx *R, const h5_field *hf)
         if (addr == 0)
             continue; /* nil: an empty (NULL) element, HDF5 reads nothing */
         uint64_t a = r->base_addr + addr;
-        if (!(ncols && cols[last].addr == a)) {
-            size_t i = 0;
-            while (i < ncols && cols[i].addr != a)
-                i++;
-            if (i == ncols) {
-                if (ncols == capc) {
-                    size_t nc = capc ? capc * 2 : 8;
-                    gcol *g = realloc(cols, nc * sizeof *g);
-                    if (!g) {
-                        st = ZP_ERR_NOMEM;
-                        zpi_fmt(why, sizeof why, "out of memory");
-                        break;
-                    }
-                    cols = g, capc = nc;
-                }
-                if (gcol_load(r, a, &cols[ncols], why, sizeof why) != 0) {
-                    gcol_free(&cols[ncols]);
-                    st = ZP_ERR_FORMAT;
-                    zpi_fmt(R->err, R->errcap,
-                            "shard '%s': dataset '%s': record %llu: damaged variable-length data: "
-                            "%s", r->name, hf->path, (unsigned long long)R->u[ui], why);
+        pthread_mutex_lock(&r->gc_mu);
+        int e = -1;
+        for (int i = 0; i < 64; i++)
+            if (r->gc[i].off && r->gc[i].addr == a) {
+                e = i;
+                break;
+            }
+        if (e < 0) {
+            /* parse it outside the mutex, then keep its table in place
+             * of the least recently used one */
+            pthread_mutex_unlock(&r->gc_mu);
+            gcol g;
+            if (gcol_load(r, a, &g, why, sizeof why) != 0) {
+                gcol_free(&g);
+                st = ZP_ERR_FORMAT;
+                zpi_fmt(R->err, R->errcap,
+                        "shard '%s': dataset '%s': record %llu: damaged variable-length data: "
+                        "%s", r->name, hf->path, (unsigned long long)R->u[ui], why);
+                break;
+            }
+            free(g.buf);
+            if (!g.off) { /* no object at all: keep an empty table */
+                g.off = calloc(1, sizeof *g.off);
+                g.len = calloc(1, sizeof *g.len);
+                g.nidx = 0;
+                if (!g.off || !g.len) {
+                    free(g.off);
+                    free(g.len);
+                    st = ZP_ERR_NOMEM;
                     break;
                 }
-                ncols++;
             }
-            last = i;
+            pthread_mutex_lock(&r->gc_mu);
+            e = 0;
+            for (int i = 0; i < 64; i++) {
+                if (!r->gc[i].off) {
+                    e = i;
+                    break;
+                }
+                if (r->gc[i].tick < r->gc[e].tick)
+                    e = i;
+            }
+            free(r->gc[e].off);
+            free(r->gc[e].len);
+            r->gc[e].addr = a;
+            r->gc[e].nidx = g.nidx;
+            r->gc[e].off = g.off;
+            r->gc[e].len = g.len;
         }
-        const gcol *g = &cols[last];
-        if (idx == 0 || idx >= g->nidx || g->off[idx] == UINT64_MAX ||
-            g->len[idx] / hf->disk_base != len || g->len[idx] % hf->disk_base != 0) {
+        struct gc_entry *g = &r->gc[e];
+        g->tick = ++r->gc_tick;
+        int bad_obj = idx == 0 || idx >= g->nidx || g->off[idx] == UINT64_MAX;
+        int bad_len = !bad_obj && (g->len[idx] / hf->disk_base != len ||
+                                   g->len[idx] % hf->disk_base != 0);
+        pthread_mutex_unlock(&r->gc_mu);
+        if (bad_obj || bad_len) {
             st = ZP_ERR_FORMAT;
             zpi_fmt(R->err, R->errcap,
                     "shard '%s': dataset '%s': record %llu: damaged variable-length data: object "
                     "%u of the heap collection at byte %llu %s (%llu elements expected)",
                     r->name, hf->path, (unsigned long long)R->u[ui], idx,
-                    (unsigned long long)a,
-                    idx == 0 || idx >= g->nidx || g->off[idx] == UINT64_MAX ? "does not exist"
-                                                                            : "has another length",
+                    (unsigned long long)a, bad_obj ? "does not exist" : "has another length",
                     (unsigned long long)len);
         }
     }
-    for (size_t i = 0; i < ncols; i++)
-        gcol_free(&cols[i]);
-    free(cols);
     free(desc);
     if (st == ZP_ERR_NOMEM && R->err[0] == '\0')
         zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", r->name, hf->path);
