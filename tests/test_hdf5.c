@@ -1231,16 +1231,17 @@ static void *lock_reader(void *arg)
     return NULL;
 }
 
-/* two threads reading one shard's text (through HDF5) wait for the lock
- * (and read correctly); a contiguous fixed field is read with pread,
- * without taking the lock */
+/* two threads reading one shard's variable-length token sequences
+ * (through HDF5) wait for the lock (and read correctly); contiguous fixed
+ * fields and variable-length strings are read with pread, without taking
+ * the lock */
 static void test_lock_wait(void **state)
 {
     fixture *f = *state;
     char *fpath = zpt_path(f->dir, "fixed_only.h5");
     zpi_h5_sample_opts o;
     zpi_h5_sample_opts_init(&o);
-    o.text = 0;
+    o.text = 1;
     o.features = 64;
     char ferr[512];
     assert_int_equal(zpi_hdf5_write_sample(fpath, 2000, 1, &o, ferr, sizeof ferr), ZP_OK);
@@ -1251,12 +1252,13 @@ static void test_lock_wait(void **state)
     lock_reader(&fj);
     zpi_h5_lock_stats(&b1, NULL);
     assert_int_equal(fj.failed, 0);
-    assert_true(b1 == b0); /* no HDF5 call for contiguous fixed fields */
+    assert_true(b1 == b0); /* no HDF5 call for contiguous fixed fields and strings */
     zpi_shard_free(&fsh);
     free(fpath);
 
     char *path = zpt_path(f->dir, "lock.h5");
-    o.text = 1;
+    o.text = 0;
+    o.tokens = 1;
     char err[512];
     assert_int_equal(zpi_hdf5_write_sample(path, 2000, 1, &o, err, sizeof err), ZP_OK);
     zpi_shard sh = load_ok(path, &f->lim);

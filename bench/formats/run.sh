@@ -28,9 +28,14 @@ echo "== (a) fixed-shape HDF5 through the pipeline vs the HDF5 C API"
 "$B/bench_formats" fixed "$D/features.h5" "${ROWS:-262144}" "${COLS:-1024}"
 
 echo
-echo "== the HDF5 lock: variable-length text read through HDF5, 1 and 2 fetch tasks"
+echo "== the HDF5 lock: a chunked, compressed dataset (read through H5Dread), 1 and 2 fetch tasks"
+"$B/bench_formats" lock "$D/chunked.h5"
+echo
+echo "== variable-length text (heap objects read with pread), shuffled, record mode"
 [[ -f $D/text.h5 ]] || "$Z" gen --format h5 --out "$D/text.h5" --bytes 200M --features 0 >/dev/null
-"$B/bench_formats" lock "$D/text.h5"
+"$Z" run "$D/text.h5" --quiet --microbatch 64 --threads 2 --json | python3 -c \
+  'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print("%.0f records/s, %.1f MB/s of text" % (d["samples"]/d["seconds"], d["bytes"]/d["seconds"]/1e6 if "bytes" in d else 0))' \
+  || echo "(zephon run --json gave no summary)"
 
 echo
 echo "== (b) training from pre-tokenized shards vs JSONL.zst + tokenize"
