@@ -489,7 +489,7 @@ static zp_status add_url(zp_dataset *ds, const char *spec)
         return fail(ds, ZP_ERR_NOMEM, "out of memory");
     if (!fmt) {
         zp_status st = fail(ds, ZP_ERR_INVALID,
-                            "'%s': unknown shard format (expected a URL of a .jsonl, .jsonl.zst "
+                            "'%s': unknown shard format (expected a URL of a .jsonl, .jsonl.zst, .h5 "
                             "or .json file)",
                             name);
         free(name);
@@ -517,7 +517,8 @@ static zp_status add_path(zp_dataset *ds, const char *spec)
     zpi_url_redact(spec, red, sizeof red);
     if (!fmt)
         return fail(ds, ZP_ERR_INVALID,
-                    "'%s': unknown shard format (expected a .jsonl or .jsonl.zst file, a folder, "
+                    "'%s': unknown shard format (expected a .jsonl, .jsonl.zst, .h5, .hdf5 or "
+                    "Megatron .bin file, a folder, "
                     "a glob pattern or a .json manifest)%s",
                     red, url_note(spec));
     struct stat sb;

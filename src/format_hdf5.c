@@ -862,12 +862,17 @@ static zp_status load_locked(lctx *L, const char *path, const zpi_load_limits *l
      * dataset thrashes, decompressing a whole chunk for every record) */
     H5Pset_cache(fapl, 0, 4099, (size_t)16 << 20, 0.75);
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    char h[256] = "";
+    if (r->file < 0) /* before any other call: each HDF5 call clears the stack */
+        zpi_h5_errmsg(h, sizeof h);
     H5Pclose(fapl);
     if (r->file < 0) {
         r->file = 0;
-        char h[256];
-        zpi_h5_errmsg(h, sizeof h);
-        LFAIL(L, ZP_ERR_FORMAT, "cannot open '%s' as HDF5: %s", path, h);
+        if (H5Fis_hdf5(path) == 0)
+            LFAIL(L, ZP_ERR_FORMAT, "'%s' is not an HDF5 file (no HDF5 signature in its %llu bytes)",
+                  path, (unsigned long long)r->file_size);
+        LFAIL(L, ZP_ERR_FORMAT, "cannot open '%s' (%llu bytes) as HDF5, truncated or damaged? %s",
+              path, (unsigned long long)r->file_size, h);
     }
     hid_t fcpl = H5Fget_create_plist(r->file);
     hsize_t ub = 0;

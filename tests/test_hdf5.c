@@ -906,7 +906,7 @@ static void test_unsupported(void **state)
     assert_int_equal(load_fail(path, &f->lim, "dataset '/big'"), ZP_ERR_LIMIT);
     /* not an HDF5 file; a missing file */
     assert_int_equal(zpt_write_file(path, "{\"text\": \"json\"}\n", (size_t)-1), 0);
-    load_fail(path, &f->lim, "as HDF5");
+    load_fail(path, &f->lim, "is not an HDF5 file");
     char *missing = zpt_path(f->dir, "missing.h5");
     assert_int_equal(load_fail(missing, &f->lim, "missing.h5"), ZP_ERR_IO);
     free(missing);
