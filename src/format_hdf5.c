@@ -118,6 +118,9 @@ void zpi_h5_errmsg(char *buf, size_t cap)
         zpi_fmt(buf, cap, "(no HDF5 message)");
     else
         zpi_fmt(buf, cap, "%s(): %s", w.func, w.desc);
+    for (char *p = buf; *p; p++) /* HDF5's descriptions may hold newlines */
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
 }
 
 /* ================================================================ helpers */
@@ -1938,8 +1941,14 @@ static hid_t create_file(const char *part)
 
 /* Appends n elements of buf to the 1-D extendible dataset d (now `have`
  * long). Under the lock. 0 or -1. */
+/* The writer's last HDF5 failure, captured where it happened (each HDF5
+ * call clears the error stack, and cleanup calls follow a failure); per
+ * thread, like the writers. */
+static _Thread_local char w_last[256];
+
 static int append_1d(hid_t d, hid_t mt, uint64_t have, const void *buf, size_t n)
 {
+    w_last[0] = '\0';
     if (n == 0)
         return 0;
     hsize_t nsz = have + n, start = have, count = n, cur = 0;
@@ -1959,6 +1968,12 @@ static int append_1d(hid_t d, hid_t mt, uint64_t have, const void *buf, size_t n
         H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
         H5Dwrite(d, mt, ms, fs, H5P_DEFAULT, buf) >= 0)
         rc = 0;
+    else {
+        int e = errno;
+        zpi_h5_errmsg(w_last, sizeof w_last);
+        if (e)
+            zpi_fmt(w_last + strlen(w_last), sizeof w_last - strlen(w_last), " (%s)", strerror(e));
+    }
     if (fs >= 0)
         H5Sclose(fs);
     if (ms >= 0)
@@ -2029,7 +2044,11 @@ static void tokw_free(h5_tokw *w, int unlink_part)
 static zp_status tokw_h5fail(h5_tokw *w, const char *what, char *err, size_t errcap)
 {
     char h[256];
-    zpi_h5_errmsg(h, sizeof h);
+    if (w_last[0])
+        zpi_fmt(h, sizeof h, "%s", w_last);
+    else
+        zpi_h5_errmsg(h, sizeof h);
+    w_last[0] = '\0';
     zpi_h5_unlock();
     zpi_fmt(err, errcap, "'%s': %s failed: %s", w->path, what, h);
     return ZP_ERR_IO;
