@@ -70,6 +70,35 @@ static int env_int(const char *name, int def)
     return s && atoi(s) > 0 ? atoi(s) : def;
 }
 
+/* A run over spec: its dataset, worksource (shuffled or not) and a
+ * pipeline with pc (threads, parallelism); run_end frees them. */
+typedef struct run_h {
+    zp_dataset *ds;
+    zp_worksource *ws;
+    zp_pipeline *p;
+} run_h;
+
+static void run_begin(run_h *h, const char *spec, int shuffle, const zp_pipeline_config *pc)
+{
+    zp_dataset_create(NULL, &h->ds);
+    if (zp_dataset_add(h->ds, spec) != ZP_OK || zp_dataset_index(h->ds) != ZP_OK)
+        die(spec, zp_dataset_errmsg(h->ds));
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = shuffle;
+    if (zp_worksource_create(h->ds, &wc, &h->ws) != ZP_OK)
+        die("worksource", zp_worksource_errmsg(h->ws));
+    if (zp_pipeline_create(h->ws, pc, &h->p) != ZP_OK)
+        die("pipeline", zp_pipeline_errmsg(h->p));
+}
+
+static void run_end(run_h *h)
+{
+    zp_pipeline_destroy(h->p);
+    zp_worksource_destroy(h->ws);
+    zp_dataset_destroy(h->ds);
+}
+
 /* ------------------------------------------------------------ (a) fixed */
 
 static void create_fixed(const char *path, hsize_t rows, hsize_t cols)
@@ -140,25 +169,16 @@ static double read_reference(const char *path, hsize_t *rows_out, hsize_t *cols_
 static double read_pipeline(const char *path, int shuffle, int threads, uint64_t *rows_out,
                             double *lock_wait, double *sum)
 {
-    zp_dataset *ds;
-    zp_dataset_create(NULL, &ds);
-    if (zp_dataset_add(ds, path) != ZP_OK || zp_dataset_index(ds) != ZP_OK)
-        die(path, zp_dataset_errmsg(ds));
-    zp_worksource_config wc;
-    zp_worksource_config_init(&wc);
-    wc.shuffle = shuffle;
-    zp_worksource *ws;
-    if (zp_worksource_create(ds, &wc, &ws) != ZP_OK)
-        die("worksource", zp_worksource_errmsg(ws));
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
     pc.threads = threads;
     pc.fetch_parallelism = (size_t)threads;
     pc.chunk_samples = 256;
     pc.prefetch_batches = 4;
-    zp_pipeline *p;
-    if (zp_pipeline_create(ws, &pc, &p) != ZP_OK || zp_pipeline_batch(p, 256) != ZP_OK ||
-        zp_pipeline_enable_observability(p) != ZP_OK)
+    run_h h;
+    run_begin(&h, path, shuffle, &pc);
+    zp_pipeline *p = h.p;
+    if (zp_pipeline_batch(p, 256) != ZP_OK || zp_pipeline_enable_observability(p) != ZP_OK)
         die("pipeline", zp_pipeline_errmsg(p));
     const zp_batch *b;
     zp_status st;
@@ -178,9 +198,7 @@ static double read_pipeline(const char *path, int shuffle, int threads, uint64_t
     zp_fetch_timing ft;
     zp_pipeline_fetch_timing_snapshot(p, &ft);
     *lock_wait = ft.hdf5_lock_wait_seconds;
-    zp_pipeline_destroy(p);
-    zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
+    run_end(&h);
     *rows_out = rows;
     *sum = s;
     return dt;
@@ -261,24 +279,15 @@ static void create_chunked(const char *path, hsize_t rows, hsize_t cols)
 static double lock_run(const char *path, int shuffle, int fetch_par, double *wait, double *fetch,
                        uint64_t *n)
 {
-    zp_dataset *ds;
-    zp_dataset_create(NULL, &ds);
-    if (zp_dataset_add(ds, path) != ZP_OK || zp_dataset_index(ds) != ZP_OK)
-        die(path, zp_dataset_errmsg(ds));
-    zp_worksource_config wc;
-    zp_worksource_config_init(&wc);
-    wc.shuffle = shuffle;
-    zp_worksource *ws;
-    if (zp_worksource_create(ds, &wc, &ws) != ZP_OK)
-        die("worksource", zp_worksource_errmsg(ws));
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
     pc.threads = 2;
     pc.fetch_parallelism = (size_t)fetch_par;
     pc.in_flight_chunks = 8;
-    zp_pipeline *p;
-    if (zp_pipeline_create(ws, &pc, &p) != ZP_OK || zp_pipeline_batch(p, 64) != ZP_OK ||
-        zp_pipeline_enable_observability(p) != ZP_OK)
+    run_h h;
+    run_begin(&h, path, shuffle, &pc);
+    zp_pipeline *p = h.p;
+    if (zp_pipeline_batch(p, 64) != ZP_OK || zp_pipeline_enable_observability(p) != ZP_OK)
         die("pipeline", zp_pipeline_errmsg(p));
     const zp_batch *b;
     zp_status st;
@@ -293,9 +302,7 @@ static double lock_run(const char *path, int shuffle, int fetch_par, double *wai
     *wait = ft.hdf5_lock_wait_seconds;
     *fetch = ft.fetch_seconds;
     *n = ft.records;
-    zp_pipeline_destroy(p);
-    zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
+    run_end(&h);
     return dt;
 }
 
@@ -331,20 +338,14 @@ static int bench_lock(const char *path)
 
 static double train(const char *spec, int threads, uint64_t *docs, uint64_t *tokens)
 {
-    zp_dataset *ds;
-    zp_dataset_create(NULL, &ds);
-    if (zp_dataset_add(ds, spec) != ZP_OK || zp_dataset_index(ds) != ZP_OK)
-        die(spec, zp_dataset_errmsg(ds));
-    zp_worksource *ws;
-    if (zp_worksource_create(ds, NULL, &ws) != ZP_OK)
-        die("worksource", zp_worksource_errmsg(ws));
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
     pc.threads = threads;
     pc.fetch_parallelism = (size_t)threads;
-    zp_pipeline *p;
-    if (zp_pipeline_create(ws, &pc, &p) != ZP_OK ||
-        zp_pipeline_tokenize(p, "gpt2", "text", (size_t)threads) != ZP_OK ||
+    run_h h;
+    run_begin(&h, spec, 1, &pc);
+    zp_pipeline *p = h.p;
+    if (zp_pipeline_tokenize(p, "gpt2", "text", (size_t)threads) != ZP_OK ||
         zp_pipeline_pack(p, ZP_PACK_CONCAT, 2048) != ZP_OK || zp_pipeline_batch(p, 8) != ZP_OK)
         die("pipeline", zp_pipeline_errmsg(p));
     const zp_batch *b;
@@ -359,9 +360,7 @@ static double train(const char *spec, int threads, uint64_t *docs, uint64_t *tok
     zp_pipeline_get_counts(p, &c);
     *docs = c.samples;
     *tokens = c.tokens;
-    zp_pipeline_destroy(p);
-    zp_worksource_destroy(ws);
-    zp_dataset_destroy(ds);
+    run_end(&h);
     return dt;
 }
 
