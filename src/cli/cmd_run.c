@@ -26,6 +26,7 @@ int zp_cmd_run(int argc, char **argv)
     if (o.h5_driver == 1) {
         fprintf(stderr, "zephon run: --h5-driver mpio: MPI-IO needs the ranks of mpirun or srun; "
                         "a single process reads HDF5 with the serial driver\n");
+        zp_run_opts_free(&o);
         return 2;
     }
 #else
