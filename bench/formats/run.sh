@@ -34,7 +34,7 @@ echo
 echo "== variable-length text (heap objects read with pread), shuffled, record mode"
 [[ -f $D/text.h5 ]] || "$Z" gen --format h5 --out "$D/text.h5" --bytes 200M --features 0 >/dev/null
 "$Z" run "$D/text.h5" --quiet --microbatch 64 --threads 2 --json | python3 -c \
-  'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print("%.0f records/s, %.1f MB/s of text" % (d["samples"]/d["seconds"], d["bytes"]/d["seconds"]/1e6 if "bytes" in d else 0))' \
+  'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print("%.0f records/s, %.1f MB/s of text rows" % (d["samples"]/d["seconds"], d["mb_per_s"]))' \
   || echo "(zephon run --json gave no summary)"
 
 echo
