@@ -1087,6 +1087,24 @@ static void bad(rctx *R, size_t row, zp_status st, const char *fmt, ...)
         R->req->bad(R->req->bad_ctx, row, st, msg);
 }
 
+/* n bytes at off: 0, or -1 with errno (0 at the end of the file). */
+static int pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t got = pread(fd, p, n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got == 0)
+                errno = 0;
+            return -1;
+        }
+        p += got, n -= (size_t)got, off += (uint64_t)got;
+    }
+    return 0;
+}
+
 /* The runs of a dataset stored contiguous at file offset addr (see
  * direct_addr), `unit` bytes per index of dimension 0, into buf one after
  * the other (as H5Dread of the same selection delivers them): one pread per
@@ -1099,17 +1117,13 @@ static zp_status direct_runs(rctx *R, uint64_t addr, size_t unit, const run *run
     for (size_t i = 0; i < nr; i++) {
         size_t n = (size_t)(runs[i].len * unit);
         uint64_t off = addr + runs[i].start * unit;
-        while (n > 0) {
-            ssize_t got = pread(R->r->fd, p, n, (off_t)off);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0) {
-                R->req->io_ns += zpi_now_ns() - t0;
-                RFAIL(R, ZP_ERR_IO, "dataset '%s': reading %zu bytes at byte %llu: %s", path, n,
-                      (unsigned long long)off, got < 0 ? strerror(errno) : "end of file (truncated?)");
-            }
-            p += got, n -= (size_t)got, off += (uint64_t)got;
+        if (pread_all(R->r->fd, p, n, off) != 0) {
+            int e = errno;
+            R->req->io_ns += zpi_now_ns() - t0;
+            RFAIL(R, ZP_ERR_IO, "dataset '%s': reading %zu bytes at byte %llu: %s", path, n,
+                  (unsigned long long)off, e ? strerror(e) : "end of file (truncated?)");
         }
+        p += n;
     }
     R->req->io_ns += zpi_now_ns() - t0;
     return ZP_OK;
@@ -1219,20 +1233,6 @@ static uint64_t le_get(const unsigned char *p, size_t n)
     for (size_t i = n; i-- > 0;)
         v = v << 8 | p[i];
     return v;
-}
-
-static int pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-    char *p = buf;
-    while (n) {
-        ssize_t got = pread(fd, p, n, (off_t)off);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -1;
-        p += got, n -= (size_t)got, off += (uint64_t)got;
-    }
-    return 0;
 }
 
 #define ALIGN8(x) (((x) + 7) & ~(uint64_t)7)
@@ -2131,16 +2131,7 @@ static int copy_spill(int fd, hid_t d, hid_t mt, uint64_t n, size_t bytes, void 
 {
     for (uint64_t at = 0; at < n;) {
         size_t m = n - at < cap ? (size_t)(n - at) : cap;
-        size_t want = m * bytes, got = 0;
-        while (got < want) {
-            ssize_t r = pread(fd, (char *)buf + got, want - got, (off_t)(at * bytes + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                return -1;
-            got += (size_t)r;
-        }
-        if (append_1d(d, mt, at, buf, m) != 0)
+        if (pread_all(fd, buf, m * bytes, at * bytes) != 0 || append_1d(d, mt, at, buf, m) != 0)
             return -1;
         at += m;
     }
