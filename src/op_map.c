@@ -7,6 +7,10 @@ void zpi_op_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chun
     char err[ZPI_ERRMAX];
     if (!zpi_worker_json(w, c))
         return;
+    if (op->batch_fn) {
+        zpi_record_map_batch(env, op, w, c);
+        return;
+    }
     for (size_t i = 0; i < c->n && c->err.code == ZP_OK; i++) {
         if (c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP))
             continue;

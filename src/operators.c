@@ -18,6 +18,7 @@ void zpi_worker_fini(zpi_worker *w)
 {
     zpi_json_destroy(w->json);
     zp_encoder_destroy(w->enc);
+    zpi_record_scratch_free(w);
     w->json = NULL;
     w->enc = NULL;
 }

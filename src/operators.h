@@ -39,8 +39,9 @@ typedef struct zpi_op {
     zpi_op_kind kind;
     char name[32];
     size_t parallelism;
-    zp_map_fn fn; /* map */
-    void *user;   /* map */
+    zp_map_fn fn;             /* map: one record a call, or */
+    zp_map_batch_fn batch_fn; /* map: a chunk's records a call */
+    void *user;               /* map */
 } zpi_op;
 
 /* What every operator reads during a run (read-only while it runs). */
@@ -66,6 +67,8 @@ typedef struct zpi_op_env {
 typedef struct zpi_worker {
     zpi_json *json;
     zp_encoder *enc;
+    struct zpi_batch_scratch *bs; /* batch maps (record.c) */
+    const void *json_of;          /* the zp_record whose JSON json holds */
 } zpi_worker;
 
 /* operators.c */
@@ -102,6 +105,11 @@ void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c);
  * message naming the shard, the line and the cause. */
 zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c,
                          size_t i, char *err, size_t errcap);
+/* record.c: run op's batch callback on the live records of c; bad records
+ * follow the policy, a failed call fails the chunk. */
+void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c);
+/* Frees the worker's batch scratch. */
+void zpi_record_scratch_free(zpi_worker *w);
 /* The text of record i for tokenize (parsing its JSON when not kept). */
 zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
                                    const char **s, size_t *n, char *err, size_t errcap);

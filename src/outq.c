@@ -6,33 +6,72 @@
 
 static zpi_batchbuf *buf_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_batchbuf, node) : NULL; }
 
+static void buf_free(zpi_batchbuf *bb)
+{
+    if (!bb)
+        return;
+    free(bb->samples);
+    free(bb->data);
+    free(bb->offsets);
+    free(bb->tokens);
+    free(bb->mask);
+    free(bb->seg);
+    for (int k = 0; k < 16; k++)
+        free(bb->fixed[k]);
+    free(bb->part_samples);
+    free(bb->part_tokens);
+    free(bb);
+}
+
+/* A new buffer, listed in q->all (not in the free list). NULL when memory
+ * ran out. Under the lock (or before the queue is shared). */
+static zpi_batchbuf *buf_new(zpi_outq *q)
+{
+    if (q->n_all == q->cap_all) {
+        size_t cap = q->cap_all ? 2 * q->cap_all : 8;
+        zpi_batchbuf **a = realloc(q->all, cap * sizeof *a);
+        if (!a)
+            return NULL;
+        q->all = a;
+        q->cap_all = cap;
+    }
+    zpi_batchbuf *bb = calloc(1, sizeof *bb);
+    if (!bb)
+        return NULL;
+    size_t rows = q->rows, cols = q->cols;
+    bb->samples_cap = rows;
+    bb->samples = malloc(rows * sizeof *bb->samples);
+    int ok = bb->samples != NULL;
+    if (cols) {
+        bb->tokens = malloc(rows * cols * sizeof *bb->tokens);
+        bb->mask = malloc(rows * cols);
+        bb->seg = malloc(rows * cols * sizeof *bb->seg);
+        ok = ok && bb->tokens && bb->mask && bb->seg;
+    } else {
+        bb->offsets = malloc((rows + 1) * sizeof *bb->offsets);
+        ok = ok && bb->offsets;
+    }
+    if (!ok) {
+        buf_free(bb);
+        return NULL;
+    }
+    q->all[q->n_all++] = bb;
+    return bb;
+}
+
 zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols)
 {
     memset(q, 0, sizeof *q);
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->ready_cv, NULL);
     pthread_cond_init(&q->free_cv, NULL);
-    q->bufs = calloc(n_bufs, sizeof *q->bufs);
-    if (!q->bufs)
-        return ZP_ERR_NOMEM;
     q->n_bufs = n_bufs;
+    q->rows = rows;
+    q->cols = cols;
     for (size_t i = 0; i < n_bufs; i++) {
-        zpi_batchbuf *bb = &q->bufs[i];
-        bb->samples_cap = rows;
-        bb->samples = malloc(rows * sizeof *bb->samples);
-        if (!bb->samples)
+        zpi_batchbuf *bb = buf_new(q);
+        if (!bb)
             return ZP_ERR_NOMEM;
-        if (cols) {
-            bb->tokens = malloc(rows * cols * sizeof *bb->tokens);
-            bb->mask = malloc(rows * cols);
-            bb->seg = malloc(rows * cols * sizeof *bb->seg);
-            if (!bb->tokens || !bb->mask || !bb->seg)
-                return ZP_ERR_NOMEM;
-        } else {
-            bb->offsets = malloc((rows + 1) * sizeof *bb->offsets);
-            if (!bb->offsets)
-                return ZP_ERR_NOMEM;
-        }
         zpi_fifo_push(&q->free, &bb->node);
     }
     return ZP_OK;
@@ -40,22 +79,11 @@ zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols)
 
 void zpi_outq_fini(zpi_outq *q)
 {
-    for (size_t i = 0; i < q->n_bufs; i++) {
-        zpi_batchbuf *bb = &q->bufs[i];
-        free(bb->samples);
-        free(bb->data);
-        free(bb->offsets);
-        free(bb->tokens);
-        free(bb->mask);
-        free(bb->seg);
-        for (int k = 0; k < 16; k++)
-            free(bb->fixed[k]);
-        free(bb->part_samples);
-        free(bb->part_tokens);
-    }
-    free(q->bufs);
-    q->bufs = NULL;
-    q->n_bufs = 0;
+    for (size_t i = 0; i < q->n_all; i++)
+        buf_free(q->all[i]);
+    free(q->all);
+    q->all = NULL;
+    q->n_all = q->cap_all = q->n_kept = 0;
     q->held = NULL;
     memset(&q->free, 0, sizeof q->free);
     memset(&q->ready, 0, sizeof q->ready);
@@ -64,22 +92,85 @@ void zpi_outq_fini(zpi_outq *q)
     pthread_cond_destroy(&q->free_cv);
 }
 
+/* Under the lock: a free buffer, allocating a replacement for kept ones;
+ * NULL when none may be had now (or memory ran out: then the producer
+ * waits for a buffer to come back, as without kept ones). */
+static zpi_batchbuf *take_free(zpi_outq *q)
+{
+    zpi_batchbuf *bb = buf_of(zpi_fifo_pop(&q->free));
+    if (!bb && q->n_all - q->n_kept < q->n_bufs)
+        bb = buf_new(q);
+    return bb;
+}
+
 zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out)
 {
     pthread_mutex_lock(&q->mu);
-    if (!q->free.head && !q->closed && blocked_ns) {
+    zpi_batchbuf *bb = q->closed ? NULL : take_free(q);
+    if (!bb && !q->closed) {
         /* blocked on a full output: time it */
-        uint64_t t0 = zpi_now_ns();
-        while (!q->free.head && !q->closed)
+        uint64_t t0 = blocked_ns ? zpi_now_ns() : 0;
+        while (!q->closed && !(bb = take_free(q)))
             pthread_cond_wait(&q->free_cv, &q->mu);
-        zpi_ctr_add(blocked_ns, zpi_now_ns() - t0);
+        if (blocked_ns)
+            zpi_ctr_add(blocked_ns, zpi_now_ns() - t0);
     }
-    while (!q->free.head && !q->closed)
-        pthread_cond_wait(&q->free_cv, &q->mu);
-    zpi_batchbuf *bb = q->closed ? NULL : buf_of(zpi_fifo_pop(&q->free));
+    if (q->closed && bb) {
+        zpi_fifo_push(&q->free, &bb->node);
+        bb = NULL;
+    }
     pthread_mutex_unlock(&q->mu);
     *out = bb;
     return bb ? ZP_OK : ZP_ERR_STATE;
+}
+
+zp_status zpi_outq_keep(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    zp_status st = ZP_OK;
+    if (!bb || bb != q->held)
+        st = ZP_ERR_INVALID;
+    else if (!bb->kept) {
+        bb->kept = 1;
+        q->n_kept++;
+        pthread_cond_signal(&q->free_cv); /* the producer may allocate now */
+    }
+    pthread_mutex_unlock(&q->mu);
+    return st;
+}
+
+zp_status zpi_outq_release(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t i = 0;
+    while (i < q->n_all && q->all[i] != bb)
+        i++;
+    if (i == q->n_all || !bb->kept) {
+        pthread_mutex_unlock(&q->mu);
+        return ZP_ERR_INVALID;
+    }
+    bb->kept = 0;
+    q->n_kept--;
+    if (bb != q->held) {
+        /* back into the rotation, or freed when many more than needed */
+        if (q->n_all > 2 * q->n_bufs + q->n_kept) {
+            q->all[i] = q->all[--q->n_all];
+            buf_free(bb);
+        } else {
+            zpi_fifo_push(&q->free, &bb->node);
+        }
+        pthread_cond_signal(&q->free_cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ZP_OK;
+}
+
+size_t zpi_outq_kept(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->n_kept;
+    pthread_mutex_unlock(&q->mu);
+    return n;
 }
 
 void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)
@@ -127,9 +218,13 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
 {
     pthread_mutex_lock(&q->mu);
     if (q->held) {
-        zpi_fifo_push(&q->free, &q->held->node);
+        if (q->held->kept) {
+            pthread_cond_signal(&q->free_cv); /* the producer may allocate now */
+        } else {
+            zpi_fifo_push(&q->free, &q->held->node);
+            pthread_cond_signal(&q->free_cv);
+        }
         q->held = NULL;
-        pthread_cond_signal(&q->free_cv);
     }
     while (!q->ready.head && !q->final_set)
         pthread_cond_wait(&q->ready_cv, &q->mu);

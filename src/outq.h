@@ -3,9 +3,14 @@
  * the ordered batch stage (the producer) and zp_pipeline_next() (the
  * consumer), after nng's msgqueue.
  *
- * A fixed set of batch buffers cycles free -> being filled (producer) ->
- * ready FIFO -> held by the consumer -> free. The producer blocks for a free
- * buffer (backpressure), the consumer for a ready one or the final status.
+ * Batch buffers cycle free -> being filled (producer) -> ready FIFO -> held
+ * by the consumer -> free. `n_bufs` of them are in rotation; the producer
+ * blocks for a free one (backpressure), the consumer for a ready one or the
+ * final status. A buffer the consumer keeps (zpi_outq_keep: a zero-copy
+ * view outlives the next call) leaves the rotation until it is released;
+ * the producer then allocates a replacement, so keeping never stalls the
+ * stream, and memory is n_bufs + kept buffers (released ones beyond
+ * 2 * n_bufs + kept are freed).
  * The final status (ZP_END or the stream's error, with its message) is set
  * once and delivered after every batch pushed before it. The queue also
  * keeps the counts of what was delivered (zp_pipeline_counts).
@@ -53,13 +58,17 @@ typedef struct zpi_batchbuf {
     uint64_t *part_samples;   /* [nparts] per mixture part: samples listed and */
     uint64_t *part_tokens;    /* tokens placed in this batch (NULL: none yet) */
     zpi_fifo_node node;       /* link in the free list or the ready FIFO */
+    int kept;                 /* out of the rotation until zpi_outq_release */
 } zpi_batchbuf;
 
 typedef struct zpi_outq {
     pthread_mutex_t mu;
     pthread_cond_t ready_cv, free_cv;
-    zpi_batchbuf *bufs;
-    size_t n_bufs;
+    zpi_batchbuf **all;        /* every allocated buffer */
+    size_t n_all, cap_all;
+    size_t n_bufs;             /* buffers in rotation (not kept) */
+    size_t n_kept;
+    size_t rows, cols;         /* shape of new buffers */
     zpi_fifo free, ready;
     zpi_batchbuf *held;        /* handed to the consumer */
     int closed;                /* producers get no more buffers */
@@ -90,7 +99,17 @@ void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeli
 /* Wakes a producer waiting for a buffer and refuses it further ones. */
 void zpi_outq_close(zpi_outq *q);
 
-/* Consumer: returns the held buffer to the free list, then waits for the
+/* Consumer: keep bb (the held buffer) out of the rotation past the next
+ * zpi_outq_next, until zpi_outq_release. ZP_ERR_INVALID when bb is not the
+ * held buffer, ZP_ERR_NOMEM never (nothing is allocated here). */
+zp_status zpi_outq_keep(zpi_outq *q, zpi_batchbuf *bb);
+/* Any thread: give a kept buffer back. ZP_ERR_INVALID when bb is not a kept
+ * buffer of q. */
+zp_status zpi_outq_release(zpi_outq *q, zpi_batchbuf *bb);
+/* Buffers kept now. */
+size_t zpi_outq_kept(zpi_outq *q);
+
+/* Consumer: returns the held buffer to the free list (unless kept), then waits for the
  * next ready buffer (ZP_OK, *out set, held until the next call) or the
  * final status (its code, with the message copied into err). When taken_ns
  * is given, it gets the time the buffer was taken, under the lock: a wait

@@ -173,14 +173,13 @@ zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism)
     return ZP_OK;
 }
 
-zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
-                                    const char *name)
+static zp_status add_map(zp_pipeline *p, const char *call, zp_map_fn fn, zp_map_batch_fn bfn,
+                         void *user, size_t parallelism, const char *name)
 {
-    const char *call = "zp_pipeline_map_transform";
     ZPI_FORWARD_IF_ERR(builder_check(p, call));
     ZPI_FORWARD_IF_ERR(check_parallelism(p, call, parallelism));
-    ZPI_RETURN_ERR_IF(!fn, &p->err, ZP_ERR_INVALID, "%s: fn = NULL: a map function is required",
-                      call);
+    ZPI_RETURN_ERR_IF(!fn && !bfn, &p->err, ZP_ERR_INVALID,
+                      "%s: fn = NULL: a map function is required", call);
     ZPI_RETURN_ERR_IF(p->n_maps == ZPI_MAX_MAPS, &p->err, ZP_ERR_LIMIT,
                       "%s('%s'): at most %d map_transform operators", call,
                       name ? name : "map_transform", ZPI_MAX_MAPS);
@@ -190,11 +189,24 @@ zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, si
     zpi_op *s = &p->ops[p->n_ops++];
     s->kind = ZPI_OP_MAP;
     s->fn = fn;
+    s->batch_fn = bfn;
     s->user = user;
     s->parallelism = parallelism;
     zpi_fmt(s->name, sizeof s->name, "%s", name ? name : "map_transform");
     p->n_maps++;
     return ZP_OK;
+}
+
+zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
+                                    const char *name)
+{
+    return add_map(p, "zp_pipeline_map_transform", fn, NULL, user, parallelism, name);
+}
+
+zp_status zp_pipeline_map_transform_batch(zp_pipeline *p, zp_map_batch_fn fn, void *user,
+                                          size_t parallelism, const char *name)
+{
+    return add_map(p, "zp_pipeline_map_transform_batch", NULL, fn, user, parallelism, name);
 }
 
 zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
@@ -430,6 +442,31 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
         }
     }
     return st;
+}
+
+zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    ZPI_RETURN_ERR_IF(!p->q_ready || !p->started, &p->err, ZP_ERR_STATE,
+                      "zp_pipeline_keep_batch: no batch was delivered yet");
+    ZPI_RETURN_ERR_IF(!b || zpi_outq_keep(&p->q, ZPI_CONTAINER_OF(b, zpi_batchbuf, b)) != ZP_OK,
+                      &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_keep_batch: not the batch the last zp_pipeline_next() returned");
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_release_batch(zp_pipeline *p, const zp_batch *b)
+{
+    /* No message on p: another thread may be inside next(), writing it. */
+    if (!p || !b || !p->q_ready)
+        return ZP_ERR_INVALID;
+    return zpi_outq_release(&p->q, ZPI_CONTAINER_OF(b, zpi_batchbuf, b));
+}
+
+size_t zp_pipeline_kept_batches(const zp_pipeline *p)
+{
+    return p && p->q_ready ? zpi_outq_kept((zpi_outq *)&p->q) : 0;
 }
 
 const char *zp_pipeline_errmsg(const zp_pipeline *p) { return p ? zpi_err_msg(&p->err) : ""; }

@@ -34,7 +34,7 @@ const char *zp_record_json(const zp_record *rec, size_t *len)
 
 static zp_status ensure_parsed(zp_record *rec)
 {
-    if (rec->parsed)
+    if (rec->parsed && rec->w->json_of == rec)
         return ZP_OK;
     const zpi_rec *r = &rec->c->recs[rec->i];
     char jerr[256];
@@ -45,6 +45,7 @@ static zp_status ensure_parsed(zp_record *rec)
         return st;
     }
     rec->parsed = 1;
+    rec->w->json_of = rec;
     return ZP_OK;
 }
 
@@ -160,6 +161,93 @@ zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w,
     zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
     name_record(env, c, i, what, msg, err, errcap);
     return s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK;
+}
+
+/* A worker's arrays for batch maps, grown to the largest chunk seen. */
+typedef struct zpi_batch_scratch {
+    size_t cap;
+    zp_record *recs;
+    zp_record **ptrs;
+    zp_status *st;
+    size_t *idx;
+    char (*msgs)[256];
+} zpi_batch_scratch;
+
+void zpi_record_scratch_free(zpi_worker *w)
+{
+    zpi_batch_scratch *b = w->bs;
+    if (!b)
+        return;
+    free(b->recs);
+    free(b->ptrs);
+    free(b->st);
+    free(b->idx);
+    free(b->msgs);
+    free(b);
+    w->bs = NULL;
+}
+
+static zpi_batch_scratch *scratch_for(zpi_worker *w, size_t n)
+{
+    if (w->bs && w->bs->cap >= n)
+        return w->bs;
+    zpi_record_scratch_free(w);
+    zpi_batch_scratch *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    w->bs = b;
+    b->recs = calloc(n, sizeof *b->recs);
+    b->ptrs = calloc(n, sizeof *b->ptrs);
+    b->st = calloc(n, sizeof *b->st);
+    b->idx = calloc(n, sizeof *b->idx);
+    b->msgs = calloc(n, sizeof *b->msgs);
+    if (!b->recs || !b->ptrs || !b->st || !b->idx || !b->msgs) {
+        zpi_record_scratch_free(w);
+        return NULL;
+    }
+    b->cap = n;
+    return b;
+}
+
+void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c)
+{
+    zpi_batch_scratch *b = scratch_for(w, c->n ? c->n : 1);
+    if (!b) {
+        zpi_chunk_fail(c, ZP_ERR_NOMEM, "%s: out of memory for %zu records", op->name, c->n);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP))
+            continue;
+        b->msgs[n][0] = '\0';
+        b->recs[n] = (zp_record){.env = env, .w = w, .c = c, .i = i, .parsed = 0,
+                                 .err = b->msgs[n], .errcap = sizeof b->msgs[n]};
+        b->ptrs[n] = &b->recs[n];
+        b->st[n] = ZP_OK;
+        b->idx[n] = i;
+        n++;
+    }
+    if (n == 0)
+        return;
+    /* The records share the worker's one parser: ensure_parsed re-parses a
+     * record when another one was parsed since (w->json_of). */
+    zp_status s = op->batch_fn(op->user, b->ptrs, n, b->st);
+    char what[64], err[ZPI_ERRMAX];
+    if (s != ZP_OK && s != ZP_END) {
+        zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
+        name_record(env, c, b->idx[0], what, b->msgs[0], err, sizeof err);
+        zpi_chunk_fail(c, s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK, "%s", err);
+        return;
+    }
+    for (size_t k = 0; k < n && c->err.code == ZP_OK; k++) {
+        zp_status st = b->st[k];
+        if (st == ZP_OK || st == ZP_END)
+            continue;
+        zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(st));
+        name_record(env, c, b->idx[k], what, b->msgs[k], err, sizeof err);
+        zpi_op_bad_record(env, c, b->idx[k], st == ZP_ERR_NOMEM ? st : ZP_ERR_CALLBACK, err);
+    }
 }
 
 zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,

@@ -121,6 +121,22 @@ static zp_status strip_map(void *user, zp_record *rec)
     return zp_record_set_text(rec, s, n);
 }
 
+/* The same transform, a chunk at a time; it also reads "text" of every
+ * record before changing any (the records share one parser). */
+static zp_status strip_batch(void *user, zp_record *const *recs, size_t n, zp_status *st)
+{
+    (void)user;
+    for (size_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (zp_record_get_string(recs[i], "text", &s, &len) != ZP_OK)
+            return ZP_ERR_FORMAT;
+    }
+    for (size_t i = 0; i < n; i++)
+        st[i] = strip_map(NULL, recs[i]);
+    return ZP_OK;
+}
+
 static zp_pipeline *make_pipeline(fixture *f, const run_cfg *r, zp_worksource **ws_out)
 {
     zp_worksource_config wc;
@@ -143,8 +159,11 @@ static zp_pipeline *make_pipeline(fixture *f, const run_cfg *r, zp_worksource **
     pc.epochs = r->epochs;
     zp_pipeline *p;
     assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
-    if (r->with_map)
+    if (r->with_map == 1)
         assert_int_equal(zp_pipeline_map_transform(p, strip_map, NULL, r->map_par, "strip"), ZP_OK);
+    if (r->with_map == 2)
+        assert_int_equal(zp_pipeline_map_transform_batch(p, strip_batch, NULL, r->map_par, "strip"),
+                         ZP_OK);
     if (r->tokenize) {
         assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", r->tok_par), ZP_OK);
         assert_int_equal(zp_pipeline_pack(p, r->pack, r->seq_len), ZP_OK);
@@ -599,6 +618,157 @@ static void test_pipeline_map_error_reported(void **state)
     zp_worksource_destroy(ws);
 }
 
+/* Fails records whose id is 2 mod 5 from a batch callback. */
+static zp_status picky_batch(void *user, zp_record *const *recs, size_t n, zp_status *st)
+{
+    (void)user;
+    for (size_t i = 0; i < n; i++) {
+        const zp_sample *s = zp_record_sample(recs[i]);
+        if (s->record % 5 == 2) {
+            zp_record_error(recs[i], "refusing record %llu", (unsigned long long)s->record);
+            st[i] = ZP_ERR_CALLBACK;
+        } else if (s->record % 5 == 4) {
+            zp_record_drop(recs[i]);
+        }
+    }
+    return ZP_OK;
+}
+
+static zp_status crashing_batch(void *user, zp_record *const *recs, size_t n, zp_status *st)
+{
+    (void)user;
+    (void)st;
+    zp_record_error(recs[0], "worker gone after %zu records", n);
+    return ZP_ERR_IO;
+}
+
+/* A batch map gives the per-record map's stream, at any parallelism; its
+ * per-record failures name the record and follow the skip policy; a failed
+ * call fails the stream, also under the skip policy. */
+static void test_pipeline_map_batch(void **state)
+{
+    fixture *f = *state;
+    run_cfg r = default_run();
+    r.with_map = 1;
+    r.tokenize = 1;
+    uint64_t want = run_digest(f, &r, NULL);
+    r.with_map = 2;
+    assert_true(run_digest(f, &r, NULL) == want);
+    r.map_par = 3;
+    r.chunk = 5;
+    assert_true(run_digest(f, &r, NULL) == want);
+
+    for (int skip = 0; skip < 2; skip++) {
+        zp_worksource *ws;
+        assert_int_equal(zp_worksource_create(f->ds, NULL, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.on_bad_record = skip ? ZP_BAD_RECORD_SKIP : ZP_BAD_RECORD_FAIL;
+        zp_pipeline *p;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_map_transform_batch(p, picky_batch, NULL, 2, "picky"), ZP_OK);
+        const zp_batch *b;
+        zp_status st;
+        while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+        }
+        zp_pipeline_counts cn;
+        zp_pipeline_get_counts(p, &cn);
+        if (skip) {
+            assert_int_equal(st, ZP_END);
+            assert_true(cn.skipped > 0 && cn.filtered > 0);
+            assert_int_equal(cn.samples + cn.skipped + cn.filtered, f->total);
+        } else {
+            assert_int_equal(st, ZP_ERR_CALLBACK);
+            assert_non_null(strstr(zp_pipeline_errmsg(p), "picky"));
+            assert_non_null(strstr(zp_pipeline_errmsg(p), "refusing record"));
+            assert_non_null(strstr(zp_pipeline_errmsg(p), "shard-"));
+        }
+        zp_pipeline_destroy(p);
+
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_map_transform_batch(p, crashing_batch, NULL, 1, "crashy"),
+                         ZP_OK);
+        while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+        }
+        assert_int_equal(st, ZP_ERR_CALLBACK);
+        assert_non_null(strstr(zp_pipeline_errmsg(p), "worker gone after"));
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+    }
+}
+
+/* A kept batch stays intact while the stream goes on (its buffer is not
+ * reused), keeping every batch never stalls the stream, and release gives
+ * buffers back. */
+static void test_pipeline_keep_batch(void **state)
+{
+    fixture *f = *state;
+    run_cfg r = default_run();
+    r.tokenize = 1;
+    r.prefetch = 1;
+    uint64_t n_batches;
+    uint64_t want = run_digest(f, &r, &n_batches);
+    assert_true(n_batches > 8);
+    zp_worksource *ws;
+    zp_pipeline *p = make_pipeline(f, &r, &ws);
+    const zp_batch *b;
+    const zp_batch **kept = calloc(n_batches, sizeof *kept);
+    uint64_t *dig = calloc(n_batches, sizeof *dig);
+    assert_int_equal(zp_pipeline_keep_batch(p, NULL), ZP_ERR_STATE);
+    size_t n = 0;
+    zp_status st;
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+        assert_int_equal(zp_pipeline_keep_batch(p, b), ZP_OK);
+        assert_int_equal(zp_pipeline_keep_batch(p, b), ZP_OK); /* twice is once */
+        if (n > 0)
+            assert_int_equal(zp_pipeline_keep_batch(p, kept[n - 1]), ZP_ERR_INVALID);
+        kept[n] = b;
+        dig[n] = digest_batch(b, 0);
+        n++;
+        assert_int_equal(zp_pipeline_kept_batches(p), n);
+    }
+    assert_int_equal(st, ZP_END);
+    assert_int_equal(n, n_batches);
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(digest_batch(kept[i], 0) == dig[i]); /* untouched since */
+        h = digest_batch(kept[i], h);
+    }
+    assert_true(h == want);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(zp_pipeline_release_batch(p, kept[i]), ZP_OK);
+    assert_int_equal(zp_pipeline_release_batch(p, kept[0]), ZP_ERR_INVALID);
+    assert_int_equal(zp_pipeline_kept_batches(p), 0);
+    zp_pipeline_destroy(p);
+
+    /* keep one batch in two, release it two batches later: same stream */
+    p = make_pipeline(f, &r, &ws);
+    h = 0;
+    n = 0;
+    const zp_batch *prev = NULL;
+    uint64_t prev_dig = 0;
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+        h = digest_batch(b, h);
+        if (prev && n % 2 == 1) {
+            assert_true(digest_batch(prev, 0) == prev_dig);
+            assert_int_equal(zp_pipeline_release_batch(p, prev), ZP_OK);
+            prev = NULL;
+        }
+        if (n % 2 == 0) {
+            assert_int_equal(zp_pipeline_keep_batch(p, b), ZP_OK);
+            prev = b;
+            prev_dig = digest_batch(b, 0);
+        }
+        n++;
+    }
+    assert_int_equal(st, ZP_END);
+    assert_true(h == want);
+    zp_pipeline_destroy(p); /* a batch may still be kept: freed here */
+    zp_worksource_destroy(ws);
+    free(kept);
+    free(dig);
+}
+
 static void test_pipeline_resume_continues_identically(void **state)
 {
     fixture *f = *state;
@@ -980,6 +1150,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_all_records_skipped_fails),
         cmocka_unit_test(test_pipeline_all_skipped_at_tokenize_fails_one_good_succeeds),
         cmocka_unit_test(test_pipeline_map_error_reported),
+        cmocka_unit_test(test_pipeline_map_batch),
+        cmocka_unit_test(test_pipeline_keep_batch),
         cmocka_unit_test(test_pipeline_resume_continues_identically),
         cmocka_unit_test(test_pipeline_rejects_bad_settings),
         cmocka_unit_test(test_pipeline_epochs_past_the_last_epoch),

@@ -60,6 +60,16 @@ ZP_API void zp_record_drop(zp_record *rec);
  * after zp_record_error() to fail (or skip, with ZP_BAD_RECORD_SKIP) the
  * record. */
 typedef zp_status (*zp_map_fn)(void *user, zp_record *rec);
+/* A map_transform over several records at once: the live records of one
+ * chunk (up to chunk_samples, in stream order), for transforms with a cost
+ * per call (a round trip to another process, a call into an interpreter).
+ * status[i] is ZP_OK on entry; set it as a zp_map_fn would return for
+ * recs[i] (zp_record_error(recs[i], ...) for the message, zp_record_drop()
+ * to filter). Return ZP_OK, or an error that fails the whole chunk (not a
+ * bad record: never skipped), with its message on recs[0]. Same threading
+ * and determinism rules as zp_map_fn. */
+typedef zp_status (*zp_map_batch_fn)(void *user, zp_record *const *recs, size_t n,
+                                     zp_status *status);
 /* Attach a message to a failing record (printf-style). */
 ZP_API void zp_record_error(zp_record *rec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -101,7 +111,8 @@ typedef enum zp_pack_mode {
 } zp_pack_mode;
 
 /* A delivered batch. Borrowed from the pipeline: valid until the next
- * zp_pipeline_next() or zp_pipeline_destroy(). */
+ * zp_pipeline_next() or zp_pipeline_destroy(), or, when kept
+ * (zp_pipeline_keep_batch), until released. */
 typedef struct zp_batch {
     uint64_t index;  /* 0-based number in this pipeline's stream */
     uint32_t epoch;  /* epoch of the batch's first sample */
@@ -215,6 +226,10 @@ ZP_API zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
 /* Append a map operator (at most 8). name may be NULL ("map_transform"). */
 ZP_API zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
                                     const char *name);
+/* Append a map operator taking the records of a chunk at once
+ * (zp_map_batch_fn); counts against the same limit of 8. */
+ZP_API zp_status zp_pipeline_map_transform_batch(zp_pipeline *p, zp_map_batch_fn fn, void *user,
+                                                 size_t parallelism, const char *name);
 /* Tokenize the string field `field` with tokenizer id ("gpt2", or a path;
  * see zephon/tokenizer.h). */
 ZP_API zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
@@ -231,6 +246,25 @@ ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
  *         Errors come in stream order, after every batch that precedes
  *         the bad record, and stay: later calls return the same error. */
 ZP_API zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
+
+/* Keep batch b, the one the last zp_pipeline_next() returned, valid past
+ * the next zp_pipeline_next() call, until zp_pipeline_release_batch(): a
+ * zero-copy view of it (the Python binding's arrays) may live as long as
+ * its user wants. The pipeline keeps producing meanwhile: a kept batch's
+ * buffer leaves the rotation and a new one takes its place, so memory grows
+ * by one batch per kept batch (as a copy would) and keeping every batch of
+ * a stream never stalls it. Keeping twice is keeping once.
+ * @return ZP_OK; ZP_ERR_INVALID when b is not the last batch returned;
+ *         ZP_ERR_STATE before the first batch. Consumer thread only. */
+ZP_API zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b);
+/* Hand a kept batch back: its memory may be reused from now on. Any thread
+ * (also while another thread is inside zp_pipeline_next()).
+ * @return ZP_OK; ZP_ERR_INVALID when b is not a kept batch of p.
+ * zp_pipeline_destroy() frees kept batches too: release (or stop using)
+ * them before. */
+ZP_API zp_status zp_pipeline_release_batch(zp_pipeline *p, const zp_batch *b);
+/* Batches kept now. */
+ZP_API size_t zp_pipeline_kept_batches(const zp_pipeline *p);
 
 /* Detail of the last error (borrowed, valid until the next call on p): it
  * names the setting and value, or the shard, record and cause. Kept until
