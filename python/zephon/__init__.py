@@ -1,0 +1,407 @@
+"""Zephon: batches for distributed training, from Python.
+
+    from zephon import Dataset, WorkSource, Pipeline
+
+    work_source = WorkSource(Dataset("data/manifest.json"), seed=1)
+    pipeline = (
+        Pipeline(work_source)
+        .tokenize(tokenizer_id="gpt2", field="text")
+        .batch(microbatch_size=32)
+    )
+    for batch in pipeline:
+        tokens = batch.tokens          # numpy int32 [32, 2049], no copy
+
+The pipeline runs in libzephon's threads (C); Python only receives finished
+batches. Each batch's arrays view the pipeline's memory; the memory is
+handed back to the pipeline when the last array of the batch is released.
+docs/python.md is the guide.
+"""
+import atexit
+import json
+import logging
+import weakref
+
+import numpy as np
+
+from . import _core
+from ._core import Error
+
+__all__ = ["Dataset", "WorkSource", "Pipeline", "Batch", "Error", "version"]
+__version__ = "0.1.0"
+
+_log = logging.getLogger("zephon")
+_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+def version():
+    """The version of the libzephon this package runs on."""
+    return _core.version()
+
+
+def _emit(logs):
+    for level, msg in logs:
+        _log.log(_LEVELS.get(level, logging.INFO), "%s", msg)
+
+
+def _comm_rank_size(comm):
+    return comm.Get_rank(), comm.Get_size()
+
+
+class Dataset(_core.Dataset):
+    """Shards to read: paths, globs, folders, manifests (.json) or URLs
+    (http, https, s3). Indexed on creation (record counts).
+
+    Dataset("data/manifest.json")
+    Dataset(["a.jsonl.zst", "b.jsonl.zst"], max_record_bytes=1 << 20)
+    """
+
+    def __init__(self, specs, *, max_record_bytes=0, max_shard_bytes=0,
+                 allow_empty_shards=False, index_store_dir=None, cache_dir=None):
+        if isinstance(specs, (str, bytes)) or hasattr(specs, "__fspath__"):
+            specs = [specs]
+        super().__init__(list(specs), max_record_bytes=max_record_bytes,
+                         max_shard_bytes=max_shard_bytes, allow_empty_shards=allow_empty_shards,
+                         index_store_dir=None if index_store_dir is None else str(index_store_dir),
+                         cache_dir=None if cache_dir is None else str(cache_dir))
+        _emit(self._logs())
+
+    def __len__(self):
+        return self.num_samples()
+
+
+class WorkSource(_core.WorkSource):
+    """The global sample plan: which samples this rank reads, in which
+    order, per epoch. Deterministic in (dataset, seed, epoch, rank,
+    world_size, shuffle settings); the ranks' streams partition each epoch.
+
+    rank and world_size come from `comm` (an mpi4py communicator) when it
+    is given. mixture: [(name, shards, weight), ...] cuts the dataset's
+    shards, in order, into parts drawn by weight (docs/mixtures.md).
+    """
+
+    def __init__(self, dataset, *, seed=0, rank=None, world_size=None, shuffle=True,
+                 shuffle_block_shards=8, remainder="pad", mixture=None, epoch_samples=0,
+                 comm=None):
+        if comm is not None:
+            r, n = _comm_rank_size(comm)
+            if (rank is not None and rank != r) or (world_size is not None and world_size != n):
+                raise ValueError(f"rank/world_size ({rank}/{world_size}) disagree with the "
+                                 f"communicator ({r}/{n})")
+            rank, world_size = r, n
+            # every rank must plan the same dataset with the same settings
+            mine = (dataset.num_samples(), len(dataset.shards()), seed, bool(shuffle),
+                    shuffle_block_shards, remainder, repr(mixture), epoch_samples)
+            every = comm.allgather(mine)
+            bad = [i for i, t in enumerate(every) if t != every[0]]
+            if bad:
+                raise Error(f"ranks disagree on the dataset or the worksource settings: rank "
+                            f"{bad[0]} has {every[bad[0]]}, rank 0 has {every[0]}",
+                            _core_status("mismatch"))
+        super().__init__(dataset, seed=seed, rank=0 if rank is None else rank,
+                         world_size=1 if world_size is None else world_size, shuffle=shuffle,
+                         shuffle_block_shards=shuffle_block_shards, remainder=remainder,
+                         parts=mixture, epoch_samples=epoch_samples)
+        self.dataset = dataset
+        self.comm = comm
+
+
+def _core_status(name):
+    return {"invalid": 2, "state": 7, "mismatch": 10}[name]
+
+
+def _make_apply(fn, pipeline):
+    """The one function both runners call per record: the record's JSON
+    (kind 0) or its text (kind 1, formats without JSON) in, the new JSON
+    out (bytes), or None to drop the record."""
+    loads, dumps = json.loads, json.dumps
+
+    def apply(kind, raw):
+        if kind == 0:
+            payload = loads(raw)
+        else:
+            payload = {pipeline._field: raw.decode("utf-8", "surrogateescape")}
+        out = fn(payload)
+        if out is None:
+            return None
+        if not isinstance(out, dict):
+            raise TypeError(f"{getattr(fn, '__name__', 'map_transform')} returned "
+                            f"{type(out).__name__}: a map_transform returns a dict "
+                            f"(the new record) or None (drop it)")
+        return dumps(out, ensure_ascii=False, separators=(",", ":"),
+                     allow_nan=False).encode("utf-8")
+
+    return apply
+
+
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    # the pipeline's threads may need the interpreter (the thread runner):
+    # stop them while it is still whole
+    for p in list(_live):
+        try:
+            p.close()
+        except Exception:  # noqa: BLE001 - nothing left to report to
+            pass
+
+
+class Pipeline(_core.Pipeline):
+    """A rank's data pipeline. Builder calls (before iteration) return the
+    pipeline, so they chain:
+
+        Pipeline(work_source)
+          .prefetch(buffer_size=4096, parallelism=8)
+          .map_transform(clean_text, parallelism=4)
+          .tokenize(tokenizer_id="gpt2", field="text", parallelism=16)
+          .batch(microbatch_size=32)
+          .options(prefetch_batches=8)
+
+    Settings of the whole run are keywords here: threads (OpenMP threads;
+    0: OMP_NUM_THREADS or the cores), epochs (0: without end),
+    chunk_samples, in_flight_chunks, on_bad_record ("fail" or "skip"),
+    shard_cache_bytes.
+    """
+
+    def __init__(self, work_source, *, threads=0, epochs=1, chunk_samples=64,
+                 in_flight_chunks=0, on_bad_record="fail", shard_cache_bytes=0):
+        super().__init__(work_source, threads=threads, epochs=epochs,
+                         chunk_samples=chunk_samples, in_flight_chunks=in_flight_chunks,
+                         on_bad_record=on_bad_record, shard_cache_bytes=shard_cache_bytes)
+        self.work_source = work_source
+        self._field = "text"
+        self._runner = "thread"
+        self._observed = False
+        self._started = False
+        _live.add(self)
+
+    # ------------------------------------------------------------ builder
+    def prefetch(self, buffer_size=4096, parallelism=1):
+        """Download/open shards `buffer_size` samples ahead of fetch, with
+        `parallelism` concurrent loads."""
+        self._prefetch(buffer_size, parallelism)
+        return self
+
+    def fetch(self, parallelism=1):
+        """Read records with `parallelism` concurrent fetch tasks."""
+        self._fetch(parallelism)
+        return self
+
+    def map_transform(self, fn, parallelism=1, name=None):
+        """fn(payload: dict) -> dict | None on every record: the returned
+        dict is the new record (its `field` is what tokenize encodes), None
+        drops the record. Must be deterministic. Runs under the thread
+        runner (the GIL: one record at a time) or, with
+        options(runner="process"), in `parallelism` forked processes."""
+        if not callable(fn):
+            raise TypeError("map_transform: fn must be callable")
+        self._map(_make_apply(fn, self), parallelism,
+                  name or getattr(fn, "__name__", "map_transform"))
+        return self
+
+    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism=1):
+        """Encode the string field `field` with the tokenizer ("gpt2", a
+        folder with vocab.json + merges.txt, or a .tiktoken file)."""
+        self._tokenize(tokenizer_id, field, parallelism)
+        self._field = field
+        return self
+
+    def batch(self, microbatch_size=32):
+        """Rows per batch."""
+        self._batch(microbatch_size)
+        return self
+
+    def pack(self, mode="concat", seq_len=2048):
+        """Token packing: "concat" (documents joined by EOT, rows of
+        seq_len + 1 tokens) or "pad" (one document per row)."""
+        self._pack(mode, seq_len)
+        return self
+
+    def options(self, prefetch_batches=None, runner=None):
+        """prefetch_batches: finished batches buffered ahead of the loop.
+        runner: "thread" (default) or "process" (Python map_transforms in
+        forked worker processes)."""
+        if runner is not None and runner not in ("thread", "process"):
+            raise ValueError(f"runner = {runner!r}: must be 'thread' or 'process'")
+        if runner is not None:
+            self._runner = runner
+        self._options(-1 if prefetch_batches is None else prefetch_batches,
+                      self._runner == "process")
+        return self
+
+    def enable_observability(self):
+        """Collect metrics and timings (costs throughput: for tuning)."""
+        self._enable_observability()
+        self._observed = True
+        return self
+
+    # ------------------------------------------------------------ iteration
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self._started = True
+        try:
+            b = self._next()
+        finally:
+            logs = self._logs()
+            if logs:
+                _emit(logs)
+        if b is None:
+            raise StopIteration
+        return b
+
+    # ------------------------------------------------------------ snapshots
+    def metrics_snapshot(self):
+        """Activity of the pipeline and of each operator, as a dict. The
+        map operators' runners add their own figures under "runners"
+        (under the process runner: the workers' busy time and the round
+        trips' overhead)."""
+        d = json.loads(self._metrics())
+        d["runners"] = self._runner_stats()
+        return d
+
+    def fetch_timing_snapshot(self):
+        """Time spent fetching and reading records, as a dict."""
+        return json.loads(self._fetch_timing())
+
+    def prefetch_timing_snapshot(self):
+        """Time spent by shard prefetching, as a dict."""
+        return json.loads(self._prefetch_timing())
+
+    def counts(self):
+        """What the stream delivered so far (batches, samples, padded,
+        skipped, filtered, tokens, ...), as a dict."""
+        return self._counts()
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self):
+        """Where the stream stands after the last delivered batch, as a dict
+        (JSON-safe): load it into a new pipeline with the same settings to
+        continue the identical stream."""
+        return json.loads(self._state_save())
+
+    def load_state_dict(self, state):
+        """Continue from state_dict() (of this rank, or a merged job state).
+        Before iteration."""
+        if isinstance(state, (str, bytes)):
+            state = json.loads(state)
+        self._state_restore(json.dumps(state))
+
+    # ------------------------------------------------------------ lifetime
+    @property
+    def eot(self):
+        """The tokenizer's end-of-text id (-1 without tokenize)."""
+        return self._eot()
+
+    def close(self):
+        """Stop the pipeline's threads and worker processes. Batches still
+        alive stay valid; the memory goes when the last one is released."""
+        self._close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Batch(_core.Batch):
+    """A delivered batch. Its arrays view the pipeline's memory (no copy)
+    and keep it valid for as long as any of them lives.
+
+    Token modes: tokens (int32 [rows, seq_len + 1]), inputs/targets (views
+    tokens[:, :-1] / tokens[:, 1:]), loss_mask (uint8), segment_ids (int32).
+    Record mode: records (list of bytes, copies), data (uint8) and offsets
+    (uint64) views. Fixed-shape HDF5 fields: arrays (dict name -> array).
+    """
+
+    __slots__ = ()
+
+    def _arr(self, name):
+        return np.asarray(self._view(name))
+
+    @property
+    def tokens(self):
+        return self._arr("tokens")
+
+    @property
+    def inputs(self):
+        return self._arr("tokens")[:, :-1]
+
+    @property
+    def targets(self):
+        return self._arr("tokens")[:, 1:]
+
+    @property
+    def loss_mask(self):
+        return self._arr("loss_mask")
+
+    @property
+    def segment_ids(self):
+        return self._arr("segment_ids")
+
+    @property
+    def data(self):
+        return self._arr("data")
+
+    @property
+    def offsets(self):
+        return self._arr("offsets")
+
+    @property
+    def records(self):
+        data, off = self.data, self.offsets
+        return [bytes(data[off[i]:off[i + 1]]) for i in range(len(off) - 1)]
+
+    @property
+    def arrays(self):
+        return {name: self._arr(name) for name in self._info()["arrays"]}
+
+    @property
+    def info(self):
+        """index, epoch, last_in_epoch, mode, rows, cols, rows_filled."""
+        return self._info()
+
+    @property
+    def index(self):
+        return self._info()["index"]
+
+    @property
+    def epoch(self):
+        return self._info()["epoch"]
+
+    @property
+    def samples(self):
+        """[(shard, record, global_id, epoch, position, padded, part)]"""
+        return self._samples()
+
+    @property
+    def global_ids(self):
+        """The samples' global ids (uint64 array, a copy)."""
+        return np.frombuffer(self._global_ids(), dtype=np.uint64)
+
+    def to_torch(self):
+        """The batch's arrays as torch tensors sharing its memory."""
+        import torch
+
+        mode = self._info()["mode"]
+        names = ["tokens", "loss_mask", "segment_ids"] if mode != "records" else ["data", "offsets"]
+        out = {n: torch.from_numpy(self._arr(n)) for n in names}
+        out.update({n: torch.from_numpy(a) for n, a in self.arrays.items()})
+        return out
+
+    def __getitem__(self, name):
+        if name in ("tokens", "loss_mask", "segment_ids", "data", "offsets"):
+            return self._arr(name)
+        return self.arrays[name]
+
+    def __repr__(self):
+        i = self._info()
+        return (f"<zephon.Batch index={i['index']} epoch={i['epoch']} mode={i['mode']} "
+                f"rows={i['rows']} cols={i['cols']}>")
+
+
+_core._set_batch_class(Batch)

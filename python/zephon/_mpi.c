@@ -1,0 +1,167 @@
+/*
+ * _mpi.c - the zephon package's MPI extension over libzephon_mpi: an
+ * mpi4py communicator (its MPI_Comm, by address: mpi4py's MPI._addressof)
+ * becomes a zp_mpi handle; the cluster-wide report is reduced to the root
+ * and written there. MPI is initialised by mpi4py, never here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <mpi.h>
+
+#include "zephon.h"
+#include "zephon/mpi.h"
+
+static PyObject *ZpError; /* zephon._core.Error */
+
+static PyObject *raise_status(zp_status st, const char *msg)
+{
+    PyObject *args = Py_BuildValue("(si)", msg && *msg ? msg : zp_status_str(st), (int)st);
+    if (args) {
+        PyErr_SetObject(ZpError ? ZpError : PyExc_RuntimeError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+typedef struct {
+    PyObject_HEAD
+    zp_mpi *m;
+} CommObject;
+
+static void Comm_dealloc(CommObject *self)
+{
+    /* collective: the Python side calls close() on every rank; a handle
+     * dropped without it (an exception on one rank) is leaked on purpose
+     * rather than hanging in a collective free */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Comm(comm_address, node_group_size=0): collective over the communicator. */
+static int Comm_init(CommObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"comm_address", "node_group_size", NULL};
+    PyObject *addr;
+    unsigned int group = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|I", kwlist, &addr, &group))
+        return -1;
+    void *p = PyLong_AsVoidPtr(addr);
+    if (!p && PyErr_Occurred())
+        return -1;
+    if (!p) {
+        PyErr_SetString(PyExc_ValueError, "comm_address = 0");
+        return -1;
+    }
+    MPI_Comm comm = *(MPI_Comm *)p;
+    zp_mpi_config cfg;
+    zp_mpi_config_init(&cfg);
+    cfg.node_group_size = group;
+    zp_status st;
+    Py_BEGIN_ALLOW_THREADS st = zp_mpi_create(comm, &cfg, &self->m);
+    Py_END_ALLOW_THREADS if (st != ZP_OK)
+    {
+        raise_status(st, zp_mpi_errmsg(self->m));
+        zp_mpi_destroy(self->m);
+        self->m = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Comm_close(CommObject *self, PyObject *unused)
+{
+    (void)unused;
+    zp_mpi *m = self->m;
+    self->m = NULL;
+    Py_BEGIN_ALLOW_THREADS zp_mpi_destroy(m);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+/* report(pipeline_address, out_dir or None): collective. On the root:
+ * (text, json) of the final report, and its files written into out_dir;
+ * None on the other ranks. */
+static PyObject *Comm_report(CommObject *self, PyObject *args)
+{
+    PyObject *paddr;
+    const char *dir = NULL;
+    if (!PyArg_ParseTuple(args, "Oz", &paddr, &dir))
+        return NULL;
+    if (!self->m)
+        return raise_status(ZP_ERR_STATE, "the communicator handle is closed");
+    zp_pipeline *p = PyLong_AsVoidPtr(paddr);
+    if (PyErr_Occurred())
+        return NULL;
+    zp_mpi_input in;
+    int have = p && zp_mpi_input_from_pipeline(p, &in) == ZP_OK;
+    zp_cluster_report *r = NULL;
+    zp_status st;
+    Py_BEGIN_ALLOW_THREADS st = zp_mpi_report(self->m, have ? &in : NULL, ZP_MPI_REPORT_FINAL, &r);
+    Py_END_ALLOW_THREADS if (st != ZP_OK) return raise_status(st, zp_mpi_errmsg(self->m));
+    if (!r)
+        Py_RETURN_NONE;
+    char *text = NULL, *json = NULL;
+    char err[512] = "";
+    st = zp_cluster_report_render(r, ZP_MPI_TEXT, &text, NULL);
+    if (st == ZP_OK)
+        st = zp_cluster_report_render(r, ZP_MPI_JSON, &json, NULL);
+    if (st == ZP_OK && dir)
+        st = zp_cluster_report_write(r, dir, err, sizeof err);
+    zp_cluster_report_destroy(r);
+    PyObject *out = NULL;
+    if (st == ZP_OK)
+        out = Py_BuildValue("(ss)", text, json);
+    else
+        raise_status(st, err[0] ? err : "cannot render the report");
+    free(text);
+    free(json);
+    return out;
+}
+
+static PyObject *Comm_info(CommObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->m)
+        return raise_status(ZP_ERR_STATE, "the communicator handle is closed");
+    return Py_BuildValue("{sisisisisisiss}", "rank", zp_mpi_rank(self->m), "size",
+                         zp_mpi_size(self->m), "node", zp_mpi_node(self->m), "num_nodes",
+                         zp_mpi_num_nodes(self->m), "local_rank", zp_mpi_local_rank(self->m),
+                         "local_size", zp_mpi_local_size(self->m), "hostname",
+                         zp_mpi_hostname(self->m));
+}
+
+static PyMethodDef Comm_methods[] = {
+    {"close", (PyCFunction)Comm_close, METH_NOARGS, "free the handle (collective)"},
+    {"report", (PyCFunction)Comm_report, METH_VARARGS, NULL},
+    {"info", (PyCFunction)Comm_info, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject CommType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "zephon._mpi.Comm",
+    .tp_basicsize = sizeof(CommObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Comm_init,
+    .tp_dealloc = (destructor)Comm_dealloc,
+    .tp_methods = Comm_methods,
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_mpi",
+                                       "libzephon_mpi for Python (see zephon.mpi)", -1, NULL,
+                                       NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__mpi(void)
+{
+    if (PyType_Ready(&CommType) < 0)
+        return NULL;
+    PyObject *core = PyImport_ImportModule("zephon._core");
+    if (!core)
+        return NULL;
+    ZpError = PyObject_GetAttrString(core, "Error");
+    Py_DECREF(core);
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&CommType);
+    PyModule_AddObject(m, "Comm", (PyObject *)&CommType);
+    return m;
+}
