@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "engine.h"
 #include "pipeline_internal.h"
 #include "util.h"
@@ -442,6 +444,37 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
         }
     }
     return st;
+}
+
+/* (pipeline.h) */
+uint64_t zp_batch_digest(const zp_batch *b)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    if (b->mode == ZP_PACK_RECORDS) {
+        for (size_t i = 0; i < b->rows; i++) {
+            uint64_t len = b->offsets[i + 1] - b->offsets[i];
+            XXH64_update(h, &len, sizeof len);
+        }
+        XXH64_update(h, b->data, b->offsets[b->rows]);
+    } else {
+        size_t n = b->rows * b->cols;
+        XXH64_update(h, b->tokens, n * sizeof *b->tokens);
+        XXH64_update(h, b->loss_mask, n);
+        XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+    }
+    /* fixed-shape fields (HDF5): every array's bytes, with its name */
+    for (size_t k = 0; k < b->n_arrays; k++) {
+        const zp_array *a = &b->arrays[k];
+        size_t bytes = zp_dtype_size(a->dtype);
+        for (int d = 0; d < a->ndim; d++)
+            bytes *= (size_t)a->shape[d];
+        XXH64_update(h, a->name, strlen(a->name));
+        XXH64_update(h, a->data, bytes);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
 }
 
 zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b)

@@ -247,6 +247,12 @@ ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
  *         the bad record, and stay: later calls return the same error. */
 ZP_API zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
 
+/* A digest of the batch's contents (XXH64, seed 0): record mode: each
+ * row's length (uint64) then the rows' bytes; token modes: tokens,
+ * loss_mask and segment_ids; then each fixed-shape field's name and bytes.
+ * What `zephon run --emit-digest` prints: equal streams, equal digests. */
+ZP_API uint64_t zp_batch_digest(const zp_batch *b);
+
 /* Keep batch b, the one the last zp_pipeline_next() returned, valid past
  * the next zp_pipeline_next() call, until zp_pipeline_release_batch(): a
  * zero-copy view of it (the Python binding's arrays) may live as long as

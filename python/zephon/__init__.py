@@ -82,6 +82,11 @@ class WorkSource(_core.WorkSource):
     def __init__(self, dataset, *, seed=0, rank=None, world_size=None, shuffle=True,
                  shuffle_block_shards=8, remainder="pad", mixture=None, epoch_samples=0,
                  comm=None):
+        for name, v, hi in (("seed", seed, 1 << 64), ("epoch_samples", epoch_samples, 1 << 64),
+                            ("shuffle_block_shards", shuffle_block_shards, 1 << 32),
+                            ("rank", rank or 0, 1 << 32), ("world_size", world_size or 0, 1 << 32)):
+            if not isinstance(v, int) or not 0 <= v < hi:
+                raise Error(f"WorkSource: {name} = {v!r}: must be an integer 0..{hi - 1}", 2)
         if comm is not None:
             r, n = _comm_rank_size(comm)
             if (rank is not None and rank != r) or (world_size is not None and world_size != n):
@@ -226,6 +231,8 @@ class Pipeline(_core.Pipeline):
             raise ValueError(f"runner = {runner!r}: must be 'thread' or 'process'")
         if runner is not None:
             self._runner = runner
+        if prefetch_batches is not None and prefetch_batches < 0:
+            raise Error(f"options: prefetch_batches = {prefetch_batches}: must not be negative", 2)
         self._options(-1 if prefetch_batches is None else prefetch_batches,
                       self._runner == "process")
         return self

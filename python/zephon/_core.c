@@ -131,6 +131,18 @@ static void logq_free(logq *q)
     free(q);
 }
 
+/* A negative count is a usage error naming the setting (the library
+ * takes size_t: -1 would read as 2^64 - 1). */
+static int nonneg(const char *call, const char *name, Py_ssize_t v)
+{
+    if (v >= 0)
+        return 0;
+    char m[160];
+    snprintf(m, sizeof m, "%s: %s = %zd: must not be negative", call, name, v);
+    raise_status(ZP_ERR_INVALID, m);
+    return -1;
+}
+
 /* ------------------------------------------------------------ Dataset */
 
 typedef struct {
@@ -1017,10 +1029,8 @@ static int Pipeline_init(PipelineObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Pipeline already initialised");
         return -1;
     }
-    if (chunk < 0 || in_flight < 0) {
-        PyErr_SetString(PyExc_ValueError, "chunk_samples and in_flight_chunks must be >= 0");
+    if (nonneg("Pipeline", "chunk_samples", chunk) || nonneg("Pipeline", "in_flight_chunks", in_flight))
         return -1;
-    }
     zp_pipeline_config cfg;
     zp_pipeline_config_init(&cfg);
     cfg.threads = threads;
@@ -1074,7 +1084,8 @@ static int check_open(PipelineObject *self)
 static PyObject *Pipeline_prefetch(PipelineObject *self, PyObject *args)
 {
     Py_ssize_t buf, par;
-    if (!PyArg_ParseTuple(args, "nn", &buf, &par))
+    if (!PyArg_ParseTuple(args, "nn", &buf, &par) || nonneg("prefetch", "buffer_size", buf) ||
+        nonneg("prefetch", "parallelism", par))
         return NULL;
     CALL_OR_RAISE(self, zp_pipeline_prefetch(self->p, (size_t)buf, (size_t)par));
 }
@@ -1082,7 +1093,7 @@ static PyObject *Pipeline_prefetch(PipelineObject *self, PyObject *args)
 static PyObject *Pipeline_fetch(PipelineObject *self, PyObject *args)
 {
     Py_ssize_t par;
-    if (!PyArg_ParseTuple(args, "n", &par))
+    if (!PyArg_ParseTuple(args, "n", &par) || nonneg("fetch", "parallelism", par))
         return NULL;
     CALL_OR_RAISE(self, zp_pipeline_fetch(self->p, (size_t)par));
 }
@@ -1100,8 +1111,11 @@ static PyObject *Pipeline_map(PipelineObject *self, PyObject *args)
         return NULL;
     if (self->n_maps == MAX_MAPS)
         return raise_status(ZP_ERR_LIMIT, "at most 8 map_transform operators");
-    if (par <= 0 || par > 1024)
-        return raise_status(ZP_ERR_INVALID, "map_transform: parallelism must be 1..1024");
+    if (par <= 0 || par > 1024) {
+        char m[128];
+        snprintf(m, sizeof m, "map_transform('%s'): parallelism = %zd: must be 1..1024", name, par);
+        return raise_status(ZP_ERR_INVALID, m);
+    }
     mapop *op = calloc(1, sizeof *op);
     if (!op)
         return PyErr_NoMemory();
@@ -1126,7 +1140,8 @@ static PyObject *Pipeline_tokenize(PipelineObject *self, PyObject *args)
 {
     const char *id, *field;
     Py_ssize_t par;
-    if (!PyArg_ParseTuple(args, "ssn", &id, &field, &par))
+    if (!PyArg_ParseTuple(args, "ssn", &id, &field, &par) ||
+        nonneg("tokenize", "parallelism", par))
         return NULL;
     CALL_OR_RAISE(self, zp_pipeline_tokenize(self->p, id, field, (size_t)par));
 }
@@ -1134,7 +1149,7 @@ static PyObject *Pipeline_tokenize(PipelineObject *self, PyObject *args)
 static PyObject *Pipeline_batch(PipelineObject *self, PyObject *args)
 {
     Py_ssize_t mb;
-    if (!PyArg_ParseTuple(args, "n", &mb))
+    if (!PyArg_ParseTuple(args, "n", &mb) || nonneg("batch", "microbatch_size", mb))
         return NULL;
     CALL_OR_RAISE(self, zp_pipeline_batch(self->p, (size_t)mb));
 }
@@ -1143,7 +1158,7 @@ static PyObject *Pipeline_pack(PipelineObject *self, PyObject *args)
 {
     const char *mode;
     Py_ssize_t seq;
-    if (!PyArg_ParseTuple(args, "sn", &mode, &seq))
+    if (!PyArg_ParseTuple(args, "sn", &mode, &seq) || nonneg("pack", "seq_len", seq))
         return NULL;
     zp_pack_mode m;
     if (strcmp(mode, "concat") == 0)
@@ -1645,7 +1660,15 @@ static PyObject *Batch_global_ids(BatchObject *self, PyObject *unused)
     return o;
 }
 
+static PyObject *Batch_digest(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(zp_batch_digest(self->b));
+}
+
 static PyMethodDef Batch_methods[] = {
+    {"digest", (PyCFunction)Batch_digest, METH_NOARGS,
+     "XXH64 of the batch's contents, as zephon run --emit-digest prints it"},
     {"_view", (PyCFunction)Batch_view, METH_VARARGS, NULL},
     {"_info", (PyCFunction)Batch_info, METH_NOARGS, NULL},
     {"_samples", (PyCFunction)Batch_samples, METH_NOARGS, NULL},

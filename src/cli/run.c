@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <xxhash.h>
 
 #include "run_opts.h"
 #include "util.h"
@@ -237,36 +236,6 @@ static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
     if (lvl == ZP_LOG_DEBUG || (lvl == ZP_LOG_INFO && quiet))
         return;
     fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
-}
-
-static uint64_t batch_digest(const zp_batch *b)
-{
-    XXH64_state_t *h = XXH64_createState();
-    XXH64_reset(h, 0);
-    if (b->mode == ZP_PACK_RECORDS) {
-        for (size_t i = 0; i < b->rows; i++) {
-            uint64_t len = b->offsets[i + 1] - b->offsets[i];
-            XXH64_update(h, &len, sizeof len);
-        }
-        XXH64_update(h, b->data, b->offsets[b->rows]);
-    } else {
-        size_t n = b->rows * b->cols;
-        XXH64_update(h, b->tokens, n * sizeof *b->tokens);
-        XXH64_update(h, b->loss_mask, n);
-        XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
-    }
-    /* fixed-shape fields (HDF5): every array's bytes, with its name */
-    for (size_t k = 0; k < b->n_arrays; k++) {
-        const zp_array *a = &b->arrays[k];
-        size_t bytes = zp_dtype_size(a->dtype);
-        for (int d = 0; d < a->ndim; d++)
-            bytes *= (size_t)a->shape[d];
-        XXH64_update(h, a->name, strlen(a->name));
-        XXH64_update(h, a->data, bytes);
-    }
-    uint64_t d = XXH64_digest(h);
-    XXH64_freeState(h);
-    return d;
 }
 
 static size_t batch_bytes(const zp_batch *b)
@@ -626,7 +595,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             }
         if (dig.f)
             zp_out_printf(&dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
-                          (unsigned long long)batch_digest(b));
+                          (unsigned long long)zp_batch_digest(b));
         if (o->step_time > 0)
             sleep_interruptible(o->step_time);
         if (hk)

@@ -1,0 +1,61 @@
+"""MPI with mpi4py: the cluster-wide fetch-timing report.
+
+    from mpi4py import MPI
+    from zephon import Dataset, WorkSource, Pipeline
+    from zephon.mpi import cluster_report
+
+    work_source = WorkSource(Dataset("data/manifest.json"), seed=1, comm=MPI.COMM_WORLD)
+    pipeline = Pipeline(work_source).tokenize().batch(microbatch_size=8).enable_observability()
+    for batch in pipeline:
+        ...
+    text = cluster_report(pipeline, MPI.COMM_WORLD, out_dir="report")  # on rank 0; None elsewhere
+
+The library duplicates the communicator (it never uses MPI_COMM_WORLD on
+its own) and never initialises MPI: mpi4py does.
+"""
+from . import Error
+
+try:
+    from . import _mpi
+except ImportError as e:  # built without libzephon_mpi
+    _mpi = None
+    _why = str(e)
+
+
+def _comm_address(comm):
+    from mpi4py import MPI
+
+    return MPI._addressof(comm)
+
+
+def cluster_report(pipeline, comm, out_dir=None, node_group_size=0, fmt="text"):
+    """Reduce every rank's snapshots to rank 0 (collective over comm; the
+    pipelines must have observability on). On rank 0: the report as text
+    (fmt="text") or as a dict (fmt="json"), and with out_dir its files
+    (report.txt, report.json, report.csv, report.html, windows.csv) written
+    there. None on the other ranks."""
+    import json
+
+    if _mpi is None:
+        raise Error(f"zephon was built without MPI support ({_why})", 12)
+    c = _mpi.Comm(_comm_address(comm), node_group_size=node_group_size)
+    try:
+        out = c.report(pipeline._address(), None if out_dir is None else str(out_dir))
+    finally:
+        c.close()
+    if out is None:
+        return None
+    text, js = out
+    return json.loads(js) if fmt == "json" else text
+
+
+def comm_info(comm, node_group_size=0):
+    """This rank's place: rank, size, node, num_nodes, local_rank,
+    local_size, hostname (collective over comm)."""
+    if _mpi is None:
+        raise Error(f"zephon was built without MPI support ({_why})", 12)
+    c = _mpi.Comm(_comm_address(comm), node_group_size=node_group_size)
+    try:
+        return c.info()
+    finally:
+        c.close()
