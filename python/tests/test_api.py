@@ -39,6 +39,17 @@ class TestEqualsC(unittest.TestCase):
         self.assertEqual(got, want)
         self.assertEqual({e for _, e, _ in got}, {0, 1})
 
+    def test_pipelines_of_one_worksource_are_independent(self):
+        ws = WorkSource(Dataset(manifest()), seed=3)
+        a = Pipeline(ws).batch(microbatch_size=9)
+        b = Pipeline(ws).batch(microbatch_size=9)
+        da, db = [], []
+        for x, y in zip(a, b):  # interleaved: both run at once
+            da.append(x.digest())
+            db.append(y.digest())
+        self.assertEqual(da, db)
+        self.assertEqual(len(da), 67)
+
     def test_independent_of_threads(self):
         a = [b.digest() for b in tokens_pipeline(threads=1)]
         b = [b.digest() for b in tokens_pipeline(threads=3)]

@@ -77,6 +77,9 @@ class WorkSource(_core.WorkSource):
     rank and world_size come from `comm` (an mpi4py communicator) when it
     is given. mixture: [(name, shards, weight), ...] cuts the dataset's
     shards, in order, into parts drawn by weight (docs/mixtures.md).
+
+    A WorkSource describes the plan; each Pipeline made from it follows its
+    own copy from the start (to continue a stream, load_state_dict()).
     """
 
     def __init__(self, dataset, *, seed=0, rank=None, world_size=None, shuffle=True,
@@ -102,12 +105,18 @@ class WorkSource(_core.WorkSource):
                 raise Error(f"ranks disagree on the dataset or the worksource settings: rank "
                             f"{bad[0]} has {every[bad[0]]}, rank 0 has {every[0]}",
                             _core_status("mismatch"))
-        super().__init__(dataset, seed=seed, rank=0 if rank is None else rank,
-                         world_size=1 if world_size is None else world_size, shuffle=shuffle,
-                         shuffle_block_shards=shuffle_block_shards, remainder=remainder,
-                         parts=mixture, epoch_samples=epoch_samples)
+        self._kw = dict(seed=seed, rank=0 if rank is None else rank,
+                        world_size=1 if world_size is None else world_size, shuffle=shuffle,
+                        shuffle_block_shards=shuffle_block_shards, remainder=remainder,
+                        parts=mixture, epoch_samples=epoch_samples)
+        super().__init__(dataset, **self._kw)
         self.dataset = dataset
         self.comm = comm
+
+    def _fresh(self):
+        """The same plan, at its start, for one pipeline: a pipeline moves its
+        plan's state as it reads, so pipelines never share one."""
+        return _core.WorkSource(self.dataset, **self._kw)
 
 
 def _core_status(name):
@@ -171,7 +180,9 @@ class Pipeline(_core.Pipeline):
 
     def __init__(self, work_source, *, threads=0, epochs=1, chunk_samples=64,
                  in_flight_chunks=0, on_bad_record="fail", shard_cache_bytes=0):
-        super().__init__(work_source, threads=threads, epochs=epochs,
+        if not isinstance(work_source, WorkSource):
+            raise TypeError("Pipeline(work_source): a zephon.WorkSource is required")
+        super().__init__(work_source._fresh(), threads=threads, epochs=epochs,
                          chunk_samples=chunk_samples, in_flight_chunks=in_flight_chunks,
                          on_bad_record=on_bad_record, shard_cache_bytes=shard_cache_bytes)
         self.work_source = work_source
