@@ -62,6 +62,8 @@ def find_library():
 INC, LIBDIRS, RPATH, SHIP = find_library()
 CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
           "-Wno-cast-function-type"]
+if os.environ.get("ZEPHON_EXT_WERROR") == "1":
+    CFLAGS.append("-Werror")
 exts = [Extension("zephon._core", ["zephon/_core.c"], include_dirs=INC, library_dirs=LIBDIRS,
                   runtime_library_dirs=RPATH, libraries=["zephon"], extra_compile_args=CFLAGS)]
 

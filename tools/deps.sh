@@ -2,6 +2,8 @@
 # Install the Debian/Ubuntu packages Zephon needs, only those missing.
 #   tools/deps.sh            build + test dependencies
 #   tools/deps.sh --slurm    also Slurm and munge (for the Slurm integration test)
+# The Python package (python/) needs python3-dev, numpy; its tests and
+# benchmarks torch, mpi4py, h5py and regex (the pure-Python BPE reference).
 # The loopback test servers (tests/net) need nginx, openssl, curl, Node.js and npm;
 # Node.js may come from elsewhere than apt (with its own npm): then it is kept.
 set -euo pipefail
@@ -9,6 +11,8 @@ pkgs=(build-essential cmake pkg-config clang libomp-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
       libzstd-dev zstd libcurl4-openssl-dev libcmocka-dev
       libjansson-dev libsimdjson-dev libxxhash-dev python3
+      python3-dev python3-venv python3-pip python3-setuptools python3-numpy
+      python3-torch python3-mpi4py python3-h5py python3-regex
       nginx openssl curl ca-certificates)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

@@ -31,6 +31,17 @@ run_config() { # name, ctest args..., -- cmake args...
 
 mkdir -p build
 run_config gcc -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+# The Python package as a user installs it (README): `pip install ./python`
+# into a fresh virtual environment that sees apt's numpy and torch; it builds
+# and ships its own libzephon. Then its examples and API tests run from there.
+echo "=== [python] pip install ./python into build/venv"
+rm -rf build/venv python/build
+/usr/bin/python3 -m venv --system-site-packages build/venv
+build/venv/bin/pip install -q --no-build-isolation ./python >build/venv.log 2>&1 || { tail -30 build/venv.log; exit 1; }
+(cd python/tests && ZEPHON_BIN="$PWD/../../build/test-gcc/zephon" \
+   ../../build/venv/bin/python -m unittest test_examples test_api) >build/venv-tests.log 2>&1 ||
+  { tail -40 build/venv-tests.log; exit 1; }
+summary+=("python: pip install ./python into a venv, examples and API tests pass from it")
 if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   run_config clang none -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
   ZT_RESUME_STRIDE=5 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test_python_mpi.sh ZEPHON MPIRUN PYTHON PYTHONPATH - the Python package
+# under mpirun: examples/python/train_mpi.py (a PyTorch training loop, the
+# WorkSource on mpi4py's COMM_WORLD) on 2 and 3 ranks:
+#  1. every rank ends (exit 0), the ranks' documents partition the dataset
+#     (each sample exactly once: 601 samples, not a multiple of the ranks,
+#     so the WorkSource pads: the padded repeats are told apart);
+#  2. rank 0 writes the cluster report (txt, json, csv, html) listing every rank;
+#  3. ranks that disagree on the settings fail on every rank, naming it.
+set -u
+Z=$(realpath "${1:?usage: test_python_mpi.sh ZEPHON MPIRUN PYTHON PYTHONPATH}")
+MPIRUN=${2:-mpirun}
+PY=${3:-python3}
+export PYTHONPATH=${4:?}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
+. "$(dirname "$0")/../testlib.sh"
+EX="$(dirname "$0")/../../examples/python/train_mpi.py"
+run() { timeout 120 "$MPIRUN" --oversubscribe --bind-to none "$@"; }
+
+"$Z" gen --out "$T/ds" --format jsonl --shards 5 --samples-per-shard 120 --seed 4 >/dev/null &&
+  printf '{"id": 600, "text": "one more"}\n' > "$T/extra.jsonl" || { echo "FAIL - gen"; exit 1; }
+
+for np in 2 3; do
+  rm -rf "$T/rep$np"
+  run -np $np "$PY" "$EX" "$T/ds/manifest.json" "$T/extra.jsonl" --seq-len 128 \
+    --report "$T/rep$np" --ids-out "$T/ids$np" > "$T/out$np" 2>&1; rc=$?
+  check "np=$np: exit 0 ($rc)" '[[ $rc -eq 0 ]]' || tail -20 "$T/out$np"
+  n=$(cat "$T/ids$np".rank-* | sort -n | uniq | wc -l)
+  all=$(cat "$T/ids$np".rank-* | wc -l)
+  check "np=$np: the ranks' documents cover the 601 samples ($n distinct)" '[[ $n -eq 601 ]]'
+  pad=$(( (np - 601 % np) % np ))
+  check "np=$np: each sample once, plus $pad padded repeats ($all in all)" '[[ $all -eq $((601 + pad)) ]]'
+  for f in report.txt report.json report.csv report.html; do
+    check "np=$np: rank 0 wrote $f" '[[ -s "$T/rep$np/$f" ]]'
+  done
+  ranks=$("$PY" -c "import json,sys; print(len(json.load(open(sys.argv[1]))['ranks']))" "$T/rep$np/report.json" 2>&1)
+  check "np=$np: the report lists $np ranks ($ranks)" '[[ "$ranks" == "$np" ]]'
+done
+
+# 3. a rank with other settings: every rank fails with the message
+cat > "$T/bad.py" <<'PY'
+import sys
+from mpi4py import MPI
+from zephon import Dataset, WorkSource
+comm = MPI.COMM_WORLD
+try:
+    WorkSource(Dataset(sys.argv[1]), seed=comm.Get_rank(), comm=comm)
+except Exception as e:
+    print(f"rank {comm.Get_rank()}: {e}", flush=True)
+    sys.exit(3)
+PY
+run -np 2 "$PY" "$T/bad.py" "$T/ds/manifest.json" > "$T/bad.out" 2>&1; rc=$?
+check "disagreeing ranks: nonzero exit ($rc)" '[[ $rc -ne 0 ]]'
+check "disagreeing ranks: both ranks say why" \
+  '[[ $(grep -c "ranks disagree on the dataset or the worksource settings" "$T/bad.out") -eq 2 ]]'
+finish

@@ -1,0 +1,46 @@
+# The Python package (python/, docs/python.md): built against this build's
+# libzephon into ${CMAKE_BINARY_DIR}/python, then its tests run there.
+# Not in sanitizer builds (the interpreter is not instrumented; the C paths
+# the binding uses, kept batches and batch maps, run under ASan and TSan in
+# test_pipeline).
+if(NOT ZEPHON_SANITIZE)
+  if(NOT Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    # Debian's python3 has apt's numpy, torch, mpi4py; another python3 may
+    # come first on PATH
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python3 COMPONENTS Interpreter Development.Module)
+endif()
+if(NOT ZEPHON_SANITIZE AND Python3_FOUND AND TARGET zephon_cli)
+  set(_zp_py ${CMAKE_CURRENT_LIST_DIR}/../python)
+  set(_zp_pyout ${CMAKE_BINARY_DIR}/python)
+  file(GLOB _zp_py_src ${_zp_py}/zephon/*.c ${_zp_py}/zephon/*.py ${_zp_py}/setup.py)
+  set(_zp_py_deps zephon)
+  if(TARGET zephon_mpi)
+    list(APPEND _zp_py_deps zephon_mpi)
+  endif()
+  add_custom_command(OUTPUT ${_zp_pyout}/.built
+    COMMAND ${CMAKE_COMMAND} -E env ZEPHON_BUILD_DIR=${CMAKE_BINARY_DIR}
+            ZEPHON_EXT_WERROR=$<BOOL:${ZEPHON_WERROR}>
+            ${Python3_EXECUTABLE} setup.py -q build --build-base ${_zp_pyout}/build
+            --build-lib ${_zp_pyout}/lib
+    COMMAND ${CMAKE_COMMAND} -E touch ${_zp_pyout}/.built
+    WORKING_DIRECTORY ${_zp_py}
+    DEPENDS ${_zp_py_src} ${_zp_py_deps}
+    COMMENT "Building the zephon Python package")
+  add_custom_target(zephon_python ALL DEPENDS ${_zp_pyout}/.built)
+  set(_zp_pyenv "ZEPHON_PYTHONPATH=${_zp_pyout}/lib;ZEPHON_BIN=$<TARGET_FILE:zephon_cli>")
+  foreach(t api runner examples)
+    add_test(NAME test_python_${t}
+      COMMAND ${Python3_EXECUTABLE} -m unittest -v test_${t}
+      WORKING_DIRECTORY ${_zp_py}/tests)
+    set_tests_properties(test_python_${t} PROPERTIES TIMEOUT 300 LABELS "python;nosan"
+      ENVIRONMENT "${_zp_pyenv}")
+  endforeach()
+  if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
+    add_test(NAME test_python_mpi
+      COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/mpi/test_python_mpi.sh $<TARGET_FILE:zephon_cli>
+              ${MPIEXEC_EXECUTABLE} ${Python3_EXECUTABLE} ${_zp_pyout}/lib)
+    set_tests_properties(test_python_mpi PROPERTIES TIMEOUT 300 LABELS "python;mpi;nosan")
+  endif()
+endif()
