@@ -125,24 +125,28 @@ def _core_status(name):
 
 def _make_apply(fn, pipeline):
     """The one function both runners call per record: the record's JSON
-    (kind 0) or its text (kind 1, formats without JSON) in, the new JSON
-    out (bytes), or None to drop the record."""
-    loads, dumps = json.loads, json.dumps
+    (kind 0) or its text (kind 1, formats without JSON) in, as str; out: the
+    new record's JSON (bytes), only its text (str: in token modes, where the
+    record's other fields are not delivered, when the tokenize field is a
+    string), or None to drop the record."""
+    loads = json.loads
+    encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
+    name = getattr(fn, "__name__", "map_transform")
 
     def apply(kind, raw):
-        if kind == 0:
-            payload = loads(raw)
-        else:
-            payload = {pipeline._field: raw.decode("utf-8", "surrogateescape")}
+        field = pipeline._field
+        payload = loads(raw) if kind == 0 else {field: raw}
         out = fn(payload)
         if out is None:
             return None
         if not isinstance(out, dict):
-            raise TypeError(f"{getattr(fn, '__name__', 'map_transform')} returned "
-                            f"{type(out).__name__}: a map_transform returns a dict "
-                            f"(the new record) or None (drop it)")
-        return dumps(out, ensure_ascii=False, separators=(",", ":"),
-                     allow_nan=False).encode("utf-8")
+            raise TypeError(f"{name} returned {type(out).__name__}: a map_transform returns a "
+                            f"dict (the new record) or None (drop it)")
+        if pipeline._tokenized:
+            text = out.get(field)
+            if type(text) is str:
+                return text
+        return encode(out).encode("ascii")
 
     return apply
 
@@ -187,6 +191,7 @@ class Pipeline(_core.Pipeline):
                          on_bad_record=on_bad_record, shard_cache_bytes=shard_cache_bytes)
         self.work_source = work_source
         self._field = "text"
+        self._tokenized = False
         self._runner = "thread"
         self._observed = False
         self._started = False
@@ -221,6 +226,7 @@ class Pipeline(_core.Pipeline):
         folder with vocab.json + merges.txt, or a .tiktoken file)."""
         self._tokenize(tokenizer_id, field, parallelism)
         self._field = field
+        self._tokenized = True
         return self
 
     def batch(self, microbatch_size=32):

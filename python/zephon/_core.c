@@ -461,7 +461,7 @@ static PyTypeObject WorkSourceType = {
  *                         1: the record's text only)
  *   response at in_end:   u64 end, u64 n, u64 busy_ns, then n x (u64 kind,
  *                         u64 len) (kind 0: new JSON, 1: drop, 2: error
- *                         message), then the payloads */
+ *                         message, 3: new text only), then the payloads */
 #define RQ_HDR 16
 #define RS_HDR 24
 
@@ -561,8 +561,10 @@ static zp_status thread_map(void *user, zp_record *const *recs, size_t n, zp_sta
         size_t len;
         uint64_t kind;
         const char *s = record_payload(recs[i], &len, &kind);
-        PyObject *res = PyObject_CallFunction(op->apply, "Ky#", (unsigned long long)kind, s,
+        PyObject *res = PyObject_CallFunction(op->apply, "Ks#", (unsigned long long)kind, s,
                                               (Py_ssize_t)len);
+        Py_ssize_t tlen;
+        const char *t;
         if (!res) {
             char msg[512];
             describe_exception(msg, sizeof msg);
@@ -577,6 +579,17 @@ static zp_status thread_map(void *user, zp_record *const *recs, size_t n, zp_sta
                                            (size_t)PyBytes_GET_SIZE(res));
             if (status[i] != ZP_OK)
                 zp_record_error(recs[i], "cannot store the transformed record");
+        } else if (PyUnicode_Check(res)) {
+            if ((t = PyUnicode_AsUTF8AndSize(res, &tlen)) == NULL) {
+                char msg[512];
+                describe_exception(msg, sizeof msg);
+                zp_record_error(recs[i], "the transformed text: %s", msg);
+                status[i] = ZP_ERR_CALLBACK;
+            } else {
+                status[i] = zp_record_set_text(recs[i], t, (size_t)tlen);
+                if (status[i] != ZP_OK)
+                    zp_record_error(recs[i], "cannot store the transformed text");
+            }
         } else {
             zp_record_error(recs[i], "internal: apply returned %s", Py_TYPE(res)->tp_name);
             status[i] = ZP_ERR_INTERNAL;
@@ -758,6 +771,8 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
         off += len;
         if (kind == 0) {
             status[i] = zp_record_set_json(recs[i], p, len);
+        } else if (kind == 3) {
+            status[i] = zp_record_set_text(recs[i], p, len);
         } else if (kind == 1) {
             zp_record_drop(recs[i]);
         } else {
@@ -801,7 +816,7 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
         size_t total = 0, off = RQ_HDR + 16 * n;
         for (size_t i = 0; i < n; i++) {
             uint64_t kind = hdr[2 + 2 * i], len = hdr[3 + 2 * i];
-            PyObject *res = PyObject_CallFunction(apply, "Ky#", (unsigned long long)kind,
+            PyObject *res = PyObject_CallFunction(apply, "Ks#", (unsigned long long)kind,
                                                   (const char *)map + off, (Py_ssize_t)len);
             off += len;
             hdr = (uint64_t *)map;
@@ -812,6 +827,20 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
                 kinds[i] = 2;
             } else if (res == Py_None) {
                 kinds[i] = 1;
+            } else if (PyUnicode_Check(res)) {
+                PyObject *u = PyUnicode_AsUTF8String(res);
+                Py_DECREF(res);
+                if (!u) {
+                    char msg[512];
+                    describe_exception(msg, sizeof msg);
+                    char full[600];
+                    snprintf(full, sizeof full, "the transformed text: %s", msg);
+                    u = PyBytes_FromString(full);
+                    kinds[i] = 2;
+                } else {
+                    kinds[i] = 3;
+                }
+                res = u;
             } else if (!PyBytes_Check(res)) {
                 Py_DECREF(res);
                 res = PyBytes_FromString("internal: apply did not return bytes");
