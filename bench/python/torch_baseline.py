@@ -206,9 +206,52 @@ def measure(shards, microbatch, seq_len, workers, prefetch, max_seconds, split="
     }
 
 
+def check_packing(shards, data_dir=None):
+    """Checks the packing on `shards` with small rows (microbatch 3, seq_len 17):
+    at 0 workers the batches are exactly the concatenated documents + EOT cut
+    into overlapping rows, padded with EOT, and each batch counts the
+    documents that start in it; at 2 and 3 workers every batch keeps the
+    overlap and the totals (samples, tokens) are the same. Returns an error
+    message or None."""
+    mb, sl = 3, 17
+    enc = pybpe.Encoder(data_dir or os.path.join(REPO, "data", "gpt2"))
+    ref, starts = [], []
+    for path in shards:
+        for line in open_lines(path):
+            if line.strip():
+                starts.append(len(ref))
+                ref += enc.encode(json.loads(line)["text"]) + [enc.eot]
+    step = mb * sl
+    for workers in (0, 2, 3):
+        ds = PackedJsonl(shards, mb, sl, data_dir=data_dir)
+        stream, counts, docs, tokens = [], [], 0, 0
+        for t, n, k in DataLoader(ds, batch_size=None, num_workers=workers):
+            a = t.numpy()
+            if a.shape != (mb, sl + 1) or a.dtype != np.int32:
+                return "workers %d: batch of shape %s, %s" % (workers, a.shape, a.dtype)
+            if any(a[i][0] != a[i - 1][-1] for i in range(1, mb)):
+                return "workers %d: a row does not start with the last token of the row before" % workers
+            flat = a[0].tolist() + [x for r in a[1:] for x in r[1:].tolist()]
+            stream += flat[:-1]
+            counts.append(n)
+            docs += n
+            tokens += k
+        if (docs, tokens) != (len(starts), len(ref)):
+            return "workers %d: %d samples %d tokens, expected %d and %d" % (workers, docs, tokens, len(starts),
+                                                                           len(ref))
+        if workers == 0:
+            if stream[:len(ref)] != ref or any(x != enc.eot for x in stream[len(ref):]):
+                return "workers 0: the batches are not the packed stream"
+            want = [sum(1 for x in starts if b * step <= x < (b + 1) * step) for b in range(len(counts))]
+            if counts != want:
+                return "workers 0: documents per batch %s, expected %s" % (counts[:10], want[:10])
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description="PyTorch DataLoader + pure-Python GPT-2 BPE baseline")
     ap.add_argument("--shards", nargs="+", required=True, help=".jsonl or .jsonl.zst files")
+    ap.add_argument("--check", action="store_true", help="check the packing on these (small) shards and exit")
     ap.add_argument("--microbatch", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--workers", type=int, default=2)
@@ -233,6 +276,11 @@ def main():
     common = dict(shards=args.shards, microbatch=args.microbatch, seq_len=args.seq_len,
                   max_seconds=args.max_seconds, split=args.split, epochs=args.epochs, data_dir=args.data_dir)
     env = {"cpus": sorted(os.sched_getaffinity(0)), "torch": torch.__version__, "python": sys.version.split()[0]}
+
+    if args.check:
+        err = check_packing(args.shards, args.data_dir)
+        print("torch_baseline --check: " + (err or "OK: packing exact at 0 workers, totals equal at 2 and 3"))
+        return 1 if err else 0
 
     if not args.sweep:
         r = measure(workers=args.workers, prefetch=args.prefetch_factor, **common)
