@@ -1015,11 +1015,14 @@ typedef struct {
     int started;
     int ended;          /* ZP_END seen */
     int closed;
+    int in_next;        /* a thread waits in next() (the GIL released) */
     Py_ssize_t live_batches;
 } PipelineObject;
 
 static void pipeline_shutdown(PipelineObject *self)
 {
+    if (self->in_next)
+        return; /* next() shuts it down when it returns (closed is set) */
     if (self->p) {
         zp_pipeline *p = self->p;
         self->p = NULL;
@@ -1265,8 +1268,18 @@ static PyObject *Pipeline_next(PipelineObject *self, PyObject *unused)
     const zp_batch *b = NULL;
     zp_status st;
     zp_pipeline *p = self->p;
+    if (self->in_next)
+        return raise_status(ZP_ERR_STATE, "next(): another thread is iterating this pipeline");
+    self->in_next = 1;
     Py_BEGIN_ALLOW_THREADS st = zp_pipeline_next(p, &b);
-    Py_END_ALLOW_THREADS if (st == ZP_END)
+    Py_END_ALLOW_THREADS self->in_next = 0;
+    if (self->closed) {
+        /* closed by another thread meanwhile: this batch is not handed out */
+        if (self->live_batches == 0)
+            pipeline_shutdown(self);
+        return raise_status(ZP_ERR_STATE, "the pipeline was closed");
+    }
+    if (st == ZP_END)
     {
         self->ended = 1;
         Py_RETURN_NONE;
