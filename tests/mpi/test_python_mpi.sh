@@ -48,6 +48,7 @@ try:
     WorkSource(Dataset(sys.argv[1]), seed=comm.Get_rank(), comm=comm)
 except Exception as e:
     print(f"rank {comm.Get_rank()}: {e}", flush=True)
+    comm.Barrier()  # both ranks have said it before mpirun ends the job
     sys.exit(3)
 PY
 run -np 2 "$PY" "$T/bad.py" "$T/ds/manifest.json" > "$T/bad.out" 2>&1; rc=$?
