@@ -47,12 +47,15 @@ comm = MPI.COMM_WORLD
 try:
     WorkSource(Dataset(sys.argv[1]), seed=comm.Get_rank(), comm=comm)
 except Exception as e:
-    print(f"rank {comm.Get_rank()}: {e}", flush=True)
-    comm.Barrier()  # both ranks have said it before mpirun ends the job
+    # a file per rank: mpirun may end the job before forwarding every
+    # rank's output once one exits nonzero
+    with open(f"{sys.argv[2]}.rank-{comm.Get_rank()}", "w") as f:
+        f.write(f"{e}\n")
+    comm.Barrier()  # every rank wrote it before any exits
     sys.exit(3)
 PY
-run -np 2 "$PY" "$T/bad.py" "$T/ds/manifest.json" > "$T/bad.out" 2>&1; rc=$?
+run -np 2 "$PY" "$T/bad.py" "$T/ds/manifest.json" "$T/bad" > "$T/bad.out" 2>&1; rc=$?
 check "disagreeing ranks: nonzero exit ($rc)" '[[ $rc -ne 0 ]]'
 check "disagreeing ranks: both ranks say why" \
-  '[[ $(grep -c "ranks disagree on the dataset or the worksource settings" "$T/bad.out") -eq 2 ]]'
+  '[[ $(cat "$T"/bad.rank-* | grep -c "ranks disagree on the dataset or the worksource settings") -eq 2 ]]'
 finish
