@@ -282,17 +282,17 @@ class Pipeline(_core.Pipeline):
         map operators' runners add their own figures under "runners"
         (under the process runner: the workers' busy time and the round
         trips' overhead)."""
-        d = json.loads(self._metrics())
+        d = json.loads(self._snapshot(0))
         d["runners"] = self._runner_stats()
         return d
 
     def fetch_timing_snapshot(self):
         """Time spent fetching and reading records, as a dict."""
-        return json.loads(self._fetch_timing())
+        return json.loads(self._snapshot(1))
 
     def prefetch_timing_snapshot(self):
         """Time spent by shard prefetching, as a dict."""
-        return json.loads(self._prefetch_timing())
+        return json.loads(self._snapshot(2))
 
     def counts(self):
         """What the stream delivered so far (batches, samples, padded,

@@ -1292,52 +1292,31 @@ static PyObject *Pipeline_next(PipelineObject *self, PyObject *unused)
     return make_batch(self, b);
 }
 
-static PyObject *json_result(zp_status st, zp_pipeline *p, char *js)
+/* _snapshot(which): 0 metrics, 1 fetch timing, 2 prefetch timing, as the
+ * library's JSON (the Python side parses it into a dict). */
+static PyObject *Pipeline_snapshot(PipelineObject *self, PyObject *args)
 {
+    int which;
+    if (!PyArg_ParseTuple(args, "i", &which) || check_open(self))
+        return NULL;
+    union {
+        zp_metrics_snapshot m;
+        zp_fetch_timing f;
+        zp_prefetch_timing pf;
+    } u;
+    char *js = NULL;
+    zp_status st = ZP_ERR_INVALID;
+    if (which == 0 && (st = zp_pipeline_metrics_snapshot(self->p, &u.m)) == ZP_OK)
+        st = zp_metrics_json(&u.m, &js);
+    else if (which == 1 && (st = zp_pipeline_fetch_timing_snapshot(self->p, &u.f)) == ZP_OK)
+        st = zp_fetch_timing_json(&u.f, &js);
+    else if (which == 2 && (st = zp_pipeline_prefetch_timing_snapshot(self->p, &u.pf)) == ZP_OK)
+        st = zp_prefetch_timing_json(&u.pf, &js);
     if (st != ZP_OK)
-        return raise_status(st, zp_pipeline_errmsg(p));
+        return raise_status(st, zp_pipeline_errmsg(self->p));
     PyObject *s = PyUnicode_FromString(js);
     free(js);
     return s;
-}
-
-static PyObject *Pipeline_metrics(PipelineObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (check_open(self))
-        return NULL;
-    zp_metrics_snapshot m;
-    char *js = NULL;
-    zp_status st = zp_pipeline_metrics_snapshot(self->p, &m);
-    if (st == ZP_OK)
-        st = zp_metrics_json(&m, &js);
-    return json_result(st, self->p, js);
-}
-
-static PyObject *Pipeline_fetch_timing(PipelineObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (check_open(self))
-        return NULL;
-    zp_fetch_timing f;
-    char *js = NULL;
-    zp_status st = zp_pipeline_fetch_timing_snapshot(self->p, &f);
-    if (st == ZP_OK)
-        st = zp_fetch_timing_json(&f, &js);
-    return json_result(st, self->p, js);
-}
-
-static PyObject *Pipeline_prefetch_timing(PipelineObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (check_open(self))
-        return NULL;
-    zp_prefetch_timing f;
-    char *js = NULL;
-    zp_status st = zp_pipeline_prefetch_timing_snapshot(self->p, &f);
-    if (st == ZP_OK)
-        st = zp_prefetch_timing_json(&f, &js);
-    return json_result(st, self->p, js);
 }
 
 /* The runners' own figures: [{name, runner, calls, records, ...}]. */
@@ -1459,9 +1438,7 @@ static PyMethodDef Pipeline_methods[] = {
     {"_options", (PyCFunction)Pipeline_options, METH_VARARGS, NULL},
     {"_enable_observability", (PyCFunction)Pipeline_enable_obs, METH_NOARGS, NULL},
     {"_next", (PyCFunction)Pipeline_next, METH_NOARGS, NULL},
-    {"_metrics", (PyCFunction)Pipeline_metrics, METH_NOARGS, NULL},
-    {"_fetch_timing", (PyCFunction)Pipeline_fetch_timing, METH_NOARGS, NULL},
-    {"_prefetch_timing", (PyCFunction)Pipeline_prefetch_timing, METH_NOARGS, NULL},
+    {"_snapshot", (PyCFunction)Pipeline_snapshot, METH_VARARGS, NULL},
     {"_runner_stats", (PyCFunction)Pipeline_runner_stats, METH_NOARGS, NULL},
     {"_state_save", (PyCFunction)Pipeline_state_save, METH_NOARGS, NULL},
     {"_state_restore", (PyCFunction)Pipeline_state_restore, METH_VARARGS, NULL},
