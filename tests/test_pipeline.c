@@ -740,6 +740,7 @@ static void test_pipeline_keep_batch(void **state)
     assert_int_equal(zp_pipeline_release_batch(p, kept[0]), ZP_ERR_INVALID);
     assert_int_equal(zp_pipeline_kept_batches(p), 0);
     zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
 
     /* keep one batch in two, release it two batches later: same stream */
     p = make_pipeline(f, &r, &ws);
