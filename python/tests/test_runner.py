@@ -63,6 +63,29 @@ class TestRunnersAgree(unittest.TestCase):
             "concat", 127).batch(microbatch_size=4)
         self.assertNotEqual([b.digest() for b in plain], t)
 
+    def test_two_transforms(self):
+        """Two map_transforms, 2 and 3 workers: the same as the thread
+        runner, and close() ends every worker promptly (each sees end of
+        file on its pipe: no other worker holds it)."""
+        def run(runner):
+            p = (Pipeline(WorkSource(Dataset(manifest()), seed=2))
+                 .map_transform(upper_odd_drop_7, parallelism=3)
+                 .map_transform(clean_text, parallelism=2)
+                 .batch(microbatch_size=5).options(runner=runner).enable_observability())
+            d = [b.digest() for b in p]
+            pids = [pid for r in p.metrics_snapshot()["runners"] for pid in r.get("worker_pids", [])]
+            t0 = time.time()
+            p.close()
+            return d, pids, time.time() - t0
+
+        t, _, _ = run("thread")
+        p, pids, secs = run("process")
+        self.assertEqual(t, p)
+        self.assertEqual(len(pids), 5)
+        self.assertLess(secs, 1.5)  # not the 2 s SIGKILL fallback
+        for pid in pids:
+            self.assertFalse(os.path.exists(f"/proc/{pid}"), pid)
+
     def test_byte_identical_records_with_drops_and_unicode(self):
         t, tc = digests(upper_odd_drop_7, "thread", tokenize=False)
         p, pc = digests(upper_odd_drop_7, "process", tokenize=False)

@@ -696,7 +696,8 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
     }
     if (!w) {
         pthread_mutex_unlock(&op->mu);
-        zp_record_error(recs[0], "process runner: a worker process died earlier");
+        zp_record_error(recs[0], "process runner: a worker process died or could not be "
+                                 "started earlier");
         return ZP_ERR_CALLBACK;
     }
     w->busy = 1;
@@ -1237,21 +1238,34 @@ static int start_runner(PipelineObject *self)
     self->started = 1;
     if (!self->process)
         return 0;
-    int fds[MAX_MAPS * 3 * 64];
+    size_t total = 0;
+    for (size_t i = 0; i < self->n_maps; i++)
+        total += self->maps[i]->n_workers;
+    /* every earlier worker's parent ends, closed in each later child (a
+     * child holding another worker's request pipe would keep that worker
+     * from seeing end of file) */
+    int *fds = malloc(3 * (total ? total : 1) * sizeof *fds);
+    if (!fds) {
+        PyErr_NoMemory();
+        return -1;
+    }
     size_t nf = 0;
-    for (size_t i = 0; i < self->n_maps; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < self->n_maps && rc == 0; i++) {
         mapop *op = self->maps[i];
         op->process = 1;
-        if (mapop_fork(op, fds, nf) != 0)
-            return -1;
-        /* later maps' children close this map's parent ends */
-        for (size_t k = 0; k < op->n_workers && nf + 3 <= sizeof fds / sizeof fds[0]; k++) {
+        rc = mapop_fork(op, fds, nf);
+        for (size_t k = 0; rc == 0 && k < op->n_workers; k++) {
             fds[nf++] = op->w[k].req_w;
             fds[nf++] = op->w[k].resp_r;
             fds[nf++] = op->w[k].memfd;
         }
     }
-    return 0;
+    free(fds);
+    if (rc != 0)
+        for (size_t i = 0; i < self->n_maps; i++)
+            self->maps[i]->failed = 1; /* later next() calls fail, never half-run */
+    return rc;
 }
 
 static PyObject *make_batch(PipelineObject *self, const zp_batch *b);
