@@ -252,6 +252,12 @@ class TestErrors(unittest.TestCase):
         with self.assertRaises(zephon.Error):
             Pipeline(ws).map_transform(lambda r: r, parallelism=0)
         with self.assertRaises(zephon.Error) as cm:
+            Pipeline(ws, epochs=-1)
+        self.assertIn("epochs = -1", str(cm.exception))
+        with self.assertRaises(zephon.Error) as cm:
+            Pipeline(ws, threads=100000)
+        self.assertIn("threads = 100000", str(cm.exception))
+        with self.assertRaises(zephon.Error) as cm:
             WorkSource(Dataset(manifest()), seed=-1)
         self.assertIn("seed = -1", str(cm.exception))
 

@@ -186,6 +186,9 @@ class Pipeline(_core.Pipeline):
                  in_flight_chunks=0, on_bad_record="fail", shard_cache_bytes=0):
         if not isinstance(work_source, WorkSource):
             raise TypeError("Pipeline(work_source): a zephon.WorkSource is required")
+        for name, v, hi in (("epochs", epochs, 1 << 32), ("shard_cache_bytes", shard_cache_bytes, 1 << 64)):
+            if not isinstance(v, int) or not 0 <= v < hi:
+                raise Error(f"Pipeline: {name} = {v!r}: must be an integer 0..{hi - 1}", 2)
         super().__init__(work_source._fresh(), threads=threads, epochs=epochs,
                          chunk_samples=chunk_samples, in_flight_chunks=in_flight_chunks,
                          on_bad_record=on_bad_record, shard_cache_bytes=shard_cache_bytes)
