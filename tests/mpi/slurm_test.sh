@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# slurm_test.sh ZEPHON [TRAIN] - the slurm/ scripts on a real single-node
+# slurm_test.sh ZEPHON [TRAIN [PYTHONPATH]] - the slurm/ scripts on a real single-node
 # Slurm: starts munged (unless one runs), slurmctld and slurmd with a
 # slurm.conf in a temporary folder (this host, 127.0.0.1, private ports),
 # submits slurm/zephon-smoke.sbatch (and slurm/zephon-with-training.sbatch
 # when TRAIN, the example_mpi_train program, is given) with `sbatch --wait`,
+# and, when PYTHONPATH (the built zephon Python package) is given, the
+# Python example examples/python/train_mpi.py under `srun --mpi=pmix`;
 # checks the reports they wrote, and always stops what it started.
 #
 # Needs root and the slurm-wlm and munge packages (tools/deps.sh --slurm
@@ -11,6 +13,7 @@
 set -u
 Z=$(readlink -f "${1:?usage: slurm_test.sh ZEPHON [TRAIN]}")
 TRAIN=${2:+$(readlink -f "$2")}
+PYPATH=${3:+$(readlink -f "$3")}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "FAIL - $*"; exit 1; }
 
@@ -147,5 +150,24 @@ assert d['totals']['batches'] == 80, d['totals']['batches']   # 40 steps x 2 ran
 EOF
   [[ ! -e "$T/local/zephon-$job" ]] || fail "the node-local copy was not removed"
   echo "ok - training job $job: 40 lock-step steps on 2 ranks, report written, node-local copy cleaned"
+fi
+# 3. the Python example (mpi4py, a PyTorch loop) launched by srun
+if [[ -n ${PYPATH:-} ]]; then
+  out=$(timeout 150 sbatch --wait --nodes=1 --ntasks=2 --cpus-per-task=1 --overcommit \
+        -o "$T/job-%j.out" --export=ALL,PYTHONPATH="$PYPATH" \
+        --wrap "srun --mpi=pmix /usr/bin/python3 $SRC/examples/python/train_mpi.py $T/data/manifest.json --seq-len 128 --report $T/pyreport --ids-out $T/pyids" 2>&1)
+  rc=$?
+  job=$(grep -o 'Submitted batch job [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+  [[ $rc -eq 0 && -n $job ]] || { echo "$out"; tail -20 "$T/job-$job.out" 2>/dev/null; show_logs; fail "Python job failed (rc $rc)"; }
+  n=$(cat "$T"/pyids.rank-* | sort -n | uniq | wc -l)
+  all=$(cat "$T"/pyids.rank-* | wc -l)
+  [[ $n -eq 1200 && $all -eq 1200 ]] || fail "Python job: $n distinct of $all samples, not 1200 once each"
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['header']['ranks'] == 2, d['header']
+assert d['totals']['samples'] == 1200, d['totals']['samples']
+" "$T/pyreport/report.json" || { show_logs; fail "the Python job's report is wrong"; }
+  echo "ok - Python job $job: srun --mpi=pmix, 2 ranks, every sample once, report written"
 fi
 echo "slurm test passed"

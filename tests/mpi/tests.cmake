@@ -61,8 +61,13 @@ set_tests_properties(test_mpi_elastic PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
 # A real single-node Slurm (munged, slurmctld, slurmd started and stopped by
 # the script) running slurm/zephon-smoke.sbatch. Needs root and the
 # slurm-wlm and munge packages (tools/deps.sh --slurm); not under sanitizers.
+set(_zp_slurm_py "")
+if(TARGET zephon_python)
+  set(_zp_slurm_py ${_zp_pyout}/lib)
+endif()
 add_test(NAME test_mpi_slurm
-  COMMAND bash ${_zp_mpi_tests}/slurm_test.sh $<TARGET_FILE:zephon_cli> $<TARGET_FILE:example_mpi_train>)
+  COMMAND bash ${_zp_mpi_tests}/slurm_test.sh $<TARGET_FILE:zephon_cli> $<TARGET_FILE:example_mpi_train>
+          ${_zp_slurm_py})
 set_tests_properties(test_mpi_slurm PROPERTIES TIMEOUT 180 LABELS "mpi;slurm;nosan"
   ENVIRONMENT "${ZP_MPI_ENV}" RUN_SERIAL TRUE)
 
