@@ -276,6 +276,21 @@ static void create_chunked(const char *path, hsize_t rows, hsize_t cols)
 
 /* Record mode over that file, with 1 and then 2 fetch tasks: records/s,
  * and the lock's wait as a share of the fetch tasks' time. */
+/* Runs p to the end of its stream; the seconds it took. Dies (naming
+ * what) on an error. */
+static double drain(zp_pipeline *p, const char *what)
+{
+    const zp_batch *b;
+    zp_status st;
+    double t0 = now_s();
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+    }
+    double dt = now_s() - t0;
+    if (st != ZP_END)
+        die(what, zp_pipeline_errmsg(p));
+    return dt;
+}
+
 static double lock_run(const char *path, int shuffle, int fetch_par, double *wait, double *fetch,
                        uint64_t *n)
 {
@@ -289,14 +304,7 @@ static double lock_run(const char *path, int shuffle, int fetch_par, double *wai
     zp_pipeline *p = h.p;
     if (zp_pipeline_batch(p, 64) != ZP_OK || zp_pipeline_enable_observability(p) != ZP_OK)
         die("pipeline", zp_pipeline_errmsg(p));
-    const zp_batch *b;
-    zp_status st;
-    double t0 = now_s();
-    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
-    }
-    double dt = now_s() - t0;
-    if (st != ZP_END)
-        die(path, zp_pipeline_errmsg(p));
+    double dt = drain(p, path);
     zp_fetch_timing ft;
     zp_pipeline_fetch_timing_snapshot(p, &ft);
     *wait = ft.hdf5_lock_wait_seconds;
@@ -348,14 +356,7 @@ static double train(const char *spec, int threads, uint64_t *docs, uint64_t *tok
     if (zp_pipeline_tokenize(p, "gpt2", "text", (size_t)threads) != ZP_OK ||
         zp_pipeline_pack(p, ZP_PACK_CONCAT, 2048) != ZP_OK || zp_pipeline_batch(p, 8) != ZP_OK)
         die("pipeline", zp_pipeline_errmsg(p));
-    const zp_batch *b;
-    zp_status st;
-    double t0 = now_s();
-    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
-    }
-    double dt = now_s() - t0;
-    if (st != ZP_END)
-        die(spec, zp_pipeline_errmsg(p));
+    double dt = drain(p, spec);
     zp_pipeline_counts c;
     zp_pipeline_get_counts(p, &c);
     *docs = c.samples;
