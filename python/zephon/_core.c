@@ -460,8 +460,8 @@ static PyTypeObject WorkSourceType = {
  *                         the payloads back to back (kind 0: record JSON,
  *                         1: the record's text only)
  *   response at in_end:   u64 end, u64 n, u64 busy_ns, then n x (u64 kind,
- *                         u64 len) (kind 0: new JSON, 1: drop, 2: error
- *                         message, 3: new text only), then the payloads */
+ *                         u64 len) (RES_JSON, RES_DROP, RES_ERROR,
+ *                         RES_TEXT), then the payloads */
 #define RQ_HDR 16
 #define RS_HDR 24
 
@@ -549,6 +549,82 @@ static void describe_exception(char *out, size_t cap)
     Py_XDECREF(tb);
 }
 
+/* What apply gave for a record: the kinds of the process runner's
+ * response too. */
+enum { RES_JSON = 0, RES_DROP = 1, RES_ERROR = 2, RES_TEXT = 3 };
+
+/* Calls apply on one record's payload (with the GIL): its kind. *out
+ * (*olen bytes) is the new JSON, the new text (UTF-8) or the error
+ * message, held by *keep (a new reference, or NULL) until the caller
+ * releases it. */
+static uint64_t call_apply(PyObject *apply, uint64_t kind, const char *s, size_t len,
+                           PyObject **keep, const char **out, size_t *olen)
+{
+    PyObject *res = PyObject_CallFunction(apply, "Ks#", (unsigned long long)kind, s,
+                                          (Py_ssize_t)len);
+    char msg[600], why[512];
+    *keep = NULL;
+    *out = NULL;
+    *olen = 0;
+    if (!res) {
+        describe_exception(msg, sizeof msg);
+    } else if (res == Py_None) {
+        Py_DECREF(res);
+        return RES_DROP;
+    } else if (PyBytes_Check(res)) {
+        *keep = res;
+        *out = PyBytes_AS_STRING(res);
+        *olen = (size_t)PyBytes_GET_SIZE(res);
+        return RES_JSON;
+    } else {
+        Py_ssize_t n;
+        const char *t = PyUnicode_Check(res) ? PyUnicode_AsUTF8AndSize(res, &n) : NULL;
+        if (t) {
+            *keep = res;
+            *out = t;
+            *olen = (size_t)n;
+            return RES_TEXT;
+        }
+        if (PyUnicode_Check(res)) {
+            describe_exception(why, sizeof why);
+            snprintf(msg, sizeof msg, "the transformed text: %s", why);
+        } else {
+            snprintf(msg, sizeof msg, "internal: apply returned %s", Py_TYPE(res)->tp_name);
+        }
+        Py_DECREF(res);
+    }
+    *keep = PyBytes_FromString(msg);
+    if (*keep) {
+        *out = PyBytes_AS_STRING(*keep);
+        *olen = (size_t)PyBytes_GET_SIZE(*keep);
+    } else {
+        PyErr_Clear();
+        *out = "out of memory for the error message";
+        *olen = strlen(*out);
+    }
+    return RES_ERROR;
+}
+
+/* Stores what apply gave into the record: its status, as a zp_map_fn
+ * would return it. */
+static zp_status apply_result(zp_record *rec, uint64_t kind, const char *p, size_t len)
+{
+    zp_status st = ZP_OK;
+    if (kind == RES_JSON) {
+        if ((st = zp_record_set_json(rec, p, len)) != ZP_OK)
+            zp_record_error(rec, "cannot store the transformed record");
+    } else if (kind == RES_TEXT) {
+        if ((st = zp_record_set_text(rec, p, len)) != ZP_OK)
+            zp_record_error(rec, "cannot store the transformed text");
+    } else if (kind == RES_DROP) {
+        zp_record_drop(rec);
+    } else {
+        zp_record_error(rec, "%.*s", (int)(len > 900 ? 900 : len), p);
+        st = ZP_ERR_CALLBACK;
+    }
+    return st;
+}
+
 /* Thread runner: the Python function on each record, under the GIL (taken
  * once per chunk). */
 static zp_status thread_map(void *user, zp_record *const *recs, size_t n, zp_status *status)
@@ -558,43 +634,13 @@ static zp_status thread_map(void *user, zp_record *const *recs, size_t n, zp_sta
     PyGILState_STATE g = PyGILState_Ensure();
     uint64_t t1 = now_ns();
     for (size_t i = 0; i < n; i++) {
-        size_t len;
+        size_t len, olen;
         uint64_t kind;
-        const char *s = record_payload(recs[i], &len, &kind);
-        PyObject *res = PyObject_CallFunction(op->apply, "Ks#", (unsigned long long)kind, s,
-                                              (Py_ssize_t)len);
-        Py_ssize_t tlen;
-        const char *t;
-        if (!res) {
-            char msg[512];
-            describe_exception(msg, sizeof msg);
-            zp_record_error(recs[i], "%s", msg);
-            status[i] = ZP_ERR_CALLBACK;
-            continue;
-        }
-        if (res == Py_None) {
-            zp_record_drop(recs[i]);
-        } else if (PyBytes_Check(res)) {
-            status[i] = zp_record_set_json(recs[i], PyBytes_AS_STRING(res),
-                                           (size_t)PyBytes_GET_SIZE(res));
-            if (status[i] != ZP_OK)
-                zp_record_error(recs[i], "cannot store the transformed record");
-        } else if (PyUnicode_Check(res)) {
-            if ((t = PyUnicode_AsUTF8AndSize(res, &tlen)) == NULL) {
-                char msg[512];
-                describe_exception(msg, sizeof msg);
-                zp_record_error(recs[i], "the transformed text: %s", msg);
-                status[i] = ZP_ERR_CALLBACK;
-            } else {
-                status[i] = zp_record_set_text(recs[i], t, (size_t)tlen);
-                if (status[i] != ZP_OK)
-                    zp_record_error(recs[i], "cannot store the transformed text");
-            }
-        } else {
-            zp_record_error(recs[i], "internal: apply returned %s", Py_TYPE(res)->tp_name);
-            status[i] = ZP_ERR_INTERNAL;
-        }
-        Py_DECREF(res);
+        const char *s = record_payload(recs[i], &len, &kind), *out;
+        PyObject *keep;
+        uint64_t rk = call_apply(op->apply, kind, s, len, &keep, &out, &olen);
+        status[i] = apply_result(recs[i], rk, out, olen);
+        Py_XDECREF(keep);
     }
     uint64_t t2 = now_ns();
     op->calls++;
@@ -770,16 +816,7 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
         uint64_t kind = rh[3 + 2 * i], len = rh[4 + 2 * i];
         const char *p = (const char *)w->map + off;
         off += len;
-        if (kind == 0) {
-            status[i] = zp_record_set_json(recs[i], p, len);
-        } else if (kind == 3) {
-            status[i] = zp_record_set_text(recs[i], p, len);
-        } else if (kind == 1) {
-            zp_record_drop(recs[i]);
-        } else {
-            zp_record_error(recs[i], "%.*s", (int)(len > 900 ? 900 : len), p);
-            status[i] = ZP_ERR_CALLBACK;
-        }
+        status[i] = apply_result(recs[i], kind, p, len);
     }
 done:
     pthread_mutex_lock(&op->mu);
@@ -810,48 +847,19 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
             return 1;
         size_t rbase = align8(need);
         /* outputs collected first (the map may move when it grows) */
-        PyObject **outs = calloc(n ? n : 1, sizeof *outs);
+        PyObject **keeps = calloc(n ? n : 1, sizeof *keeps);
+        const char **outs = calloc(n ? n : 1, sizeof *outs);
+        size_t *lens = calloc(n ? n : 1, sizeof *lens);
         uint64_t *kinds = calloc(n ? n : 1, sizeof *kinds);
-        if (!outs || !kinds)
+        if (!keeps || !outs || !lens || !kinds)
             return 1;
         size_t total = 0, off = RQ_HDR + 16 * n;
         for (size_t i = 0; i < n; i++) {
             uint64_t kind = hdr[2 + 2 * i], len = hdr[3 + 2 * i];
-            PyObject *res = PyObject_CallFunction(apply, "Ks#", (unsigned long long)kind,
-                                                  (const char *)map + off, (Py_ssize_t)len);
+            kinds[i] = call_apply(apply, kind, (const char *)map + off, len, &keeps[i], &outs[i],
+                                  &lens[i]);
             off += len;
-            hdr = (uint64_t *)map;
-            if (!res) {
-                char msg[512];
-                describe_exception(msg, sizeof msg);
-                res = PyBytes_FromString(msg);
-                kinds[i] = 2;
-            } else if (res == Py_None) {
-                kinds[i] = 1;
-            } else if (PyUnicode_Check(res)) {
-                PyObject *u = PyUnicode_AsUTF8String(res);
-                Py_DECREF(res);
-                if (!u) {
-                    char msg[512];
-                    describe_exception(msg, sizeof msg);
-                    char full[600];
-                    snprintf(full, sizeof full, "the transformed text: %s", msg);
-                    u = PyBytes_FromString(full);
-                    kinds[i] = 2;
-                } else {
-                    kinds[i] = 3;
-                }
-                res = u;
-            } else if (!PyBytes_Check(res)) {
-                Py_DECREF(res);
-                res = PyBytes_FromString("internal: apply did not return bytes");
-                kinds[i] = 2;
-            }
-            if (!res)
-                return 1;
-            outs[i] = res;
-            if (kinds[i] != 1)
-                total += (size_t)PyBytes_GET_SIZE(res);
+            total += lens[i];
         }
         size_t end = rbase + RS_HDR + 16 * n + total;
         if (shm_reserve(memfd, &map, &map_len, end) != 0)
@@ -861,15 +869,16 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
         rh[1] = n;
         off = rbase + RS_HDR + 16 * n;
         for (size_t i = 0; i < n; i++) {
-            size_t len = kinds[i] == 1 ? 0 : (size_t)PyBytes_GET_SIZE(outs[i]);
             rh[3 + 2 * i] = kinds[i];
-            rh[4 + 2 * i] = len;
-            if (len)
-                memcpy(map + off, PyBytes_AS_STRING(outs[i]), len);
-            off += len;
-            Py_DECREF(outs[i]);
+            rh[4 + 2 * i] = lens[i];
+            if (lens[i])
+                memcpy(map + off, outs[i], lens[i]);
+            off += lens[i];
+            Py_XDECREF(keeps[i]);
         }
+        free(keeps);
         free(outs);
+        free(lens);
         free(kinds);
         rh[2] = now_ns() - t0;
         c = 'd';
