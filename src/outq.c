@@ -115,10 +115,6 @@ zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out
         if (blocked_ns)
             zpi_ctr_add(blocked_ns, zpi_now_ns() - t0);
     }
-    if (q->closed && bb) {
-        zpi_fifo_push(&q->free, &bb->node);
-        bb = NULL;
-    }
     pthread_mutex_unlock(&q->mu);
     *out = bb;
     return bb ? ZP_OK : ZP_ERR_STATE;
@@ -218,12 +214,10 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
 {
     pthread_mutex_lock(&q->mu);
     if (q->held) {
-        if (q->held->kept) {
-            pthread_cond_signal(&q->free_cv); /* the producer may allocate now */
-        } else {
+        if (!q->held->kept)
             zpi_fifo_push(&q->free, &q->held->node);
-            pthread_cond_signal(&q->free_cv);
-        }
+        /* a free buffer, or (kept) room for the producer to allocate one */
+        pthread_cond_signal(&q->free_cv);
         q->held = NULL;
     }
     while (!q->ready.head && !q->final_set)

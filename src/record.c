@@ -148,6 +148,17 @@ static void name_record(const zpi_op_env *env, const zpi_chunk *c, size_t i, con
             (unsigned long long)s->record, what, *msg ? ": " : "", msg);
 }
 
+/* The message of map op failing with s on record i (the callback's msg
+ * after where the record lives) into err; the status the record gets. */
+static zp_status map_failed(const zpi_op_env *env, const zpi_op *op, const zpi_chunk *c, size_t i,
+                            zp_status s, const char *msg, char *err, size_t errcap)
+{
+    char what[64];
+    zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
+    name_record(env, c, i, what, msg, err, errcap);
+    return s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK;
+}
+
 zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c,
                          size_t i, char *err, size_t errcap)
 {
@@ -157,10 +168,7 @@ zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w,
     zp_status s = op->fn(op->user, &rec);
     if (s == ZP_OK || s == ZP_END)
         return ZP_OK;
-    char what[64];
-    zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
-    name_record(env, c, i, what, msg, err, errcap);
-    return s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK;
+    return map_failed(env, op, c, i, s, msg, err, errcap);
 }
 
 /* A worker's arrays for batch maps, grown to the largest chunk seen. */
@@ -169,7 +177,6 @@ typedef struct zpi_batch_scratch {
     zp_record *recs;
     zp_record **ptrs;
     zp_status *st;
-    size_t *idx;
     char (*msgs)[256];
 } zpi_batch_scratch;
 
@@ -181,7 +188,6 @@ void zpi_record_scratch_free(zpi_worker *w)
     free(b->recs);
     free(b->ptrs);
     free(b->st);
-    free(b->idx);
     free(b->msgs);
     free(b);
     w->bs = NULL;
@@ -199,9 +205,8 @@ static zpi_batch_scratch *scratch_for(zpi_worker *w, size_t n)
     b->recs = calloc(n, sizeof *b->recs);
     b->ptrs = calloc(n, sizeof *b->ptrs);
     b->st = calloc(n, sizeof *b->st);
-    b->idx = calloc(n, sizeof *b->idx);
     b->msgs = calloc(n, sizeof *b->msgs);
-    if (!b->recs || !b->ptrs || !b->st || !b->idx || !b->msgs) {
+    if (!b->recs || !b->ptrs || !b->st || !b->msgs) {
         zpi_record_scratch_free(w);
         return NULL;
     }
@@ -225,7 +230,6 @@ void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w
                                  .err = b->msgs[n], .errcap = sizeof b->msgs[n]};
         b->ptrs[n] = &b->recs[n];
         b->st[n] = ZP_OK;
-        b->idx[n] = i;
         n++;
     }
     if (n == 0)
@@ -233,20 +237,18 @@ void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w
     /* The records share the worker's one parser: ensure_parsed re-parses a
      * record when another one was parsed since (w->json_of). */
     zp_status s = op->batch_fn(op->user, b->ptrs, n, b->st);
-    char what[64], err[ZPI_ERRMAX];
+    char err[ZPI_ERRMAX];
     if (s != ZP_OK && s != ZP_END) {
-        zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
-        name_record(env, c, b->idx[0], what, b->msgs[0], err, sizeof err);
-        zpi_chunk_fail(c, s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK, "%s", err);
+        s = map_failed(env, op, c, b->recs[0].i, s, b->msgs[0], err, sizeof err);
+        zpi_chunk_fail(c, s, "%s", err);
         return;
     }
     for (size_t k = 0; k < n && c->err.code == ZP_OK; k++) {
         zp_status st = b->st[k];
         if (st == ZP_OK || st == ZP_END)
             continue;
-        zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(st));
-        name_record(env, c, b->idx[k], what, b->msgs[k], err, sizeof err);
-        zpi_op_bad_record(env, c, b->idx[k], st == ZP_ERR_NOMEM ? st : ZP_ERR_CALLBACK, err);
+        st = map_failed(env, op, c, b->recs[k].i, st, b->msgs[k], err, sizeof err);
+        zpi_op_bad_record(env, c, b->recs[k].i, st, err);
     }
 }
 
