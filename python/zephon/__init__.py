@@ -43,6 +43,15 @@ def _emit(logs):
         _log.log(_LEVELS.get(level, logging.INFO), "%s", msg)
 
 
+def _check_ints(where, settings):
+    """Each (name, value, bits): an integer 0..2^bits - 1 (the library's
+    unsigned fields, which a negative or larger value would wrap), else an
+    Error naming it."""
+    for name, v, bits in settings:
+        if not isinstance(v, int) or not 0 <= v < 1 << bits:
+            raise Error(f"{where}: {name} = {v!r}: must be an integer 0..{(1 << bits) - 1}", 2)
+
+
 def _comm_rank_size(comm):
     return comm.Get_rank(), comm.Get_size()
 
@@ -85,11 +94,9 @@ class WorkSource(_core.WorkSource):
     def __init__(self, dataset, *, seed=0, rank=None, world_size=None, shuffle=True,
                  shuffle_block_shards=8, remainder="pad", mixture=None, epoch_samples=0,
                  comm=None):
-        for name, v, hi in (("seed", seed, 1 << 64), ("epoch_samples", epoch_samples, 1 << 64),
-                            ("shuffle_block_shards", shuffle_block_shards, 1 << 32),
-                            ("rank", rank or 0, 1 << 32), ("world_size", world_size or 0, 1 << 32)):
-            if not isinstance(v, int) or not 0 <= v < hi:
-                raise Error(f"WorkSource: {name} = {v!r}: must be an integer 0..{hi - 1}", 2)
+        _check_ints("WorkSource", (("seed", seed, 64), ("epoch_samples", epoch_samples, 64),
+                                   ("shuffle_block_shards", shuffle_block_shards, 32),
+                                   ("rank", rank or 0, 32), ("world_size", world_size or 0, 32)))
         if comm is not None:
             r, n = _comm_rank_size(comm)
             if (rank is not None and rank != r) or (world_size is not None and world_size != n):
@@ -186,9 +193,7 @@ class Pipeline(_core.Pipeline):
                  in_flight_chunks=0, on_bad_record="fail", shard_cache_bytes=0):
         if not isinstance(work_source, WorkSource):
             raise TypeError("Pipeline(work_source): a zephon.WorkSource is required")
-        for name, v, hi in (("epochs", epochs, 1 << 32), ("shard_cache_bytes", shard_cache_bytes, 1 << 64)):
-            if not isinstance(v, int) or not 0 <= v < hi:
-                raise Error(f"Pipeline: {name} = {v!r}: must be an integer 0..{hi - 1}", 2)
+        _check_ints("Pipeline", (("epochs", epochs, 32), ("shard_cache_bytes", shard_cache_bytes, 64)))
         super().__init__(work_source._fresh(), threads=threads, epochs=epochs,
                          chunk_samples=chunk_samples, in_flight_chunks=in_flight_chunks,
                          on_bad_record=on_bad_record, shard_cache_bytes=shard_cache_bytes)
