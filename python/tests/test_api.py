@@ -77,6 +77,14 @@ class TestExactlyOnce(unittest.TestCase):
         got = [r for b in Pipeline(ws).batch(microbatch_size=64) for r in b.records]
         self.assertEqual(got, lines)
 
+    def test_plan_is_the_delivered_order(self):
+        ws = WorkSource(Dataset(manifest()), seed=11, rank=1, world_size=2)
+        plan = ws.samples(0, 0, 300)
+        got = [int(g) for b in Pipeline(ws).batch(microbatch_size=7) for g in b.global_ids]
+        self.assertEqual([g for _, _, g, _ in plan], got)
+        with self.assertRaises(zephon.Error):
+            ws.samples(0, 300, 1)  # past this rank's epoch
+
     def test_remainder_drop_and_pad(self):
         ds = Dataset(manifest())
         for rem, each in (("pad", 86), ("drop", 85)):
@@ -99,6 +107,7 @@ class TestZeroCopy(unittest.TestCase):
         self.assertEqual(b.loss_mask.dtype, np.uint8)
         self.assertEqual(b.segment_ids.dtype, np.int32)
         self.assertEqual(b.digest(), zephon._core.Batch.digest(b))
+        self.assertEqual(p.eot, 50256)
         p.close()
 
     def test_kept_arrays_outlive_next_and_close(self):

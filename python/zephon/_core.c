@@ -259,17 +259,10 @@ static PyObject *Dataset_logs(DatasetObject *self, PyObject *unused)
     return logq_drain(self->log);
 }
 
-static PyObject *Dataset_address(DatasetObject *self, PyObject *unused)
-{
-    (void)unused;
-    return PyLong_FromVoidPtr(self->ds);
-}
-
 static PyMethodDef Dataset_methods[] = {
     {"num_samples", (PyCFunction)Dataset_num_samples, METH_NOARGS, "samples in the dataset"},
     {"shards", (PyCFunction)Dataset_shards, METH_NOARGS, "[(name, samples, bytes)]"},
     {"_logs", (PyCFunction)Dataset_logs, METH_NOARGS, NULL},
-    {"_address", (PyCFunction)Dataset_address, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject DatasetType = {
@@ -429,17 +422,10 @@ static PyObject *WorkSource_samples(WorkSourceObject *self, PyObject *args)
     return l;
 }
 
-static PyObject *WorkSource_address(WorkSourceObject *self, PyObject *unused)
-{
-    (void)unused;
-    return PyLong_FromVoidPtr(self->ws);
-}
-
 static PyMethodDef WorkSource_methods[] = {
     {"info", (PyCFunction)WorkSource_info, METH_NOARGS, "settings and counts as a dict"},
     {"samples", (PyCFunction)WorkSource_samples, METH_VARARGS,
      "samples(epoch, start, count): [(shard, record, global_id, padded)]"},
-    {"_address", (PyCFunction)WorkSource_address, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject WorkSourceType = {
