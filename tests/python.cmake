@@ -37,6 +37,9 @@ if(NOT ZEPHON_SANITIZE AND Python3_FOUND AND TARGET zephon_cli)
     set_tests_properties(test_python_${t} PROPERTIES TIMEOUT 300 LABELS "python;nosan"
       ENVIRONMENT "${_zp_pyenv}")
   endforeach()
+  # The cleanup tests look at all of /dev/shm: alone, so that another test's
+  # MPI shared-memory segments (Open MPI's vader_segment.*) are not counted.
+  set_tests_properties(test_python_runner PROPERTIES RUN_SERIAL TRUE)
   if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
     add_test(NAME test_python_mpi
       COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/mpi/test_python_mpi.sh $<TARGET_FILE:zephon_cli>
