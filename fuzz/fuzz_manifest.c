@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset_internal.h"
+#include "data/dataset_internal.h"
 #include "fuzz_common.h"
 #include "zephon/dataset.h"
 

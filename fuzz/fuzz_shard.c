@@ -1,6 +1,6 @@
 /*
- * fuzz_shard.c - the shard readers (src/format_jsonl.c through the format
- * table of src/format.h: zpi_format_by_name(fmt)->load), on a shard file
+ * fuzz_shard.c - the shard readers (src/formats/format_jsonl.c through the format
+ * table of src/formats/format.h: zpi_format_by_name(fmt)->load), on a shard file
  * whose bytes are the fuzzer's input, checked against an independent
  * reading of the same bytes:
  *
@@ -12,7 +12,7 @@
  *    (any number of frames, skippable frames ignored); a file zstd cannot
  *    decode fully (corrupt, truncated, larger than max_shard_bytes) fails.
  *
- * Every record is then parsed by the record parser (src/json.h, with the
+ * Every record is then parsed by the record parser (src/base/json.h, with the
  * padding the loader guarantees), as the fetch stage does.
  *
  * The file is a memfd reached through /proc/self/fd/N: no disk I/O.
@@ -25,9 +25,9 @@
 
 #include <zstd.h>
 
-#include "format.h"
+#include "formats/format.h"
 #include "fuzz_common.h"
-#include "json.h"
+#include "base/json.h"
 
 #define MAX_RECORD ((size_t)32 << 10)
 #define MAX_SHARD ((size_t)1 << 20) /* small: zstd bombs reach it fast */

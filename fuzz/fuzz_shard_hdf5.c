@@ -1,5 +1,5 @@
 /*
- * fuzz_shard_hdf5.c - the HDF5 shard reader (src/format_hdf5.c, through
+ * fuzz_shard_hdf5.c - the HDF5 shard reader (src/formats/format_hdf5.c, through
  * the format table: zpi_format_by_name("hdf5")->load, then the reader's
  * read of every record, as the fetch stage does). Input: the bytes of an
  * .h5 file (seeds in fuzz/corpus/shard_hdf5: a sample file with text,
@@ -19,10 +19,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "chunk.h"
-#include "format.h"
+#include "ops/chunk.h"
+#include "formats/format.h"
 #include "fuzz_common.h"
-#include "reader.h"
+#include "formats/reader.h"
 
 #define MAX_RECORD ((size_t)64 << 10)
 #define MAX_READ 512 /* records read per input */

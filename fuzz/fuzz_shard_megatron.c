@@ -1,6 +1,6 @@
 /*
  * fuzz_shard_megatron.c - the Megatron indexed dataset reader
- * (src/format_megatron.c through the format table: load, then read every
+ * (src/formats/format_megatron.c through the format table: load, then read every
  * record), on a .bin/.idx pair made from the fuzzer's input, checked
  * against an independent reading of the same bytes.
  *
@@ -26,10 +26,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chunk.h"
-#include "format.h"
+#include "ops/chunk.h"
+#include "formats/format.h"
 #include "fuzz_common.h"
-#include "reader.h"
+#include "formats/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /*
  * mpi_h5.c - HDF5 shards through MPI-IO (parallel HDF5).
  *
- * The core library opens HDF5 files itself (src/format_hdf5.c) and asks the
+ * The core library opens HDF5 files itself (src/formats/format_hdf5.c) and asks the
  * dataset's h5_fapl hook for the driver, under its HDF5 lock. This file is
  * that hook: MPI-IO on MPI_COMM_SELF for files on a shared file system,
  * the serial driver for node-local ones. Opening on MPI_COMM_SELF keeps the

@@ -2,7 +2,7 @@
  * mpi_internal.h - the MPI layer's private structures and helpers, shared
  * by mpi_util.c (the layer's own small helpers: bounded appends, errors,
  * rank lists, string builder, human units; the clock, formatting and
- * mkdir -p come from src/util.h), mpi_comm.c (the handle,
+ * mkdir -p come from src/base/util.h), mpi_comm.c (the handle,
  * lock-step delivery), mpi_agree.c (startup agreement, dataset broadcast),
  * mpi_report.c (gather, reduce, analysis) and mpi_render.c (text, JSON,
  * CSV, HTML).
@@ -16,8 +16,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "error.h"
-#include "util.h"
+#include "base/error.h"
+#include "base/util.h"
 #include "zephon/mpi.h"
 
 #define ZPI_MPI_ERRMAX ZPI_ERRMAX
@@ -85,7 +85,7 @@ struct zp_mpi {
     char host[ZPI_MPI_HOST];
     char *hosts;        /* root: size x ZPI_MPI_HOST */
     zp_mpi_config cfg;
-    zpi_err err;                  /* the last error (src/error.h, as every handle) */
+    zpi_err err;                  /* the last error (src/base/error.h, as every handle) */
     int failed_create;            /* holds only the error of a failed zp_mpi_create */
 
     char data[ZPI_MPI_DATA_MAX];  /* zp_mpi_dataset_create's data summary (rank 0's) */

@@ -1,10 +1,10 @@
 /* mpi_util.c - the MPI layer's own small helpers: appending to
- * a bounded buffer, the handle's error (zpi_err of src/error.h, with the
+ * a bounded buffer, the handle's error (zpi_err of src/base/error.h, with the
  * failed-create convention of every handle), rank lists, the growable
  * string of the renderers, numbers in human units.
  *
  * What the core library already has (zpi_now, zpi_fmt, zpi_mkdir_p, zpi_err) is
- * used from src/util.c and src/error.c, which libzephon_mpi carries as its
+ * used from src/base/util.c and src/base/error.c, which libzephon_mpi carries as its
  * own hidden copy of those objects (CMakeLists.txt: zephon_util_objects),
  * so it never needs a zpi_ symbol exported by libzephon.so. */#include <errno.h>
 #include <limits.h>

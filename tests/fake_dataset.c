@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset_internal.h"
+#include "data/dataset_internal.h"
 #include "zephon/dataset.h"
 
 /* Test-side interface (declared again in test_worksource.c). */

@@ -1,4 +1,4 @@
-# HDF5 shards (src/format_hdf5.c): the reader, its safety rules, the token
+# HDF5 shards (src/formats/format_hdf5.c): the reader, its safety rules, the token
 # writer, the sample writer and the HDF5 lock. The test writes its fixtures
 # with the HDF5 C API itself (a parallel HDF5's hdf5.h includes <mpi.h>).
 zp_add_test(test_hdf5 SOURCES tests/test_hdf5.c tests/testutil.c TIMEOUT 300 LABELS unit hdf5)

@@ -1,4 +1,4 @@
-# Storage backends and transfers (src/storage*.c, src/xfer.c).
+# Storage backends and transfers (src/storage*.c, src/io/xfer.c).
 # test_storage: the URL helpers, the settings, the local backend, S3 URL
 # mapping and credentials (no network). test_xfer: transfers against the
 # loopback servers (nginx http/https, the S3 server, the fault proxy).

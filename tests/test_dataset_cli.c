@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "dataset_internal.h"
-#include "json.h"
+#include "data/dataset_internal.h"
+#include "base/json.h"
 #include "testutil.h"
 #include "zephon/dataset.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_disk_cache.c - the shard cache on disk (src/disk_cache.c): hit, miss,
+ * test_disk_cache.c - the shard cache on disk (src/io/disk_cache.c): hit, miss,
  * download and commit; no partial file under the final name; two threads and
  * four processes sharing one folder (each object downloaded once); kill -9
  * and a stuck owner (lease expiry) taken over; stale temporary files; the
@@ -29,9 +29,9 @@
 
 #include <cmocka.h>
 
-#include "disk_cache.h"
+#include "io/disk_cache.h"
 #include "testutil.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ------------------------------------------------------------ helpers */
 

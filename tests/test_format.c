@@ -12,8 +12,8 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "format.h"
-#include "json.h"
+#include "formats/format.h"
+#include "base/json.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ helpers */

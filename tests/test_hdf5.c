@@ -1,4 +1,4 @@
-/* test_hdf5.c - HDF5 shards (src/format_hdf5.c): the reader of every
+/* test_hdf5.c - HDF5 shards (src/formats/format_hdf5.c): the reader of every
  * layout (load + read of all records: in order, shuffled subsets,
  * repeats), what it refuses, damaged files, the token writer, the sample
  * writer, and the HDF5 lock. Fixtures are written with the HDF5 C API
@@ -18,12 +18,12 @@
 #include <hdf5.h>
 #include <xxhash.h>
 
-#include "chunk.h"
-#include "format.h"
-#include "hdf5_util.h"
-#include "reader.h"
+#include "ops/chunk.h"
+#include "formats/format.h"
+#include "formats/hdf5_util.h"
+#include "formats/reader.h"
 #include "testutil.h"
-#include "tokw.h"
+#include "formats/tokw.h"
 
 /* ------------------------------------------------------------ helpers */
 

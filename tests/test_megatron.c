@@ -1,4 +1,4 @@
-/* test_megatron.c - Megatron indexed datasets (src/format_megatron.c): the
+/* test_megatron.c - Megatron indexed datasets (src/formats/format_megatron.c): the
  * .bin/.idx reader for every token dtype (fixtures written by hand here, byte
  * by byte, independent of the writer), the writer, and bad pairs: every
  * header field, counts that disagree with the files, truncations and bit
@@ -16,11 +16,11 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
-#include "chunk.h"
-#include "format.h"
-#include "reader.h"
+#include "ops/chunk.h"
+#include "formats/format.h"
+#include "formats/reader.h"
 #include "testutil.h"
-#include "tokw.h"
+#include "formats/tokw.h"
 
 /* ------------------------------------------------------------ fixtures */
 

@@ -1,11 +1,11 @@
 /*
- * test_mixture.c - the mixture's draw sequence (src/mixture.c): every prefix
+ * test_mixture.c - the mixture's draw sequence (src/plan/mixture.c): every prefix
  * within one sample of the weights, seek and counts against a sequential
  * walk, the period, the weights made integers, refused weights,
  * determinism, and a sequence fixed by an exact-fraction reference of the
  * rule.
  *
- * Built with src/mixture.c, src/error.c and src/status.c only
+ * Built with src/plan/mixture.c, src/base/error.c and src/base/status.c only
  * (tests/mixture.cmake).
  */
 #include <setjmp.h>
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "mixture.h"
+#include "plan/mixture.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

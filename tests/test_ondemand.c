@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
-#include "tokw.h"
+#include "formats/tokw.h"
 #include "zephon/dataset.h"
 #include "zephon/pipeline.h"
 #include "zephon/tokenizer.h"

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "dataset_internal.h"
-#include "shard_cache.h"
+#include "data/dataset_internal.h"
+#include "data/shard_cache.h"
 #include "testutil.h"
 #include "zephon.h"
 

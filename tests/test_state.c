@@ -1,5 +1,5 @@
 /*
- * test_state.c - pipeline states (src/state.c): JSON render and parse
+ * test_state.c - pipeline states (src/plan/state.c): JSON render and parse
  * (round trip, every malformed field refused by name), the settings check,
  * merging rank states, the elastic re-split against an independent
  * simulation of what the old ranks delivered, describe, and the
@@ -21,7 +21,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
-#include "state.h"
+#include "plan/state.h"
 #include "testutil.h"
 #include "zephon/state.h"
 #include "zephon/worksource.h"

@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "storage.h"
+#include "io/storage.h"
 #include "testutil.h"
-#include "util.h"
+#include "base/util.h"
 #include "zephon/storage.h"
 
 static void redact_is(const char *spec, const char *want)

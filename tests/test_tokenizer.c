@@ -5,7 +5,7 @@
  * threads sharing one tokenizer.
  *
  * Data: ZP_TEST_DATA/tokenizer/corpus.jsonl and expected.jsonl (made once by
- * src/tokenizer/gen_expected.mjs from tiktoken's Rust core), and the shipped
+ * src/base/tokenizer/gen_expected.mjs from tiktoken's Rust core), and the shipped
  * vocabulary in ZP_TEST_DATA/../../data/gpt2.
  */
 #include <setjmp.h>
@@ -25,8 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tokenizer/tok_internal.h"
-#include "tokenizer/unicode_tables.h"
+#include "base/tokenizer/tok_internal.h"
+#include "base/tokenizer/unicode_tables.h"
 #include "zephon/tokenizer.h"
 
 #ifndef ZP_TEST_DATA

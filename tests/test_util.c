@@ -1,6 +1,6 @@
 /*
- * test_util.c - the small shared helpers (src/util.c) and the error
- * mechanism (src/error.c): number parsing with ranges and suffixes, mkdir -p,
+ * test_util.c - the small shared helpers (src/base/util.c) and the error
+ * mechanism (src/base/error.c): number parsing with ranges and suffixes, mkdir -p,
  * atomic file writes, the growable buffer, zpi_grow, the intrusive FIFO and
  * zpi_err.
  */
@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "testutil.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ------------------------------------------------------------ zpi_parse_u64 */
 

@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "util.h"
+#include "base/util.h"
 #include "zephon/worksource.h"
 
 /* tests/fake_dataset.c */

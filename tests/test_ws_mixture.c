@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "worksource_internal.h"
+#include "plan/worksource_internal.h"
 #include "zephon/worksource.h"
 
 zp_status fake_dataset_create(const uint64_t *counts, size_t n, int indexed, zp_dataset **out);

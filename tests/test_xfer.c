@@ -32,10 +32,10 @@
 
 #include <cmocka.h>
 
-#include "storage.h"
+#include "io/storage.h"
 #include "testutil.h"
-#include "util.h"
-#include "xfer.h"
+#include "base/util.h"
+#include "io/xfer.h"
 
 /* ------------------------------------------------------------ fixtures */
 

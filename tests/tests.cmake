@@ -22,7 +22,7 @@ foreach(part net dataset worksource engine cli storage disk_cache remote mixture
   endif()
 endforeach()
 
-# The small helpers and the error mechanism (src/util.c, src/error.c).
+# The small helpers and the error mechanism (src/base/util.c, src/base/error.c).
 zp_add_test(test_util SOURCES tests/test_util.c tests/testutil.c TIMEOUT 60 LABELS unit)
 
 # The shared libraries export the zp_ API only (ZP_API, -fvisibility=hidden).

@@ -1,9 +1,9 @@
-# WorkSource unit tests. They build src/worksource.c with a fake dataset
+# WorkSource unit tests. They build src/plan/worksource.c with a fake dataset
 # (tests/fake_dataset.c: shards given as record counts) instead of linking
 # libzephon, so they need no files and no other part of the library.
 # `test_worksource --bench` measures the lookup cost (not run by ctest).
 # test_ws_mixture: the WorkSource over a mixture (parts, passes, plans).
 foreach(t test_worksource test_ws_mixture)
-  zp_add_source_test(${t} SOURCES tests/${t}.c tests/fake_dataset.c src/worksource.c
-                     src/mixture.c src/util.c src/error.c src/status.c)
+  zp_add_source_test(${t} SOURCES tests/${t}.c tests/fake_dataset.c src/plan/worksource.c
+                     src/plan/mixture.c src/base/util.c src/base/error.c src/base/status.c)
 endforeach()

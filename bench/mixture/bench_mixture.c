@@ -1,5 +1,5 @@
 /*
- * bench_mixture.c - the cost of the mixture's selection (src/mixture.c):
+ * bench_mixture.c - the cost of the mixture's selection (src/plan/mixture.c):
  * nanoseconds per draw of zpi_mix_cursor_next() walking sequentially, per
  * zpi_mix_cursor_seek() to a random position, per zpi_mix_counts(), and
  * the one-time zpi_mix_create(), for 3 parts (0.7/0.2/0.1) and for 1000
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "mixture.h"
+#include "plan/mixture.h"
 
 static double now_s(void)
 {

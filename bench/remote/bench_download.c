@@ -1,6 +1,6 @@
 /*
  * bench_download.c - downloads URLs into a folder with the transfer engine
- * that pipelines use (src/xfer.c: one libcurl multi handle, P transfers at
+ * that pipelines use (src/io/xfer.c: one libcurl multi handle, P transfers at
  * once) and prints the wall time and MB/s. bench/remote/run.sh runs it next
  * to the curl command on the same files.
  *
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "storage.h"
-#include "util.h"
-#include "xfer.h"
+#include "io/storage.h"
+#include "base/util.h"
+#include "io/xfer.h"
 
 typedef struct waiter {
     pthread_mutex_t mu;

@@ -54,8 +54,8 @@
 
 #include <zephon.h>
 
-#include "error.h"
-#include "mixture.h"
+#include "base/error.h"
+#include "plan/mixture.h"
 
 #define NSHARDS 1000
 #define SHARD_SAMPLES 1000000ull

@@ -1,5 +1,5 @@
 /* cmd_gen.c - `zephon gen --out DIR ...`: the command-line face of the
- * synthetic dataset generator (src/gen.c): option parsing and printing. */
+ * synthetic dataset generator (src/api/gen.c): option parsing and printing. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gen.h"
-#include "hdf5_util.h"
-#include "util.h"
+#include "api/gen.h"
+#include "formats/hdf5_util.h"
+#include "base/util.h"
 
 static void gen_usage(FILE *f)
 {

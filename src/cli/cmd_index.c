@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "cli.h"
-#include "util.h"
+#include "base/util.h"
 #include "zephon/dataset.h"
 
 static void index_usage(FILE *f)

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "util.h"
+#include "base/util.h"
 #include "zephon/dataset.h"
 #include "zephon/preprocess.h"
 

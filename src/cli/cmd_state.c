@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "error.h"
-#include "state.h"
-#include "util.h"
+#include "base/error.h"
+#include "plan/state.h"
+#include "base/util.h"
 #include "zephon/state.h"
 
 static void state_usage(FILE *f)

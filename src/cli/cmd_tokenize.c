@@ -12,7 +12,7 @@
  * error); the lines before it are printed. This is the command, not the
  * library: printing is allowed here.
  *
- * Speed: the record parser and encoder of the pipeline (src/json.h, the
+ * Speed: the record parser and encoder of the pipeline (src/base/json.h, the
  * simdjson shim, and zp_encode()), run by N OpenMP threads. The input is
  * read in blocks (two, alternating); the complete lines of a block are cut
  * into chunks of at most CHUNK_BYTES, the threads parse, encode and format
@@ -40,8 +40,8 @@
 #include <zstd.h>
 
 #include "cli.h"
-#include "json.h"
-#include "util.h"
+#include "base/json.h"
+#include "base/util.h"
 #include "zephon/tokenizer.h"
 
 #ifndef BLOCK_PER_THREAD

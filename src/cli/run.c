@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "run_opts.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ------------------------------------------------------------ signals */
 

@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "run_opts.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Bounds of the settings that have no natural limit but their type's: a
  * pipeline of more threads or tasks than this is a typing mistake. */

@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "run_opts.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ------------------------------------------------------------ output files */
 

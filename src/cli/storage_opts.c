@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "cli.h"
-#include "util.h"
+#include "base/util.h"
 
 void zp_storage_usage(FILE *f)
 {

@@ -1,4 +1,4 @@
-/* test_gen.c - the generator module (src/gen.c) called in-process: the
+/* test_gen.c - the generator module (src/api/gen.c) called in-process: the
  * manifest comes back as bytes that read as the dataset written, the
  * output does not depend on the thread count, and bad settings or an
  * unwritable folder fail with a message naming them. */
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "gen.h"
+#include "api/gen.h"
 #include "testutil.h"
 #include "zephon.h"
 

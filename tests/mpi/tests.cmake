@@ -98,7 +98,7 @@ set_tests_properties(test_mpi_report_browser PROPERTIES TIMEOUT 180 LABELS "mpi;
 # One HDF5 file shared by the ranks (MPI-IO and serial drivers): exactly
 # once at 1..4 ranks, the same batches with both drivers, the report's
 # on-demand reads.
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/format_hdf5.c)
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/formats/format_hdf5.c)
   add_test(NAME test_mpi_hdf5
     COMMAND bash ${_zp_mpi_tests}/test_mpi_hdf5.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
   set_tests_properties(test_mpi_hdf5 PROPERTIES TIMEOUT 600 LABELS "mpi;cli"

@@ -1,0 +1,635 @@
+/*
+ * pipeline.c - the pipeline's public API: settings, builder calls, start,
+ * the consumer's side (zp_pipeline_next), shutdown. It owns the handle:
+ * the operator list, the tokenizer, the output queue and the engine.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "engine/engine.h"
+#include "api/pipeline_internal.h"
+#include "base/util.h"
+#include "plan/worksource_internal.h"
+
+struct zp_pipeline {
+    zp_pipeline_config cfg;
+    zp_worksource *ws;
+    zpi_err err;   /* the last error, for zp_pipeline_errmsg() */
+    zpi_err fatal; /* a failed create or start: every later call returns it */
+
+    /* operators, fixed before the first next() */
+    zpi_op ops[ZPI_MAX_OPS];
+    int n_ops, n_maps;
+    char *tok_id, *tok_field;
+    zp_tokenizer *tok;
+    size_t prefetch_buffer, prefetch_parallelism;
+    int observe;
+
+    /* the run */
+    int started; /* the first next() was called */
+    int q_ready; /* q was initialised */
+    zpi_outq q;
+    zpi_engine *engine;
+
+    /* consumer side */
+    zpi_ckpt ck; /* checkpoint bookkeeping (pipeline_state.c) */
+};
+
+void zp_pipeline_config_init(zp_pipeline_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->threads = 0;
+    cfg->epochs = 1;
+    cfg->chunk_samples = 64;
+    cfg->in_flight_chunks = 0;
+    cfg->fetch_parallelism = 1;
+    cfg->prefetch_batches = 2;
+    cfg->microbatch_size = 32;
+    cfg->seq_len = 2048;
+    cfg->pack = ZP_PACK_RECORDS;
+    cfg->on_bad_record = ZP_BAD_RECORD_FAIL;
+    cfg->shard_cache_bytes = (size_t)1 << 30;
+    cfg->fetch_delay_us = 0;
+}
+
+static const char *pack_name(int mode)
+{
+    switch (mode) {
+    case ZP_PACK_RECORDS: return "records";
+    case ZP_PACK_CONCAT: return "concat";
+    case ZP_PACK_PAD: return "pad";
+    default: return "unknown";
+    }
+}
+
+static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
+{
+    ZPI_RETURN_ERR_IF(c->threads < 0 || c->threads > 1024, e, ZP_ERR_INVALID,
+                      "threads = %d: must be 0..1024 (0: omp_get_max_threads())", c->threads);
+    ZPI_RETURN_ERR_IF(c->chunk_samples == 0 || c->chunk_samples > (1u << 20), e, ZP_ERR_INVALID,
+                      "chunk_samples = %zu: must be 1..1048576", c->chunk_samples);
+    ZPI_RETURN_ERR_IF(c->fetch_parallelism == 0 || c->fetch_parallelism > 1024, e, ZP_ERR_INVALID,
+                      "fetch_parallelism = %zu: must be 1..1024", c->fetch_parallelism);
+    ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096, e, ZP_ERR_INVALID,
+                      "prefetch_batches = %zu: must be 0..4096", c->prefetch_batches);
+    ZPI_RETURN_ERR_IF(c->microbatch_size == 0 || c->microbatch_size > (1u << 20), e, ZP_ERR_INVALID,
+                      "microbatch_size = %zu: must be 1..1048576", c->microbatch_size);
+    ZPI_RETURN_ERR_IF(c->seq_len == 0 || c->seq_len > (1u << 24), e, ZP_ERR_INVALID,
+                      "seq_len = %zu: must be 1..16777216", c->seq_len);
+    ZPI_RETURN_ERR_IF(c->in_flight_chunks > 65536, e, ZP_ERR_INVALID,
+                      "in_flight_chunks = %zu: must be 0..65536 (0: automatic)", c->in_flight_chunks);
+    ZPI_RETURN_ERR_IF((int)c->pack < ZP_PACK_RECORDS || (int)c->pack > ZP_PACK_PAD, e,
+                      ZP_ERR_INVALID,
+                      "pack = %d: unknown pack mode (ZP_PACK_RECORDS, ZP_PACK_CONCAT or ZP_PACK_PAD)",
+                      (int)c->pack);
+    ZPI_RETURN_ERR_IF((int)c->on_bad_record < ZP_BAD_RECORD_FAIL ||
+                          (int)c->on_bad_record > ZP_BAD_RECORD_SKIP,
+                      e, ZP_ERR_INVALID,
+                      "on_bad_record = %d: unknown bad-record policy (ZP_BAD_RECORD_FAIL or "
+                      "ZP_BAD_RECORD_SKIP)",
+                      (int)c->on_bad_record);
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_create(zp_worksource *ws, const zp_pipeline_config *cfg, zp_pipeline **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    zp_pipeline *p = calloc(1, sizeof *p);
+    *out = p;
+    if (!p)
+        return ZP_ERR_NOMEM;
+    if (cfg)
+        p->cfg = *cfg;
+    else
+        zp_pipeline_config_init(&p->cfg);
+    zp_status st = ws ? check_config(&p->err, &p->cfg)
+                      : zpi_err_set(&p->err, ZP_ERR_INVALID,
+                                    "zp_pipeline_create: ws = NULL: a worksource is required");
+    if (st != ZP_OK) {
+        zpi_err_copy(&p->fatal, &p->err); /* an error-only handle */
+        return st;
+    }
+    p->ws = ws;
+    zpi_op *f = &p->ops[0];
+    f->kind = ZPI_OP_FETCH;
+    zpi_fmt(f->name, sizeof f->name, "fetch");
+    f->parallelism = p->cfg.fetch_parallelism;
+    p->n_ops = 1;
+    return ZP_OK;
+}
+
+void zp_pipeline_destroy(zp_pipeline *p)
+{
+    if (!p)
+        return;
+    zpi_engine_destroy(p->engine);
+    if (p->q_ready)
+        zpi_outq_fini(&p->q);
+    zp_tokenizer_destroy(p->tok);
+    free(p->tok_id);
+    free(p->tok_field);
+    free(p->ck.part_samples);
+    free(p->ck.part_tokens);
+    free(p->ck.skips);
+    free(p);
+}
+
+/* A builder call may change the pipeline: before the first next(), on a
+ * handle whose creation succeeded. */
+static zp_status builder_check(zp_pipeline *p, const char *call)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    if (p->fatal.code != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    ZPI_RETURN_ERR_IF(p->started, &p->err, ZP_ERR_STATE,
+                      "%s: pipeline already iterating: configure it before the first next()", call);
+    return ZP_OK;
+}
+
+static zp_status check_parallelism(zp_pipeline *p, const char *call, size_t parallelism)
+{
+    ZPI_RETURN_ERR_IF(parallelism == 0 || parallelism > 1024, &p->err, ZP_ERR_INVALID,
+                      "%s: parallelism = %zu: must be 1..1024", call, parallelism);
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_prefetch"));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, "zp_pipeline_prefetch", parallelism));
+    p->prefetch_buffer = buffer_size;
+    p->prefetch_parallelism = parallelism;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_fetch"));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, "zp_pipeline_fetch", parallelism));
+    p->cfg.fetch_parallelism = parallelism;
+    p->ops[0].parallelism = parallelism;
+    return ZP_OK;
+}
+
+static zp_status add_map(zp_pipeline *p, const char *call, zp_map_fn fn, zp_map_batch_fn bfn,
+                         void *user, size_t parallelism, const char *name)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, call));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, call, parallelism));
+    ZPI_RETURN_ERR_IF(!fn && !bfn, &p->err, ZP_ERR_INVALID,
+                      "%s: fn = NULL: a map function is required", call);
+    ZPI_RETURN_ERR_IF(p->n_maps == ZPI_MAX_MAPS, &p->err, ZP_ERR_LIMIT,
+                      "%s('%s'): at most %d map_transform operators", call,
+                      name ? name : "map_transform", ZPI_MAX_MAPS);
+    ZPI_RETURN_ERR_IF(p->tok, &p->err, ZP_ERR_STATE,
+                      "%s('%s'): map_transform must come before tokenize", call,
+                      name ? name : "map_transform");
+    zpi_op *s = &p->ops[p->n_ops++];
+    s->kind = ZPI_OP_MAP;
+    s->fn = fn;
+    s->batch_fn = bfn;
+    s->user = user;
+    s->parallelism = parallelism;
+    zpi_fmt(s->name, sizeof s->name, "%s", name ? name : "map_transform");
+    p->n_maps++;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *user, size_t parallelism,
+                                    const char *name)
+{
+    return add_map(p, "zp_pipeline_map_transform", fn, NULL, user, parallelism, name);
+}
+
+zp_status zp_pipeline_map_transform_batch(zp_pipeline *p, zp_map_batch_fn fn, void *user,
+                                          size_t parallelism, const char *name)
+{
+    return add_map(p, "zp_pipeline_map_transform_batch", NULL, fn, user, parallelism, name);
+}
+
+zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
+                               size_t parallelism)
+{
+    const char *call = "zp_pipeline_tokenize";
+    ZPI_FORWARD_IF_ERR(builder_check(p, call));
+    ZPI_FORWARD_IF_ERR(check_parallelism(p, call, parallelism));
+    ZPI_RETURN_ERR_IF(p->tok, &p->err, ZP_ERR_STATE, "%s: tokenize is already set (tokenizer '%s')",
+                      call, p->tok_id);
+    ZPI_RETURN_ERR_IF(!tokenizer_id || !*tokenizer_id, &p->err, ZP_ERR_INVALID,
+                      "%s: tokenizer_id = %s: a tokenizer id is required (e.g. \"gpt2\")", call,
+                      tokenizer_id ? "\"\"" : "NULL");
+    char err[512];
+    err[0] = '\0';
+    zp_status st = zp_tokenizer_create(tokenizer_id, NULL, &p->tok, err, sizeof err);
+    if (st != ZP_OK)
+        return zpi_err_set(&p->err, st, "%s: tokenizer_id = '%s': %s", call, tokenizer_id,
+                           err[0] ? err : zp_status_str(st));
+    p->tok_id = zpi_strdup(tokenizer_id);
+    p->tok_field = zpi_strdup(field && *field ? field : "text");
+    if (!p->tok_id || !p->tok_field) {
+        zp_tokenizer_destroy(p->tok);
+        p->tok = NULL;
+        return zpi_err_set(&p->err, ZP_ERR_NOMEM, "%s: out of memory", call);
+    }
+    zpi_op *s = &p->ops[p->n_ops++];
+    s->kind = ZPI_OP_TOKENIZE;
+    s->parallelism = parallelism;
+    zpi_fmt(s->name, sizeof s->name, "tokenize");
+    if (p->cfg.pack == ZP_PACK_RECORDS)
+        p->cfg.pack = ZP_PACK_CONCAT;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_batch"));
+    ZPI_RETURN_ERR_IF(microbatch_size == 0 || microbatch_size > (1u << 20), &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_batch: microbatch_size = %zu: must be 1..1048576",
+                      microbatch_size);
+    p->cfg.microbatch_size = microbatch_size;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_pack"));
+    ZPI_RETURN_ERR_IF(mode != ZP_PACK_CONCAT && mode != ZP_PACK_PAD, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_pack: mode = %d (%s): must be ZP_PACK_CONCAT or ZP_PACK_PAD",
+                      (int)mode, pack_name((int)mode));
+    ZPI_RETURN_ERR_IF(seq_len == 0 || seq_len > (1u << 24), &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_pack: seq_len = %zu: must be 1..16777216", seq_len);
+    p->cfg.pack = mode;
+    p->cfg.seq_len = seq_len;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_options"));
+    ZPI_RETURN_ERR_IF(prefetch_batches > 4096, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096",
+                      prefetch_batches);
+    p->cfg.prefetch_batches = prefetch_batches;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_enable_observability(zp_pipeline *p)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_enable_observability"));
+    p->observe = 1;
+    return ZP_OK;
+}
+
+/* The first next(): set up the output queue and start the engine. A
+ * failure is kept in p->fatal. */
+static zp_status start(zp_pipeline *p)
+{
+    if (p->tok && p->cfg.pack == ZP_PACK_RECORDS)
+        p->cfg.pack = ZP_PACK_CONCAT;
+    ZPI_RETURN_ERR_IF(!p->tok && p->cfg.pack != ZP_PACK_RECORDS, &p->err, ZP_ERR_INVALID,
+                      "pack = %d (%s): token packing needs a tokenize operator "
+                      "(zp_pipeline_tokenize)",
+                      (int)p->cfg.pack, pack_name((int)p->cfg.pack));
+    p->started = 1;
+    zp_worksource_state at;
+    zp_worksource_get_state(p->ws, &at);
+    zpi_ckpt *ck = &p->ck;
+    if (!ck->part_samples) {
+        ck->nparts = zp_worksource_num_parts(p->ws);
+        ck->part_samples = calloc(ck->nparts ? ck->nparts : 1, sizeof *ck->part_samples);
+        ck->part_tokens = calloc(ck->nparts ? ck->nparts : 1, sizeof *ck->part_tokens);
+        if (!ck->part_samples || !ck->part_tokens) {
+            zpi_err_set(&p->fatal, ZP_ERR_NOMEM, "cannot start the pipeline: out of memory");
+            return zpi_err_copy(&p->err, &p->fatal);
+        }
+    }
+    if (!ck->restored) {
+        ck->at.valid = 1;
+        ck->at.epoch = at.epoch;
+        ck->at.position = at.position;
+        ck->at.token_offset = 0;
+        ck->at.carry = 0;
+    }
+
+    /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
+     * a count that would wrap it, instead of delivering nothing. */
+    if (p->cfg.epochs && (uint64_t)at.epoch + p->cfg.epochs > UINT32_MAX) {
+        zpi_err_set(&p->fatal, ZP_ERR_INVALID,
+                    "epochs = %u from start epoch %u: runs past the last epoch %u",
+                    (unsigned)p->cfg.epochs, (unsigned)at.epoch, (unsigned)UINT32_MAX - 1);
+        return zpi_err_copy(&p->err, &p->fatal);
+    }
+    size_t rows = p->cfg.microbatch_size, cols = p->tok ? p->cfg.seq_len + 1 : 0;
+    p->q_ready = 1;
+    zp_status st = zpi_outq_init(&p->q, p->cfg.prefetch_batches + 2, rows, cols);
+    if (st != ZP_OK) {
+        zpi_err_set(&p->fatal, st,
+                    "cannot start the pipeline: out of memory for %zu batch buffers of %zu x %zu",
+                    p->cfg.prefetch_batches + 2, rows, cols ? cols : (size_t)1);
+        return zpi_err_copy(&p->err, &p->fatal);
+    }
+    zpi_engine_plan plan = {
+        .ws = p->ws,
+        .threads = p->cfg.threads,
+        .epochs = p->cfg.epochs,
+        .chunk_samples = p->cfg.chunk_samples,
+        .in_flight_chunks = p->cfg.in_flight_chunks,
+        .shard_cache_bytes = p->cfg.shard_cache_bytes,
+        .ops = p->ops,
+        .n_ops = p->n_ops,
+        .env = {.ds = zp_worksource_dataset(p->ws),
+                .on_bad_record = p->cfg.on_bad_record,
+                .log = p->cfg.log,
+                .log_user = p->cfg.log_user,
+                .tok = p->tok,
+                .tok_field = p->tok_field,
+                .fetch_delay_us = p->cfg.fetch_delay_us,
+                .fixed_ok = p->tok == NULL || p->cfg.pack == ZP_PACK_PAD},
+        .pack = {.microbatch = rows,
+                 .tokens = p->tok != NULL,
+                 .mode = p->cfg.pack,
+                 .seq_len = p->cfg.seq_len,
+                 .eot = p->tok ? zp_tokenizer_eot(p->tok) : -1,
+                 .nparts = ck->nparts,
+                 .first_index = ck->next_batch,
+                 .first_offset = ck->restored ? ck->at.token_offset : 0,
+                 .first_carry = ck->restored && ck->at.carry},
+        .prefetch_buffer = p->prefetch_buffer,
+        .prefetch_parallelism = p->prefetch_parallelism,
+        .observe = p->observe,
+    };
+    st = zpi_engine_start(&plan, &p->q, &p->engine, &p->fatal);
+    if (st != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    return ZP_OK;
+}
+
+/* Resume point after a delivered batch. */
+static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
+{
+    zpi_ckpt *ck = &p->ck;
+    ck->next_batch = bb->b.index + 1;
+    if (bb->resume.valid)
+        ck->at = bb->resume;
+    if (bb->part_samples)
+        for (size_t i = 0; i < ck->nparts; i++) {
+            ck->part_samples[i] += bb->part_samples[i];
+            ck->part_tokens[i] += bb->part_tokens[i];
+        }
+}
+
+/* The skip range holding batch index i, or NULL. */
+static zpi_skip *skip_of(zpi_ckpt *ck, uint64_t i)
+{
+    for (size_t k = ck->n_prior_skips; k < ck->n_skips; k++)
+        if (i >= ck->skips[k].first && i <= ck->skips[k].last)
+            return &ck->skips[k];
+    return NULL;
+}
+
+/* A batch of a skipped range: counted in the range, not delivered. */
+static void note_skip(zp_pipeline *p, zpi_skip *sk, const zpi_batchbuf *bb)
+{
+    zpi_ckpt *ck = &p->ck;
+    if (bb->b.index == sk->first) { /* the range's first batch */
+        sk->from_epoch = ck->at.epoch;
+        sk->from_position = ck->at.position;
+    }
+    sk->samples += bb->b.n_samples;
+    sk->tokens += bb->delta.tokens;
+    zp_pipeline_counts d = bb->delta;
+    d.batches = 1;
+    zpi_counts_add(&ck->skipped, &d);
+    ck->next_batch = bb->b.index + 1;
+    if (bb->resume.valid) {
+        ck->at = bb->resume;
+        sk->to_epoch = bb->resume.epoch;
+        sk->to_position = bb->resume.position;
+    }
+}
+
+zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    ZPI_RETURN_ERR_IF(!out, &p->err, ZP_ERR_INVALID, "zp_pipeline_next: out = NULL");
+    *out = NULL;
+    if (p->fatal.code != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    if (!p->started)
+        ZPI_FORWARD_IF_ERR(start(p));
+    zpi_obs *obs = zpi_engine_obs(p->engine);
+    uint64_t t_wait = obs ? zpi_now_ns() : 0;
+    zpi_batchbuf *bb;
+    uint64_t now = 0;
+    zp_status st = zpi_outq_next(&p->q, &bb, &p->err, obs ? &now : NULL);
+    zpi_skip *sk;
+    while (bb && p->ck.n_skips > p->ck.n_prior_skips && (sk = skip_of(&p->ck, bb->b.index))) {
+        note_skip(p, sk, bb);
+        st = zpi_outq_next(&p->q, &bb, &p->err, obs ? &now : NULL);
+    }
+    if (bb) {
+        note_resume(p, bb);
+        *out = &bb->b;
+        if (obs) {
+            if (zpi_ctr_get(&obs->first_batch_ns) == 0)
+                atomic_store_explicit(&obs->first_batch_ns, now - obs->t_start + 1,
+                                      memory_order_relaxed);
+            else
+                zpi_ctr_add(&obs->stall_ns, now - t_wait);
+        }
+    }
+    return st;
+}
+
+/* (pipeline.h) */
+uint64_t zp_batch_digest(const zp_batch *b)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    if (b->mode == ZP_PACK_RECORDS) {
+        for (size_t i = 0; i < b->rows; i++) {
+            uint64_t len = b->offsets[i + 1] - b->offsets[i];
+            XXH64_update(h, &len, sizeof len);
+        }
+        XXH64_update(h, b->data, b->offsets[b->rows]);
+    } else {
+        size_t n = b->rows * b->cols;
+        XXH64_update(h, b->tokens, n * sizeof *b->tokens);
+        XXH64_update(h, b->loss_mask, n);
+        XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+    }
+    /* fixed-shape fields (HDF5): every array's bytes, with its name */
+    for (size_t k = 0; k < b->n_arrays; k++) {
+        const zp_array *a = &b->arrays[k];
+        size_t bytes = zp_dtype_size(a->dtype);
+        for (int d = 0; d < a->ndim; d++)
+            bytes *= (size_t)a->shape[d];
+        XXH64_update(h, a->name, strlen(a->name));
+        XXH64_update(h, a->data, bytes);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    ZPI_RETURN_ERR_IF(!p->q_ready || !p->started, &p->err, ZP_ERR_STATE,
+                      "zp_pipeline_keep_batch: no batch was delivered yet");
+    ZPI_RETURN_ERR_IF(!b || zpi_outq_keep(&p->q, ZPI_CONTAINER_OF(b, zpi_batchbuf, b)) != ZP_OK,
+                      &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_keep_batch: not the batch the last zp_pipeline_next() returned");
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_release_batch(zp_pipeline *p, const zp_batch *b)
+{
+    /* No message on p: another thread may be inside next(), writing it. */
+    if (!p || !b || !p->q_ready)
+        return ZP_ERR_INVALID;
+    return zpi_outq_release(&p->q, ZPI_CONTAINER_OF(b, zpi_batchbuf, b));
+}
+
+size_t zp_pipeline_kept_batches(const zp_pipeline *p)
+{
+    return p && p->q_ready ? zpi_outq_kept((zpi_outq *)&p->q) : 0;
+}
+
+const char *zp_pipeline_errmsg(const zp_pipeline *p) { return p ? zpi_err_msg(&p->err) : ""; }
+
+static void sub_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
+{
+    a->batches -= d->batches;
+    a->samples -= d->samples;
+    a->padded -= d->padded;
+    a->skipped -= d->skipped;
+    a->filtered -= d->filtered;
+    a->tokens -= d->tokens;
+    a->truncated_tokens -= d->truncated_tokens;
+    a->pad_tokens -= d->pad_tokens;
+}
+
+void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!p)
+        return;
+    if (p->q_ready) {
+        zpi_outq_counts((zpi_outq *)&p->q, out);
+        sub_counts(out, &p->ck.skipped);
+    }
+    zpi_counts_add(out, &p->ck.base);
+}
+
+void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out)
+{
+    if (!out)
+        return;
+    zpi_pipeline_total_counts(p, out);
+}
+
+void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st)
+{
+    if (!p->started && p->ws)
+        zp_worksource_get_state(p->ws, st);
+    else if (!p->started)
+        memset(st, 0, sizeof *st);
+    else {
+        /* the first document not yet started: past a carried one */
+        const zpi_resume_pt *at = &p->ck.at;
+        st->seed = zp_worksource_get_config(p->ws)->seed;
+        st->epoch = at->epoch;
+        st->position = at->position + (at->token_offset > 0);
+        zpi_worksource_settle(p->ws, &st->epoch, &st->position);
+    }
+}
+
+int32_t zp_pipeline_eot(const zp_pipeline *p) { return p && p->tok ? zp_tokenizer_eot(p->tok) : -1; }
+
+/* ------------------------------------------------------------ for pipeline_state.c */
+
+zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p) { return &p->ck; }
+
+zp_worksource *zpi_pipeline_ws(const zp_pipeline *p) { return p->ws; }
+
+int zpi_pipeline_started(const zp_pipeline *p) { return p->started; }
+
+zp_status zpi_pipeline_failed(const zp_pipeline *p)
+{
+    if (p->fatal.code != ZP_OK)
+        return p->fatal.code;
+    return p->q_ready ? zpi_outq_failed((zpi_outq *)&p->q) : ZP_OK;
+}
+
+zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
+{
+    const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
+    const zp_dataset *ds = zp_worksource_dataset(p->ws);
+    zpi_buf b = {0};
+    int rc = 0;
+    rc |= zpi_buf_printf(&b, "{\"dataset\":\"%016llx\",\"parts\":[",
+                   (unsigned long long)zp_dataset_fingerprint(ds));
+    size_t np = zp_worksource_num_parts(p->ws);
+    for (size_t i = 0; i < np; i++) {
+        rc |= zpi_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        rc |= zpi_buf_put_json_str(&b, zp_worksource_part_name(p->ws, i));
+        rc |= zpi_buf_printf(&b, ",\"shards\":%zu,\"samples\":%llu,\"weight\":%.17g}",
+                       wc->n_parts ? wc->parts[i].shards : zp_dataset_num_shards(ds),
+                       (unsigned long long)zp_worksource_part_samples(p->ws, i),
+                       zp_worksource_part_weight(p->ws, i));
+    }
+    rc |= zpi_buf_printf(&b,
+                   "],\"seed\":%llu,\"epoch_samples\":%llu,\"shuffle\":%d,"
+                   "\"shuffle_block_shards\":%u,\"remainder\":\"%s\",\"pack\":\"%s\","
+                   "\"microbatch\":%zu",
+                   (unsigned long long)wc->seed,
+                   (unsigned long long)zp_worksource_draws_per_epoch(p->ws), wc->shuffle ? 1 : 0,
+                   wc->shuffle_block_shards,
+                   wc->remainder == ZP_REMAINDER_DROP ? "drop" : "pad",
+                   pack_name((int)(p->tok && p->cfg.pack == ZP_PACK_RECORDS ? ZP_PACK_CONCAT
+                                                                            : p->cfg.pack)),
+                   p->cfg.microbatch_size);
+    if (p->tok) {
+        rc |= zpi_buf_printf(&b, ",\"seq_len\":%zu,\"tokenizer\":", p->cfg.seq_len);
+        rc |= zpi_buf_put_json_str(&b, p->tok_id);
+        rc |= zpi_buf_puts(&b, ",\"field\":");
+        rc |= zpi_buf_put_json_str(&b, p->tok_field);
+    }
+    rc |= zpi_buf_puts(&b, ",\"map\":[");
+    int first = 1;
+    for (int i = 0; i < p->n_ops; i++) {
+        if (p->ops[i].kind != ZPI_OP_MAP)
+            continue;
+        if (!first)
+            rc |= zpi_buf_puts(&b, ",");
+        first = 0;
+        rc |= zpi_buf_put_json_str(&b, p->ops[i].name);
+    }
+    rc |= zpi_buf_printf(&b, "],\"on_bad_record\":\"%s\"}",
+                   p->cfg.on_bad_record == ZP_BAD_RECORD_SKIP ? "skip" : "fail");
+    if (rc) {
+        zpi_buf_free(&b);
+        return ZP_ERR_NOMEM;
+    }
+    *out = b.p;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ for observe.c */
+
+int zpi_pipeline_observing(const zp_pipeline *p) { return p->observe; }
+
+zpi_engine *zpi_pipeline_engine(const zp_pipeline *p) { return p->engine; }
+
+size_t zpi_pipeline_ready_batches(zp_pipeline *p) { return p->q_ready ? zpi_outq_ready(&p->q) : 0; }
+
+zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
+
+size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p) { return p->cfg.prefetch_batches; }

@@ -1,0 +1,55 @@
+/*
+ * pipeline_internal.h - what observe.c reads from a pipeline handle
+ * (private). struct zp_pipeline itself is pipeline.c's; the engine, the
+ * operators, the packer and the output queue never see it.
+ */
+#ifndef ZP_PIPELINE_INTERNAL_H
+#define ZP_PIPELINE_INTERNAL_H
+
+#include "engine/engine.h"
+#include "zephon/pipeline.h"
+
+#include "plan/state.h"
+
+/* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
+ * are delivered; pipeline_state.c saves it and sets it from a state before
+ * the start. */
+typedef struct zpi_ckpt {
+    zpi_resume_pt at;          /* the stream after the last delivered batch */
+    uint64_t next_batch;       /* the next batch's index */
+    size_t nparts;
+    uint64_t *part_samples;    /* [nparts] delivered per part (owned) */
+    uint64_t *part_tokens;
+    zp_pipeline_counts base;   /* counts restored from a state */
+    zp_pipeline_counts skipped; /* counts of the skipped batches */
+    zpi_skip *skips;           /* ranges to skip (owned), ascending; samples, */
+    size_t n_skips;            /* tokens and the stream covered filled as they pass */
+    size_t n_prior_skips;      /* the first n_prior_skips came with a restored state */
+    int restored;              /* a state was restored */
+} zpi_ckpt;
+
+zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p);
+zp_worksource *zpi_pipeline_ws(const zp_pipeline *p);
+/* 1 after the first next(). */
+int zpi_pipeline_started(const zp_pipeline *p);
+/* The first failure that ended the stream (ZP_OK when none). */
+zp_status zpi_pipeline_failed(const zp_pipeline *p);
+/* The settings that change the data, as a compact JSON object (state.h),
+ * malloc'd. */
+zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out);
+/* The pipeline's total counts (restored base + delivered - skipped). */
+void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out);
+
+/* 1 once zp_pipeline_enable_observability() succeeded. */
+int zpi_pipeline_observing(const zp_pipeline *p);
+/* The running engine, or NULL before the first next() (or after a failed
+ * start). */
+zpi_engine *zpi_pipeline_engine(const zp_pipeline *p);
+/* Finished batches waiting for the consumer (0 before the start). */
+size_t zpi_pipeline_ready_batches(zp_pipeline *p);
+/* The handle's error, for the public calls observe.c implements. */
+zpi_err *zpi_pipeline_err(zp_pipeline *p);
+/* The prefetch_batches setting. */
+size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * pipeline_state.c - checkpoint and exact resume of a pipeline
+ * (zephon/state.h): a state is filled from the consumer's bookkeeping
+ * (pipeline.c's zpi_ckpt, updated as batches are delivered), the
+ * worksource's per-epoch plans and the pipeline's settings; a state is
+ * applied to a new pipeline before its start by setting the worksource's
+ * plans and position and the packer's first document (offset, carry).
+ * The JSON form, the settings check and the elastic re-split are state.c's.
+ *
+ * Thread safety: the consumer's thread, like the pipeline.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/pipeline_internal.h"
+#include "plan/state.h"
+#include "base/util.h"
+#include "plan/worksource_internal.h"
+#include "zephon/state.h"
+
+/* The pipeline's state as a one-rank zpi_state (borrowing nothing: every
+ * array is copied; clear it with zpi_state_clear). */
+static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
+{
+    zp_worksource *ws = zpi_pipeline_ws(p);
+    const zp_worksource_config *wc = zp_worksource_get_config(ws);
+    zpi_ckpt *ck = zpi_pipeline_ckpt(p);
+    memset(st, 0, sizeof *st);
+    st->version = ZP_STATE_VERSION;
+    st->seed = wc->seed;
+    st->world_size = wc->world_size;
+    st->epoch_samples = zp_worksource_draws_per_epoch(ws);
+    st->remainder = (int)wc->remainder;
+    /* (settings_hash is computed by zpi_state_render, from the canonical form) */
+    if (zpi_pipeline_settings_json(p, &st->settings) != ZP_OK)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+    const size_t np = zp_worksource_num_parts(ws);
+    st->n_parts = np;
+    st->part_names = calloc(np, sizeof *st->part_names);
+    st->part_weights = calloc(np, sizeof *st->part_weights);
+    st->n_ranks = 1;
+    st->ranks = calloc(1, sizeof *st->ranks);
+    if (!st->part_names || !st->part_weights || !st->ranks)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+    for (size_t i = 0; i < np; i++) {
+        st->part_names[i] = zpi_strdup(zp_worksource_part_name(ws, i));
+        st->part_weights[i] = zp_worksource_part_weight(ws, i);
+        if (!st->part_names[i])
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+    }
+
+    zpi_rank_state *r = &st->ranks[0];
+    r->rank = wc->rank;
+    r->next_batch = ck->next_batch;
+    if (zpi_pipeline_started(p) || ck->restored) {
+        r->epoch = ck->at.epoch;
+        r->position = ck->at.position;
+        r->token_offset = ck->at.token_offset;
+        r->carry = ck->at.carry;
+    } else {
+        zp_worksource_state w;
+        zp_worksource_get_state(ws, &w);
+        r->epoch = w.epoch;
+        r->position = w.position;
+    }
+    /* plans: the worksource's, as far as they are still ahead */
+    size_t n_plans = zpi_worksource_num_plans(ws);
+    r->plans = n_plans ? calloc(n_plans, sizeof *r->plans) : NULL;
+    if (n_plans && !r->plans)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+    for (size_t i = 0; i < n_plans; i++) {
+        zpi_epoch_plan pl;
+        zpi_worksource_plan(ws, i, &pl);
+        if (pl.epoch < r->epoch)
+            continue;
+        zpi_epoch_plan *d = &r->plans[r->n_plans++];
+        d->epoch = pl.epoch;
+        d->n = pl.n;
+        d->spans = malloc((pl.n ? pl.n : 1) * sizeof *d->spans);
+        if (!d->spans)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+        memcpy(d->spans, pl.spans, pl.n * sizeof *d->spans);
+    }
+    r->n_parts = np;
+    r->part_samples = calloc(np, sizeof *r->part_samples);
+    r->part_tokens = calloc(np, sizeof *r->part_tokens);
+    if (!r->part_samples || !r->part_tokens)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+    if (ck->part_samples && ck->nparts == np) {
+        memcpy(r->part_samples, ck->part_samples, np * sizeof *r->part_samples);
+        memcpy(r->part_tokens, ck->part_tokens, np * sizeof *r->part_tokens);
+    }
+    /* skipped ranges already passed (or restored with the state) */
+    r->skips = ck->n_skips ? calloc(ck->n_skips, sizeof *r->skips) : NULL;
+    if (ck->n_skips && !r->skips)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+    for (size_t i = 0; i < ck->n_skips; i++)
+        if (i < ck->n_prior_skips || ck->skips[i].first < ck->next_batch)
+            r->skips[r->n_skips++] = ck->skips[i];
+    zpi_pipeline_total_counts(p, &r->counts);
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_state_save(zp_pipeline *p, char **json, size_t *len)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    zpi_err *perr = zpi_pipeline_err(p);
+    ZPI_RETURN_ERR_IF(!json, perr, ZP_ERR_INVALID, "zp_pipeline_state_save: json is NULL");
+    *json = NULL;
+    if (len)
+        *len = 0;
+    zp_status failed = zpi_pipeline_failed(p);
+    ZPI_RETURN_ERR_IF(failed != ZP_OK, perr, ZP_ERR_STATE,
+                      "zp_pipeline_state_save: the stream ended with an error (%s): a failed "
+                      "stream has no state to save",
+                      zp_status_str(failed));
+    zpi_state st;
+    zpi_err err = {0};
+    zp_status rc = fill_state(p, &st, &err);
+    if (rc == ZP_OK)
+        rc = zpi_state_render(&st, json, len, &err);
+    zpi_state_clear(&st);
+    if (rc != ZP_OK)
+        return zpi_err_set(perr, rc, "zp_pipeline_state_save: %s", zpi_err_msg(&err));
+    return ZP_OK;
+}
+
+/* The skip ranges requested so far that lie before batch `next`. */
+static const zpi_skip *skip_before(const zpi_ckpt *ck, uint64_t next)
+{
+    for (size_t i = ck->n_prior_skips; i < ck->n_skips; i++)
+        if (ck->skips[i].first < next)
+            return &ck->skips[i];
+    return NULL;
+}
+
+zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    zpi_err *perr = zpi_pipeline_err(p);
+    ZPI_RETURN_ERR_IF(!json, perr, ZP_ERR_INVALID, "zp_pipeline_state_restore: json is NULL");
+    ZPI_RETURN_ERR_IF(zpi_pipeline_started(p), perr, ZP_ERR_STATE,
+                      "zp_pipeline_state_restore: the pipeline already started: restore before "
+                      "the first next()");
+    zp_status failed = zpi_pipeline_failed(p);
+    if (failed != ZP_OK)
+        return failed;
+    zp_worksource *ws = zpi_pipeline_ws(p);
+    const zp_worksource_config *wc = zp_worksource_get_config(ws);
+    zpi_ckpt *ck = zpi_pipeline_ckpt(p);
+    zpi_err err = {0};
+    zpi_state st;
+    memset(&st, 0, sizeof st);
+    zpi_rank_state rs;
+    memset(&rs, 0, sizeof rs);
+    char *mine = NULL;
+    zp_status rc = zpi_state_parse(json, len, &st, &err);
+    if (rc == ZP_OK && (rc = zpi_pipeline_settings_json(p, &mine)) != ZP_OK)
+        zpi_err_set(&err, rc, "out of memory");
+    if (rc == ZP_OK)
+        rc = zpi_state_check_settings(&st, mine, &err);
+    if (rc == ZP_OK)
+        rc = zpi_state_rank_plan(&st, wc->rank, wc->world_size, &rs, &err);
+    if (rc == ZP_OK && rs.n_parts != zp_worksource_num_parts(ws))
+        rc = zpi_err_set(&err, ZP_ERR_FORMAT, "the state counts %zu parts: the mixture has %zu",
+                         rs.n_parts, zp_worksource_num_parts(ws));
+    const zpi_skip *late = rc == ZP_OK ? skip_before(ck, rs.next_batch) : NULL;
+    if (late)
+        rc = zpi_err_set(&err, ZP_ERR_INVALID,
+                         "skip batches %llu-%llu: the state resumes at batch %llu, so they "
+                         "were delivered already",
+                         (unsigned long long)late->first, (unsigned long long)late->last,
+                         (unsigned long long)rs.next_batch);
+    if (rc == ZP_OK && (rc = zpi_worksource_set_plans(ws, rs.plans, rs.n_plans)) == ZP_OK) {
+        zp_worksource_state w = {wc->seed, rs.epoch, rs.position};
+        rc = zp_worksource_set_state(ws, &w);
+    }
+    if (rc != ZP_OK && !err.code)
+        zpi_err_set(&err, rc, "%s", zp_worksource_errmsg(ws));
+    /* the bookkeeping: counts, parts, the skips that came with the state */
+    zpi_skip *skips = NULL;
+    const size_t n_req = ck->n_skips - ck->n_prior_skips;
+    if (rc == ZP_OK && rs.n_skips + n_req) {
+        skips = calloc(rs.n_skips + n_req, sizeof *skips);
+        if (!skips)
+            rc = zpi_err_set(&err, ZP_ERR_NOMEM, "out of memory");
+    }
+    uint64_t *ps = NULL, *pt = NULL;
+    if (rc == ZP_OK) {
+        ps = calloc(rs.n_parts ? rs.n_parts : 1, sizeof *ps);
+        pt = calloc(rs.n_parts ? rs.n_parts : 1, sizeof *pt);
+        if (!ps || !pt)
+            rc = zpi_err_set(&err, ZP_ERR_NOMEM, "out of memory");
+    }
+    if (rc == ZP_OK) {
+        if (rs.n_skips)
+            memcpy(skips, rs.skips, rs.n_skips * sizeof *skips);
+        if (n_req)
+            memcpy(skips + rs.n_skips, ck->skips + ck->n_prior_skips, n_req * sizeof *skips);
+        free(ck->skips);
+        ck->skips = skips;
+        ck->n_skips = rs.n_skips + n_req;
+        ck->n_prior_skips = rs.n_skips;
+        skips = NULL;
+        memcpy(ps, rs.part_samples, rs.n_parts * sizeof *ps);
+        memcpy(pt, rs.part_tokens, rs.n_parts * sizeof *pt);
+        free(ck->part_samples);
+        free(ck->part_tokens);
+        ck->part_samples = ps;
+        ck->part_tokens = pt;
+        ck->nparts = rs.n_parts;
+        ps = pt = NULL;
+        ck->base = rs.counts;
+        ck->next_batch = rs.next_batch;
+        ck->at.valid = 1;
+        ck->at.epoch = rs.epoch;
+        ck->at.position = rs.position;
+        ck->at.token_offset = rs.token_offset;
+        ck->at.carry = rs.carry;
+        ck->restored = 1;
+    }
+    free(skips);
+    free(ps);
+    free(pt);
+    free(mine);
+    zpi_rank_state_clear(&rs);
+    zpi_state_clear(&st);
+    if (rc != ZP_OK)
+        return zpi_err_set(perr, rc, "zp_pipeline_state_restore: %s", zpi_err_msg(&err));
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_skip_batches(zp_pipeline *p, uint64_t first, uint64_t last)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    zpi_err *perr = zpi_pipeline_err(p);
+    ZPI_RETURN_ERR_IF(zpi_pipeline_started(p), perr, ZP_ERR_STATE,
+                      "zp_pipeline_skip_batches: the pipeline already started: skip before the "
+                      "first next()");
+    ZPI_RETURN_ERR_IF(last < first, perr, ZP_ERR_INVALID,
+                      "zp_pipeline_skip_batches: %llu-%llu: the last batch comes before the first",
+                      (unsigned long long)first, (unsigned long long)last);
+    zpi_ckpt *ck = zpi_pipeline_ckpt(p);
+    ZPI_RETURN_ERR_IF(first < ck->next_batch, perr, ZP_ERR_INVALID,
+                      "zp_pipeline_skip_batches: %llu-%llu: the stream resumes at batch %llu, so "
+                      "batch %llu was delivered already",
+                      (unsigned long long)first, (unsigned long long)last,
+                      (unsigned long long)ck->next_batch, (unsigned long long)first);
+    for (size_t i = ck->n_prior_skips; i < ck->n_skips; i++)
+        ZPI_RETURN_ERR_IF(first <= ck->skips[i].last && ck->skips[i].first <= last, perr,
+                          ZP_ERR_INVALID,
+                          "zp_pipeline_skip_batches: %llu-%llu overlaps %llu-%llu",
+                          (unsigned long long)first, (unsigned long long)last,
+                          (unsigned long long)ck->skips[i].first,
+                          (unsigned long long)ck->skips[i].last);
+    zpi_skip *a = realloc(ck->skips, (ck->n_skips + 1) * sizeof *a);
+    ZPI_RETURN_ERR_IF(!a, perr, ZP_ERR_NOMEM, "zp_pipeline_skip_batches: out of memory");
+    ck->skips = a;
+    /* keep the requested ranges ascending */
+    size_t at = ck->n_skips;
+    while (at > ck->n_prior_skips && a[at - 1].first > first) {
+        a[at] = a[at - 1];
+        at--;
+    }
+    memset(&a[at], 0, sizeof a[at]);
+    a[at].first = first;
+    a[at].last = last;
+    ck->n_skips++;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_part_counts(const zp_pipeline *p, size_t part, uint64_t *samples,
+                                  uint64_t *tokens)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    zp_pipeline *mp = (zp_pipeline *)p;
+    zpi_ckpt *ck = zpi_pipeline_ckpt(mp);
+    size_t np = zp_worksource_num_parts(zpi_pipeline_ws(p));
+    ZPI_RETURN_ERR_IF(part >= np, zpi_pipeline_err(mp), ZP_ERR_INVALID,
+                      "zp_pipeline_part_counts: part = %zu: the mixture has %zu part(s)", part, np);
+    uint64_t s = 0, t = 0;
+    if (ck->part_samples && part < ck->nparts) {
+        s = ck->part_samples[part];
+        t = ck->part_tokens[part];
+    }
+    if (samples)
+        *samples = s;
+    if (tokens)
+        *tokens = t;
+    return ZP_OK;
+}

@@ -1,0 +1,1031 @@
+/*
+ * preprocess.c - JSON text shards -> pre-tokenized token shards
+ * (zephon/preprocess.h, docs/preprocess.md).
+ *
+ * One shard at a time: the shard is decoded whole (its format's load, as
+ * the pipeline's shard cache does), its records are cut into blocks of
+ * about block_bytes, and a team of OpenMP threads works the blocks:
+ *
+ *   - a thread takes the next block (in record order) and parses and
+ *     encodes its records into the block's own buffers (one zpi_json and
+ *     one zp_encoder per thread);
+ *   - the block next in record order, once encoded, is written by whichever
+ *     thread finds it ready first (one writer at a time, outside the lock),
+ *     while the other threads go on encoding the blocks after it.
+ *
+ * At most `window` blocks (4 per thread) are encoded ahead of the writer, so
+ * memory is bounded by the threads, not by the shard. The team's hand-overs
+ * are ordered by one mutex and condition variable (the block states, the
+ * next block to take, the next to write, the writer flag).
+ *
+ * The documents go to a sink: a token writer (src/formats/tokw.h: .part file,
+ * committed and renamed when the shard is complete), or memory
+ * (zp_preprocess_encode_shard, for the MPI layer's shared file).
+ *
+ * Process-wide state: none (the HDF5 writer takes the library's HDF5 lock
+ * itself).
+ */
+#include "zephon/preprocess.h"
+
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include "data/dataset_internal.h"
+#include "base/error.h"
+#include "formats/format.h"
+#include "base/json.h"
+#include "data/manifest.h"
+#include "formats/tokw.h"
+#include "base/util.h"
+#include "zephon/tokenizer.h"
+
+#define MAX_THREADS 1024
+#define DEFAULT_BLOCK_BYTES ((size_t)64 << 10)
+#define BLOCKS_PER_THREAD 4
+
+/* ------------------------------------------------------------ the handle */
+
+typedef struct worker {
+    zpi_json *json;
+    zp_encoder *enc;
+} worker;
+
+struct zp_preprocess {
+    zpi_err err;
+    zp_preprocess_config cfg;
+    char *out_dir, *tok_id, *field; /* owned copies */
+    zp_dataset *ds;                 /* borrowed */
+    zp_tokenizer *tok;
+    zp_dtype dtype;
+    int32_t eot;
+    int nt;
+    worker *ws;
+    size_t n_shards;
+    char **out_name; /* "x.h5" / "x.bin" (relative to out_dir) */
+    char **out_path; /* OUT/x.h5, or the Megatron prefix OUT/x */
+    zp_preprocess_shard *res;
+    zp_preprocess_stats stats;
+    double t0;
+    int ready; /* created without error (else an error-only handle) */
+};
+
+void zp_preprocess_config_init(zp_preprocess_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->format = ZP_PREPROCESS_HDF5;
+    cfg->tokenizer = "gpt2";
+    cfg->field = "text";
+    cfg->shard_stride = 1;
+    cfg->block_bytes = DEFAULT_BLOCK_BYTES;
+}
+
+const char *zp_preprocess_errmsg(const zp_preprocess *pp)
+{
+    return pp ? zpi_err_msg(&pp->err) : "out of memory";
+}
+
+void zp_preprocess_destroy(zp_preprocess *pp)
+{
+    if (!pp)
+        return;
+    if (pp->ws)
+        for (int t = 0; t < pp->nt; t++) {
+            zpi_json_destroy(pp->ws[t].json);
+            zp_encoder_destroy(pp->ws[t].enc);
+        }
+    free(pp->ws);
+    for (size_t i = 0; i < pp->n_shards; i++) {
+        if (pp->out_name)
+            free(pp->out_name[i]);
+        if (pp->out_path)
+            free(pp->out_path[i]);
+    }
+    free(pp->out_name);
+    free(pp->out_path);
+    free(pp->res);
+    zp_tokenizer_destroy(pp->tok);
+    free(pp->out_dir);
+    free(pp->tok_id);
+    free(pp->field);
+    free(pp);
+}
+
+static int selected(const zp_preprocess *pp, size_t i)
+{
+    return i % pp->cfg.shard_stride == pp->cfg.shard_offset;
+}
+
+static const char *fmt_suffix(const zp_preprocess *pp)
+{
+    return pp->cfg.format == ZP_PREPROCESS_MEGATRON ? ".bin" : ".h5";
+}
+
+typedef struct name_pair {
+    const char *s;
+    size_t i;
+} name_pair;
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const name_pair *x = a, *y = b;
+    int c = strcmp(x->s, y->s);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Work out the output names. */
+static zp_status name_outputs(zp_preprocess *pp)
+{
+    size_t n = pp->n_shards;
+    pp->out_name = calloc(n ? n : 1, sizeof *pp->out_name);
+    pp->out_path = calloc(n ? n : 1, sizeof *pp->out_path);
+    pp->res = calloc(n ? n : 1, sizeof *pp->res);
+    if (!pp->out_name || !pp->out_path || !pp->res)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *path = zpi_dataset_shard_path(pp->ds, i);
+        const char *name = zp_dataset_shard_name(pp->ds, i);
+        const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
+        if (!path || !f || strstr(path, "://"))
+            return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
+                               "shard '%s': preprocess reads local files only (download "
+                               "remote shards first)",
+                               name ? name : "?");
+        if (strcmp(f->name, "jsonl") != 0 && strcmp(f->name, "jsonl.zst") != 0)
+            return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
+                               "shard '%s': format '%s': preprocess reads JSON text shards "
+                               "(jsonl, jsonl.zst)",
+                               name, f->name);
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        size_t bl = strlen(base), sl = strlen(f->suffix);
+        if (bl >= sl && strcmp(base + bl - sl, f->suffix) == 0)
+            bl -= sl;
+        const char *suf = fmt_suffix(pp);
+        size_t nl = bl + strlen(suf) + 1;
+        size_t pl = strlen(pp->out_dir) + 1 + bl + strlen(suf) + 1;
+        pp->out_name[i] = malloc(nl);
+        pp->out_path[i] = malloc(pl);
+        if (!pp->out_name[i] || !pp->out_path[i])
+            return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+        snprintf(pp->out_name[i], nl, "%.*s%s", (int)bl, base, suf);
+        snprintf(pp->out_path[i], pl, "%s/%.*s%s", pp->out_dir, (int)bl, base,
+                 pp->cfg.format == ZP_PREPROCESS_MEGATRON ? "" : suf);
+        if (bl == 0)
+            return zpi_err_set(&pp->err, ZP_ERR_INVALID,
+                               "shard '%s': its file name gives an empty output name", name);
+    }
+    return ZP_OK;
+}
+
+/* Two shards with one output name are an error (checked before writing). */
+static zp_status check_collisions(zp_preprocess *pp)
+{
+    size_t n = pp->n_shards;
+    /* collisions: sort (name, index) pairs by name */
+    name_pair *pr = malloc((n ? n : 1) * sizeof *pr);
+    if (!pr)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        pr[i] = (name_pair){pp->out_name[i], i};
+    if (n > 1)
+        qsort(pr, n, sizeof *pr, cmp_pair);
+    zp_status st = ZP_OK;
+    for (size_t k = 1; k < n && st == ZP_OK; k++) {
+        if (strcmp(pr[k - 1].s, pr[k].s) == 0) {
+            size_t a = pr[k - 1].i < pr[k].i ? pr[k - 1].i : pr[k].i;
+            size_t b = pr[k - 1].i < pr[k].i ? pr[k].i : pr[k - 1].i;
+            st = zpi_err_set(&pp->err, ZP_ERR_INVALID,
+                             "shards '%s' and '%s' would both be written to '%s' (one output "
+                             "per input shard, named by its base name)",
+                             zp_dataset_shard_name(pp->ds, a), zp_dataset_shard_name(pp->ds, b),
+                             pp->out_name[a]);
+        }
+    }
+    free(pr);
+    return st;
+}
+
+zp_status zp_preprocess_create(const zp_preprocess_config *cfg, zp_dataset *ds,
+                               zp_preprocess **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    zp_preprocess *pp = calloc(1, sizeof *pp);
+    *out = pp;
+    if (!pp)
+        return ZP_ERR_NOMEM;
+    zp_preprocess_config_init(&pp->cfg);
+    if (cfg)
+        pp->cfg = *cfg;
+    zp_preprocess_config *c = &pp->cfg;
+    if (!ds)
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "dataset: NULL");
+    pp->ds = ds;
+    if (!c->out_dir || !c->out_dir[0])
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "out_dir: missing");
+    if (c->format != ZP_PREPROCESS_HDF5 && c->format != ZP_PREPROCESS_MEGATRON)
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "format = %d: not a zp_preprocess_format",
+                           (int)c->format);
+    if (c->threads < 0 || c->threads > MAX_THREADS)
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "threads = %d: must be 0..%d", c->threads,
+                           MAX_THREADS);
+    if (c->shard_stride == 0)
+        c->shard_stride = 1;
+    if (c->shard_offset >= c->shard_stride)
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID,
+                           "shard_offset = %zu: must be below shard_stride (%zu)", c->shard_offset,
+                           c->shard_stride);
+    if (c->block_bytes == 0)
+        c->block_bytes = DEFAULT_BLOCK_BYTES;
+    if (!c->tokenizer || !c->tokenizer[0])
+        c->tokenizer = "gpt2";
+    if (!c->field || !c->field[0])
+        c->field = "text";
+    pp->out_dir = zpi_strdup(c->out_dir);
+    pp->tok_id = zpi_strdup(c->tokenizer);
+    pp->field = zpi_strdup(c->field);
+    if (!pp->out_dir || !pp->tok_id || !pp->field)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    /* "out/" -> "out" (names are joined with '/'), but keep "/" */
+    for (size_t l = strlen(pp->out_dir); l > 1 && pp->out_dir[l - 1] == '/'; l--)
+        pp->out_dir[l - 1] = '\0';
+    c->out_dir = pp->out_dir;
+    c->tokenizer = pp->tok_id;
+    c->field = pp->field;
+    char terr[512];
+    zp_status st = zp_tokenizer_create(c->tokenizer, NULL, &pp->tok, terr, sizeof terr);
+    if (st != ZP_OK)
+        return zpi_err_set(&pp->err, st, "tokenizer '%s': %s", c->tokenizer, terr);
+    pp->dtype = zp_tokenizer_vocab_size(pp->tok) <= 65536 ? ZP_DTYPE_U16 : ZP_DTYPE_I32;
+    pp->eot = zp_tokenizer_eot(pp->tok);
+    pp->nt = c->threads ? c->threads : omp_get_max_threads();
+    if (pp->nt < 1)
+        pp->nt = 1;
+    if (pp->nt > MAX_THREADS)
+        pp->nt = MAX_THREADS;
+    pp->ws = calloc((size_t)pp->nt, sizeof *pp->ws);
+    if (!pp->ws)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    for (int t = 0; t < pp->nt; t++)
+        if (zpi_json_create(&pp->ws[t].json) != ZP_OK ||
+            zp_encoder_create(pp->tok, &pp->ws[t].enc) != ZP_OK)
+            return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory (thread %d's encoder)", t);
+    pp->n_shards = zp_dataset_num_shards(ds);
+    zp_status nst = name_outputs(pp);
+    pp->ready = nst == ZP_OK;
+    return nst;
+}
+
+zp_dtype zp_preprocess_dtype(const zp_preprocess *pp) { return pp ? pp->dtype : ZP_DTYPE_NONE; }
+int32_t zp_preprocess_eot(const zp_preprocess *pp) { return pp ? pp->eot : -1; }
+
+const char *zp_preprocess_output_name(const zp_preprocess *pp, size_t i)
+{
+    return pp && pp->out_name && i < pp->n_shards ? pp->out_name[i] : NULL;
+}
+
+zp_status zp_preprocess_get_shard(const zp_preprocess *pp, size_t i, zp_preprocess_shard *out)
+{
+    if (!pp || !out || !pp->res || i >= pp->n_shards)
+        return ZP_ERR_INVALID;
+    *out = pp->res[i];
+    return ZP_OK;
+}
+
+zp_status zp_preprocess_set_shard(zp_preprocess *pp, size_t i, const zp_preprocess_shard *s)
+{
+    if (!pp || !s || !pp->res || i >= pp->n_shards)
+        return ZP_ERR_INVALID;
+    pp->res[i] = *s;
+    return ZP_OK;
+}
+
+void zp_preprocess_get_stats(const zp_preprocess *pp, zp_preprocess_stats *out)
+{
+    if (!out)
+        return;
+    if (!pp)
+        memset(out, 0, sizeof *out);
+    else
+        *out = pp->stats;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+static char *manifest_path(const zp_preprocess *pp)
+{
+    return zpi_path_join(pp->out_dir, "manifest.json");
+}
+
+/* The final files of shard i: 1 (HDF5) or 2 (Megatron: .bin, .idx). */
+static int final_files(const zp_preprocess *pp, size_t i, char *a, char *b, size_t cap)
+{
+    if (pp->cfg.format == ZP_PREPROCESS_MEGATRON) {
+        zpi_fmt(a, cap, "%s.bin", pp->out_path[i]);
+        zpi_fmt(b, cap, "%s.idx", pp->out_path[i]);
+        return 2;
+    }
+    zpi_fmt(a, cap, "%s", pp->out_path[i]);
+    b[0] = '\0';
+    return 1;
+}
+
+zp_status zp_preprocess_prepare(zp_preprocess *pp)
+{
+    if (!pp)
+        return ZP_ERR_INVALID;
+    if (!pp->ready)
+        return pp->err.code ? pp->err.code : ZP_ERR_STATE; /* error-only handle */
+#ifndef ZP_HAVE_FORMAT_HDF5
+    if (pp->cfg.format == ZP_PREPROCESS_HDF5)
+        return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
+                           "format hdf5: this build of the library has no HDF5 writer");
+#endif
+#ifndef ZP_HAVE_FORMAT_MEGATRON
+    if (pp->cfg.format == ZP_PREPROCESS_MEGATRON)
+        return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
+                           "format megatron: this build of the library has no Megatron writer");
+#endif
+    zp_status cst = check_collisions(pp);
+    if (cst != ZP_OK)
+        return cst;
+    if (zpi_mkdir_p(pp->out_dir, 0777) != 0) {
+        int e = errno;
+        return zpi_err_set(&pp->err, ZP_ERR_IO, "output folder '%s': cannot create: %s",
+                           pp->out_dir, strerror(e));
+    }
+    struct stat sb;
+    if (stat(pp->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return zpi_err_set(&pp->err, ZP_ERR_IO, "output folder '%s': not a folder", pp->out_dir);
+    char *mp = manifest_path(pp);
+    if (!mp)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    zp_status st = ZP_OK;
+    if (exists(mp)) {
+        if (!pp->cfg.force)
+            st = zpi_err_set(&pp->err, ZP_ERR_STATE,
+                             "'%s' exists: the folder holds a finished output",
+                             mp);
+        else if (unlink(mp) != 0 && errno != ENOENT) {
+            int e = errno;
+            st = zpi_err_set(&pp->err, ZP_ERR_IO, "cannot remove '%s': %s", mp, strerror(e));
+        }
+    }
+    free(mp);
+    if (st != ZP_OK || pp->cfg.force)
+        return st;
+    for (size_t i = 0; i < pp->n_shards; i++) {
+        if (!selected(pp, i))
+            continue;
+        char a[4096], b[4096];
+        int n = final_files(pp, i, a, b, sizeof a);
+        for (int k = 0; k < n; k++) {
+            const char *f = k ? b : a;
+            if (exists(f))
+                return zpi_err_set(&pp->err, ZP_ERR_STATE,
+                                   "'%s' exists (the output of shard '%s')",
+                                   f, zp_dataset_shard_name(pp->ds, i));
+        }
+    }
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ sinks */
+
+typedef struct sink sink;
+struct sink {
+    zp_status (*add)(sink *s, const int32_t *tok, size_t n, char *err, size_t errcap);
+    zpi_tokw *w;        /* the token writer */
+    /* memory */
+    zp_dtype dtype;
+    void *tok;
+    size_t tok_cap; /* elements */
+    uint64_t n_tok;
+    uint64_t *off;
+    size_t off_cap;
+    uint64_t n_docs;
+};
+
+static zp_status sink_tokw_add(sink *s, const int32_t *tok, size_t n, char *err, size_t errcap)
+{
+    return zpi_tokw_add(s->w, tok, n, err, errcap);
+}
+
+static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, char *err, size_t errcap)
+{
+    size_t es = zp_dtype_size(s->dtype);
+    if (zpi_grow(&s->tok, &s->tok_cap, s->n_tok + n, es) != 0 ||
+        zpi_grow((void **)&s->off, &s->off_cap, s->n_docs + 2, sizeof *s->off) != 0) {
+        zpi_fmt(err, errcap, "out of memory holding %llu tokens",
+                (unsigned long long)(s->n_tok + n));
+        return ZP_ERR_NOMEM;
+    }
+    if (s->dtype == ZP_DTYPE_U16) {
+        uint16_t *d = (uint16_t *)s->tok + s->n_tok;
+        for (size_t k = 0; k < n; k++)
+            d[k] = (uint16_t)tok[k];
+    } else {
+        memcpy((int32_t *)s->tok + s->n_tok, tok, n * sizeof *tok);
+    }
+    if (s->n_docs == 0)
+        s->off[0] = 0;
+    s->n_tok += n;
+    s->off[++s->n_docs] = s->n_tok;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ one shard */
+
+enum { BLK_FREE = 0, BLK_BUSY = 1, BLK_DONE = 2 };
+
+typedef struct blk {
+    size_t r0, r1;     /* records [r0, r1) of the shard */
+    int32_t *tok;      /* the documents' tokens, one after the other */
+    size_t tok_len, tok_cap;
+    uint32_t *len;     /* tokens of each document (r1 - r0) */
+    size_t len_cap;
+    uint64_t text_bytes, skipped;
+    char skip_msg[512]; /* the block's first skipped record */
+    zp_status st;      /* a record failed (fail policy) or out of memory */
+    char err[1024];
+    int state;
+} blk;
+
+typedef struct run {
+    zp_preprocess *pp;
+    size_t shard;
+    const char *name;
+    const zpi_shard *sh;
+    sink *out;
+    size_t *starts; /* n_blocks + 1 record starts */
+    size_t n_blocks;
+    blk *ring;
+    size_t window;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t next_take, next_write;
+    int writing, stop;
+    zp_status st;
+    char err[1024];
+    uint64_t bytes_before; /* input bytes of the shards done before */
+    uint64_t file_bytes;   /* this shard's */
+    uint64_t recs_done;
+} run;
+
+static void fail_block(blk *b, const run *r, size_t rec, const char *fmt, const char *detail)
+{
+    char what[700];
+    zpi_fmt(what, sizeof what, fmt, detail);
+    zpi_fmt(b->err, sizeof b->err, "shard '%s' line %llu (record %llu): %s", r->name,
+            (unsigned long long)rec + 1, (unsigned long long)rec, what);
+}
+
+/* Parse and encode the records of b. */
+static void encode_block(run *r, blk *b, worker *w)
+{
+    zp_preprocess *pp = r->pp;
+    const zpi_shard *sh = r->sh;
+    b->tok_len = 0;
+    b->text_bytes = 0;
+    b->skipped = 0;
+    b->skip_msg[0] = '\0';
+    b->st = ZP_OK;
+    size_t nrec = b->r1 - b->r0;
+    if (zpi_grow((void **)&b->len, &b->len_cap, nrec, sizeof *b->len) != 0) {
+        b->st = ZP_ERR_NOMEM;
+        fail_block(b, r, b->r0, "%s", "out of memory");
+        return;
+    }
+    for (size_t k = 0; k < nrec; k++) {
+        size_t rec = b->r0 + k;
+        const char *line = sh->data + sh->offsets[rec];
+        size_t n = (size_t)(sh->offsets[rec + 1] - sh->offsets[rec] - 1);
+        char jerr[256];
+        const char *why = NULL, *det = NULL;
+        zp_status st = zpi_json_parse(w->json, line, n, jerr, sizeof jerr);
+        const char *text = NULL;
+        size_t tl = 0;
+        if (st == ZP_ERR_NOMEM) {
+            b->st = st;
+            fail_block(b, r, rec, "%s", "out of memory parsing the record");
+            return;
+        } else if (st != ZP_OK) {
+            why = "invalid JSON: %s";
+            det = jerr;
+        } else {
+            st = zpi_json_get_string(w->json, pp->field, &text, &tl);
+            if (st == ZP_END) {
+                why = "no field '%s'";
+                det = pp->field;
+            } else if (st != ZP_OK) {
+                why = "field '%s' is not a string";
+                det = pp->field;
+            }
+        }
+        if (why) {
+            if (!pp->cfg.skip_bad_records) {
+                b->st = ZP_ERR_FORMAT;
+                fail_block(b, r, rec, why, det);
+                return;
+            }
+            if (b->skipped++ == 0) {
+                char what[400];
+                zpi_fmt(what, sizeof what, why, det);
+                zpi_fmt(b->skip_msg, sizeof b->skip_msg, "shard '%s' line %llu (record %llu): %s",
+                        r->name, (unsigned long long)rec + 1, (unsigned long long)rec, what);
+            }
+            b->len[k] = 0;
+            continue;
+        }
+        if (tl > UINT32_MAX - 1) {
+            b->st = ZP_ERR_LIMIT;
+            fail_block(b, r, rec, "%s", "text longer than 4 GiB");
+            return;
+        }
+        if (zpi_grow((void **)&b->tok, &b->tok_cap, b->tok_len + tl + 1, sizeof *b->tok) != 0) {
+            b->st = ZP_ERR_NOMEM;
+            fail_block(b, r, rec, "%s", "out of memory for its tokens");
+            return;
+        }
+        size_t got = 0;
+        st = zp_encode(w->enc, text, tl, b->tok + b->tok_len, &got);
+        if (st != ZP_OK) {
+            b->st = st;
+            fail_block(b, r, rec, "encoder: %s", zp_status_str(st));
+            return;
+        }
+        if (pp->cfg.append_eot)
+            b->tok[b->tok_len + got++] = pp->eot;
+        b->tok_len += got;
+        b->len[k] = (uint32_t)got;
+        b->text_bytes += tl;
+    }
+}
+
+/* Write the documents of b (the writer; one at a time, lock not held).
+ * Returns ZP_OK or the failure (message in r->err). */
+static zp_status write_block(run *r, blk *b)
+{
+    zp_preprocess *pp = r->pp;
+    if (b->st != ZP_OK) {
+        zpi_fmt(r->err, sizeof r->err, "%s", b->err);
+        return b->st;
+    }
+    size_t off = 0, nrec = b->r1 - b->r0;
+    for (size_t k = 0; k < nrec; k++) {
+        zp_status st = r->out->add(r->out, b->tok + off, b->len[k], r->err, sizeof r->err);
+        if (st != ZP_OK)
+            return st;
+        off += b->len[k];
+    }
+    if (b->skipped) {
+        if (b->skipped == 1)
+            zpi_log(pp->cfg.log, pp->cfg.log_user, ZP_LOG_WARN,
+                    "%s: written as an empty document", b->skip_msg);
+        else
+            zpi_log(pp->cfg.log, pp->cfg.log_user, ZP_LOG_WARN,
+                    "%s: written as an empty document (and %llu more bad records up to line "
+                    "%llu)",
+                    b->skip_msg, (unsigned long long)b->skipped - 1, (unsigned long long)b->r1);
+    }
+    zp_preprocess_stats *s = &pp->stats;
+    s->docs += nrec;
+    s->tokens += b->tok_len;
+    s->skipped += b->skipped;
+    s->text_bytes += b->text_bytes;
+    s->json_bytes += r->sh->offsets[b->r1] - r->sh->offsets[b->r0];
+    r->recs_done += nrec;
+    s->bytes_in = r->bytes_before +
+                  (r->sh->n_records ? (uint64_t)((double)r->file_bytes * (double)r->recs_done /
+                                                 (double)r->sh->n_records)
+                                    : r->file_bytes);
+    s->seconds = zpi_now() - pp->t0;
+    if (pp->cfg.progress)
+        pp->cfg.progress(pp->cfg.user, s);
+    return ZP_OK;
+}
+
+static void run_thread(run *r, worker *w)
+{
+    zp_preprocess *pp = r->pp;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        blk *wb = r->next_write < r->n_blocks ? &r->ring[r->next_write % r->window] : NULL;
+        if (!wb) {
+            r->stop = 1; /* every block written */
+        } else if (!r->writing && wb->state == BLK_DONE) {
+            r->writing = 1;
+            pthread_mutex_unlock(&r->mu);
+            zp_status st = write_block(r, wb);
+            pthread_mutex_lock(&r->mu);
+            r->writing = 0;
+            wb->state = BLK_FREE;
+            r->next_write++;
+            if (st != ZP_OK && r->st == ZP_OK) {
+                r->st = st;
+                r->stop = 1;
+            }
+        } else if (r->next_take < r->n_blocks && r->next_take < r->next_write + r->window) {
+            size_t bi = r->next_take++;
+            blk *b = &r->ring[bi % r->window];
+            b->state = BLK_BUSY;
+            b->r0 = r->starts[bi];
+            b->r1 = r->starts[bi + 1];
+            pthread_mutex_unlock(&r->mu);
+            int stopped = pp->cfg.stop && pp->cfg.stop(pp->cfg.user);
+            if (!stopped)
+                encode_block(r, b, w);
+            pthread_mutex_lock(&r->mu);
+            b->state = BLK_DONE;
+            if (stopped && r->st == ZP_OK) {
+                r->st = ZP_ERR_CALLBACK;
+                zpi_fmt(r->err, sizeof r->err, "stopped");
+                r->stop = 1;
+            }
+        } else {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ------------------------------------------------------------ loading ahead */
+
+/* A shard decoded by a thread of its own while the team encodes the shard
+ * before it (the loads of jsonl.zst shards would otherwise stall every
+ * encoding thread). */
+typedef struct loader {
+    pthread_t th;
+    int started;
+    const zp_preprocess *pp;
+    size_t i;
+    zpi_shard sh;
+    zp_status st;
+    char err[1024];
+} loader;
+
+static void load_now(loader *l)
+{
+    const zp_preprocess *pp = l->pp;
+    size_t i = l->i;
+    memset(&l->sh, 0, sizeof l->sh);
+    const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
+    l->st = f->load(zpi_dataset_shard_path(pp->ds, i), zp_dataset_shard_name(pp->ds, i),
+                    zpi_dataset_shard_limits(pp->ds, i), &l->sh, l->err, sizeof l->err);
+    if (l->st == ZP_OK && l->sh.rd) {
+        zpi_shard_free(&l->sh);
+        l->st = ZP_ERR_UNSUPPORTED;
+        zpi_fmt(l->err, sizeof l->err, "shard '%s': not a JSON text shard",
+                zp_dataset_shard_name(pp->ds, i));
+    }
+}
+
+static void *load_main(void *arg)
+{
+    load_now(arg);
+    return NULL;
+}
+
+/* Start loading shard i (in a thread; in this one if none can start). */
+static void loader_start(loader *l, const zp_preprocess *pp, size_t i)
+{
+    memset(l, 0, sizeof *l);
+    l->pp = pp;
+    l->i = i;
+    if (pthread_create(&l->th, NULL, load_main, l) == 0)
+        l->started = 1;
+    else
+        load_now(l);
+}
+
+/* Wait for it; the shard moves into *sh (ZP_OK) or the error into pp. */
+static zp_status loader_finish(loader *l, zp_preprocess *pp, zpi_shard *sh)
+{
+    if (l->started)
+        pthread_join(l->th, NULL);
+    l->started = 0;
+    if (l->st != ZP_OK)
+        return zpi_err_set(&pp->err, l->st, "%s", l->err);
+    *sh = l->sh;
+    memset(&l->sh, 0, sizeof l->sh);
+    return ZP_OK;
+}
+
+/* Drop it (a run that stops). */
+static void loader_drop(loader *l)
+{
+    if (l->started)
+        pthread_join(l->th, NULL);
+    l->started = 0;
+    zpi_shard_free(&l->sh);
+}
+
+/* Feed the documents of shard i (decoded, in sh; freed here) in order to
+ * out. */
+static zp_status process_shard(zp_preprocess *pp, size_t i, zpi_shard *shp, sink *out,
+                               uint64_t *n_docs)
+{
+    const char *name = zp_dataset_shard_name(pp->ds, i);
+    zpi_shard sh = *shp;
+    memset(shp, 0, sizeof *shp);
+    zp_status st;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.pp = pp;
+    r.shard = i;
+    r.name = name;
+    r.sh = &sh;
+    r.out = out;
+    r.bytes_before = pp->stats.bytes_in;
+    r.file_bytes = zp_dataset_shard_bytes(pp->ds, i);
+    /* blocks of about block_bytes of records */
+    size_t cap = 0;
+    st = ZP_OK;
+    for (uint64_t rec = 0; rec < sh.n_records;) {
+        if (zpi_grow((void **)&r.starts, &cap, r.n_blocks + 2, sizeof *r.starts) != 0) {
+            st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        r.starts[r.n_blocks++] = (size_t)rec;
+        uint64_t b0 = sh.offsets[rec];
+        rec++;
+        while (rec < sh.n_records && sh.offsets[rec] - b0 < pp->cfg.block_bytes)
+            rec++;
+    }
+    if (st == ZP_OK && !r.starts && !(r.starts = malloc(sizeof *r.starts)))
+        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    if (st == ZP_OK)
+        r.starts[r.n_blocks] = (size_t)sh.n_records;
+    int nt = pp->nt;
+    r.window = (size_t)nt * BLOCKS_PER_THREAD;
+    if (st == ZP_OK && !(r.ring = calloc(r.window, sizeof *r.ring)))
+        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    if (st == ZP_OK && r.n_blocks > 0) {
+        if ((size_t)nt > r.n_blocks)
+            nt = (int)r.n_blocks;
+        pthread_mutex_init(&r.mu, NULL);
+        pthread_cond_init(&r.cv, NULL);
+#pragma omp parallel num_threads(nt)
+        run_thread(&r, &pp->ws[omp_get_thread_num()]);
+        pthread_cond_destroy(&r.cv);
+        pthread_mutex_destroy(&r.mu);
+        if (r.st != ZP_OK)
+            st = zpi_err_set(&pp->err, r.st, "%s", r.err);
+    }
+    if (r.ring)
+        for (size_t k = 0; k < r.window; k++) {
+            free(r.ring[k].tok);
+            free(r.ring[k].len);
+        }
+    free(r.ring);
+    free(r.starts);
+    if (st == ZP_OK) {
+        pp->stats.bytes_in = r.bytes_before + r.file_bytes;
+        *n_docs = sh.n_records;
+    }
+    zpi_shard_free(&sh);
+    return st;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static zp_status hash_file(zp_preprocess *pp, const char *path, uint64_t *h)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return zpi_err_set(&pp->err, ZP_ERR_IO, "cannot open '%s' to hash it: %s", path,
+                           strerror(e));
+    }
+    uint64_t at = 0;
+    int e = zpi_xxh64_fd(fd, h, &at);
+    close(fd);
+    if (e)
+        return zpi_err_set(&pp->err, ZP_ERR_IO, "cannot hash '%s' (byte %llu): %s", path,
+                           (unsigned long long)at, strerror(e));
+    return ZP_OK;
+}
+
+static zp_status open_writer(zp_preprocess *pp, size_t i, zpi_tokw **w)
+{
+    char err[1024];
+    zp_status st = ZP_ERR_UNSUPPORTED;
+    zpi_fmt(err, sizeof err, "no writer for this format in this build");
+#ifdef ZP_HAVE_FORMAT_HDF5
+    if (pp->cfg.format == ZP_PREPROCESS_HDF5)
+        st = zpi_tokw_open_hdf5(pp->out_path[i], pp->dtype, pp->tok_id, w, err, sizeof err);
+#endif
+#ifdef ZP_HAVE_FORMAT_MEGATRON
+    if (pp->cfg.format == ZP_PREPROCESS_MEGATRON)
+        st = zpi_tokw_open_megatron(pp->out_path[i], pp->dtype, w, err, sizeof err);
+#endif
+    if (st != ZP_OK)
+        return zpi_err_set(&pp->err, st, "%s", err);
+    return ZP_OK;
+}
+
+zp_status zp_preprocess_run(zp_preprocess *pp)
+{
+    zp_status st = zp_preprocess_prepare(pp);
+    if (st != ZP_OK)
+        return st;
+    memset(&pp->stats, 0, sizeof pp->stats);
+    pp->t0 = zpi_now();
+    for (size_t i = 0; i < pp->n_shards; i++)
+        if (selected(pp, i)) {
+            pp->stats.shards_total++;
+            pp->stats.bytes_in_total += zp_dataset_shard_bytes(pp->ds, i);
+        }
+    /* the selected shards in order; the next one loads while one encodes */
+    size_t next = 0;
+    while (next < pp->n_shards && !selected(pp, next))
+        next++;
+    loader ld;
+    if (next < pp->n_shards)
+        loader_start(&ld, pp, next);
+    while (next < pp->n_shards) {
+        size_t i = next;
+        do
+            next++;
+        while (next < pp->n_shards && !selected(pp, next));
+        zpi_shard sh;
+        memset(&sh, 0, sizeof sh);
+        if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user)) {
+            loader_drop(&ld);
+            return zpi_err_set(&pp->err, ZP_ERR_CALLBACK, "stopped");
+        }
+        if ((st = loader_finish(&ld, pp, &sh)) != ZP_OK)
+            return st;
+        if (next < pp->n_shards)
+            loader_start(&ld, pp, next);
+        zpi_tokw *w = NULL;
+        if ((st = open_writer(pp, i, &w)) != ZP_OK) {
+            zpi_shard_free(&sh);
+            if (next < pp->n_shards)
+                loader_drop(&ld);
+            return st;
+        }
+        sink s;
+        memset(&s, 0, sizeof s);
+        s.add = sink_tokw_add;
+        s.w = w;
+        uint64_t docs = 0, tok0 = pp->stats.tokens;
+        st = process_shard(pp, i, &sh, &s, &docs);
+        if (st == ZP_OK && (w->docs != docs))
+            st = zpi_err_set(&pp->err, ZP_ERR_INTERNAL,
+                             "shard '%s': %llu documents written for %llu records",
+                             zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
+                             (unsigned long long)docs);
+        char err[1024];
+        if (st != ZP_OK)
+            zpi_tokw_abort(w);
+        else if ((st = zpi_tokw_commit(w, err, sizeof err)) != ZP_OK)
+            zpi_err_set(&pp->err, st, "%s", err);
+        zp_preprocess_shard *res = &pp->res[i];
+        memset(res, 0, sizeof *res);
+        char a[4096], b[4096];
+        int nf = final_files(pp, i, a, b, sizeof a);
+        if (st == ZP_OK) {
+            res->docs = docs;
+            res->tokens = pp->stats.tokens - tok0;
+            res->bytes = file_size(a);
+            pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
+            if (pp->cfg.hash && (st = hash_file(pp, a, &res->xxh64)) == ZP_OK)
+                res->has_xxh64 = 1;
+        }
+        if (st != ZP_OK) {
+            if (next < pp->n_shards)
+                loader_drop(&ld);
+            return st;
+        }
+        res->done = 1;
+        pp->stats.shards_done++;
+        pp->stats.seconds = zpi_now() - pp->t0;
+        if (pp->cfg.progress)
+            pp->cfg.progress(pp->cfg.user, &pp->stats);
+    }
+    pp->stats.seconds = zpi_now() - pp->t0;
+    return ZP_OK;
+}
+
+zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **tokens,
+                                     uint64_t *n_tokens, uint64_t **offsets, uint64_t *n_docs)
+{
+    if (tokens)
+        *tokens = NULL;
+    if (offsets)
+        *offsets = NULL;
+    if (!pp || !tokens || !n_tokens || !offsets || !n_docs)
+        return ZP_ERR_INVALID;
+    if (!pp->ready)
+        return pp->err.code ? pp->err.code : ZP_ERR_STATE;
+    if (i >= pp->n_shards)
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "shard %zu: out of range (%zu shards)", i,
+                           pp->n_shards);
+    if (pp->t0 == 0)
+        pp->t0 = zpi_now();
+    sink s;
+    memset(&s, 0, sizeof s);
+    s.add = sink_mem_add;
+    s.dtype = pp->dtype;
+    uint64_t docs = 0;
+    loader ld;
+    memset(&ld, 0, sizeof ld);
+    ld.pp = pp;
+    ld.i = i;
+    load_now(&ld);
+    zpi_shard sh;
+    memset(&sh, 0, sizeof sh);
+    zp_status st = loader_finish(&ld, pp, &sh);
+    if (st == ZP_OK)
+        st = process_shard(pp, i, &sh, &s, &docs);
+    if (st == ZP_OK && !s.off && !(s.off = calloc(1, sizeof *s.off)))
+        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    if (st != ZP_OK) {
+        free(s.tok);
+        free(s.off);
+        return st;
+    }
+    pp->stats.shards_done++;
+    pp->stats.seconds = zpi_now() - pp->t0;
+    *tokens = s.tok ? s.tok : malloc(1);
+    *n_tokens = s.n_tok;
+    *offsets = s.off;
+    *n_docs = s.n_docs;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ manifest */
+
+zp_status zp_preprocess_write_manifest(zp_preprocess *pp)
+{
+    if (!pp)
+        return ZP_ERR_INVALID;
+    if (!pp->ready)
+        return pp->err.code ? pp->err.code : ZP_ERR_STATE;
+    size_t n = pp->n_shards;
+    zpi_manifest_entry *e = calloc(n ? n : 1, sizeof *e);
+    if (!e)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    zp_status st = ZP_OK;
+    for (size_t i = 0; i < n && st == ZP_OK; i++) {
+        const zp_preprocess_shard *r = &pp->res[i];
+        if (!r->done) {
+            st = zpi_err_set(&pp->err, ZP_ERR_STATE,
+                             "manifest: shard '%s' has not been written",
+                             zp_dataset_shard_name(pp->ds, i));
+            break;
+        }
+        e[i].path = pp->out_name[i];
+        e[i].fmt = zpi_format_for_path(pp->out_name[i]);
+        if (!e[i].fmt)
+            st = zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
+                             "manifest: '%s': this build cannot read that format",
+                             pp->out_name[i]);
+        e[i].has_bytes = 1;
+        e[i].bytes = r->bytes;
+        e[i].has_samples = 1;
+        e[i].samples = r->docs;
+        e[i].has_xxh64 = r->has_xxh64;
+        e[i].xxh64 = r->xxh64;
+    }
+    char *mp = manifest_path(pp);
+    char *text = NULL;
+    size_t len = 0;
+    if (st == ZP_OK && !mp)
+        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    if (st == ZP_OK)
+        st = zpi_manifest_render(e, n, "manifest.json", &pp->err, &text, &len);
+    if (st == ZP_OK && zpi_write_file_atomic(mp, text, len) != 0) {
+        int er = errno;
+        st = zpi_err_set(&pp->err, ZP_ERR_IO, "cannot write '%s': %s", mp, strerror(er));
+    }
+    free(text);
+    free(mp);
+    free(e);
+    return st;
+}

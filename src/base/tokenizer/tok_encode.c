@@ -1,0 +1,561 @@
+/*
+ * tok_encode.c - the GPT-2 encoder: pre-tokenizer (a hand-written scanner
+ * for the GPT-2 pattern), byte-level BPE (a quadratic merge for short pieces
+ * and an O(n log n) heap merge for long ones) and the per-encoder cache of
+ * pieces already seen. See docs/tokenizer.md.
+ *
+ * Ownership and threads: a zp_encoder owns its scratch arrays and cache; it
+ * borrows the (immutable) zp_tokenizer. One encoder is used by one thread at
+ * a time; the tokenizer is only read.
+ */
+#include "base/tokenizer/tok_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tokenizer/unicode_tables.h"
+
+/* Pieces up to this many bytes are merged by the simple quadratic loop
+ * (scratch inside the encoder); longer ones by the heap merge. */
+#define SHORT_MAX 128
+/* Long-merge scratch above this many positions is freed after use, so that
+ * one huge piece does not keep megabytes resident in the encoder. */
+#define LONG_KEEP 4096
+
+/* Cache: sets of CACHE_WAYS slots of 64 bytes (one cache line); the tags of
+ * a set are stored together in ctag. A slot holds the piece bytes followed
+ * (4-aligned) by its ids; pieces that do not fit are not cached. */
+#define CACHE_WAYS 4
+#define CACHE_DATA 60
+
+/* Entries of the per-encoder pair cache (8 bytes each); PAIR_NONE is the
+ * rank stored for "these two never merge" (ranks are below it). */
+#define PAIR_CACHE_BITS 13
+#define PAIR_CACHE (1u << PAIR_CACHE_BITS)
+#define PAIR_NONE ZPI_TOK_ID_MASK
+
+/* Pieces found ahead of their lookups (zp_encode). */
+#define BATCH 16
+
+typedef struct cache_slot {
+    uint8_t klen;
+    uint8_t nids;
+    uint8_t pad[2];
+    uint8_t data[CACHE_DATA];
+} cache_slot;
+
+struct zp_encoder {
+    const zp_tokenizer *tok; /* borrowed */
+    int tiktoken;            /* whole-piece lookup first */
+    size_t cache_max;        /* longest cached piece (bytes), 0: no cache */
+    size_t short_max;        /* longest piece for bpe_short, <= SHORT_MAX */
+    size_t hash_max;         /* longest piece that is hashed (whole-token lookup, cache) */
+
+    /* short merge: rank of each adjacent pair */
+    uint32_t srank[SHORT_MAX];
+
+    /* direct-mapped cache of pair-map lookups (slot format of the pair
+     * map; rank PAIR_NONE: no merge). BPE of text reuses few pairs over and
+     * over: this keeps them in L1/L2 instead of the megabytes-large map. */
+    uint64_t pcache[PAIR_CACHE];
+
+    /* long merge, one entry per byte position, lcap positions, owned */
+    size_t lcap;
+    uint32_t *lid, *lnext, *lprev, *where;
+    uint64_t *lheap;
+
+    /* cache, owned */
+    uint32_t *ctag;     /* nsets * CACHE_WAYS tags, 0 = empty */
+    cache_slot *cslot;  /* nsets * CACHE_WAYS slots */
+    uint32_t cset_mask; /* nsets - 1 */
+    uint32_t cvictim;   /* round-robin replacement */
+};
+
+/* ------------------------------------------------------------ scanner
+ * The GPT-2 pattern, tried in order at each position (leftmost-first
+ * alternation, as a backtracking regex engine does):
+ *   's|'t|'re|'ve|'m|'ll|'d | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ |
+ *   \s+(?!\S) | \s+
+ * The contractions are case-sensitive ASCII. " ?" is only U+0020. A
+ * whitespace run followed by a non-space leaves its last character to the
+ * next piece (which then may be " word"), unless the run is one character.
+ * Bytes that do not start valid UTF-8 are one-byte characters of class
+ * "other", like U+FFFD. */
+
+static inline __attribute__((always_inline)) unsigned cls_at(const uint8_t *s, size_t i,
+                                                             size_t n, size_t *clen)
+{
+    uint8_t b = s[i];
+    if (b < 0x80) {
+        *clen = 1;
+        return zpi_uni_blocks[b]; /* block 0 holds U+0000..U+007F */
+    }
+    uint32_t cp;
+    size_t l = zpi_utf8_decode(s + i, n - i, &cp);
+    if (l == 0) {
+        *clen = 1;
+        return ZPI_CLS_OTHER;
+    }
+    *clen = l;
+    return zpi_uni_class(cp);
+}
+
+/* End of the piece that starts at s[i] (i < n). */
+static inline __attribute__((always_inline)) size_t scan_piece(const uint8_t *s, size_t i,
+                                                               size_t n)
+{
+    const size_t start = i;
+    uint8_t b = s[i];
+    if (b == '\'' && i + 1 < n) {
+        uint8_t c = s[i + 1];
+        if (c == 's' || c == 't' || c == 'm' || c == 'd')
+            return i + 2;
+        if (i + 2 < n) {
+            uint8_t d = s[i + 2];
+            if ((c == 'r' && d == 'e') || (c == 'v' && d == 'e') || (c == 'l' && d == 'l'))
+                return i + 3;
+        }
+    }
+    size_t clen;
+    unsigned cls;
+    if (b == ' ' && i + 1 < n) {
+        cls = cls_at(s, i + 1, n, &clen);
+        if (cls != ZPI_CLS_SPACE)
+            i += 1; /* " ?" then a run of cls */
+        else
+            clen = 1, cls = ZPI_CLS_SPACE;
+    } else {
+        cls = cls_at(s, i, n, &clen);
+    }
+    if (cls != ZPI_CLS_SPACE) {
+        i += clen;
+        if (cls == ZPI_CLS_LETTER) {
+            /* fast path for ASCII letters */
+            while (i < n) {
+                uint8_t c = s[i];
+                if (c < 0x80) {
+                    if (zpi_uni_blocks[c] != ZPI_CLS_LETTER)
+                        return i;
+                    i++;
+                } else {
+                    if (cls_at(s, i, n, &clen) != ZPI_CLS_LETTER)
+                        return i;
+                    i += clen;
+                }
+            }
+            return i;
+        }
+        while (i < n && cls_at(s, i, n, &clen) == cls)
+            i += clen;
+        return i;
+    }
+    /* whitespace run */
+    size_t last = i;
+    i += clen;
+    while (i < n) {
+        if (cls_at(s, i, n, &clen) != ZPI_CLS_SPACE)
+            break;
+        last = i;
+        i += clen;
+    }
+    if (i == n)
+        return n; /* \s+(?!\S) at the end of the text */
+    if (last > start)
+        return last; /* \s+(?!\S): all but the last whitespace character */
+    return i;        /* \s+: a single whitespace character */
+}
+
+size_t zpi_tok_next_piece(const char *text, size_t pos, size_t len)
+{
+    return pos < len ? scan_piece((const uint8_t *)text, pos, len) : len;
+}
+
+/* ------------------------------------------------------------ merges */
+
+/* zpi_tok_pair() through the encoder's pair cache. */
+static inline uint32_t pair_rank(zp_encoder *e, uint32_t a, uint32_t b)
+{
+    uint64_t key = zpi_tok_pair_key(a, b);
+    uint32_t i = (uint32_t)((key * 0xD6E8FEB86659FD93ULL) >> (64 - PAIR_CACHE_BITS));
+    uint64_t s = e->pcache[i];
+    if ((s >> ZPI_TOK_ID_BITS) == key) {
+        uint32_t r = (uint32_t)s & ZPI_TOK_ID_MASK;
+        return r == PAIR_NONE ? ZPI_TOK_NONE : r;
+    }
+    uint32_t r = zpi_tok_pair(e->tok, a, b);
+    e->pcache[i] = (key << ZPI_TOK_ID_BITS) | (r == ZPI_TOK_NONE ? PAIR_NONE : r);
+    return r;
+}
+
+/* Quadratic merge of p[0..n), n <= SHORT_MAX, into out (room for n ids).
+ * Returns the id count. */
+static size_t bpe_short(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
+{
+    const zp_tokenizer *t = e->tok;
+    uint32_t *rk = e->srank;
+    size_t i;
+    for (i = 0; i < n; i++)
+        out[i] = (int32_t)t->byte_id[p[i]];
+    for (i = 0; i + 1 < n; i++)
+        rk[i] = t->bp_rank[(unsigned)p[i] << 8 | p[i + 1]];
+    size_t m = n;
+    while (m > 1) {
+        uint32_t best = rk[0];
+        size_t bi = 0;
+        for (i = 1; i + 1 < m; i++) {
+            if (rk[i] < best) {
+                best = rk[i];
+                bi = i;
+            }
+        }
+        if (best == ZPI_TOK_NONE)
+            break;
+        out[bi] = (int32_t)zpi_tok_merged(t, best);
+        for (i = bi + 1; i + 1 < m; i++)
+            out[i] = out[i + 1];
+        for (i = bi + 1; i + 2 < m; i++)
+            rk[i] = rk[i + 1];
+        m--;
+        if (bi + 1 < m)
+            rk[bi] = pair_rank(e, (uint32_t)out[bi], (uint32_t)out[bi + 1]);
+        if (bi > 0)
+            rk[bi - 1] = pair_rank(e, (uint32_t)out[bi - 1], (uint32_t)out[bi]);
+    }
+    return m;
+}
+
+/* Indexed binary min-heap of keys rank << 32 | position: the smallest key
+ * is the next merge (lowest rank, leftmost). where[pos] is the index of
+ * pos's key in the heap, or NONE. */
+static inline void heap_set(zp_encoder *e, size_t k, uint64_t key)
+{
+    e->lheap[k] = key;
+    e->where[(uint32_t)key] = (uint32_t)k;
+}
+
+static void heap_up(zp_encoder *e, size_t k)
+{
+    const uint64_t *h = e->lheap;
+    uint64_t x = h[k];
+    while (k > 0) {
+        size_t parent = (k - 1) / 2;
+        if (h[parent] <= x)
+            break;
+        heap_set(e, k, h[parent]);
+        k = parent;
+    }
+    heap_set(e, k, x);
+}
+
+static void heap_down(zp_encoder *e, size_t k, size_t hn)
+{
+    const uint64_t *h = e->lheap;
+    uint64_t x = h[k];
+    for (;;) {
+        size_t c = 2 * k + 1;
+        if (c >= hn)
+            break;
+        if (c + 1 < hn && h[c + 1] < h[c])
+            c++;
+        if (x <= h[c])
+            break;
+        heap_set(e, k, h[c]);
+        k = c;
+    }
+    heap_set(e, k, x);
+}
+
+static void heap_remove(zp_encoder *e, size_t k, size_t *hn)
+{
+    e->where[(uint32_t)e->lheap[k]] = ZPI_TOK_NONE;
+    size_t last = --*hn;
+    if (k == last)
+        return;
+    uint64_t x = e->lheap[last];
+    heap_set(e, k, x);
+    heap_up(e, k);
+    heap_down(e, e->where[(uint32_t)x], *hn);
+}
+
+/* The pair starting at pos now has rank `rank`: insert, move or remove it. */
+static void heap_update(zp_encoder *e, uint32_t pos, uint32_t rank, size_t *hn)
+{
+    uint32_t k = e->where[pos];
+    if (rank == ZPI_TOK_NONE) {
+        if (k != ZPI_TOK_NONE)
+            heap_remove(e, k, hn);
+        return;
+    }
+    if (k == ZPI_TOK_NONE)
+        k = (uint32_t)(*hn)++;
+    heap_set(e, k, ((uint64_t)rank << 32) | pos);
+    heap_up(e, k);
+    heap_down(e, e->where[pos], *hn);
+}
+
+static void long_release(zp_encoder *e)
+{
+    free(e->lid);
+    free(e->lnext);
+    free(e->lprev);
+    free(e->where);
+    free(e->lheap);
+    e->lid = e->lnext = e->lprev = e->where = NULL;
+    e->lheap = NULL;
+    e->lcap = 0;
+}
+
+static int long_reserve(zp_encoder *e, size_t n)
+{
+    if (n <= e->lcap)
+        return 0;
+    long_release(e);
+    e->lid = malloc(n * sizeof *e->lid);
+    e->lnext = malloc(n * sizeof *e->lnext);
+    e->lprev = malloc(n * sizeof *e->lprev);
+    e->where = malloc(n * sizeof *e->where);
+    e->lheap = malloc(n * sizeof *e->lheap);
+    if (!e->lid || !e->lnext || !e->lprev || !e->where || !e->lheap) {
+        long_release(e);
+        return -1;
+    }
+    e->lcap = n;
+    return 0;
+}
+
+/* Heap merge of p[0..n), O(n log n): the parts are a doubly linked list over
+ * byte positions (a part starting at i has id[i]); the same result as
+ * bpe_short. Returns the id count, or (size_t)-1 when scratch memory cannot
+ * grow. */
+static size_t bpe_long(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
+{
+    const zp_tokenizer *t = e->tok;
+    if (n >= ZPI_TOK_NONE || long_reserve(e, n) != 0)
+        return (size_t)-1;
+    uint32_t *id = e->lid, *next = e->lnext, *prev = e->lprev, *where = e->where;
+    const uint32_t nn = (uint32_t)n;
+    size_t hn = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        id[i] = t->byte_id[p[i]];
+        next[i] = i + 1;
+        prev[i] = i == 0 ? ZPI_TOK_NONE : i - 1;
+        uint32_t r = i + 1 < nn ? t->bp_rank[(unsigned)p[i] << 8 | p[i + 1]] : ZPI_TOK_NONE;
+        where[i] = ZPI_TOK_NONE;
+        if (r != ZPI_TOK_NONE)
+            heap_set(e, hn++, ((uint64_t)r << 32) | i);
+    }
+    for (size_t k = hn / 2; k-- > 0;)
+        heap_down(e, k, hn);
+    while (hn > 0) {
+        uint64_t top = e->lheap[0];
+        uint32_t i = (uint32_t)top;
+        heap_remove(e, 0, &hn);
+        uint32_t j = next[i];
+        id[i] = zpi_tok_merged(t, (uint32_t)(top >> 32));
+        if (where[j] != ZPI_TOK_NONE)
+            heap_remove(e, where[j], &hn);
+        uint32_t nj = next[j];
+        next[i] = nj;
+        if (nj < nn) {
+            prev[nj] = i;
+            heap_update(e, i, pair_rank(e, id[i], id[nj]), &hn);
+        }
+        uint32_t pi = prev[i];
+        if (pi != ZPI_TOK_NONE)
+            heap_update(e, pi, pair_rank(e, id[pi], id[i]), &hn);
+    }
+    size_t m = 0;
+    for (uint32_t i = 0; i < nn; i = next[i])
+        out[m++] = (int32_t)id[i];
+    if (e->lcap > LONG_KEEP)
+        long_release(e);
+    return m;
+}
+
+/* ------------------------------------------------------------ cache */
+
+static inline size_t align4(size_t n) { return (n + 3) & ~(size_t)3; }
+
+/* Index in ctag/cslot of the first slot of h's set. */
+static inline size_t cache_set(const zp_encoder *e, uint64_t h)
+{
+    return (size_t)(((uint32_t)h >> 12) & e->cset_mask) * CACHE_WAYS;
+}
+
+static inline int cache_get(const zp_encoder *e, const uint8_t *p, size_t n, uint64_t h,
+                            int32_t *out, size_t *nout)
+{
+    uint32_t tag = (uint32_t)(h >> 32) | 1u;
+    size_t base = cache_set(e, h);
+    const uint32_t *tg = e->ctag + base;
+    for (int w = 0; w < CACHE_WAYS; w++) {
+        if (tg[w] != tag)
+            continue;
+        const cache_slot *s = &e->cslot[base + (size_t)w];
+        if (s->klen == n && memcmp(s->data, p, n) == 0) {
+            memcpy(out, s->data + align4(n), (size_t)s->nids * sizeof(int32_t));
+            *nout = s->nids;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static inline void cache_put(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h,
+                             const int32_t *ids, size_t nids)
+{
+    if (align4(n) + nids * sizeof(int32_t) > CACHE_DATA)
+        return;
+    uint32_t tag = (uint32_t)(h >> 32) | 1u;
+    size_t base = cache_set(e, h);
+    uint32_t *tg = e->ctag + base;
+    int w = 0;
+    while (w < CACHE_WAYS && tg[w] != 0)
+        w++;
+    if (w == CACHE_WAYS)
+        w = (int)(e->cvictim++ % CACHE_WAYS);
+    tg[w] = tag;
+    cache_slot *s = &e->cslot[base + (size_t)w];
+    s->klen = (uint8_t)n;
+    s->nids = (uint8_t)nids;
+    memcpy(s->data, p, n);
+    memcpy(s->data + align4(n), ids, nids * sizeof(int32_t));
+}
+
+/* ------------------------------------------------------------ encoder */
+
+/* Encode one piece p[0..n), n >= 2, into out (room for n ids). h is
+ * zpi_tok_hash(p, n) when n <= e->hash_max (else unused). Returns the id
+ * count, or (size_t)-1 when out of memory. */
+static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h,
+                                  int32_t *out)
+{
+    const zp_tokenizer *t = e->tok;
+    if (e->tiktoken && n <= t->max_token_len) {
+        uint32_t id = zpi_tok_find(t, p, n, h);
+        if (id != ZPI_TOK_NONE) {
+            out[0] = (int32_t)id;
+            return 1;
+        }
+    }
+    if (n <= e->cache_max) {
+        size_t m;
+        if (cache_get(e, p, n, h, out, &m))
+            return m;
+        m = n <= e->short_max ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+        if (m != (size_t)-1)
+            cache_put(e, p, n, h, out, m);
+        return m;
+    }
+    return n <= e->short_max ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+}
+
+zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    if (!tok)
+        return ZP_ERR_INVALID;
+    zp_encoder *e = calloc(1, sizeof *e);
+    if (!e)
+        return ZP_ERR_NOMEM;
+    e->tok = tok;
+    e->tiktoken = tok->mode == ZPI_TOK_TIKTOKEN;
+    e->short_max = SHORT_MAX;
+    size_t nsets = 0;
+    if (tok->cfg.cache_entries >= CACHE_WAYS && tok->cfg.cache_max_piece_bytes >= 2) {
+        nsets = 1;
+        while (nsets * 2 * CACHE_WAYS <= tok->cfg.cache_entries)
+            nsets *= 2;
+    }
+    if (nsets) {
+        e->ctag = calloc(nsets * CACHE_WAYS, sizeof *e->ctag);
+        e->cslot = malloc(nsets * CACHE_WAYS * sizeof *e->cslot);
+        if (!e->ctag || !e->cslot) {
+            zp_encoder_destroy(e);
+            return ZP_ERR_NOMEM;
+        }
+        e->cset_mask = (uint32_t)(nsets - 1);
+        size_t mx = tok->cfg.cache_max_piece_bytes;
+        e->cache_max = mx > CACHE_DATA - 4 ? CACHE_DATA - 4 : mx;
+    }
+    e->hash_max = e->cache_max;
+    if (e->tiktoken && tok->max_token_len > e->hash_max)
+        e->hash_max = tok->max_token_len;
+    *out = e;
+    return ZP_OK;
+}
+
+void zpi_encoder_set_short_max(zp_encoder *enc, size_t n)
+{
+    enc->short_max = n > SHORT_MAX ? SHORT_MAX : n;
+}
+
+void zp_encoder_destroy(zp_encoder *enc)
+{
+    if (!enc)
+        return;
+    long_release(enc);
+    free(enc->ctag);
+    free(enc->cslot);
+    free(enc);
+}
+
+size_t zp_encoder_memory(const zp_encoder *enc)
+{
+    if (!enc)
+        return 0;
+    size_t slots = enc->ctag ? ((size_t)enc->cset_mask + 1) * CACHE_WAYS : 0;
+    return sizeof *enc + enc->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
+           slots * (sizeof(uint32_t) + sizeof(cache_slot));
+}
+
+zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids, size_t *n_ids)
+{
+    if (n_ids)
+        *n_ids = 0;
+    if (!enc || !n_ids || (len && (!text || !ids)))
+        return ZP_ERR_INVALID;
+    const zp_tokenizer *t = enc->tok;
+    const uint8_t *s = (const uint8_t *)text;
+    size_t i = 0, o = 0;
+    /* Pieces are found BATCH at a time and the table slots they will look up
+     * are prefetched, so that the (mostly cache-missing) lookups of a batch
+     * overlap instead of waiting one after the other. */
+    size_t start[BATCH], plen[BATCH];
+    uint64_t hash[BATCH];
+    while (i < len) {
+        size_t nb = 0;
+        for (; nb < BATCH && i < len; nb++) {
+            size_t j = scan_piece(s, i, len), n = j - i;
+            start[nb] = i;
+            plen[nb] = n;
+            hash[nb] = 0;
+            if (n >= 2 && n <= enc->hash_max) {
+                uint64_t h = zpi_tok_hash(s + i, n);
+                hash[nb] = h;
+                if (enc->tiktoken)
+                    __builtin_prefetch(&t->vmap[(uint32_t)h & t->vmap_mask]);
+                else if (enc->ctag)
+                    __builtin_prefetch(&enc->ctag[cache_set(enc, h)]);
+            }
+            i = j;
+        }
+        for (size_t k = 0; k < nb; k++) {
+            const uint8_t *p = s + start[k];
+            if (plen[k] == 1) {
+                ids[o++] = (int32_t)t->byte_id[p[0]];
+                continue;
+            }
+            size_t m = encode_piece(enc, p, plen[k], hash[k], ids + o);
+            if (m == (size_t)-1) {
+                *n_ids = o;
+                return ZP_ERR_NOMEM;
+            }
+            o += m;
+        }
+    }
+    *n_ids = o;
+    return ZP_OK;
+}

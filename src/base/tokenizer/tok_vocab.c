@@ -1,0 +1,908 @@
+/*
+ * tok_vocab.c - building a zp_tokenizer from a vocabulary: the GPT-2
+ * vocabulary embedded in the library, a Hugging Face folder (vocab.json +
+ * merges.txt) or a tiktoken rank file; plus the tokenizer's accessors and
+ * zp_decode(). See docs/tokenizer.md.
+ *
+ * Ownership: the zp_tokenizer owns every table it points to; they are
+ * allocated here and freed by zp_tokenizer_destroy(). Nothing here keeps
+ * global mutable state; the embedded vocabulary is read-only data.
+ */
+#include "base/tokenizer/tok_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "base/util.h"
+
+#define ERR(st, ...)                           \
+    do {                                       \
+        zpi_fmt(err, errcap, __VA_ARGS__);     \
+        return (st);                           \
+    } while (0)
+
+static const char EOT_TEXT[] = "<|endoftext|>";
+
+void zp_tokenizer_config_init(zp_tokenizer_config *cfg)
+{
+    if (!cfg)
+        return;
+    cfg->cache_entries = 16384;
+    cfg->cache_max_piece_bytes = 64;
+}
+
+static uint32_t next_pow2_u32(uint64_t v)
+{
+    uint64_t p = 16;
+    while (p < v)
+        p <<= 1;
+    return (uint32_t)p;
+}
+
+/* ------------------------------------------------------------ builder */
+
+void *zpi_tok_table_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge)
+        return calloc(1, bytes ? bytes : 1);
+    size_t sz = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, sz);
+    if (!p)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, sz, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    memset(p, 0, sz);
+    return p;
+}
+
+zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size_t errcap)
+{
+    if (max_ids == 0 || max_ids > ZPI_TOK_MAX_IDS)
+        ERR(ZP_ERR_FORMAT, "vocabulary has %u ids (at most %u supported)", max_ids,
+            ZPI_TOK_MAX_IDS);
+    t->span = malloc((size_t)max_ids * sizeof *t->span);
+    uint32_t cap = next_pow2_u32((uint64_t)max_ids * 2);
+    t->vmap = zpi_tok_table_alloc((size_t)cap * sizeof *t->vmap);
+    t->blob_cap = (size_t)max_ids * 8 + 64;
+    t->blob = malloc(t->blob_cap);
+    if (!t->span || !t->vmap || !t->blob)
+        ERR(ZP_ERR_NOMEM, "out of memory for a vocabulary of %u ids", max_ids);
+    for (uint32_t i = 0; i < max_ids; i++) {
+        t->span[i].off = ZPI_TOK_NONE;
+        t->span[i].len = 0;
+    }
+    t->n_ids = max_ids;
+    t->vmap_mask = cap - 1;
+    t->vmap_count = 0;
+    t->blob_len = 0;
+    return ZP_OK;
+}
+
+zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size_t n, int in_map,
+                            char *err, size_t errcap)
+{
+    if (id >= t->n_ids)
+        ERR(ZP_ERR_FORMAT, "id %u out of range (vocabulary of %u ids)", id, t->n_ids);
+    if (t->span[id].off != ZPI_TOK_NONE)
+        ERR(ZP_ERR_FORMAT, "id %u appears twice", id);
+    if (n == 0)
+        ERR(ZP_ERR_FORMAT, "id %u has an empty token", id);
+    if (n > UINT32_MAX / 2 || t->blob_len + n > UINT32_MAX - 1)
+        ERR(ZP_ERR_FORMAT, "vocabulary too large");
+    if (in_map) {
+        uint64_t h = zpi_tok_hash(p, n);
+        uint32_t other = zpi_tok_find(t, p, n, h);
+        if (other != ZPI_TOK_NONE)
+            ERR(ZP_ERR_FORMAT, "ids %u and %u have the same bytes", other, id);
+        if (n > UINT16_MAX)
+            ERR(ZP_ERR_FORMAT, "id %u: token of %zu bytes (at most %u)", id, n, UINT16_MAX);
+        uint32_t i = (uint32_t)h & t->vmap_mask;
+        while (t->vmap[i].id1 != 0)
+            i = (i + 1) & t->vmap_mask;
+        t->vmap[i].head = zpi_tok_head(p, n);
+        t->vmap[i].id1 = id + 1;
+        t->vmap[i].len = (uint16_t)n;
+        t->vmap[i].tag = (uint16_t)(h >> 48);
+        t->vmap_count++;
+    }
+    if (t->blob_len + n > t->blob_cap) {
+        size_t cap = t->blob_cap * 2 + n;
+        uint8_t *nb = realloc(t->blob, cap);
+        if (!nb)
+            ERR(ZP_ERR_NOMEM, "out of memory for token bytes");
+        t->blob = nb;
+        t->blob_cap = cap;
+    }
+    memcpy(t->blob + t->blob_len, p, n);
+    t->span[id].off = (uint32_t)t->blob_len;
+    t->span[id].len = (uint32_t)n;
+    t->blob_len += n;
+    return ZP_OK;
+}
+
+static int pmap_alloc(zp_tokenizer *t, uint32_t cap)
+{
+    uint64_t *m = zpi_tok_table_alloc((size_t)cap * sizeof *m);
+    if (!m)
+        return -1;
+    unsigned bits = 0;
+    while ((1u << bits) < cap)
+        bits++;
+    uint64_t *old = t->pmap;
+    uint32_t old_cap = old ? t->pmap_mask + 1 : 0;
+    t->pmap = m;
+    t->pmap_mask = cap - 1;
+    t->pmap_shift = 64 - bits;
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (old[i] == 0)
+            continue;
+        uint32_t j = zpi_tok_pair_home(t, old[i] >> ZPI_TOK_ID_BITS);
+        while (m[j] != 0)
+            j = (j + 1) & t->pmap_mask;
+        m[j] = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, char *err, size_t errcap)
+{
+    if (pmap_alloc(t, next_pow2_u32((uint64_t)max_pairs * 2 + 1)) != 0)
+        ERR(ZP_ERR_NOMEM, "out of memory for the merge table");
+    t->pmap_count = 0;
+    return ZP_OK;
+}
+
+/* Insert slot value v without growing (the caller made room). An existing
+ * pair keeps the lower rank. */
+static void pair_insert(zp_tokenizer *t, uint64_t v)
+{
+    uint64_t key = v >> ZPI_TOK_ID_BITS;
+    uint32_t i = zpi_tok_pair_home(t, key);
+    for (;;) {
+        uint64_t s = t->pmap[i];
+        if ((s >> ZPI_TOK_ID_BITS) == key) {
+            if ((v & ZPI_TOK_ID_MASK) < (s & ZPI_TOK_ID_MASK))
+                t->pmap[i] = v;
+            return;
+        }
+        if (s == 0) {
+            t->pmap[i] = v;
+            t->pmap_count++;
+            return;
+        }
+        i = (i + 1) & t->pmap_mask;
+    }
+}
+
+static uint64_t pair_slot(uint32_t a, uint32_t b, uint32_t rank)
+{
+    return (zpi_tok_pair_key(a, b) << ZPI_TOK_ID_BITS) | rank;
+}
+
+/* Make room for n more pairs at load <= 1/2. Returns 0 or -1. */
+static int pairs_reserve(zp_tokenizer *t, size_t n)
+{
+    uint64_t cap = (uint64_t)t->pmap_mask + 1;
+    while (((uint64_t)t->pmap_count + n) * 2 > cap)
+        cap *= 2;
+    if (cap == (uint64_t)t->pmap_mask + 1)
+        return 0;
+    if (cap > ((uint64_t)1 << 31))
+        return -1;
+    return pmap_alloc(t, (uint32_t)cap);
+}
+
+/* Returns 0, or -1 when the map could not grow. */
+static int build_pair(zp_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank)
+{
+    if (pairs_reserve(t, 1) != 0)
+        return -1;
+    pair_insert(t, pair_slot(a, b, rank));
+    return 0;
+}
+
+/* Insert n slot values in the order of their home slots, so that the writes
+ * into the (megabytes large) map are nearly sequential: much faster than
+ * random insertion. Returns 0 or -1 (out of memory). */
+static int insert_pairs_sorted(zp_tokenizer *t, const uint64_t *v, size_t n)
+{
+    if (pairs_reserve(t, n) != 0)
+        return -1;
+    unsigned bits = 64 - t->pmap_shift;
+    unsigned nbits = bits < 12 ? bits : 12;
+    size_t nb = (size_t)1 << nbits;
+    size_t *cnt = calloc(nb + 1, sizeof *cnt);
+    uint64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!cnt || !tmp) {
+        free(cnt);
+        free(tmp);
+        return -1;
+    }
+#define BUCKET(x) ((size_t)(zpi_tok_pair_home(t, (x) >> ZPI_TOK_ID_BITS) >> (bits - nbits)))
+    for (size_t i = 0; i < n; i++)
+        cnt[BUCKET(v[i]) + 1]++;
+    for (size_t b = 0; b < nb; b++)
+        cnt[b + 1] += cnt[b];
+    for (size_t i = 0; i < n; i++)
+        tmp[cnt[BUCKET(v[i])]++] = v[i];
+#undef BUCKET
+    for (size_t i = 0; i < n; i++)
+        pair_insert(t, tmp[i]);
+    free(cnt);
+    free(tmp);
+    return 0;
+}
+
+zp_status zpi_tok_build_all_splits(zp_tokenizer *t, char *err, size_t errcap)
+{
+    size_t n = 0, cap = (size_t)t->n_ids * 2 + 16;
+    uint64_t *v = malloc(cap * sizeof *v);
+    if (!v)
+        ERR(ZP_ERR_NOMEM, "out of memory for the merge table");
+    for (uint32_t id = 0; id < t->n_ids; id++) {
+        const zpi_tok_span *sp = &t->span[id];
+        if (sp->off == ZPI_TOK_NONE || sp->len < 2)
+            continue;
+        const uint8_t *p = t->blob + sp->off;
+        size_t len = sp->len;
+        if (zpi_tok_find(t, p, len, zpi_tok_hash(p, len)) != id)
+            continue; /* a special token: BPE never produces it */
+        for (size_t k = 1; k < len; k++) {
+            uint32_t a = zpi_tok_find(t, p, k, zpi_tok_hash(p, k));
+            if (a == ZPI_TOK_NONE)
+                continue;
+            uint32_t b = zpi_tok_find(t, p + k, len - k, zpi_tok_hash(p + k, len - k));
+            if (b == ZPI_TOK_NONE)
+                continue;
+            if (n == cap) {
+                uint64_t *nv = realloc(v, cap * 2 * sizeof *v);
+                if (!nv) {
+                    free(v);
+                    ERR(ZP_ERR_NOMEM, "out of memory for the merge table");
+                }
+                v = nv;
+                cap *= 2;
+            }
+            v[n++] = pair_slot(a, b, id);
+        }
+    }
+    int r = insert_pairs_sorted(t, v, n);
+    free(v);
+    if (r != 0)
+        ERR(ZP_ERR_NOMEM, "out of memory for the merge table");
+    return ZP_OK;
+}
+
+zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap)
+{
+    for (unsigned b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        uint32_t id = zpi_tok_find(t, &c, 1, zpi_tok_hash(&c, 1));
+        if (id == ZPI_TOK_NONE)
+            ERR(ZP_ERR_FORMAT, "the vocabulary lacks the single-byte token for byte 0x%02X "
+                "(not a byte-level BPE vocabulary)", b);
+        t->byte_id[b] = id;
+    }
+    uint32_t maxlen = 0;
+    for (uint32_t id = 0; id < t->n_ids; id++)
+        if (t->span[id].off != ZPI_TOK_NONE && t->span[id].len > maxlen)
+            maxlen = t->span[id].len;
+    t->max_token_len = maxlen;
+    if (t->eot < 0 || (uint32_t)t->eot >= t->n_ids || t->span[t->eot].off == ZPI_TOK_NONE)
+        ERR(ZP_ERR_INTERNAL, "end-of-text id %d not set", (int)t->eot);
+    if (!t->pmap && zpi_tok_build_pairs_begin(t, 16, err, errcap) != ZP_OK)
+        return ZP_ERR_NOMEM;
+    /* byte-pair ranks: walk the pair map once */
+    t->bp_rank = malloc(65536 * sizeof *t->bp_rank);
+    int16_t *byte_of = malloc((size_t)t->n_ids * sizeof *byte_of);
+    if (!t->bp_rank || !byte_of) {
+        free(byte_of);
+        ERR(ZP_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < 65536; i++)
+        t->bp_rank[i] = ZPI_TOK_NONE;
+    for (uint32_t id = 0; id < t->n_ids; id++)
+        byte_of[id] = -1;
+    for (unsigned b = 0; b < 256; b++)
+        byte_of[t->byte_id[b]] = (int16_t)b;
+    for (uint32_t i = 0; i <= t->pmap_mask; i++) {
+        uint64_t s = t->pmap[i];
+        if (s == 0)
+            continue;
+        uint32_t a = (uint32_t)(s >> (2 * ZPI_TOK_ID_BITS)) & ZPI_TOK_ID_MASK;
+        uint32_t b = (uint32_t)(s >> ZPI_TOK_ID_BITS) & ZPI_TOK_ID_MASK;
+        if (byte_of[a] >= 0 && byte_of[b] >= 0)
+            t->bp_rank[(unsigned)byte_of[a] << 8 | (unsigned)byte_of[b]] =
+                (uint32_t)s & ZPI_TOK_ID_MASK;
+    }
+    free(byte_of);
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ byte-level
+ * GPT-2 maps every byte to a printable character so that vocab files are
+ * text: bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF map to the same code point,
+ * the other 68 bytes to U+0100.. in increasing byte order. The first 256
+ * ids of GPT-2 are the bytes in the order: mapped-to-themselves first. */
+
+static int byte_is_printable(unsigned b)
+{
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+typedef struct byte_map {
+    uint16_t b2u[256]; /* byte -> code point */
+    int16_t u2b[324];  /* code point -> byte, -1 none */
+    uint8_t order[256]; /* GPT-2 id -> byte for ids 0..255 */
+} byte_map;
+
+static void byte_map_init(byte_map *m)
+{
+    unsigned n = 0, k = 0;
+    for (unsigned i = 0; i < 324; i++)
+        m->u2b[i] = -1;
+    for (unsigned b = 0; b < 256; b++)
+        if (byte_is_printable(b))
+            m->order[k++] = (uint8_t)b;
+    for (unsigned b = 0; b < 256; b++) {
+        if (byte_is_printable(b)) {
+            m->b2u[b] = (uint16_t)b;
+        } else {
+            m->b2u[b] = (uint16_t)(256 + n++);
+            m->order[k++] = (uint8_t)b;
+        }
+        m->u2b[m->b2u[b]] = (int16_t)b;
+    }
+}
+
+/* Byte-level string s[0..n) -> bytes in out (room for n bytes). Returns the
+ * byte count, or -1 when s has a character outside the byte-level alphabet
+ * (or is not UTF-8). */
+static long bytelevel_decode(const byte_map *m, const uint8_t *s, size_t n, uint8_t *out)
+{
+    size_t i = 0, o = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t l = zpi_utf8_decode(s + i, n - i, &cp);
+        if (l == 0 || cp >= 324 || m->u2b[cp] < 0)
+            return -1;
+        out[o++] = (uint8_t)m->u2b[cp];
+        i += l;
+    }
+    return (long)o;
+}
+
+/* ------------------------------------------------------------ files */
+
+/* Read a whole file. OUT: *buf (caller frees), *len. */
+static zp_status read_whole(const char *path, char **buf, size_t *len, char *err, size_t errcap)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        ERR(ZP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        cap *= 2;
+        char *nb = realloc(b, cap + 1);
+        if (!nb) {
+            free(b);
+            b = NULL;
+        } else {
+            b = nb;
+        }
+    }
+    int rerr = ferror(f) ? errno : 0;
+    fclose(f);
+    if (!b)
+        ERR(ZP_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (rerr) {
+        free(b);
+        ERR(ZP_ERR_IO, "cannot read '%s': %s", path, strerror(rerr ? rerr : EIO));
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return ZP_OK;
+}
+
+/* Next line of buf[*pos..len): returns its start, sets *n (without \n or
+ * \r\n) and advances *pos; NULL at the end. */
+static const char *next_line(const char *buf, size_t len, size_t *pos, size_t *n)
+{
+    if (*pos >= len)
+        return NULL;
+    const char *s = buf + *pos;
+    const char *nl = memchr(s, '\n', len - *pos);
+    size_t l = nl ? (size_t)(nl - s) : len - *pos;
+    *pos += l + (nl ? 1 : 0);
+    if (l > 0 && s[l - 1] == '\r')
+        l--;
+    *n = l;
+    return s;
+}
+
+/* ------------------------------------------------------------ gpt2 */
+
+static zp_status load_gpt2(zp_tokenizer *t, char *err, size_t errcap)
+{
+    byte_map m;
+    byte_map_init(&m);
+    zp_status st = zpi_tok_build_begin(t, 50257, err, errcap);
+    if (st != ZP_OK)
+        return st;
+    for (uint32_t id = 0; id < 256; id++) {
+        st = zpi_tok_build_add(t, id, &m.order[id], 1, 1, err, errcap);
+        if (st != ZP_OK)
+            return st;
+    }
+    const char *buf = zpi_gpt2_vocab_bpe;
+    size_t len = (size_t)(zpi_gpt2_vocab_bpe_end - zpi_gpt2_vocab_bpe);
+    size_t pos = 0, n, lineno = 0;
+    uint32_t id = 256;
+    uint8_t tmp[1024];
+    const char *line;
+    while ((line = next_line(buf, len, &pos, &n)) != NULL) {
+        lineno++;
+        if (n == 0 || (lineno == 1 && n >= 9 && memcmp(line, "#version:", 9) == 0))
+            continue;
+        const char *sp = memchr(line, ' ', n);
+        if (!sp || id >= 50256 || n > sizeof tmp)
+            ERR(ZP_ERR_INTERNAL, "embedded vocab.bpe: bad line %zu", lineno);
+        size_t la = (size_t)(sp - line);
+        long a = bytelevel_decode(&m, (const uint8_t *)line, la, tmp);
+        long b = a < 0 ? -1
+                       : bytelevel_decode(&m, (const uint8_t *)sp + 1, n - la - 1, tmp + a);
+        if (a <= 0 || b <= 0)
+            ERR(ZP_ERR_INTERNAL, "embedded vocab.bpe: bad token on line %zu", lineno);
+        st = zpi_tok_build_add(t, id++, tmp, (size_t)(a + b), 1, err, errcap);
+        if (st != ZP_OK)
+            return st;
+    }
+    if (id != 50256)
+        ERR(ZP_ERR_INTERNAL, "embedded vocab.bpe has %u merges, expected 50000", id - 256);
+    st = zpi_tok_build_add(t, 50256, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0, err,
+                           errcap);
+    if (st != ZP_OK)
+        return st;
+    t->eot = 50256;
+    t->mode = ZPI_TOK_TIKTOKEN;
+    /* GPT-2 has 108299 (pair -> token) splits. */
+    st = zpi_tok_build_pairs_begin(t, 110000, err, errcap);
+    if (st == ZP_OK)
+        st = zpi_tok_build_all_splits(t, err, errcap);
+    return st;
+}
+
+/* ------------------------------------------------------------ tiktoken */
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Standard base64 with optional '=' padding; returns the byte count or -1. */
+static long b64_decode(const char *s, size_t n, uint8_t *out)
+{
+    while (n > 0 && s[n - 1] == '=')
+        n--;
+    uint32_t acc = 0;
+    int bits = 0;
+    long o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64_value((unsigned char)s[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    if (bits >= 6)
+        return -1;
+    return o;
+}
+
+typedef struct tk_line {
+    uint32_t rank;
+    uint32_t off, len; /* in the decoded bytes buffer */
+} tk_line;
+
+static zp_status load_tiktoken(zp_tokenizer *t, const char *path, char *err, size_t errcap)
+{
+    char *buf;
+    size_t len;
+    zp_status st = read_whole(path, &buf, &len, err, errcap);
+    if (st != ZP_OK)
+        return st;
+    size_t cap_lines = 1024, n_lines = 0;
+    tk_line *lines = malloc(cap_lines * sizeof *lines);
+    uint8_t *bytes = malloc(len + 1); /* decoded bytes are shorter than the text */
+    size_t nbytes = 0, pos = 0, n, lineno = 0;
+    uint32_t max_rank = 0;
+    const char *line;
+    if (!lines || !bytes) {
+        zpi_fmt(err, errcap, "out of memory reading '%s'", path);
+        st = ZP_ERR_NOMEM;
+        goto out;
+    }
+    while ((line = next_line(buf, len, &pos, &n)) != NULL) {
+        lineno++;
+        if (n == 0)
+            continue;
+        const char *sp = memchr(line, ' ', n);
+        if (!sp || sp == line || sp + 1 == line + n) {
+            zpi_fmt(err, errcap, "%s:%zu: expected '<base64 token> <rank>'", path, lineno);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        long bl = b64_decode(line, (size_t)(sp - line), bytes + nbytes);
+        if (bl <= 0) {
+            zpi_fmt(err, errcap, "%s:%zu: invalid base64 token", path, lineno);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        uint64_t rank = 0;
+        const char *q = sp + 1, *e = line + n;
+        for (; q < e && *q >= '0' && *q <= '9'; q++) {
+            rank = rank * 10 + (uint64_t)(*q - '0');
+            if (rank >= ZPI_TOK_MAX_IDS - 1)
+                break;
+        }
+        if (q != e || rank >= ZPI_TOK_MAX_IDS - 1) {
+            zpi_fmt(err, errcap, "%s:%zu: rank must be a number below %u", path, lineno,
+                    ZPI_TOK_MAX_IDS - 1);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        if (n_lines == cap_lines) {
+            tk_line *nl = realloc(lines, cap_lines * 2 * sizeof *lines);
+            if (!nl) {
+                zpi_fmt(err, errcap, "out of memory reading '%s'", path);
+                st = ZP_ERR_NOMEM;
+                goto out;
+            }
+            lines = nl;
+            cap_lines *= 2;
+        }
+        lines[n_lines].rank = (uint32_t)rank;
+        lines[n_lines].off = (uint32_t)nbytes;
+        lines[n_lines].len = (uint32_t)bl;
+        n_lines++;
+        nbytes += (size_t)bl;
+        if (rank > max_rank)
+            max_rank = (uint32_t)rank;
+    }
+    if (n_lines < 256) {
+        zpi_fmt(err, errcap, "%s: %zu tokens, not a tiktoken rank file", path, n_lines);
+        st = ZP_ERR_FORMAT;
+        goto out;
+    }
+    /* ids: the ranks, then the end-of-text token. */
+    st = zpi_tok_build_begin(t, max_rank + 2, err, errcap);
+    for (size_t i = 0; st == ZP_OK && i < n_lines; i++) {
+        char e2[256];
+        st = zpi_tok_build_add(t, lines[i].rank, bytes + lines[i].off, lines[i].len, 1, e2,
+                               sizeof e2);
+        if (st != ZP_OK)
+            zpi_fmt(err, errcap, "%s: %s", path, e2);
+    }
+    if (st == ZP_OK) {
+        t->eot = (int32_t)(max_rank + 1);
+        st = zpi_tok_build_add(t, max_rank + 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1,
+                               0, err, errcap);
+    }
+    t->mode = ZPI_TOK_TIKTOKEN;
+    if (st == ZP_OK)
+        st = zpi_tok_build_pairs_begin(t, n_lines * 2, err, errcap);
+    if (st == ZP_OK)
+        st = zpi_tok_build_all_splits(t, err, errcap);
+out:
+    free(lines);
+    free(bytes);
+    free(buf);
+    return st;
+}
+
+/* ------------------------------------------------------------ Hugging Face */
+
+static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t errcap)
+{
+    char vpath[4096], mpath[4096];
+    zpi_fmt(vpath, sizeof vpath, "%s/vocab.json", dir);
+    zpi_fmt(mpath, sizeof mpath, "%s/merges.txt", dir);
+    byte_map m;
+    byte_map_init(&m);
+    char *vbuf = NULL, *mbuf = NULL;
+    size_t vlen, mlen;
+    json_t *root = NULL;
+    uint8_t *tmp = NULL;
+    zp_status st = read_whole(vpath, &vbuf, &vlen, err, errcap);
+    if (st == ZP_OK)
+        st = read_whole(mpath, &mbuf, &mlen, err, errcap);
+    if (st != ZP_OK)
+        goto out;
+
+    json_error_t jerr;
+    root = json_loadb(vbuf, vlen, 0, &jerr);
+    if (!root || !json_is_object(root)) {
+        if (root)
+            zpi_fmt(err, errcap, "%s: not a JSON object of token -> id", vpath);
+        else
+            zpi_fmt(err, errcap, "%s:%d: invalid JSON: %s", vpath, jerr.line, jerr.text);
+        st = ZP_ERR_FORMAT;
+        goto out;
+    }
+    const char *key;
+    json_t *val;
+    json_int_t max_id = -1;
+    size_t max_key = 0;
+    json_object_foreach(root, key, val)
+    {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= ZPI_TOK_MAX_IDS - 1) {
+            zpi_fmt(err, errcap, "%s: the id of token '%.64s' is not an integer in [0, %u)",
+                    vpath, key, ZPI_TOK_MAX_IDS - 1);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        if (json_integer_value(val) > max_id)
+            max_id = json_integer_value(val);
+        size_t kl = strlen(key);
+        if (kl > max_key)
+            max_key = kl;
+    }
+    if (max_id < 255) {
+        zpi_fmt(err, errcap, "%s: %zu tokens, not a byte-level BPE vocabulary", vpath,
+                json_object_size(root));
+        st = ZP_ERR_FORMAT;
+        goto out;
+    }
+    json_t *eotv = json_object_get(root, EOT_TEXT);
+    uint32_t n_ids = (uint32_t)max_id + 1 + (eotv ? 0 : 1);
+    st = zpi_tok_build_begin(t, n_ids, err, errcap);
+    tmp = malloc(max_key + 2 * 1024 + 16);
+    if (st == ZP_OK && !tmp) {
+        zpi_fmt(err, errcap, "out of memory");
+        st = ZP_ERR_NOMEM;
+    }
+    if (st != ZP_OK)
+        goto out;
+    json_object_foreach(root, key, val)
+    {
+        uint32_t id = (uint32_t)json_integer_value(val);
+        size_t kl = strlen(key);
+        long bl = bytelevel_decode(&m, (const uint8_t *)key, kl, tmp);
+        char e2[256];
+        if (bl > 0)
+            st = zpi_tok_build_add(t, id, tmp, (size_t)bl, 1, e2, sizeof e2);
+        else /* an added token outside the byte-level alphabet: kept as is */
+            st = zpi_tok_build_add(t, id, (const uint8_t *)key, kl, 0, e2, sizeof e2);
+        if (st != ZP_OK) {
+            zpi_fmt(err, errcap, "%s: token '%.64s': %s", vpath, key, e2);
+            goto out;
+        }
+    }
+    if (eotv) {
+        t->eot = (int32_t)json_integer_value(eotv);
+    } else {
+        t->eot = (int32_t)(n_ids - 1);
+        st = zpi_tok_build_add(t, n_ids - 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0,
+                               err, errcap);
+        if (st != ZP_OK)
+            goto out;
+    }
+    t->mode = ZPI_TOK_HF_MERGES;
+
+    /* merges.txt: one "A B" per line, rank = line order; merge_id[rank] is
+     * the id the merge makes. */
+    st = zpi_tok_build_pairs_begin(t, n_ids, err, errcap);
+    if (st != ZP_OK)
+        goto out;
+    size_t n_lines = 1;
+    for (size_t i = 0; i < mlen; i++)
+        n_lines += mbuf[i] == '\n';
+    if (n_lines >= ZPI_TOK_MAX_IDS) {
+        zpi_fmt(err, errcap, "%s: too many merges (at most %u)", mpath, ZPI_TOK_MAX_IDS - 1);
+        st = ZP_ERR_FORMAT;
+        goto out;
+    }
+    t->merge_cap = (uint32_t)n_lines;
+    t->merge_id = malloc(n_lines * sizeof *t->merge_id);
+    if (!t->merge_id) {
+        t->merge_cap = 0;
+        zpi_fmt(err, errcap, "out of memory");
+        st = ZP_ERR_NOMEM;
+        goto out;
+    }
+    size_t pos = 0, n, lineno = 0;
+    uint32_t rank = 0;
+    const char *line;
+    while ((line = next_line(mbuf, mlen, &pos, &n)) != NULL) {
+        lineno++;
+        if (n == 0 || (lineno == 1 && n >= 8 && memcmp(line, "#version", 8) == 0))
+            continue;
+        const char *sp = memchr(line, ' ', n);
+        if (!sp || sp == line || sp + 1 == line + n ||
+            memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1) || n > 2048) {
+            zpi_fmt(err, errcap, "%s:%zu: expected two tokens separated by one space", mpath,
+                    lineno);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        size_t la = (size_t)(sp - line);
+        long a = bytelevel_decode(&m, (const uint8_t *)line, la, tmp);
+        long b = a <= 0 ? -1
+                        : bytelevel_decode(&m, (const uint8_t *)sp + 1, n - la - 1, tmp + a);
+        if (a <= 0 || b <= 0) {
+            zpi_fmt(err, errcap, "%s:%zu: token outside the byte-level alphabet", mpath, lineno);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        uint32_t ia = zpi_tok_find(t, tmp, (size_t)a, zpi_tok_hash(tmp, (size_t)a));
+        uint32_t ib = zpi_tok_find(t, tmp + a, (size_t)b, zpi_tok_hash(tmp + a, (size_t)b));
+        uint32_t im = zpi_tok_find(t, tmp, (size_t)(a + b), zpi_tok_hash(tmp, (size_t)(a + b)));
+        if (ia == ZPI_TOK_NONE || ib == ZPI_TOK_NONE || im == ZPI_TOK_NONE) {
+            zpi_fmt(err, errcap, "%s:%zu: merge '%.*s' uses or makes a token not in vocab.json",
+                    mpath, lineno, (int)(n > 200 ? 200 : n), line);
+            st = ZP_ERR_FORMAT;
+            goto out;
+        }
+        t->merge_id[rank] = im;
+        if (build_pair(t, ia, ib, rank++) != 0) {
+            zpi_fmt(err, errcap, "out of memory for the merge table");
+            st = ZP_ERR_NOMEM;
+            goto out;
+        }
+    }
+out:
+    json_decref(root);
+    free(tmp);
+    free(vbuf);
+    free(mbuf);
+    return st;
+}
+
+/* ------------------------------------------------------------ API */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp_tokenizer **out,
+                              char *err, size_t errcap)
+{
+    if (err && errcap)
+        err[0] = '\0';
+    if (!out)
+        ERR(ZP_ERR_INVALID, "zp_tokenizer_create: out is NULL");
+    *out = NULL;
+    if (!id || !id[0])
+        ERR(ZP_ERR_INVALID, "zp_tokenizer_create: no tokenizer name");
+    zp_tokenizer_config c;
+    zp_tokenizer_config_init(&c);
+    if (cfg)
+        c = *cfg;
+    if (c.cache_entries > ((size_t)1 << 26))
+        ERR(ZP_ERR_INVALID, "cache_entries = %zu: too large (at most %zu)", c.cache_entries,
+            (size_t)1 << 26);
+    zp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        ERR(ZP_ERR_NOMEM, "out of memory");
+    t->cfg = c;
+    t->eot = -1;
+    zp_status st;
+    struct stat sb;
+    if (strcmp(id, "gpt2") == 0) {
+        st = load_gpt2(t, err, errcap);
+    } else if (stat(id, &sb) != 0) {
+        int e = errno;
+        zpi_fmt(err, errcap,
+                "tokenizer '%s': not \"gpt2\" and not a readable path (%s); expected \"gpt2\", "
+                "a folder with vocab.json + merges.txt, or a .tiktoken rank file",
+                id, strerror(e));
+        st = e == ENOENT ? ZP_ERR_INVALID : ZP_ERR_IO;
+    } else if (S_ISDIR(sb.st_mode)) {
+        st = load_hf(t, id, err, errcap);
+    } else if (ends_with(id, ".json") || ends_with(id, "merges.txt")) {
+        zpi_fmt(err, errcap,
+                "tokenizer '%s': give the folder that holds vocab.json and merges.txt, not "
+                "one of the files", id);
+        st = ZP_ERR_INVALID;
+    } else {
+        st = load_tiktoken(t, id, err, errcap);
+    }
+    if (st == ZP_OK)
+        st = zpi_tok_build_finish(t, err, errcap);
+    if (st != ZP_OK) {
+        zp_tokenizer_destroy(t);
+        return st;
+    }
+    *out = t;
+    return ZP_OK;
+}
+
+void zp_tokenizer_destroy(zp_tokenizer *tok)
+{
+    if (!tok)
+        return;
+    free(tok->span);
+    free(tok->blob);
+    free(tok->vmap);
+    free(tok->pmap);
+    free(tok->merge_id);
+    free(tok->bp_rank);
+    free(tok);
+}
+
+size_t zp_tokenizer_vocab_size(const zp_tokenizer *tok) { return tok ? tok->n_ids : 0; }
+
+int32_t zp_tokenizer_eot(const zp_tokenizer *tok) { return tok ? tok->eot : -1; }
+
+size_t zp_tokenizer_memory(const zp_tokenizer *tok)
+{
+    if (!tok)
+        return 0;
+    return sizeof *tok + (size_t)tok->n_ids * sizeof *tok->span + tok->blob_cap +
+           ((size_t)tok->vmap_mask + 1) * sizeof *tok->vmap +
+           (tok->pmap ? ((size_t)tok->pmap_mask + 1) * sizeof *tok->pmap : 0) +
+           (size_t)tok->merge_cap * sizeof *tok->merge_id +
+           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0);
+}
+
+zp_status zp_decode(const zp_tokenizer *tok, const int32_t *ids, size_t n_ids, char *out,
+                    size_t cap, size_t *out_len)
+{
+    if (out_len)
+        *out_len = 0;
+    if (!tok || (!ids && n_ids) || (!out && cap))
+        return ZP_ERR_INVALID;
+    size_t need = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || (uint32_t)id >= tok->n_ids || tok->span[id].off == ZPI_TOK_NONE)
+            return ZP_ERR_INVALID;
+        need += tok->span[id].len;
+    }
+    if (out_len)
+        *out_len = need;
+    if (need > cap)
+        return ZP_ERR_LIMIT;
+    size_t o = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        const zpi_tok_span *sp = &tok->span[ids[i]];
+        memcpy(out + o, tok->blob + sp->off, sp->len);
+        o += sp->len;
+    }
+    return ZP_OK;
+}

@@ -1,0 +1,76 @@
+/*
+ * shard_cache.h - the shard cache: decoded shards held in memory, shared by
+ * the fetch and prefetch tasks of one pipeline (private).
+ *
+ * Not to be confused with the index cache (record counts of shards kept on
+ * disk between runs, see dataset.c): the shard cache lives in memory, for
+ * one pipeline.
+ *
+ * Memory bound (docs/datasets.md, "Loading and the memory bound"): the
+ * cache keeps at most `budget_bytes` of decoded shards that no task uses,
+ * except that the `keep_shards` shards used most recently (the working set
+ * of the current shuffle block) are never evicted, so that a shard larger
+ * than the budget is decoded once per pass and not once per chunk. Resident:
+ *   max(budget, working set) + pinned shards + spare buffers,
+ * where the spare buffers are at most ZPI_SHARD_CACHE_SPARES decode buffers
+ * of evicted shards kept for the next loads (no fresh pages to fault in) and
+ * one compressed-file buffer per concurrent load. When the working set
+ * pushes the cache past its budget, it warns once through the log callback,
+ * naming the size it needs. Two tasks asking for the same shard load it
+ * once (the second waits). Thread-safe.
+ */
+#ifndef ZP_SHARD_CACHE_H
+#define ZP_SHARD_CACHE_H
+
+#include "formats/format.h"
+#include "zephon/dataset.h"
+
+typedef struct zpi_shard_cache zpi_shard_cache;
+
+/* Decode buffers of evicted shards kept for reuse. */
+#define ZPI_SHARD_CACHE_SPARES 2
+
+typedef struct zpi_shard_cache_config {
+    size_t budget_bytes; /* decoded bytes of unused shards kept (beyond the working set) */
+    size_t keep_shards;  /* working set: the shards used most recently that are kept
+                            whatever the budget (0: none, the budget alone decides) */
+    zp_log_fn log;       /* optional; borrowed; called at most once, from any thread */
+    void *log_user;
+    /* Remote shards are read through it (borrowed; NULL: local shards only). */
+    struct zpi_fetcher *fetcher;
+} zpi_shard_cache_config;
+
+typedef struct zpi_shard_cache_stats {
+    uint64_t hits, misses, evictions, loads_failed;
+    uint64_t bytes_resident; /* decoded shards (capacity of their buffers) and spares */
+    uint64_t spare_reuses;   /* loads given a recycled decode buffer (replaced if too small) */
+} zpi_shard_cache_stats;
+
+/* The working set a pipeline needs to decode each shard once per pass: the
+ * shards of one shuffle block (block_shards; 1 when not shuffled), those of
+ * the next one when prefetch looks ahead, and one more per fetch task (tasks
+ * at a block boundary read from two blocks). */
+size_t zpi_shard_cache_keep_shards(size_t block_shards, size_t fetch_parallelism, int prefetch);
+
+/* cfg is copied. The dataset must outlive the cache and stay unchanged. */
+zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_config *cfg,
+                                 zpi_shard_cache **out);
+void zpi_shard_cache_destroy(zpi_shard_cache *c);
+
+/* Pin shard `index` (loading it if needed). On error the message (naming the
+ * shard, line and cause) is written into err. *loaded is set to 1 when this
+ * call did the load (for timing metrics). */
+zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shard **out,
+                              int *loaded, char *err, size_t errcap);
+/* The same, except that when another thread is loading the shard it
+ * returns ZP_OK at once with *out NULL (nothing pinned), instead of waiting:
+ * a task that needs several shards loads those no one else is loading
+ * first, so that tasks starting together decode them in parallel. */
+zp_status zpi_shard_cache_get_unless_loading(zpi_shard_cache *c, uint32_t index,
+                                             const zpi_shard **out, int *loaded, char *err,
+                                             size_t errcap);
+/* Unpin a shard got with zpi_shard_cache_get(). */
+void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index);
+void zpi_shard_cache_stats_get(zpi_shard_cache *c, zpi_shard_cache_stats *st);
+
+#endif

@@ -1,0 +1,662 @@
+/*
+ * engine.c - the scheduler: runs a pipeline's operators as OpenMP tasks
+ * (engine.h has the model). Chunks of consecutive samples flow
+ * fetch -> map* -> tokenize; each operator runs at most `parallelism` tasks
+ * at once; the chunk next in order is drained, by the thread that completes
+ * it, into the packer. The operator bodies are operators.h's, the batch
+ * stage packer.h's, the hand-over to the consumer outq.h's.
+ */
+#include "engine/engine.h"
+#include "plan/worksource_internal.h"
+
+#include <omp.h>
+
+#include "io/fetcher.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct stage {
+    zpi_op op;
+    /* under mu */
+    size_t running;
+    zpi_fifo ready; /* chunks waiting for a task */
+} stage;
+
+struct zpi_engine {
+    /* settings, fixed at start */
+    zp_worksource *ws;
+    int threads;
+    size_t chunk_samples;
+    zpi_op_env env;
+    stage stages[ZPI_MAX_OPS];
+    int n_stages;
+    size_t prefetch_buffer, prefetch_parallelism;
+
+    /* resources */
+    zpi_outq *q;             /* borrowed */
+    zpi_obs *obs;            /* NULL when off */
+    zpi_shard_cache *cache;
+    zpi_fetcher *fetcher;    /* remote shards; NULL when the dataset has none */
+    zpi_worker *workers;     /* one per team thread */
+    zpi_chunk *chunks;       /* W chunks */
+    size_t W;
+    pthread_t thread;
+    int thread_started;
+    atomic_int stop;
+
+    /* under mu */
+    pthread_mutex_t mu;
+    zpi_fifo chunk_free;
+    zpi_chunk **window;      /* reorder window: seq % W */
+    uint64_t next_seq;       /* next chunk to drain */
+    uint64_t admit_seq;      /* next chunk to admit */
+    size_t in_flight;
+    int draining;
+    int admit_done;
+    uint32_t adm_epoch, end_epoch; /* end_epoch = UINT32_MAX without end */
+    uint64_t adm_pos, per_rank;
+    /* prefetch: shards of the next `prefetch_buffer` positions are loaded
+     * into the shard cache ahead of fetch, by at most prefetch_parallelism
+     * tasks */
+    uint32_t pf_epoch;
+    uint64_t pf_pos;
+    uint32_t pf_recent[16];
+    unsigned pf_recent_n;
+    uint32_t pf_queue[64];
+    size_t pf_head, pf_count, pf_running;
+
+    /* the drainer's (one thread at a time, handed over under mu) */
+    zpi_packer pk;
+    uint64_t seen, skipped, filtered; /* records drained in this run */
+    int full_epoch;                   /* an epoch started at its position 0 */
+    zpi_err first_skip;               /* the first record skipped, in stream order */
+};
+
+static zpi_chunk *chunk_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_chunk, node) : NULL; }
+
+static int thread_index(const zpi_engine *e)
+{
+    int t = omp_get_thread_num();
+    return (t < 0 || t >= e->threads) ? 0 : t;
+}
+
+/* The calling thread's observability slot, or NULL when off. */
+static zpi_obs_thread *obs_self(zpi_engine *e)
+{
+    return e->obs ? &e->obs->th[thread_index(e)] : NULL;
+}
+
+/* Under mu: account stage s's state up to now before it changes. */
+static void obs_tick_at(zpi_engine *e, int s, uint64_t now)
+{
+    if (e->obs && s < ZPI_OBS_STAGES) {
+        const stage *st = &e->stages[s];
+        zpi_obs_stage_tick(&e->obs->stage[s], now, st->ready.n, st->running, st->op.parallelism);
+    }
+}
+
+static void obs_tick(zpi_engine *e, int s)
+{
+    if (e->obs)
+        obs_tick_at(e, s, zpi_now_ns());
+}
+
+/* ------------------------------------------------------------ running an operator */
+
+static void run_stage(zpi_engine *e, int s, zpi_chunk *c)
+{
+    const stage *st = &e->stages[s];
+    zpi_worker *w = &e->workers[thread_index(e)];
+    zpi_obs_thread *ot = obs_self(e);
+    uint64_t t0 = 0;
+    if (ot) {
+        zpi_ctr_add(&ot->items_in[s], st->op.kind == ZPI_OP_FETCH ? c->n : zpi_chunk_live(c));
+        t0 = zpi_now_ns();
+    }
+    zpi_op_run(&e->env, &st->op, w, ot, c);
+    if (ot) {
+        zpi_ctr_add(&ot->busy_ns[s], zpi_now_ns() - t0);
+        zpi_ctr_add(&ot->items_out[s], c->err.code == ZP_OK ? zpi_chunk_live(c) : 0);
+    }
+}
+
+/* ------------------------------------------------------------ scheduling */
+
+static void stage_task(zpi_engine *e, int s, zpi_chunk *c);
+static void drain(zpi_engine *e);
+
+static void spawn(zpi_engine *e, int s, zpi_chunk *c)
+{
+#pragma omp task firstprivate(e, s, c) default(none)
+    stage_task(e, s, c);
+}
+
+/* Under mu: move c to stage s (or to the reorder window past the last
+ * stage). Returns 1 when the caller must spawn a task for (s, c) after
+ * unlocking, 2 when the caller should try to drain, 0 otherwise. */
+static int handoff_locked(zpi_engine *e, int s, zpi_chunk *c)
+{
+    if (c->err.code != ZP_OK || s >= e->n_stages) {
+        c->complete = 1;
+        return (c->seq == e->next_seq && !e->draining) ? 2 : 0;
+    }
+    c->stage = s;
+    stage *st = &e->stages[s];
+    obs_tick(e, s);
+    if (st->running < st->op.parallelism) {
+        st->running++;
+        return 1;
+    }
+    if (e->obs)
+        c->enq_ns = zpi_now_ns();
+    zpi_fifo_push(&st->ready, &c->node);
+    if (e->obs && st->ready.n > e->obs->stage[s].queue_max)
+        e->obs->stage[s].queue_max = (uint32_t)st->ready.n;
+    return 0;
+}
+
+static void stage_task(zpi_engine *e, int s, zpi_chunk *c)
+{
+    stage *st = &e->stages[s];
+    /* The chunk was handed over under mu: acquire it here, so that the
+     * hand-over is ordered by our own lock and not only by the OpenMP
+     * runtime's task queue (which sanitizers cannot see into). */
+    pthread_mutex_lock(&e->mu);
+    pthread_mutex_unlock(&e->mu);
+    while (c) {
+        if (!atomic_load(&e->stop))
+            run_stage(e, s, c);
+        pthread_mutex_lock(&e->mu);
+        int act = handoff_locked(e, s + 1, c);
+        obs_tick(e, s);
+        zpi_chunk *nextc = atomic_load(&e->stop) ? NULL : chunk_of(zpi_fifo_pop(&st->ready));
+        if (!nextc)
+            st->running--;
+        else if (e->obs && s > 0)
+            e->obs->stage[s - 1].blocked_ns += (double)(zpi_now_ns() - nextc->enq_ns);
+        pthread_mutex_unlock(&e->mu);
+        if (act == 1)
+            spawn(e, s + 1, c);
+        else if (act == 2)
+            drain(e);
+        c = nextc;
+    }
+}
+
+/* Under mu: fill a free chunk with the next samples of the stream, or
+ * return NULL when the stream is done. */
+static zpi_chunk *admit_locked(zpi_engine *e)
+{
+    if (e->admit_done || atomic_load(&e->stop) || !e->chunk_free.head)
+        return NULL;
+    zpi_worksource_settle(e->ws, &e->adm_epoch, &e->adm_pos);
+    const uint64_t len = zp_worksource_epoch_samples(e->ws, e->adm_epoch);
+    if (e->per_rank == 0 || e->adm_epoch >= e->end_epoch) {
+        e->admit_done = 1;
+        return NULL;
+    }
+    zpi_chunk *c = chunk_of(zpi_fifo_pop(&e->chunk_free));
+    zpi_chunk_reset(c);
+    c->seq = e->admit_seq++;
+    c->epoch = e->adm_epoch;
+    c->pos0 = e->adm_pos;
+    size_t n = e->chunk_samples;
+    if (len - e->adm_pos < n)
+        n = (size_t)(len - e->adm_pos);
+    for (size_t i = 0; i < n; i++) {
+        zp_status st = zp_worksource_sample(e->ws, c->epoch, c->pos0 + i, &c->samples[i]);
+        if (st != ZP_OK) {
+            zpi_chunk_fail(c, st, "worksource failed to plan a sample");
+            break;
+        }
+    }
+    c->n = n;
+    e->adm_pos += n;
+    c->last_in_epoch = e->adm_pos >= len;
+    e->window[c->seq % e->W] = c;
+    e->in_flight++;
+    return c;
+}
+
+/* ------------------------------------------------------------ prefetch */
+
+static void prefetch_task(zpi_engine *e, uint32_t shard);
+
+static void spawn_prefetch(zpi_engine *e, uint32_t shard)
+{
+#pragma omp task firstprivate(e, shard) default(none)
+    prefetch_task(e, shard);
+}
+
+/* Under mu: pop a queued shard to prefetch, or return 0. */
+static int pf_pop_locked(zpi_engine *e, uint32_t *shard)
+{
+    if (!e->pf_count || atomic_load(&e->stop))
+        return 0;
+    *shard = e->pf_queue[e->pf_head];
+    e->pf_head = (e->pf_head + 1) % 64;
+    e->pf_count--;
+    return 1;
+}
+
+static void prefetch_task(zpi_engine *e, uint32_t shard)
+{
+    for (;;) {
+        zpi_op_prefetch(&e->env, obs_self(e), shard);
+        pthread_mutex_lock(&e->mu);
+        int more = pf_pop_locked(e, &shard);
+        if (!more)
+            e->pf_running--;
+        pthread_mutex_unlock(&e->mu);
+        if (!more)
+            return;
+    }
+}
+
+/* Under mu: queue the shards of the positions up to `prefetch_buffer` ahead
+ * of admission. Returns how many prefetch tasks to start (their shards are
+ * put into out[]). Remote shards are not decoded ahead: their downloads are
+ * started instead (dl[], *n_dl of at most 64), which waits for nothing. */
+static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint32_t *dl,
+                             size_t *n_dl)
+{
+    *n_dl = 0;
+    if (!e->prefetch_buffer || atomic_load(&e->stop) || e->per_rank == 0)
+        return 0;
+    /* never behind admission: those samples are fetched already */
+    if (e->pf_epoch < e->adm_epoch || (e->pf_epoch == e->adm_epoch && e->pf_pos < e->adm_pos)) {
+        e->pf_epoch = e->adm_epoch;
+        e->pf_pos = e->adm_pos;
+    }
+    uint64_t ahead = 0;
+    if (e->pf_epoch == e->adm_epoch)
+        ahead = e->pf_pos - e->adm_pos;
+    else /* a later epoch: what is left of admission's, and pf_pos */
+        ahead = (zp_worksource_epoch_samples(e->ws, e->adm_epoch) - e->adm_pos) + e->pf_pos;
+    while (ahead < e->prefetch_buffer && e->pf_count < 64) {
+        zpi_worksource_settle(e->ws, &e->pf_epoch, &e->pf_pos);
+        if (e->pf_epoch >= e->end_epoch)
+            break;
+        zp_sample s;
+        if (zp_worksource_sample(e->ws, e->pf_epoch, e->pf_pos, &s) != ZP_OK)
+            break;
+        e->pf_pos++;
+        ahead++;
+        int seen = 0;
+        for (unsigned i = 0; i < e->pf_recent_n && i < 16; i++)
+            if (e->pf_recent[i] == s.shard)
+                seen = 1;
+        if (seen)
+            continue;
+        e->pf_recent[e->pf_recent_n++ % 16] = s.shard;
+        if (zpi_fetcher_is_remote(e->fetcher, s.shard)) {
+            dl[(*n_dl)++] = s.shard;
+            if (*n_dl == 64)
+                break;
+            continue;
+        }
+        e->pf_queue[(e->pf_head + e->pf_count) % 64] = s.shard;
+        e->pf_count++;
+    }
+    size_t n = 0;
+    while (n < max_out && e->pf_running < e->prefetch_parallelism && pf_pop_locked(e, &out[n])) {
+        e->pf_running++;
+        n++;
+    }
+    return n;
+}
+
+static void prefetch_more(zpi_engine *e)
+{
+    uint32_t shards[64], dl[64];
+    size_t n_dl = 0;
+    pthread_mutex_lock(&e->mu);
+    size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
+    uint32_t epoch = e->adm_epoch;
+    uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
+    pthread_mutex_unlock(&e->mu);
+    if (e->fetcher) {
+        zpi_fetcher_set_position(e->fetcher, epoch, pos);
+        for (size_t i = 0; i < n_dl; i++)
+            zpi_fetcher_prefetch(e->fetcher, dl[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        spawn_prefetch(e, shards[i]);
+}
+
+/* Admit as many chunks as the window allows and start their fetch. */
+static void admit_more(zpi_engine *e)
+{
+    prefetch_more(e);
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        zpi_chunk *c = admit_locked(e);
+        int act = c ? handoff_locked(e, 0, c) : 0;
+        pthread_mutex_unlock(&e->mu);
+        if (!c)
+            return;
+        if (act == 1)
+            spawn(e, 0, c);
+        else if (act == 2)
+            drain(e);
+    }
+}
+
+/* ------------------------------------------------------------ the ordered batch stage */
+
+/* Drainer: sets the stream's final status (with the counts the packer has
+ * not attached to a batch yet). */
+static void finish(zpi_engine *e, zp_status st, const char *msg)
+{
+    zp_pipeline_counts pending;
+    zpi_packer_take_pending(&e->pk, &pending);
+    zpi_outq_finish(e->q, st, msg, &pending);
+}
+
+/* Drainer: 1 when records were read, none reached the batch stage, and bad
+ * ones were skipped: a run that delivers nothing because its data is bad
+ * must not look like an empty success. */
+static int all_skipped(const zpi_engine *e)
+{
+    return e->skipped > 0 && e->seen == e->skipped + e->filtered;
+}
+
+static void finish_all_skipped(zpi_engine *e)
+{
+    char msg[ZPI_ERRMAX];
+    char dropped[64] = "";
+    if (e->filtered)
+        zpi_fmt(dropped, sizeof dropped, ", %llu dropped by map callbacks",
+                (unsigned long long)e->filtered);
+    zpi_fmt(msg, sizeof msg,
+            "every record was skipped as bad: %llu of %llu records skipped (on_bad_record = skip)%s, "
+            "none delivered; the first: %s",
+            (unsigned long long)e->skipped, (unsigned long long)e->seen, dropped,
+            zpi_err_msg(&e->first_skip));
+    finish(e, e->first_skip.code != ZP_OK ? e->first_skip.code : ZP_ERR_FORMAT, msg);
+}
+
+/* Drainer: account chunk c for the all-skipped check. */
+static void note_drained(zpi_engine *e, const zpi_chunk *c)
+{
+    if (c->pos0 == 0)
+        e->full_epoch = 1;
+    e->seen += c->n;
+    e->filtered += c->filtered;
+    if (c->skipped && e->skipped == 0)
+        zpi_err_copy(&e->first_skip, &c->first_skip);
+    e->skipped += c->skipped;
+}
+
+/* Drainer: the batch stage on one completed chunk. Returns ZP_OK to go on;
+ * otherwise the stream has its final status (or is stopping). */
+static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
+{
+    if (atomic_load(&e->stop))
+        return ZP_ERR_STATE;
+    if (c->err.code != ZP_OK) {
+        /* deliver the full batch made of earlier chunks' records */
+        zpi_pack_flush_full(&e->pk);
+        finish(e, c->err.code, c->err.msg);
+        atomic_store(&e->stop, 1);
+        return c->err.code;
+    }
+    uint64_t t0 = e->obs ? zpi_now_ns() : 0;
+    uint64_t blocked0 = e->obs ? zpi_ctr_get(&e->obs->batch_blocked_ns) : 0;
+    note_drained(e, c);
+    zp_status st = zpi_pack_chunk(&e->pk, c);
+    if (st == ZP_OK && c->last_in_epoch) {
+        zpi_pack_flush(&e->pk, 1);
+        /* An epoch that began at position 0 covered every record of this
+         * rank's share: if all of them were bad, so are the next epochs
+         * (an endless run would otherwise spin without delivering). */
+        if (e->full_epoch && all_skipped(e)) {
+            finish_all_skipped(e);
+            atomic_store(&e->stop, 1);
+            st = ZP_ERR_FORMAT;
+        }
+    }
+    if (e->obs) {
+        uint64_t blocked = zpi_ctr_get(&e->obs->batch_blocked_ns) - blocked0;
+        zpi_ctr_add(&e->obs->batch_busy_ns, zpi_now_ns() - t0 - blocked);
+        zpi_ctr_add(&e->obs->batch_items, zpi_chunk_live(c));
+    }
+    if (st == ZP_ERR_NOMEM) {
+        finish(e, st, "cannot allocate a batch");
+        atomic_store(&e->stop, 1);
+    }
+    return st;
+}
+
+/* Drain completed chunks in sequence. */
+static void drain(zpi_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->draining) {
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    e->draining = 1;
+    for (;;) {
+        zpi_chunk *c = e->in_flight ? e->window[e->next_seq % e->W] : NULL;
+        if (!c || c->seq != e->next_seq || !c->complete) {
+            int finished = e->in_flight == 0 && e->admit_done;
+            e->draining = 0;
+            pthread_mutex_unlock(&e->mu);
+            if (finished && !atomic_load(&e->stop)) {
+                if (all_skipped(e))
+                    finish_all_skipped(e);
+                else
+                    finish(e, ZP_END, NULL);
+            }
+            return;
+        }
+        pthread_mutex_unlock(&e->mu);
+
+        drain_one(e, c);
+
+        pthread_mutex_lock(&e->mu);
+        e->window[c->seq % e->W] = NULL;
+        e->next_seq++;
+        e->in_flight--;
+        zpi_fifo_push(&e->chunk_free, &c->node);
+        pthread_mutex_unlock(&e->mu);
+        admit_more(e);
+        pthread_mutex_lock(&e->mu);
+    }
+}
+
+/* ------------------------------------------------------------ engine thread */
+
+static void *engine_main(void *arg)
+{
+    zpi_engine *e = arg;
+#pragma omp parallel num_threads(e->threads) default(none) shared(e)
+    {
+#pragma omp single
+        {
+            admit_more(e);
+            drain(e); /* ends at once when there is nothing to deliver */
+        }
+        /* The implicit barrier runs every remaining task to completion. */
+    }
+    /* A stop requested by destroy() ends without a final status; otherwise
+     * the drainer has already delivered END or the error. Make sure a
+     * consumer never waits forever. */
+    if (!atomic_load(&e->stop))
+        zpi_outq_finish(e->q, ZP_ERR_INTERNAL, "pipeline engine ended without a final status",
+                        NULL);
+    return NULL;
+}
+
+zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine **out,
+                           zpi_err *err)
+{
+    *out = NULL;
+    zpi_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "cannot start the pipeline: out of memory");
+    e->ws = plan->ws;
+    e->threads = plan->threads > 0 ? plan->threads : omp_get_max_threads();
+    if (e->threads < 1)
+        e->threads = 1;
+    e->chunk_samples = plan->chunk_samples;
+    e->env = plan->env;
+    e->env.text_only = plan->env.tok != NULL;
+    for (int i = 0; i < plan->n_ops; i++)
+        if (plan->ops[i].kind == ZPI_OP_MAP)
+            e->env.text_only = 0;
+    e->n_stages = plan->n_ops;
+    size_t par = 0;
+    for (int i = 0; i < plan->n_ops; i++) {
+        e->stages[i].op = plan->ops[i];
+        par += plan->ops[i].parallelism;
+    }
+    e->prefetch_buffer = plan->prefetch_buffer;
+    e->prefetch_parallelism = plan->prefetch_parallelism;
+    e->q = q;
+    e->W = plan->in_flight_chunks ? plan->in_flight_chunks : 2 * par + 2;
+    atomic_init(&e->stop, 0);
+    pthread_mutex_init(&e->mu, NULL);
+
+    zp_worksource_state start;
+    zp_worksource_get_state(e->ws, &start);
+    e->per_rank = zp_worksource_samples_per_rank(e->ws);
+    e->adm_epoch = start.epoch;
+    e->adm_pos = start.position;
+    e->pf_epoch = e->adm_epoch;
+    e->pf_pos = e->adm_pos;
+    e->end_epoch = plan->epochs ? start.epoch + plan->epochs : UINT32_MAX;
+
+    const zp_worksource_config *wc = zp_worksource_get_config(e->ws);
+    zp_status st = ZP_OK;
+    const zp_dataset *ds = zp_worksource_dataset(e->ws);
+    if (zpi_fetcher_needed(ds, SIZE_MAX)) {
+        size_t fpar = plan->n_ops > 0 ? plan->ops[0].parallelism : 1;
+        zpi_fetcher_config fc = {
+            .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
+            .demand_slots = (unsigned)(fpar ? fpar : 1),
+            .ws = e->ws,
+        };
+        if ((st = zpi_fetcher_create(ds, &fc, &e->fetcher, err)) != ZP_OK) {
+            zpi_err_prefix(err, "cannot start the pipeline");
+            goto fail;
+        }
+        if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
+            goto fail;
+        zpi_fetcher_set_position(e->fetcher, e->adm_epoch, e->adm_pos);
+    }
+    const zpi_shard_cache_config cc = {
+        .budget_bytes = plan->shard_cache_bytes,
+        .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
+                                                   plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
+                                                   plan->prefetch_buffer > 0),
+        .log = plan->env.log,
+        .log_user = plan->env.log_user,
+        .fetcher = e->fetcher,
+    };
+    st = zpi_shard_cache_create(zp_worksource_dataset(e->ws), &cc, &e->cache);
+    if (st != ZP_OK) {
+        zpi_err_set(err, st, "cannot start the pipeline: shard cache of %zu bytes: %s",
+                    plan->shard_cache_bytes, zp_status_str(st));
+        goto fail;
+    }
+    e->env.cache = e->cache;
+    if (plan->observe && (st = zpi_obs_create(e->threads, &e->obs)) != ZP_OK) {
+        zpi_err_set(err, st, "cannot start the pipeline: observability: %s", zp_status_str(st));
+        goto fail;
+    }
+    e->workers = calloc((size_t)e->threads, sizeof *e->workers);
+    e->chunks = calloc(e->W, sizeof *e->chunks);
+    e->window = calloc(e->W, sizeof *e->window);
+    st = e->workers && e->chunks && e->window ? ZP_OK : ZP_ERR_NOMEM;
+    for (size_t i = 0; st == ZP_OK && i < e->W; i++) {
+        st = zpi_chunk_init(&e->chunks[i], e->chunk_samples);
+        zpi_fifo_push(&e->chunk_free, &e->chunks[i].node);
+    }
+    if (st != ZP_OK) {
+        zpi_err_set(err, st, "cannot start the pipeline: out of memory for %zu chunks of %zu samples",
+                    e->W, e->chunk_samples);
+        goto fail;
+    }
+    zpi_packer_init(&e->pk, &plan->pack, q, e->obs ? &e->obs->batch_blocked_ns : NULL);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "cannot start the pipeline: cannot create its thread");
+        goto fail;
+    }
+    e->thread_started = 1;
+    *out = e;
+    return ZP_OK;
+fail:
+    zpi_engine_destroy(e);
+    return st;
+}
+
+void zpi_engine_destroy(zpi_engine *e)
+{
+    if (!e)
+        return;
+    if (e->thread_started) {
+        atomic_store(&e->stop, 1);
+        zpi_outq_close(e->q);
+        zpi_fetcher_cancel(e->fetcher); /* tasks waiting on downloads end */
+        pthread_join(e->thread, NULL);
+        /* The team's threads last touched the shared state under these
+         * locks; take them once so that freeing it is ordered after. */
+        pthread_mutex_lock(&e->mu);
+        pthread_mutex_unlock(&e->mu);
+        (void)zpi_outq_finished(e->q);
+    }
+    if (e->workers) {
+        for (int i = 0; i < e->threads; i++)
+            zpi_worker_fini(&e->workers[i]);
+        free(e->workers);
+    }
+    if (e->chunks) {
+        for (size_t i = 0; i < e->W; i++)
+            zpi_chunk_fini(&e->chunks[i]);
+        free(e->chunks);
+    }
+    free(e->window);
+    zpi_shard_cache_destroy(e->cache);
+    zpi_fetcher_destroy(e->fetcher);
+    zpi_obs_destroy(e->obs);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+zpi_obs *zpi_engine_obs(zpi_engine *e) { return e ? e->obs : NULL; }
+
+int zpi_engine_threads(const zpi_engine *e) { return e ? e->threads : 0; }
+
+int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max)
+{
+    pthread_mutex_lock(&e->mu);
+    for (int s = 0; s < e->n_stages && s < max; s++) {
+        obs_tick_at(e, s, now);
+        const stage *st = &e->stages[s];
+        zpi_fmt(out[s].name, sizeof out[s].name, "%s", st->op.name);
+        out[s].parallelism = st->op.parallelism;
+        out[s].queued = st->ready.n;
+        if (e->obs && s < ZPI_OBS_STAGES)
+            out[s].obs = e->obs->stage[s];
+        else
+            memset(&out[s].obs, 0, sizeof out[s].obs);
+    }
+    int n = e->n_stages;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out)
+{
+    zpi_shard_cache_stats_get(e->cache, out);
+}
+
+int zpi_engine_fetcher_stats(zpi_engine *e, zpi_fetcher_stats *out)
+{
+    if (!e || !e->fetcher)
+        return 0;
+    zpi_fetcher_stats_get(e->fetcher, out);
+    return 1;
+}

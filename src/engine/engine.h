@@ -1,0 +1,80 @@
+/*
+ * engine.h - the scheduler (private): runs a pipeline's operators as OpenMP
+ * tasks and feeds the ordered batch stage, which fills the output queue.
+ *
+ * Threading model (docs/pipeline.md has the prose version):
+ *  - The engine owns one thread, which opens an OpenMP parallel region of
+ *    `threads` threads; one of them admits the first chunks, and from then
+ *    on work spreads as tasks: each operator has a FIFO of ready chunks and
+ *    runs at most `parallelism` tasks; a task that finishes a chunk hands it
+ *    to the next operator (spawning a task when that operator has a free
+ *    slot) and takes the next ready chunk of its own. Completed chunks go to
+ *    a reorder window; whoever completes the chunk next in order becomes the
+ *    drainer and runs the packer on all consecutive completed chunks, in
+ *    order (so batches are deterministic), then retires them and admits new
+ *    chunks.
+ *  - The engine's lock guards the operator FIFOs and running counts, the
+ *    reorder window, admission and prefetch planning. It is never held while
+ *    an operator runs or while a task is spawned (a task may run undeferred,
+ *    inside the spawning call).
+ *  - The consumer never touches the engine while it runs: it reads the
+ *    output queue (outq.h), and observability reads counters with one
+ *    writer each (observe_internal.h).
+ */
+#ifndef ZP_ENGINE_H
+#define ZP_ENGINE_H
+
+#include "ops/operators.h"
+#include "output/outq.h"
+#include "output/packer.h"
+
+typedef struct zpi_engine zpi_engine;
+
+/* What the engine runs: everything is copied at start, except the borrowed
+ * pointers (ws, tok, tok_field, log_user), which must outlive the engine. */
+typedef struct zpi_engine_plan {
+    zp_worksource *ws;
+    int threads;                /* > 0 */
+    uint32_t epochs;            /* 0: without end */
+    size_t chunk_samples;
+    size_t in_flight_chunks;    /* 0: 2 x (sum of operator parallelism) + 2 */
+    size_t shard_cache_bytes;
+    const zpi_op *ops;          /* ops[0] is fetch */
+    int n_ops;
+    zpi_op_env env;             /* cache is set by the engine */
+    zpi_pack_settings pack;
+    size_t prefetch_buffer, prefetch_parallelism;
+    int observe;
+} zpi_engine_plan;
+
+/* Starts the engine thread, producing into q (borrowed; initialised, and
+ * released only after zpi_engine_destroy). On failure *out is NULL and err
+ * holds the reason. */
+zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine **out,
+                           zpi_err *err);
+/* Stops the engine (mid-stream is fine: queued tasks end without doing
+ * their work), joins its thread and frees it. NULL is accepted. */
+void zpi_engine_destroy(zpi_engine *e);
+
+/* Observability (NULL when off). The counters have one writer each. */
+zpi_obs *zpi_engine_obs(zpi_engine *e);
+int zpi_engine_threads(const zpi_engine *e);
+
+/* An operator's scheduling state, for snapshots. */
+typedef struct zpi_stage_view {
+    char name[32];
+    size_t parallelism;
+    size_t queued;
+    zpi_obs_stage obs;
+} zpi_stage_view;
+/* Under the engine lock: accounts every operator up to `now` and copies its
+ * state into out[0 .. min(n_ops, max)). Returns the number of operators.
+ * Only with observability on. */
+int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max);
+void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out);
+/* The remote shards' downloads and disk cache: 1 and *out, or 0 when the
+ * dataset has no remote shard. */
+struct zpi_fetcher_stats;
+int zpi_engine_fetcher_stats(zpi_engine *e, struct zpi_fetcher_stats *out);
+
+#endif

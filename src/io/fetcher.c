@@ -1,0 +1,755 @@
+/*
+ * fetcher.c - remote shards made local files (fetcher.h has the model).
+ *
+ * State per remote shard: its cache key and, while this process downloads
+ * it, a `download` record (the cache entry being written, the transfer's
+ * id, who waits). The transfer's completion (on the xfer I/O thread)
+ * commits or aborts the cache entry and wakes the waiters; a small renewal
+ * thread keeps the leases of running downloads alive, so that a node's
+ * other processes wait for them instead of taking them over.
+ *
+ * Next use (Belady): a private copy of the pipeline's worksource (a
+ * worksource is used by one thread at a time) maps the next NU_HORIZON
+ * positions from the consumer's to shards, and links each position to the
+ * next one of the same shard; a shard's next use is followed along its
+ * chain as the consumer moves (amortised O(1) per sample), and the horizon
+ * is recomputed when half of it has been consumed. Shards beyond it are
+ * "unknown" to the cache. 8 bytes per position: 8 MiB.
+ *
+ * Locks: f->mu (slots, downloads, stats) is never held while calling the
+ * cache or the transfer engine except for commit/abort/renew of an entry
+ * this process owns (those take the cache's own locks briefly, and the
+ * cache never calls back into the fetcher but for next_use, which takes
+ * only f->nu_mu). f->nu_mu guards the next-use table.
+ */
+#include "io/fetcher.h"
+#include "plan/worksource_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "data/dataset_internal.h"
+#include "io/storage.h"
+#include "base/util.h"
+
+#define NU_UNKNOWN UINT64_MAX
+/* Samples ahead over which next uses are known. */
+#define NU_HORIZON ((uint64_t)1 << 20)
+
+typedef struct download {
+    size_t shard;
+    zpi_dc_entry e;
+    uint64_t id;      /* the transfer's */
+    int demand;
+    int done;         /* the transfer ended (and the entry was committed or aborted) */
+    int lost;         /* downloaded, but the lock's lease was taken over meanwhile */
+    zp_status status;
+    zpi_err err;
+    int waiters;
+    struct download *next_active; /* in f->active while not done */
+} download;
+
+typedef struct slot {
+    char *key;        /* NULL for a local shard */
+    download *dl;     /* this process's download in progress (or done, with waiters) */
+    unsigned bad;     /* downloads of it that failed the size or hash check */
+} slot;
+
+struct zpi_fetcher {
+    const zp_dataset *ds;
+    zpi_storage *st;    /* the dataset's, borrowed */
+    zpi_xfer *x;
+    zpi_disk_cache *dc;
+    size_t n;
+    slot *slots;
+    /* key -> shard: open addressing over the keys' hash */
+    size_t *kmap;
+    size_t kcap;
+    double lease_s;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* a download ended, or cancel */
+    int cancelled;
+    download *active;
+    zpi_fetcher_stats stats;
+
+    /* renewal thread */
+    pthread_t renew_thread;
+    int renew_started;
+    int renew_stop;
+    pthread_cond_t renew_cv;
+
+    /* next use */
+    pthread_mutex_t nu_mu;
+    zp_worksource *ws;      /* private copy; NULL without an order */
+    uint64_t per_rank;
+    uint64_t *nu;           /* per shard: next global position, NU_UNKNOWN */
+    uint32_t *nu_seq;       /* the horizon: shard of position nu_from + k */
+    uint32_t *nu_next;      /* next k of the same shard, UINT32_MAX: none */
+    uint64_t nu_len;        /* positions in the horizon */
+    uint64_t nu_from;       /* global position the table was computed from */
+    int nu_valid;
+    uint64_t pos;           /* consumer's global position */
+};
+
+int zpi_fetcher_needed(const zp_dataset *ds, size_t i)
+{
+    if (i != SIZE_MAX)
+        return zpi_is_url(zpi_dataset_shard_path(ds, i));
+    size_t n = zp_dataset_num_shards(ds);
+    for (size_t k = 0; k < n; k++)
+        if (zpi_is_url(zpi_dataset_shard_path(ds, k)))
+            return 1;
+    return 0;
+}
+
+void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t cap)
+{
+    if (cfg && cfg->cache_dir && cfg->cache_dir[0]) {
+        zpi_fmt(buf, cap, "%s", cfg->cache_dir);
+        return;
+    }
+    const char *base = getenv("SLURM_TMPDIR");
+    if (!base || !base[0])
+        base = getenv("TMPDIR");
+    if (!base || !base[0])
+        base = "/tmp";
+    zpi_fmt(buf, cap, "%s/zephon-cache", base);
+}
+
+/* ------------------------------------------------------------ keys */
+
+static uint64_t key_hash_of(const char *identity) { return XXH64(identity, strlen(identity), 0); }
+
+/* "<16 hex of the identity's hash>-<file name, characters outside
+ * [A-Za-z0-9._-] as '_', at most 100>". */
+static char *make_key(const char *spec)
+{
+    char *id = zpi_url_identity(spec);
+    char *base = zpi_url_basename(spec);
+    char *key = NULL;
+    if (id && base) {
+        size_t bl = strlen(base);
+        if (bl > 100)
+            bl = 100;
+        key = malloc(17 + 1 + bl + 1);
+        if (key) {
+            snprintf(key, 18, "%016llx", (unsigned long long)key_hash_of(id));
+            key[16] = '-';
+            for (size_t i = 0; i < bl; i++) {
+                char c = base[i];
+                int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         c == '.' || c == '_' || c == '-';
+                key[17 + i] = ok ? c : '_';
+            }
+            key[17 + bl] = '\0';
+            if (bl == 0) {
+                key[17] = 'x';
+                key[18] = '\0';
+            }
+        }
+    }
+    free(id);
+    free(base);
+    return key;
+}
+
+static uint64_t key_prefix(const char *key)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < 16 && key[i]; i++) {
+        char c = key[i];
+        unsigned v = c >= 'a' ? (unsigned)(c - 'a' + 10) : (unsigned)(c - '0');
+        h = (h << 4) | (v & 15);
+    }
+    return h;
+}
+
+static size_t shard_of_key(const zpi_fetcher *f, const char *key)
+{
+    if (!f->kcap)
+        return SIZE_MAX;
+    size_t m = f->kcap - 1;
+    for (size_t h = (size_t)zpi_mix64(key_prefix(key)) & m;; h = (h + 1) & m) {
+        size_t i = f->kmap[h];
+        if (i == SIZE_MAX)
+            return SIZE_MAX;
+        if (strcmp(f->slots[i].key, key) == 0)
+            return i;
+    }
+}
+
+/* ------------------------------------------------------------ next use */
+
+static void nu_compute_locked(zpi_fetcher *f, uint64_t from)
+{
+    for (size_t i = 0; i < f->n; i++)
+        f->nu[i] = NU_UNKNOWN;
+    /* the shard of each position of the horizon, then for each position the
+     * next one of the same shard (scanning backwards) */
+    uint64_t k = 0;
+    zp_sample s;
+    for (; k < NU_HORIZON; k++) {
+        uint32_t epoch;
+        uint64_t position;
+        if (!zpi_worksource_unlinear(f->ws, from + k, &epoch, &position) ||
+            epoch == UINT32_MAX || zp_worksource_sample(f->ws, epoch, position, &s) != ZP_OK)
+            break;
+        f->nu_seq[k] = s.shard;
+    }
+    f->nu_len = k;
+    while (k-- > 0) {
+        uint32_t sh = f->nu_seq[k];
+        if (sh >= f->n) {
+            f->nu_next[k] = UINT32_MAX;
+            continue;
+        }
+        f->nu_next[k] = f->nu[sh] == NU_UNKNOWN ? UINT32_MAX : (uint32_t)(f->nu[sh] - from);
+        f->nu[sh] = from + k;
+    }
+    f->nu_from = from;
+    f->nu_valid = 1;
+}
+
+static uint64_t next_use_cb(void *user, const char *key)
+{
+    zpi_fetcher *f = user;
+    size_t i = shard_of_key(f, key);
+    if (i == SIZE_MAX)
+        return NU_UNKNOWN;
+    pthread_mutex_lock(&f->nu_mu);
+    uint64_t v = NU_UNKNOWN;
+    if (f->nu_valid) {
+        /* a use already passed: follow the shard's chain to its next one */
+        v = f->nu[i];
+        while (v != NU_UNKNOWN && v < f->pos) {
+            uint32_t nx = f->nu_next[v - f->nu_from];
+            v = nx == UINT32_MAX ? NU_UNKNOWN : f->nu_from + nx;
+        }
+        f->nu[i] = v;
+    }
+    pthread_mutex_unlock(&f->nu_mu);
+    return v;
+}
+
+void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position)
+{
+    if (!f || !f->ws)
+        return;
+    uint64_t g = zpi_worksource_linear(f->ws, epoch, position);
+    pthread_mutex_lock(&f->nu_mu);
+    f->pos = g;
+    /* recomputed when half the horizon has been consumed (or on a jump back) */
+    if (!f->nu_valid || g < f->nu_from || g - f->nu_from >= NU_HORIZON / 2)
+        nu_compute_locked(f, g);
+    pthread_mutex_unlock(&f->nu_mu);
+}
+
+/* ------------------------------------------------------------ renewal */
+
+static void *renew_main(void *arg)
+{
+    zpi_fetcher *f = arg;
+    pthread_mutex_lock(&f->mu);
+    while (!f->renew_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double step = f->lease_s / 4;
+        if (step < 0.01)
+            step = 0.01;
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(step * 1e9);
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&f->renew_cv, &f->mu, &ts);
+        for (download *d = f->active; d && !f->renew_stop; d = d->next_active) {
+            zpi_err e;
+            (void)zpi_dc_renew(f->dc, &d->e, &e); /* a lost lease shows at commit */
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ create / destroy */
+
+zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg,
+                             zpi_fetcher **out, zpi_err *err)
+{
+    *out = NULL;
+    zpi_fetcher *f = calloc(1, sizeof *f);
+    if (!f)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
+    f->ds = ds;
+    f->st = zpi_dataset_storage(ds);
+    f->n = zp_dataset_num_shards(ds);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_mutex_init(&f->nu_mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    pthread_cond_init(&f->renew_cv, NULL);
+    zp_status st = ZP_OK;
+    const zp_storage_config *sc = zpi_storage_config(f->st);
+    f->lease_s = sc->lease_s; /* > 0: checked by the storage settings */
+    f->slots = calloc(f->n ? f->n : 1, sizeof *f->slots);
+    for (f->kcap = 16; f->kcap < 2 * f->n + 2; f->kcap *= 2)
+        ;
+    f->kmap = malloc(f->kcap * sizeof *f->kmap);
+    if (!f->slots || !f->kmap) {
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
+        goto fail;
+    }
+    for (size_t h = 0; h < f->kcap; h++)
+        f->kmap[h] = SIZE_MAX;
+    for (size_t i = 0; i < f->n; i++) {
+        const char *path = zpi_dataset_shard_path(ds, i);
+        if (!zpi_is_url(path))
+            continue;
+        if (!(f->slots[i].key = make_key(path))) {
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
+            goto fail;
+        }
+        size_t m = f->kcap - 1;
+        size_t h = (size_t)zpi_mix64(key_prefix(f->slots[i].key)) & m;
+        while (f->kmap[h] != SIZE_MAX)
+            h = (h + 1) & m;
+        f->kmap[h] = i;
+    }
+    if (cfg && cfg->ws && !sc->cache_lru) {
+        zp_worksource_config wc = *zp_worksource_get_config(cfg->ws);
+        if ((st = zp_worksource_create((zp_dataset *)ds, &wc, &f->ws)) != ZP_OK) {
+            zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));
+            zp_worksource_destroy(f->ws);
+            f->ws = NULL;
+            goto fail;
+        }
+        /* the same stream as the pipeline's: its plans (an elastic resume) too */
+        size_t np = zpi_worksource_num_plans(cfg->ws);
+        zpi_epoch_plan *pl = np ? calloc(np, sizeof *pl) : NULL;
+        for (size_t i = 0; pl && i < np; i++)
+            zpi_worksource_plan(cfg->ws, i, &pl[i]);
+        st = np && !pl ? ZP_ERR_NOMEM : zpi_worksource_set_plans(f->ws, pl, np);
+        free(pl);
+        if (st != ZP_OK) {
+            zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));
+            goto fail;
+        }
+        f->per_rank = zp_worksource_samples_per_rank(f->ws);
+        f->nu = malloc((f->n ? f->n : 1) * sizeof *f->nu);
+        f->nu_seq = malloc(NU_HORIZON * sizeof *f->nu_seq);
+        f->nu_next = malloc(NU_HORIZON * sizeof *f->nu_next);
+        if (!f->nu || !f->nu_seq || !f->nu_next) {
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
+            goto fail;
+        }
+        if (f->per_rank == 0) {
+            zp_worksource_destroy(f->ws);
+            f->ws = NULL;
+        }
+    }
+    char dir[4096];
+    zpi_fetcher_cache_dir_for(sc, dir, sizeof dir);
+    zpi_disk_cache_config dcc = {
+        .dir = dir,
+        .limit_bytes = sc->cache_limit_bytes,
+        .lease_s = f->lease_s,
+        .next_use = f->ws ? next_use_cb : NULL,
+        .next_use_user = f,
+    };
+    dcc.log = zpi_dataset_log_fn(ds, &dcc.log_user);
+    if ((st = zpi_disk_cache_create(&dcc, &f->dc, err)) != ZP_OK)
+        goto fail;
+    unsigned par = cfg && cfg->parallelism ? cfg->parallelism : 1;
+    unsigned dem = cfg && cfg->demand_slots ? cfg->demand_slots : 1;
+    if ((st = zpi_xfer_create(f->st, par, dem, &f->x, err)) != ZP_OK)
+        goto fail;
+    if (pthread_create(&f->renew_thread, NULL, renew_main, f) != 0) {
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "shard fetcher: cannot create its thread");
+        goto fail;
+    }
+    f->renew_started = 1;
+    *out = f;
+    return ZP_OK;
+fail:
+    zpi_fetcher_destroy(f);
+    return st;
+}
+
+void zpi_fetcher_cancel(zpi_fetcher *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->cancelled = 1;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void zpi_fetcher_destroy(zpi_fetcher *f)
+{
+    if (!f)
+        return;
+    zpi_fetcher_cancel(f);
+    if (f->renew_started) {
+        pthread_mutex_lock(&f->mu);
+        f->renew_stop = 1;
+        pthread_cond_signal(&f->renew_cv);
+        pthread_mutex_unlock(&f->mu);
+        pthread_join(f->renew_thread, NULL);
+    }
+    /* cancels the transfers: every done callback runs (aborting its entry) */
+    zpi_xfer_destroy(f->x);
+    for (size_t i = 0; f->slots && i < f->n; i++) {
+        free(f->slots[i].dl); /* done, no waiters left once the users are joined */
+        free(f->slots[i].key);
+    }
+    zpi_disk_cache_destroy(f->dc);
+    zp_worksource_destroy(f->ws);
+    free(f->nu);
+    free(f->nu_seq);
+    free(f->nu_next);
+    free(f->slots);
+    free(f->kmap);
+    pthread_cond_destroy(&f->cv);
+    pthread_cond_destroy(&f->renew_cv);
+    pthread_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->nu_mu);
+    free(f);
+}
+
+const char *zpi_fetcher_cache_dir(const zpi_fetcher *f) { return zpi_disk_cache_dir(f->dc); }
+
+int zpi_fetcher_is_remote(const zpi_fetcher *f, size_t i)
+{
+    return f && i < f->n && f->slots[i].key != NULL;
+}
+
+/* ------------------------------------------------------------ downloads */
+
+/* The storage settings' stop_requested hook says stop. */
+static int stop_requested(const zpi_fetcher *f)
+{
+    const zp_storage_config *c = zpi_storage_config(f->st);
+    return c->stop_requested && c->stop_requested(c->stop_user) != 0;
+}
+
+/* Under mu: a download that has ended and that nobody waits on any more is
+ * dropped from its slot and freed. */
+static void dl_drop_if_unused_locked(zpi_fetcher *f, download *d)
+{
+    if (d->done && d->waiters == 0) {
+        f->slots[d->shard].dl = NULL;
+        free(d);
+    }
+}
+
+static void active_remove_locked(zpi_fetcher *f, download *d)
+{
+    for (download **pp = &f->active; *pp; pp = &(*pp)->next_active)
+        if (*pp == d) {
+            *pp = d->next_active;
+            return;
+        }
+}
+
+typedef struct done_ctx {
+    zpi_fetcher *f;
+    download *d;
+} done_ctx;
+
+/* xfer's completion, on its I/O thread. */
+static void on_done(void *user, const zpi_xfer_result *r)
+{
+    done_ctx *c = user;
+    zpi_fetcher *f = c->f;
+    download *d = c->d;
+    free(c);
+    pthread_mutex_lock(&f->mu);
+    active_remove_locked(f, d);
+    zp_status st = r->status;
+    zpi_err e;
+    zpi_err_clear(&e);
+    if (st == ZP_OK) {
+        st = zpi_dc_commit(f->dc, &d->e, &e);
+        if (st == ZP_OK)
+            zpi_dc_release(f->dc, &d->e);
+        else if (st == ZP_ERR_STATE)
+            d->lost = 1; /* another process took the download over: its file will do */
+    } else if (st == ZP_ERR_IO && r->os_errno) {
+        /* writing into the cache failed: name its file, and for a full disk
+         * say what to do */
+        int full = r->os_errno == ENOSPC || r->os_errno == EDQUOT;
+        zpi_err_set(&e, ZP_ERR_IO, "%s (shard cache file %s)%s", zpi_err_msg(&r->err), d->e.path,
+                    full ? ": the cache's file system is full: free space there, or give a "
+                           "smaller cache limit or another cache folder"
+                         : "");
+        zpi_dc_abort(f->dc, &d->e);
+    } else {
+        zpi_err_copy(&e, &r->err);
+        zpi_dc_abort(f->dc, &d->e);
+        if (st == ZP_ERR_FORMAT)
+            f->slots[d->shard].bad++;
+    }
+    d->status = st;
+    zpi_err_copy(&d->err, &e);
+    d->done = 1;
+    pthread_cond_broadcast(&f->cv);
+    dl_drop_if_unused_locked(f, d);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Start the download of shard i into the entry e the cache gave us
+ * (DOWNLOAD). Under f->mu. */
+static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, int demand,
+                              zpi_err *err)
+{
+    download *d = calloc(1, sizeof *d);
+    done_ctx *c = malloc(sizeof *c);
+    if (!d || !c) {
+        free(d);
+        free(c);
+        zpi_dc_abort(f->dc, (zpi_dc_entry *)e);
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory starting a download");
+    }
+    d->shard = i;
+    d->e = *e;
+    d->demand = demand;
+    c->f = f;
+    c->d = d;
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
+    zpi_xfer_job job = {
+        .spec = zpi_dataset_shard_path(f->ds, i),
+        .name = zp_dataset_shard_name(f->ds, i),
+        .fd = d->e.fd,
+        .expect_size = zp_dataset_shard_bytes(f->ds, i),
+        .has_xxh64 = lim->has_xxh64,
+        .xxh64 = lim->expect_xxh64,
+        .demand = demand,
+        .done = on_done,
+        .user = c,
+    };
+    f->slots[i].dl = d;
+    d->next_active = f->active;
+    f->active = d;
+    if (demand)
+        f->stats.demands++;
+    else
+        f->stats.prefetches++;
+    if (f->slots[i].bad)
+        f->stats.refetches++;
+    /* the I/O thread may complete it (taking f->mu) as soon as it is
+     * submitted: unlock around the submit, holding a reference to d */
+    d->waiters++;
+    pthread_mutex_unlock(&f->mu);
+    uint64_t id = 0;
+    zp_status st = zpi_xfer_submit(f->x, &job, &id, err);
+    pthread_mutex_lock(&f->mu);
+    d->waiters--;
+    if (st != ZP_OK) {
+        /* not queued: done will not be called */
+        active_remove_locked(f, d);
+        zpi_dc_abort(f->dc, &d->e);
+        d->status = st;
+        zpi_err_copy(&d->err, err);
+        d->done = 1;
+        free(c);
+        pthread_cond_broadcast(&f->cv);
+        dl_drop_if_unused_locked(f, d);
+        return st;
+    }
+    d->id = id;
+    dl_drop_if_unused_locked(f, d);
+    return ZP_OK;
+}
+
+void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
+{
+    if (!f || i >= f->n || !f->slots[i].key)
+        return;
+    pthread_mutex_lock(&f->mu);
+    int busy = f->slots[i].dl != NULL || f->cancelled || stop_requested(f);
+    pthread_mutex_unlock(&f->mu);
+    if (busy)
+        return;
+    zpi_dc_entry e;
+    zpi_dc_state state;
+    zpi_err err;
+    if (zpi_dc_acquire(f->dc, f->slots[i].key, zp_dataset_shard_bytes(f->ds, i), 0, &e, &state,
+                       &err) != ZP_OK)
+        return; /* the fetch will meet the error and report it */
+    if (state == ZPI_DC_READY) {
+        zpi_dc_release(f->dc, &e);
+    } else if (state == ZPI_DC_DOWNLOAD) {
+        pthread_mutex_lock(&f->mu);
+        if (f->slots[i].dl) /* another thread of ours started it meanwhile: cannot be, the cache
+                               gives DOWNLOAD to one caller; keep ours consistent anyway */
+            zpi_dc_abort(f->dc, &e);
+        else
+            (void)start_locked(f, i, &e, 0, &err);
+        pthread_mutex_unlock(&f->mu);
+    } else if (state == ZPI_DC_NOROOM) {
+        pthread_mutex_lock(&f->mu);
+        f->stats.noroom++;
+        pthread_mutex_unlock(&f->mu);
+    }
+}
+
+zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_err *err)
+{
+    memset(pin, 0, sizeof *pin);
+    pin->e.fd = -1;
+    if (i >= f->n)
+        return zpi_err_set(err, ZP_ERR_INVALID, "shard %zu: out of range", i);
+    if (!f->slots[i].key) {
+        pin->path = zpi_dataset_shard_path(f->ds, i);
+        return ZP_OK;
+    }
+    const char *name = zp_dataset_shard_name(f->ds, i);
+    uint64_t t0 = zpi_now_ns();
+    zp_status st = ZP_OK;
+    int waited = 0; /* not found in the cache at the first look */
+    unsigned lost = 0; /* our downloads of it whose lease was taken over */
+    for (;;) {
+        pthread_mutex_lock(&f->mu);
+        if (f->cancelled || stop_requested(f)) {
+            pthread_mutex_unlock(&f->mu);
+            st = zpi_err_set(err, ZP_ERR_STATE, "shard '%s': stopped while waiting for it", name);
+            break;
+        }
+        download *d = f->slots[i].dl;
+        if (d) {
+            waited = 1;
+            d->waiters++;
+            if (!d->demand && !d->done) {
+                d->demand = 1;
+                zpi_xfer_promote(f->x, d->id);
+            }
+            while (!d->done && !f->cancelled)
+                pthread_cond_wait(&f->cv, &f->mu);
+            d->waiters--;
+            int done = d->done;
+            zp_status ds = d->status;
+            int was_lost = d->lost;
+            if (done && ds != ZP_OK)
+                zpi_err_copy(err, &d->err);
+            dl_drop_if_unused_locked(f, d);
+            unsigned bad = f->slots[i].bad;
+            pthread_mutex_unlock(&f->mu);
+            if (!done)
+                continue; /* cancelled: reported above */
+            if (was_lost && ++lost <= ZPI_FETCH_LEASE_RETRIES)
+                continue; /* the process that took it over downloads it: wait for it */
+            if (ds == ZP_ERR_FORMAT && bad <= ZPI_FETCH_REFETCHES)
+                continue; /* size or hash mismatch: fetch it again */
+            if (ds != ZP_OK) {
+                st = ds;
+                break;
+            }
+            continue; /* downloaded: take our own pin */
+        }
+        pthread_mutex_unlock(&f->mu);
+        zpi_dc_state state;
+        st = zpi_dc_acquire(f->dc, f->slots[i].key, zp_dataset_shard_bytes(f->ds, i), 1, &pin->e,
+                            &state, err);
+        if (st != ZP_OK)
+            break;
+        if (state == ZPI_DC_READY) {
+            pin->path = pin->e.path;
+            pin->remote = 1;
+            pthread_mutex_lock(&f->mu);
+            if (waited)
+                f->stats.misses++;
+            else
+                f->stats.hits++;
+            pthread_mutex_unlock(&f->mu);
+            break;
+        }
+        waited = 1;
+        if (state == ZPI_DC_DOWNLOAD) {
+            pthread_mutex_lock(&f->mu);
+            st = start_locked(f, i, &pin->e, 1, err);
+            pthread_mutex_unlock(&f->mu);
+            pin->e.fd = -1;
+            if (st != ZP_OK)
+                break;
+            continue;
+        }
+        /* BUSY: another process downloads it. Waited in slices of 0.1 s so
+         * that a stop request ends the wait (checked at the loop's top). */
+        for (double left = f->lease_s; left > 0 && !stop_requested(f); left -= 0.1) {
+            double t1 = zpi_now(), slice = left < 0.1 ? left : 0.1;
+            zpi_dc_wait(f->dc, f->slots[i].key, slice);
+            if (zpi_now() - t1 < slice * 0.5)
+                break; /* no longer busy */
+        }
+    }
+    pthread_mutex_lock(&f->mu);
+    f->stats.wait_ns += zpi_now_ns() - t0;
+    pthread_mutex_unlock(&f->mu);
+    return st;
+}
+
+/* 1 when the pinned file's bytes do not have the shard's manifest hash (or
+ * cannot be read); 0 when they do. */
+static int pinned_file_bad(zpi_fetcher *f, const zpi_fetch_pin *pin)
+{
+    size_t i = shard_of_key(f, pin->e.key);
+    if (i == SIZE_MAX || pin->e.fd < 0)
+        return 1;
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
+    uint64_t h;
+    return !lim->has_xxh64 || zpi_xxh64_fd(pin->e.fd, &h, NULL) != 0 || h != lim->expect_xxh64;
+}
+
+int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)
+{
+    if (!f || !pin || !pin->remote)
+        return 0;
+    int bad = corrupt && pinned_file_bad(f, pin);
+    if (bad)
+        zpi_dc_invalidate(f->dc, &pin->e);
+    else
+        zpi_dc_release(f->dc, &pin->e);
+    pin->remote = 0;
+    pin->path = NULL;
+    return bad;
+}
+
+zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism, zpi_err *err)
+{
+    uint64_t largest = 0;
+    size_t largest_i = 0;
+    for (size_t i = 0; i < f->n; i++)
+        if (f->slots[i].key && zp_dataset_shard_bytes(f->ds, i) > largest) {
+            largest = zp_dataset_shard_bytes(f->ds, i);
+            largest_i = i;
+        }
+    uint64_t k = (uint64_t)(fetch_parallelism ? fetch_parallelism : 1) + 1;
+    uint64_t limit = zpi_storage_config(f->st)->cache_limit_bytes;
+    if (largest && limit / k < largest)
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "cache_limit_bytes = %llu: too small for what the pipeline needs in "
+                           "flight: %llu shards (one per fetch task, parallelism %zu, and one "
+                           "download ahead) of up to %llu bytes (shard '%s'): give at least %llu",
+                           (unsigned long long)limit, (unsigned long long)k, fetch_parallelism,
+                           (unsigned long long)largest, zp_dataset_shard_name(f->ds, largest_i),
+                           (unsigned long long)(largest * k));
+    return ZP_OK;
+}
+
+void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    *out = f->stats;
+    pthread_mutex_unlock(&f->mu);
+    zpi_xfer_stats_get(f->x, &out->xfer);
+    zpi_disk_cache_stats_get(f->dc, &out->cache);
+}

@@ -1,0 +1,103 @@
+/*
+ * fetcher.h - remote shards made local files for one user of a dataset (a
+ * pipeline, or the dataset's own indexing): the dataset's storage settings,
+ * one transfer engine (xfer.h: one libcurl multi handle and its I/O
+ * thread), the shard cache on disk (disk_cache.h) and this process's known
+ * order of shards, for Belady eviction (private).
+ *
+ * acquire() gives a local path for a shard: a local shard's own path, or a
+ * remote shard's file in the disk cache, downloading it first when needed
+ * (demanded: ahead of every prefetch) and pinning it until release().
+ * prefetch() starts a shard's download without waiting (at most
+ * `parallelism` at once). A download whose bytes do not match the shard's
+ * size or manifest hash is fetched again (ZPI_FETCH_REFETCHES times) before
+ * its error is returned. The processes of a node share the cache folder: a
+ * shard downloaded by one of them is a hit for the others.
+ *
+ * Thread safety: every call from any thread, except create/destroy.
+ */
+#ifndef ZP_FETCHER_H
+#define ZP_FETCHER_H
+
+#include <stdint.h>
+
+#include "io/disk_cache.h"
+#include "base/error.h"
+#include "io/xfer.h"
+#include "zephon/dataset.h"
+#include "zephon/worksource.h"
+
+#define ZPI_FETCH_REFETCHES 2
+/* A download whose lock's lease was taken over by another process (this
+ * one was paused longer than the lease) is not an error: acquire waits for
+ * the other process's download instead, this many times before failing. */
+#define ZPI_FETCH_LEASE_RETRIES 3
+
+typedef struct zpi_fetcher zpi_fetcher;
+
+typedef struct zpi_fetcher_config {
+    unsigned parallelism;  /* concurrent prefetch downloads (>= 1) */
+    unsigned demand_slots; /* extra downloads for shards a fetch waits on (>= 1) */
+    /* The known order (optional, borrowed): the shards of ws's samples from
+     * the position given to zpi_fetcher_set_position() on decide eviction. */
+    zp_worksource *ws;
+} zpi_fetcher_config;
+
+typedef struct zpi_fetch_pin {
+    const char *path;  /* the file to read (borrowed until release) */
+    int remote;        /* 0: the shard's own path, nothing pinned */
+    zpi_dc_entry e;    /* remote: the pinned cache file */
+} zpi_fetch_pin;
+
+typedef struct zpi_fetcher_stats {
+    zpi_xfer_stats xfer;
+    zpi_disk_cache_stats cache;
+    uint64_t wait_ns;        /* acquirers waiting on downloads (their own or in flight) */
+    uint64_t prefetches;     /* downloads started by prefetch() */
+    uint64_t demands;        /* downloads started by acquire() */
+    uint64_t refetches;      /* downloads repeated after a size or hash mismatch */
+    uint64_t noroom;         /* prefetches skipped: no room without evicting sooner needs */
+    uint64_t hits, misses;   /* acquires of remote shards: in the cache / not (downloaded or
+                                waited for) */
+} zpi_fetcher_stats;
+
+/* 1 when shard i of ds (or any shard, for i == SIZE_MAX) is remote: whether
+ * a dataset needs a fetcher at all. */
+int zpi_fetcher_needed(const zp_dataset *ds, size_t i);
+/* 1 when shard i is remote (f's table, O(1); 0 for f NULL). */
+int zpi_fetcher_is_remote(const zpi_fetcher *f, size_t i);
+
+/* ds is borrowed (must outlive the fetcher); its storage settings are used.
+ * Creates the disk cache folder when missing. */
+zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg,
+                             zpi_fetcher **out, zpi_err *err);
+void zpi_fetcher_destroy(zpi_fetcher *f);
+/* Wake every waiter with ZP_ERR_STATE ("stopped") and refuse new waits:
+ * before the users of a fetcher are joined. */
+void zpi_fetcher_cancel(zpi_fetcher *f);
+
+/* The cache limit against what a pipeline with fetch_parallelism fetch
+ * tasks needs in flight: one shard per fetch task plus one download ahead,
+ * each as large as the largest remote shard. ZP_ERR_INVALID naming the
+ * setting, what it needs and why, when it is smaller. */
+zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism, zpi_err *err);
+
+/* The consumer's position in the order (the next sample to admit). */
+void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position);
+
+zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t shard, zpi_fetch_pin *pin, zpi_err *err);
+/* corrupt: the reader found the file bad (a format error on a shard with a
+ * manifest hash). The file's XXH64 is checked first: it is deleted from the
+ * cache (and 1 returned: fetch it again) only when its bytes differ from
+ * the manifest's hash; a file that matches was downloaded right and its
+ * error is the shard's own (e.g. a stale record count): kept, 0. */
+int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt);
+void zpi_fetcher_prefetch(zpi_fetcher *f, size_t shard);
+void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out);
+const char *zpi_fetcher_cache_dir(const zpi_fetcher *f);
+
+/* The cache folder the settings name (cfg->cache_dir, else $SLURM_TMPDIR,
+ * $TMPDIR, /tmp, each + "/zephon-cache") into buf. */
+void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t cap);
+
+#endif

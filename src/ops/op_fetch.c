@@ -1,0 +1,339 @@
+/*
+ * op_fetch.c - the fetch operator (sample ids -> record bytes through the
+ * shard cache) and the prefetch body (load a shard ahead of fetch).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops/operators.h"
+#include "formats/reader.h"
+
+/* A small set of pinned shards held by one fetch task. */
+typedef struct pinset {
+    uint32_t idx[16];
+    const zpi_shard *sh[16];
+    int n;
+    uint64_t cache_end_ns; /* observability: when the last cache call ended */
+} pinset;
+
+static void pins_release(zpi_shard_cache *cache, pinset *ps)
+{
+    for (int i = 0; i < ps->n; i++)
+        zpi_shard_cache_put(cache, ps->idx[i]);
+    ps->n = 0;
+}
+
+/* Pins `shard` into ps (a no-op when it is there). wait 0: when another
+ * task is loading it, *out is NULL and nothing is pinned. */
+static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps, uint32_t shard,
+                          int wait, const zpi_shard **out, char *err, size_t errcap)
+{
+    for (int i = 0; i < ps->n; i++)
+        if (ps->idx[i] == shard) {
+            *out = ps->sh[i];
+            return ZP_OK;
+        }
+    if (ps->n == 16)
+        pins_release(cache, ps);
+    int loaded = 0;
+    uint64_t t0 = ot ? zpi_now_ns() : 0;
+    zp_status st = wait ? zpi_shard_cache_get(cache, shard, out, &loaded, err, errcap)
+                        : zpi_shard_cache_get_unless_loading(cache, shard, out, &loaded, err,
+                                                             errcap);
+    if (st == ZP_OK && !*out)
+        return ZP_OK;
+    if (ot) {
+        ps->cache_end_ns = zpi_now_ns();
+        uint64_t dt = ps->cache_end_ns - t0;
+        if (st == ZP_OK && loaded) {
+            zpi_ctr_add(&ot->shards_opened, 1);
+            zpi_ctr_add(&ot->open_ns, dt);
+            zpi_ctr_add(&ot->read_ns, (uint64_t)((*out)->read_seconds * 1e9));
+            zpi_ctr_add(&ot->decompress_ns, (uint64_t)((*out)->decompress_seconds * 1e9));
+            zpi_ctr_add(&ot->bytes_compressed, (*out)->file_bytes);
+            zpi_ahist_record(&ot->open_hist, dt);
+            if (dt > zpi_ctr_get(&ot->slowest_ns)) {
+                atomic_store_explicit(&ot->slowest_ns, dt, memory_order_relaxed);
+                atomic_store_explicit(&ot->slowest_shard_plus1, (uint64_t)shard + 1,
+                                      memory_order_relaxed);
+            }
+        } else if (st == ZP_OK) {
+            zpi_ctr_add(&ot->wait_ns, dt);
+        }
+    }
+    if (st != ZP_OK)
+        return st;
+    ps->idx[ps->n] = shard;
+    ps->sh[ps->n] = *out;
+    ps->n++;
+    return ZP_OK;
+}
+
+/* Copies record bytes into the chunk's JSON arena for record r; on failure
+ * the chunk fails and the status is returned. */
+static zp_status keep_json(zpi_chunk *c, zpi_rec *r, const char *rec, size_t len)
+{
+    zp_status st = zpi_arena_append(&c->json, &c->json_len, &c->json_cap, rec, len, &r->json_off);
+    if (st != ZP_OK) {
+        zpi_chunk_fail(c, st, "out of memory copying a record");
+        return st;
+    }
+    r->json_len = len;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ on demand */
+
+typedef struct bad_ctx {
+    const zpi_op_env *env;
+    zpi_chunk *c;
+} bad_ctx;
+
+static void read_bad(void *ctx, size_t row, zp_status st, const char *msg)
+{
+    bad_ctx *b = ctx;
+    zpi_op_bad_record(b->env, b->c, row, st, msg);
+}
+
+typedef struct rec_row {
+    uint64_t record;
+    size_t row;
+} rec_row;
+
+static int rec_row_cmp(const void *a, const void *b)
+{
+    const rec_row *x = a, *y = b;
+    if (x->record != y->record)
+        return x->record < y->record ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* Reads every sample of chunk c from row i on that lies in shard sh (read
+ * on demand, reader.h) with one read call, and marks their rows done. */
+static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk *c, size_t i,
+                           const zpi_shard *sh, unsigned char *done)
+{
+    const uint32_t shard = c->samples[i].shard;
+    const char *name = zp_dataset_shard_name(env->ds, shard);
+    zp_status st = zpi_chunk_set_schema(c, sh->rd->schema);
+    if (st != ZP_OK) {
+        char a[512], b[512];
+        zpi_schema_describe(c->schema, a, sizeof a);
+        zpi_schema_describe(sh->rd->schema, b, sizeof b);
+        if (st == ZP_ERR_NOMEM)
+            zpi_chunk_fail(c, st, "out of memory for the fields of shard '%s'", name);
+        else
+            zpi_chunk_fail(c, st, "shard '%s': its fields (%s) differ from those of the shards before it (%s): a dataset's shards must have the same fields",
+                           name, b, a);
+        return;
+    }
+    int has_fixed = 0, has_tokens = 0;
+    for (int k = 0; k < sh->rd->schema->n; k++) {
+        has_fixed |= sh->rd->schema->f[k].kind == ZPI_FIELD_FIXED;
+        has_tokens |= sh->rd->schema->f[k].kind == ZPI_FIELD_TOKENS;
+    }
+    if (has_fixed && !env->fixed_ok) {
+        zpi_chunk_fail(c, ZP_ERR_UNSUPPORTED,
+                       "shard '%s': fixed-shape fields need one sample per row: use record mode (no "
+                       "tokenize) or pad packing, not concat",
+                       name);
+        return;
+    }
+    if (has_tokens && !env->tok) {
+        zpi_chunk_fail(c, ZP_ERR_UNSUPPORTED,
+                       "shard '%s' holds pre-tokenized documents: add tokenize with the tokenizer "
+                       "that made them (it gives the EOT that packing needs)",
+                       name);
+        return;
+    }
+    size_t m = 0;
+    for (size_t j = i; j < c->n; j++)
+        m += c->samples[j].shard == shard;
+    rec_row *rr = malloc(m * sizeof *rr);
+    uint64_t *records = malloc(m * sizeof *records);
+    size_t *rows = malloc(m * sizeof *rows);
+    if (!rr || !records || !rows) {
+        zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory reading shard '%s'", name);
+        goto out;
+    }
+    m = 0;
+    for (size_t j = i; j < c->n; j++) {
+        if (c->samples[j].shard != shard)
+            continue;
+        if (c->samples[j].record >= sh->n_records) {
+            zpi_chunk_fail(c, ZP_ERR_FORMAT,
+                           "shard '%s': record %llu out of range (%llu records; stale manifest?)",
+                           name, (unsigned long long)c->samples[j].record,
+                           (unsigned long long)sh->n_records);
+            goto out;
+        }
+        memset(&c->recs[j], 0, sizeof c->recs[j]);
+        rr[m].record = c->samples[j].record;
+        rr[m].row = j;
+        done[j] = 1;
+        m++;
+    }
+    qsort(rr, m, sizeof *rr, rec_row_cmp);
+    for (size_t k = 0; k < m; k++) {
+        records[k] = rr[k].record;
+        rows[k] = rr[k].row;
+    }
+    bad_ctx bc = {env, c};
+    zpi_read_req req = {.c = c,
+                        .records = records,
+                        .rows = rows,
+                        .n = m,
+                        .text_field = env->tok_field,
+                        .bad = read_bad,
+                        .bad_ctx = &bc};
+    char err[ZPI_ERRMAX];
+    err[0] = '\0';
+    uint64_t t0 = ot ? zpi_now_ns() : 0;
+    st = sh->rd->read(sh->rd, &req, err, sizeof err);
+    if (st != ZP_OK)
+        zpi_chunk_fail(c, st, "%s", err[0] ? err : "read failed");
+    if (ot) {
+        uint64_t dt = zpi_now_ns() - t0;
+        zpi_ctr_add(&ot->od_reads, 1);
+        zpi_ctr_add(&ot->od_read_ns, dt);
+        zpi_ctr_add(&ot->od_io_ns, req.io_ns);
+        zpi_ctr_add(&ot->od_lock_wait_ns, req.lock_wait_ns);
+        zpi_ctr_add(&ot->od_bytes, req.bytes);
+        zpi_ctr_add(&ot->bytes_uncompressed, req.bytes);
+        zpi_ahist_record(&ot->od_hist, dt);
+        /* per record: the read's time shared among its records */
+        for (size_t k = 0; k < m; k++)
+            zpi_ahist_record(&ot->record_hist, dt / (m ? m : 1));
+    }
+out:
+    free(rr);
+    free(records);
+    free(rows);
+}
+
+void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c)
+{
+    char err[ZPI_ERRMAX];
+    zpi_json *json = zpi_worker_json(w, c);
+    if (!json)
+        return;
+    if (env->fetch_delay_us) {
+        struct timespec ts = {(time_t)(env->fetch_delay_us / 1000000u),
+                              (long)(env->fetch_delay_us % 1000000u) * 1000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    pinset ps = {.n = 0, .cache_end_ns = 0};
+    /* First pin the chunk's shards (up to the pin set's size) that no other
+     * task is loading, loading those not cached: tasks that start together
+     * (the first chunks of a shuffle block need all its shards) then decode
+     * different shards in parallel instead of one loading while the others
+     * wait for it. An error is left for the loop below, which meets it in
+     * stream order. */
+    for (size_t i = 0; i < c->n && ps.n < 16; i++) {
+        const zpi_shard *sh;
+        if (pins_get(env->cache, ot, &ps, c->samples[i].shard, 0, &sh, err, sizeof err) != ZP_OK)
+            break;
+    }
+    ps.cache_end_ns = 0;
+    uint64_t t_rec = ot ? zpi_now_ns() : 0, bytes = 0;
+    unsigned char *done = NULL; /* rows already read on demand */
+    for (size_t i = 0; i < c->n && c->err.code == ZP_OK; i++) {
+        const zp_sample *s = &c->samples[i];
+        if (done && done[i])
+            continue;
+        const zpi_shard *sh;
+        zp_status st = pins_get(env->cache, ot, &ps, s->shard, 1, &sh, err, sizeof err);
+        if (st != ZP_OK) {
+            zpi_chunk_fail(c, st, "%s", err);
+            break;
+        }
+        if (ps.cache_end_ns) { /* a record's time excludes opening its shard */
+            t_rec = ps.cache_end_ns;
+            ps.cache_end_ns = 0;
+        }
+        if (sh->rd) {
+            if (!done && !(done = calloc(c->n, 1))) {
+                zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory fetching a chunk");
+                break;
+            }
+            read_on_demand(env, ot, c, i, sh, done);
+            if (ot)
+                t_rec = zpi_now_ns();
+            continue;
+        }
+        zpi_rec *r = &c->recs[i];
+        memset(r, 0, sizeof *r);
+        if (s->record >= sh->n_records) {
+            zpi_chunk_fail(c, ZP_ERR_FORMAT,
+                           "shard '%s': record %llu out of range (%llu records; stale manifest?)",
+                           zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record,
+                           (unsigned long long)sh->n_records);
+            break;
+        }
+        uint64_t a = sh->offsets[s->record], b = sh->offsets[s->record + 1];
+        size_t len = (size_t)(b - a - 1);
+        /* With tokenize and no map, later operators read only the text:
+         * parse the record where it lies in the pinned shard (its buffer has
+         * ZPI_JSON_PADDING readable bytes past the end) and copy the text
+         * alone; the JSON is copied only when the text is missing, for
+         * tokenize's message. Otherwise the chunk keeps a copy of the JSON. */
+        if (!env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK)
+            break;
+        char jerr[256];
+        st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off, len, jerr,
+                            sizeof jerr);
+        if (st != ZP_OK) {
+            char m[ZPI_ERRMAX];
+            zpi_fmt(m, sizeof m, "shard '%s' line %llu (record %llu): %s",
+                    zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
+                    (unsigned long long)s->record, jerr);
+            zpi_op_bad_record(env, c, i, st, m);
+        } else if (env->tok) {
+            /* keep the tokenize field now, so tokenize needs no second parse */
+            const char *txt;
+            size_t tn;
+            if (zpi_json_get_string(json, env->tok_field, &txt, &tn) == ZP_OK) {
+                if (zpi_arena_append(&c->text, &c->text_len, &c->text_cap, txt, tn, &r->text_off) !=
+                    ZP_OK) {
+                    zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a text field");
+                    break;
+                }
+                r->text_len = tn;
+                r->flags |= ZPI_REC_TEXT;
+            } else if (env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK) {
+                break;
+            }
+        }
+        bytes += len;
+        if (ot) {
+            uint64_t t = zpi_now_ns();
+            zpi_ahist_record(&ot->record_hist, t - t_rec);
+            t_rec = t;
+        }
+    }
+    pins_release(env->cache, &ps);
+    free(done);
+    if (ot) {
+        zpi_ctr_add(&ot->records, c->n);
+        zpi_ctr_add(&ot->bytes_uncompressed, bytes);
+    }
+}
+
+void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t shard)
+{
+    char err[ZPI_ERRMAX];
+    const zpi_shard *sh;
+    int loaded = 0;
+    uint64_t t0 = ot ? zpi_now_ns() : 0;
+    if (zpi_shard_cache_get(env->cache, shard, &sh, &loaded, err, sizeof err) == ZP_OK) {
+        if (ot && loaded) {
+            zpi_ctr_add(&ot->pf_downloads, 1);
+            zpi_ctr_add(&ot->pf_bytes, sh->file_bytes);
+            zpi_ahist_record(&ot->pf_hist, zpi_now_ns() - t0);
+        }
+        zpi_shard_cache_put(env->cache, shard);
+    }
+}

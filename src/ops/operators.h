@@ -1,0 +1,117 @@
+/*
+ * operators.h - the bodies of the pipeline's operators (private).
+ *
+ *   fetch (op_fetch.c)      sample ids -> record bytes, via the shard cache
+ *   map (op_map.c)          a user callback on each record (record.c is the
+ *                           zp_record handle it sees)
+ *   tokenize (op_tokenize.c) the text field -> token ids
+ *   prefetch (op_fetch.c)   load one shard into the shard cache ahead of fetch
+ *
+ * The ordered batch stage is packer.c; scheduling is engine.c.
+ *
+ * An operator body runs on one chunk, in one task, on one team thread; it
+ * takes the narrow pieces it needs: the run's read-only settings
+ * (zpi_op_env), the operator's own settings (zpi_op), the calling thread's
+ * resources (zpi_worker) and observability slot (NULL when off). It never
+ * locks: the chunk is its own, the worker is its thread's, the shard cache
+ * is thread-safe, and counters have one writer per thread. A record-level
+ * problem follows the bad-record policy (zpi_op_bad_record); anything else
+ * fails the chunk (zpi_chunk_fail), and the scheduler delivers that error in
+ * stream order.
+ */
+#ifndef ZP_OPERATORS_H
+#define ZP_OPERATORS_H
+
+#include "ops/chunk.h"
+#include "base/json.h"
+#include "base/observe_internal.h"
+#include "data/shard_cache.h"
+#include "zephon/pipeline.h"
+#include "zephon/tokenizer.h"
+
+#define ZPI_MAX_MAPS 8
+#define ZPI_MAX_OPS (ZPI_MAX_MAPS + 2)
+
+typedef enum zpi_op_kind { ZPI_OP_FETCH, ZPI_OP_MAP, ZPI_OP_TOKENIZE } zpi_op_kind;
+
+/* One operator's settings, fixed before the run starts. */
+typedef struct zpi_op {
+    zpi_op_kind kind;
+    char name[32];
+    size_t parallelism;
+    zp_map_fn fn;             /* map: one record a call, or */
+    zp_map_batch_fn batch_fn; /* map: a chunk's records a call */
+    void *user;               /* map */
+} zpi_op;
+
+/* What every operator reads during a run (read-only while it runs). */
+typedef struct zpi_op_env {
+    const zp_dataset *ds;          /* shard names for messages */
+    zpi_shard_cache *cache;        /* fetch, prefetch */
+    zp_bad_record on_bad_record;
+    zp_log_fn log;                 /* may be NULL */
+    void *log_user;
+    const zp_tokenizer *tok;       /* NULL without tokenize */
+    const char *tok_field;         /* NULL without tokenize */
+    uint64_t fetch_delay_us;       /* fault injection */
+    /* Set by the engine: tokenize runs and no map does, so later operators
+     * read only the records' texts; fetch then parses each record where it
+     * lies in the pinned shard and copies only its text. */
+    int text_only;
+    /* Set by the engine: fixed-shape fields can be batched (record mode or
+     * pad packing: one sample per row). */
+    int fixed_ok;
+} zpi_op_env;
+
+/* Per-thread resources, created lazily by the thread that owns them. */
+typedef struct zpi_worker {
+    zpi_json *json;
+    zp_encoder *enc;
+    struct zpi_batch_scratch *bs; /* batch maps (record.c) */
+    const void *json_of;          /* the zp_record whose JSON json holds */
+} zpi_worker;
+
+/* operators.c */
+/* Runs op on chunk c (dispatch on op->kind). */
+void zpi_op_run(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_obs_thread *ot,
+                zpi_chunk *c);
+/* Releases a worker's resources (the worker itself is the caller's). */
+void zpi_worker_fini(zpi_worker *w);
+/* The worker's JSON parser (created on first use), or NULL after failing
+ * the chunk. */
+zpi_json *zpi_worker_json(zpi_worker *w, zpi_chunk *c);
+/* The bad-record policy: with ZP_BAD_RECORD_SKIP (and st not ZP_ERR_NOMEM)
+ * record i is marked skipped, counted, kept as the chunk's first skip and
+ * logged as a warning; otherwise the chunk fails with msg. */
+void zpi_op_bad_record(const zpi_op_env *env, zpi_chunk *c, size_t i, zp_status st,
+                       const char *msg);
+/* Logs through the run's callback (no-op without one). */
+void zpi_op_log(const zpi_op_env *env, zp_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* op_fetch.c */
+void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c);
+/* Loads `shard` into the shard cache and unpins it. A failed load is not
+ * cached: fetch meets the same error and reports it in stream order. */
+void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t shard);
+
+/* op_map.c */
+void zpi_op_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c);
+
+/* op_tokenize.c */
+void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c);
+
+/* record.c: run op's callback on record i of c; on failure err holds the
+ * message naming the shard, the line and the cause. */
+zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c,
+                         size_t i, char *err, size_t errcap);
+/* record.c: run op's batch callback on the live records of c; bad records
+ * follow the policy, a failed call fails the chunk. */
+void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c);
+/* Frees the worker's batch scratch. */
+void zpi_record_scratch_free(zpi_worker *w);
+/* The text of record i for tokenize (parsing its JSON when not kept). */
+zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
+                                   const char **s, size_t *n, char *err, size_t errcap);
+
+#endif

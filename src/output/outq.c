@@ -1,0 +1,274 @@
+/* outq.c - the pipeline's output queue (outq.h). */
+#include "output/outq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static zpi_batchbuf *buf_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_batchbuf, node) : NULL; }
+
+static void buf_free(zpi_batchbuf *bb)
+{
+    if (!bb)
+        return;
+    free(bb->samples);
+    free(bb->data);
+    free(bb->offsets);
+    free(bb->tokens);
+    free(bb->mask);
+    free(bb->seg);
+    for (int k = 0; k < 16; k++)
+        free(bb->fixed[k]);
+    free(bb->part_samples);
+    free(bb->part_tokens);
+    free(bb);
+}
+
+/* A new buffer, listed in q->all (not in the free list). NULL when memory
+ * ran out. Under the lock (or before the queue is shared). */
+static zpi_batchbuf *buf_new(zpi_outq *q)
+{
+    if (q->n_all == q->cap_all) {
+        size_t cap = q->cap_all ? 2 * q->cap_all : 8;
+        zpi_batchbuf **a = realloc(q->all, cap * sizeof *a);
+        if (!a)
+            return NULL;
+        q->all = a;
+        q->cap_all = cap;
+    }
+    zpi_batchbuf *bb = calloc(1, sizeof *bb);
+    if (!bb)
+        return NULL;
+    size_t rows = q->rows, cols = q->cols;
+    bb->samples_cap = rows;
+    bb->samples = malloc(rows * sizeof *bb->samples);
+    int ok = bb->samples != NULL;
+    if (cols) {
+        bb->tokens = malloc(rows * cols * sizeof *bb->tokens);
+        bb->mask = malloc(rows * cols);
+        bb->seg = malloc(rows * cols * sizeof *bb->seg);
+        ok = ok && bb->tokens && bb->mask && bb->seg;
+    } else {
+        bb->offsets = malloc((rows + 1) * sizeof *bb->offsets);
+        ok = ok && bb->offsets;
+    }
+    if (!ok) {
+        buf_free(bb);
+        return NULL;
+    }
+    q->all[q->n_all++] = bb;
+    return bb;
+}
+
+zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols)
+{
+    memset(q, 0, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->ready_cv, NULL);
+    pthread_cond_init(&q->free_cv, NULL);
+    q->n_bufs = n_bufs;
+    q->rows = rows;
+    q->cols = cols;
+    for (size_t i = 0; i < n_bufs; i++) {
+        zpi_batchbuf *bb = buf_new(q);
+        if (!bb)
+            return ZP_ERR_NOMEM;
+        zpi_fifo_push(&q->free, &bb->node);
+    }
+    return ZP_OK;
+}
+
+void zpi_outq_fini(zpi_outq *q)
+{
+    for (size_t i = 0; i < q->n_all; i++)
+        buf_free(q->all[i]);
+    free(q->all);
+    q->all = NULL;
+    q->n_all = q->cap_all = q->n_kept = 0;
+    q->held = NULL;
+    memset(&q->free, 0, sizeof q->free);
+    memset(&q->ready, 0, sizeof q->ready);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->ready_cv);
+    pthread_cond_destroy(&q->free_cv);
+}
+
+/* Under the lock: a free buffer, allocating a replacement for kept ones;
+ * NULL when none may be had now (or memory ran out: then the producer
+ * waits for a buffer to come back, as without kept ones). */
+static zpi_batchbuf *take_free(zpi_outq *q)
+{
+    zpi_batchbuf *bb = buf_of(zpi_fifo_pop(&q->free));
+    if (!bb && q->n_all - q->n_kept < q->n_bufs)
+        bb = buf_new(q);
+    return bb;
+}
+
+zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out)
+{
+    pthread_mutex_lock(&q->mu);
+    zpi_batchbuf *bb = q->closed ? NULL : take_free(q);
+    if (!bb && !q->closed) {
+        /* blocked on a full output: time it */
+        uint64_t t0 = blocked_ns ? zpi_now_ns() : 0;
+        while (!q->closed && !(bb = take_free(q)))
+            pthread_cond_wait(&q->free_cv, &q->mu);
+        if (blocked_ns)
+            zpi_ctr_add(blocked_ns, zpi_now_ns() - t0);
+    }
+    pthread_mutex_unlock(&q->mu);
+    *out = bb;
+    return bb ? ZP_OK : ZP_ERR_STATE;
+}
+
+zp_status zpi_outq_keep(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    zp_status st = ZP_OK;
+    if (!bb || bb != q->held)
+        st = ZP_ERR_INVALID;
+    else if (!bb->kept) {
+        bb->kept = 1;
+        q->n_kept++;
+        pthread_cond_signal(&q->free_cv); /* the producer may allocate now */
+    }
+    pthread_mutex_unlock(&q->mu);
+    return st;
+}
+
+zp_status zpi_outq_release(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t i = 0;
+    while (i < q->n_all && q->all[i] != bb)
+        i++;
+    if (i == q->n_all || !bb->kept) {
+        pthread_mutex_unlock(&q->mu);
+        return ZP_ERR_INVALID;
+    }
+    bb->kept = 0;
+    q->n_kept--;
+    if (bb != q->held) {
+        /* back into the rotation, or freed when many more than needed */
+        if (q->n_all > 2 * q->n_bufs + q->n_kept) {
+            q->all[i] = q->all[--q->n_all];
+            buf_free(bb);
+        } else {
+            zpi_fifo_push(&q->free, &bb->node);
+        }
+        pthread_cond_signal(&q->free_cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ZP_OK;
+}
+
+size_t zpi_outq_kept(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->n_kept;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    zpi_fifo_push(&q->ready, &bb->node);
+    pthread_cond_signal(&q->ready_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d)
+{
+    a->batches += d->batches;
+    a->samples += d->samples;
+    a->padded += d->padded;
+    a->skipped += d->skipped;
+    a->filtered += d->filtered;
+    a->tokens += d->tokens;
+    a->truncated_tokens += d->truncated_tokens;
+    a->pad_tokens += d->pad_tokens;
+}
+
+void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeline_counts *extra)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->final_set) {
+        q->final_set = 1;
+        zpi_err_set(&q->final, st, "%s", msg ? msg : "");
+        if (extra)
+            zpi_counts_add(&q->counts, extra);
+    }
+    pthread_cond_broadcast(&q->ready_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void zpi_outq_close(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = 1;
+    pthread_cond_broadcast(&q->free_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t *taken_ns)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->held) {
+        if (!q->held->kept)
+            zpi_fifo_push(&q->free, &q->held->node);
+        /* a free buffer, or (kept) room for the producer to allocate one */
+        pthread_cond_signal(&q->free_cv);
+        q->held = NULL;
+    }
+    while (!q->ready.head && !q->final_set)
+        pthread_cond_wait(&q->ready_cv, &q->mu);
+    zpi_batchbuf *bb = buf_of(zpi_fifo_pop(&q->ready));
+    zp_status st;
+    if (bb) {
+        q->held = bb;
+        if (taken_ns)
+            *taken_ns = zpi_now_ns();
+        q->counts.batches++;
+        zpi_counts_add(&q->counts, &bb->delta);
+        st = ZP_OK;
+    } else {
+        st = q->final.code;
+        if (st != ZP_END)
+            zpi_err_copy(err, &q->final);
+    }
+    pthread_mutex_unlock(&q->mu);
+    *out = bb;
+    return st;
+}
+
+zp_status zpi_outq_failed(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    zp_status st = q->final_set && !q->ready.head && q->final.code != ZP_END ? q->final.code
+                                                                            : ZP_OK;
+    pthread_mutex_unlock(&q->mu);
+    return st;
+}
+
+int zpi_outq_finished(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int f = q->final_set;
+    pthread_mutex_unlock(&q->mu);
+    return f;
+}
+
+void zpi_outq_counts(zpi_outq *q, zp_pipeline_counts *out)
+{
+    pthread_mutex_lock(&q->mu);
+    *out = q->counts;
+    pthread_mutex_unlock(&q->mu);
+}
+
+size_t zpi_outq_ready(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->ready.n;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}

@@ -1,0 +1,128 @@
+/*
+ * outq.h - the pipeline's output queue (private): finished batches between
+ * the ordered batch stage (the producer) and zp_pipeline_next() (the
+ * consumer), after nng's msgqueue.
+ *
+ * Batch buffers cycle free -> being filled (producer) -> ready FIFO -> held
+ * by the consumer -> free. `n_bufs` of them are in rotation; the producer
+ * blocks for a free one (backpressure), the consumer for a ready one or the
+ * final status. A buffer the consumer keeps (zpi_outq_keep: a zero-copy
+ * view outlives the next call) leaves the rotation until it is released;
+ * the producer then allocates a replacement, so keeping never stalls the
+ * stream, and memory is n_bufs + kept buffers (released ones beyond
+ * 2 * n_bufs + kept are freed).
+ * The final status (ZP_END or the stream's error, with its message) is set
+ * once and delivered after every batch pushed before it. The queue also
+ * keeps the counts of what was delivered (zp_pipeline_counts).
+ *
+ * Thread safety: one producer thread at a time and one consumer thread;
+ * every function takes the queue's lock, except init/fini.
+ */
+#ifndef ZP_OUTQ_H
+#define ZP_OUTQ_H
+
+#include <pthread.h>
+
+#include "base/error.h"
+#include "base/observe_internal.h"
+#include "base/util.h"
+#include "zephon/pipeline.h"
+
+/* Where the stream resumes after a batch (the checkpoint state): the next
+ * sample of the rank's stream, the tokens of it already delivered, and
+ * whether the next row starts with the previous row's last token. */
+typedef struct zpi_resume_pt {
+    int valid;
+    uint32_t epoch;
+    uint64_t position;
+    uint64_t token_offset;
+    int carry;
+} zpi_resume_pt;
+
+/* A batch buffer: the zp_batch handed out plus the arrays it points into. */
+typedef struct zpi_batchbuf {
+    zp_batch b;
+    zp_sample *samples;
+    size_t samples_cap;
+    char *data;
+    size_t data_len, data_cap;
+    uint64_t *offsets; /* record mode: rows + 1 */
+    int32_t *tokens;   /* token modes: rows * cols */
+    uint8_t *mask;
+    int32_t *seg;
+    zp_array arrays[16];      /* fixed-shape fields (reader.h), b.n_arrays of them */
+    unsigned char *fixed[16]; /* their data: rows * item_bytes each */
+    size_t fixed_cap[16];
+    zp_pipeline_counts delta; /* what delivering this batch adds to the counts */
+    zpi_resume_pt resume;     /* the stream's state after this batch */
+    uint64_t *part_samples;   /* [nparts] per mixture part: samples listed and */
+    uint64_t *part_tokens;    /* tokens placed in this batch (NULL: none yet) */
+    zpi_fifo_node node;       /* link in the free list or the ready FIFO */
+    int kept;                 /* out of the rotation until zpi_outq_release */
+} zpi_batchbuf;
+
+typedef struct zpi_outq {
+    pthread_mutex_t mu;
+    pthread_cond_t ready_cv, free_cv;
+    zpi_batchbuf **all;        /* every allocated buffer */
+    size_t n_all, cap_all;
+    size_t n_bufs;             /* buffers in rotation (not kept) */
+    size_t n_kept;
+    size_t rows, cols;         /* shape of new buffers */
+    zpi_fifo free, ready;
+    zpi_batchbuf *held;        /* handed to the consumer */
+    int closed;                /* producers get no more buffers */
+    int final_set;
+    zpi_err final;             /* ZP_END or the stream's error */
+    zp_pipeline_counts counts; /* delivered so far */
+} zpi_outq;
+
+/* *a += *d, field by field. */
+void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d);
+
+/* Sets up n_bufs buffers for batches of `rows` rows: record rows when cols
+ * is 0, else token rows of `cols` tokens. On failure the queue can still be
+ * given to zpi_outq_fini. */
+zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols);
+void zpi_outq_fini(zpi_outq *q);
+
+/* Producer: take a free buffer, waiting while all are in use. When
+ * blocked_ns is given, the time spent waiting is added to it. ZP_ERR_STATE
+ * (and *out NULL) once the queue is closed. */
+zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out);
+/* Producer: append a filled buffer to the ready FIFO. */
+void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb);
+/* Sets the final status once (later calls only wake the consumer); msg may
+ * be NULL. `extra` (may be NULL) is added to the counts: what was skipped
+ * or filtered after the last batch. */
+void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeline_counts *extra);
+/* Wakes a producer waiting for a buffer and refuses it further ones. */
+void zpi_outq_close(zpi_outq *q);
+
+/* Consumer: keep bb (the held buffer) out of the rotation past the next
+ * zpi_outq_next, until zpi_outq_release. ZP_ERR_INVALID when bb is not the
+ * held buffer, ZP_ERR_NOMEM never (nothing is allocated here). */
+zp_status zpi_outq_keep(zpi_outq *q, zpi_batchbuf *bb);
+/* Any thread: give a kept buffer back. ZP_ERR_INVALID when bb is not a kept
+ * buffer of q. */
+zp_status zpi_outq_release(zpi_outq *q, zpi_batchbuf *bb);
+/* Buffers kept now. */
+size_t zpi_outq_kept(zpi_outq *q);
+
+/* Consumer: returns the held buffer to the free list (unless kept), then waits for the
+ * next ready buffer (ZP_OK, *out set, held until the next call) or the
+ * final status (its code, with the message copied into err). When taken_ns
+ * is given, it gets the time the buffer was taken, under the lock: a wait
+ * measured up to then excludes the scheduler's delay in waking the
+ * producer at unlock. */
+zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t *taken_ns);
+/* The stream's error once every batch before it was taken (the consumer's
+ * next call returns it), else ZP_OK (also for ZP_END). Under the lock. */
+zp_status zpi_outq_failed(zpi_outq *q);
+/* Whether the final status was set. */
+int zpi_outq_finished(zpi_outq *q);
+void zpi_outq_counts(zpi_outq *q, zp_pipeline_counts *out);
+/* Batches waiting for the consumer. */
+size_t zpi_outq_ready(zpi_outq *q);
+
+#endif

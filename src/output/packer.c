@@ -1,0 +1,426 @@
+/*
+ * packer.c - the ordered batch stage (packer.h).
+ */
+#include "output/packer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
+                     zpi_ctr *blocked_ns)
+{
+    memset(pk, 0, sizeof *pk);
+    pk->set = *set;
+    pk->q = q;
+    pk->blocked_ns = blocked_ns;
+    pk->next_index = set->first_index;
+    pk->restore_pending = set->first_offset > 0 || set->first_carry;
+}
+
+void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out)
+{
+    *out = pk->pending;
+    memset(&pk->pending, 0, sizeof pk->pending);
+}
+
+/* ------------------------------------------------------------ batch building */
+
+/* Fixed-shape fields: the current batch's arrays, sized for a full batch. */
+static zp_status arrays_prepare(zpi_packer *pk, zpi_batchbuf *bb)
+{
+    size_t na = 0;
+    for (int k = 0; pk->has_schema && k < pk->schema.n; k++) {
+        const zpi_field *f = &pk->schema.f[k];
+        if (f->kind != ZPI_FIELD_FIXED)
+            continue;
+        size_t need = pk->set.microbatch * f->item_bytes;
+        if (need > bb->fixed_cap[k]) {
+            void *d = realloc(bb->fixed[k], need);
+            if (!d)
+                return ZP_ERR_NOMEM;
+            bb->fixed[k] = d;
+            bb->fixed_cap[k] = need;
+        }
+        zp_array *a = &bb->arrays[na++];
+        memset(a, 0, sizeof *a);
+        a->name = f->name;
+        a->dtype = f->dtype;
+        a->ndim = 1 + f->ndim;
+        for (int d = 0; d < f->ndim; d++)
+            a->shape[1 + d] = f->dims[d];
+        a->data = bb->fixed[k];
+    }
+    bb->b.n_arrays = na;
+    bb->b.arrays = na ? bb->arrays : NULL;
+    return ZP_OK;
+}
+
+/* Copies row i of chunk c's fixed fields into row `row` of the batch. */
+static zp_status arrays_put(zpi_packer *pk, const zpi_chunk *c, size_t i, size_t row)
+{
+    if (!c->schema)
+        return ZP_OK;
+    if (!pk->has_schema) {
+        pk->schema = *c->schema;
+        pk->has_schema = 1;
+        zp_status st = arrays_prepare(pk, pk->cur);
+        if (st != ZP_OK)
+            return st;
+    }
+    /* every chunk's schema equals the first (fetch checks each shard's
+     * against its chunk's; chunks of different schemas cannot meet here
+     * without one of them failing first) */
+    for (int k = 0; k < pk->schema.n; k++) {
+        const zpi_field *f = &pk->schema.f[k];
+        if (f->kind == ZPI_FIELD_FIXED && c->fixed[k])
+            memcpy(pk->cur->fixed[k] + row * f->item_bytes, c->fixed[k] + i * f->item_bytes,
+                   f->item_bytes);
+    }
+    return ZP_OK;
+}
+
+/* Zeroes rows [from, microbatch) of the batch's arrays and sets their rows. */
+static void arrays_finish(zpi_packer *pk, zpi_batchbuf *bb, size_t rows, size_t from)
+{
+    size_t na = 0;
+    for (int k = 0; pk->has_schema && k < pk->schema.n; k++) {
+        const zpi_field *f = &pk->schema.f[k];
+        if (f->kind != ZPI_FIELD_FIXED)
+            continue;
+        if (from < rows)
+            memset(bb->fixed[k] + from * f->item_bytes, 0, (rows - from) * f->item_bytes);
+        bb->arrays[na++].shape[0] = rows;
+    }
+}
+
+static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
+{
+    zpi_batchbuf *bb;
+    zp_status st = zpi_outq_get_free(pk->q, pk->blocked_ns, &bb);
+    if (st != ZP_OK)
+        return st;
+    memset(&bb->b, 0, sizeof bb->b);
+    memset(&bb->delta, 0, sizeof bb->delta);
+    bb->b.epoch = epoch;
+    bb->b.mode = pk->set.tokens ? pk->set.mode : ZP_PACK_RECORDS;
+    bb->data_len = 0;
+    bb->resume.valid = 0;
+    if (pk->set.nparts) {
+        if (!bb->part_samples) {
+            bb->part_samples = calloc(pk->set.nparts, sizeof *bb->part_samples);
+            bb->part_tokens = calloc(pk->set.nparts, sizeof *bb->part_tokens);
+            if (!bb->part_samples || !bb->part_tokens)
+                return ZP_ERR_NOMEM; /* the buffer keeps what it got; freed with the queue */
+        }
+        memset(bb->part_samples, 0, pk->set.nparts * sizeof *bb->part_samples);
+        memset(bb->part_tokens, 0, pk->set.nparts * sizeof *bb->part_tokens);
+    }
+    if (pk->set.tokens) {
+        /* no initialisation: every position is written, by a token or by
+         * pad_range() when the row or the batch is closed */
+        bb->b.cols = pk->set.seq_len + 1;
+        bb->b.rows = pk->set.microbatch;
+    } else {
+        bb->offsets[0] = 0;
+    }
+    pk->cur = bb;
+    pk->row = 0;
+    pk->col = 0;
+    pk->seg = 0;
+    return arrays_prepare(pk, bb);
+}
+
+/* Token modes: positions [from, to) of the batch are padding: EOT tokens,
+ * loss mask 0, segment -1. */
+static void pad_range(const zpi_packer *pk, zpi_batchbuf *bb, size_t from, size_t to)
+{
+    if (from >= to)
+        return;
+    for (size_t i = from; i < to; i++)
+        bb->tokens[i] = pk->set.eot;
+    memset(bb->mask + from, 0, to - from);
+    memset(bb->seg + from, 0xff, (to - from) * sizeof *bb->seg); /* -1 */
+    bb->delta.pad_tokens += to - from;
+}
+
+/* The stream resumes at sample s, `offset` of its tokens delivered. */
+static void set_resume(zpi_packer *pk, const zp_sample *s, uint64_t offset, int carry)
+{
+    zpi_resume_pt *r = &pk->cur->resume;
+    r->valid = 1;
+    r->epoch = s->epoch;
+    r->position = s->position;
+    r->token_offset = offset;
+    r->carry = carry;
+}
+
+static void part_tokens(zpi_packer *pk, const zp_sample *s, uint64_t n)
+{
+    if (pk->set.nparts && s->part < pk->set.nparts)
+        pk->cur->part_tokens[s->part] += n;
+}
+
+static void push_batch(zpi_packer *pk, int last_in_epoch)
+{
+    zpi_batchbuf *bb = pk->cur;
+    zp_batch *b = &bb->b;
+    b->index = pk->next_index++;
+    b->last_in_epoch = last_in_epoch;
+    b->samples = bb->samples;
+    if (pk->set.tokens) {
+        b->tokens = bb->tokens;
+        b->loss_mask = bb->mask;
+        b->segment_ids = bb->seg;
+        size_t filled = pk->row + (pk->col > 0 ? 1 : 0);
+        if (filled > pk->set.microbatch)
+            filled = pk->set.microbatch;
+        b->rows_filled = filled;
+        /* what follows the fill position is padding (pad mode fills each
+         * row's tail as it closes the row) */
+        size_t at = pk->row * b->cols + pk->col, n = b->rows * b->cols;
+        pad_range(pk, bb, at < n ? at : n, n);
+        arrays_finish(pk, bb, b->rows, filled);
+    } else {
+        b->data = bb->data;
+        b->offsets = bb->offsets;
+        arrays_finish(pk, bb, b->rows, b->rows);
+    }
+    bb->delta.skipped += pk->pending.skipped;
+    bb->delta.filtered += pk->pending.filtered;
+    memset(&pk->pending, 0, sizeof pk->pending);
+    pk->cur = NULL;
+    zpi_outq_push(pk->q, bb);
+}
+
+static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
+{
+    if (bb->part_samples)
+        bb->part_samples[s->part]++;
+    zp_batch *b = &bb->b;
+    void *arr = bb->samples;
+    if (zpi_grow(&arr, &bb->samples_cap, b->n_samples + 1, sizeof *bb->samples) != 0)
+        return ZP_ERR_NOMEM;
+    bb->samples = arr;
+    bb->samples[b->n_samples++] = *s;
+    if (s->padded)
+        bb->delta.padded++;
+    bb->delta.samples++;
+    return ZP_OK;
+}
+
+static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
+{
+    if (pk->cur && pk->cur->b.rows == pk->set.microbatch) {
+        set_resume(pk, &c->samples[i], 0, 0);
+        push_batch(pk, 0);
+    }
+    if (!pk->cur) {
+        zp_status st = begin_batch(pk, c->epoch);
+        if (st != ZP_OK)
+            return st;
+    }
+    zpi_batchbuf *bb = pk->cur;
+    const zpi_rec *r = &c->recs[i];
+    /* a record read on demand (reader.h) has no JSON: its row is its text */
+    const char *src = c->json + r->json_off;
+    size_t len = r->json_len;
+    if (len == 0 && (r->flags & ZPI_REC_TEXT)) {
+        src = c->text + r->text_off;
+        len = r->text_len;
+    }
+    size_t need = bb->data_len + len;
+    void *data = bb->data;
+    if (zpi_grow(&data, &bb->data_cap, need < 65536 ? 65536 : need, 1) != 0)
+        return ZP_ERR_NOMEM;
+    bb->data = data;
+    if (len)
+        memcpy(bb->data + bb->data_len, src, len);
+    bb->data_len += len;
+    zp_status st = arrays_put(pk, c, i, bb->b.rows);
+    if (st != ZP_OK)
+        return st;
+    st = add_sample(bb, &c->samples[i]);
+    if (st != ZP_OK)
+        return st;
+    bb->b.rows++;
+    bb->offsets[bb->b.rows] = bb->data_len;
+    return ZP_OK;
+}
+
+/* Concatenate mode: make room for at least one token. A full row is
+ * followed by a new one that starts with its last token (the carry). */
+static zp_status concat_room(zpi_packer *pk, const zp_sample *s, uint64_t pos)
+{
+    const uint32_t epoch = s->epoch;
+    size_t cols = pk->set.seq_len + 1;
+    if (pk->cur && pk->col == cols) {
+        zpi_batchbuf *bb = pk->cur;
+        int32_t carry = bb->tokens[pk->row * cols + cols - 1];
+        if (pk->row + 1 == pk->set.microbatch) {
+            pk->row = pk->set.microbatch; /* for rows_filled */
+            pk->col = 0;
+            set_resume(pk, s, pos, 1);
+            push_batch(pk, 0);
+            zp_status st = begin_batch(pk, epoch);
+            if (st != ZP_OK)
+                return st;
+        } else {
+            pk->row++;
+        }
+        bb = pk->cur;
+        size_t at = pk->row * cols;
+        bb->tokens[at] = carry;
+        bb->mask[at] = 1;
+        bb->seg[at] = 0;
+        pk->col = 1;
+        pk->seg = carry == pk->set.eot ? 1 : 0;
+    }
+    if (!pk->cur)
+        return begin_batch(pk, epoch);
+    return ZP_OK;
+}
+
+/* Concatenate mode: one document's tokens followed by EOT, copied in spans
+ * as long as the rows allow. */
+static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
+{
+    const zpi_rec *r = &c->recs[i];
+    const zp_sample *s = &c->samples[i];
+    const int32_t *t = c->tok + r->tok_off;
+    size_t n = r->tok_len, total = n + 1, pos = 0, cols = pk->set.seq_len + 1;
+    if (pk->restore_pending) {
+        /* the first document after a restored state: its delivered tokens
+         * are skipped, and the first row starts as the saved one would */
+        pk->restore_pending = 0;
+        pos = pk->set.first_offset < total ? (size_t)pk->set.first_offset : total;
+        if (pk->set.first_carry) {
+            zp_status st = begin_batch(pk, c->epoch);
+            if (st != ZP_OK)
+                return st;
+            int32_t carry = pos > 0 && pos - 1 < n ? t[pos - 1] : pk->set.eot;
+            pk->cur->tokens[0] = carry;
+            pk->cur->mask[0] = 1;
+            pk->cur->seg[0] = 0;
+            pk->col = 1;
+            pk->seg = carry == pk->set.eot ? 1 : 0;
+        }
+    } else if (s->token_offset > 0) {
+        /* carried over by an elastic resume: the rest of the document */
+        pos = s->token_offset < total ? (size_t)s->token_offset : total;
+    }
+    const size_t pos0 = pos;
+    while (pos < total) {
+        zp_status st = concat_room(pk, s, pos);
+        if (st != ZP_OK)
+            return st;
+        zpi_batchbuf *bb = pk->cur;
+        if (pos == 0 && (st = add_sample(bb, &c->samples[i])) != ZP_OK)
+            return st;
+        size_t k = cols - pk->col;
+        if (k > total - pos)
+            k = total - pos;
+        size_t at = pk->row * cols + pk->col;
+        size_t from_doc = pos + k <= n ? k : n - pos; /* the span may end with EOT */
+        memcpy(bb->tokens + at, t + pos, from_doc * sizeof *t);
+        if (from_doc < k)
+            bb->tokens[at + from_doc] = pk->set.eot;
+        memset(bb->mask + at, 1, k);
+        for (size_t j = 0; j < k; j++)
+            bb->seg[at + j] = pk->seg;
+        pk->col += k;
+        pos += k;
+        bb->delta.tokens += k;
+        part_tokens(pk, s, k);
+    }
+    if (pos0 < total)
+        pk->seg++; /* the EOT ended the document */
+    return ZP_OK;
+}
+
+static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
+{
+    size_t cols = pk->set.seq_len + 1;
+    if (pk->cur && pk->row == pk->set.microbatch) {
+        set_resume(pk, &c->samples[i], 0, 0);
+        push_batch(pk, 0);
+    }
+    if (!pk->cur) {
+        zp_status st = begin_batch(pk, c->epoch);
+        if (st != ZP_OK)
+            return st;
+    }
+    zpi_batchbuf *bb = pk->cur;
+    const zpi_rec *r = &c->recs[i];
+    size_t total = r->tok_len + 1, keep = total < cols ? total : cols;
+    int32_t *row = bb->tokens + pk->row * cols;
+    size_t from_doc = keep < r->tok_len ? keep : r->tok_len;
+    memcpy(row, c->tok + r->tok_off, from_doc * sizeof *row);
+    if (keep > r->tok_len)
+        row[r->tok_len] = pk->set.eot;
+    memset(bb->mask + pk->row * cols, 1, keep);
+    memset(bb->seg + pk->row * cols, 0, keep * sizeof *bb->seg);
+    pad_range(pk, bb, pk->row * cols + keep, (pk->row + 1) * cols);
+    bb->delta.tokens += keep;
+    part_tokens(pk, &c->samples[i], keep);
+    bb->delta.truncated_tokens += total - keep;
+    zp_status st = arrays_put(pk, c, i, pk->row);
+    if (st == ZP_OK)
+        st = add_sample(bb, &c->samples[i]);
+    pk->row++;
+    pk->col = 0;
+    return st;
+}
+
+zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
+{
+    pk->pending.skipped += c->skipped;
+    pk->pending.filtered += c->filtered;
+    pk->last_epoch = c->epoch;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP))
+            continue;
+        zp_status st;
+        if (!pk->set.tokens)
+            st = pack_record(pk, c, i);
+        else if (pk->set.mode == ZP_PACK_PAD)
+            st = pack_pad(pk, c, i);
+        else
+            st = pack_concat(pk, c, i);
+        if (st != ZP_OK)
+            return st;
+    }
+    return ZP_OK;
+}
+
+void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
+{
+    if (!pk->cur)
+        return;
+    /* the end of an epoch: the stream resumes at the next one's start */
+    zpi_resume_pt *r = &pk->cur->resume;
+    r->valid = last_in_epoch && pk->last_epoch != UINT32_MAX;
+    r->epoch = pk->last_epoch + 1;
+    r->position = 0;
+    r->token_offset = 0;
+    r->carry = 0;
+    push_batch(pk, last_in_epoch);
+}
+
+void zpi_pack_flush_full(zpi_packer *pk)
+{
+    if (!pk->cur)
+        return;
+    const zpi_pack_settings *set = &pk->set;
+    int full;
+    if (!set->tokens)
+        full = pk->cur->b.rows == set->microbatch;
+    else if (set->mode == ZP_PACK_PAD)
+        full = pk->row == set->microbatch;
+    else
+        full = pk->row + 1 == set->microbatch && pk->col == set->seq_len + 1;
+    if (full) {
+        if (set->tokens && set->mode == ZP_PACK_CONCAT)
+            pk->row = set->microbatch; /* for rows_filled */
+        push_batch(pk, 0);
+    }
+}
