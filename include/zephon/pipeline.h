@@ -19,8 +19,10 @@
 #ifndef ZEPHON_PIPELINE_H
 #define ZEPHON_PIPELINE_H
 
+#include "batch.h"
 #include "common.h"
 #include "dataset.h"
+#include "record.h"
 #include "worksource.h"
 
 #ifdef __cplusplus
@@ -29,136 +31,7 @@ extern "C" {
 
 typedef struct zp_pipeline zp_pipeline;
 
-/* ------------------------------------------------------------------ records */
-
-/* A record as seen by a map_transform callback: borrowed, valid only during
- * the callback. */
-typedef struct zp_record zp_record;
-
-/* Sample identity of the record. */
-ZP_API const zp_sample *zp_record_sample(const zp_record *rec);
-/* The record's JSON bytes (not NUL-terminated). Borrowed: valid until the
- * callback returns or the record is changed. */
-ZP_API const char *zp_record_json(const zp_record *rec, size_t *len);
-/* A top-level string field of the record (unescaped, may contain NUL).
- * Borrowed: valid until the callback returns or the record is changed.
- * ZP_END when absent, ZP_ERR_FORMAT when not a string. */
-ZP_API zp_status zp_record_get_string(zp_record *rec, const char *key, const char **s, size_t *len);
-/* The text the tokenize operator will encode: the tokenize field, or what
- * zp_record_set_text() stored. */
-ZP_API zp_status zp_record_text(zp_record *rec, const char **s, size_t *len);
-/* Replace the text handed to tokenize (copied). */
-ZP_API zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len);
-/* Replace the record's JSON bytes (copied; what record batches carry). */
-ZP_API zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len);
-/* Drop this record from the stream (counted in zp_pipeline_counts.filtered). */
-ZP_API void zp_record_drop(zp_record *rec);
-
-/* A map_transform callback. Called concurrently from several threads (as
- * many as the operator's parallelism) on different records; must be
- * deterministic for the pipeline to be. Return ZP_OK, or an error status
- * after zp_record_error() to fail (or skip, with ZP_BAD_RECORD_SKIP) the
- * record. */
-typedef zp_status (*zp_map_fn)(void *user, zp_record *rec);
-/* A map_transform over several records at once: the live records of one
- * chunk (up to chunk_samples, in stream order), for transforms with a cost
- * per call (a round trip to another process, a call into an interpreter).
- * status[i] is ZP_OK on entry; set it as a zp_map_fn would return for
- * recs[i] (zp_record_error(recs[i], ...) for the message, zp_record_drop()
- * to filter). Return ZP_OK, or an error that fails the whole chunk (not a
- * bad record: never skipped), with its message on recs[0]. Same threading
- * and determinism rules as zp_map_fn. */
-typedef zp_status (*zp_map_batch_fn)(void *user, zp_record *const *recs, size_t n,
-                                     zp_status *status);
-/* Attach a message to a failing record (printf-style). */
-ZP_API void zp_record_error(zp_record *rec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* ------------------------------------------------------------------ batches */
-
-/* Element types of arrays read from HDF5 and of stored tokens. */
-typedef enum zp_dtype {
-    ZP_DTYPE_NONE = 0,
-    ZP_DTYPE_U8, ZP_DTYPE_I8, ZP_DTYPE_U16, ZP_DTYPE_I16,
-    ZP_DTYPE_U32, ZP_DTYPE_I32, ZP_DTYPE_U64, ZP_DTYPE_I64,
-    ZP_DTYPE_F32, ZP_DTYPE_F64
-} zp_dtype;
-
-/* "uint8", "int8", "uint16", ..., "float32", "float64" ("none"). */
-ZP_API const char *zp_dtype_name(zp_dtype t);
-/* Bytes per element (0 for ZP_DTYPE_NONE or an unknown value). */
-ZP_API size_t zp_dtype_size(zp_dtype t);
-
-#define ZP_ARRAY_MAX_DIMS 9
-
-/* A fixed-shape field of the records (HDF5 datasets of shape [N, ...]),
- * batched: shape[0] is the batch's rows, the rest the field's shape;
- * data is contiguous and row-major; row i belongs to the batch's row i. */
-typedef struct zp_array {
-    const char *name;
-    zp_dtype dtype;
-    int ndim; /* including the rows dimension */
-    uint64_t shape[ZP_ARRAY_MAX_DIMS];
-    const void *data;
-} zp_array;
-
-typedef enum zp_pack_mode {
-    ZP_PACK_RECORDS = 0, /* no tokenize: a batch stacks microbatch_size records */
-    ZP_PACK_CONCAT = 1,  /* concatenate documents (each followed by EOT) and cut
-                            rows of seq_len + 1 tokens; row k+1 starts with the
-                            last token of row k (each token is a target once) */
-    ZP_PACK_PAD = 2      /* one document per row: its tokens + EOT, truncated to
-                            seq_len + 1 or padded (loss_mask 0) */
-} zp_pack_mode;
-
-/* A delivered batch. Borrowed from the pipeline: valid until the next
- * zp_pipeline_next() or zp_pipeline_destroy(), or, when kept
- * (zp_pipeline_keep_batch), until released. */
-typedef struct zp_batch {
-    uint64_t index;  /* 0-based number in this pipeline's stream */
-    uint32_t epoch;  /* epoch of the batch's first sample */
-    int last_in_epoch;
-    zp_pack_mode mode;
-
-    /* Samples: one per row in record mode; in token modes the documents whose
-     * first token is in this batch, in stream order. */
-    size_t n_samples;
-    const zp_sample *samples;
-
-    /* Record mode: rows records; row i is data[offsets[i] .. offsets[i+1]). */
-    size_t rows;
-    const char *data;
-    const uint64_t *offsets;
-
-    /* Token modes: rows == microbatch_size rows of cols == seq_len + 1 tokens
-     * (row-major). Inputs are tokens[:, :-1], targets tokens[:, 1:].
-     * loss_mask[i] is 1 where tokens[i] is real, 0 for padding; a target
-     * counts when its mask is 1. segment_ids[i] numbers the documents within
-     * a row (0, 1, ...; an EOT belongs to the document it ends), -1 for
-     * padding: keep attention within equal segment ids. rows_filled counts
-     * rows holding at least one real token. */
-    size_t cols;
-    size_t rows_filled;
-    const int32_t *tokens;
-    const uint8_t *loss_mask;
-    const int32_t *segment_ids;
-
-    /* Fixed-shape fields (record mode and ZP_PACK_PAD, one sample per row):
-     * arrays[k] is field k for the batch's rows (rows_filled of them in pad
-     * mode, the rest zero). 0 for JSON datasets. */
-    size_t n_arrays;
-    const zp_array *arrays;
-} zp_batch;
-
 /* ------------------------------------------------------------------ config */
-
-typedef enum zp_bad_record {
-    ZP_BAD_RECORD_FAIL = 0, /* the first bad record ends the stream with its error */
-    ZP_BAD_RECORD_SKIP = 1  /* skip it, count it, log it (warning); a run in
-                               which every record read was skipped (none
-                               delivered) still fails, at the end of the
-                               stream or of its first whole epoch, with a
-                               message naming the count and the first skip */
-} zp_bad_record;
 
 typedef struct zp_pipeline_config {
     int threads;             /* OpenMP threads of the pipeline's team;
@@ -185,18 +58,6 @@ typedef struct zp_pipeline_config {
 } zp_pipeline_config;
 
 ZP_API void zp_pipeline_config_init(zp_pipeline_config *cfg);
-
-/* Counts of what the stream did, for reports. */
-typedef struct zp_pipeline_counts {
-    uint64_t batches;     /* batches delivered */
-    uint64_t samples;     /* samples delivered (record mode rows / documents) */
-    uint64_t padded;      /* delivered samples that repeat (remainder padding) */
-    uint64_t skipped;     /* bad records skipped (ZP_BAD_RECORD_SKIP) */
-    uint64_t filtered;    /* records dropped by map callbacks */
-    uint64_t tokens;      /* real tokens delivered, EOT separators included */
-    uint64_t truncated_tokens; /* tokens cut by ZP_PACK_PAD */
-    uint64_t pad_tokens;  /* padding tokens delivered */
-} zp_pipeline_counts;
 
 /* ------------------------------------------------------------------ lifecycle */
 

@@ -26,14 +26,11 @@
 
 #include "common.h"
 #include "pipeline.h"
+#include "state_json.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Version written in the "version" field; states of another version are
- * refused. */
-#define ZP_STATE_VERSION 1
 
 /* The pipeline's state after the last delivered batch (before the first
  * zp_pipeline_next(): where it will start), as JSON.
@@ -67,21 +64,6 @@ ZP_API zp_status zp_pipeline_skip_batches(zp_pipeline *p, uint64_t first, uint64
  * @return ZP_OK; ZP_ERR_INVALID when part >= zp_worksource_num_parts(). */
 ZP_API zp_status zp_pipeline_part_counts(const zp_pipeline *p, size_t part, uint64_t *samples,
                                          uint64_t *tokens);
-
-/* Merge the states of every rank of a job (n states, one per rank, any
- * order) into a job state, after checking that they agree: the same
- * version, settings, world size (= n) and next batch, each rank once.
- * OUT: *out caller frees with free(); *out_len may be NULL. On failure err
- * (errcap bytes) names the rank and what differs.
- * @return ZP_OK; ZP_ERR_MISMATCH; ZP_ERR_FORMAT; ZP_ERR_NOMEM. */
-ZP_API zp_status zp_state_merge(const char *const *states, const size_t *lens, size_t n, char **out,
-                                size_t *out_len, char *err, size_t errcap);
-
-/* A state in words (what `zephon state show` prints): position, epoch and
- * pass per part, proportions so far, skipped ranges, settings and hash.
- * OUT: *text caller frees with free(). On failure err names the cause. */
-ZP_API zp_status zp_state_describe(const char *json, size_t len, char **text, char *err,
-                                   size_t errcap);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "base/observe_internal.h"
+#include "base/obs_counters.h"
+#include "zephon/observe.h"
 #include "io/fetcher.h"
 #include "api/pipeline_internal.h"
 #include "base/util.h"

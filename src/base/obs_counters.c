@@ -2,13 +2,13 @@
  * obs_counters.c - the recording side of observability: histograms (the
  * public zp_hist_* functions and the one-writer zpi_ahist), the per-run
  * counter block and the operators' scheduling accounting
- * (observe_internal.h). Snapshots and JSON are observe.c.
+ * (obs_counters.h). Snapshots and JSON are observe.c.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/observe_internal.h"
+#include "base/obs_counters.h"
 #include "base/util.h"
 
 /* ------------------------------------------------------------ histograms */

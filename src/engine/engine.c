@@ -103,6 +103,26 @@ static void obs_tick(zpi_engine *e, int s)
 
 /* ------------------------------------------------------------ running an operator */
 
+/* Runs op on chunk c: the one dispatch to the operator bodies (ops/). */
+static void op_run(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_obs_thread *ot,
+                   zpi_chunk *c)
+{
+    switch (op->kind) {
+    case ZPI_OP_FETCH: zpi_op_fetch(env, w, ot, c); break;
+    case ZPI_OP_MAP: zpi_op_map(env, op, w, c); break;
+    case ZPI_OP_TOKENIZE: zpi_op_tokenize(env, w, c); break;
+    }
+}
+
+static void worker_fini(zpi_worker *w)
+{
+    zpi_json_destroy(w->json);
+    zp_encoder_destroy(w->enc);
+    zpi_record_scratch_free(w);
+    w->json = NULL;
+    w->enc = NULL;
+}
+
 static void run_stage(zpi_engine *e, int s, zpi_chunk *c)
 {
     const stage *st = &e->stages[s];
@@ -113,7 +133,7 @@ static void run_stage(zpi_engine *e, int s, zpi_chunk *c)
         zpi_ctr_add(&ot->items_in[s], st->op.kind == ZPI_OP_FETCH ? c->n : zpi_chunk_live(c));
         t0 = zpi_now_ns();
     }
-    zpi_op_run(&e->env, &st->op, w, ot, c);
+    op_run(&e->env, &st->op, w, ot, c);
     if (ot) {
         zpi_ctr_add(&ot->busy_ns[s], zpi_now_ns() - t0);
         zpi_ctr_add(&ot->items_out[s], c->err.code == ZP_OK ? zpi_chunk_live(c) : 0);
@@ -609,7 +629,7 @@ void zpi_engine_destroy(zpi_engine *e)
     }
     if (e->workers) {
         for (int i = 0; i < e->threads; i++)
-            zpi_worker_fini(&e->workers[i]);
+            worker_fini(&e->workers[i]);
         free(e->workers);
     }
     if (e->chunks) {

@@ -4,7 +4,8 @@
  *
  * JSON shards are decoded whole into the shard cache (format.h). Shards of
  * these formats are not: their load opens the file (and checks it), and a
- * zpi_reader reads the records a fetch task needs, straight into the chunk.
+ * zpi_reader reads the records a fetch task needs, straight into the
+ * caller's rows (a zpi_read_sink).
  * A reader is shared by every fetch task that pins the shard, so its read
  * must be thread-safe.
  *
@@ -26,7 +27,7 @@
 #include <stdint.h>
 
 #include "zephon/common.h"
-#include "zephon/pipeline.h"
+#include "zephon/array.h"
 
 #define ZPI_MAX_FIELDS 16
 #define ZPI_MAX_DIMS 8 /* dims of a fixed field after dimension 0 */
@@ -60,11 +61,25 @@ int zpi_schema_equal(const zpi_schema *a, const zpi_schema *b);
 /* "text:str, tokens:uint16[], x:float32[4,8]" into buf (for messages). */
 void zpi_schema_describe(const zpi_schema *s, char *buf, size_t cap);
 
-struct zpi_chunk;
+/* Where a read delivers its records: rows of the caller's batch of work
+ * (the fetch operator's chunk: zpi_chunk_sink() in ops/chunk.h). */
+typedef struct zpi_read_sink {
+    void *ctx;
+    /* Row `row`'s text, copied. ZP_OK or ZP_ERR_NOMEM. */
+    zp_status (*put_text)(void *ctx, size_t row, const char *s, size_t n);
+    /* Room for n ids of row `row` at *dst, which the reader fills; valid
+     * until the next put. ZP_OK or ZP_ERR_NOMEM. */
+    zp_status (*put_tokens)(void *ctx, size_t row, size_t n, int32_t **dst);
+    /* Takes back the last put_tokens (row, n): its ids were not token ids,
+     * the row has no tokens. */
+    void (*unput_tokens)(void *ctx, size_t row, size_t n);
+    /* Row `row` of fixed field k (the schema's field k, item_bytes long). */
+    void *(*fixed_row)(void *ctx, int k, size_t row);
+} zpi_read_sink;
 
-/* One read: records[k] of the shard goes to row rows[k] of the chunk. */
+/* One read: records[k] of the shard goes to row rows[k] of the sink. */
 typedef struct zpi_read_req {
-    struct zpi_chunk *c;
+    zpi_read_sink out;
     const uint64_t *records; /* n record indices, ascending; a record may repeat
                                 (remainder padding): each of its rows gets it */
     const size_t *rows;
@@ -85,8 +100,8 @@ typedef struct zpi_read_req {
 typedef struct zpi_reader zpi_reader;
 struct zpi_reader {
     const zpi_schema *schema; /* owned by the reader */
-    /* Deliver the records of req into the chunk (zpi_chunk_put_text,
-     * zpi_chunk_put_tokens, zpi_chunk_fixed_row). Reads consecutive records
+    /* Deliver the records of req into req->out (put_text, put_tokens,
+     * fixed_row). Reads consecutive records
      * with one selection (HDF5: one H5Dread per field for all of req's
      * records), never one call per record. A problem with the file fails
      * the read (ZP_ERR_FORMAT / ZP_ERR_IO, message naming file and dataset

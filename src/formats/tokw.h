@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "zephon/common.h"
-#include "zephon/pipeline.h"
+#include "zephon/array.h"
 
 typedef struct zpi_tokw zpi_tokw;
 

@@ -8,7 +8,7 @@
  * demand jobs (a fetch waiting on the shard) first and, when every slot is
  * busy with prefetches, in up to max_demand extra slots.
  *
- * Each transfer: connect timeout and low-speed abort from the settings; on a
+ * Each transfer is one request's tries (request.h): connect timeout and low-speed abort from the settings; on a
  * timeout, a connection error, a short body, HTTP 408/429/5xx: retry after
  * the backoff (Retry-After honoured), resuming at the bytes already written
  * with Range + If-Range (the validator from the first response; a 200 to a
@@ -28,7 +28,7 @@
 
 #include "base/error.h"
 #include "io/storage.h"
-#include "zephon/observe.h"
+#include "zephon/histogram.h"
 
 typedef struct zpi_xfer zpi_xfer;
 
@@ -78,19 +78,5 @@ zp_status zpi_xfer_submit(zpi_xfer *x, const zpi_xfer_job *job, uint64_t *id, zp
  * queued prefetch, behind the jobs demanded before it). */
 void zpi_xfer_promote(zpi_xfer *x, uint64_t id);
 void zpi_xfer_stats_get(zpi_xfer *x, zpi_xfer_stats *out);
-
-/* Synchronous requests for the remote backends (storage_http.c), run by the
- * same attempt/retry/resume code as the jobs above, on the calling thread
- * (the backoff sleeps there). *retries (may be NULL) receives the retries
- * needed.
- * head: the object's size (Content-Length of a 200), ETag (strong only) and
- * Last-Modified.
- * get: the bytes [off, off + len) into buf (*got: fewer only at the end of
- * the object); v (may be NULL) gives the object's size and validator (for
- * If-Range) from head. */
-zp_status zpi_xfer_head(zpi_storage *s, const char *spec, zpi_object_info *info,
-                        unsigned *retries, zpi_err *err);
-zp_status zpi_xfer_get(zpi_storage *s, const char *spec, const zpi_object_info *v, uint64_t off,
-                       void *buf, size_t len, size_t *got, unsigned *retries, zpi_err *err);
 
 #endif

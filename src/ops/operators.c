@@ -1,27 +1,9 @@
-/* operators.c - what the operator bodies share: dispatch, worker
- * resources, the bad-record policy, logging (operators.h). */
+/* operators.c - what the operator bodies share: the worker's parser, the
+ * bad-record policy, logging (operators.h). The engine dispatches to the
+ * bodies and releases the workers. */
 #include <stdarg.h>
 
 #include "ops/operators.h"
-
-void zpi_op_run(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_obs_thread *ot,
-                zpi_chunk *c)
-{
-    switch (op->kind) {
-    case ZPI_OP_FETCH: zpi_op_fetch(env, w, ot, c); break;
-    case ZPI_OP_MAP: zpi_op_map(env, op, w, c); break;
-    case ZPI_OP_TOKENIZE: zpi_op_tokenize(env, w, c); break;
-    }
-}
-
-void zpi_worker_fini(zpi_worker *w)
-{
-    zpi_json_destroy(w->json);
-    zp_encoder_destroy(w->enc);
-    zpi_record_scratch_free(w);
-    w->json = NULL;
-    w->enc = NULL;
-}
 
 zpi_json *zpi_worker_json(zpi_worker *w, zpi_chunk *c)
 {

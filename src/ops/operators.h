@@ -24,9 +24,11 @@
 
 #include "ops/chunk.h"
 #include "base/json.h"
-#include "base/observe_internal.h"
+#include "base/obs_counters.h"
 #include "data/shard_cache.h"
-#include "zephon/pipeline.h"
+#include "zephon/batch.h"
+#include "zephon/dataset.h"
+#include "zephon/record.h"
 #include "zephon/tokenizer.h"
 
 #define ZPI_MAX_MAPS 8
@@ -72,11 +74,6 @@ typedef struct zpi_worker {
 } zpi_worker;
 
 /* operators.c */
-/* Runs op on chunk c (dispatch on op->kind). */
-void zpi_op_run(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_obs_thread *ot,
-                zpi_chunk *c);
-/* Releases a worker's resources (the worker itself is the caller's). */
-void zpi_worker_fini(zpi_worker *w);
 /* The worker's JSON parser (created on first use), or NULL after failing
  * the chunk. */
 zpi_json *zpi_worker_json(zpi_worker *w, zpi_chunk *c);

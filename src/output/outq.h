@@ -24,9 +24,9 @@
 #include <pthread.h>
 
 #include "base/error.h"
-#include "base/observe_internal.h"
+#include "base/obs_counters.h"
 #include "base/util.h"
-#include "zephon/pipeline.h"
+#include "zephon/batch.h"
 
 /* Where the stream resumes after a batch (the checkpoint state): the next
  * sample of the rank's stream, the tokens of it already delivered, and

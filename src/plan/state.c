@@ -26,7 +26,7 @@
 
 #include "plan/mixture.h"
 #include "base/util.h"
-#include "zephon/state.h"
+#include "zephon/state_json.h"
 #include "zephon/worksource.h"
 
 /* Unsigned values at least this large are written as decimal strings (a

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "zephon/pipeline.h"
+#include "zephon/batch.h"
 
 /* Positions [start, start + count) of an epoch's stream (see above). */
 typedef struct zpi_span {

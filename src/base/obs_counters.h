@@ -1,18 +1,18 @@
 /*
- * observe_internal.h - recording side of observability (private).
+ * obs_counters.h - recording side of observability (private).
  *
  * Every counter has one writer (the thread that owns a zpi_obs_thread slot,
  * or the drainer, or code holding the engine lock) and is read by snapshots
  * from the consumer's thread: relaxed atomics, no lock on the hot path, no
  * allocation per event. Snapshots sum the per-thread slots.
  */
-#ifndef ZP_OBSERVE_INTERNAL_H
-#define ZP_OBSERVE_INTERNAL_H
+#ifndef ZP_OBS_COUNTERS_H
+#define ZP_OBS_COUNTERS_H
 
 #include <stdatomic.h>
 
 #include "zephon/common.h"
-#include "zephon/observe.h"
+#include "zephon/histogram.h"
 
 typedef _Atomic uint64_t zpi_ctr;
 

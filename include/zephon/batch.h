@@ -1,0 +1,79 @@
+/*
+ * zephon/batch.h - a delivered batch, its packing mode and the stream's counts
+ * (included by zephon/pipeline.h). Types only.
+ */
+#ifndef ZEPHON_BATCH_H
+#define ZEPHON_BATCH_H
+
+#include "array.h"
+#include "common.h"
+#include "worksource.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum zp_pack_mode {
+    ZP_PACK_RECORDS = 0, /* no tokenize: a batch stacks microbatch_size records */
+    ZP_PACK_CONCAT = 1,  /* concatenate documents (each followed by EOT) and cut
+                            rows of seq_len + 1 tokens; row k+1 starts with the
+                            last token of row k (each token is a target once) */
+    ZP_PACK_PAD = 2      /* one document per row: its tokens + EOT, truncated to
+                            seq_len + 1 or padded (loss_mask 0) */
+} zp_pack_mode;
+
+/* A delivered batch. Borrowed from the pipeline: valid until the next
+ * zp_pipeline_next() or zp_pipeline_destroy(), or, when kept
+ * (zp_pipeline_keep_batch), until released. */
+typedef struct zp_batch {
+    uint64_t index;  /* 0-based number in this pipeline's stream */
+    uint32_t epoch;  /* epoch of the batch's first sample */
+    int last_in_epoch;
+    zp_pack_mode mode;
+
+    /* Samples: one per row in record mode; in token modes the documents whose
+     * first token is in this batch, in stream order. */
+    size_t n_samples;
+    const zp_sample *samples;
+
+    /* Record mode: rows records; row i is data[offsets[i] .. offsets[i+1]). */
+    size_t rows;
+    const char *data;
+    const uint64_t *offsets;
+
+    /* Token modes: rows == microbatch_size rows of cols == seq_len + 1 tokens
+     * (row-major). Inputs are tokens[:, :-1], targets tokens[:, 1:].
+     * loss_mask[i] is 1 where tokens[i] is real, 0 for padding; a target
+     * counts when its mask is 1. segment_ids[i] numbers the documents within
+     * a row (0, 1, ...; an EOT belongs to the document it ends), -1 for
+     * padding: keep attention within equal segment ids. rows_filled counts
+     * rows holding at least one real token. */
+    size_t cols;
+    size_t rows_filled;
+    const int32_t *tokens;
+    const uint8_t *loss_mask;
+    const int32_t *segment_ids;
+
+    /* Fixed-shape fields (record mode and ZP_PACK_PAD, one sample per row):
+     * arrays[k] is field k for the batch's rows (rows_filled of them in pad
+     * mode, the rest zero). 0 for JSON datasets. */
+    size_t n_arrays;
+    const zp_array *arrays;
+} zp_batch;
+
+/* Counts of what the stream did, for reports. */
+typedef struct zp_pipeline_counts {
+    uint64_t batches;     /* batches delivered */
+    uint64_t samples;     /* samples delivered (record mode rows / documents) */
+    uint64_t padded;      /* delivered samples that repeat (remainder padding) */
+    uint64_t skipped;     /* bad records skipped (ZP_BAD_RECORD_SKIP) */
+    uint64_t filtered;    /* records dropped by map callbacks */
+    uint64_t tokens;      /* real tokens delivered, EOT separators included */
+    uint64_t truncated_tokens; /* tokens cut by ZP_PACK_PAD */
+    uint64_t pad_tokens;  /* padding tokens delivered */
+} zp_pipeline_counts;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
