@@ -24,6 +24,8 @@ endforeach()
 
 # The small helpers and the error mechanism (src/base/util.c, src/base/error.c).
 zp_add_test(test_util SOURCES tests/test_util.c tests/testutil.c TIMEOUT 60 LABELS unit)
+# Durable writes and the sweep of dead writers' temporaries (src/base/fsio.c).
+zp_add_test(test_fsio SOURCES tests/test_fsio.c TIMEOUT 60 LABELS unit)
 
 # The shared libraries export the zp_ API only (ZP_API, -fvisibility=hidden).
 # test_exports_probe runs the same check on a library that exports a zpi_
