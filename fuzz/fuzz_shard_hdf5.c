@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(c.recs, 0, n * sizeof *c.recs);
         FUZZ_CHECK(zpi_chunk_set_schema(&c, s) == ZP_OK, "schema");
         size_t nbad = 0;
-        zpi_read_req req = {.c = &c, .records = recs, .rows = rows, .n = n, .bad = on_bad,
+        zpi_read_req req = {.out = zpi_chunk_sink(&c), .records = recs, .rows = rows, .n = n, .bad = on_bad,
                             .bad_ctx = &nbad};
         st = sh.rd->read(sh.rd, &req, err, sizeof err);
         if (st != ZP_OK) {

@@ -202,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(zpi_chunk_set_schema(&c, sh.rd->schema) == ZP_OK, "schema");
     zpi_read_req req;
     memset(&req, 0, sizeof req);
-    req.c = &c;
+    req.out = zpi_chunk_sink(&c);
     req.records = recs;
     req.rows = rows;
     req.n = n;

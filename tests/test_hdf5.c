@@ -164,7 +164,7 @@ static zp_status do_read(zpi_shard *sh, zpi_chunk *c, size_t cap, const uint64_t
     c->n = cap;
     memset(c->recs, 0, cap * sizeof *c->recs);
     assert_int_equal(zpi_chunk_set_schema(c, sh->rd->schema), ZP_OK);
-    zpi_read_req req = {.c = c, .records = recs, .rows = rows, .n = n, .text_field = text_field,
+    zpi_read_req req = {.out = zpi_chunk_sink(c), .records = recs, .rows = rows, .n = n, .text_field = text_field,
                         .bad = on_bad, .bad_ctx = bl};
     zp_status st = sh->rd->read(sh->rd, &req, err, errcap);
     if (out_req)
@@ -1220,7 +1220,7 @@ static void *lock_reader(void *arg)
         memset(c.recs, 0, j->n * sizeof *c.recs);
         zpi_chunk_set_schema(&c, j->sh->rd->schema);
         char err[512];
-        zpi_read_req req = {.c = &c, .records = recs, .rows = rows, .n = j->n};
+        zpi_read_req req = {.out = zpi_chunk_sink(&c), .records = recs, .rows = rows, .n = j->n};
         if (j->sh->rd->read(j->sh->rd, &req, err, sizeof err) != ZP_OK)
             j->failed = 1;
         j->wait_ns += req.lock_wait_ns;

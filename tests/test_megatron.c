@@ -189,7 +189,7 @@ static zp_status read_recs(zpi_shard *sh, zpi_chunk *c, const uint64_t *records,
         rows[k] = k;
     memset(bad, 0, sizeof *bad);
     zpi_read_req req = {0};
-    req.c = c;
+    req.out = zpi_chunk_sink(c);
     req.records = records;
     req.rows = rows;
     req.n = n;

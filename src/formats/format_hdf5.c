@@ -35,8 +35,7 @@
 
 #include <hdf5.h>
 
-#include "ops/chunk.h"
-#include "formats/format.h"
+#include "formats/shard.h"
 #include "formats/hdf5_util.h"
 #include "formats/reader.h"
 #include "formats/tokw.h"
@@ -1208,7 +1207,7 @@ static zp_status read_fixed(rctx *R, int k)
     if (__builtin_mul_overflow(R->nu, f->item_bytes, &bytes))
         RFAIL(R, ZP_ERR_LIMIT, "dataset '%s': %zu records of %zu bytes overflow", hf->path, R->nu,
               f->item_bytes);
-    void *buf = direct ? zpi_chunk_fixed_row(q->c, k, q->rows[0]) : malloc(bytes ? bytes : 1);
+    void *buf = direct ? q->out.fixed_row(q->out.ctx, k, q->rows[0]) : malloc(bytes ? bytes : 1);
     if (!buf)
         RFAIL(R, ZP_ERR_NOMEM, "dataset '%s': out of memory (%zu bytes)", hf->path, bytes);
     zp_status st = read_sel(R, hf->dset, hf->memtype, R->runs, R->nr, 1 + f->ndim, full, buf, NULL,
@@ -1217,7 +1216,7 @@ static zp_status read_fixed(rctx *R, int k)
         q->bytes += bytes;
         if (!direct)
             for (size_t i = 0; i < q->n; i++)
-                memcpy(zpi_chunk_fixed_row(q->c, k, q->rows[i]),
+                memcpy(q->out.fixed_row(q->out.ctx, k, q->rows[i]),
                        (char *)buf + R->map[i] * f->item_bytes, f->item_bytes);
     }
     if (!direct)
@@ -1593,7 +1592,7 @@ static zp_status read_text(rctx *R, int k)
                 hf->path, (unsigned long long)R->u[ui]);
             continue;
         }
-        if (zpi_chunk_put_text(q->c, q->rows[i], s ? s : "", n) != ZP_OK) {
+        if (q->out.put_text(q->out.ctx, q->rows[i], s ? s : "", n) != ZP_OK) {
             st = ZP_ERR_NOMEM;
             zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", r->name,
                     hf->path);
@@ -1621,16 +1620,14 @@ static int put_doc(rctx *R, const h5_field *hf, zp_dtype dt, size_t row, uint64_
         return 0;
     }
     int32_t *dst;
-    if (zpi_chunk_put_tokens(q->c, row, len, &dst) != ZP_OK) {
+    if (q->out.put_tokens(q->out.ctx, row, len, &dst) != ZP_OK) {
         zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", R->r->name,
                 hf->path);
         return -1;
     }
     size_t at = 0;
     if (tok_convert(src, dt, off, len, dst, &at) != 0) {
-        q->c->recs[row].flags &= ~(uint32_t)ZPI_REC_TOKENS;
-        q->c->recs[row].tok_len = 0;
-        q->c->tok_len -= len; /* the last put: give its room back */
+        q->out.unput_tokens(q->out.ctx, row, len); /* the last put: give its room back */
         bad(R, row, ZP_ERR_FORMAT,
             "dataset '%s': record %llu: token %zu is %lld, outside 0 .. 2^31-1", hf->path,
             (unsigned long long)rec, at, (long long)tok_at(src, dt, off + at));

@@ -29,7 +29,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "formats/format.h"
+#include "formats/line_index.h"
 #include "base/util.h"
 
 #define READ_CHUNK ((size_t)1 << 20) /* bytes per read() */

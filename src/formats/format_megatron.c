@@ -48,8 +48,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ops/chunk.h"
-#include "formats/format.h"
+#include "formats/shard.h"
 #include "formats/reader.h"
 #include "formats/tokw.h"
 #include "base/util.h"
@@ -297,7 +296,7 @@ static int convert(zp_dtype t, const unsigned char *src, size_t n, int32_t *dst,
 static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t errcap)
 {
     mg_reader *m = (mg_reader *)r;
-    zpi_chunk *c = req->c;
+    const zpi_read_sink *out = &req->out;
     uint64_t t0 = zpi_now_ns();
     uint64_t bytes = 0;
     zp_status st = ZP_OK;
@@ -322,7 +321,7 @@ static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t err
             continue;
         }
         int32_t *dst;
-        if (zpi_chunk_put_tokens(c, row, len, &dst) != ZP_OK) {
+        if (out->put_tokens(out->ctx, row, len, &dst) != ZP_OK) {
             zpi_fmt(err, errcap, "shard '%s': out of memory for sequence %llu (%zu tokens)",
                     m->name, (unsigned long long)s, len);
             st = ZP_ERR_NOMEM;
@@ -333,10 +332,7 @@ static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t err
         size_t bad;
         char val[64];
         if (len && convert(m->dtype, m->bin + seq_ptr(m, s), len, dst, &bad, val, sizeof val)) {
-            /* take the tokens back out of the chunk: the row has none */
-            c->tok_len -= len;
-            c->recs[row].tok_len = 0;
-            c->recs[row].flags &= ~(uint32_t)ZPI_REC_TOKENS;
+            out->unput_tokens(out->ctx, row, len); /* the row has no tokens */
             char msg[512];
             zpi_fmt(msg, sizeof msg, "shard '%s': sequence %llu: token %zu is %s: not a token id",
                     m->name, (unsigned long long)s, bad, val);

@@ -119,6 +119,36 @@ void *zpi_chunk_fixed_row(zpi_chunk *c, int k, size_t row)
     return c->fixed[k] + row * c->schema->f[k].item_bytes;
 }
 
+/* The sink of a read (reader.h) into the chunk. */
+static zp_status sink_text(void *ctx, size_t row, const char *s, size_t n)
+{
+    return zpi_chunk_put_text(ctx, row, s, n);
+}
+
+static zp_status sink_tokens(void *ctx, size_t row, size_t n, int32_t **dst)
+{
+    return zpi_chunk_put_tokens(ctx, row, n, dst);
+}
+
+static void sink_untokens(void *ctx, size_t row, size_t n)
+{
+    zpi_chunk *c = ctx;
+    c->tok_len -= n;
+    c->recs[row].tok_len = 0;
+    c->recs[row].flags &= ~(uint32_t)ZPI_REC_TOKENS;
+}
+
+static void *sink_fixed(void *ctx, int k, size_t row)
+{
+    return zpi_chunk_fixed_row(ctx, k, row);
+}
+
+zpi_read_sink zpi_chunk_sink(zpi_chunk *c)
+{
+    zpi_read_sink s = {c, sink_text, sink_tokens, sink_untokens, sink_fixed};
+    return s;
+}
+
 zp_status zpi_chunk_set_schema(zpi_chunk *c, const zpi_schema *s)
 {
     if (c->schema)

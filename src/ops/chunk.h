@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/util.h"
+#include "formats/reader.h"
 #include "zephon/worksource.h"
 
 /* Record flags. ZPI_REC_TEXT: text_off/text_len hold the tokenize text,
@@ -99,6 +100,9 @@ zp_status zpi_chunk_put_text(zpi_chunk *c, size_t row, const char *s, size_t n);
 zp_status zpi_chunk_put_tokens(zpi_chunk *c, size_t row, size_t n, int32_t **dst);
 /* Row `row` of fixed field k (c->schema's field k, item_bytes long). */
 void *zpi_chunk_fixed_row(zpi_chunk *c, int k, size_t row);
+/* The sink a reader (reader.h) delivers the chunk's rows into: the three
+ * calls above, and taking back a row's last tokens. */
+zpi_read_sink zpi_chunk_sink(zpi_chunk *c);
 /* Sets c->schema (on its first lazy shard) and sizes the fixed arenas for
  * c->n rows. ZP_ERR_FORMAT when c already has another schema. */
 zp_status zpi_chunk_set_schema(zpi_chunk *c, const struct zpi_schema *s);

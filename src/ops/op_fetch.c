@@ -181,7 +181,7 @@ static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk 
         rows[k] = rr[k].row;
     }
     bad_ctx bc = {env, c};
-    zpi_read_req req = {.c = c,
+    zpi_read_req req = {.out = zpi_chunk_sink(c),
                         .records = records,
                         .rows = rows,
                         .n = m,

@@ -1,0 +1,96 @@
+/*
+ * shard.h - a loaded shard, what a load accepts, and the ops table of a
+ * shard format (private). The formats (format_*.c) implement zpi_format;
+ * the table of formats (format.h) lists them.
+ */
+#ifndef ZP_SHARD_H
+#define ZP_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zephon/common.h"
+#include "base/filehash.h"
+#include "base/json.h"
+
+typedef struct zpi_shard {
+    char *data;           /* records' bytes; ZPI_JSON_PADDING readable bytes after data_len */
+    size_t data_len;
+    size_t data_cap;      /* bytes allocated at data, padding excluded (>= data_len) */
+    uint64_t n_records;
+    uint64_t *offsets;    /* n_records + 1 entries: record i is data[offsets[i] .. offsets[i+1]-1)
+                             (the byte at offsets[i+1]-1 is its newline or padding) */
+    uint64_t file_bytes;  /* bytes read from storage (compressed size) */
+    double read_seconds;       /* time spent reading the file */
+    double decompress_seconds; /* time spent decompressing (0 for plain formats) */
+    /* Formats read on demand (reader.h): the open reader, which the fetch
+     * operator reads records through; data and offsets are then NULL.
+     * zpi_shard_free closes it. NULL for JSON shards. */
+    struct zpi_reader *rd;
+} zpi_shard;
+
+/* What a load accepts: the dataset's limits, and what the dataset knows of
+ * the one shard being loaded (zpi_dataset_shard_limits), checked by every
+ * load so that a shard changed since it was indexed is never served. */
+typedef struct zpi_load_limits {
+    /* HDF5 shards: the dataset's driver hook (zp_dataset_config.h5_fapl). */
+    int (*h5_fapl)(void *user, int64_t fapl, const char *path);
+    void *h5_fapl_user;
+    size_t max_record_bytes;
+    size_t max_shard_bytes;
+    int allow_empty;
+    /* has_records: the record count the dataset has for the shard
+     * (records_from_manifest: it came from a manifest, for the message). A
+     * load that finds another count is a ZP_ERR_FORMAT naming the shard and
+     * both counts. All zero (as in a zero-initialised struct): nothing is
+     * expected. */
+    int has_records;
+    int records_from_manifest;
+    uint64_t expect_records;
+    /* has_xxh64: the manifest's XXH64 (seed 0) of the shard's bytes as
+     * stored. The load hashes the bytes as it reads them (XXH64 runs at
+     * several GB/s, far faster than decoding) and a different hash is a
+     * ZP_ERR_FORMAT naming the shard, its path and both hashes. */
+    int has_xxh64;
+    uint64_t expect_xxh64;
+} zpi_load_limits;
+
+/* Buffers a load may reuse instead of allocating fresh memory: fresh pages
+ * cost a page fault each (far more on some VMs) and must be zeroed by the
+ * kernel, which for a shard decoded at 1 GB/s costs about as much again.
+ * Both are malloc'd blocks; the caller owns them before and after the load. */
+typedef struct zpi_load_bufs {
+    char *data;     /* a spare decode buffer (data_cap + ZPI_JSON_PADDING bytes) or NULL;
+                       a load that uses it moves it into the shard and sets data to NULL */
+    size_t data_cap;
+    char *scratch;  /* scratch for compressed bytes (or NULL); the load may grow it */
+    size_t scratch_cap;
+} zpi_load_bufs;
+
+typedef struct zpi_format {
+    const char *name;   /* "jsonl", "jsonl.zst" */
+    const char *suffix; /* file name suffix that selects it */
+    /* Load the whole shard at path. name is the shard's name for messages.
+     * Errors name the shard and, where it applies, the line and byte offset:
+     * "shard 'a.jsonl.zst': truncated zstd frame after line 120 (byte 53311)".
+     * The load checks the expectations in lim (record count, content hash)
+     * with zpi_load_check(). */
+    zp_status (*load)(const char *path, const char *name, const zpi_load_limits *lim,
+                      zpi_shard *out, char *err, size_t errcap);
+    /* The same, reusing the buffers in *bufs (NULL: none). Optional: NULL when
+     * the format cannot reuse buffers. */
+    zp_status (*load_bufs)(const char *path, const char *name, const zpi_load_limits *lim,
+                           zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap);
+} zpi_format;
+
+/* Free a loaded shard's buffers (not the struct). */
+void zpi_shard_free(zpi_shard *s);
+
+/* The end of every load: checks a loaded shard against lim's expectations.
+ * hash: XXH64 of the bytes read, or NULL when lim->has_xxh64 is 0. A
+ * mismatch of the hash is reported before one of the count (it explains
+ * it). ZP_OK, or ZP_ERR_FORMAT with the message in err. */
+zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
+                         const uint64_t *hash, const zpi_shard *sh, char *err, size_t errcap);
+
+#endif
