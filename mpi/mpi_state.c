@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fsio.h"
 #include "mpi_internal.h"
 #include "zephon/state.h"
 
@@ -32,29 +33,17 @@ static zp_status rfail(zp_mpi *m, zp_status st, const char *fmt, ...)
     return zpi_mpi_fail(m, st, "rank %d: %s", m->rank, msg);
 }
 
-/* Write the job state to path: a temporary file beside it (its own name),
- * fsync, rename, then the folder synced so that the rename survives a
- * crash. ZP_OK, or ZP_ERR_IO with the message on m naming the path. */
+/* Write the job state to path durably (zpi_write_durable: a temporary file
+ * beside it, fsync, rename, fsync of the folder), after removing what
+ * earlier saves killed while writing left there (zpi_tmp_sweep_for). ZP_OK,
+ * or ZP_ERR_IO with the message on m naming the path. */
 static zp_status write_state(zp_mpi *m, const char *path, const char *data, size_t len)
 {
-    if (zpi_write_file_atomic(path, data, len) != 0)
-        return rfail(m, ZP_ERR_IO, "cannot write the job state to '%s': %s", path,
-                            strerror(errno));
-    const char *slash = strrchr(path, '/');
-    char dir[PATH_MAX];
-    if (!slash)
-        zpi_fmt(dir, sizeof dir, ".");
-    else
-        zpi_fmt(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        int bad = fsync(fd) != 0 && errno != EINVAL && errno != EROFS;
-        int e = errno;
-        close(fd);
-        if (bad)
-            return rfail(m, ZP_ERR_IO, "cannot sync the folder of the job state '%s': %s",
-                                path, strerror(e));
-    }
+    zpi_err err = {0};
+    (void)zpi_tmp_sweep_for(path); /* best effort: a folder not readable fails below */
+    zp_status st = zpi_write_durable(path, data, len, &err);
+    if (st != ZP_OK)
+        return rfail(m, st, "cannot write the job state: %s", zpi_err_msg(&err));
     return ZP_OK;
 }
 
@@ -88,7 +77,7 @@ zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path)
     /* the lengths, then the bytes, to rank 0 */
     uint64_t len64 = mine_len;
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Gather(&len64, 1, MPI_UINT64_T, lens, 1, MPI_UINT64_T, 0, m->comm),
+        st = zpi_mpi_check(m, zpi_coll_gather(m, &len64, lens, 1, MPI_UINT64_T, 0),
                            "MPI_Gather (state lengths)");
     if (st == ZP_OK) {
         local = ZP_OK;
@@ -111,8 +100,8 @@ zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path)
         st = zpi_mpi_agree_status(m, local);
     }
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Gatherv(mine, (int)mine_len, MPI_CHAR, all, counts, displs,
-                                          MPI_CHAR, 0, m->comm),
+        st = zpi_mpi_check(m, zpi_coll_gatherv(m, mine, (int)mine_len, all, counts, displs,
+                                               MPI_CHAR, 0),
                            "MPI_Gatherv (states)");
 
     /* rank 0: merge (the states must agree) and write */

@@ -38,7 +38,8 @@ static int teardown(void **state)
 
 static void path_in(char *out, size_t cap, const char *name)
 {
-    snprintf(out, cap, "%s/%s", g_dir, name);
+    int n = snprintf(out, cap, "%s/%s", g_dir, name);
+    assert_true(n > 0 && (size_t)n < cap);
 }
 
 static int exists(const char *name)

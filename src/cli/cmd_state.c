@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "base/error.h"
+#include "base/fsio.h"
 #include "plan/state.h"
 #include "base/util.h"
 #include "zephon/state.h"
@@ -165,9 +166,13 @@ static int cmd_merge(int argc, char **argv)
             ZP_OK) {
             fprintf(stderr, "%s: %s\n", cmd, msg);
             rc = 1;
-        } else if (zpi_write_file_atomic(outp, job, jlen) != 0) {
-            fprintf(stderr, "%s: %s: %s\n", cmd, outp, strerror(errno));
-            rc = 1;
+        } else {
+            zpi_err err = {0};
+            (void)zpi_tmp_sweep_for(outp);
+            if (zpi_write_durable(outp, job, jlen, &err) != ZP_OK) {
+                fprintf(stderr, "%s: %s\n", cmd, zpi_err_msg(&err));
+                rc = 1;
+            }
         }
         free(job);
     }

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "run_opts.h"
+#include "base/fsio.h"
 #include "base/util.h"
 
 /* ------------------------------------------------------------ output files */
@@ -102,26 +103,13 @@ static int write_document(const char *path, const char *data, size_t len)
 
 int zp_run_write_state(const char *path, const char *data, size_t len)
 {
-    if (zpi_write_file_atomic(path, data, len) != 0) {
-        fprintf(stderr, "zephon run: cannot write the state to '%s': %s\n", path, strerror(errno));
+    /* durable (the rename survives a crash), and what saves killed while
+     * writing left beside it is removed first (base/fsio.h) */
+    zpi_err err = {0};
+    (void)zpi_tmp_sweep_for(path);
+    if (zpi_write_durable(path, data, len, &err) != ZP_OK) {
+        fprintf(stderr, "zephon run: --save-state: %s\n", zpi_err_msg(&err));
         return -1;
-    }
-    /* the rename itself is durable once its folder is synced */
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        zpi_fmt(dir, sizeof dir, ".");
-    else
-        zpi_fmt(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-            fprintf(stderr, "zephon run: cannot sync the folder of the state '%s': %s\n", path,
-                    strerror(errno));
-            close(fd);
-            return -1;
-        }
-        close(fd);
     }
     return 0;
 }

@@ -45,7 +45,7 @@ for mode in rec tok; do
   check "$mode: first 20 batches with --save-state (rc $rc)" '[[ $rc -eq 0 && -s "$d/s.json" ]]' || cat "$d/err"
   check "$mode: the state file is JSON with a version" \
     'python3 -c "import json,sys; d=json.load(open(\"$d/s.json\")); sys.exit(0 if d.get(\"version\")==1 else 1)"'
-  check "$mode: no temporary state file left" '[[ -z $(ls "$d" | grep "\.tmp") ]]'
+  check "$mode: no temporary state file left" '[[ -z $(ls "$d" | grep tmp) ]]'
   "$Z" run "${args[@]}" --threads 4 --fetch-parallelism 2 --resume "$d/s.json" \
     --emit-digest "$d/p2.dig" --emit-ids "$d/p2.ids" >/dev/null 2>"$d/err"; rc=$?
   check "$mode: --resume for the rest (rc $rc)" '[[ $rc -eq 0 ]]' || cat "$d/err"
