@@ -64,7 +64,7 @@ CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
           "-Wno-cast-function-type"]
 if os.environ.get("ZEPHON_EXT_WERROR") == "1":
     CFLAGS.append("-Werror")
-exts = [Extension("zephon._core", ["zephon/_core.c"], include_dirs=INC, library_dirs=LIBDIRS,
+exts = [Extension("zephon._core", ["zephon/_core.c", "zephon/_dataset.c", "zephon/_wait.c", "zephon/_runner.c", "zephon/_pipeline.c", "zephon/_batch.c"], include_dirs=INC, library_dirs=LIBDIRS,
                   runtime_library_dirs=RPATH, libraries=["zephon"], extra_compile_args=CFLAGS)]
 
 have_mpi_lib = any(Path(d, "libzephon_mpi.so").exists() for d in LIBDIRS if d != "$ORIGIN")

@@ -30,7 +30,7 @@ if(NOT ZEPHON_SANITIZE AND Python3_FOUND AND TARGET zephon_cli)
     COMMENT "Building the zephon Python package")
   add_custom_target(zephon_python ALL DEPENDS ${_zp_pyout}/.built)
   set(_zp_pyenv "ZEPHON_PYTHONPATH=${_zp_pyout}/lib;ZEPHON_BIN=$<TARGET_FILE:zephon_cli>")
-  foreach(t api runner examples)
+  foreach(t api runner examples interrupt)
     add_test(NAME test_python_${t}
       COMMAND ${Python3_EXECUTABLE} -m unittest -v test_${t}
       WORKING_DIRECTORY ${_zp_py}/tests)
