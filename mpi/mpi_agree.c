@@ -277,7 +277,7 @@ static zp_status bcast_extra(zp_mpi *m, int src, const char *extra, char *buf, s
     memset(buf, 0, cap);
     if (m->rank == src && extra)
         zpi_fmt(buf, cap, "%s", extra);
-    return zpi_mpi_check(m, MPI_Bcast(buf, (int)cap, MPI_CHAR, src, m->comm),
+    return zpi_mpi_check(m, zpi_coll_bcast(m, buf, (int)cap, MPI_CHAR, src),
                          "MPI_Bcast (extra settings)");
 }
 
@@ -335,7 +335,7 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         in[f] = rec[f];
         in[F_N + f] = ~rec[f];
     }
-    st = zpi_mpi_check(m, MPI_Allreduce(in, res, 2 * F_N, MPI_UINT64_T, MPI_MIN, m->comm),
+    st = zpi_mpi_check(m, zpi_coll_allreduce(m, in, res, 2 * F_N, MPI_UINT64_T, MPI_MIN),
                        "MPI_Allreduce (startup agreement)");
     if (st != ZP_OK)
         return st;
@@ -372,7 +372,7 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
                            : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory naming differing ranks");
     st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Allgather(rec, F_N, MPI_UINT64_T, all, F_N, MPI_UINT64_T, m->comm),
+        st = zpi_mpi_check(m, zpi_coll_allgather(m, rec, all, F_N, MPI_UINT64_T),
                            "MPI_Allgather (startup agreement)");
     if (st != ZP_OK) {
         free(all);
@@ -471,7 +471,7 @@ static zp_status bcast_bytes(zp_mpi *m, char *buf, uint64_t len)
     const uint64_t piece = (uint64_t)1 << 30;
     for (uint64_t off = 0; off < len; off += piece) {
         uint64_t n = len - off < piece ? len - off : piece;
-        zp_status st = zpi_mpi_check(m, MPI_Bcast(buf + off, (int)n, MPI_CHAR, 0, m->comm),
+        zp_status st = zpi_mpi_check(m, zpi_coll_bcast(m, buf + off, (int)n, MPI_CHAR, 0),
                                      "MPI_Bcast (manifest)");
         if (st != ZP_OK)
             return st;
@@ -527,7 +527,7 @@ static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
     if (st == ZP_OK && parts) {
         /* every rank fills n_specs counts: the same number on every rank */
         uint64_t in[2] = {n_specs, ~(uint64_t)n_specs}, res[2];
-        st = zpi_mpi_check(m, MPI_Allreduce(in, res, 2, MPI_UINT64_T, MPI_MIN, m->comm),
+        st = zpi_mpi_check(m, zpi_coll_allreduce(m, in, res, 2, MPI_UINT64_T, MPI_MIN),
                            "MPI_Allreduce (mixture part count)");
         if (st == ZP_OK && res[0] != ~res[1])
             st = zpi_mpi_fail(m, ZP_ERR_MISMATCH,
@@ -543,12 +543,12 @@ static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
         st = zpi_mpi_agree_status(m, local);
     }
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Bcast(m->data, (int)sizeof m->data, MPI_CHAR, 0, m->comm),
+        st = zpi_mpi_check(m, zpi_coll_bcast(m, m->data, (int)sizeof m->data, MPI_CHAR, 0),
                            "MPI_Bcast (data summary)");
     m->data[sizeof m->data - 1] = '\0';
     uint64_t n = len;
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, m->comm), "MPI_Bcast (manifest size)");
+        st = zpi_mpi_check(m, zpi_coll_bcast(m, &n, 1, MPI_UINT64_T, 0), "MPI_Bcast (manifest size)");
     if (st == ZP_OK) {
         if (m->rank != 0 && !(bytes = malloc(n + 1)))
             local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a manifest of %llu bytes",
@@ -560,7 +560,7 @@ static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
     if (st == ZP_OK && parts)
         for (size_t off = 0; off < n_specs && st == ZP_OK; off += (size_t)1 << 20) {
             size_t k = n_specs - off < ((size_t)1 << 20) ? n_specs - off : (size_t)1 << 20;
-            st = zpi_mpi_check(m, MPI_Bcast(counts + off, (int)k, MPI_UINT64_T, 0, m->comm),
+            st = zpi_mpi_check(m, zpi_coll_bcast(m, counts + off, (int)k, MPI_UINT64_T, 0),
                                "MPI_Bcast (shards per mixture spec)");
         }
     zp_dataset *ds = NULL;

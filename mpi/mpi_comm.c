@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mpi_internal.h"
 
@@ -16,7 +17,7 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
     struct {
         int v, r;
     } in = {local == ZP_OK ? INT_MAX : (int)local, m->rank}, res;
-    zp_status st = zpi_mpi_check(m, MPI_Allreduce(&in, &res, 1, MPI_2INT, MPI_MINLOC, m->comm),
+    zp_status st = zpi_mpi_check(m, zpi_coll_allreduce(m, &in, &res, 1, MPI_2INT, MPI_MINLOC),
                                  "MPI_Allreduce (agreeing on an outcome)");
     if (st != ZP_OK)
         return st;
@@ -25,7 +26,7 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
     char msg[ZPI_MPI_ERRMAX];
     if (m->rank == res.r)
         memcpy(msg, m->err.msg, sizeof msg);
-    st = zpi_mpi_check(m, MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, res.r, m->comm),
+    st = zpi_mpi_check(m, zpi_coll_bcast(m, msg, (int)sizeof msg, MPI_CHAR, res.r),
                        "MPI_Bcast (an error message)");
     if (st != ZP_OK)
         return st;
@@ -68,6 +69,11 @@ void zp_mpi_config_init(zp_mpi_config *cfg)
  * order of their lowest rank) and node count. */
 static zp_status find_node(zp_mpi *m)
 {
+    if (m->solo) {
+        m->local_rank = m->node = 0;
+        m->local_size = m->nodes = 1;
+        return ZP_OK;
+    }
     zp_status st;
     if (m->cfg.node_group_size > 0) {
         int color = m->rank / (int)m->cfg.node_group_size;
@@ -111,8 +117,7 @@ static zp_status gather_hosts(zp_mpi *m)
                              m->size);
     zp_status st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Gather(m->host, ZPI_MPI_HOST, MPI_CHAR, m->hosts, ZPI_MPI_HOST,
-                                         MPI_CHAR, m->cfg.root, m->comm),
+        st = zpi_mpi_check(m, zpi_coll_gather(m, m->host, m->hosts, ZPI_MPI_HOST, MPI_CHAR, m->cfg.root),
                            "MPI_Gather (host names)");
     return st;
 }
@@ -123,16 +128,15 @@ static void release(zp_mpi *m)
 {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) {
-        if (m->pend.active) {
+    if (!fin && !m->solo) {
+        if (m->pend.active)
             MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
-            m->pend.active = 0;
-        }
         if (m->node_comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->node_comm);
         if (m->comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->comm);
     }
+    m->pend.active = 0;
     m->node_comm = m->comm = MPI_COMM_NULL;
     free(m->pend.recv);
     free(m->hosts);
@@ -160,14 +164,12 @@ static zp_status create_failed(zp_mpi *m, zp_status st, zp_mpi **out)
     return st;
 }
 
-zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
+/* A new handle with its settings, or NULL when out of memory. */
+static zp_mpi *handle_new(const zp_mpi_config *cfg)
 {
-    if (!out)
-        return ZP_ERR_INVALID;
-    *out = NULL;
     zp_mpi *m = calloc(1, sizeof *m);
     if (!m)
-        return ZP_ERR_NOMEM;
+        return NULL;
     m->comm = MPI_COMM_NULL;
     m->node_comm = MPI_COMM_NULL;
     m->stop_rank = -1;
@@ -175,6 +177,19 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
         m->cfg = *cfg;
     else
         zp_mpi_config_init(&m->cfg);
+    return m;
+}
+
+static zp_status create_rest(zp_mpi *m, zp_mpi **out);
+
+zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    zp_mpi *m = handle_new(cfg);
+    if (!m)
+        return ZP_ERR_NOMEM;
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
@@ -202,7 +217,31 @@ zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out)
         zpi_fmt(host, sizeof host, "?");
     host[sizeof m->host - 1] = '\0'; /* host names are cut to 63 bytes */
     memcpy(m->host, host, sizeof m->host);
+    return create_rest(m, out);
+}
 
+zp_status zp_mpi_create_local(const zp_mpi_config *cfg, zp_mpi **out)
+{
+    if (!out)
+        return ZP_ERR_INVALID;
+    *out = NULL;
+    zp_mpi *m = handle_new(cfg);
+    if (!m)
+        return ZP_ERR_NOMEM;
+    m->solo = 1;
+    m->rank = 0;
+    m->size = 1;
+    if (gethostname(m->host, sizeof m->host) != 0)
+        zpi_fmt(m->host, sizeof m->host, "?");
+    m->host[sizeof m->host - 1] = '\0'; /* cut to 63 bytes, as MPI's names are */
+    return create_rest(m, out);
+}
+
+/* The rest of a create, on a handle with its rank, size and host name:
+ * the settings checked (agreed), the nodes, the host names and the root's
+ * report buffers. */
+static zp_status create_rest(zp_mpi *m, zp_mpi **out)
+{
     zp_status local = ZP_OK;
     const zp_mpi_config *c = &m->cfg;
     if (c->root < 0 || c->root >= m->size)
@@ -380,7 +419,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
                      m->vote_local[ZP_MPI_VOTE_USER]},
             all[3];
     double t0 = zpi_now();
-    zp_status mst = zpi_mpi_check(m, MPI_Allreduce(in, all, 3, MPI_INT64_T, MPI_MAX, m->comm),
+    zp_status mst = zpi_mpi_check(m, zpi_coll_allreduce(m, in, all, 3, MPI_INT64_T, MPI_MAX),
                                   "MPI_Allreduce (lock-step next)");
     m->sync_seconds += zpi_now() - t0;
     if (mst != ZP_OK)
@@ -420,7 +459,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     }
     char own[ZPI_MPI_ERRMAX / 2];
     zpi_fmt(own, sizeof own, "%s", state == 2 ? m->err.msg : "");
-    mst = zpi_mpi_check(m, MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, res.r, m->comm),
+    mst = zpi_mpi_check(m, zpi_coll_bcast(m, &e, (int)sizeof e, MPI_BYTE, res.r),
                         "MPI_Bcast (a rank's pipeline error)");
     if (mst != ZP_OK)
         return step_stop(m, mst, "%s", m->err.msg);

@@ -69,6 +69,16 @@ zp_status zp_mpi_dataset_config_hdf5(zp_mpi *m, zp_dataset_config *cfg, zp_mpi_h
     if (mode != ZP_MPI_H5_AUTO && mode != ZP_MPI_H5_MPIIO && mode != ZP_MPI_H5_SERIAL)
         return zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_dataset_config_hdf5: mode = %d: unknown",
                             (int)mode);
+    if (m->solo) {
+        /* a world of one without MPI (zp_mpi_create_local): no MPI-IO */
+        if (mode == ZP_MPI_H5_MPIIO)
+            return zpi_mpi_fail(m, ZP_ERR_INVALID,
+                                "HDF5 through MPI-IO needs MPI: this process runs without it (a "
+                                "world of one, started without mpirun or srun)");
+        cfg->h5_fapl = h5_fapl;
+        cfg->h5_fapl_user = (void *)(intptr_t)ZP_MPI_H5_SERIAL;
+        return ZP_OK;
+    }
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     if (mode == ZP_MPI_H5_MPIIO && provided < MPI_THREAD_MULTIPLE)

@@ -78,6 +78,9 @@ typedef struct zpi_mpi_pending {
 } zpi_mpi_pending;
 
 struct zp_mpi {
+    /* a world of one without MPI (zp_mpi_create_local): comm and node_comm
+     * are MPI_COMM_NULL and no MPI function is called (mpi_coll.c) */
+    int solo;
     MPI_Comm comm;      /* our duplicate */
     MPI_Comm node_comm; /* the ranks of this node */
     int rank, size;
@@ -152,6 +155,28 @@ struct zp_cluster_report {
     int partial_own_reason;        /* the reason was given, not made from the signal */
     uint64_t partial_steps;
 };
+
+/* ---- mpi_coll.c ---- */
+
+/* The layer's collectives over m->comm (the MPI function of the same name,
+ * with the same counts on every rank and, for the gathers, the same count
+ * sent and received per rank). On a solo handle (a world of one without
+ * MPI) each is the local copy it amounts to and returns MPI_SUCCESS; the
+ * requests of the nonblocking ones are MPI_REQUEST_NULL and complete at
+ * once. Types: MPI_CHAR, MPI_BYTE, MPI_INT, MPI_2INT, MPI_DOUBLE,
+ * MPI_INT64_T, MPI_UINT64_T. */
+int zpi_coll_bcast(zp_mpi *m, void *buf, int count, MPI_Datatype t, int root);
+int zpi_coll_allreduce(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op);
+int zpi_coll_gather(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, int root);
+int zpi_coll_allgather(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t);
+int zpi_coll_gatherv(zp_mpi *m, const void *in, int count, void *out, const int *counts,
+                     const int *displs, MPI_Datatype t, int root);
+int zpi_coll_igather(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, int root,
+                     MPI_Request *req);
+int zpi_coll_ireduce(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
+                     int root, MPI_Request *req);
+int zpi_coll_testall(zp_mpi *m, int n, MPI_Request *req, int *done);
+int zpi_coll_waitall(zp_mpi *m, int n, MPI_Request *req);
 
 /* ---- mpi_util.c ---- */
 

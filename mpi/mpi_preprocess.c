@@ -100,6 +100,9 @@ zp_status zp_mpi_preprocess(zp_mpi *m, zp_dataset *ds, const zp_preprocess_confi
 {
     if (!m || m->failed_create)
         return m ? m->err.code : ZP_ERR_INVALID;
+    if (m->solo)
+        return zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_preprocess needs MPI: the handle is a world "
+                                               "of one without MPI (zp_mpi_create_local)");
     if (!ds || !cfg)
         return zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_preprocess: NULL dataset or config");
     zp_status st = same_dataset(m, ds);
@@ -291,6 +294,10 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
 {
     if (!m || m->failed_create)
         return m ? m->err.code : ZP_ERR_INVALID;
+    if (m->solo)
+        return zpi_mpi_fail(m, ZP_ERR_INVALID,
+                            "zp_mpi_preprocess_shared needs MPI (MPI-IO): the handle is a world of "
+                            "one without MPI (zp_mpi_create_local)");
     if (!ds || !cfg || !path || !path[0])
         return zpi_mpi_fail(m, ZP_ERR_INVALID,
                             "zp_mpi_preprocess_shared: NULL dataset, config or path");

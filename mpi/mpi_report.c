@@ -287,17 +287,16 @@ zp_status zp_mpi_report_start(zp_mpi *m, const zp_mpi_input *in, zp_mpi_report_k
     m->have_prev = in != NULL;
     m->reports++;
     zp_status st;
-    st = zpi_mpi_check(m, MPI_Igather(&pd->send, (int)sizeof pd->send, MPI_BYTE, pd->recv,
-                                      (int)sizeof pd->send, MPI_BYTE, m->cfg.root, m->comm,
-                                      &pd->req[0]),
+    st = zpi_mpi_check(m, zpi_coll_igather(m, &pd->send, pd->recv, (int)sizeof pd->send,
+                                           MPI_BYTE, m->cfg.root, &pd->req[0]),
                        "MPI_Igather (report records)");
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Ireduce(pd->hsum, pd->hsum_out, ZPI_MPI_SUMN,
-                                          MPI_UINT64_T, MPI_SUM, m->cfg.root, m->comm, &pd->req[1]),
+        st = zpi_mpi_check(m, zpi_coll_ireduce(m, pd->hsum, pd->hsum_out, ZPI_MPI_SUMN, MPI_UINT64_T,
+                                               MPI_SUM, m->cfg.root, &pd->req[1]),
                            "MPI_Ireduce (histograms, mixture parts)");
     if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Ireduce(pd->hmin, pd->hmin_out, ZPI_MPI_MINN, MPI_UINT64_T,
-                                          MPI_MIN, m->cfg.root, m->comm, &pd->req[2]),
+        st = zpi_mpi_check(m, zpi_coll_ireduce(m, pd->hmin, pd->hmin_out, ZPI_MPI_MINN, MPI_UINT64_T,
+                                               MPI_MIN, m->cfg.root, &pd->req[2]),
                            "MPI_Ireduce (histogram extremes, part counts)");
     if (st != ZP_OK)
         return st;
@@ -331,7 +330,7 @@ zp_status zp_mpi_report_test(zp_mpi *m, int *done, zp_cluster_report **out)
     if (!m->pend.active)
         return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
     int flag = 0;
-    zp_status st = zpi_mpi_check(m, MPI_Testall(3, m->pend.req, &flag, MPI_STATUSES_IGNORE),
+    zp_status st = zpi_mpi_check(m, zpi_coll_testall(m, 3, m->pend.req, &flag),
                                  "MPI_Testall (report)");
     if (st == ZP_OK && !flag)
         return ZP_OK;
@@ -346,7 +345,7 @@ zp_status zp_mpi_report_wait(zp_mpi *m, zp_cluster_report **out)
     ZPI_MPI_USABLE(m);
     if (!m->pend.active)
         return zpi_mpi_fail(m, ZP_ERR_STATE, "no report in flight");
-    return finish(m, zpi_mpi_check(m, MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE),
+    return finish(m, zpi_mpi_check(m, zpi_coll_waitall(m, 3, m->pend.req),
                                    "MPI_Waitall (report)"),
                   out);
 }

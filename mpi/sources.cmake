@@ -5,6 +5,7 @@
 set(_zp_mpi_dir ${CMAKE_CURRENT_LIST_DIR})
 add_library(zephon_mpi
   ${_zp_mpi_dir}/mpi_util.c
+  ${_zp_mpi_dir}/mpi_coll.c
   ${_zp_mpi_dir}/mpi_comm.c
   ${_zp_mpi_dir}/mpi_agree.c
   ${_zp_mpi_dir}/mpi_state.c

@@ -87,6 +87,22 @@ ZP_API void zp_mpi_config_init(zp_mpi_config *cfg);
  * setting or MPI_COMM_NULL, ZP_ERR_MPI when MPI failed, ZP_ERR_NOMEM. */
 ZP_API zp_status zp_mpi_create(MPI_Comm comm, const zp_mpi_config *cfg, zp_mpi **out);
 
+/* A handle for a world of one process WITHOUT MPI: MPI need not be (and is
+ * best not) initialised; no MPI function is ever called on this handle.
+ * Rank 0 of size 1 on one node (the host name from gethostname()); every
+ * function of this header that is collective over comm works on it and
+ * gives what it gives on a communicator of one rank (agreement, lock-step
+ * delivery, reports with their windows, zp_mpi_state_save), except these,
+ * which need MPI and fail with ZP_ERR_INVALID: zp_mpi_preprocess,
+ * zp_mpi_preprocess_shared, and HDF5 through MPI-IO
+ * (zp_mpi_dataset_config_hdf5 with ZP_MPI_H5_MPIIO; AUTO reads with the
+ * serial driver). zp_mpi_comm() returns MPI_COMM_NULL. For programs that
+ * were started without a launcher (mpirun, srun) and want the layer's
+ * report for their one process: `zephon run --report` does this. OUT and
+ * failure: as zp_mpi_create (ZP_ERR_NOMEM, ZP_ERR_INVALID). Release with
+ * zp_mpi_destroy(). */
+ZP_API zp_status zp_mpi_create_local(const zp_mpi_config *cfg, zp_mpi **out);
+
 /* Free the handle and its communicators. Collective over comm (it frees
  * communicators). A report still in flight is completed first. NULL is
  * accepted. */
@@ -109,7 +125,8 @@ ZP_API int zp_mpi_local_rank(const zp_mpi *m);
 ZP_API int zp_mpi_local_size(const zp_mpi *m);
 /* This rank's host name (MPI_Get_processor_name; borrowed). */
 ZP_API const char *zp_mpi_hostname(const zp_mpi *m);
-/* The duplicated communicator (borrowed; freed by zp_mpi_destroy()). */
+/* The duplicated communicator (borrowed; freed by zp_mpi_destroy());
+ * MPI_COMM_NULL on a handle of zp_mpi_create_local(). */
 ZP_API MPI_Comm zp_mpi_comm(const zp_mpi *m);
 
 /* Agree on an outcome. Collective over comm. local: this rank's status,

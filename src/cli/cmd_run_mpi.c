@@ -19,9 +19,14 @@
 #include "run_opts.h"
 #include "zephon/mpi.h"
 
+/* 1 when a launcher started this process as a rank of an MPI job, read
+ * from the environment it sets: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE),
+ * PMIx (srun --mpi=pmix, prterun: PMIX_RANK), PMI-1/2 and MPICH's Hydra
+ * (PMI_RANK, PMI_SIZE, MPI_LOCALNRANKS). A plain srun without --mpi sets
+ * none of them, and neither does Slurm's batch step: such a process is a
+ * world of one (docs/mpi.md). */
 int zp_cli_under_mpi(void)
 {
-    /* Open MPI's mpirun, PMIx (srun --mpi=pmix, prterun), MPICH/Hydra. */
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
                                        "PMI_SIZE", "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -399,20 +404,31 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
 
 int zp_cmd_run_mpi(zp_run_opts *o)
 {
+    /* Started without a launcher (`zephon run --report` alone): a world of
+     * one without MPI (zp_mpi_create_local), the same code path and the
+     * same report as `mpirun -np 1`, but MPI is never initialised. An MPI
+     * singleton would start Open MPI's runtime (an orted, PMIx and its
+     * threads, dlopen'ed components) for nothing, may fail or hang where
+     * no MPI job can run (a login node), and made LeakSanitizer crash at
+     * exit on fresh machines (docs/mpi.md). */
+    int launched = zp_cli_under_mpi();
     int provided = 0, already = 0;
-    MPI_Initialized(&already);
-    /* MPI_THREAD_MULTIPLE: HDF5 shards read through MPI-IO are read on the
-     * pipeline's threads (zp_mpi_dataset_config_hdf5) */
-    if (!already && MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "zephon run: MPI_Init_thread failed\n");
-        return 1;
+    if (launched) {
+        MPI_Initialized(&already);
+        /* MPI_THREAD_MULTIPLE: HDF5 shards read through MPI-IO are read on
+         * the pipeline's threads (zp_mpi_dataset_config_hdf5) */
+        if (!already &&
+            MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "zephon run: MPI_Init_thread failed\n");
+            return 1;
+        }
     }
     zp_mpi_config mc;
     zp_mpi_config_init(&mc);
     zp_mpi *m = NULL;
     /* The command owns MPI and may name MPI_COMM_WORLD; the library
      * duplicates it. */
-    zp_status st = zp_mpi_create(MPI_COMM_WORLD, &mc, &m);
+    zp_status st = launched ? zp_mpi_create(MPI_COMM_WORLD, &mc, &m) : zp_mpi_create_local(&mc, &m);
     int rc;
     if (st != ZP_OK) {
         fprintf(stderr, "zephon run: MPI layer: %s: %s\n", zp_status_str(st), zp_mpi_errmsg(m));
@@ -421,7 +437,7 @@ int zp_cmd_run_mpi(zp_run_opts *o)
         rc = run_ranks(o, m);
     }
     zp_mpi_destroy(m);
-    if (!already)
+    if (launched && !already)
         MPI_Finalize();
     zp_run_opts_free(o);
     return rc;

@@ -9,7 +9,8 @@
 #  3. a rank given a different manifest: every rank fails with a message
 #     naming the ranks, no hang;
 #  4. token packing: every rank delivers the same number of batches;
-#  5. --report without mpirun (an MPI singleton) works;
+#  5. --report without mpirun: a world of one without MPI (never
+#     initialised), the samples and the report of mpirun -np 1;
 #  6. a corrupt shard: the rank that meets it stops every rank, and every
 #     rank fails with the same message naming that rank and the shard, no hang;
 #  7. a shard changed after `zephon index --hash` (one letter of a text
@@ -108,10 +109,29 @@ got=$(grep -o '"batches":[0-9]*' "$T/tok.out" | head -1 | cut -d: -f2)
 check "token packing: alone the ranks differ ($distinct counts), together they stop at the shortest ($got = $lo)" \
   '[[ $distinct -gt 1 && "$got" == "$lo" ]]'
 
-# 5. a singleton run with --report
-timeout 60 "$Z" run "$B" --quiet --report "$T/single" > "$T/single.out" 2>&1
+# 5. --report without a launcher: a world of one WITHOUT MPI
+# (zp_mpi_create_local). MPI is never initialised: Open MPI pointed at a
+# folder with no components, where any MPI_Init fails (opal_init), does not
+# matter. The same samples, in the same order, and the same report as
+# `mpirun -np 1` (case 1, W=1).
+OMPI_MCA_mca_base_component_path=/nonexistent timeout 60 "$Z" run "$A" --quiet --seed 5 \
+  --threads 1 --microbatch 16 --emit-ids "$T/ids-single" --report "$T/single" > "$T/single.out" 2>&1
 rc=$?
-check "singleton --report (rc $rc)" '[[ $rc -eq 0 && -s "$T/single/report.json" ]]' || cat "$T/single.out"
+check "singleton --report, MPI never initialised (rc $rc)" '[[ $rc -eq 0 && -s "$T/single/report.json" ]]' || cat "$T/single.out"
+check "singleton: the samples of mpirun -np 1, in its order" 'cmp -s "$T/ids1/rank-0.ids" "$T/ids-single/rank-0.ids"'
+check "singleton: the report of mpirun -np 1 (header, totals, windows)" "python3 - '$T/rep1/report.json' '$T/single/report.json' <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for k in ('ranks', 'nodes', 'settings', 'dataset', 'criterion', 'rank_host'):
+    assert a['header'][k] == b['header'][k], (k, a['header'][k], b['header'][k])
+for k in ('samples', 'batches', 'records', 'bytes_read', 'shards_opened'):
+    assert a['totals'][k] == b['totals'][k], k
+assert len(a['windows']['t_end_s']) == len(b['windows']['t_end_s'])
+assert b['verdict'].startswith('verdict: ') and b['partial'] is False
+EOF"
+for f in report.txt report.json report.csv report.html windows.csv; do
+  check "singleton wrote $f" '[[ -s "$T/single/$f" ]]'
+done
 
 # 6. a corrupt shard (its zstd frame header overwritten, same size): every
 # rank fails with "rank N: shard '...'" for one N, within the timeout
