@@ -17,7 +17,7 @@ def zephon_bin():
     b = os.environ.get("ZEPHON_BIN")
     if b:
         return b
-    for d in ("build/dev", "build/test-gcc", "build/release"):
+    for d in ("build/dev", "build/test-release", "build/release"):
         p = REPO / d / "zephon"
         if p.exists():
             return str(p)
