@@ -35,6 +35,7 @@
 #include "io/storage.h"
 #include "testutil.h"
 #include "base/util.h"
+#include "io/request.h"
 #include "io/xfer.h"
 
 /* ------------------------------------------------------------ fixtures */
@@ -536,13 +537,13 @@ static void test_sync_retries(void **state)
     zpi_object_info info;
     zpi_err err = {0};
     unsigned retries = 9;
-    assert_int_equal(zpi_xfer_head(s, url, &info, &retries, &err), ZP_OK);
+    assert_int_equal(zpi_request_head(s, zpi_backend_for(url), url, &info, &retries, &err), ZP_OK);
     assert_int_equal(retries, 1);
     assert_true(info.size == size);
     assert_int_equal(zpi_object_open(s, url, &o, &info, &err), ZP_OK);
     char *buf = malloc(size);
     size_t n = 0;
-    assert_int_equal(zpi_xfer_get(s, url, &info, 0, buf, size, &n, &retries, &err), ZP_OK);
+    assert_int_equal(zpi_request_get(s, zpi_backend_for(url), url, &info, 0, buf, size, &n, &retries, &err), ZP_OK);
     assert_int_equal(retries, 1);
     assert_int_equal(n, size);
     assert_memory_equal(buf, data, size);

@@ -31,6 +31,7 @@
 #include "io/fetcher.h"
 #include "data/index_store.h"
 #include "data/manifest.h"
+#include "formats/unfinished.h"
 #include "io/storage.h"
 #include "base/util.h"
 
@@ -71,6 +72,7 @@ struct zp_dataset {
     zpi_index_store *store; /* NULL when off */
     zpi_storage *storage;   /* backends and settings for remote shards and manifests */
     zpi_fetcher *fetcher;   /* remote shards read by index/verify; made when first needed */
+    size_t fetcher_n;       /* the shards in its table (made again when more were added) */
     zp_status create_status; /* not ZP_OK: a failed create's error-only handle */
     zpi_load_limits lim;
     shard *shards;
@@ -446,13 +448,43 @@ static char *url_name(const char *url)
     return zpi_strdup(buf);
 }
 
-/* The dataset's own fetcher, for index and verify (made when first needed). */
+zp_status zpi_dataset_fetch_table(const zp_dataset *ds, zpi_fetch_shard **out, size_t *n,
+                                  size_t *n_remote, zpi_err *err)
+{
+    *out = NULL;
+    *n = ds->n;
+    *n_remote = 0;
+    zpi_fetch_shard *t = calloc(ds->n ? ds->n : 1, sizeof *t);
+    if (!t)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard table");
+    for (size_t i = 0; i < ds->n; i++) {
+        const shard *s = &ds->shards[i];
+        t[i] = (zpi_fetch_shard){.spec = s->path, .name = s->name, .bytes = s->bytes,
+                                 .has_xxh64 = s->lim.has_xxh64, .xxh64 = s->lim.expect_xxh64};
+        *n_remote += s->identity != NULL;
+    }
+    *out = t;
+    return ZP_OK;
+}
+
+/* The dataset's own fetcher, for index and verify (made when first needed,
+ * and again when shards were added since). */
 static zp_status dataset_fetcher(zp_dataset *ds)
 {
-    if (ds->fetcher)
+    if (ds->fetcher && ds->fetcher_n == ds->n)
         return ZP_OK;
-    zpi_fetcher_config fc = {.parallelism = 4, .demand_slots = 1};
-    return zpi_fetcher_create(ds, &fc, &ds->fetcher, &ds->err);
+    zpi_fetcher_destroy(ds->fetcher);
+    ds->fetcher = NULL;
+    zpi_fetcher_config fc = {.storage = ds->storage, .parallelism = 4, .demand_slots = 1};
+    size_t remote;
+    zpi_fetch_shard *tab;
+    ZPI_FORWARD_IF_ERR(zpi_dataset_fetch_table(ds, &tab, &fc.n_shards, &remote, &ds->err));
+    fc.shards = tab;
+    fc.log = zpi_dataset_log_fn(ds, &fc.log_user);
+    zp_status st = zpi_fetcher_create(&fc, &ds->fetcher, &ds->err);
+    free(tab);
+    ds->fetcher_n = ds->n;
+    return st;
 }
 
 static zp_status add_remote_manifest(zp_dataset *ds, const char *url);

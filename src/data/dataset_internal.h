@@ -4,6 +4,7 @@
 #define ZP_DATASET_INTERNAL_H
 
 #include "formats/format.h"
+#include "io/fetcher.h"
 #include "zephon/dataset.h"
 
 /* Path to open for shard i (resolved against a manifest's folder). */
@@ -21,6 +22,11 @@ const zpi_load_limits *zpi_dataset_shard_limits(const zp_dataset *ds, size_t i);
 struct zpi_storage *zpi_dataset_storage(const zp_dataset *ds);
 /* The dataset's log callback and its user pointer (into *user). */
 zp_log_fn zpi_dataset_log_fn(const zp_dataset *ds, void **user);
+/* What the fetcher needs of every shard of ds (io/fetcher.h): a malloc'd
+ * table of *n entries (its strings borrowed from ds, valid until ds is
+ * destroyed or a shard is added) and, in *n_remote, how many are URLs. */
+zp_status zpi_dataset_fetch_table(const zp_dataset *ds, zpi_fetch_shard **out, size_t *n,
+                                  size_t *n_remote, zpi_err *err);
 /* Log through the dataset's callback (printf-style); no-op without one. */
 void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

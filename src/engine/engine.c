@@ -11,6 +11,8 @@
 
 #include <omp.h>
 
+#include "data/dataset_internal.h"
+#include "engine/next_use.h"
 #include "io/fetcher.h"
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,7 @@ struct zpi_engine {
     zpi_obs *obs;            /* NULL when off */
     zpi_shard_cache *cache;
     zpi_fetcher *fetcher;    /* remote shards; NULL when the dataset has none */
+    zpi_next_use *order;     /* the fetcher's next-use order; NULL without one */
     zpi_worker *workers;     /* one per team thread */
     zpi_chunk *chunks;       /* W chunks */
     size_t W;
@@ -336,7 +339,7 @@ static void prefetch_more(zpi_engine *e)
     uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
     pthread_mutex_unlock(&e->mu);
     if (e->fetcher) {
-        zpi_fetcher_set_position(e->fetcher, epoch, pos);
+        zpi_next_use_set_position(e->order, epoch, pos);
         for (size_t i = 0; i < n_dl; i++)
             zpi_fetcher_prefetch(e->fetcher, dl[i]);
     }
@@ -509,6 +512,46 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
+/* The fetcher of a dataset with remote shards: its shard table and this
+ * rank's order of shards (Belady eviction) from the worksource. */
+static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const zp_dataset *ds,
+                               zpi_err *err)
+{
+    zpi_fetch_shard *tab = NULL;
+    size_t n = 0, remote = 0;
+    zp_status st = zpi_dataset_fetch_table(ds, &tab, &n, &remote, err);
+    if (st != ZP_OK || remote == 0) {
+        free(tab);
+        return st;
+    }
+    size_t fpar = plan->n_ops > 0 ? plan->ops[0].parallelism : 1;
+    zpi_fetcher_config fc = {
+        .storage = zpi_dataset_storage(ds),
+        .shards = tab,
+        .n_shards = n,
+        .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
+        .demand_slots = (unsigned)(fpar ? fpar : 1),
+    };
+    fc.log = zpi_dataset_log_fn(ds, &fc.log_user);
+    if (!zpi_storage_config(fc.storage)->cache_lru &&
+        (st = zpi_next_use_create(e->ws, &e->order, err)) != ZP_OK) {
+        free(tab);
+        return zpi_err_prefix(err, "cannot start the pipeline");
+    }
+    if (e->order) {
+        fc.next_use = zpi_next_use_of;
+        fc.next_use_user = e->order;
+    }
+    st = zpi_fetcher_create(&fc, &e->fetcher, err);
+    free(tab);
+    if (st != ZP_OK)
+        return zpi_err_prefix(err, "cannot start the pipeline");
+    if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
+        return st;
+    zpi_next_use_set_position(e->order, e->adm_epoch, e->adm_pos);
+    return ZP_OK;
+}
+
 zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine **out,
                            zpi_err *err)
 {
@@ -551,21 +594,8 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
     const zp_worksource_config *wc = zp_worksource_get_config(e->ws);
     zp_status st = ZP_OK;
     const zp_dataset *ds = zp_worksource_dataset(e->ws);
-    if (zpi_fetcher_needed(ds, SIZE_MAX)) {
-        size_t fpar = plan->n_ops > 0 ? plan->ops[0].parallelism : 1;
-        zpi_fetcher_config fc = {
-            .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
-            .demand_slots = (unsigned)(fpar ? fpar : 1),
-            .ws = e->ws,
-        };
-        if ((st = zpi_fetcher_create(ds, &fc, &e->fetcher, err)) != ZP_OK) {
-            zpi_err_prefix(err, "cannot start the pipeline");
-            goto fail;
-        }
-        if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
-            goto fail;
-        zpi_fetcher_set_position(e->fetcher, e->adm_epoch, e->adm_pos);
-    }
+    if ((st = start_fetcher(e, plan, ds, err)) != ZP_OK)
+        goto fail;
     const zpi_shard_cache_config cc = {
         .budget_bytes = plan->shard_cache_bytes,
         .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
@@ -640,6 +670,7 @@ void zpi_engine_destroy(zpi_engine *e)
     free(e->window);
     zpi_shard_cache_destroy(e->cache);
     zpi_fetcher_destroy(e->fetcher);
+    zpi_next_use_destroy(e->order);
     zpi_obs_destroy(e->obs);
     pthread_mutex_destroy(&e->mu);
     free(e);

@@ -8,22 +8,17 @@
  * thread keeps the leases of running downloads alive, so that a node's
  * other processes wait for them instead of taking them over.
  *
- * Next use (Belady): a private copy of the pipeline's worksource (a
- * worksource is used by one thread at a time) maps the next NU_HORIZON
- * positions from the consumer's to shards, and links each position to the
- * next one of the same shard; a shard's next use is followed along its
- * chain as the consumer moves (amortised O(1) per sample), and the horizon
- * is recomputed when half of it has been consumed. Shards beyond it are
- * "unknown" to the cache. 8 bytes per position: 8 MiB.
+ * Next use (Belady): the caller's callback (the engine's order of shards,
+ * engine/next_use.h) behind the cache's next_use hook, which names cache
+ * keys: a key is mapped back to its shard through an open-addressing table.
  *
  * Locks: f->mu (slots, downloads, stats) is never held while calling the
  * cache or the transfer engine except for commit/abort/renew of an entry
  * this process owns (those take the cache's own locks briefly, and the
  * cache never calls back into the fetcher but for next_use, which takes
- * only f->nu_mu). f->nu_mu guards the next-use table.
+ * no lock of the fetcher's).
  */
 #include "io/fetcher.h"
-#include "plan/worksource_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,13 +30,11 @@
 
 #include <xxhash.h>
 
-#include "data/dataset_internal.h"
-#include "io/storage.h"
 #include "base/util.h"
+#include "base/filehash.h"
+#include "io/storage.h"
 
 #define NU_UNKNOWN UINT64_MAX
-/* Samples ahead over which next uses are known. */
-#define NU_HORIZON ((uint64_t)1 << 20)
 
 typedef struct download {
     size_t shard;
@@ -57,14 +50,14 @@ typedef struct download {
 } download;
 
 typedef struct slot {
+    zpi_fetch_shard sh; /* the caller's, strings owned */
     char *key;        /* NULL for a local shard */
     download *dl;     /* this process's download in progress (or done, with waiters) */
     unsigned bad;     /* downloads of it that failed the size or hash check */
 } slot;
 
 struct zpi_fetcher {
-    const zp_dataset *ds;
-    zpi_storage *st;    /* the dataset's, borrowed */
+    zpi_storage *st;    /* borrowed */
     zpi_xfer *x;
     zpi_disk_cache *dc;
     size_t n;
@@ -86,29 +79,10 @@ struct zpi_fetcher {
     int renew_stop;
     pthread_cond_t renew_cv;
 
-    /* next use */
-    pthread_mutex_t nu_mu;
-    zp_worksource *ws;      /* private copy; NULL without an order */
-    uint64_t per_rank;
-    uint64_t *nu;           /* per shard: next global position, NU_UNKNOWN */
-    uint32_t *nu_seq;       /* the horizon: shard of position nu_from + k */
-    uint32_t *nu_next;      /* next k of the same shard, UINT32_MAX: none */
-    uint64_t nu_len;        /* positions in the horizon */
-    uint64_t nu_from;       /* global position the table was computed from */
-    int nu_valid;
-    uint64_t pos;           /* consumer's global position */
+    /* next use: the caller's order */
+    zpi_fetch_next_use_fn next_use;
+    void *next_use_user;
 };
-
-int zpi_fetcher_needed(const zp_dataset *ds, size_t i)
-{
-    if (i != SIZE_MAX)
-        return zpi_is_url(zpi_dataset_shard_path(ds, i));
-    size_t n = zp_dataset_num_shards(ds);
-    for (size_t k = 0; k < n; k++)
-        if (zpi_is_url(zpi_dataset_shard_path(ds, k)))
-            return 1;
-    return 0;
-}
 
 void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t cap)
 {
@@ -188,68 +162,11 @@ static size_t shard_of_key(const zpi_fetcher *f, const char *key)
 
 /* ------------------------------------------------------------ next use */
 
-static void nu_compute_locked(zpi_fetcher *f, uint64_t from)
-{
-    for (size_t i = 0; i < f->n; i++)
-        f->nu[i] = NU_UNKNOWN;
-    /* the shard of each position of the horizon, then for each position the
-     * next one of the same shard (scanning backwards) */
-    uint64_t k = 0;
-    zp_sample s;
-    for (; k < NU_HORIZON; k++) {
-        uint32_t epoch;
-        uint64_t position;
-        if (!zpi_worksource_unlinear(f->ws, from + k, &epoch, &position) ||
-            epoch == UINT32_MAX || zp_worksource_sample(f->ws, epoch, position, &s) != ZP_OK)
-            break;
-        f->nu_seq[k] = s.shard;
-    }
-    f->nu_len = k;
-    while (k-- > 0) {
-        uint32_t sh = f->nu_seq[k];
-        if (sh >= f->n) {
-            f->nu_next[k] = UINT32_MAX;
-            continue;
-        }
-        f->nu_next[k] = f->nu[sh] == NU_UNKNOWN ? UINT32_MAX : (uint32_t)(f->nu[sh] - from);
-        f->nu[sh] = from + k;
-    }
-    f->nu_from = from;
-    f->nu_valid = 1;
-}
-
 static uint64_t next_use_cb(void *user, const char *key)
 {
     zpi_fetcher *f = user;
     size_t i = shard_of_key(f, key);
-    if (i == SIZE_MAX)
-        return NU_UNKNOWN;
-    pthread_mutex_lock(&f->nu_mu);
-    uint64_t v = NU_UNKNOWN;
-    if (f->nu_valid) {
-        /* a use already passed: follow the shard's chain to its next one */
-        v = f->nu[i];
-        while (v != NU_UNKNOWN && v < f->pos) {
-            uint32_t nx = f->nu_next[v - f->nu_from];
-            v = nx == UINT32_MAX ? NU_UNKNOWN : f->nu_from + nx;
-        }
-        f->nu[i] = v;
-    }
-    pthread_mutex_unlock(&f->nu_mu);
-    return v;
-}
-
-void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position)
-{
-    if (!f || !f->ws)
-        return;
-    uint64_t g = zpi_worksource_linear(f->ws, epoch, position);
-    pthread_mutex_lock(&f->nu_mu);
-    f->pos = g;
-    /* recomputed when half the horizon has been consumed (or on a jump back) */
-    if (!f->nu_valid || g < f->nu_from || g - f->nu_from >= NU_HORIZON / 2)
-        nu_compute_locked(f, g);
-    pthread_mutex_unlock(&f->nu_mu);
+    return i == SIZE_MAX ? NU_UNKNOWN : f->next_use(f->next_use_user, i);
 }
 
 /* ------------------------------------------------------------ renewal */
@@ -279,93 +196,76 @@ static void *renew_main(void *arg)
 
 /* ------------------------------------------------------------ create / destroy */
 
-zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg,
-                             zpi_fetcher **out, zpi_err *err)
+/* The caller's shard table, copied into f->slots, and the key map of the
+ * remote shards. */
+static zp_status copy_shards(zpi_fetcher *f, const zpi_fetcher_config *cfg, zpi_err *err)
 {
-    *out = NULL;
-    zpi_fetcher *f = calloc(1, sizeof *f);
-    if (!f)
-        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
-    f->ds = ds;
-    f->st = zpi_dataset_storage(ds);
-    f->n = zp_dataset_num_shards(ds);
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_mutex_init(&f->nu_mu, NULL);
-    pthread_cond_init(&f->cv, NULL);
-    pthread_cond_init(&f->renew_cv, NULL);
-    zp_status st = ZP_OK;
-    const zp_storage_config *sc = zpi_storage_config(f->st);
-    f->lease_s = sc->lease_s; /* > 0: checked by the storage settings */
+    f->n = cfg->n_shards;
     f->slots = calloc(f->n ? f->n : 1, sizeof *f->slots);
     for (f->kcap = 16; f->kcap < 2 * f->n + 2; f->kcap *= 2)
         ;
     f->kmap = malloc(f->kcap * sizeof *f->kmap);
-    if (!f->slots || !f->kmap) {
-        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
-        goto fail;
-    }
+    if (!f->slots || !f->kmap)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
     for (size_t h = 0; h < f->kcap; h++)
         f->kmap[h] = SIZE_MAX;
     for (size_t i = 0; i < f->n; i++) {
-        const char *path = zpi_dataset_shard_path(ds, i);
-        if (!zpi_is_url(path))
+        const zpi_fetch_shard *in = &cfg->shards[i];
+        slot *sl = &f->slots[i];
+        sl->sh = *in;
+        sl->sh.spec = zpi_strdup(in->spec ? in->spec : "");
+        sl->sh.name = zpi_strdup(in->name ? in->name : "");
+        if (!sl->sh.spec || !sl->sh.name)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
+        if (!zpi_is_url(sl->sh.spec))
             continue;
-        if (!(f->slots[i].key = make_key(path))) {
-            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
-            goto fail;
-        }
+        if (!(sl->key = make_key(sl->sh.spec)))
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
         size_t m = f->kcap - 1;
-        size_t h = (size_t)zpi_mix64(key_prefix(f->slots[i].key)) & m;
+        size_t h = (size_t)zpi_mix64(key_prefix(sl->key)) & m;
         while (f->kmap[h] != SIZE_MAX)
             h = (h + 1) & m;
         f->kmap[h] = i;
     }
-    if (cfg && cfg->ws && !sc->cache_lru) {
-        zp_worksource_config wc = *zp_worksource_get_config(cfg->ws);
-        if ((st = zp_worksource_create((zp_dataset *)ds, &wc, &f->ws)) != ZP_OK) {
-            zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));
-            zp_worksource_destroy(f->ws);
-            f->ws = NULL;
-            goto fail;
-        }
-        /* the same stream as the pipeline's: its plans (an elastic resume) too */
-        size_t np = zpi_worksource_num_plans(cfg->ws);
-        zpi_epoch_plan *pl = np ? calloc(np, sizeof *pl) : NULL;
-        for (size_t i = 0; pl && i < np; i++)
-            zpi_worksource_plan(cfg->ws, i, &pl[i]);
-        st = np && !pl ? ZP_ERR_NOMEM : zpi_worksource_set_plans(f->ws, pl, np);
-        free(pl);
-        if (st != ZP_OK) {
-            zpi_err_set(err, st, "shard fetcher: %s", zp_worksource_errmsg(f->ws));
-            goto fail;
-        }
-        f->per_rank = zp_worksource_samples_per_rank(f->ws);
-        f->nu = malloc((f->n ? f->n : 1) * sizeof *f->nu);
-        f->nu_seq = malloc(NU_HORIZON * sizeof *f->nu_seq);
-        f->nu_next = malloc(NU_HORIZON * sizeof *f->nu_next);
-        if (!f->nu || !f->nu_seq || !f->nu_next) {
-            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
-            goto fail;
-        }
-        if (f->per_rank == 0) {
-            zp_worksource_destroy(f->ws);
-            f->ws = NULL;
-        }
+    return ZP_OK;
+}
+
+zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, zpi_err *err)
+{
+    *out = NULL;
+    if (!cfg || !cfg->storage || (cfg->n_shards && !cfg->shards))
+        return zpi_err_set(err, ZP_ERR_INVALID, "shard fetcher: no storage or no shard table");
+    zpi_fetcher *f = calloc(1, sizeof *f);
+    if (!f)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
+    f->st = cfg->storage;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    pthread_cond_init(&f->renew_cv, NULL);
+    const zp_storage_config *sc = zpi_storage_config(f->st);
+    f->lease_s = sc->lease_s; /* > 0: checked by the storage settings */
+    if (!sc->cache_lru) {
+        f->next_use = cfg->next_use;
+        f->next_use_user = cfg->next_use_user;
     }
+    zp_status st = copy_shards(f, cfg, err);
+    if (st != ZP_OK)
+        goto fail;
     char dir[4096];
     zpi_fetcher_cache_dir_for(sc, dir, sizeof dir);
     zpi_disk_cache_config dcc = {
         .dir = dir,
         .limit_bytes = sc->cache_limit_bytes,
         .lease_s = f->lease_s,
-        .next_use = f->ws ? next_use_cb : NULL,
+        .next_use = f->next_use ? next_use_cb : NULL,
         .next_use_user = f,
+        .log = cfg->log,
+        .log_user = cfg->log_user,
     };
-    dcc.log = zpi_dataset_log_fn(ds, &dcc.log_user);
     if ((st = zpi_disk_cache_create(&dcc, &f->dc, err)) != ZP_OK)
         goto fail;
-    unsigned par = cfg && cfg->parallelism ? cfg->parallelism : 1;
-    unsigned dem = cfg && cfg->demand_slots ? cfg->demand_slots : 1;
+    unsigned par = cfg->parallelism ? cfg->parallelism : 1;
+    unsigned dem = cfg->demand_slots ? cfg->demand_slots : 1;
     if ((st = zpi_xfer_create(f->st, par, dem, &f->x, err)) != ZP_OK)
         goto fail;
     if (pthread_create(&f->renew_thread, NULL, renew_main, f) != 0) {
@@ -407,18 +307,15 @@ void zpi_fetcher_destroy(zpi_fetcher *f)
     for (size_t i = 0; f->slots && i < f->n; i++) {
         free(f->slots[i].dl); /* done, no waiters left once the users are joined */
         free(f->slots[i].key);
+        free((char *)f->slots[i].sh.spec);
+        free((char *)f->slots[i].sh.name);
     }
     zpi_disk_cache_destroy(f->dc);
-    zp_worksource_destroy(f->ws);
-    free(f->nu);
-    free(f->nu_seq);
-    free(f->nu_next);
     free(f->slots);
     free(f->kmap);
     pthread_cond_destroy(&f->cv);
     pthread_cond_destroy(&f->renew_cv);
     pthread_mutex_destroy(&f->mu);
-    pthread_mutex_destroy(&f->nu_mu);
     free(f);
 }
 
@@ -521,14 +418,14 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
     d->demand = demand;
     c->f = f;
     c->d = d;
-    const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
+    const zpi_fetch_shard *sh = &f->slots[i].sh;
     zpi_xfer_job job = {
-        .spec = zpi_dataset_shard_path(f->ds, i),
-        .name = zp_dataset_shard_name(f->ds, i),
+        .spec = sh->spec,
+        .name = sh->name,
         .fd = d->e.fd,
-        .expect_size = zp_dataset_shard_bytes(f->ds, i),
-        .has_xxh64 = lim->has_xxh64,
-        .xxh64 = lim->expect_xxh64,
+        .expect_size = sh->bytes,
+        .has_xxh64 = sh->has_xxh64,
+        .xxh64 = sh->xxh64,
         .demand = demand,
         .done = on_done,
         .user = c,
@@ -579,7 +476,7 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
     zpi_dc_entry e;
     zpi_dc_state state;
     zpi_err err;
-    if (zpi_dc_acquire(f->dc, f->slots[i].key, zp_dataset_shard_bytes(f->ds, i), 0, &e, &state,
+    if (zpi_dc_acquire(f->dc, f->slots[i].key, f->slots[i].sh.bytes, 0, &e, &state,
                        &err) != ZP_OK)
         return; /* the fetch will meet the error and report it */
     if (state == ZPI_DC_READY) {
@@ -606,10 +503,10 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     if (i >= f->n)
         return zpi_err_set(err, ZP_ERR_INVALID, "shard %zu: out of range", i);
     if (!f->slots[i].key) {
-        pin->path = zpi_dataset_shard_path(f->ds, i);
+        pin->path = f->slots[i].sh.spec;
         return ZP_OK;
     }
-    const char *name = zp_dataset_shard_name(f->ds, i);
+    const char *name = f->slots[i].sh.name;
     uint64_t t0 = zpi_now_ns();
     zp_status st = ZP_OK;
     int waited = 0; /* not found in the cache at the first look */
@@ -654,7 +551,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
         }
         pthread_mutex_unlock(&f->mu);
         zpi_dc_state state;
-        st = zpi_dc_acquire(f->dc, f->slots[i].key, zp_dataset_shard_bytes(f->ds, i), 1, &pin->e,
+        st = zpi_dc_acquire(f->dc, f->slots[i].key, f->slots[i].sh.bytes, 1, &pin->e,
                             &state, err);
         if (st != ZP_OK)
             break;
@@ -701,9 +598,9 @@ static int pinned_file_bad(zpi_fetcher *f, const zpi_fetch_pin *pin)
     size_t i = shard_of_key(f, pin->e.key);
     if (i == SIZE_MAX || pin->e.fd < 0)
         return 1;
-    const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, i);
+    const zpi_fetch_shard *sh = &f->slots[i].sh;
     uint64_t h;
-    return !lim->has_xxh64 || zpi_xxh64_fd(pin->e.fd, &h, NULL) != 0 || h != lim->expect_xxh64;
+    return !sh->has_xxh64 || zpi_xxh64_fd(pin->e.fd, &h, NULL) != 0 || h != sh->xxh64;
 }
 
 int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt)
@@ -725,8 +622,8 @@ zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism
     uint64_t largest = 0;
     size_t largest_i = 0;
     for (size_t i = 0; i < f->n; i++)
-        if (f->slots[i].key && zp_dataset_shard_bytes(f->ds, i) > largest) {
-            largest = zp_dataset_shard_bytes(f->ds, i);
+        if (f->slots[i].key && f->slots[i].sh.bytes > largest) {
+            largest = f->slots[i].sh.bytes;
             largest_i = i;
         }
     uint64_t k = (uint64_t)(fetch_parallelism ? fetch_parallelism : 1) + 1;
@@ -737,7 +634,7 @@ zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism
                            "flight: %llu shards (one per fetch task, parallelism %zu, and one "
                            "download ahead) of up to %llu bytes (shard '%s'): give at least %llu",
                            (unsigned long long)limit, (unsigned long long)k, fetch_parallelism,
-                           (unsigned long long)largest, zp_dataset_shard_name(f->ds, largest_i),
+                           (unsigned long long)largest, f->slots[largest_i].sh.name,
                            (unsigned long long)(largest * k));
     return ZP_OK;
 }

@@ -1,9 +1,11 @@
 /*
  * fetcher.h - remote shards made local files for one user of a dataset (a
- * pipeline, or the dataset's own indexing): the dataset's storage settings,
- * one transfer engine (xfer.h: one libcurl multi handle and its I/O
- * thread), the shard cache on disk (disk_cache.h) and this process's known
- * order of shards, for Belady eviction (private).
+ * pipeline, or the dataset's own indexing): a table of the shards (what the
+ * fetcher needs of each: its path or URL, name, size, hash), the storage
+ * settings, one transfer engine (xfer.h: one libcurl multi handle and its
+ * I/O thread), the shard cache on disk (disk_cache.h) and, from the caller,
+ * a next-use callback for Belady eviction (private). The fetcher knows
+ * shards, not plans: the order comes from above through the callback.
  *
  * acquire() gives a local path for a shard: a local shard's own path, or a
  * remote shard's file in the disk cache, downloading it first when needed
@@ -21,11 +23,10 @@
 
 #include <stdint.h>
 
-#include "io/disk_cache.h"
 #include "base/error.h"
+#include "io/disk_cache.h"
+#include "io/storage.h"
 #include "io/xfer.h"
-#include "zephon/dataset.h"
-#include "zephon/worksource.h"
 
 #define ZPI_FETCH_REFETCHES 2
 /* A download whose lock's lease was taken over by another process (this
@@ -35,12 +36,32 @@
 
 typedef struct zpi_fetcher zpi_fetcher;
 
+/* What the fetcher needs of a shard. */
+typedef struct zpi_fetch_shard {
+    const char *spec;   /* its path or URL: a URL is remote */
+    const char *name;   /* its name in messages */
+    uint64_t bytes;     /* its size (UINT64_MAX: unknown) */
+    int has_xxh64;      /* a manifest gave its content hash */
+    uint64_t xxh64;
+} zpi_fetch_shard;
+
+/* The next use of shard i in this process's order (any position that grows
+ * along the order), or UINT64_MAX when unknown. Called under the disk
+ * cache's lock: quick, and never calling the fetcher. */
+typedef uint64_t (*zpi_fetch_next_use_fn)(void *user, size_t shard);
+
 typedef struct zpi_fetcher_config {
+    zpi_storage *storage;          /* borrowed: outlives the fetcher */
+    const zpi_fetch_shard *shards; /* copied (strings too) */
+    size_t n_shards;
     unsigned parallelism;  /* concurrent prefetch downloads (>= 1) */
     unsigned demand_slots; /* extra downloads for shards a fetch waits on (>= 1) */
-    /* The known order (optional, borrowed): the shards of ws's samples from
-     * the position given to zpi_fetcher_set_position() on decide eviction. */
-    zp_worksource *ws;
+    /* The known order (optional): decides eviction (Belady) unless the
+     * storage settings ask for LRU. */
+    zpi_fetch_next_use_fn next_use;
+    void *next_use_user;
+    zp_log_fn log;         /* optional: the cache's warnings */
+    void *log_user;
 } zpi_fetcher_config;
 
 typedef struct zpi_fetch_pin {
@@ -61,16 +82,11 @@ typedef struct zpi_fetcher_stats {
                                 waited for) */
 } zpi_fetcher_stats;
 
-/* 1 when shard i of ds (or any shard, for i == SIZE_MAX) is remote: whether
- * a dataset needs a fetcher at all. */
-int zpi_fetcher_needed(const zp_dataset *ds, size_t i);
 /* 1 when shard i is remote (f's table, O(1); 0 for f NULL). */
 int zpi_fetcher_is_remote(const zpi_fetcher *f, size_t i);
 
-/* ds is borrowed (must outlive the fetcher); its storage settings are used.
- * Creates the disk cache folder when missing. */
-zp_status zpi_fetcher_create(const zp_dataset *ds, const zpi_fetcher_config *cfg,
-                             zpi_fetcher **out, zpi_err *err);
+/* Creates the disk cache folder when missing. */
+zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, zpi_err *err);
 void zpi_fetcher_destroy(zpi_fetcher *f);
 /* Wake every waiter with ZP_ERR_STATE ("stopped") and refuse new waits:
  * before the users of a fetcher are joined. */
@@ -81,9 +97,6 @@ void zpi_fetcher_cancel(zpi_fetcher *f);
  * each as large as the largest remote shard. ZP_ERR_INVALID naming the
  * setting, what it needs and why, when it is smaller. */
 zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism, zpi_err *err);
-
-/* The consumer's position in the order (the next sample to admit). */
-void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position);
 
 zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t shard, zpi_fetch_pin *pin, zpi_err *err);
 /* corrupt: the reader found the file bad (a format error on a shard with a

@@ -2,8 +2,8 @@
  * storage_http.c - the http:// and https:// backend, and the parts every
  * remote backend shares: the easy-handle settings (TLS, timeouts,
  * redirects) and open/read/close, which run their requests through the
- * retrying transfer code of xfer.c (open: a HEAD; read: a ranged GET with
- * If-Range).
+ * retrying request code of request.c (open: a HEAD; read: a ranged GET
+ * with If-Range).
  *
  * Ownership: an object owns its spec. Thread safety: the functions keep no
  * state but the object's; one thread per object at a time.
@@ -13,9 +13,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/storage.h"
 #include "base/util.h"
-#include "io/xfer.h"
+#include "io/backend.h"
+#include "io/request.h"
+#include "io/url.h"
 
 static int http_matches(const char *spec)
 {
@@ -67,7 +68,8 @@ static zp_status http_setup_easy(zpi_storage *s, const char *spec, void *easy, v
     return zpi_http_setup_common(s, spec, easy, err);
 }
 
-zp_status zpi_remote_open(zpi_storage *s, const char *spec, zpi_object **out, zpi_err *err)
+zp_status zpi_remote_open(const zpi_backend *be, zpi_storage *s, const char *spec,
+                          zpi_object **out, zpi_err *err)
 {
     *out = NULL;
     zpi_object *o = calloc(1, sizeof *o);
@@ -79,13 +81,13 @@ zp_status zpi_remote_open(zpi_storage *s, const char *spec, zpi_object **out, zp
         zpi_url_redact(spec, red, sizeof red);
         return zpi_err_set(err, ZP_ERR_NOMEM, "%s: out of memory", red);
     }
-    zp_status st = zpi_xfer_head(s, spec, &o->info, NULL, err);
+    zp_status st = zpi_request_head(s, be, spec, &o->info, NULL, err);
     if (st != ZP_OK) {
         free(copy);
         free(o);
         return st;
     }
-    o->be = zpi_backend_for(spec);
+    o->be = be;
     o->s = s;
     o->spec = copy;
     *out = o;
@@ -95,7 +97,7 @@ zp_status zpi_remote_open(zpi_storage *s, const char *spec, zpi_object **out, zp
 zp_status zpi_remote_read(zpi_object *o, uint64_t off, void *buf, size_t len, size_t *got,
                           zpi_err *err)
 {
-    return zpi_xfer_get(o->s, o->spec, &o->info, off, buf, len, got, NULL, err);
+    return zpi_request_get(o->s, o->be, o->spec, &o->info, off, buf, len, got, NULL, err);
 }
 
 void zpi_remote_close(zpi_object *o)
@@ -106,10 +108,15 @@ void zpi_remote_close(zpi_object *o)
     free(o);
 }
 
+static zp_status http_open(zpi_storage *s, const char *spec, zpi_object **out, zpi_err *err)
+{
+    return zpi_remote_open(&zpi_backend_http, s, spec, out, err);
+}
+
 const zpi_backend zpi_backend_http = {
     .name = "http",
     .matches = http_matches,
-    .open = zpi_remote_open,
+    .open = http_open,
     .read_range = zpi_remote_read,
     .close = zpi_remote_close,
     .setup_easy = http_setup_easy,

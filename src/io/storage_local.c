@@ -12,8 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/storage.h"
 #include "base/util.h"
+#include "io/backend.h"
+#include "io/url.h"
 
 typedef struct local_object {
     zpi_object base;

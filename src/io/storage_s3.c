@@ -13,8 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/storage.h"
 #include "base/util.h"
+#include "io/backend.h"
+#include "io/url.h"
 
 static int s3_matches(const char *spec) { return spec && !strncasecmp(spec, "s3://", 5); }
 
@@ -79,10 +80,15 @@ static zp_status s3_setup_easy(zpi_storage *s, const char *spec, void *easy, voi
     return ZP_OK;
 }
 
+static zp_status s3_open(zpi_storage *s, const char *spec, zpi_object **out, zpi_err *err)
+{
+    return zpi_remote_open(&zpi_backend_s3, s, spec, out, err);
+}
+
 const zpi_backend zpi_backend_s3 = {
     .name = "s3",
     .matches = s3_matches,
-    .open = zpi_remote_open,
+    .open = s3_open,
     .read_range = zpi_remote_read,
     .close = zpi_remote_close,
     .setup_easy = s3_setup_easy,
