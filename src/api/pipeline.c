@@ -12,6 +12,8 @@
 #include "api/pipeline_internal.h"
 #include "base/util.h"
 #include "plan/worksource_internal.h"
+/* the public declaration (ZP_API: exported) of zp_pipeline_enable_observability */
+#include "zephon/observe.h"
 
 struct zp_pipeline {
     zp_pipeline_config cfg;
