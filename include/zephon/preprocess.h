@@ -131,9 +131,12 @@ ZP_API zp_status zp_preprocess_create(const zp_preprocess_config *cfg, zp_datase
 ZP_API void zp_preprocess_destroy(zp_preprocess *pp);
 
 /* Create the output folder and check that no output of this handle's
- * shards (nor manifest.json) exists, unless force (then manifest.json is
- * removed). Called by zp_preprocess_run(); separate so that the ranks of
- * an MPI job can agree on it before any of them writes. */
+ * shards (nor manifest.json) exists, unless force; then write the marker
+ * "zephon-preprocess.unfinished" into the folder (and with force remove
+ * manifest.json). While the marker exists, a dataset refuses every shard of
+ * the folder; zp_preprocess_write_manifest() removes it. Called by
+ * zp_preprocess_run(); separate so that the ranks of an MPI job can agree
+ * on it before any of them writes. */
 ZP_API zp_status zp_preprocess_prepare(zp_preprocess *pp);
 
 /* Process this handle's shards in order: prepare, then for each shard
@@ -165,9 +168,10 @@ ZP_API zp_status zp_preprocess_get_shard(const zp_preprocess *pp, size_t i,
 ZP_API zp_status zp_preprocess_set_shard(zp_preprocess *pp, size_t i,
                                          const zp_preprocess_shard *s);
 
-/* Write OUT/manifest.json (atomically: a temporary file renamed) listing
- * every shard of the dataset in order with its record count and size
- * (and XXH64 with hash). ZP_ERR_STATE when a shard is not done. */
+/* Write OUT/manifest.json (durably: a temporary file synced and renamed,
+ * the folder synced) listing every shard of the dataset in order with its
+ * record count and size (and XXH64 with hash), then remove the folder's
+ * unfinished marker. ZP_ERR_STATE when a shard is not done. */
 ZP_API zp_status zp_preprocess_write_manifest(zp_preprocess *pp);
 
 /* Stats of the last run (zeros before). */

@@ -45,6 +45,8 @@
 #include "base/json.h"
 #include "data/manifest.h"
 #include "formats/tokw.h"
+#include "formats/unfinished.h"
+#include "base/fsio.h"
 #include "base/util.h"
 #include "zephon/tokenizer.h"
 
@@ -347,6 +349,31 @@ static int final_files(const zp_preprocess *pp, size_t i, char *a, char *b, size
     return 1;
 }
 
+/* No output of this handle's shards exists (else ZP_ERR_STATE naming it,
+ * and saying how to redo an unfinished folder). */
+static zp_status check_outputs_absent(zp_preprocess *pp)
+{
+    for (size_t i = 0; i < pp->n_shards; i++) {
+        if (!selected(pp, i))
+            continue;
+        char a[4096], b[4096];
+        int n = final_files(pp, i, a, b, sizeof a);
+        for (int k = 0; k < n; k++) {
+            const char *f = k ? b : a;
+            if (!exists(f))
+                continue;
+            zpi_err tmp;
+            int unfinished = zpi_unfinished_check(f, f, &tmp) != ZP_OK;
+            return zpi_err_set(&pp->err, ZP_ERR_STATE, "'%s' exists (the output of shard '%s')%s",
+                               f, zp_dataset_shard_name(pp->ds, i),
+                               unfinished ? ": the folder holds the output of a zephon "
+                                            "preprocess that did not finish ('" ZPI_UNFINISHED_NAME "')"
+                                          : "");
+        }
+    }
+    return ZP_OK;
+}
+
 zp_status zp_preprocess_prepare(zp_preprocess *pp)
 {
     if (!pp)
@@ -378,33 +405,21 @@ zp_status zp_preprocess_prepare(zp_preprocess *pp)
     if (!mp)
         return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     zp_status st = ZP_OK;
-    if (exists(mp)) {
-        if (!pp->cfg.force)
-            st = zpi_err_set(&pp->err, ZP_ERR_STATE,
-                             "'%s' exists: the folder holds a finished output",
-                             mp);
-        else if (unlink(mp) != 0 && errno != ENOENT) {
-            int e = errno;
-            st = zpi_err_set(&pp->err, ZP_ERR_IO, "cannot remove '%s': %s", mp, strerror(e));
-        }
+    if (exists(mp) && !pp->cfg.force)
+        st = zpi_err_set(&pp->err, ZP_ERR_STATE,
+                         "'%s' exists: the folder holds a finished output", mp);
+    if (st == ZP_OK && !pp->cfg.force)
+        st = check_outputs_absent(pp);
+    /* the folder says it is unfinished before anything in it changes; the
+     * manifest, written last, is what removes the marker */
+    if (st == ZP_OK)
+        st = zpi_unfinished_mark(pp->out_dir, &pp->err);
+    if (st == ZP_OK && pp->cfg.force && unlink(mp) != 0 && errno != ENOENT) {
+        int e = errno;
+        st = zpi_err_set(&pp->err, ZP_ERR_IO, "cannot remove '%s': %s", mp, strerror(e));
     }
     free(mp);
-    if (st != ZP_OK || pp->cfg.force)
-        return st;
-    for (size_t i = 0; i < pp->n_shards; i++) {
-        if (!selected(pp, i))
-            continue;
-        char a[4096], b[4096];
-        int n = final_files(pp, i, a, b, sizeof a);
-        for (int k = 0; k < n; k++) {
-            const char *f = k ? b : a;
-            if (exists(f))
-                return zpi_err_set(&pp->err, ZP_ERR_STATE,
-                                   "'%s' exists (the output of shard '%s')",
-                                   f, zp_dataset_shard_name(pp->ds, i));
-        }
-    }
-    return ZP_OK;
+    return st;
 }
 
 /* ------------------------------------------------------------ sinks */
@@ -1020,10 +1035,11 @@ zp_status zp_preprocess_write_manifest(zp_preprocess *pp)
         st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     if (st == ZP_OK)
         st = zpi_manifest_render(e, n, "manifest.json", &pp->err, &text, &len);
-    if (st == ZP_OK && zpi_write_file_atomic(mp, text, len) != 0) {
-        int er = errno;
-        st = zpi_err_set(&pp->err, ZP_ERR_IO, "cannot write '%s': %s", mp, strerror(er));
-    }
+    if (st == ZP_OK)
+        st = zpi_write_durable(mp, text, len, &pp->err);
+    /* finished: the manifest is there, the marker goes */
+    if (st == ZP_OK)
+        st = zpi_unfinished_clear(pp->out_dir, &pp->err);
     free(text);
     free(mp);
     free(e);

@@ -460,7 +460,9 @@ int zp_cmd_preprocess(int argc, char **argv)
     progress_end(&pg);
     if (st != ZP_OK) {
         if (got_signal) {
-            fprintf(stderr, CMD ": interrupted (%s): no manifest written; '%s' is not finished\n",
+            fprintf(stderr,
+                    CMD ": interrupted (%s): no manifest written; '%s' is not finished (training "
+                        "from it is refused): run the same command again with --force\n",
                     signame(got_signal), o.pc.out_dir);
             rc = exit_for_signal();
         } else {

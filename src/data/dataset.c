@@ -345,6 +345,9 @@ static zp_status push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
         rsb.st_ino = (ino_t)XXH64(identity, strlen(identity), 0);
         rsb.st_size = sb->st_size;
         sb = &rsb;
+    } else if (path && zpi_unfinished_check(path, name, &ds->err) != ZP_OK) {
+        st = ds->err.code; /* a folder that zephon preprocess has not finished */
+        goto fail;
     }
     if (!name || !path) {
         st = fail(ds, ZP_ERR_NOMEM, "out of memory adding a shard");

@@ -6,7 +6,9 @@
 #     tokenize-on-the-fly (concat and pad packing, shuffled and not);
 #  2. an existing output is refused without --force, replaced with it;
 #  3. SIGINT / SIGTERM while running: exit 130 / 143, no manifest, no
-#     finished-looking file, no .part file left;
+#     finished-looking file, no .part file left, the unfinished marker;
+#     an interrupted folder (SIGINT, SIGKILL) is refused by runs (folder,
+#     glob, one file) until preprocess --force redoes it;
 #  4. bad records: the message names shard, line and cause;
 #     --on-bad-record skip keeps the record count (empty documents);
 #     empty texts give empty documents;
@@ -95,9 +97,40 @@ for sig in INT TERM; do
   wait $pid; rc=$?
   check "SIG$sig: exit $want ($rc)" '[[ $rc -eq $want ]]'
   check "SIG$sig: says interrupted, no manifest" 'grep -q "interrupted (SIG$sig)" "$T/serr" && [[ ! -e "$OB/manifest.json" ]]'
-  check "SIG$sig: no output file left (.part removed): $(ls "$OB" 2>/dev/null | tr "\n" " ")" '[[ -z $(ls -A "$OB" 2>/dev/null) ]]'
+  check "SIG$sig: nothing left but the unfinished marker (.part removed): $(ls -A "$OB" 2>/dev/null | tr "\n" " ")" \
+    '[[ $(ls -A "$OB" 2>/dev/null) == zephon-preprocess.unfinished ]]'
   check "SIG$sig: the progress line was shown" 'grep -q "documents, .* MB in, .* MB/s" "$T/serr"'
 done
+
+# 3b. an interrupted folder is refused by runs until redone (SIGINT of an
+# HDF5 preprocess, SIGKILL of a Megatron one, after 2 of 8 outputs)
+"$Z" gen --out "$T/eight" --shards 8 --bytes 200M --seed 5 >/dev/null || bad "gen eight"
+for f in $formats; do
+  [[ $f == h5 ]] && { sig=INT; ext=h5; } || { sig=KILL; ext=idx; }
+  OI="$T/oi-$f"
+  "$Z" preprocess --quiet --out "$OI" --format $f --threads 1 "$T/eight" >"$T/sout" 2>"$T/serr" &
+  pid=$!
+  for _ in $(seq 600); do (( $(ls "$OI"/*.$ext 2>/dev/null | wc -l) >= 2 )) && break; sleep 0.05; done
+  kill -s $sig $pid; wait $pid
+  n=$(ls "$OI"/*.$ext 2>/dev/null | wc -l)
+  check "$f, SIG$sig after 2 outputs: $n of 8 outputs, no manifest, the marker" \
+    '(( n >= 2 && n < 8 )) && [[ ! -e "$OI/manifest.json" && -s "$OI/zephon-preprocess.unfinished" ]]'
+  [[ $f == h5 ]] && one="$OI/shard-00000.h5" || one="$OI/shard-00000.bin"
+  for spec in "$OI" "$OI/" "$OI/*.${one##*.}" "$one"; do
+    "$Z" run "$spec" --quiet --tokenize gpt2 --seq-len 255 --microbatch 4 >"$T/out" 2>&1; rc=$?
+    check "$f: run '${spec#$T/}' of the interrupted folder refused: exit 1 ($rc), saying how to redo it" \
+      '[[ $rc -eq 1 ]] && grep -q "did not finish" "$T/out" && grep -q "zephon-preprocess.unfinished" "$T/out" && grep -q -- "--force" "$T/out"' || cat "$T/out"
+  done
+  "$Z" preprocess --quiet --out "$OI" --format $f --threads 1 "$T/eight" >"$T/out" 2>&1; rc=$?
+  check "$f: preprocess again without --force refused, naming the unfinished folder ($rc)" \
+    '[[ $rc -eq 1 ]] && grep -q "did not finish" "$T/out" && grep -q -- "--force" "$T/out"'
+  "$Z" preprocess --quiet --out "$OI" --format $f --force --threads 2 "$T/eight" >"$T/out" 2>&1; rc=$?
+  check "$f: --force redoes it: exit 0 ($rc), manifest, no marker" \
+    '[[ $rc -eq 0 && -s "$OI/manifest.json" && ! -e "$OI/zephon-preprocess.unfinished" ]]'
+  "$Z" run "$OI" --quiet --tokenize gpt2 --seq-len 255 --microbatch 4 --max-batches 2 >"$T/out" 2>&1; rc=$?
+  check "$f: the redone folder trains ($rc)" '[[ $rc -eq 0 ]]' || cat "$T/out"
+done
+rm -rf "$T/eight"
 
 # 4. bad records
 B="$T/bad"; mkdir -p "$B"
