@@ -106,9 +106,14 @@ void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_
     buf[0] = '\0';
     if (!specs || n == 0)
         return;
+    char first[200], last[200]; /* URLs without their secrets */
+    zp_dataset_spec_redact(specs[0], first, sizeof first);
+    zp_dataset_spec_redact(specs[n - 1], last, sizeof last);
     if (n == 1) {
+        char red[ZPI_MPI_DATA_MAX];
+        zp_dataset_spec_redact(specs[0], red, sizeof red);
         char *abs = strstr(specs[0], "://") ? NULL : realpath(specs[0], NULL);
-        const char *s = abs ? abs : specs[0];
+        const char *s = abs ? abs : red;
         size_t len = strlen(s);
         const char *what = len >= 5 && strcmp(s + len - 5, ".json") == 0 ? "manifest " : "";
         if (len + strlen(what) < cap)
@@ -118,9 +123,6 @@ void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_
         free(abs);
         return;
     }
-    char first[200], last[200];
-    zpi_fmt(first, sizeof first, "%s", specs[0]);
-    zpi_fmt(last, sizeof last, "%s", specs[n - 1]);
     zpi_fmt(buf, cap, "%zu paths/globs: %s ... %s", n, first, last);
 }
 

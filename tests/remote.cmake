@@ -14,3 +14,10 @@ endforeach()
 # the cache test runs 4 ranks under mpirun: not in the TSan configuration
 # (Open MPI is not instrumented), like the other MPI tests
 set_tests_properties(test_remote_cache PROPERTIES RUN_SERIAL TRUE LABELS "net;remote")
+# No secret of a URL (credentials, signed query) in any output: planted in
+# every kind of spec, grepped for in every stream and file (--report runs
+# as an MPI singleton: not in the TSan configuration).
+add_test(NAME test_remote_secrets
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_secrets.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_remote_secrets PROPERTIES TIMEOUT 300 LABELS "net;remote"
+  FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")

@@ -112,6 +112,15 @@ ZP_API void zp_dataset_destroy(zp_dataset *ds);
  * All or nothing: on error the dataset is as before the call. */
 ZP_API zp_status zp_dataset_add(zp_dataset *ds, const char *spec);
 
+/* spec as it may be shown or kept where others can read it (messages, a
+ * mixture part's name, a report, a metric, a state): a URL without its
+ * user:password@ and with its query string (X-Amz-Signature, tokens)
+ * replaced by "?<redacted>", as the dataset names a URL shard; anything
+ * else as given. Deterministic: the same spec gives the same text. Writes
+ * at most cap bytes, always NUL-terminated (cap > 0; cut at cap - 1). Any
+ * thread. docs/storage.md, "Secrets". */
+ZP_API void zp_dataset_spec_redact(const char *spec, char *out, size_t cap);
+
 /* Never read the file at path (the manifest a program is about to write
  * from this dataset, as `zephon index -o` does): a glob skips it, a folder
  * whose manifest.json it is is read as its shard files, and naming it

@@ -238,7 +238,7 @@ static char *extra_settings(const zp_run_opts *o)
 {
     size_t cap = 1024 + 48 * o->n_skips;
     for (size_t i = 0; i < o->n_specs; i++)
-        cap += strlen(o->specs[i]) + 8;
+        cap += strlen(o->specs[i]) + 24;
     char *s = malloc(cap);
     if (!s)
         return NULL;
@@ -258,8 +258,16 @@ static char *extra_settings(const zp_run_opts *o)
                       (unsigned long long)o->skips[i].first, (unsigned long long)o->skips[i].last);
     if (n > 0 && (size_t)n < cap)
         n += snprintf(s + n, cap - (size_t)n, "%s data=", o->n_skips ? "" : "none");
-    for (size_t i = 0; i < o->n_specs && n > 0 && (size_t)n < cap; i++)
-        n += snprintf(s + n, cap - (size_t)n, "%s%s", i ? "," : "", o->specs[i]);
+    /* the specs without their secrets: this text is compared, and shown
+     * where the ranks disagree (the dataset's fingerprint compares the
+     * shards themselves) */
+    for (size_t i = 0; i < o->n_specs && n > 0 && (size_t)n < cap; i++) {
+        n += snprintf(s + n, cap - (size_t)n, "%s", i ? "," : "");
+        if (n > 0 && (size_t)n < cap) {
+            zp_dataset_spec_redact(o->specs[i], s + n, cap - (size_t)n);
+            n += (int)strlen(s + n);
+        }
+    }
     return s;
 }
 

@@ -339,6 +339,19 @@ static int read_whole(const char *path, char **out, size_t *len)
     return 0;
 }
 
+/* 1 when a spec of o is a URL with secrets (credentials, a query string):
+ * its part's default name is not the spec as given. */
+static int specs_have_secrets(const zp_run_opts *o)
+{
+    for (size_t i = 0; i < o->n_specs; i++) {
+        char red[4096];
+        zp_dataset_spec_redact(o->specs[i], red, sizeof red);
+        if (strcmp(red, o->specs[i]) != 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* --resume and --skip-batches on a built pipeline, before the first batch.
  * 0, or -1 with the message in why (why_cap bytes). */
 static int restore_and_skip(const zp_run_opts *o, zp_pipeline *p, char *why, size_t why_cap)
@@ -356,8 +369,14 @@ static int restore_and_skip(const zp_run_opts *o, zp_pipeline *p, char *why, siz
         if (st != ZP_OK) {
             /* the library's message says what (MISMATCH's generic words,
              * "ranks disagree", would mislead here) */
-            zpi_fmt(why, why_cap, "--resume %s: cannot continue from this state: %s", o->resume,
-                    zp_pipeline_errmsg(p));
+            zpi_fmt(why, why_cap, "--resume %s: cannot continue from this state: %s%s", o->resume,
+                    zp_pipeline_errmsg(p),
+                    specs_have_secrets(o)
+                        ? " (a part given by a URL with credentials or a query string is named "
+                          "by the URL without them; a state saved before this was so named it by the "
+                          "URL as given: to continue such a state, give each part the state's "
+                          "name in a --mixture file)"
+                        : "");
             return -1;
         }
     }

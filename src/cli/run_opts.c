@@ -137,6 +137,18 @@ void zp_run_opts_free(zp_run_opts *o)
     o->ws.n_parts = 0;
 }
 
+/* A spec as it may be printed or kept (a part's name, a message): a URL
+ * without credentials or query string (zp_dataset_spec_redact). Malloc'd;
+ * NULL when out of memory. */
+static char *redacted(const char *spec)
+{
+    size_t cap = strlen(spec) + 16; /* "?<redacted>" may be longer than the query */
+    char *r = malloc(cap);
+    if (r)
+        zp_dataset_spec_redact(spec, r, cap);
+    return r;
+}
+
 /* Append a spec (taking ownership of s). 0, or -1 (message printed). */
 static int push_spec(zp_run_opts *o, char *s)
 {
@@ -180,10 +192,9 @@ static int check_weight(double w, const char **why)
     return 0;
 }
 
-int zp_run_parse_data(const char *v, char **spec, double *weight)
+/* zp_run_parse_data() of v, shown in messages as shown (redacted). */
+static int parse_data(const char *v, const char *shown, char **spec, double *weight)
 {
-    *spec = NULL;
-    *weight = 1;
     const char *at = strrchr(v, '@');
     size_t n = strlen(v);
     if (at && at[1]) {
@@ -195,7 +206,7 @@ int zp_run_parse_data(const char *v, char **spec, double *weight)
             if (check_weight(w, &why) != 0) {
                 fprintf(stderr, "zephon run: --data '%s': the weight '%s' %s (a positive number; "
                                 "a spec whose name ends in @NUMBER is written SPEC@NUMBER@1)\n",
-                        v, at + 1, why);
+                        shown, at + 1, why);
                 return -1;
             }
             n = (size_t)(at - v);
@@ -204,12 +215,12 @@ int zp_run_parse_data(const char *v, char **spec, double *weight)
             /* neither a weight nor a path that exists: a mistyped weight */
             fprintf(stderr, "zephon run: --data '%s': '%s' is not a weight (a positive number), "
                             "and there is no file or folder '%s'\n",
-                    v, at + 1, v);
+                    shown, strrchr(shown, '@') ? strrchr(shown, '@') + 1 : "", shown);
             return -1;
         }
     }
     if (n == 0) {
-        fprintf(stderr, "zephon run: --data '%s': no spec before the weight\n", v);
+        fprintf(stderr, "zephon run: --data '%s': no spec before the weight\n", shown);
         return -1;
     }
     if (!(*spec = strndup(v, n))) {
@@ -219,6 +230,19 @@ int zp_run_parse_data(const char *v, char **spec, double *weight)
     return 0;
 }
 
+int zp_run_parse_data(const char *v_raw, char **spec, double *weight)
+{
+    *spec = NULL;
+    *weight = 1;
+    char *shown = redacted(v_raw); /* v in messages */
+    if (!shown) {
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    int rc = parse_data(v_raw, shown, spec, weight);
+    free(shown);
+    return rc;
+}
 /* ------------------------------------------------------------ mixture file */
 
 /* spec resolved against the folder of the mixture file: absolute paths and
@@ -286,12 +310,15 @@ static int mixture_part(zp_run_opts *o, const char *file, const char *dir, size_
     if (name)
         pname = zpi_strdup(json_string_value(name));
     else if (n == 1)
-        pname = zpi_strdup(json_string_value(data));
+        pname = redacted(json_string_value(data));
     else {
-        const char *first = json_string_value(json_array_get(data, 0));
-        size_t cap = strlen(first) + 32;
-        if ((pname = malloc(cap)))
+        char *first = redacted(json_string_value(json_array_get(data, 0)));
+        size_t cap = first ? strlen(first) + 32 : 0;
+        if (first && (pname = malloc(cap)))
             snprintf(pname, cap, "%s (+%zu more)", first, n - 1);
+        else
+            pname = NULL;
+        free(first);
     }
     return push_part(o, pname, w, n);
 #undef MERR
@@ -527,7 +554,7 @@ static int parse_args(zp_run_opts *o, int argc, char **argv)
             }
             if (zp_run_parse_data(val, &spec, &w) != 0)
                 return -1;
-            char *name = zpi_strdup(spec);
+            char *name = redacted(spec); /* kept in states and reports */
             if (push_spec(o, spec) != 0 || push_part(o, name, w, 1) != 0)
                 return -1;
         } else if (!strcmp(a, "--mixture")) {

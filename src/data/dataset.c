@@ -1238,6 +1238,11 @@ uint64_t zp_dataset_fingerprint(const zp_dataset *ds)
 
 const char *zp_dataset_errmsg(const zp_dataset *ds) { return ds ? zpi_err_msg(&ds->err) : ""; }
 
+void zp_dataset_spec_redact(const char *spec, char *out, size_t cap)
+{
+    zpi_url_redact(spec, out, cap);
+}
+
 /* ------------------------------------------------------------ internal */
 
 zpi_storage *zpi_dataset_storage(const zp_dataset *ds) { return ds->storage; }

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "base/util.h"
+#include "io/storage.h"
 
 /* ------------------------------------------------------------ paths */
 
@@ -152,13 +153,16 @@ static zp_status read_entry(const char *what, size_t i, json_t *e, zpi_err *err,
     if (r != 0)
         return zpi_err_set(err, ZP_ERR_FORMAT, "%s: shards[%zu]: missing or empty \"path\"", what,
                            i);
+    /* a URL path is shown without its secrets (credentials, query) */
+    char red[1024];
+    zpi_url_redact(loc, red, sizeof red);
     int named = get_text(e, "name", &name);
     if (named < 0)
-        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: shards[%zu] ('%s'): \"name\" %s", what, i, loc,
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: shards[%zu] ('%s'): \"name\" %s", what, i, red,
                            named == -2 ? "contains NUL" : "is not a non-empty string");
     m->path = loc;
     m->name = named == 0 ? name : NULL;
-    const char *shown = m->name ? m->name : loc;
+    const char *shown = m->name ? m->name : red;
     json_t *jf = json_object_get(e, "format");
     if (jf) {
         if (!json_is_string(jf))
@@ -275,10 +279,12 @@ zp_status zpi_manifest_render(const zpi_manifest_entry *e, size_t n, const char 
             if (bad)
                 json_decref(o);
             /* json_string() refuses text that is not UTF-8 */
+            char red[1024];
+            zpi_url_redact(m->name ? m->name : m->path, red, sizeof red);
             st = zpi_err_set(err, ZP_ERR_INVALID,
                              "%s: cannot encode shard '%s' (a name or path that is not UTF-8, "
                              "or out of memory)",
-                             what, m->name ? m->name : m->path);
+                             what, red);
             goto out;
         }
     }
