@@ -24,6 +24,7 @@
 #include "formats/reader.h"
 #include "testutil.h"
 #include "formats/tokw.h"
+#include "zephon/pipeline.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1283,6 +1284,52 @@ static void test_lock_wait(void **state)
 }
 
 /* zephon gen --format h5 writes one loadable sample file */
+/* A string field that holds integers, in token mode: the message says the
+ * field holds numbers where tokenize expects text, and what to store
+ * instead (it was "fixed-shape fields need one sample per row"). */
+static void pipeline_error(const char *path, zp_pack_mode mode, zp_status want, char *msg,
+                           size_t cap)
+{
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    assert_int_equal(zp_dataset_add(ds, path), ZP_OK);
+    zp_worksource *ws;
+    assert_int_equal(zp_worksource_create(ds, NULL, &ws), ZP_OK);
+    zp_pipeline *p;
+    assert_int_equal(zp_pipeline_create(ws, NULL, &p), ZP_OK);
+    assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", 1), ZP_OK);
+    assert_int_equal(zp_pipeline_pack(p, mode, 15), ZP_OK);
+    assert_int_equal(zp_pipeline_batch(p, 2), ZP_OK);
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, &b), want);
+    snprintf(msg, cap, "%s", zp_pipeline_errmsg(p));
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+}
+
+static void test_integer_text_field(void **state)
+{
+    fixture *f = *state;
+    char *path = zpt_path(f->dir, "ints.h5");
+    int64_t v[4] = {464, 2068, 318, 257};
+    hsize_t d = 4;
+    zpi_h5_lock(NULL);
+    hid_t h = fx_create(path);
+    fx_write(h, "text", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &d, v);
+    H5Fclose(h);
+    zpi_h5_unlock();
+    zp_pack_mode modes[2] = {ZP_PACK_CONCAT, ZP_PACK_PAD};
+    for (int m = 0; m < 2; m++) {
+        char msg[2048];
+        pipeline_error(path, modes[m], ZP_ERR_FORMAT, msg, sizeof msg);
+        if (!strstr(msg, "ints.h5") || !strstr(msg, "field 'text' holds int64 numbers") ||
+            !strstr(msg, "tokenize expects text") || !strstr(msg, "token field"))
+            fail_msg("pack mode %d: message '%s'", m, msg);
+    }
+    free(path);
+}
+
 static void test_gen_cli(void **state)
 {
     fixture *f = *state;
@@ -1323,6 +1370,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gen_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_integer_text_field, setup, teardown),
     };
     /* ZP_TEST_FILTER: run only the tests matching this pattern */
     if (getenv("ZP_TEST_FILTER"))

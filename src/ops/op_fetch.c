@@ -110,13 +110,22 @@ static int rec_row_cmp(const void *a, const void *b)
     return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* Reads every sample of chunk c from row i on that lies in shard sh (read
- * on demand, reader.h) with one read call, and marks their rows done. */
-static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk *c, size_t i,
-                           const zpi_shard *sh, unsigned char *done)
+/* A tokenize field stored as numbers (an HDF5 integer or float dataset
+ * named like the tokenize field): the field, else NULL. */
+static const zpi_field *numeric_text_field(const zpi_op_env *env, const zpi_schema *s)
 {
-    const uint32_t shard = c->samples[i].shard;
-    const char *name = zp_dataset_shard_name(env->ds, shard);
+    if (!env->tok || !env->tok_field)
+        return NULL;
+    for (int k = 0; k < s->n; k++)
+        if (s->f[k].kind == ZPI_FIELD_FIXED && strcmp(s->f[k].name, env->tok_field) == 0)
+            return &s->f[k];
+    return NULL;
+}
+
+/* The shard's fields against the chunk's and the pipeline's: 0, or -1 with
+ * the chunk failed. */
+static int check_fields(const zpi_op_env *env, zpi_chunk *c, const zpi_shard *sh, const char *name)
+{
     zp_status st = zpi_chunk_set_schema(c, sh->rd->schema);
     if (st != ZP_OK) {
         char a[512], b[512];
@@ -127,7 +136,18 @@ static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk 
         else
             zpi_chunk_fail(c, st, "shard '%s': its fields (%s) differ from those of the shards before it (%s): a dataset's shards must have the same fields",
                            name, b, a);
-        return;
+        return -1;
+    }
+    const zpi_field *nf = numeric_text_field(env, sh->rd->schema);
+    if (nf) {
+        zpi_chunk_fail(c, ZP_ERR_FORMAT,
+                       "shard '%s': field '%s' holds %s numbers (one %s per record), where "
+                       "tokenize expects text (a string dataset). If these are token ids, store "
+                       "them as a token field: a variable-length integer dataset, or a group "
+                       "such as '/tokens' with datasets 'values' and 'offsets' (docs/hdf5.md); if "
+                       "the text is in another field, name that field to tokenize",
+                       name, nf->name, zp_dtype_name(nf->dtype), nf->ndim ? "array" : "number");
+        return -1;
     }
     int has_fixed = 0, has_tokens = 0;
     for (int k = 0; k < sh->rd->schema->n; k++) {
@@ -139,15 +159,27 @@ static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk 
                        "shard '%s': fixed-shape fields need one sample per row: use record mode (no "
                        "tokenize) or pad packing, not concat",
                        name);
-        return;
+        return -1;
     }
     if (has_tokens && !env->tok) {
         zpi_chunk_fail(c, ZP_ERR_UNSUPPORTED,
                        "shard '%s' holds pre-tokenized documents: add tokenize with the tokenizer "
                        "that made them (it gives the EOT that packing needs)",
                        name);
-        return;
+        return -1;
     }
+    return 0;
+}
+
+/* Reads every sample of chunk c from row i on that lies in shard sh (read
+ * on demand, reader.h) with one read call, and marks their rows done. */
+static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk *c, size_t i,
+                           const zpi_shard *sh, unsigned char *done)
+{
+    const uint32_t shard = c->samples[i].shard;
+    const char *name = zp_dataset_shard_name(env->ds, shard);
+    if (check_fields(env, c, sh, name) != 0)
+        return;
     size_t m = 0;
     for (size_t j = i; j < c->n; j++)
         m += c->samples[j].shard == shard;
@@ -191,7 +223,7 @@ static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk 
     char err[ZPI_ERRMAX];
     err[0] = '\0';
     uint64_t t0 = ot ? zpi_now_ns() : 0;
-    st = sh->rd->read(sh->rd, &req, err, sizeof err);
+    zp_status st = sh->rd->read(sh->rd, &req, err, sizeof err);
     if (st != ZP_OK)
         zpi_chunk_fail(c, st, "%s", err[0] ? err : "read failed");
     if (ot) {
