@@ -21,3 +21,10 @@ add_test(NAME test_remote_secrets
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_secrets.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_remote_secrets PROPERTIES TIMEOUT 300 LABELS "net;remote"
   FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
+# two users of one node (setpriv to two uids; the suite runs as root): each
+# has a private default cache; a folder, link or entry planted by the other
+# is refused or replaced, never read
+add_test(NAME test_remote_users
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_users.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_remote_users PROPERTIES TIMEOUT 120 LABELS "net;remote"
+  FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")

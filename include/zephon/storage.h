@@ -17,10 +17,12 @@ extern "C" {
 #endif
 
 typedef struct zp_storage_config {
-    /* Folder of the shard cache on local disk (created when missing; the
-     * string is copied). NULL or "": $SLURM_TMPDIR/zephon-cache, else
-     * $TMPDIR/zephon-cache, else /tmp/zephon-cache. The processes of a job
-     * on one node share it: each shard is downloaded once per node. */
+    /* Folder of the shard cache on local disk (created 0700 when missing;
+     * the string is copied). NULL or "": $SLURM_TMPDIR/zephon-cache-<uid>,
+     * else $TMPDIR/zephon-cache-<uid>, else /tmp/zephon-cache-<uid> (uid:
+     * the effective user id). A folder that another user owns, or that its
+     * group or others can write, is refused (ZP_ERR_INVALID). The processes
+     * of a job on one node share it: each shard is downloaded once per node. */
     const char *cache_dir;
     /* Bytes of shards the cache may hold (complete files and downloads in
      * progress). Default 16 GiB. Too small for what the pipeline needs in

@@ -15,7 +15,7 @@ void zp_storage_usage(FILE *f)
         "remote shards (http://, https://, s3://; docs/storage.md):\n"
         "  --cache-dir DIR         shard cache on local disk, shared by the ranks of a node\n"
         "                          (default $SLURM_TMPDIR, else $TMPDIR, else /tmp,\n"
-        "                          + /zephon-cache)\n"
+        "                          + /zephon-cache-UID; yours only: mode 0700)\n"
         "  --cache-limit SIZE      bytes the shard cache may hold (k/M/G/T suffixes;\n"
         "                          default 16G)\n"
         "  --connect-timeout S     seconds to connect (default 10)\n"

@@ -193,7 +193,7 @@ static int read_lock(zpi_disk_cache *c, const char *key, dc_lockinfo *li)
     char p[4096];
     path_of(c, p, sizeof p, key, SFX_LOCK);
     memset(li, 0, sizeof *li);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return errno == ENOENT ? 0 : -1;
     struct stat st;
@@ -301,7 +301,7 @@ static zp_status scan(zpi_disk_cache *c, dc_scan *s, zpi_err *err)
         if (kind == N_DONE) {
             struct stat st;
             zpi_fmt(p, sizeof p, "%s/%s", c->dir, de->d_name);
-            if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
                 continue;
             if (zpi_grow((void **)&s->done, &s->capdone, s->ndone + 1, sizeof *s->done) != 0) {
                 rc = zpi_err_set(err, ZP_ERR_NOMEM, "%s: out of memory listing the cache", c->dir);
@@ -391,7 +391,7 @@ static int make_room(zpi_disk_cache *c, dc_scan *s, const char *key, uint64_t si
         if (pin_find(c, f->key))
             continue;
         path_of(c, p, sizeof p, f->key, SFX_DONE);
-        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
             continue;
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* pinned by a reader */
@@ -410,7 +410,7 @@ static int make_room(zpi_disk_cache *c, dc_scan *s, const char *key, uint64_t si
         if (doit) {
             struct stat a, b;
             path_of(c, p, sizeof p, s->done[i].key, SFX_DONE);
-            if (fstat(fds[i], &a) == 0 && stat(p, &b) == 0 && a.st_ino == b.st_ino &&
+            if (fstat(fds[i], &a) == 0 && lstat(p, &b) == 0 && a.st_ino == b.st_ino &&
                 a.st_dev == b.st_dev && unlink(p) == 0) {
                 c->st.evictions++;
                 s->total -= s->done[i].size;
@@ -424,6 +424,62 @@ static int make_room(zpi_disk_cache *c, dc_scan *s, const char *key, uint64_t si
 
 /* ------------------------------------------------------------------ API */
 
+/* The cache's folder: created when missing (0700; its parents with the
+ * usual 0755, less the umask), then checked, since the cache trusts what
+ * the folder holds: it must be a folder of this user (not one another user
+ * made first, nor reached through another user's symbolic link) that no
+ * one else can write. */
+static zp_status dir_prepare(const char *dir, zpi_err *err)
+{
+    char parent[4096];
+    zpi_fmt(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') { /* "a/b/" */
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+    }
+    if (slash && slash > parent) {
+        *slash = '\0';
+        if (zpi_mkdir_p(parent, 0755) != 0)
+            return zpi_err_set(err, ZP_ERR_IO, "shard cache folder %s: cannot create %s: %s",
+                               dir, parent, strerror(errno));
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return zpi_err_set(err, ZP_ERR_IO, "shard cache folder %s: cannot create it: %s", dir,
+                           strerror(errno));
+    uid_t me = geteuid();
+    struct stat ls, st;
+    if (lstat(dir, &ls) == 0 && S_ISLNK(ls.st_mode) && ls.st_uid != me && ls.st_uid != 0)
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "shard cache folder %s: a symbolic link of another user (uid %u): "
+                           "not used (it decides where this user's shards go); remove it, or "
+                           "give a folder of your own as the cache folder",
+                           dir, (unsigned)ls.st_uid);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return zpi_err_set(err, ZP_ERR_IO, "shard cache folder %s: cannot open it: %s", dir,
+                           strerror(e));
+    }
+    close(fd);
+    if (st.st_uid != me)
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "shard cache folder %s: belongs to uid %u, not to this user (uid %u): "
+                           "not used (whoever made it could read this user's shards or replace "
+                           "them); remove it, or give a folder of your own as the cache folder",
+                           dir, (unsigned)st.st_uid, (unsigned)me);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "shard cache folder %s: writable by %s (mode %04o): not used (they "
+                           "could replace the shards read from it); make it private "
+                           "(chmod 700 %s) or give another cache folder",
+                           dir, (st.st_mode & S_IWOTH) ? "every user" : "its group",
+                           (unsigned)(st.st_mode & 07777), dir);
+    return ZP_OK;
+}
+
 zp_status zpi_disk_cache_create(const zpi_disk_cache_config *cfg, zpi_disk_cache **out,
                                 zpi_err *err)
 {
@@ -436,9 +492,7 @@ zp_status zpi_disk_cache_create(const zpi_disk_cache_config *cfg, zpi_disk_cache
                       "shard cache %s: the byte limit must be above 0", cfg->dir);
     ZPI_RETURN_ERR_IF(strlen(cfg->dir) > 3800, err, ZP_ERR_INVALID,
                       "shard cache %.64s...: folder name too long", cfg->dir);
-    if (zpi_mkdir_p(cfg->dir, 0755) != 0)
-        return zpi_err_set(err, ZP_ERR_IO, "shard cache folder %s: cannot create it: %s",
-                           cfg->dir, strerror(errno));
+    ZPI_FORWARD_IF_ERR(dir_prepare(cfg->dir, err));
     zpi_disk_cache *c = calloc(1, sizeof *c);
     if (!c || !(c->dir = zpi_strdup(cfg->dir))) {
         free(c);
@@ -469,7 +523,7 @@ zp_status zpi_disk_cache_create(const zpi_disk_cache_config *cfg, zpi_disk_cache
     pthread_mutex_init(&c->mu, NULL);
     char p[4096];
     zpi_fmt(p, sizeof p, "%s/" DC_DIRLOCK, c->dir);
-    c->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    c->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (c->lockfd < 0) {
         zp_status s = zpi_err_set(err, ZP_ERR_IO, "shard cache: cannot open %s: %s", p,
                                   strerror(errno));
@@ -515,7 +569,7 @@ const char *zpi_disk_cache_dir(const zpi_disk_cache *c) { return c->dir; }
 static zp_status pin_open(zpi_disk_cache *c, zpi_dc_entry *e, zpi_err *err)
 {
     path_of(c, e->path, sizeof e->path, e->key, SFX_DONE);
-    int fd = open(e->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(e->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return zpi_err_set(err, ZP_ERR_IO, "%s: cannot open: %s", e->path, strerror(errno));
     if (flock(fd, LOCK_SH) != 0 || pin_add(c, e->key) != 0) {
@@ -535,20 +589,25 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
     char p[4096];
     struct stat st;
     path_of(c, p, sizeof p, key, SFX_DONE);
-    if (stat(p, &st) == 0) {
-        if ((uint64_t)st.st_size == size && S_ISREG(st.st_mode)) {
+    if (lstat(p, &st) == 0) {
+        int ours = S_ISREG(st.st_mode) && st.st_uid == geteuid();
+        if ((uint64_t)st.st_size == size && ours) {
             ZPI_FORWARD_IF_ERR(pin_open(c, e, err));
             c->st.hits++;
             *state = ZPI_DC_READY;
             return ZP_OK;
         }
-        if (!S_ISREG(st.st_mode))
+        if (S_ISDIR(st.st_mode))
             return zpi_err_set(err, ZP_ERR_IO, "%s: not a regular file", p);
         if (unlink(p) != 0)
             return zpi_err_set(err, ZP_ERR_IO, "%s: cannot delete the stale copy: %s", p,
                                strerror(errno));
-        dc_log(c, ZP_LOG_WARN, "%s: %llu bytes instead of %llu: stale, deleted", p,
-               (unsigned long long)st.st_size, (unsigned long long)size);
+        if (ours)
+            dc_log(c, ZP_LOG_WARN, "%s: %llu bytes instead of %llu: stale, deleted", p,
+                   (unsigned long long)st.st_size, (unsigned long long)size);
+        else
+            dc_log(c, ZP_LOG_WARN, "%s: %s: not a file this cache wrote, deleted", p,
+                   S_ISLNK(st.st_mode) ? "a symbolic link" : "another user's or not a file");
     } else if (errno != ENOENT) {
         return zpi_err_set(err, ZP_ERR_IO, "%s: %s", p, strerror(errno));
     }
@@ -598,7 +657,7 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
                (unsigned long long)over);
     }
     uint64_t nonce = new_nonce(c);
-    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return zpi_err_set(err, ZP_ERR_IO, "%s: cannot create: %s", p, strerror(errno));
     char line[512];
@@ -614,7 +673,7 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
                            w < 0 ? strerror(en) : "short write");
     }
     part_path(c, e->path, sizeof e->path, key, nonce);
-    fd = open(e->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = open(e->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         en = errno;
         unlink(p);
@@ -768,7 +827,7 @@ void zpi_dc_invalidate(zpi_disk_cache *c, zpi_dc_entry *e)
         pthread_mutex_lock(&c->mu);
     struct stat a, b;
     /* Only the copy this entry read: a fresh download of the key stays. */
-    if (fstat(e->fd, &a) == 0 && stat(e->path, &b) == 0 && a.st_ino == b.st_ino &&
+    if (fstat(e->fd, &a) == 0 && lstat(e->path, &b) == 0 && a.st_ino == b.st_ino &&
         a.st_dev == b.st_dev) {
         if (unlink(e->path) == 0)
             dc_log(c, ZP_LOG_WARN, "%s: found corrupt by its reader: deleted", e->path);

@@ -95,7 +95,8 @@ void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t c
         base = getenv("TMPDIR");
     if (!base || !base[0])
         base = "/tmp";
-    zpi_fmt(buf, cap, "%s/zephon-cache", base);
+    /* per user: another user's cache is neither read nor written */
+    zpi_fmt(buf, cap, "%s/zephon-cache-%u", base, (unsigned)geteuid());
 }
 
 /* ------------------------------------------------------------ keys */

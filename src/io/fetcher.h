@@ -110,7 +110,7 @@ void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out);
 const char *zpi_fetcher_cache_dir(const zpi_fetcher *f);
 
 /* The cache folder the settings name (cfg->cache_dir, else $SLURM_TMPDIR,
- * $TMPDIR, /tmp, each + "/zephon-cache") into buf. */
+ * $TMPDIR, /tmp, each + "/zephon-cache-<uid>", the effective uid) into buf. */
 void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t cap);
 
 #endif
