@@ -667,6 +667,90 @@ static void test_manifest_json_errors(void **state)
 /* A folder is its shard files in bytewise order; other entries (files of
  * other kinds, subfolders, manifests not named manifest.json) are skipped
  * and counted in one warning. */
+/* A glob whose folder does not exist (or is a file) says so, naming the
+ * folder; before, every such glob was "cannot read a folder". */
+static void test_glob_missing_folder(void **state)
+{
+    fixture *f = *state;
+    char *nope = zpt_path(f->dir, "nope");
+    char *g = zpt_path(nope, "*.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, g), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), g);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "the folder '%s' does not exist", nope);
+    assert_contains(zp_dataset_errmsg(f->ds), want);
+    free(g);
+    /* a wildcard before the missing folder: the folder up to it */
+    char *deep = zpt_path(f->dir, "nope/sub*/x/*.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, deep), ZP_ERR_IO);
+    assert_contains(zp_dataset_errmsg(f->ds), want);
+    free(deep);
+    /* a file where the folder should be */
+    char *file = zpt_path(f->dir, "b.jsonl");
+    g = zpt_path(file, "*.jsonl");
+    assert_int_equal(zp_dataset_add(f->ds, g), ZP_ERR_IO);
+    snprintf(want, sizeof want, "'%s' is not a folder", file);
+    assert_contains(zp_dataset_errmsg(f->ds), want);
+    assert_int_equal(zp_dataset_num_shards(f->ds), 0);
+    free(g);
+    free(file);
+    free(nope);
+}
+
+/* Messages about folders and globs list every shard suffix this build
+ * reads (the HDF5 and Megatron ones too, not only .jsonl and .jsonl.zst),
+ * and a Megatron pair's .idx is not "an entry that is not a shard". */
+static void test_messages_list_suffixes(void **state)
+{
+    fixture *f = *state;
+    const char *sfx[] = {".jsonl", ".jsonl.zst", ".h5", ".hdf5", ".bin"};
+    char *empty = zpt_path(f->dir, "empty");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_int_equal(zp_dataset_add(f->ds, empty), ZP_ERR_IO);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", zp_dataset_errmsg(f->ds));
+    char *notes = zpt_path(f->dir, "notes.txt"), *g = zpt_path(f->dir, "*");
+    assert_int_equal(zpt_write_file(notes, "hi", 2), 0);
+    assert_int_equal(zp_dataset_add(f->ds, g), ZP_ERR_INVALID);
+    char gmsg[1024];
+    snprintf(gmsg, sizeof gmsg, "%s", zp_dataset_errmsg(f->ds));
+    size_t listed = 0;
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        char probe[32], word[40];
+        snprintf(probe, sizeof probe, "x%s", sfx[i]);
+        if (!zpi_format_for_path(probe))
+            continue;
+        snprintf(word, sizeof word, "%s,", sfx[i]); /* ".jsonl," is not ".jsonl.zst" */
+        if (!strstr(msg, word))
+            snprintf(word, sizeof word, "%s ", sfx[i]);
+        if (!strstr(msg, word))
+            snprintf(word, sizeof word, "%s)", sfx[i]);
+        assert_contains(msg, word);
+        assert_contains(gmsg, word);
+        listed++;
+    }
+    assert_true(listed >= 2);
+    /* a folder of a Megatron pair: its .idx is not a skipped entry */
+    if (zpi_format_for_path("x.bin")) {
+        char *pair = zpt_path(f->dir, "pair"), *bin = zpt_path(pair, "a.bin"),
+             *idx = zpt_path(pair, "a.idx");
+        assert_int_equal(mkdir(pair, 0755), 0);
+        assert_int_equal(zpt_write_file(bin, "x", 1), 0);
+        assert_int_equal(zpt_write_file(idx, "x", 1), 0);
+        zp_dataset *d2 = new_ds(f);
+        add_ok(d2, pair);
+        assert_int_equal(zp_dataset_num_shards(d2), 1);
+        assert_int_equal(f->log_warnings, 0);
+        zp_dataset_destroy(d2);
+        free(bin);
+        free(idx);
+        free(pair);
+    }
+    free(notes);
+    free(g);
+    free(empty);
+}
+
 static void test_folder_sorted(void **state)
 {
     fixture *f = *state;
@@ -1295,6 +1379,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_path_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_glob_sorted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_glob_no_match, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_glob_missing_folder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_messages_list_suffixes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_written_relative, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_relative_paths, setup, teardown),

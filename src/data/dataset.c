@@ -134,6 +134,33 @@ static const char *url_note(const char *path)
     return "";
 }
 
+/* The shard file suffixes for messages, in one list: ".jsonl, .jsonl.zst,
+ * .h5, .hdf5, .bin + .idx (Megatron)". Each is named only when the
+ * format table of this build reads it (a build without HDF5 does not name
+ * .h5); remote: only the formats read from a URL (not Megatron's pairs). */
+static void shard_suffixes(char *buf, size_t cap, int remote)
+{
+    static const struct {
+        const char *suffix, *note;
+        int local_only;
+    } known[] = {{".jsonl", "", 0},
+                 {".jsonl.zst", "", 0},
+                 {".h5", "", 0},
+                 {".hdf5", "", 0},
+                 {".bin", " + .idx (Megatron)", 1}};
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        char probe[32];
+        zpi_fmt(probe, sizeof probe, "x%s", known[i].suffix);
+        const zpi_format *f = zpi_format_for_path(probe);
+        if (!f || strcmp(f->suffix, known[i].suffix) != 0 || (remote && known[i].local_only))
+            continue;
+        size_t len = strlen(buf);
+        zpi_fmt(buf + len, cap - len, "%s%s%s", n++ ? ", " : "", known[i].suffix, known[i].note);
+    }
+}
+
 /* ------------------------------------------------------------ create */
 
 void zp_dataset_config_init(zp_dataset_config *cfg)
@@ -523,10 +550,12 @@ static zp_status add_url(zp_dataset *ds, const char *spec)
     if (!name)
         return fail(ds, ZP_ERR_NOMEM, "out of memory");
     if (!fmt) {
+        char sfx[256];
+        shard_suffixes(sfx, sizeof sfx, 1);
         zp_status st = fail(ds, ZP_ERR_INVALID,
-                            "'%s': unknown shard format (expected a URL of a .jsonl, .jsonl.zst, .h5 "
-                            "or .json file)",
-                            name);
+                            "'%s': unknown shard format (expected the URL of a shard (%s) or of "
+                            "a .json manifest)",
+                            name, sfx);
         free(name);
         return st;
     }
@@ -550,12 +579,14 @@ static zp_status add_path(zp_dataset *ds, const char *spec)
      * shown redacted, with the schemes supported */
     char red[PATH_MAX];
     zpi_url_redact(spec, red, sizeof red);
-    if (!fmt)
+    if (!fmt) {
+        char sfx[256];
+        shard_suffixes(sfx, sizeof sfx, 0);
         return fail(ds, ZP_ERR_INVALID,
-                    "'%s': unknown shard format (expected a .jsonl, .jsonl.zst, .h5, .hdf5 or "
-                    "Megatron .bin file, a folder, "
-                    "a glob pattern or a .json manifest)%s",
-                    red, url_note(spec));
+                    "'%s': unknown shard format (expected a shard (%s), a folder, a glob "
+                    "pattern or a .json manifest)%s",
+                    red, sfx, url_note(spec));
+    }
     struct stat sb;
     if (stat(spec, &sb) != 0) {
         int e = errno;
@@ -563,7 +594,7 @@ static zp_status add_path(zp_dataset *ds, const char *spec)
                     url_note(spec));
     }
     if (!S_ISREG(sb.st_mode))
-        return fail(ds, ZP_ERR_IO, "shard '%s': not a regular file", spec);
+        return fail(ds, ZP_ERR_IO, "shard '%s': not a regular file", red);
     shard *s;
     return push_shard(ds, zpi_strdup(spec), zpi_strdup(spec), fmt, &sb, &s);
 }
@@ -741,6 +772,44 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Why glob(pattern) found nothing (nomatch) or could not read a folder:
+ * the folder before the pattern's first wildcard does not exist, is not a
+ * folder or cannot be read (each named); else no match, or a folder that
+ * a wildcard matched cannot be read. */
+static zp_status glob_failed(zp_dataset *ds, const char *pattern, int nomatch)
+{
+    size_t w = strcspn(pattern, "*?[");
+    while (w > 0 && pattern[w - 1] != '/')
+        w--;
+    char dir[PATH_MAX];
+    if (w == 0)
+        zpi_fmt(dir, sizeof dir, ".");
+    else /* without its final '/', except for "/" itself */
+        zpi_fmt(dir, sizeof dir, "%.*s", (int)(w > 1 ? w - 1 : w), pattern);
+    struct stat sb;
+    int e = 0;
+    DIR *d = NULL;
+    if (stat(dir, &sb) != 0)
+        e = errno;
+    else if (!S_ISDIR(sb.st_mode))
+        e = ENOTDIR;
+    else if (!(d = opendir(dir)))
+        e = errno;
+    if (d)
+        closedir(d);
+    if (e == ENOENT)
+        return fail(ds, ZP_ERR_IO, "glob '%s': the folder '%s' does not exist", pattern, dir);
+    if (e == ENOTDIR)
+        return fail(ds, ZP_ERR_IO, "glob '%s': '%s' is not a folder", pattern, dir);
+    if (e)
+        return fail(ds, ZP_ERR_IO, "glob '%s': cannot read the folder '%s': %s", pattern, dir,
+                    strerror(e));
+    if (nomatch)
+        return fail(ds, ZP_ERR_IO, "glob '%s' matches no file", pattern);
+    return fail(ds, ZP_ERR_IO, "glob '%s': a folder it matches under '%s' cannot be read", pattern,
+                dir);
+}
+
 static zp_status add_glob(zp_dataset *ds, const char *pattern)
 {
     glob_t g;
@@ -750,12 +819,12 @@ static zp_status add_glob(zp_dataset *ds, const char *pattern)
     int r = glob(pattern, GLOB_NOSORT | GLOB_ERR, NULL, &g);
     if (r == GLOB_NOMATCH || (r == 0 && g.gl_pathc == 0)) {
         globfree(&g);
-        return fail(ds, ZP_ERR_IO, "glob '%s' matches no file", pattern);
+        return glob_failed(ds, pattern, 1);
     }
     if (r != 0) {
         globfree(&g);
-        return fail(ds, r == GLOB_NOSPACE ? ZP_ERR_NOMEM : ZP_ERR_IO,
-                    "glob '%s': cannot read a folder", pattern);
+        return r == GLOB_NOSPACE ? fail(ds, ZP_ERR_NOMEM, "glob '%s': out of memory", pattern)
+                                 : glob_failed(ds, pattern, 0);
     }
     /* glob(3) sorts with strcoll (locale-dependent): sort bytewise so every
      * rank sees the same order. */
@@ -770,16 +839,31 @@ static zp_status add_glob(zp_dataset *ds, const char *pattern)
                             pattern, m);
             continue;
         }
-        if (!zpi_has_suffix(m, ".json") && !zpi_format_for_path(m))
+        if (!zpi_has_suffix(m, ".json") && !zpi_format_for_path(m)) {
+            char sfx[256];
+            shard_suffixes(sfx, sizeof sfx, 0);
             st = fail(ds, ZP_ERR_INVALID,
-                      "glob '%s' matched '%s', which is not a shard (.jsonl, .jsonl.zst) or a "
-                      "manifest (.json)",
-                      pattern, m);
-        else
+                      "glob '%s' matched '%s', which is not a shard (%s) or a manifest (.json)",
+                      pattern, m, sfx);
+        } else
             st = add_file(ds, m);
     }
     globfree(&g);
     return st;
+}
+
+/* 1 when path is the .idx of a Megatron pair whose .bin is a shard file
+ * beside it. */
+static int is_pair_index(const char *path)
+{
+    size_t n = strlen(path);
+    if (n < 5 || strcmp(path + n - 4, ".idx") != 0)
+        return 0;
+    char bin[PATH_MAX];
+    zpi_fmt(bin, sizeof bin, "%.*s.bin", (int)(n - 4), path);
+    const zpi_format *f = zpi_format_for_path(bin);
+    struct stat sb;
+    return f && strcmp(f->suffix, ".bin") == 0 && stat(bin, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
 /* A folder: its manifest.json when it has one (and it is not the manifest
@@ -826,8 +910,9 @@ static zp_status add_folder(zp_dataset *ds, const char *dir)
         int shard_file = zpi_format_for_path(de->d_name) && stat(p, &sb) == 0 &&
                          S_ISREG(sb.st_mode);
         if (!shard_file) {
-            /* the example named is the first in bytewise order */
-            if (!(stat(p, &sb) == 0 && is_excluded(ds, &sb)) &&
+            /* the example named is the first in bytewise order; a
+             * Megatron pair's .idx is part of its shard, not skipped */
+            if (!(stat(p, &sb) == 0 && is_excluded(ds, &sb)) && !is_pair_index(p) &&
                 (skipped++ == 0 || strcmp(de->d_name, example) < 0))
                 zpi_fmt(example, sizeof example, "%s", de->d_name);
             free(p);
@@ -841,11 +926,11 @@ static zp_status add_folder(zp_dataset *ds, const char *dir)
         names[n++] = p;
     }
     closedir(d);
+    char sfx[256];
+    shard_suffixes(sfx, sizeof sfx, 0);
     if (st == ZP_OK && n == 0)
-        st = fail(ds, ZP_ERR_IO,
-                  "folder '%s' has no shard files (.jsonl, .jsonl.zst) and no %s (%zu other "
-                  "entries)",
-                  dir, FOLDER_MANIFEST, skipped);
+        st = fail(ds, ZP_ERR_IO, "folder '%s' has no shard files (%s) and no %s (%zu other entries)",
+                  dir, sfx, FOLDER_MANIFEST, skipped);
     if (st == ZP_OK) {
         qsort(names, n, sizeof *names, cmp_str);
         for (size_t i = 0; i < n && st == ZP_OK; i++)
@@ -853,9 +938,8 @@ static zp_status add_folder(zp_dataset *ds, const char *dir)
     }
     if (st == ZP_OK && skipped)
         zpi_dataset_log(ds, ZP_LOG_WARN,
-                        "folder '%s': skipped %zu entr%s that %s not a shard file (.jsonl, "
-                        ".jsonl.zst), e.g. '%s'",
-                        dir, skipped, skipped == 1 ? "y" : "ies", skipped == 1 ? "is" : "are",
+                        "folder '%s': skipped %zu entr%s that %s not a shard file (%s), e.g. '%s'",
+                        dir, skipped, skipped == 1 ? "y" : "ies", skipped == 1 ? "is" : "are", sfx,
                         example);
     for (size_t i = 0; i < n; i++)
         free(names[i]);
