@@ -187,6 +187,29 @@ def main():
     for c in circles:
         problems.append("circle of %d files: %s" % (len(c), " <-> ".join(c)))
     if a.stats:
+        sizes = []
+        long_fns = []
+        for f in fl:
+            if f.startswith("include/"):
+                continue
+            with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().split("\n")
+            sizes.append((len(lines), f))
+            start = None
+            for i, line in enumerate(lines):
+                if line == "{" and i and lines[i - 1][:1].isalpha() or (
+                        line.endswith(")") is False and line[:1].isalpha() and line.endswith("{")
+                        and "(" in line and not line.startswith(("struct", "typedef", "enum", "static const", "const"))):
+                    start = i
+                elif line == "}" and start is not None:
+                    if i - start - 1 > 100:
+                        long_fns.append((i - start - 1, f, start + 1))
+                    start = None
+        sizes.sort(reverse=True)
+        print("files: %d (largest %s, %d lines); functions over 100 lines: %d" %
+              (len(sizes), sizes[0][1], sizes[0][0], len(long_fns)))
+        for n, f, ln in sorted(long_fns, reverse=True):
+            print("  long function: %s:%d (%d lines)" % (f, ln, n))
         nodes = {node_of(f) for f in fl if not f.startswith("include/")}
         n_arrows = sum(len(v) for v in graph.values())
         print("layers: %d nodes, %d arrows between them, %d arrows up, %d circles (largest %d)" %
