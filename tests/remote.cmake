@@ -28,3 +28,11 @@ add_test(NAME test_remote_users
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_users.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_remote_users PROPERTIES TIMEOUT 120 LABELS "net;remote"
   FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
+# SIGTERM to mpirun while both ranks wait on stalled downloads: outputs
+# written within mpirun's 2 s grace period, no .part/.lock left
+if(MPIEXEC_EXECUTABLE)
+  add_test(NAME test_remote_mpi_stop COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_mpi_stop.sh
+    $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(test_remote_mpi_stop PROPERTIES TIMEOUT 90 LABELS "net;remote" RUN_SERIAL TRUE
+    FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
+endif()

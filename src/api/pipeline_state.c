@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "api/pipeline_internal.h"
+#include "data/dataset_internal.h"
+#include "io/storage.h"
 #include "plan/state.h"
 #include "base/util.h"
 #include "plan/worksource_internal.h"
@@ -101,6 +103,17 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
     return ZP_OK;
 }
 
+/* 1 when the storage settings' stop_requested hook asks to stop: a stream
+ * that this ended (its transfers ended "stopped") lost no delivered batch,
+ * and its state is the checkpoint after the last delivered batch, as after
+ * a stop between two batches (docs/storage.md, "Stopping"). */
+static int stopped_by_request(const zp_pipeline *p)
+{
+    const zpi_storage *s = zpi_dataset_storage(zp_worksource_dataset(zpi_pipeline_ws(p)));
+    const zp_storage_config *c = s ? zpi_storage_config(s) : NULL;
+    return c && c->stop_requested && c->stop_requested(c->stop_user) != 0;
+}
+
 zp_status zp_pipeline_state_save(zp_pipeline *p, char **json, size_t *len)
 {
     if (!p)
@@ -111,6 +124,8 @@ zp_status zp_pipeline_state_save(zp_pipeline *p, char **json, size_t *len)
     if (len)
         *len = 0;
     zp_status failed = zpi_pipeline_failed(p);
+    if (failed == ZP_ERR_STATE && stopped_by_request(p))
+        failed = ZP_OK;
     ZPI_RETURN_ERR_IF(failed != ZP_OK, perr, ZP_ERR_STATE,
                       "zp_pipeline_state_save: the stream ended with an error (%s): a failed "
                       "stream has no state to save",

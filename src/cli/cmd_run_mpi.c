@@ -302,10 +302,13 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
-    /* No stop hook under MPI: a signal is a stop voted at the next step by
-     * every rank together (hook_stop); ending a rank's downloads at once
-     * would make its next() fail alone. A rank waiting on a download votes
-     * when it ends (within the transfer timeouts). */
+    /* A signal is a stop voted at the next step by every rank together
+     * (hook_stop). A rank blocked in a download must take part within the
+     * launcher's grace period (mpirun kills the ranks about 2 s after its
+     * SIGTERM): the stop hook ends its transfers at once, its next() ends
+     * "stopped", and zp_mpi_next gives every rank that status at the same
+     * step, which a signalled rank takes as its stop (docs/storage.md). */
+    dcfg.storage.stop_requested = zp_run_stop_requested;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store && zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
         dcfg.index_store_dir = cache_dir;
