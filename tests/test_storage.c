@@ -61,6 +61,15 @@ static void test_identity(void **state)
                 "https://host.example/A/b.jsonl");
     identity_is("http://HOST:80/x", "http://host/x");
     identity_is("http://host:8080/x", "http://host:8080/x");
+    /* the port as a number: leading zeros, the default written with them,
+     * an empty port; an IPv6 literal's colons are not a port */
+    identity_is("http://127.0.0.1:037311/a", "http://127.0.0.1:37311/a");
+    identity_is("http://h:0080/a", "http://h/a");
+    identity_is("https://h:000443/a", "https://h/a");
+    identity_is("http://h:/a", "http://h/a");
+    identity_is("http://h:0/a", "http://h:0/a");
+    identity_is("http://[::1]:08080/a", "http://[::1]:8080/a");
+    identity_is("http://[::1]/a", "http://[::1]/a");
     identity_is("http://host", "http://host/");
     identity_is("S3://Bucket/dir/k.jsonl", "s3://bucket/dir/k.jsonl");
     identity_is("/data/a.jsonl", "/data/a.jsonl");

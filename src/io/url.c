@@ -141,6 +141,43 @@ static size_t normalise_path(char *p, size_t n)
     return w;
 }
 
+/* The authority [a, a + n) (no user info) at w, canonical: the host in
+ * lower case, the port in decimal without leading zeros ("h:037311" and
+ * "h:37311" are one server), dropped when it is the scheme's default
+ * (dflt, 0: none) or empty. Returns the end. Never longer than n. */
+static char *canonical_authority(char *w, const char *a, size_t n, unsigned dflt)
+{
+    /* the port: digits after the last ':' that is not inside an IPv6 "[...]" */
+    size_t colon = n;
+    for (size_t i = n; i-- > 0;) {
+        if (a[i] == ']')
+            break;
+        if (a[i] == ':') {
+            colon = i;
+            break;
+        }
+    }
+    int digits = colon < n;
+    for (size_t i = colon + 1; digits && i < n; i++)
+        digits = a[i] >= '0' && a[i] <= '9';
+    size_t hostlen = digits ? colon : n;
+    for (size_t i = 0; i < hostlen; i++)
+        *w++ = (char)tolower((unsigned char)a[i]);
+    if (!digits)
+        return w;
+    size_t i = colon + 1;
+    while (i + 1 < n && a[i] == '0')
+        i++;
+    unsigned long port = 0;
+    for (size_t k = i; k < n && port <= 65535; k++)
+        port = port * 10 + (unsigned long)(a[k] - '0');
+    if (i == n || (dflt && port == dflt))
+        return w; /* "h:" or the default port */
+    *w++ = ':';
+    memcpy(w, a + i, n - i);
+    return w + (n - i);
+}
+
 char *zpi_url_identity(const char *spec)
 {
     url_parts u;
@@ -159,13 +196,7 @@ char *zpi_url_identity(const char *spec)
     int https = !strcmp(r, "https"), http = !strcmp(r, "http");
     memcpy(w, "://", 3);
     w += 3;
-    for (size_t i = 0; i < hl; i++)
-        *w++ = (char)tolower((unsigned char)spec[u.host0 + i]);
-    /* The default port names the same server. */
-    if (http && hl > 3 && !memcmp(w - 3, ":80", 3))
-        w -= 3;
-    else if (https && hl > 4 && !memcmp(w - 4, ":443", 4))
-        w -= 4;
+    w = canonical_authority(w, spec + u.host0, hl, http ? 80 : https ? 443 : 0);
     if (pl == 0 && (http || https))
         *w++ = '/';
     memcpy(w, spec + u.path0, pl);
