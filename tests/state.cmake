@@ -8,3 +8,8 @@ add_dependencies(test_state zephon_cli)
 add_test(NAME test_cli_state_sweep
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_state_sweep.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_state_sweep PROPERTIES TIMEOUT 120 LABELS cli)
+# Hand-edited states that contradict themselves are refused by --resume
+# naming the field (zpi_state_check, src/plan/state_check.c).
+add_test(NAME test_cli_state_edits
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_state_edits.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_state_edits PROPERTIES TIMEOUT 120 LABELS cli)

@@ -114,12 +114,23 @@ static void rich_state(zpi_state *s)
         r->n_skips = 1;
         r->skips[0] = (zpi_skip){.first = 100, .last = 109, .samples = 55, .tokens = 20480,
                                  .from_position = 4000, .to_position = 4055};
-        r->counts = (zp_pipeline_counts){119, 4300, 2, 1, 3, 1572864, 10, 20};
+        r->counts = (zp_pipeline_counts){119, 4300 + k, 2, 1, 3, 1572864, 10, 20};
     }
+    /* every rank plans epochs 0 and 1 alike (zpi_state_check): as many
+     * positions each, none twice */
     const uint64_t p0[] = {0, 70000, 0, 80000, 5000, 12};
     add_plan(&s->ranks[0], 0, p0, 2);
+    const uint64_t p0_1[] = {70000, 10000, 0, 85000, 65000, 0};
+    add_plan(&s->ranks[1], 0, p0_1, 2);
+    const uint64_t p0_2[] = {150000, 75000, 0}, p0_3[] = {225000, 75000, 0};
+    add_plan(&s->ranks[2], 0, p0_2, 1);
+    add_plan(&s->ranks[3], 0, p0_3, 1);
     const uint64_t p1[] = {300000, 3, 0};
     add_plan(&s->ranks[0], 1, p1, 1);
+    for (uint32_t k = 1; k < 4; k++) {
+        const uint64_t q[] = {3 * (k - 1), 3, 0};
+        add_plan(&s->ranks[k], 1, q, 1);
+    }
     s->ranks[3].counts.tokens = (uint64_t)1 << 63; /* a large count */
 }
 
@@ -371,6 +382,124 @@ static void test_render_refuses(void **unused)
 }
 
 /* ------------------------------------------------------------ settings */
+
+/* Settings that say what the top-level fields say (as a pipeline writes
+ * them), for the state checks. */
+#define CHECK_SETTINGS                                                                             \
+    "{\"parts\":[{\"name\":\"web\",\"samples\":1000,\"weight\":0.7},{\"name\":\"code\","         \
+    "\"samples\":500,\"weight\":0.3}],\"seed\":7,\"epoch_samples\":300000,\"remainder\":\"pad\","  \
+    "\"pack\":\"concat\",\"seq_len\":2048}"
+
+/* mutate() of a settings member, with settings_hash made to match, so
+ * that only the contradiction is left. */
+static char *mutate_settings(const char *text, const char *key, const char *val)
+{
+    char path[128];
+    snprintf(path, sizeof path, "settings/%s", key);
+    char *t = mutate(text, path, val);
+    json_t *root = json_loads(t, 0, NULL);
+    assert_non_null(root);
+    char *set = json_dumps(json_object_get(root, "settings"), JSON_COMPACT);
+    uint64_t h;
+    assert_int_equal(zpi_state_settings_canon(set, NULL, &h, NULL), ZP_OK);
+    char hex[40];
+    snprintf(hex, sizeof hex, "\"%016" PRIx64 "\"", h);
+    free(set);
+    json_decref(root);
+    char *u = mutate(t, "settings_hash", hex);
+    free(t);
+    return u;
+}
+
+/* Hand edits that leave every field well formed and the state
+ * contradicting itself: parsed, then refused by zpi_state_check naming the
+ * field (and so by a resume, zp_state_merge and `zephon state show`'s
+ * last line). */
+static void test_check(void **unused)
+{
+    (void)unused;
+    zpi_state s;
+    rich_state(&s);
+    s.seed = 7;
+    free(s.settings);
+    assert_int_equal(zpi_state_settings_canon(CHECK_SETTINGS, &s.settings, &s.settings_hash, NULL),
+                     ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(zpi_state_check(&s, &err), ZP_OK);
+    char *good = render(&s);
+    zpi_state_clear(&s);
+    static const struct {
+        const char *path, *val, *path2, *val2; /* path "settings/K": K re-hashed */
+        const char *msg;
+    } cases[] = {
+        {"seed", "8", NULL, NULL, "seed: 8, but the settings' seed is 7"},
+        {"settings/seed", "9", NULL, NULL, "seed: 7, but the settings' seed is 9"},
+        {"epoch_samples", "300004", NULL, NULL,
+         "epoch_samples: 300004, but the settings' epoch_samples is 300000"},
+        {"remainder", "\"drop\"", NULL, NULL, "remainder: \"drop\", but the settings' remainder"},
+        {"parts/1/name", "\"cod\"", NULL, NULL,
+         "parts[1].name: \"cod\", but the settings name part 1 \"code\""},
+        {"parts/0/weight", "0.6", NULL, NULL, "parts[0].weight: 0.6"},
+        {"settings/parts", "[{\"name\":\"web\"}]", NULL, NULL,
+         "parts: 2 parts, but the settings list 1"},
+        {"settings/pack", "\"records\"", NULL, NULL, "ranks[0].plans[0].spans[1]: a token offset"},
+        {"settings/pack", "\"pad\"", "ranks/0/plans/0/spans/1/2", "0",
+         "ranks[1].token_offset: a document carried over, but the settings pack no"},
+        {"ranks/2/part_samples/0", "1", NULL, NULL,
+         "ranks[2].part_samples: 1301 samples over the parts, but counts.samples is 4302"},
+        {"ranks/0/counts/padded", "5000", NULL, NULL, "ranks[0].counts.padded: 5000 padded of"},
+        {"ranks/3/skipped/0/batches", "[120, 130]", NULL, NULL,
+         "ranks[3].skipped[0].batches: 120..130, but the rank's next batch is 120"},
+        {"ranks/3/skipped/0/to", "[0, 3999]", NULL, NULL,
+         "ranks[3].skipped[0]: to (0, 3999) comes before from (0, 4000)"},
+        {"ranks/1/position", "75000", NULL, NULL,
+         "ranks[1].token_offset: 37 tokens of the sample at position 75000, but the rank's "
+         "epoch 0 ends at 75000"},
+        {"ranks/3/epoch", "1", "ranks/3/position", "2",
+         "ranks[3].plans[0].epoch: 0, before the rank's epoch 1"},
+        {"ranks/2/plans/0/spans", "[[150000, 37500], [150000, 37500]]", NULL, NULL,
+         "ranks[2].plans[0].spans[1]: positions 150000..187499 overlap ranks[2].plans[0].spans[0]"},
+        {"ranks/1/plans/0/spans/0", "[69999, 10000]", NULL, NULL,
+         "ranks[1].plans[0].spans[0]: positions 69999..79998 overlap "
+         "ranks[0].plans[0].spans[0] (0..69999)"},
+        {"ranks/3/plans/0/spans", "[[225000, 70000]]", NULL, NULL,
+         "ranks[3].plans[0]: 70000 positions in epoch 0, but ranks[0] has 75000"},
+        {"ranks/2/plans", "[{\"epoch\": 1, \"spans\": [[3, 3]]}]", NULL, NULL,
+         "ranks[2].plans: no plan for epoch 0, which ranks[0] has a plan for"},
+        {"remainder", "\"drop\"", "settings/remainder", "\"drop\"",
+         "ranks[0].plans[1].spans[0]: [300000, 3] reaches past epoch_samples 300000 (padding), "
+         "but the remainder is drop"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *t = !strncmp(cases[i].path, "settings/", 9)
+                      ? mutate_settings(good, cases[i].path + 9, cases[i].val)
+                      : mutate(good, cases[i].path, cases[i].val);
+        if (cases[i].path2) {
+            char *u = !strncmp(cases[i].path2, "settings/", 9)
+                          ? mutate_settings(t, cases[i].path2 + 9, cases[i].val2)
+                          : mutate(t, cases[i].path2, cases[i].val2);
+            free(t);
+            t = u;
+        }
+        zpi_state p;
+        zp_status st = zpi_state_parse(t, strlen(t), &p, &err);
+        if (st != ZP_OK)
+            fail_msg("%s = %s: not parsed: %s", cases[i].path, cases[i].val, zpi_err_msg(&err));
+        st = zpi_state_check(&p, &err);
+        if (st != ZP_ERR_FORMAT || strncmp(zpi_err_msg(&err), cases[i].msg, strlen(cases[i].msg)))
+            fail_msg("%s = %s: status %d, message \"%s\"; expected \"%s...\"", cases[i].path,
+                     cases[i].val, st, zpi_err_msg(&err), cases[i].msg);
+        /* the public calls: merge refuses it, describe says why a resume would */
+        char *words = NULL, ebuf[512];
+        assert_int_equal(zp_state_describe(t, strlen(t), &words, ebuf, sizeof ebuf), ZP_OK);
+        assert_non_null(strstr(words, "a resume refuses this state: "));
+        assert_non_null(strstr(words, cases[i].msg));
+        free(words);
+        zpi_state_clear(&p);
+        free(t);
+    }
+    free(good);
+}
 
 static void test_check_settings(void **unused)
 {
@@ -1257,6 +1386,7 @@ int main(void)
         cmocka_unit_test(test_parse_big_strings),
         cmocka_unit_test(test_render_refuses),
         cmocka_unit_test(test_check_settings),
+        cmocka_unit_test(test_check),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_default_range),
         cmocka_unit_test(test_elastic_example),

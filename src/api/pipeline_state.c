@@ -150,6 +150,24 @@ static const zpi_skip *skip_before(const zpi_ckpt *ck, uint64_t next)
     return NULL;
 }
 
+/* The state's parts against this pipeline's mixture (their names and
+ * weights, in order). */
+static zp_status check_parts(const zpi_state *st, zp_worksource *ws, zpi_err *err)
+{
+    size_t np = zp_worksource_num_parts(ws);
+    ZPI_RETURN_ERR_IF(st->n_parts != np, err, ZP_ERR_MISMATCH,
+                      "parts: the state has %zu parts, this pipeline's mixture %zu", st->n_parts,
+                      np);
+    for (size_t i = 0; i < np; i++) {
+        const char *nm = zp_worksource_part_name(ws, i);
+        ZPI_RETURN_ERR_IF(!nm || strcmp(nm, st->part_names[i]) != 0, err, ZP_ERR_MISMATCH,
+                          "parts[%zu].name: \"%s\" in the state, \"%s\" in this pipeline's "
+                          "mixture",
+                          i, st->part_names[i], nm ? nm : "");
+    }
+    return ZP_OK;
+}
+
 zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len)
 {
     if (!p)
@@ -172,10 +190,14 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
     memset(&rs, 0, sizeof rs);
     char *mine = NULL;
     zp_status rc = zpi_state_parse(json, len, &st, &err);
+    if (rc == ZP_OK)
+        rc = zpi_state_check(&st, &err);
     if (rc == ZP_OK && (rc = zpi_pipeline_settings_json(p, &mine)) != ZP_OK)
         zpi_err_set(&err, rc, "out of memory");
     if (rc == ZP_OK)
         rc = zpi_state_check_settings(&st, mine, &err);
+    if (rc == ZP_OK)
+        rc = check_parts(&st, ws, &err);
     if (rc == ZP_OK)
         rc = zpi_state_rank_plan(&st, wc->rank, wc->world_size, &rs, &err);
     if (rc == ZP_OK && rs.n_parts != zp_worksource_num_parts(ws))

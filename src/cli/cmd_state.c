@@ -95,14 +95,18 @@ static int cmd_show(int argc, char **argv)
     if (!text)
         return 1;
     zpi_err err = {0};
-    zpi_state s;
     char *out = NULL;
-    zp_status st = zpi_state_parse(text, len, &s, &err);
-    free(text);
-    if (st == ZP_OK) {
-        st = json ? zpi_state_render(&s, &out, NULL, &err) : zpi_state_describe(&s, &out, &err);
+    zp_status st;
+    if (json) {
+        zpi_state s;
+        if ((st = zpi_state_parse(text, len, &s, &err)) == ZP_OK)
+            st = zpi_state_render(&s, &out, NULL, &err);
         zpi_state_clear(&s);
+    } else {
+        /* the words, and why a resume would refuse the state */
+        st = zp_state_describe(text, len, &out, err.msg, sizeof err.msg);
     }
+    free(text);
     if (st != ZP_OK) {
         fprintf(stderr, "%s: %s: %s\n", cmd, path, zpi_err_msg(&err));
         return 1;
@@ -183,7 +187,7 @@ static int cmd_merge(int argc, char **argv)
     return rc;
 }
 
-int zp_cmd_state(int argc, char **argv)
+int cli_cmd_state(int argc, char **argv)
 {
     if (argc < 2) {
         state_usage(stderr);

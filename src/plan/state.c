@@ -2,8 +2,8 @@
  * state.c - pipeline states in memory and as JSON (state.h): render and
  * parse with validation, the settings check, merging rank states into a job
  * state, the elastic re-split of a job state on another world size, the
- * words of `zephon state show`; and the two pure public state functions of
- * zephon/state.h, zp_state_merge() and zp_state_describe().
+ * words of `zephon state show` (the public zp_state_merge() and
+ * zp_state_describe() are state_public.c's).
  * docs/state.md describes the format.
  *
  * Ownership: every struct owns its arrays and strings; zpi_*_clear() frees
@@ -1433,74 +1433,4 @@ zp_status zpi_state_describe(const zpi_state *s, char **out, zpi_err *err)
     }
     *out = b.p;
     return ZP_OK;
-}
-
-/* ------------------------------------------------------------ public */
-
-static void copy_err(char *dst, size_t cap, const zpi_err *e)
-{
-    if (dst && cap)
-        zpi_fmt(dst, cap, "%s", zpi_err_msg(e));
-}
-
-zp_status zp_state_merge(const char *const *states, const size_t *lens, size_t n, char **out,
-                         size_t *out_len, char *errbuf, size_t errcap)
-{
-    zpi_err err = {0};
-    if (out)
-        *out = NULL;
-    if (out_len)
-        *out_len = 0;
-    if (!out || (n && (!states || !lens))) {
-        zpi_err_set(&err, ZP_ERR_INVALID, "merge: NULL argument");
-        copy_err(errbuf, errcap, &err);
-        return ZP_ERR_INVALID;
-    }
-    zpi_state *in = alloc_n(n, sizeof *in);
-    const zpi_state **ptr = alloc_n(n, sizeof *ptr);
-    zp_status st = in && ptr ? ZP_OK : zpi_err_set(&err, ZP_ERR_NOMEM, "merge: out of memory");
-    size_t parsed = 0;
-    for (size_t i = 0; i < n && st == ZP_OK; i++) {
-        if (!states[i])
-            st = zpi_err_set(&err, ZP_ERR_INVALID, "state %zu: NULL", i);
-        else if ((st = zpi_state_parse(states[i], lens[i], &in[i], &err)) != ZP_OK)
-            zpi_err_prefix(&err, "state %zu", i);
-        else
-            ptr[parsed++] = &in[i];
-    }
-    zpi_state job = {0};
-    if (st == ZP_OK)
-        st = zpi_state_merge(ptr, n, &job, &err);
-    if (st == ZP_OK)
-        st = zpi_state_render(&job, out, out_len, &err);
-    zpi_state_clear(&job);
-    for (size_t i = 0; i < parsed; i++)
-        zpi_state_clear(&in[i]);
-    free(in);
-    free(ptr);
-    if (st != ZP_OK)
-        copy_err(errbuf, errcap, &err);
-    return st;
-}
-
-zp_status zp_state_describe(const char *json, size_t len, char **text, char *errbuf,
-                            size_t errcap)
-{
-    zpi_err err = {0};
-    if (text)
-        *text = NULL;
-    if (!json || !text) {
-        zpi_err_set(&err, ZP_ERR_INVALID, "describe: NULL argument");
-        copy_err(errbuf, errcap, &err);
-        return ZP_ERR_INVALID;
-    }
-    zpi_state s;
-    zp_status st = zpi_state_parse(json, len, &s, &err);
-    if (st == ZP_OK) {
-        st = zpi_state_describe(&s, text, &err);
-        zpi_state_clear(&s);
-    }
-    if (st != ZP_OK)
-        copy_err(errbuf, errcap, &err);
-    return st;
 }

@@ -112,6 +112,19 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
  * failure *out holds nothing. */
 zp_status zpi_state_parse(const char *json, size_t len, zpi_state *out, zpi_err *err);
 
+/* The state checked against itself (state_check.c), beyond what
+ * zpi_state_parse() checks field by field: the seed, epoch_samples,
+ * remainder and the parts' names and weights against the settings; per
+ * rank, the parts' sample counts against counts.samples, padded <= samples,
+ * a token offset or carry only when the settings pack concat (and a token
+ * offset only at a position the rank's epoch has), skipped ranges before
+ * next_batch and from <= to, plans only for the rank's epoch and later, no
+ * padding spans under remainder drop, no position twice in a plan; across
+ * ranks, for each planned epoch, the ranks not past it all plan it or none
+ * does, each with as many positions, and no position in two plans.
+ * ZP_ERR_FORMAT naming the field and what contradicts it. */
+zp_status zpi_state_check(const zpi_state *s, zpi_err *err);
+
 /* The canonical text of a settings object: compact JSON, members in their
  * order, strings escaped as in the state file, numbers as integers or in
  * the shortest form that reads back to the same double; and its hash

@@ -1,0 +1,101 @@
+/*
+ * state_public.c - the two pure public state functions of
+ * zephon/state_json.h: zp_state_merge() (parse each rank's state, merge,
+ * check the job state, render) and zp_state_describe() (parse, describe,
+ * and say why a resume would refuse it). They sit above state.c (the
+ * model, JSON, merge, re-split, words) and state_check.c (a state checked
+ * against itself) and join them.
+ *
+ * Ownership: returned texts are malloc'd and the caller frees them.
+ * Thread safety: no shared state; every call works on its arguments.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "plan/state.h"
+#include "zephon/state_json.h"
+
+static void *alloc_n(size_t n, size_t sz)
+{
+    if (n && sz > SIZE_MAX / n)
+        return NULL;
+    return calloc(n ? n : 1, sz);
+}
+
+static void copy_err(char *dst, size_t cap, const zpi_err *e)
+{
+    if (dst && cap)
+        zpi_fmt(dst, cap, "%s", zpi_err_msg(e));
+}
+
+zp_status zp_state_merge(const char *const *states, const size_t *lens, size_t n, char **out,
+                         size_t *out_len, char *errbuf, size_t errcap)
+{
+    zpi_err err = {0};
+    if (out)
+        *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    if (!out || (n && (!states || !lens))) {
+        zpi_err_set(&err, ZP_ERR_INVALID, "merge: NULL argument");
+        copy_err(errbuf, errcap, &err);
+        return ZP_ERR_INVALID;
+    }
+    zpi_state *in = alloc_n(n, sizeof *in);
+    const zpi_state **ptr = alloc_n(n, sizeof *ptr);
+    zp_status st = in && ptr ? ZP_OK : zpi_err_set(&err, ZP_ERR_NOMEM, "merge: out of memory");
+    size_t parsed = 0;
+    for (size_t i = 0; i < n && st == ZP_OK; i++) {
+        if (!states[i])
+            st = zpi_err_set(&err, ZP_ERR_INVALID, "state %zu: NULL", i);
+        else if ((st = zpi_state_parse(states[i], lens[i], &in[i], &err)) != ZP_OK)
+            zpi_err_prefix(&err, "state %zu", i);
+        else
+            ptr[parsed++] = &in[i];
+    }
+    zpi_state job = {0};
+    if (st == ZP_OK)
+        st = zpi_state_merge(ptr, n, &job, &err);
+    if (st == ZP_OK)
+        st = zpi_state_check(&job, &err);
+    if (st == ZP_OK)
+        st = zpi_state_render(&job, out, out_len, &err);
+    zpi_state_clear(&job);
+    for (size_t i = 0; i < parsed; i++)
+        zpi_state_clear(&in[i]);
+    free(in);
+    free(ptr);
+    if (st != ZP_OK)
+        copy_err(errbuf, errcap, &err);
+    return st;
+}
+
+zp_status zp_state_describe(const char *json, size_t len, char **text, char *errbuf,
+                            size_t errcap)
+{
+    zpi_err err = {0};
+    if (text)
+        *text = NULL;
+    if (!json || !text) {
+        zpi_err_set(&err, ZP_ERR_INVALID, "describe: NULL argument");
+        copy_err(errbuf, errcap, &err);
+        return ZP_ERR_INVALID;
+    }
+    zpi_state s;
+    zp_status st = zpi_state_parse(json, len, &s, &err);
+    if (st == ZP_OK) {
+        st = zpi_state_describe(&s, text, &err);
+        zpi_err bad = {0};
+        if (st == ZP_OK && zpi_state_check(&s, &bad) != ZP_OK) {
+            /* shown as it is, and said why a resume would refuse it */
+            zpi_buf b = {.p = *text, .len = strlen(*text), .cap = strlen(*text) + 1};
+            (void)zpi_buf_printf(&b, "a resume refuses this state: %s\n", zpi_err_msg(&bad));
+            *text = b.p; /* grown, or as it was */
+        }
+        zpi_state_clear(&s);
+    }
+    if (st != ZP_OK)
+        copy_err(errbuf, errcap, &err);
+    return st;
+}
