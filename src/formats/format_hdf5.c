@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@
 #include "formats/hdf5_util.h"
 #include "formats/reader.h"
 #include "formats/tokw.h"
+#include "base/fsio.h"
 #include "base/util.h"
 
 /* ================================================================ the lock */
@@ -1896,28 +1898,29 @@ const zpi_format zpi_format_hdf5_alt = {"hdf5", ".hdf5", h5_load, NULL};
 
 /* ================================================================ writers */
 
-/* Common: "<path>.part.<pid>", fsync then rename at the end. */
+/* Common: a temporary beside path (base/fsio.h: "<path>.zptmp.<host>.<pid>.<rand>",
+ * created empty here, then truncated by H5Fcreate), made final at the end
+ * by zpi_tmp_commit (synced, renamed, the folder synced). NULL when it
+ * cannot be created (out of memory, or the folder is not writable: the
+ * H5Fcreate that follows fails and names the file). */
 static char *part_name(const char *path)
 {
-    size_t n = strlen(path) + 32;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s.part.%ld", path, (long)getpid());
+    char *p = calloc(1, PATH_MAX);
+    int fd = -1;
+    if (p && zpi_tmp_open(path, p, PATH_MAX, &fd, NULL) == ZP_OK)
+        close(fd);
+    else if (p) {
+        /* keep a name for the messages of the create that fails next */
+        snprintf(p, PATH_MAX, "%s" ZPI_TMP_MARK "unwritable", path);
+    }
     return p;
 }
 
 static int fsync_rename(const char *part, const char *path, char *why, size_t cap)
 {
-    int fd = open(part, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        zpi_fmt(why, cap, "fsync '%s': %s", part, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    if (rename(part, path) != 0) {
-        zpi_fmt(why, cap, "rename '%s' to '%s': %s", part, path, strerror(errno));
+    zpi_err e = {0};
+    if (zpi_tmp_commit(part, path, &e) != ZP_OK) {
+        zpi_fmt(why, cap, "%s", zpi_err_msg(&e));
         return -1;
     }
     return 0;

@@ -51,6 +51,7 @@
 #include "formats/shard.h"
 #include "formats/reader.h"
 #include "formats/tokw.h"
+#include "base/fsio.h"
 #include "base/util.h"
 
 #define MG_MAGIC "MMIDIDX\0\0"
@@ -813,17 +814,13 @@ static zp_status mg_add(zpi_tokw *tw, const int32_t *tok, size_t n, char *err, s
 
 static void mg_abort(zpi_tokw *tw) { w_free((mg_writer *)tw, 1); }
 
-static zp_status sync_close(int *fd, const char *file, char *err, size_t errcap)
+static zp_status close_fd(int *fd, const char *file, char *err, size_t errcap)
 {
-    int rc = fsync(*fd);
-    int e = errno;
-    if (close(*fd) != 0 && rc == 0) {
-        rc = -1;
-        e = errno;
-    }
+    int rc = close(*fd);
     *fd = -1;
     if (rc != 0) {
-        zpi_fmt(err, errcap, "'%s': fsync failed: %s", file, strerror(e));
+        int e = errno;
+        zpi_fmt(err, errcap, "'%s': close failed: %s", file, strerror(e));
         return ZP_ERR_IO;
     }
     return ZP_OK;
@@ -897,44 +894,24 @@ static zp_status mg_commit(zpi_tokw *tw, char *err, size_t errcap)
         }
     }
     if (st == ZP_OK)
-        st = sync_close(&w->bin_fd, w->bin_final, err, errcap);
+        st = close_fd(&w->bin_fd, w->bin_final, err, errcap);
     if (st == ZP_OK)
-        st = sync_close(&w->idx_fd, w->idx_final, err, errcap);
-    /* the .bin first, then the .idx: a pair is complete once its .idx
-     * exists. An older pair's .idx goes first, so that it never pairs with
-     * the new .bin. */
+        st = close_fd(&w->idx_fd, w->idx_final, err, errcap);
+    /* the .bin first, then the .idx (each synced, renamed, the folder
+     * synced: zpi_tmp_commit): a pair is complete once its .idx exists. An
+     * older pair's .idx goes first, so that it never pairs with the new
+     * .bin. */
     if (st == ZP_OK && unlink(w->idx_final) != 0 && errno != ENOENT) {
         int e = errno;
         zpi_fmt(err, errcap, "'%s': cannot replace it: %s", w->idx_final, strerror(e));
         st = ZP_ERR_IO;
     }
-    if (st == ZP_OK && rename(w->bin_part, w->bin_final) != 0) {
-        int e = errno;
-        zpi_fmt(err, errcap, "'%s': cannot rename '%s' to it: %s", w->bin_final, w->bin_part,
-                strerror(e));
-        st = ZP_ERR_IO;
-    }
-    if (st == ZP_OK && rename(w->idx_part, w->idx_final) != 0) {
-        int e = errno;
-        zpi_fmt(err, errcap, "'%s': cannot rename '%s' to it: %s", w->idx_final, w->idx_part,
-                strerror(e));
+    zpi_err e = {0};
+    if (st == ZP_OK && (st = zpi_tmp_commit(w->bin_part, w->bin_final, &e)) != ZP_OK)
+        zpi_fmt(err, errcap, "'%s': %s", w->bin_final, zpi_err_msg(&e));
+    if (st == ZP_OK && (st = zpi_tmp_commit(w->idx_part, w->idx_final, &e)) != ZP_OK) {
+        zpi_fmt(err, errcap, "'%s': %s", w->idx_final, zpi_err_msg(&e));
         (void)unlink(w->bin_final); /* not a complete pair */
-        st = ZP_ERR_IO;
-    }
-    if (st == ZP_OK) {
-        /* the renames themselves: fsync the folder (best effort) */
-        char *dir = zpi_strdup(w->idx_final);
-        if (dir) {
-            char *slash = strrchr(dir, '/');
-            if (slash)
-                *(slash == dir ? slash + 1 : slash) = '\0';
-            int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                (void)fsync(dfd);
-                close(dfd);
-            }
-            free(dir);
-        }
     }
     w_free(w, st != ZP_OK);
     return st;
@@ -964,14 +941,12 @@ zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **
         return ZP_ERR_INVALID;
     }
     mg_writer *w = calloc(1, sizeof *w);
-    char pid[32];
-    snprintf(pid, sizeof pid, ".part.%ld", (long)getpid());
     if (w) {
         w->bin_fd = w->idx_fd = -1;
         w->bin_final = cat3(prefix, ".bin", "");
         w->idx_final = cat3(prefix, ".idx", "");
-        w->bin_part = cat3(prefix, ".bin", pid);
-        w->idx_part = cat3(prefix, ".idx", pid);
+        w->bin_part = calloc(1, PATH_MAX);
+        w->idx_part = calloc(1, PATH_MAX);
         w->bbuf = malloc(MG_WBUF);
         w->ibuf = malloc(MG_WBUF);
     }
@@ -985,21 +960,23 @@ zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **
     w->dtype = dtype;
     w->isz = zp_dtype_size(dtype);
     w->code = dtype == ZP_DTYPE_U16 ? 8 : 4;
-    w->bin_fd = open(w->bin_part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->bin_fd < 0) {
-        int e = errno;
-        zpi_fmt(err, errcap, "'%s': cannot create '%s': %s", w->bin_final, w->bin_part,
-                strerror(e));
-        w_free(w, 0);
-        return ZP_ERR_IO;
+    /* temporaries beside the finals (base/fsio.h); the .idx is read back at
+     * commit, so it is reopened read-write */
+    zpi_err e = {0};
+    int tfd = -1;
+    zp_status st = zpi_tmp_open(w->bin_final, w->bin_part, PATH_MAX, &w->bin_fd, &e);
+    if (st == ZP_OK && (st = zpi_tmp_open(w->idx_final, w->idx_part, PATH_MAX, &tfd, &e)) == ZP_OK) {
+        w->idx_fd = open(w->idx_part, O_RDWR | O_CLOEXEC);
+        if (w->idx_fd < 0) {
+            int en = errno;
+            st = zpi_err_set(&e, ZP_ERR_IO, "cannot open '%s': %s", w->idx_part, strerror(en));
+        }
+        close(tfd);
     }
-    w->idx_fd = open(w->idx_part, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->idx_fd < 0) {
-        int e = errno;
-        zpi_fmt(err, errcap, "'%s': cannot create '%s': %s", w->idx_final, w->idx_part,
-                strerror(e));
+    if (st != ZP_OK) {
+        zpi_fmt(err, errcap, "%s", zpi_err_msg(&e));
         w_free(w, 1);
-        return ZP_ERR_IO;
+        return st;
     }
     /* the header is written at commit, when the counts are known */
     memset(w->ibuf, 0, MG_HEADER);

@@ -10,9 +10,10 @@
  *     version 1, one sequence per document).
  *
  * Nothing appears under the final name until commit: the writer writes to
- * "<final>.part.<pid>" (each file of a Megatron pair) and commit flushes,
+ * a temporary "<final>.zptmp.<host>.<pid>.<rand>" (base/fsio.h; each
+ * file of a Megatron pair) and commit flushes,
  * fsyncs and renames (the .idx last: a pair is complete once its .idx
- * exists). abort, or a process killed before commit, leaves only .part
+ * exists). abort, or a process killed before commit, leaves only temporary
  * files, which no format reads.
  *
  * Not thread-safe: one writer per thread (HDF5 writers take the HDF5 lock

@@ -53,7 +53,7 @@ for f in $formats; do
     same=1
     for g in "$o1"/*; do cmp -s "$g" "$o3/$(basename "$g")" || same=0; done
     check "$tag: the same files at 1 and 3 threads" '[[ $same == 1 ]]'
-    check "$tag: no .part file left" '! ls "$o1" | grep -q "\.part"'
+    check "$tag: no temporary file left" '! ls -A "$o1" | grep -qE "\.part|\.zptmp\."'
     for run in "--seed 3" "--seed 4 --pack pad" "--no-shuffle --seq-len 63"; do
       "$Z" run "$M" --quiet --tokenize gpt2 --seq-len 255 --microbatch 4 $run --emit-digest "$T/a.txt" >/dev/null 2>"$T/err" || bad "run text $run: $(cat "$T/err")"
       "$Z" run --data "$o1/manifest.json" --quiet --tokenize gpt2 --seq-len 255 --microbatch 4 $run --emit-digest "$T/b.txt" >/dev/null 2>"$T/err" || bad "$tag: run $run: $(cat "$T/err")"
@@ -88,8 +88,8 @@ for sig in INT TERM; do
   OB="$T/ob-$sig"
   "$Z" preprocess --out "$OB" --format $f --threads 1 --progress "$T/big" >"$T/sout" 2>"$T/serr" &
   pid=$!
-  # wait until it is writing (a .part file), then signal it
-  for _ in $(seq 100); do ls "$OB" 2>/dev/null | grep -q part && break; sleep 0.05; done
+  # wait until it is writing (a temporary file), then signal it
+  for _ in $(seq 100); do ls "$OB" 2>/dev/null | grep -q zptmp && break; sleep 0.05; done
   sleep 0.3
   kill -s $sig $pid
   for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
@@ -97,7 +97,7 @@ for sig in INT TERM; do
   wait $pid; rc=$?
   check "SIG$sig: exit $want ($rc)" '[[ $rc -eq $want ]]'
   check "SIG$sig: says interrupted, no manifest" 'grep -q "interrupted (SIG$sig)" "$T/serr" && [[ ! -e "$OB/manifest.json" ]]'
-  check "SIG$sig: nothing left but the unfinished marker (.part removed): $(ls -A "$OB" 2>/dev/null | tr "\n" " ")" \
+  check "SIG$sig: nothing left but the unfinished marker (temporaries removed): $(ls -A "$OB" 2>/dev/null | tr "\n" " ")" \
     '[[ $(ls -A "$OB" 2>/dev/null) == zephon-preprocess.unfinished ]]'
   check "SIG$sig: the progress line was shown" 'grep -q "documents, .* MB in, .* MB/s" "$T/serr"'
 done
