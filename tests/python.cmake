@@ -14,21 +14,25 @@ endif()
 if(NOT ZEPHON_SANITIZE AND Python3_FOUND AND TARGET zephon_cli)
   set(_zp_py ${CMAKE_CURRENT_LIST_DIR}/../python)
   set(_zp_pyout ${CMAKE_BINARY_DIR}/python)
-  file(GLOB _zp_py_src ${_zp_py}/zephon/*.c ${_zp_py}/zephon/*.py ${_zp_py}/setup.py)
-  set(_zp_py_deps zephon)
-  if(TARGET zephon_mpi)
-    list(APPEND _zp_py_deps zephon_mpi)
+  # the extensions as pip builds them (python/cmake/extensions.cmake), here
+  # over this build's libzephon (found through the build tree's RPATH), and
+  # the package's other files beside them in ${_zp_pyout}/lib/zephon
+  include(${_zp_py}/cmake/extensions.cmake)
+  set(_zp_py_targets zephon_py_core)
+  if(TARGET zephon_py_mpi)
+    list(APPEND _zp_py_targets zephon_py_mpi)
   endif()
-  add_custom_command(OUTPUT ${_zp_pyout}/.built
-    COMMAND ${CMAKE_COMMAND} -E env ZEPHON_BUILD_DIR=${CMAKE_BINARY_DIR}
-            ZEPHON_EXT_WERROR=$<BOOL:${ZEPHON_WERROR}>
-            ${Python3_EXECUTABLE} setup.py -q build --build-base ${_zp_pyout}/build
-            --build-lib ${_zp_pyout}/lib
-    COMMAND ${CMAKE_COMMAND} -E touch ${_zp_pyout}/.built
-    WORKING_DIRECTORY ${_zp_py}
-    DEPENDS ${_zp_py_src} ${_zp_py_deps}
-    COMMENT "Building the zephon Python package")
-  add_custom_target(zephon_python ALL DEPENDS ${_zp_pyout}/.built)
+  set_target_properties(${_zp_py_targets} PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${_zp_pyout}/lib/zephon)
+  set(_zp_py_copies)
+  foreach(f ${ZEPHON_PY_FILES})
+    get_filename_component(n ${f} NAME)
+    add_custom_command(OUTPUT ${_zp_pyout}/lib/zephon/${n}
+      COMMAND ${CMAKE_COMMAND} -E copy_if_different ${f} ${_zp_pyout}/lib/zephon/${n}
+      DEPENDS ${f})
+    list(APPEND _zp_py_copies ${_zp_pyout}/lib/zephon/${n})
+  endforeach()
+  add_custom_target(zephon_python ALL DEPENDS ${_zp_py_targets} ${_zp_py_copies})
   set(_zp_pyenv "ZEPHON_PYTHONPATH=${_zp_pyout}/lib;ZEPHON_BIN=$<TARGET_FILE:zephon_cli>")
   foreach(t api runner examples interrupt)
     add_test(NAME test_python_${t}

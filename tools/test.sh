@@ -10,7 +10,8 @@
 #             (tests included, ZEPHON_WERROR at its default, OFF), built: what a
 #             user's own build does
 #   python    `pip install ./python` into a fresh virtual environment, its
-#             examples and API tests
+#             examples, API and Ctrl-C tests; sdist -> wheel -> install into a
+#             venv of another CPython (pyenv's), its API and Ctrl-C tests
 #   clang     clang, -Werror, built
 #   asan      ASan+UBSan (Debug), every test but those labelled nosan
 #   tsan      TSan on the threaded engine's tests (labels engine, tsan)
@@ -73,18 +74,33 @@ default_build() {
   cmake --build "$dir" -j"$J" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
 }
 
-# The Python package as a user installs it (README): `pip install ./python`
-# into a fresh virtual environment that sees apt's numpy and torch; it builds
-# and ships its own libzephon. Then its examples and API tests run from there.
+# The Python package as a user installs it (docs/python.md): plain
+# `pip install ./python` (build isolation on: scikit-build-core from PyPI) into
+# a fresh virtual environment of Debian's python3 that sees apt's numpy and
+# torch; it builds and ships its own libzephon. Then, in a venv of another
+# CPython (pyenv's when there is one, else Debian's without apt's packages:
+# numpy from PyPI), the sdist is built, a wheel is built from the sdist alone
+# and installed. The tests run from each install.
 python_step() {
+  local other vlog=build/venv.log
   echo "=== [python] pip install ./python into build/venv"
-  rm -rf build/venv python/build
+  rm -rf build/venv build/venv2 build/py-dist python/build
   /usr/bin/python3 -m venv --system-site-packages build/venv || return 1
-  build/venv/bin/pip install -q --no-build-isolation ./python >build/venv.log 2>&1 ||
-    { tail -30 build/venv.log; return 1; }
+  build/venv/bin/pip install -q ./python >$vlog 2>&1 || { tail -30 $vlog; return 1; }
   (cd python/tests && ZEPHON_BIN="$PWD/../../build/test-release/zephon" \
-     ../../build/venv/bin/python -m unittest test_examples test_api) >build/venv-tests.log 2>&1 ||
+     ../../build/venv/bin/python -m unittest test_examples test_api test_interrupt) >build/venv-tests.log 2>&1 ||
     { tail -40 build/venv-tests.log; return 1; }
+  other=$(pyenv which python3 2>/dev/null || echo /usr/bin/python3)
+  echo "=== [python] sdist, wheel from the sdist, install into build/venv2 ($other, $("$other" -V 2>&1))"
+  "$other" -m venv build/venv2 || return 1
+  { build/venv2/bin/pip install -q build &&
+    build/venv2/bin/python -m build --sdist --outdir build/py-dist ./python &&
+    build/venv2/bin/pip wheel -q --no-deps -w build/py-dist build/py-dist/zephon-*.tar.gz &&
+    build/venv2/bin/pip install -q build/py-dist/zephon-*.whl; } >build/venv2.log 2>&1 ||
+    { tail -30 build/venv2.log; return 1; }
+  (cd python/tests && ZEPHON_BIN="$PWD/../../build/test-release/zephon" \
+     ../../build/venv2/bin/python -m unittest test_api test_interrupt) >build/venv2-tests.log 2>&1 ||
+    { tail -40 build/venv2-tests.log; return 1; }
 }
 
 mkdir -p build
@@ -95,7 +111,7 @@ mkdir -p build
 step release "gcc Release (-O3) -Werror, every test" \
   run_config release -- -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
 step default "plain default cmake Release build, tests included, no -Werror" default_build
-step python "pip install ./python into a venv, examples and API tests pass from it" python_step
+step python "pip install ./python (Debian python3 venv), sdist -> wheel -> install (pyenv CPython venv), tests pass from both" python_step
 if [[ "${ZP_TEST_QUICK:-0}" != 1 ]]; then
   step clang "clang -Werror, built" \
     run_config clang none -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++

@@ -24,11 +24,12 @@ D=bench-data/python
 mkdir -p "$B" "$D"
 
 echo "== build (Release) and the Python package against it"
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF >/dev/null
-cmake --build "$B" -j"$(nproc)" --target zephon zephon_mpi zephon_cli >/dev/null
-(cd python && ZEPHON_BUILD_DIR="../$B" $PY setup.py -q build --build-base "../$B/py-build" \
-   --build-lib "../$B/py" >/dev/null 2>&1)
-export PYTHONPATH=$PWD/$B/py
+# the package as the build tree makes it for ctest (tests/python.cmake: the
+# same extensions as pip builds), over this Release libzephon
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=ON \
+  -DPython3_EXECUTABLE=$PY >/dev/null
+cmake --build "$B" -j"$(nproc)" --target zephon zephon_mpi zephon_cli zephon_python >/dev/null
+export PYTHONPATH=$PWD/$B/python/lib
 Z=$PWD/$B/zephon
 
 echo "== data (${MB} MB each)"

@@ -32,10 +32,16 @@
 extern "C" {
 #endif
 
+/* The version of Zephon, written here only: CMakeLists.txt (the project's
+ * and libzephon's version) and the Python package (its metadata, through
+ * python/pyproject.toml) read these three lines. */
 #define ZP_VERSION_MAJOR 0
 #define ZP_VERSION_MINOR 1
 #define ZP_VERSION_PATCH 0
-#define ZP_VERSION_STRING "0.1.0"
+#define ZP_VERSION_STR_(x) #x
+#define ZP_VERSION_JOIN_(a, b, c) ZP_VERSION_STR_(a) "." ZP_VERSION_STR_(b) "." ZP_VERSION_STR_(c)
+/* "MAJOR.MINOR.PATCH" */
+#define ZP_VERSION_STRING ZP_VERSION_JOIN_(ZP_VERSION_MAJOR, ZP_VERSION_MINOR, ZP_VERSION_PATCH)
 
 typedef enum zp_status {
     ZP_OK = 0,

@@ -10,6 +10,12 @@ import zptest  # noqa: F401  (sets sys.path)
 
 import numpy as np
 
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:  # a venv with numpy only (tools/test.sh's second install)
+    HAVE_TORCH = False
+
 import zephon
 from zephon import Dataset, Pipeline, WorkSource
 
@@ -144,6 +150,7 @@ class TestZeroCopy(unittest.TestCase):
         del t, b
         self.assertEqual(p.counts()["kept_batches"], 0)
 
+    @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
     def test_torch_shares_the_memory(self):
         import torch
 
@@ -162,6 +169,7 @@ class TestZeroCopy(unittest.TestCase):
             pass
         self.assertEqual(hashlib.sha256(a.numpy().tobytes()).hexdigest(), keep)
 
+    @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
     def test_iterable_dataset_adapter(self):
         from torch.utils.data import DataLoader
 

@@ -24,10 +24,12 @@ import weakref
 import numpy as np
 
 from . import _core
-from ._core import Error
+from ._core import Closing, Error
 
-__all__ = ["Dataset", "WorkSource", "Pipeline", "Batch", "Error", "version"]
-__version__ = "0.1.0"
+__all__ = ["Dataset", "WorkSource", "Pipeline", "Batch", "Error", "Closing", "version",
+           "__version__"]
+#: The package's version (include/zephon/common.h, where the version is written once).
+__version__ = _core.__version__
 
 _log = logging.getLogger("zephon")
 _LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
@@ -75,6 +77,7 @@ class Dataset(_core.Dataset):
         _emit(self._logs())
 
     def __len__(self):
+        """The samples of the dataset."""
         return self.num_samples()
 
 
@@ -270,9 +273,13 @@ class Pipeline(_core.Pipeline):
 
     # ------------------------------------------------------------ iteration
     def __iter__(self):
+        """The pipeline is its own iterator (one pass over its epochs)."""
         return self
 
     def __next__(self):
+        """The next batch; StopIteration at the end. Waits for it in slices
+        that see Ctrl-C: a KeyboardInterrupt leaves the pipeline usable (the
+        next call delivers the batch that was awaited) and closable."""
         self._started = True
         try:
             b = self._next()
@@ -329,13 +336,18 @@ class Pipeline(_core.Pipeline):
 
     def close(self):
         """Stop the pipeline's threads and worker processes. Batches still
-        alive stay valid; the memory goes when the last one is released."""
+        alive stay valid; the memory goes when the last one is released.
+        A transform that is running is stopped: the process runner's
+        workers are killed, a thread-runner transform gets Closing raised
+        inside it (a transform blocked in one C call is waited for)."""
         self._close()
 
     def __enter__(self):
+        """with Pipeline(...) as p: closes p at the end of the block."""
         return self
 
     def __exit__(self, *exc):
+        """Closes the pipeline."""
         self.close()
         return False
 
@@ -357,39 +369,48 @@ class Batch(_core.Batch):
 
     @property
     def tokens(self):
+        """int32 [rows, seq_len + 1] (token modes), a view of the batch's memory."""
         return self._arr("tokens")
 
     @property
     def inputs(self):
+        """tokens[:, :-1]: the model's inputs (a view)."""
         return self._arr("tokens")[:, :-1]
 
     @property
     def targets(self):
+        """tokens[:, 1:]: the next-token targets (a view)."""
         return self._arr("tokens")[:, 1:]
 
     @property
     def loss_mask(self):
+        """uint8 [rows, seq_len + 1]: 1 where a token is real, 0 on padding (a view)."""
         return self._arr("loss_mask")
 
     @property
     def segment_ids(self):
+        """int32 [rows, seq_len + 1]: the document number within the row, -1 on padding (a view)."""
         return self._arr("segment_ids")
 
     @property
     def data(self):
+        """uint8: the records' bytes back to back (record mode, a view)."""
         return self._arr("data")
 
     @property
     def offsets(self):
+        """uint64 [rows + 1]: where each record starts in data (record mode, a view)."""
         return self._arr("offsets")
 
     @property
     def records(self):
+        """The records' JSON bytes, one bytes object each (copies; record mode)."""
         data, off = self.data, self.offsets
         return [bytes(data[off[i]:off[i + 1]]) for i in range(len(off) - 1)]
 
     @property
     def arrays(self):
+        """The fixed-shape HDF5 fields: dict name -> array (views)."""
         return {name: self._arr(name) for name in self._info()["arrays"]}
 
     @property
@@ -399,10 +420,12 @@ class Batch(_core.Batch):
 
     @property
     def index(self):
+        """The batch's position in the stream (0, 1, ...)."""
         return self._info()["index"]
 
     @property
     def epoch(self):
+        """The epoch the batch belongs to."""
         return self._info()["epoch"]
 
     @property
@@ -426,6 +449,7 @@ class Batch(_core.Batch):
         return out
 
     def __getitem__(self, name):
+        """batch["tokens"], batch["loss_mask"], ..., or a fixed-shape field."""
         if name in ("tokens", "loss_mask", "segment_ids", "data", "offsets"):
             return self._arr(name)
         return self.arrays[name]

@@ -167,8 +167,9 @@ static PyObject *mod_status_str(PyObject *m, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"_set_batch_class", mod_set_batch_class, METH_O, NULL},
-    {"version", mod_version, METH_NOARGS, "the linked libzephon's version"},
-    {"status_str", mod_status_str, METH_VARARGS, NULL},
+    {"version", mod_version, METH_NOARGS, "version() -> str: the linked libzephon's version."},
+    {"status_str", mod_status_str, METH_VARARGS,
+     "status_str(status: int) -> str: the name of a zp_status code."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_core",
@@ -199,6 +200,8 @@ PyMODINIT_FUNC PyInit__core(void)
     PyModule_AddObject(m, "Error", zpy_Error);
     Py_INCREF(zpy_Closing);
     PyModule_AddObject(m, "Closing", zpy_Closing);
+    /* the version this extension was built from (include/zephon/common.h) */
+    PyModule_AddStringConstant(m, "__version__", ZP_VERSION_STRING);
     const char *names[] = {"Dataset", "WorkSource", "Pipeline", "Batch", "View"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         Py_INCREF(types[i]);

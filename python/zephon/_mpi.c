@@ -130,13 +130,20 @@ static PyObject *Comm_info(CommObject *self, PyObject *unused)
 }
 
 static PyMethodDef Comm_methods[] = {
-    {"close", (PyCFunction)Comm_close, METH_NOARGS, "free the handle (collective)"},
-    {"report", (PyCFunction)Comm_report, METH_VARARGS, NULL},
-    {"info", (PyCFunction)Comm_info, METH_NOARGS, NULL},
+    {"close", (PyCFunction)Comm_close, METH_NOARGS,
+     "close() -> None: free the handle (collective over the communicator)."},
+    {"report", (PyCFunction)Comm_report, METH_VARARGS,
+     "report(pipeline_address, out_dir) -> tuple[str, str] | None: the cluster report "
+     "(text, JSON) on the root, None elsewhere (collective)."},
+    {"info", (PyCFunction)Comm_info, METH_NOARGS,
+     "info() -> dict: this rank's place (rank, size, node, num_nodes, local_rank, "
+     "local_size, hostname)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject CommType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "zephon._mpi.Comm",
+    .tp_doc = "Comm(comm_address, node_group_size=0): libzephon_mpi's handle over an mpi4py "
+              "communicator (collective).",
     .tp_basicsize = sizeof(CommObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

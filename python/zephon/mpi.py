@@ -15,6 +15,8 @@ its own) and never initialises MPI: mpi4py does.
 """
 from . import Error
 
+__all__ = ["cluster_report", "comm_info"]
+
 try:
     from . import _mpi
 except ImportError as e:  # built without libzephon_mpi

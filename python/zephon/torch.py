@@ -14,8 +14,14 @@ each run a whole pipeline: every sample num_workers times).
 """
 import torch.utils.data
 
+__all__ = ["ZephonIterableDataset"]
+
 
 class ZephonIterableDataset(torch.utils.data.IterableDataset):
+    """A torch IterableDataset whose each iteration runs a new pipeline,
+    made by make_pipeline(), and yields its batches as dicts of tensors
+    sharing the batches' memory (Batch.to_torch())."""
+
     def __init__(self, make_pipeline):
         super().__init__()
         if not callable(make_pipeline):
@@ -24,6 +30,7 @@ class ZephonIterableDataset(torch.utils.data.IterableDataset):
         self.pipeline = None
 
     def __iter__(self):
+        """The batches of a new pipeline, as dicts of tensors."""
         info = torch.utils.data.get_worker_info()
         if info is not None and info.num_workers > 1:
             raise RuntimeError(
