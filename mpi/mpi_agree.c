@@ -10,19 +10,6 @@
 
 /* ------------------------------------------------------------ info */
 
-int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src)
-{
-    *dst = *src;
-    dst->extra = src->extra ? strdup(src->extra) : NULL;
-    return src->extra && !dst->extra ? -1 : 0;
-}
-
-void zpi_mpi_info_free(zpi_mpi_info *i)
-{
-    free(i->extra);
-    i->extra = NULL;
-}
-
 static const char *pack_name(zp_pack_mode p)
 {
     switch (p) {

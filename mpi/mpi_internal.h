@@ -260,12 +260,13 @@ zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
 /* Analysis at the root: build the report from the gathered records. */
 zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out);
 
-/* Copy an info (deep); 0 or -1 on allocation failure. */
+/* Copy an info (deep); 0 or -1 on allocation failure (mpi_util.c). */
 int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src);
 void zpi_mpi_info_free(zpi_mpi_info *i);
 /* Where the data came from, for the report (at most cap bytes): one spec
- * made absolute (a manifest, a folder, a shard) or kept as given (a glob,
- * a URL); several: their count, the first and the last. */
+ * made absolute (a manifest, a folder, a shard) or kept as given (a glob;
+ * a URL redacted: zp_dataset_spec_redact); several: their count, the first
+ * and the last. */
 void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_t n);
 /* The settings line of the header ("seed=1 world_size=4 ... data=manifest
  * /abs/manifest.json (512 shards, 24.1 GB, fingerprint ...)"): the agreed

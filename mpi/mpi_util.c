@@ -1,7 +1,8 @@
 /* mpi_util.c - the MPI layer's own small helpers: appending to
  * a bounded buffer, the handle's error (zpi_err of src/base/error.h, with the
  * failed-create convention of every handle), rank lists, the growable
- * string of the renderers, numbers in human units.
+ * string of the renderers, numbers in human units, the agreed settings'
+ * copy and release (zpi_mpi_info).
  *
  * What the core library already has (zpi_now, zpi_fmt, zpi_mkdir_p, zpi_err) is
  * used from src/base/util.c and src/base/error.c, which libzephon_mpi carries as its
@@ -237,4 +238,19 @@ void zpi_mpi_human_percent(char *buf, size_t cap, double fraction)
         zpi_fmt(buf, cap, "-");
     else
         zpi_fmt(buf, cap, "%.1f%%", fraction * 100);
+}
+
+/* ------------------------------------------------------------ agreed settings */
+
+int zpi_mpi_info_copy(zpi_mpi_info *dst, const zpi_mpi_info *src)
+{
+    *dst = *src;
+    dst->extra = src->extra ? strdup(src->extra) : NULL;
+    return src->extra && !dst->extra ? -1 : 0;
+}
+
+void zpi_mpi_info_free(zpi_mpi_info *i)
+{
+    free(i->extra);
+    i->extra = NULL;
 }

@@ -93,7 +93,7 @@ static int parse_bytes(const char *s, uint64_t *out)
     return 0;
 }
 
-int zp_cmd_gen(int argc, char **argv)
+int cli_cmd_gen(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"out", required_argument, NULL, 'o'},
@@ -171,7 +171,7 @@ int zp_cmd_gen(int argc, char **argv)
         case 'K': h5o.tokens = 1; break;
         case 'h':
             gen_usage(stdout);
-            return zp_cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+            return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
         default:
             fprintf(stderr, "(zephon gen --help lists the options)\n");
             return 2;
@@ -209,7 +209,7 @@ int zp_cmd_gen(int argc, char **argv)
         printf("generated %s (hdf5): %llu samples, /text%s%s%s in %.2f s\n", o.out,
                (unsigned long long)n, h5o.features ? ", /features" : "", h5o.label ? ", /label" : "",
                h5o.tokens ? ", /tokens" : "", zpi_now() - t0);
-        return zp_cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+        return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
     }
     zpi_gen_result r;
     zpi_err err = {0};
@@ -226,5 +226,5 @@ int zp_cmd_gen(int argc, char **argv)
                r.written_bytes ? (double)r.jsonl_bytes / (double)r.written_bytes : 0.0, o.level);
     printf("\nin %.2f s (%.0f MB/s of JSONL, %u threads); wrote %s/manifest.json\n", r.seconds,
            r.gen_seconds > 0 ? (double)r.jsonl_bytes / 1e6 / r.gen_seconds : 0.0, r.threads, o.out);
-    return zp_cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+    return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
 }

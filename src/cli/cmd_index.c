@@ -35,7 +35,7 @@ static void index_usage(FILE *f)
             "  --allow-empty     accept shards without records\n"
             "  --max-record-bytes N  longest line accepted (default 16 MiB)\n"
             "  -v, --verbose     print each shard as it is indexed\n");
-    zp_storage_usage(f);
+    cli_storage_usage(f);
 }
 
 static void log_stderr(void *user, zp_log_level lvl, const char *msg)
@@ -46,7 +46,7 @@ static void log_stderr(void *user, zp_log_level lvl, const char *msg)
         fprintf(stderr, "zephon index: %s\n", msg);
 }
 
-int zp_cmd_index(int argc, char **argv)
+int cli_cmd_index(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -84,7 +84,7 @@ int zp_cmd_index(int argc, char **argv)
         case 256: {
             char name[64];
             snprintf(name, sizeof name, "--%s", opts[li].name);
-            if (zp_storage_opt(&cfg.storage, "zephon index", name, optarg) < 0)
+            if (cli_storage_opt(&cfg.storage, "zephon index", name, optarg) < 0)
                 return 2;
             break;
         }

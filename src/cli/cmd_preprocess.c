@@ -407,7 +407,7 @@ out:
 }
 #endif
 
-int zp_cmd_preprocess(int argc, char **argv)
+int cli_cmd_preprocess(int argc, char **argv)
 {
     opts o;
     int r = parse(&o, argc, argv);
@@ -425,7 +425,7 @@ int zp_cmd_preprocess(int argc, char **argv)
         o.pc.threads = omp_get_max_threads();
     install_signals();
 #ifdef ZEPHON_CLI_MPI
-    if (zp_cli_under_mpi() || o.shared) {
+    if (cli_under_mpi() || o.shared) {
         int rc = run_mpi(&o);
         free(o.specs);
         return rc;

@@ -1,7 +1,7 @@
 /* cmd_run_mpi.c - `zephon run` under mpirun or srun: the command (never the
  * library) initialises MPI; rank 0 builds the dataset and broadcasts it; the
  * ranks agree on the dataset and the settings; each rank runs its pipeline
- * through the same code path as a plain run (zp_run_pipeline), with the
+ * through the same code path as a plain run (cli_run_pipeline), with the
  * ranks in lock-step (zp_mpi_next: all stop at the same step, which token
  * packing needs); periodic report windows are gathered without blocking the
  * loop, and a final report is written with --report DIR. With --save-state
@@ -25,7 +25,7 @@
  * (PMI_RANK, PMI_SIZE, MPI_LOCALNRANKS). A plain srun without --mpi sets
  * none of them, and neither does Slurm's batch step: such a process is a
  * world of one (docs/mpi.md). */
-int zp_cli_under_mpi(void)
+int cli_under_mpi(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
                                        "PMI_SIZE", "MPI_LOCALNRANKS"};
@@ -37,7 +37,7 @@ int zp_cli_under_mpi(void)
 
 typedef struct mpi_run {
     zp_mpi *m;
-    zp_run_opts *o;
+    cli_run_opts *o;
     uint64_t every;      /* report window every N steps */
     zp_cluster_report *final;
     /* a report window failed on this rank: voted (ZP_MPI_VOTE_USER) at the
@@ -75,7 +75,7 @@ static int hook_start(void *user, zp_pipeline *p, const char *why)
 
 /* Every rank takes the same decision to stop at a step, with no collective
  * of its own: this rank's stop reason (0, a signal number, or
- * ZP_RUN_STOP_OUTPUT) and whether a report window failed here ride on
+ * CLI_RUN_STOP_OUTPUT) and whether a report window failed here ride on
  * zp_mpi_next's one MPI_Allreduce as the user vote (ZP_MPI_VOTE_USER:
  * reason << 1 | report flag; the maximum gives the largest reason), so
  * that a rank that was signalled (or whose output failed) never leaves the
@@ -95,12 +95,12 @@ static int hook_stop(void *user, int local)
         r->voted = local;
     int all = (int)(zp_mpi_vote(r->m, ZP_MPI_VOTE_USER) >> 1);
     if (all && all != r->voted) {
-        if (all == ZP_RUN_STOP_OUTPUT)
+        if (all == CLI_RUN_STOP_OUTPUT)
             fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
                             "output\n", zp_mpi_rank(r->m));
         else
             fprintf(stderr, "zephon run: rank %d: stopping: another rank received %s\n",
-                    zp_mpi_rank(r->m), zp_run_signal_name(all));
+                    zp_mpi_rank(r->m), cli_run_signal_name(all));
     }
     r->stopped = all;
     return all;
@@ -234,7 +234,7 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
 
 /* The settings that must be equal on every rank beyond the library's
  * configs (compared as text by zp_mpi_agree). */
-static char *extra_settings(const zp_run_opts *o)
+static char *extra_settings(const cli_run_opts *o)
 {
     size_t cap = 1024 + 48 * o->n_skips;
     for (size_t i = 0; i < o->n_specs; i++)
@@ -272,7 +272,7 @@ static char *extra_settings(const zp_run_opts *o)
 }
 
 /* Steps between report windows: about 32 windows over the run. */
-static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
+static uint64_t auto_every(const cli_run_opts *o, zp_dataset *ds)
 {
     zp_worksource *ws = NULL;
     uint64_t per = 0;
@@ -290,7 +290,7 @@ static uint64_t auto_every(const zp_run_opts *o, zp_dataset *ds)
     return every ? every : 1;
 }
 
-static int run_ranks(zp_run_opts *o, zp_mpi *m)
+static int run_ranks(cli_run_opts *o, zp_mpi *m)
 {
     int rank = zp_mpi_rank(m);
     if (o->rank_set && rank == 0)
@@ -308,9 +308,9 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
      * SIGTERM): the stop hook ends its transfers at once, its next() ends
      * "stopped", and zp_mpi_next gives every rank that status at the same
      * step, which a signalled rank takes as its stop (docs/storage.md). */
-    dcfg.storage.stop_requested = zp_run_stop_requested;
+    dcfg.storage.stop_requested = cli_run_stop_requested;
     char cache_dir[PATH_MAX];
-    if (!o->no_index_store && zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
+    if (!o->no_index_store && cli_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
         dcfg.index_store_dir = cache_dir;
     zp_dataset *ds = NULL;
     zp_status st = zp_mpi_dataset_config_hdf5(m, &dcfg, (zp_mpi_h5_driver)o->h5_driver);
@@ -342,7 +342,7 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     }
     /* the parts' shard counts are rank 0's on every rank: the same outcome
      * everywhere, no agreement needed */
-    if (zp_run_set_parts(o) != 0) {
+    if (cli_run_set_parts(o) != 0) {
         zp_dataset_destroy(ds);
         return 1;
     }
@@ -362,20 +362,20 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
     if (fr && *fr)
         r.fail_rank = atoi(fr);
     r.every = o->report_every ? o->report_every : auto_every(o, ds);
-    zp_run_hooks hooks = {&r,        hook_start, hook_stop,  hook_next,
+    cli_run_hooks hooks = {&r,        hook_start, hook_stop,  hook_next,
                           hook_errmsg, hook_step,  hook_finish, hook_save};
     o->hooks = &hooks;
-    zp_run_result res;
-    zp_run_signals_install();
-    int rc = zp_run_pipeline(o, ds, &res);
+    cli_run_result res;
+    cli_run_signals_install();
+    int rc = cli_run_pipeline(o, ds, &res);
     o->hooks = NULL;
     if (rc == 0 || res.stop)
-        zp_run_print(o, &res);
+        cli_run_print(o, &res);
     if (rc == 0 && zp_mpi_batches_dropped(m))
         printf("rank %d: %llu batch(es) not delivered: another rank's stream ended first (all "
                "ranks stop at the same step)\n",
                rank, (unsigned long long)zp_mpi_batches_dropped(m));
-    if (zp_cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+    if (cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
         rc = 1;
 
     zp_cluster_report *rep = r.final;
@@ -384,8 +384,8 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
          * of the report says so */
         if (res.stop)
             zp_cluster_report_set_partial(
-                rep, res.stop != ZP_RUN_STOP_OUTPUT ? zp_run_signal_name(res.stop) : NULL,
-                res.stop != ZP_RUN_STOP_OUTPUT ? NULL : "an output could not be written",
+                rep, res.stop != CLI_RUN_STOP_OUTPUT ? cli_run_signal_name(res.stop) : NULL,
+                res.stop != CLI_RUN_STOP_OUTPUT ? NULL : "an output could not be written",
                 res.batches);
         if (o->report_dir) {
             char err[512];
@@ -404,16 +404,16 @@ static int run_ranks(zp_run_opts *o, zp_mpi *m)
             if (o->report_dir)
                 printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
         }
-        if (zp_cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+        if (cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
             rc = 1;
         zp_cluster_report_destroy(rep);
     }
-    zp_run_result_free(&res);
+    cli_run_result_free(&res);
     zp_dataset_destroy(ds);
     return rc;
 }
 
-int zp_cmd_run_mpi(zp_run_opts *o)
+int cli_cmd_run_mpi(cli_run_opts *o)
 {
     /* Started without a launcher (`zephon run --report` alone): a world of
      * one without MPI (zp_mpi_create_local), the same code path and the
@@ -422,7 +422,7 @@ int zp_cmd_run_mpi(zp_run_opts *o)
      * threads, dlopen'ed components) for nothing, may fail or hang where
      * no MPI job can run (a login node), and made LeakSanitizer crash at
      * exit on fresh machines (docs/mpi.md). */
-    int launched = zp_cli_under_mpi();
+    int launched = cli_under_mpi();
     int provided = 0, already = 0;
     if (launched) {
         MPI_Initialized(&already);
@@ -450,6 +450,6 @@ int zp_cmd_run_mpi(zp_run_opts *o)
     zp_mpi_destroy(m);
     if (launched && !already)
         MPI_Finalize();
-    zp_run_opts_free(o);
+    cli_run_opts_free(o);
     return rc;
 }

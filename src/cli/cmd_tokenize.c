@@ -699,7 +699,7 @@ static void run_thread(run *r, worker *w)
 
 /* ------------------------------------------------------------ the command */
 
-int zp_cmd_tokenize(int argc, char **argv)
+int cli_cmd_tokenize(int argc, char **argv)
 {
     const char *tokname = "gpt2", *field = "text", *path = NULL, *threads_arg = NULL;
     for (int i = 1; i < argc; i++) {

@@ -1,25 +1,9 @@
 /* main.c - `zephon <command> ...` */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "zephon.h"
-
-int zp_cli_flush_stdout(const char *cmd)
-{
-    static int reported;
-    errno = 0;
-    int r = fflush(stdout);
-    int e = errno;
-    if (r == 0 && !ferror(stdout))
-        return 0;
-    if (!reported)
-        fprintf(stderr, "%s: cannot write to standard output: %s\n", cmd,
-                e ? strerror(e) : "write error");
-    reported = 1;
-    return -1;
-}
 
 static void usage(FILE *f)
 {
@@ -50,9 +34,9 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"run", zp_cmd_run}, {"index", zp_cmd_index}, {"gen", zp_cmd_gen},
-                {"tokenize", zp_cmd_tokenize}, {"state", zp_cmd_state},
-                {"preprocess", zp_cmd_preprocess}};
+    } cmds[] = {{"run", cli_cmd_run}, {"index", cli_cmd_index}, {"gen", cli_cmd_gen},
+                {"tokenize", cli_cmd_tokenize}, {"state", cli_cmd_state},
+                {"preprocess", cli_cmd_preprocess}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;
@@ -61,17 +45,17 @@ int main(int argc, char **argv)
          * (reported once if the command found the error itself) */
         char who[32];
         snprintf(who, sizeof who, "zephon %s", cmds[i].name);
-        if (zp_cli_flush_stdout(who) != 0 && rc == 0)
+        if (cli_flush_stdout(who) != 0 && rc == 0)
             rc = 1;
         return rc;
     }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
-        return zp_cli_flush_stdout("zephon") == 0 ? 0 : 1;
+        return cli_flush_stdout("zephon") == 0 ? 0 : 1;
     }
     if (!strcmp(cmd, "--version")) {
         printf("zephon %s\n", zp_version());
-        return zp_cli_flush_stdout("zephon") == 0 ? 0 : 1;
+        return cli_flush_stdout("zephon") == 0 ? 0 : 1;
     }
     fprintf(stderr, "zephon: unknown command '%s'\n\n", cmd);
     usage(stderr);

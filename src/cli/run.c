@@ -16,52 +16,8 @@
 #include <jansson.h>
 
 #include "run_opts.h"
+#include "run_signal.h"
 #include "base/util.h"
-
-/* ------------------------------------------------------------ signals */
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-    if (__atomic_load_n(&stop_signal, __ATOMIC_RELAXED)) {
-        /* a second signal: end at once, as without a handler */
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    /* atomic: read by the library's threads too (zp_run_stop_requested) */
-    __atomic_store_n(&stop_signal, sig, __ATOMIC_RELAXED);
-}
-
-void zp_run_signals_install(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: a sleep returns at once */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-int zp_run_signal(void) { return __atomic_load_n(&stop_signal, __ATOMIC_RELAXED); }
-
-int zp_run_stop_requested(void *user)
-{
-    (void)user;
-    return __atomic_load_n(&stop_signal, __ATOMIC_RELAXED) != 0; /* from any thread */
-}
-
-const char *zp_run_signal_name(int sig)
-{
-    switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    default: return "a signal";
-    }
-}
 
 /* Sleeps `seconds` unless a signal asks the run to stop: in slices, since
  * the signal may be delivered to one of the pipeline's threads rather than
@@ -69,7 +25,7 @@ const char *zp_run_signal_name(int sig)
 static void sleep_interruptible(double seconds)
 {
     double until = zpi_now() + seconds, left;
-    while (!zp_run_signal() && (left = until - zpi_now()) > 0) {
+    while (!cli_run_signal() && (left = until - zpi_now()) > 0) {
         if (left > 0.05)
             left = 0.05;
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
@@ -247,7 +203,7 @@ static size_t batch_bytes(const zp_batch *b)
 
 /* ------------------------------------------------------------ mixture parts */
 
-int zp_run_set_parts(zp_run_opts *o)
+int cli_run_set_parts(cli_run_opts *o)
 {
     free(o->mix);
     o->mix = NULL;
@@ -275,7 +231,7 @@ int zp_run_set_parts(zp_run_opts *o)
 }
 
 /* The part spec i belongs to (o->n_parts when none: positional specs). */
-static size_t part_of_spec(const zp_run_opts *o, size_t i)
+static size_t part_of_spec(const cli_run_opts *o, size_t i)
 {
     for (size_t k = 0; k < o->n_parts; k++)
         if (i >= o->parts[k].first && i < o->parts[k].first + o->parts[k].n)
@@ -283,7 +239,7 @@ static size_t part_of_spec(const zp_run_opts *o, size_t i)
     return o->n_parts;
 }
 
-int zp_run_add_data(zp_run_opts *o, zp_dataset *ds)
+int cli_run_add_data(cli_run_opts *o, zp_dataset *ds)
 {
     for (size_t k = 0; k < o->n_parts; k++)
         o->parts[k].shards = 0;
@@ -303,7 +259,7 @@ int zp_run_add_data(zp_run_opts *o, zp_dataset *ds)
         if (k < o->n_parts)
             o->parts[k].shards += zp_dataset_num_shards(ds) - before;
     }
-    return zp_run_set_parts(o);
+    return cli_run_set_parts(o);
 }
 
 /* ------------------------------------------------------------ states */
@@ -341,7 +297,7 @@ static int read_whole(const char *path, char **out, size_t *len)
 
 /* 1 when a spec of o is a URL with secrets (credentials, a query string):
  * its part's default name is not the spec as given. */
-static int specs_have_secrets(const zp_run_opts *o)
+static int specs_have_secrets(const cli_run_opts *o)
 {
     for (size_t i = 0; i < o->n_specs; i++) {
         char red[4096];
@@ -354,7 +310,7 @@ static int specs_have_secrets(const zp_run_opts *o)
 
 /* --resume and --skip-batches on a built pipeline, before the first batch.
  * 0, or -1 with the message in why (why_cap bytes). */
-static int restore_and_skip(const zp_run_opts *o, zp_pipeline *p, char *why, size_t why_cap)
+static int restore_and_skip(const cli_run_opts *o, zp_pipeline *p, char *why, size_t why_cap)
 {
     if (o->resume) {
         char *json = NULL;
@@ -394,9 +350,9 @@ static int restore_and_skip(const zp_run_opts *o, zp_pipeline *p, char *why, siz
 
 /* Save the state to --save-state (the MPI front end's hook under MPI).
  * 0, -1 (message printed), 1 (not saved, said). */
-static int save_state(const zp_run_opts *o, zp_pipeline *p, int at_end)
+static int save_state(const cli_run_opts *o, zp_pipeline *p, int at_end)
 {
-    const zp_run_hooks *hk = o->hooks;
+    const cli_run_hooks *hk = o->hooks;
     if (hk && hk->save)
         return hk->save(hk->user, p, o->save_state, at_end);
     char *json = NULL;
@@ -407,20 +363,20 @@ static int save_state(const zp_run_opts *o, zp_pipeline *p, int at_end)
                 o->save_state, zp_status_str(st), zp_pipeline_errmsg(p));
         return -1;
     }
-    int rc = zp_run_write_state(o->save_state, json, len);
+    int rc = cli_run_write_state(o->save_state, json, len);
     free(json);
     return rc;
 }
 
 /* The realized proportions of a mixture of 2+ parts into r. */
-static void part_counts(const zp_run_opts *o, zp_pipeline *p, zp_worksource *ws, zp_run_result *r)
+static void part_counts(const cli_run_opts *o, zp_pipeline *p, zp_worksource *ws, cli_run_result *r)
 {
     size_t n = zp_worksource_num_parts(ws);
     if (n < 2 || !(r->parts = calloc(n, sizeof *r->parts)))
         return;
     r->n_parts = n;
     for (size_t k = 0; k < n; k++) {
-        zp_run_part_count *c = &r->parts[k];
+        cli_run_part_count *c = &r->parts[k];
         c->name = k < o->n_parts ? o->parts[k].name : "?";
         c->weight = zp_worksource_part_weight(ws, k);
         if (zp_pipeline_part_counts(p, k, &c->samples, &c->tokens) != ZP_OK)
@@ -428,7 +384,7 @@ static void part_counts(const zp_run_opts *o, zp_pipeline *p, zp_worksource *ws,
     }
 }
 
-void zp_run_result_free(zp_run_result *r)
+void cli_run_result_free(cli_run_result *r)
 {
     free(r->parts);
     r->parts = NULL;
@@ -437,7 +393,7 @@ void zp_run_result_free(zp_run_result *r)
 
 /* ------------------------------------------------------------ the run */
 
-int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank)
+int cli_run_check_epochs(const cli_run_opts *o, uint64_t samples_per_rank)
 {
     uint64_t epochs = o->pc.epochs, total;
     /* the pipeline's end epoch (start + epochs) is a 32-bit number, and
@@ -461,17 +417,17 @@ int zp_run_check_epochs(const zp_run_opts *o, uint64_t samples_per_rank)
  * that failed. */
 static int local_stop(int out_failed)
 {
-    int sig = zp_run_signal();
-    return sig ? sig : out_failed ? ZP_RUN_STOP_OUTPUT : 0;
+    int sig = cli_run_signal();
+    return sig ? sig : out_failed ? CLI_RUN_STOP_OUTPUT : 0;
 }
 
-int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
+int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
 {
     int rc = 1;
     zp_worksource *ws = NULL;
     zp_pipeline *p = NULL;
-    zp_out ids = {0}, dig = {0}, smp = {0};
-    const zp_run_hooks *hk = o->hooks;
+    cli_out ids = {0}, dig = {0}, smp = {0};
+    const cli_run_hooks *hk = o->hooks;
     int started = 0, out_failed = 0, save_failed = 0;
     uint64_t saved_at = UINT64_MAX; /* batches delivered at the last save */
     char why[1024] = "";
@@ -480,11 +436,11 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     quiet_flag = o->quiet;
 
     zp_status st = zp_worksource_create(ds, &o->ws, &ws);
-    if (st == ZP_ERR_STATE && !hk && zp_run_signal()) {
+    if (st == ZP_ERR_STATE && !hk && cli_run_signal()) {
         /* a signal ended the downloads of shards being counted: a stop */
-        res->stop = zp_run_signal();
+        res->stop = cli_run_signal();
         fprintf(stderr, "zephon run: stopped by %s before the first batch\n",
-                zp_run_signal_name(res->stop));
+                cli_run_signal_name(res->stop));
         rc = 0;
         goto out;
     }
@@ -494,7 +450,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
                 msg);
         goto out;
     }
-    if (zp_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0) {
+    if (cli_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0) {
         rc = 2;
         goto out;
     }
@@ -538,7 +494,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             goto out;
         }
         zpi_fmt(path, sizeof path, "%s/rank-%u.ids", o->emit_ids, o->ws.rank);
-        if (zp_out_open(&ids, path) != 0)
+        if (cli_out_open(&ids, path) != 0)
             goto out;
     }
     if (o->emit_samples) {
@@ -548,7 +504,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             goto out;
         }
         zpi_fmt(path, sizeof path, "%s/rank-%u.samples", o->emit_samples, o->ws.rank);
-        if (zp_out_open(&smp, path) != 0)
+        if (cli_out_open(&smp, path) != 0)
             goto out;
     }
     if (o->emit_digest) {
@@ -556,7 +512,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             zpi_fmt(path, sizeof path, "%s.rank-%u", o->emit_digest, o->ws.rank);
         else
             zpi_fmt(path, sizeof path, "%s", o->emit_digest);
-        if (zp_out_open(&dig, path) != 0)
+        if (cli_out_open(&dig, path) != 0)
             goto out;
     }
 
@@ -588,10 +544,10 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
                 res->stop = stop;
             break;
         }
-        if (st == ZP_ERR_STATE && zp_run_signal()) {
+        if (st == ZP_ERR_STATE && cli_run_signal()) {
             /* a signal ended the downloads the pipeline waited on: a stop
              * (under MPI every rank got this status at the same step) */
-            res->stop = zp_run_signal();
+            res->stop = cli_run_signal();
             break;
         }
         if (st != ZP_OK)
@@ -604,17 +560,17 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
          * first failing write */
         if (ids.f)
             for (size_t i = 0; i < b->n_samples && !ids.failed; i++)
-                zp_out_printf(&ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
+                cli_out_printf(&ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
                               (unsigned long long)b->samples[i].record);
         if (smp.f)
             for (size_t i = 0; i < b->n_samples && !smp.failed; i++) {
                 const zp_sample *x = &b->samples[i];
-                zp_out_printf(&smp, "%llu %u %u %llu %d %s:%llu\n", (unsigned long long)b->index,
+                cli_out_printf(&smp, "%llu %u %u %llu %d %s:%llu\n", (unsigned long long)b->index,
                               x->epoch, x->part, (unsigned long long)x->pass, x->padded,
                               zp_dataset_shard_name(ds, x->shard), (unsigned long long)x->record);
             }
         if (dig.f)
-            zp_out_printf(&dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
+            cli_out_printf(&dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
                           (unsigned long long)zp_batch_digest(b));
         if (o->step_time > 0)
             sleep_interruptible(o->step_time);
@@ -629,8 +585,8 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
         }
         if (o->observe > 0 && zpi_now() - last_observe >= o->observe) {
             last_observe = zpi_now();
-            zp_run_print_observe(o, p, stdout);
-            if (zp_cli_flush_stdout("zephon run") != 0)
+            cli_run_print_observe(o, p, stdout);
+            if (cli_flush_stdout("zephon run") != 0)
                 out_failed = 1;
         }
         out_failed |= ids.failed | dig.failed | smp.failed;
@@ -650,17 +606,17 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
     res->first_batch_seconds = t_first;
     if (tty)
         fprintf(stderr, "\r%*s\r", 60, "");
-    if (res->stop && res->stop != ZP_RUN_STOP_OUTPUT)
+    if (res->stop && res->stop != CLI_RUN_STOP_OUTPUT)
         fprintf(stderr, "zephon run: stopped by %s after %llu batches; outputs are complete up to "
                         "that batch and marked partial\n",
-                zp_run_signal_name(res->stop), (unsigned long long)res->batches);
+                cli_run_signal_name(res->stop), (unsigned long long)res->batches);
     else if (res->stop)
         fprintf(stderr, "zephon run: stopped after %llu batches: an output could not be written\n",
                 (unsigned long long)res->batches);
     zp_pipeline_get_counts(p, &res->counts);
     part_counts(o, p, ws, res);
     if (o->observe >= 0)
-        zp_run_print_observe(o, p, stdout);
+        cli_run_print_observe(o, p, stdout);
     rc = 0;
     /* the state after the last delivered batch: at the end, after a stop
      * by a signal or by --max-batches (not after an error: the periodic
@@ -679,7 +635,7 @@ int zp_run_pipeline(zp_run_opts *o, zp_dataset *ds, zp_run_result *res)
             zpi_fmt(path, sizeof path, "%s.rank-%u", o->metrics_out, o->ws.rank);
         else
             zpi_fmt(path, sizeof path, "%s", o->metrics_out);
-        if (zp_run_write_metrics(p, path, res->stop) != 0)
+        if (cli_run_write_metrics(p, path, res->stop) != 0)
             rc = 1;
     }
     res->padded_per_epoch = zp_worksource_padded(ws);
@@ -695,9 +651,9 @@ perr:
     rc = 1;
 out:
     /* every file closed, whichever failed */
-    if (zp_out_close(&ids) + zp_out_close(&dig) + zp_out_close(&smp) != 0) /* each 0 or -1 */
+    if (cli_out_close(&ids) + cli_out_close(&dig) + cli_out_close(&smp) != 0) /* each 0 or -1 */
         rc = 1;
-    if (res->stop == ZP_RUN_STOP_OUTPUT)
+    if (res->stop == CLI_RUN_STOP_OUTPUT)
         rc = 1;
     else if (res->stop && rc == 0)
         rc = 128 + res->stop;
@@ -715,7 +671,7 @@ out:
  * (when absolute, as the XDG spec asks), else $HOME/.cache/zephon/index,
  * created like mkdir -p (new folders 0700). 0, or -1 with errno (ENOENT
  * when neither variable is usable). */
-int zp_run_index_store_dir(char *buf, size_t cap)
+int cli_run_index_store_dir(char *buf, size_t cap)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
@@ -735,9 +691,9 @@ int zp_run_index_store_dir(char *buf, size_t cap)
     return zpi_mkdir_p(buf, 0700);
 }
 
-static int run_main(zp_run_opts *o)
+static int run_main(cli_run_opts *o)
 {
-    if (zp_run_rank_from_env(o) != 0)
+    if (cli_run_rank_from_env(o) != 0)
         return 2;
     if (o->ws.rank >= o->ws.world_size) {
         fprintf(stderr, "zephon run: rank %u is not below world size %u\n", o->ws.rank,
@@ -751,10 +707,10 @@ static int run_main(zp_run_opts *o)
      * "Stopping"): the run stops within about 0.1 s even during a stalled
      * download, and the state after the last delivered batch can still be
      * written. */
-    dcfg.storage.stop_requested = zp_run_stop_requested;
+    dcfg.storage.stop_requested = cli_run_stop_requested;
     char cache_dir[PATH_MAX];
     if (!o->no_index_store) {
-        if (zp_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
+        if (cli_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
             dcfg.index_store_dir = cache_dir;
         else if (!o->quiet)
             fprintf(stderr, "zephon run: warning: index store off: %s%s%s: %s\n",
@@ -773,26 +729,26 @@ static int run_main(zp_run_opts *o)
         zp_dataset_destroy(ds);
         return 1;
     }
-    if (zp_run_add_data(o, ds) != 0) {
+    if (cli_run_add_data(o, ds) != 0) {
         zp_dataset_destroy(ds);
         return 1;
     }
-    zp_run_signals_install();
-    zp_run_result r;
-    int rc = zp_run_pipeline(o, ds, &r);
+    cli_run_signals_install();
+    cli_run_result r;
+    int rc = cli_run_pipeline(o, ds, &r);
     if (rc == 0 || r.stop) {
-        zp_run_print(o, &r);
-        if (zp_cli_flush_stdout("zephon run") != 0 && rc == 0)
+        cli_run_print(o, &r);
+        if (cli_flush_stdout("zephon run") != 0 && rc == 0)
             rc = 1;
     }
-    zp_run_result_free(&r);
+    cli_run_result_free(&r);
     zp_dataset_destroy(ds);
     return rc;
 }
 
-int zp_run_main(zp_run_opts *o)
+int cli_run_main(cli_run_opts *o)
 {
     int rc = run_main(o);
-    zp_run_opts_free(o);
+    cli_run_opts_free(o);
     return rc;
 }

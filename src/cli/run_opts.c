@@ -24,7 +24,7 @@
 #define MAX_ROWS ((uint64_t)1 << 30)   /* microbatch, seq-len, chunk samples */
 #define MAX_SECONDS (7.0 * 24 * 3600)  /* --step-time, --observe */
 
-void zp_run_usage(FILE *f)
+void cli_run_usage(FILE *f)
 {
     fprintf(f,
         "usage: zephon run [options] SHARD|GLOB|MANIFEST...\n"
@@ -97,14 +97,14 @@ void zp_run_usage(FILE *f)
         "                          when the world size is above 1)\n"
         "  --json                  print the summary (and snapshots) as JSON lines\n"
         "  --quiet                 no progress line\n");
-    zp_storage_usage(f);
+    cli_storage_usage(f);
     fprintf(f,
         "\n"
         "Exit status: 0 done, 1 the run failed, 2 usage error, 128+N stopped by signal N\n"
         "(SIGINT 130, SIGTERM 143; outputs complete and marked partial). docs/cli.md\n");
 }
 
-void zp_run_opts_init(zp_run_opts *o)
+void cli_run_opts_init(cli_run_opts *o)
 {
     memset(o, 0, sizeof *o);
     zp_worksource_config_init(&o->ws);
@@ -118,7 +118,7 @@ void zp_run_opts_init(zp_run_opts *o)
     o->observe = -1;
 }
 
-void zp_run_opts_free(zp_run_opts *o)
+void cli_run_opts_free(cli_run_opts *o)
 {
     for (size_t i = 0; i < o->n_specs; i++)
         free(o->specs[i]);
@@ -150,7 +150,7 @@ static char *redacted(const char *spec)
 }
 
 /* Append a spec (taking ownership of s). 0, or -1 (message printed). */
-static int push_spec(zp_run_opts *o, char *s)
+static int push_spec(cli_run_opts *o, char *s)
 {
     if (!s || zpi_grow((void **)&o->specs, &o->cap_specs, o->n_specs + 1, sizeof *o->specs) != 0) {
         free(s);
@@ -162,14 +162,14 @@ static int push_spec(zp_run_opts *o, char *s)
 }
 
 /* Append a part of n specs ending at the last spec pushed (name owned). */
-static int push_part(zp_run_opts *o, char *name, double weight, size_t n)
+static int push_part(cli_run_opts *o, char *name, double weight, size_t n)
 {
     if (!name || zpi_grow((void **)&o->parts, &o->cap_parts, o->n_parts + 1, sizeof *o->parts) != 0) {
         free(name);
         fprintf(stderr, "zephon run: out of memory\n");
         return -1;
     }
-    zp_run_part *p = &o->parts[o->n_parts++];
+    cli_run_part *p = &o->parts[o->n_parts++];
     memset(p, 0, sizeof *p);
     p->name = name;
     p->weight = weight;
@@ -192,7 +192,7 @@ static int check_weight(double w, const char **why)
     return 0;
 }
 
-/* zp_run_parse_data() of v, shown in messages as shown (redacted). */
+/* cli_run_parse_data() of v, shown in messages as shown (redacted). */
 static int parse_data(const char *v, const char *shown, char **spec, double *weight)
 {
     const char *at = strrchr(v, '@');
@@ -230,7 +230,7 @@ static int parse_data(const char *v, const char *shown, char **spec, double *wei
     return 0;
 }
 
-int zp_run_parse_data(const char *v_raw, char **spec, double *weight)
+int cli_run_parse_data(const char *v_raw, char **spec, double *weight)
 {
     *spec = NULL;
     *weight = 1;
@@ -259,7 +259,7 @@ static char *resolve_spec(const char *dir, const char *spec)
 }
 
 /* One part of the file: parts[k] (an object). */
-static int mixture_part(zp_run_opts *o, const char *file, const char *dir, size_t k, json_t *part)
+static int mixture_part(cli_run_opts *o, const char *file, const char *dir, size_t k, json_t *part)
 {
 #define MERR(...)                                                                                  \
     do {                                                                                           \
@@ -324,7 +324,7 @@ static int mixture_part(zp_run_opts *o, const char *file, const char *dir, size_
 #undef MERR
 }
 
-int zp_run_read_mixture(zp_run_opts *o, const char *path)
+int cli_run_read_mixture(cli_run_opts *o, const char *path)
 {
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
@@ -383,7 +383,7 @@ out:
 }
 
 /* "N-M" or "N" (--skip-batches): appended to o->skips. */
-static int parse_skip(zp_run_opts *o, const char *v)
+static int parse_skip(cli_run_opts *o, const char *v)
 {
     if (!v || !*v) {
         fprintf(stderr, "zephon run: --skip-batches needs a value (N-M or N)\n");
@@ -496,17 +496,17 @@ static int name_par(const char *opt, const char *v, char *name, size_t cap, uint
     return num(what, colon + 1, 1, MAX_PAR, par);
 }
 
-static int parse_args(zp_run_opts *o, int argc, char **argv);
+static int parse_args(cli_run_opts *o, int argc, char **argv);
 
-int zp_run_opts_parse(zp_run_opts *o, int argc, char **argv)
+int cli_run_opts_parse(cli_run_opts *o, int argc, char **argv)
 {
     int rc = parse_args(o, argc, argv);
     if (rc != 0)
-        zp_run_opts_free(o); /* the caller returns at once */
+        cli_run_opts_free(o); /* the caller returns at once */
     return rc;
 }
 
-static int parse_args(zp_run_opts *o, int argc, char **argv)
+static int parse_args(cli_run_opts *o, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -530,7 +530,7 @@ static int parse_args(zp_run_opts *o, int argc, char **argv)
         dst = v;                                                                                   \
         i++;                                                                                       \
     } while (0)
-        int so = zp_storage_opt(&o->storage, "zephon run", a, v);
+        int so = cli_storage_opt(&o->storage, "zephon run", a, v);
         if (so < 0)
             return -1;
         if (so > 0) {
@@ -552,7 +552,7 @@ static int parse_args(zp_run_opts *o, int argc, char **argv)
                                           "each part with --data SPEC[@WEIGHT])");
                 return -1;
             }
-            if (zp_run_parse_data(val, &spec, &w) != 0)
+            if (cli_run_parse_data(val, &spec, &w) != 0)
                 return -1;
             char *name = redacted(spec); /* kept in states and reports */
             if (push_spec(o, spec) != 0 || push_part(o, name, w, 1) != 0)
@@ -567,7 +567,7 @@ static int parse_args(zp_run_opts *o, int argc, char **argv)
                 return -1;
             }
             STR(o->mixture_file);
-            if (zp_run_read_mixture(o, o->mixture_file) != 0)
+            if (cli_run_read_mixture(o, o->mixture_file) != 0)
                 return -1;
         } else if (!strcmp(a, "--epoch-samples")) {
             NUM(o->ws.epoch_samples, 1, INT64_MAX);
@@ -762,7 +762,7 @@ static int env_num(const char *name, uint64_t min, uint64_t max, uint64_t *out)
     return -1;
 }
 
-int zp_run_rank_from_env(zp_run_opts *o)
+int cli_run_rank_from_env(cli_run_opts *o)
 {
     static const char *const pairs[][2] = {{"RANK", "WORLD_SIZE"},
                                            {"SLURM_PROCID", "SLURM_NTASKS"}};

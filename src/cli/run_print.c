@@ -20,7 +20,7 @@
 
 /* ------------------------------------------------------------ output files */
 
-static void out_fail(zp_out *o, int e)
+static void out_fail(cli_out *o, int e)
 {
     if (!o->failed)
         fprintf(stderr, "zephon run: cannot write '%s': %s\n", o->path,
@@ -28,7 +28,7 @@ static void out_fail(zp_out *o, int e)
     o->failed = 1;
 }
 
-int zp_out_open(zp_out *o, const char *path)
+int cli_out_open(cli_out *o, const char *path)
 {
     memset(o, 0, sizeof *o);
     zpi_fmt(o->path, sizeof o->path, "%s", path);
@@ -40,7 +40,7 @@ int zp_out_open(zp_out *o, const char *path)
     return 0;
 }
 
-int zp_out_printf(zp_out *o, const char *fmt, ...)
+int cli_out_printf(cli_out *o, const char *fmt, ...)
 {
     if (o->failed)
         return -1;
@@ -58,7 +58,7 @@ int zp_out_printf(zp_out *o, const char *fmt, ...)
     return 0;
 }
 
-int zp_out_close(zp_out *o)
+int cli_out_close(cli_out *o)
 {
     if (!o->f)
         return o->failed ? -1 : 0;
@@ -101,7 +101,7 @@ static int write_document(const char *path, const char *data, size_t len)
     return close(fd);
 }
 
-int zp_run_write_state(const char *path, const char *data, size_t len)
+int cli_run_write_state(const char *path, const char *data, size_t len)
 {
     /* durable (the rename survives a crash), and what saves killed while
      * writing left beside it is removed first (base/fsio.h) */
@@ -119,7 +119,7 @@ int zp_run_write_state(const char *path, const char *data, size_t len)
 static double frac(uint64_t a, uint64_t total) { return total ? (double)a / (double)total : 0.0; }
 
 /* The mixture's realized proportions (2+ parts): a JSON member, or lines. */
-static void print_parts(const zp_run_opts *o, const zp_run_result *r)
+static void print_parts(const cli_run_opts *o, const cli_run_result *r)
 {
     uint64_t ts = 0, tt = 0;
     for (size_t k = 0; k < r->n_parts; k++) {
@@ -129,7 +129,7 @@ static void print_parts(const zp_run_opts *o, const zp_run_result *r)
     if (o->json) {
         printf(",\"parts\":[");
         for (size_t k = 0; k < r->n_parts; k++) {
-            const zp_run_part_count *c = &r->parts[k];
+            const cli_run_part_count *c = &r->parts[k];
             json_t *nm = json_string(c->name);
             char *name = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
             json_decref(nm);
@@ -155,7 +155,7 @@ static void print_parts(const zp_run_opts *o, const zp_run_result *r)
         printf(" %14s %9s", "tokens", "fraction");
     printf("\n");
     for (size_t k = 0; k < r->n_parts; k++) {
-        const zp_run_part_count *c = &r->parts[k];
+        const cli_run_part_count *c = &r->parts[k];
         printf("    %-*.*s %8.4f %12llu %9.4f", w, w, c->name, c->weight,
                (unsigned long long)c->samples, frac(c->samples, ts));
         if (tt)
@@ -164,7 +164,7 @@ static void print_parts(const zp_run_opts *o, const zp_run_result *r)
     }
 }
 
-void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
+void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
 {
     double s = r->seconds > 0 ? r->seconds : 1e-9;
     if (o->json) {
@@ -177,8 +177,8 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
                (unsigned long long)r->counts.tokens, r->first_batch_seconds,
                (unsigned long long)r->counts.padded, (unsigned long long)r->counts.skipped,
                r->stop ? "true" : "false");
-        if (r->stop && r->stop != ZP_RUN_STOP_OUTPUT)
-            printf(",\"signal\":\"%s\"", zp_run_signal_name(r->stop));
+        if (r->stop && r->stop != CLI_RUN_STOP_OUTPUT)
+            printf(",\"signal\":\"%s\"", cli_run_signal_name(r->stop));
         if (r->n_parts > 1)
             print_parts(o, r);
         printf("}\n");
@@ -193,8 +193,8 @@ void zp_run_print(const zp_run_opts *o, const zp_run_result *r)
     if (r->counts.tokens)
         printf(", %.0f tokens/s", (double)r->counts.tokens / s);
     if (r->stop)
-        printf(" (partial: %s)", r->stop == ZP_RUN_STOP_OUTPUT ? "an output could not be written"
-                                                                : zp_run_signal_name(r->stop));
+        printf(" (partial: %s)", r->stop == CLI_RUN_STOP_OUTPUT ? "an output could not be written"
+                                                                : cli_run_signal_name(r->stop));
     printf("\n");
     if (r->counts.padded || r->padded_per_epoch || r->dropped_per_epoch || r->counts.skipped ||
         r->counts.truncated_tokens)
@@ -220,7 +220,7 @@ static void print_hist(FILE *f, const char *what, const zp_hist *h)
             (double)zp_hist_quantile(h, 0.99) * 1e-6, (double)h->max_ns * 1e-6);
 }
 
-void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f)
+void cli_run_print_observe(const cli_run_opts *o, zp_pipeline *p, FILE *f)
 {
     zp_metrics_snapshot m;
     zp_fetch_timing ft;
@@ -275,7 +275,7 @@ void zp_run_print_observe(const zp_run_opts *o, zp_pipeline *p, FILE *f)
             (unsigned long long)pt.cache_evictions, (double)pt.cache_bytes / 1e6);
 }
 
-int zp_run_write_metrics(zp_pipeline *p, const char *path, int stop)
+int cli_run_write_metrics(zp_pipeline *p, const char *path, int stop)
 {
     zp_metrics_snapshot m;
     zp_fetch_timing ft;
@@ -292,8 +292,8 @@ int zp_run_write_metrics(zp_pipeline *p, const char *path, int stop)
         goto out;
     }
     int ok = zpi_buf_printf(&doc, "{\"partial\":%s", stop ? "true" : "false") == 0;
-    if (ok && stop && stop != ZP_RUN_STOP_OUTPUT)
-        ok = zpi_buf_printf(&doc, ",\"signal\":\"%s\"", zp_run_signal_name(stop)) == 0;
+    if (ok && stop && stop != CLI_RUN_STOP_OUTPUT)
+        ok = zpi_buf_printf(&doc, ",\"signal\":\"%s\"", cli_run_signal_name(stop)) == 0;
     if (ok)
         ok = zpi_buf_printf(&doc, ",\"metrics\":%s,\"fetch_timing\":%s,\"prefetch_timing\":%s}\n",
                             a, b, c) == 0;

@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "base/util.h"
 
-void zp_storage_usage(FILE *f)
+void cli_storage_usage(FILE *f)
 {
     fprintf(f,
         "remote shards (http://, https://, s3://; docs/storage.md):\n"
@@ -40,7 +40,7 @@ static int bad(const char *cmd, const char *opt, const char *val, const char *wh
     return -1;
 }
 
-int zp_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const char *val)
+int cli_storage_opt(zp_storage_config *c, const char *cmd, const char *opt, const char *val)
 {
     uint64_t u;
     double d;
