@@ -230,10 +230,39 @@ typedef enum zpi_mpi_unit {
 zpi_mpi_unit zpi_mpi_metric_unit(int metric); /* mpi_report.c */
 void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_report.c */
 
+/* A value in the unit u for people, into a local buffer (for printf). */
+#define ZPI_MPI_HUMAN(buf, u, v) (zpi_mpi_human((buf), sizeof(buf), (u), (v)), (buf))
+
+/* ---- the report's formats: mpi_render_text.c, mpi_render_data.c (JSON,
+ * CSV), mpi_render_html.c; each appends the whole document to b ---- */
+void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_render_json(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b);
+
+/* ---- what the formats share: mpi_render_common.c ---- */
+
+/* "shard_load", "record_read", "transfer" for h < ZPI_MPI_NHIST. */
+const char *zpi_mpi_hist_name(int h);
+/* "host: ranks 0-3" of node `node` (its ranks as a list) into buf. */
+void zpi_mpi_node_ranks(const zp_cluster_report *r, int node, char *buf, size_t cap);
+/* "window" or "final". */
+const char *zpi_mpi_kind_name(zp_mpi_report_kind k);
+/* The straggler criterion in words (the header's "criterion:" line). */
+void zpi_mpi_criterion_text(const zp_cluster_report *r, zpi_sbuf *b);
+/* "PARTIAL REPORT: the run was stopped (SIGINT) after 120 steps" (no
+ * newline): the first line of every format of a partial report. */
+void zpi_mpi_partial_line(const zp_cluster_report *r, zpi_sbuf *b);
+/* 1 when the report has a mixture to show (more than one part). */
+int zpi_mpi_has_mixture(const zp_cluster_report *r);
+/* "<pre>first 64 of N parts listed<post>" when not every part is. */
+void zpi_mpi_parts_cut_note(const zp_cluster_report *r, zpi_sbuf *b, const char *pre,
+                            const char *post);
 /* Windows at the start of the kept history that are warm-up, left out of
  * the heat map's colour scale: the run's first window and every window
  * that ended before 1.5 x the slowest rank's time to its first batch (0
- * when every kept window is warm-up). mpi_render.c */
+ * when every kept window is warm-up). */
 int zpi_mpi_warmup_windows(const zp_cluster_report *r);
 
 
