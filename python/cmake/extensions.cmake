@@ -8,7 +8,7 @@
 # Needs find_package(Python3 COMPONENTS Interpreter Development.Module) and
 # the targets zephon (and zephon_mpi) defined before.
 set(ZEPHON_PY_DIR ${CMAKE_CURRENT_LIST_DIR}/..)
-set(ZEPHON_PY_CORE_SOURCES _core.c _dataset.c _wait.c _runner.c _pipeline.c _batch.c)
+set(ZEPHON_PY_CORE_SOURCES _core.c _util.c _dataset.c _wait.c _runner.c _pipeline.c _batch.c)
 list(TRANSFORM ZEPHON_PY_CORE_SOURCES PREPEND ${ZEPHON_PY_DIR}/zephon/)
 # the files of the package besides the extensions
 set(ZEPHON_PY_FILES __init__.py mpi.py torch.py _core.pyi _mpi.pyi py.typed)

@@ -22,7 +22,7 @@ static void Batch_dealloc(BatchObject *self)
             zp_pipeline_release_batch(pipe->p, self->b);
         pipe->live_batches--;
         if (pipe->closed && pipe->live_batches == 0)
-            zpy_pipeline_shutdown(pipe);
+            pipe->on_last_batch(pipe);
         Py_DECREF(pipe);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);

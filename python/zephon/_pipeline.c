@@ -78,6 +78,7 @@ static int Pipeline_init(zpy_PipelineObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|iInnsK", kwlist, &zpy_WorkSourceType, &wso,
                                      &threads, &epochs, &chunk, &in_flight, &bad, &cache))
         return -1;
+    self->on_last_batch = zpy_pipeline_shutdown;
     if (self->p || self->ws) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline already initialised");
         return -1;

@@ -144,7 +144,7 @@ ZPY_HIDDEN void zpy_mapop_free(zpy_mapop *op);
 
 #define ZPY_MAX_MAPS 8
 
-typedef struct {
+typedef struct zpy_PipelineObject {
     PyObject_HEAD
     zp_pipeline *p;
     PyObject *ws;       /* keeps the worksource alive (a zpy_WorkSourceObject) */
@@ -160,6 +160,9 @@ typedef struct {
     int stopping;       /* closing with a next() call in flight: the dataset's
                            stop count was raised (transfers end) */
     Py_ssize_t live_batches;
+    /* called by the last batch to go after close(): zpy_pipeline_shutdown
+     * (a callback, so that _batch.c does not call up into _pipeline.c) */
+    void (*on_last_batch)(struct zpy_PipelineObject *self);
 } zpy_PipelineObject;
 
 extern ZPY_HIDDEN PyTypeObject zpy_PipelineType;
