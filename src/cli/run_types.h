@@ -1,0 +1,120 @@
+/* run_types.h - what `zephon run` is given and what it gives back: the
+ * options (with the mixture's parts and the skips), the MPI front end's
+ * hooks, the result. run_opts.c fills the options from the command line,
+ * run_mixture.c the parts; run.c runs them. */
+#ifndef CLI_RUN_TYPES_H
+#define CLI_RUN_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zephon.h"
+
+/* Why a run stopped before its end (cli_run_result.stop). */
+#define CLI_RUN_STOP_OUTPUT 1000 /* an output could not be written */
+
+/* Hooks through which the MPI front end (cmd_run_mpi.c) takes part in a
+ * run; NULL in a plain run. Every rank calls start exactly once (p NULL when
+ * building the pipeline failed on this rank) and then finish exactly once,
+ * so that collective hooks never leave a rank waiting. save is called at
+ * the same step on every rank (the steps are agreed). */
+typedef struct cli_run_hooks {
+    void *user;
+    /* before the first batch; nonzero: stop the run (rc 1). why: this
+     * rank's reason when p is NULL (said to the other ranks), else NULL */
+    int (*start)(void *user, zp_pipeline *p, const char *why);
+    /* before each step, and once more when next returned ZP_END: agree on
+     * whether to stop. local is this rank's reason (0: go on; a signal
+     * number; CLI_RUN_STOP_OUTPUT); returns the reason every rank takes
+     * (the same on every rank). */
+    int (*stop)(void *user, int local);
+    /* replaces zp_pipeline_next() */
+    zp_status (*next)(void *user, zp_pipeline *p, const zp_batch **out);
+    /* the message of an error returned by next */
+    const char *(*errmsg)(void *user, zp_pipeline *p);
+    /* after each consumed batch (after --step-time) */
+    void (*step)(void *user, zp_pipeline *p, uint64_t batches);
+    /* before the pipeline is destroyed; returns the run's rc */
+    int (*finish)(void *user, zp_pipeline *p, int rc);
+    /* save the job's state to path (--save-state); at_end: after the last
+     * step (the stream may have ended on one rank first). 0; -1 (message
+     * printed, the same outcome on every rank); 1: not saved, said, not an
+     * error (the ranks ended at different batches) */
+    int (*save)(void *user, zp_pipeline *p, const char *path, int at_end);
+} cli_run_hooks;
+
+/* One part of a mixture (--data SPEC[@WEIGHT], or a part of --mixture):
+ * specs[first .. first + n) of the options. */
+typedef struct cli_run_part {
+    char *name;    /* owned: the mixture file's name, else the spec as given */
+    double weight; /* > 0, finite; default 1 */
+    size_t first, n;
+    size_t shards; /* shards its specs added (filled when the dataset is built) */
+} cli_run_part;
+
+/* --skip-batches N-M */
+typedef struct cli_run_skip {
+    uint64_t first, last;
+} cli_run_skip;
+
+typedef struct cli_run_opts {
+    char **specs; /* owned (copies): positional specs, or the parts' specs in order */
+    size_t n_specs, cap_specs;
+    /* mixture: --data or --mixture given (n_parts >= 1); the worksource's
+     * parts are set when there are two parts or more */
+    cli_run_part *parts;
+    size_t n_parts, cap_parts;
+    int positional;          /* specs given as positional arguments */
+    const char *mixture_file; /* --mixture FILE */
+    zp_mix_part *mix;        /* the worksource's parts (built with the dataset) */
+    int epoch_samples_set;   /* --epoch-samples given (wins over the mixture file's) */
+    zp_worksource_config ws;
+    zp_pipeline_config pc;
+    uint64_t start_epoch;
+    int rank_set; /* bit 0: --rank given, bit 1: --world-size given */
+    int map_strip;
+    uint64_t map_parallelism;
+    char tok_id[512];
+    uint64_t tok_parallelism;
+    uint64_t prefetch_buffer, prefetch_parallelism; /* --prefetch N[:P]; 0: off */
+    const char *field;
+    zp_pack_mode pack; /* 0: default */
+    double step_time;
+    uint64_t max_batches;
+    const char *emit_ids, *emit_digest;
+    const char *emit_samples; /* --emit-samples DIR: DIR/rank-<R>.samples */
+    int h5_driver;            /* --h5-driver: 0 auto, 1 mpio, 2 serial (zp_mpi_h5_driver) */
+    /* checkpoints: --save-state FILE, --save-every N (0: at the end only),
+     * --resume FILE, --skip-batches N-M (repeatable, ascending, disjoint) */
+    const char *save_state, *resume;
+    uint64_t save_every;
+    cli_run_skip *skips;
+    size_t n_skips, cap_skips;
+    int json, quiet;
+    double observe;          /* --observe[=SECONDS]: print interval; <0 off, 0 end only */
+    const char *metrics_out; /* --metrics-out FILE */
+    const char *report_dir;  /* --report DIR (MPI build) */
+    uint64_t report_every;   /* --report-every N batches; 0: automatic */
+    zp_storage_config storage; /* remote shards, the shard cache on disk */
+    int no_index_store;      /* --no-index-store: count shards without the index store */
+    const cli_run_hooks *hooks; /* set by the MPI front end */
+} cli_run_opts;
+
+/* Realized proportions of one part (the summary). */
+typedef struct cli_run_part_count {
+    const char *name; /* borrowed from the options */
+    double weight;    /* as used: a fraction of 1 */
+    uint64_t samples, tokens;
+} cli_run_part_count;
+
+typedef struct cli_run_result {
+    uint64_t batches, bytes;
+    double seconds, first_batch_seconds;
+    zp_pipeline_counts counts;
+    uint64_t padded_per_epoch, dropped_per_epoch;
+    int stop; /* 0: ran to its end; a signal number; CLI_RUN_STOP_OUTPUT */
+    cli_run_part_count *parts; /* malloc'd, n_parts entries when a mixture has 2+ parts */
+    size_t n_parts;
+} cli_run_result;
+
+#endif
