@@ -46,7 +46,7 @@ static zpi_mix *mk(const double *w, size_t n)
     zpi_mix *m = NULL;
     zpi_err e;
     zpi_err_clear(&e);
-    zp_status st = zpi_mix_create(w, n, &m, &e);
+    zp_status st = zpi_mix_create(w, NULL, n, &m, &e);
     if (st != ZP_OK)
         fail_msg("zpi_mix_create(%zu parts): %s", n, zpi_err_msg(&e));
     assert_non_null(m);
@@ -583,7 +583,7 @@ static void expect_refused(const double *w, size_t n, const char *needle)
     zpi_mix *m = (zpi_mix *)&m; /* not NULL: create must clear it */
     zpi_err e;
     zpi_err_clear(&e);
-    assert_int_equal(zpi_mix_create(w, n, &m, &e), ZP_ERR_INVALID);
+    assert_int_equal(zpi_mix_create(w, NULL, n, &m, &e), ZP_ERR_INVALID);
     assert_null(m);
     if (!strstr(zpi_err_msg(&e), needle))
         fail_msg("message '%s' does not name '%s'", zpi_err_msg(&e), needle);
@@ -606,11 +606,10 @@ static void test_bad_weights(void **state)
     w[0] = -INFINITY;
     expect_refused(w, 4, "weight 0 = -inf");
     w[0] = 0.5;
-    w[3] = 1e-320; /* subnormal but positive: accepted */
-    zpi_mix *m = mk(w, 4);
-    assert_int_equal(zpi_mix_quantum(m, 3), 1);
-    zpi_mix_destroy(m);
+    w[3] = 1e-320; /* positive, but no schedule draws it in proportion */
+    expect_refused(w, 4, "weight 3 (9.99989e-321) is ");
     expect_refused(w, 0, "no weights");
+    zpi_mix *m;
 
     size_t big = ZPI_MIX_MAX_PARTS + 1;
     double *many = malloc(big * sizeof *many);
@@ -690,19 +689,23 @@ static void test_quantization(void **state)
         expect_quanta(w, 2, W);
     }
     {
-        const double w[] = {16777216, 1}; /* T = 2^24 + 1: rounded to 2^20 : 1 */
-        const uint64_t W[] = {1048576, 1};
+        /* T = 2^24 + 1: rounded. To 2^20 : 1 the small part's share would
+         * be 16 times too large; to about 2^24 it is 0.79% too large. */
+        const double w[] = {16777216, 1};
+        const uint64_t W[] = {16646143, 1};
+        expect_quanta(w, 2, W);
+    }
+    {
+        /* Rounded to about 2^20 as before whenever every share stays
+         * within 1% (a checkpoint's schedule does not change). */
+        const double w[] = {0.9999, 0.0001 + 1e-12};
+        const uint64_t W[] = {1048471, 105};
         expect_quanta(w, 2, W);
     }
     {
         const double w[] = {0.1234567, 0.5}; /* seven places: rounded */
         /* 0.1234567 / 0.6234567 * 2^20 = 207638.69, 0.5 / 0.6234567 * 2^20 = 840937.31 */
         const uint64_t W[] = {207639, 840937};
-        expect_quanta(w, 2, W);
-    }
-    {
-        const double w[] = {1e-300, 1}; /* rounded; the small part keeps W = 1 */
-        const uint64_t W[] = {1, 1048576};
         expect_quanta(w, 2, W);
     }
     {
@@ -722,6 +725,75 @@ static void test_quantization(void **state)
         assert_true(zpi_mix_period(m) > 1000000);
         zpi_mix_destroy(m);
     }
+}
+
+/* Weights whose ratio the schedule cannot keep within 1% are refused,
+ * naming both parts and their weights (issue 20 item 8: 1e300 and 1 were
+ * drawn as 2^20 : 1, the small part 10^294 times too often, silently). */
+static void test_refused_ratios(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"u", "d", "e"};
+    zpi_mix *m = (zpi_mix *)&m;
+    zpi_err e;
+    zpi_err_clear(&e);
+    const double w[] = {1e300, 1};
+    assert_int_equal(zpi_mix_create(w, names, 2, &m, &e), ZP_ERR_INVALID);
+    assert_null(m);
+    const char *msg = zpi_err_msg(&e);
+    if (!strstr(msg, "part 'd' (weight 1) is 1e-300 of the mixture next to part 'u' (weight "
+                     "1e+300)") ||
+        !strstr(msg, "more than 1%"))
+        fail_msg("message: %s", msg);
+    /* The smallest share kept within 1% by rounding to about 2^24: about
+     * 0.5 / 0.01 / 2^24 = 3e-6 of the mixture. */
+    const double ok[] = {1.0 / 3, 4e-6 / 3};
+    m = mk(ok, 2);
+    zpi_mix_destroy(m);
+    const double bad[] = {1.0 / 3, 1.0 / 7, 2e-6 / 3};
+    assert_int_equal(zpi_mix_create(bad, names, 3, &m, &e), ZP_ERR_INVALID);
+    if (!strstr(zpi_err_msg(&e), "part 'e' (weight 6.66667e-07)") ||
+        !strstr(zpi_err_msg(&e), "next to part 'u' (weight 0.333333)"))
+        fail_msg("message: %s", zpi_err_msg(&e));
+    /* Exact weights keep any ratio that fits 2^24. */
+    const double exact[] = {16777215, 1};
+    m = mk(exact, 2);
+    assert_int_equal(zpi_mix_quantum(m, 1), 1);
+    zpi_mix_destroy(m);
+}
+
+/* Every accepted mixture keeps every share within 1% of the given one,
+ * over weights spread across 12 orders of magnitude; the ones refused are
+ * the ones that rounding could not keep. */
+static void test_shares_within_one_percent(void **state)
+{
+    (void)state;
+    uint64_t s = 2024;
+    size_t refused = 0, accepted = 0;
+    for (int t = 0; t < 300; t++) {
+        size_t n = 2 + (size_t)(rng_next(&s) % 6);
+        double w[8], r[8];
+        for (size_t i = 0; i < n; i++)
+            w[i] = pow(10.0, rng_real(&s, -12.0, 0.0)) * (1.0 + 1e-7 * (double)(i + 1));
+        normalise(w, n, r);
+        zpi_mix *m = NULL;
+        zpi_err e;
+        zpi_err_clear(&e);
+        if (zpi_mix_create(w, NULL, n, &m, &e) != ZP_OK) {
+            assert_non_null(strstr(zpi_err_msg(&e), "more than 1%"));
+            refused++;
+            continue;
+        }
+        accepted++;
+        for (size_t i = 0; i < n; i++) {
+            double u = (double)zpi_mix_quantum(m, i) / (double)zpi_mix_period(m);
+            if (fabs(u - r[i]) > 0.01 * r[i])
+                fail_msg("mixture %d: part %zu weight %g (share %g) is drawn as %g", t, i, w[i],
+                         r[i], u);
+        }
+        zpi_mix_destroy(m);
+    }
+    assert_true(refused > 0 && accepted > 0);
 }
 
 /* ---------------------------------------------------------------- determinism */
@@ -778,6 +850,8 @@ int main(void)
         cmocka_unit_test(test_one_part),
         cmocka_unit_test(test_bad_weights),
         cmocka_unit_test(test_quantization),
+        cmocka_unit_test(test_refused_ratios),
+        cmocka_unit_test(test_shares_within_one_percent),
         cmocka_unit_test(test_determinism),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1231,7 +1231,7 @@ static void test_describe(void **unused)
                                  "80000..84999 (from token 12)"));
     assert_non_null(strstr(text, "300000..300002 (padding)"));
     assert_non_null(strstr(text, "web: 3000 samples (69.77%)"));
-    assert_non_null(strstr(text, "weight 70.00%"));
+    assert_non_null(strstr(text, "weight 70%"));
     assert_non_null(strstr(text, "skipped batches 100..109: 55 samples, 20480 tokens, from epoch "
                                  "0 position 4000 to epoch 0 position 4055"));
     assert_non_null(strstr(text, "seq_len = 2048"));

@@ -40,7 +40,7 @@ static int run(const char *name, const double *w, size_t n, uint64_t draws, uint
     zpi_err_clear(&err);
     zpi_mix *m;
     double t0 = now_s();
-    if (zpi_mix_create(w, n, &m, &err) != ZP_OK) {
+    if (zpi_mix_create(w, NULL, n, &m, &err) != ZP_OK) {
         fprintf(stderr, "bench_mixture: %s: %s\n", name, zpi_err_msg(&err));
         return 1;
     }

@@ -394,7 +394,7 @@ static stat3 bare_ns(const zp_mix_part *parts, size_t n, uint64_t g0, uint64_t *
     zpi_err err = {0};
     zpi_mix *m;
     zpi_mix_cursor *c;
-    if (zpi_mix_create(w, n, &m, &err) != ZP_OK || zpi_mix_cursor_create(m, &c) != ZP_OK)
+    if (zpi_mix_create(w, NULL, n, &m, &err) != ZP_OK || zpi_mix_cursor_create(m, &c) != ZP_OK)
         die("mix: %s", zpi_err_msg(&err));
     double v[SEL_RUNS];
     for (int r = 0; r < SEL_RUNS; r++) {

@@ -133,7 +133,7 @@ static void print_parts(const cli_run_opts *o, const cli_run_result *r)
             json_t *nm = json_string(c->name);
             char *name = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
             json_decref(nm);
-            printf("%s{\"name\":%s,\"weight\":%.6f,\"samples\":%llu,\"sample_fraction\":%.6f,"
+            printf("%s{\"name\":%s,\"weight\":%.15g,\"samples\":%llu,\"sample_fraction\":%.6f,"
                    "\"tokens\":%llu,\"token_fraction\":%.6f}",
                    k ? "," : "", name ? name : "null", c->weight, (unsigned long long)c->samples,
                    frac(c->samples, ts), (unsigned long long)c->tokens, frac(c->tokens, tt));
@@ -156,7 +156,7 @@ static void print_parts(const cli_run_opts *o, const cli_run_result *r)
     printf("\n");
     for (size_t k = 0; k < r->n_parts; k++) {
         const cli_run_part_count *c = &r->parts[k];
-        printf("    %-*.*s %8.4f %12llu %9.4f", w, w, c->name, c->weight,
+        printf("    %-*.*s %8.6g %12llu %9.4f", w, w, c->name, c->weight,
                (unsigned long long)c->samples, frac(c->samples, ts));
         if (tt)
             printf(" %14llu %9.4f", (unsigned long long)c->tokens, frac(c->tokens, tt));

@@ -37,13 +37,21 @@
 #include "plan/mixture.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The largest total of exact integer or decimal weights. */
 #define MIX_MAX_TOTAL (1ULL << 24)
-/* Rounded weights sum to about this. */
+/* Rounded weights sum to about this (as in every earlier version)... */
 #define MIX_ROUND_TOTAL 1048576.0
+/* ... or, when that changes a part's share by more than MIX_MAX_CHANGE, to
+ * about this (2^24 - 2^17: with at most 2^16 parts, each rounded up by at
+ * most 1, the total stays at most 2^24). */
+#define MIX_ROUND_FINE 16646144.0
+/* The largest change of a part's share (relative to it) that rounding may
+ * make; weights that need more are refused. */
+#define MIX_MAX_CHANGE 0.01
 /* At most this many checkpoints per period. */
 #define MIX_CHECKPOINTS 256u
 /* Decimal places tried for exact weights. */
@@ -361,20 +369,99 @@ static uint64_t quantize_exact(const double *w, size_t n, uint64_t *W)
     return 0;
 }
 
-/* Rounded weights: w_i / sum * 2^20, each at least 1, reduced. */
-static uint64_t quantize_round(const double *w, size_t n, uint64_t *W)
+/* Rounded weights: w_i / sum * total, each at least 1, reduced. The
+ * sum of w_i / max is in (0, n]: finite even for weights near DBL_MAX. */
+static double round_sum(const double *w, size_t n, double *mx)
 {
-    double mx = 0.0, sum = 0.0;
+    double m = 0.0, sum = 0.0;
     for (size_t i = 0; i < n; i++)
-        mx = w[i] > mx ? w[i] : mx;
+        m = w[i] > m ? w[i] : m;
     for (size_t i = 0; i < n; i++)
-        sum += w[i] / mx; /* in (0, n]: finite even for weights near DBL_MAX */
+        sum += w[i] / m;
+    *mx = m;
+    return sum;
+}
+
+static uint64_t quantize_round(const double *w, size_t n, double total, uint64_t *W)
+{
+    double mx, sum = round_sum(w, n, &mx);
     for (size_t i = 0; i < n; i++) {
-        double x = nearbyint(w[i] / mx / sum * MIX_ROUND_TOTAL);
+        volatile double f = w[i] / mx / sum; /* in memory: no FMA below */
+        double x = nearbyint(f * total);
         W[i] = x < 1.0 ? 1 : (uint64_t)x;
     }
-    /* At most 2^20 + 1.5 n <= 2^24 before the division. */
+    /* At most total + n <= 2^24 before the division (MIX_ROUND_FINE). */
     return reduce(W, n, MIX_MAX_TOTAL);
+}
+
+/* The part whose share changed most by the rounding, relative to its
+ * share: its index, its share as given (*given) and as used (*used). */
+static size_t worst_rounded(const double *w, size_t n, const uint64_t *W, uint64_t T,
+                            double *given, double *used, double *change)
+{
+    double mx, sum = round_sum(w, n, &mx);
+    size_t worst = 0;
+    *change = -1.0;
+    for (size_t i = 0; i < n; i++) {
+        volatile double f = w[i] / mx / sum;
+        volatile double u = (double)W[i] / (double)T;
+        double c = fabs(u - f) / f;
+        if (c > *change) {
+            *change = c;
+            *given = f;
+            *used = u;
+            worst = i;
+        }
+    }
+    return worst;
+}
+
+/* Integer weights for w into W: exact (decimals), else rounded to a total
+ * of about 2^20 (the rounding of every earlier version), else of about
+ * 2^24, the first whose every share is within MIX_MAX_CHANGE of the given
+ * one. 0 (with the message in err) when none is. */
+static uint64_t quantize(const double *w, const char *const *names, size_t n, uint64_t *W,
+                         zpi_err *err)
+{
+    uint64_t T = quantize_exact(w, n, W);
+    if (T)
+        return T;
+    static const double totals[] = {MIX_ROUND_TOTAL, MIX_ROUND_FINE};
+    double given = 0.0, used = 0.0, change = 0.0;
+    size_t worst = 0;
+    for (size_t k = 0; k < sizeof totals / sizeof totals[0]; k++) {
+        T = quantize_round(w, n, totals[k], W);
+        if (T == 0) /* cannot happen: rounded totals stay at most 2^24 */
+            break;
+        worst = worst_rounded(w, n, W, T, &given, &used, &change);
+        if (change <= MIX_MAX_CHANGE)
+            return T;
+    }
+    size_t big = 0;
+    for (size_t i = 1; i < n; i++)
+        big = w[i] > w[big] ? i : big;
+    char a[160], b[160];
+    if (names) {
+        snprintf(a, sizeof a, "part '%.100s' (weight %g)", names[worst], w[worst]);
+        snprintf(b, sizeof b, "part '%.100s' (weight %g)", names[big], w[big]);
+    } else {
+        snprintf(a, sizeof a, "weight %zu (%g)", worst, w[worst]);
+        snprintf(b, sizeof b, "weight %zu (%g)", big, w[big]);
+    }
+    char off[64];
+    if (change < 1.0)
+        snprintf(off, sizeof off, "%.3g%% off", 100.0 * change);
+    else
+        snprintf(off, sizeof off, "%.3g times its weight", used / given);
+    zpi_err_set(err, ZP_ERR_INVALID,
+                "%s is %g of the mixture next to %s: the schedule draws by integer weights "
+                "with a total of at most %llu and would draw it as %g of the mixture (%s, "
+                "more than %g%%); give weights closer together, or integers (or decimals of "
+                "up to %d places) whose total, divided by their common factor, is at most "
+                "%llu",
+                a, given, b, (unsigned long long)MIX_MAX_TOTAL, used, off,
+                100.0 * MIX_MAX_CHANGE, MIX_MAX_DECIMALS, (unsigned long long)MIX_MAX_TOTAL);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- create */
@@ -439,7 +526,8 @@ static zp_status walk_first_period(zpi_mix *m, zpi_err *err)
     return st;
 }
 
-zp_status zpi_mix_create(const double *weights, size_t n, zpi_mix **out, zpi_err *err)
+zp_status zpi_mix_create(const double *weights, const char *const *names, size_t n,
+                         zpi_mix **out, zpi_err *err)
 {
     *out = NULL;
     if (n == 0)
@@ -460,14 +548,11 @@ zp_status zpi_mix_create(const double *weights, size_t n, zpi_mix **out, zpi_err
     if (!m || !W64)
         goto nomem;
     m->n = n;
-    m->T = quantize_exact(weights, n, W64);
-    if (m->T == 0)
-        m->T = quantize_round(weights, n, W64);
-    if (m->T == 0) { /* cannot happen: rounded totals stay below 2^24 */
+    m->T = quantize(weights, names, n, W64, err);
+    if (m->T == 0) {
         free(W64);
         zpi_mix_destroy(m);
-        return zpi_err_set(err, ZP_ERR_INTERNAL, "mixture of %zu parts: weights do not fit",
-                           n);
+        return err ? err->code : ZP_ERR_INVALID;
     }
     m->W = malloc(n * sizeof *m->W);
     if (!m->W)

@@ -13,7 +13,11 @@
  *
  * Weights are made integers W_i with total T (exact for integers and for
  * decimals of up to 6 places when T stays at most 2^24; otherwise rounded
- * so that T is about 2^20, every W_i >= 1; then divided by their gcd). With
+ * so that T is about 2^20, every W_i >= 1, or, when that changes some
+ * part's share W_i / T by more than 1% of the share given, about 2^24;
+ * weights that both roundings change by more than 1% are refused; then
+ * divided by their gcd). The bound holds for the shares as used; with
+ * exact weights they are the shares given. With
  * integer weights the sequence repeats with period T (c_i(T) = W_i
  * exactly), so c_i(g) = (g / T) W_i + c_i(g mod T): a seek needs at most
  * one period's walk, shortened by checkpoints of the counts taken every K
@@ -39,11 +43,15 @@
 typedef struct zpi_mix zpi_mix;
 typedef struct zpi_mix_cursor zpi_mix_cursor;
 
-/* weights: n (1 .. ZPI_MIX_MAX_PARTS) positive finite numbers.
+/* weights: n (1 .. ZPI_MIX_MAX_PARTS) positive finite numbers; names: the
+ * parts' names for messages (borrowed; NULL: the messages say "weight i").
  * @return ZP_OK; ZP_ERR_INVALID naming the bad weight ("weight 2 = -1: must
- * be a positive finite number"); ZP_ERR_NOMEM. The message goes to err.
+ * be a positive finite number"), or naming the part whose share rounding
+ * would change by more than 1% and the largest part, with their weights
+ * (see above); ZP_ERR_NOMEM. The message goes to err.
  * OUT: *out, caller owns; release with zpi_mix_destroy(). */
-zp_status zpi_mix_create(const double *weights, size_t n, zpi_mix **out, zpi_err *err);
+zp_status zpi_mix_create(const double *weights, const char *const *names, size_t n,
+                         zpi_mix **out, zpi_err *err);
 /* Accepts NULL. */
 void zpi_mix_destroy(zpi_mix *m);
 

@@ -1260,7 +1260,7 @@ static void describe_parts(zpi_buf *b, const zpi_state *s, const char *indent,
     for (size_t i = 0; i < s->n_parts; i++)
         zpi_buf_printf(b,
                        "%s%s: %" PRIu64 " samples (%.2f%%), %" PRIu64
-                       " tokens (%.2f%%); weight %.2f%%\n",
+                       " tokens (%.2f%%); weight %.4g%%\n",
                        indent, s->part_names[i], samples[i],
                        ts ? 100.0 * (double)samples[i] / (double)ts : 0.0, tokens[i],
                        tt ? 100.0 * (double)tokens[i] / (double)tt : 0.0,
@@ -1309,7 +1309,8 @@ static void describe_passes(zpi_buf *b, const zpi_state *s, const zpi_rank_state
     if (ok && s->n_parts == 1)
         cnt[0] = (uint64_t)G;
     else if (ok)
-        ok = zpi_mix_create(s->part_weights, s->n_parts, &mix, &e) == ZP_OK &&
+        ok = zpi_mix_create(s->part_weights, (const char *const *)s->part_names, s->n_parts,
+                            &mix, &e) == ZP_OK &&
              zpi_mix_counts(mix, (uint64_t)G, cnt) == ZP_OK;
     if (ok) {
         zpi_buf_printf(b, "  each part's pass at draw %" PRIu64 " of the mixture:",

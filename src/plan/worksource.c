@@ -516,6 +516,22 @@ static zp_status ws_offsets(zp_worksource *ws, zp_dataset *ds)
     return ZP_OK;
 }
 
+/* The mixture's schedule and cursors (2+ parts; the parts are named). */
+static zp_status ws_mixture(zp_worksource *ws, const double *w, size_t np)
+{
+    const char **names = ws_array(np, sizeof *names);
+    if (!names)
+        return zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for %zu mixture parts", np);
+    for (size_t p = 0; p < np; p++)
+        names[p] = ws->parts[p].name;
+    zp_status st = zpi_mix_create(w, names, np, &ws->mix, &ws->err);
+    free(names);
+    for (int i = 0; i < WS_CURSORS && st == ZP_OK; i++)
+        if (zpi_mix_cursor_create(ws->mix, &ws->cur[i].c) != ZP_OK)
+            st = zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for the mixture's cursors");
+    return st;
+}
+
 /* The parts (one without a mixture), their shard ranges and pass caches,
  * and the mixture schedule. */
 static zp_status ws_parts(zp_worksource *ws, const zp_worksource_config *c)
@@ -588,14 +604,8 @@ static zp_status ws_parts(zp_worksource *ws, const zp_worksource_config *c)
                          "the %zu parts cover %zu shards: the dataset has %zu (the parts must "
                          "cover every shard, in order)",
                          np, at, ws->nshards);
-    if (st == ZP_OK && np > 1) {
-        if ((st = zpi_mix_create(w, np, &ws->mix, &ws->err)) == ZP_OK) {
-            for (int i = 0; i < WS_CURSORS && st == ZP_OK; i++)
-                if (zpi_mix_cursor_create(ws->mix, &ws->cur[i].c) != ZP_OK)
-                    st = zpi_err_set(&ws->err, ZP_ERR_NOMEM,
-                                     "out of memory for the mixture's cursors");
-        }
-    }
+    if (st == ZP_OK && np > 1)
+        st = ws_mixture(ws, w, np);
     free(w);
     return st;
 }
