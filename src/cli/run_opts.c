@@ -259,19 +259,16 @@ int cli_run_opts_parse(cli_run_opts *o, int argc, char **argv)
     return rc;
 }
 
-static int parse_args(cli_run_opts *o, int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u = 0;
-/* An option taking a whole number in [lo, hi], stored into dst. */
+/* The option groups below return -1 (a bad value: message printed), 0
+ * (not one of the group's options), 1 (a flag) or 2 (an option and its
+ * value v). An option taking a whole number in [lo, hi], stored into dst: */
 #define NUM(dst, lo, hi)                                                                           \
     do {                                                                                           \
-        if (num(a, v, (lo), (hi), &u) != 0)                                                        \
+        uint64_t u_;                                                                               \
+        if (num(a, v, (lo), (hi), &u_) != 0)                                                       \
             return -1;                                                                             \
-        dst = u;                                                                                   \
-        i++;                                                                                       \
+        dst = u_;                                                                                  \
+        used = 2;                                                                                  \
     } while (0)
 /* An option taking a string. */
 #define STR(dst)                                                                                   \
@@ -281,194 +278,234 @@ static int parse_args(cli_run_opts *o, int argc, char **argv)
             return -1;                                                                             \
         }                                                                                          \
         dst = v;                                                                                   \
-        i++;                                                                                       \
+        used = 2;                                                                                  \
     } while (0)
+
+/* The data, the plan and checkpoints: --data, --mixture, --seed, --save-state, ... */
+static int opt_data(cli_run_opts *o, const char *a, const char *v)
+{
+    int used = 1;
+    if (!strcmp(a, "--data")) {
+        const char *val;
+        STR(val);
+        if (o->mixture_file || o->positional) {
+            fprintf(stderr, "zephon run: %s\n",
+                    o->mixture_file ? "--data and --mixture cannot be combined (list every "
+                                      "part in the mixture file)"
+                                    : "positional specs cannot be combined with --data (give "
+                                      "each part with --data SPEC[@WEIGHT])");
+            return -1;
+        }
+        if (cli_run_data_option(o, val) != 0)
+            return -1;
+    } else if (!strcmp(a, "--mixture")) {
+        if (o->mixture_file || o->n_parts || o->positional) {
+            fprintf(stderr, "zephon run: %s\n",
+                    o->mixture_file ? "--mixture given twice"
+                    : o->n_parts    ? "--data and --mixture cannot be combined (list every "
+                                      "part in the mixture file)"
+                                    : "positional specs cannot be combined with --mixture");
+            return -1;
+        }
+        STR(o->mixture_file);
+        if (cli_run_read_mixture(o, o->mixture_file) != 0)
+            return -1;
+    } else if (!strcmp(a, "--epoch-samples")) {
+        NUM(o->ws.epoch_samples, 1, INT64_MAX);
+        o->epoch_samples_set = 1;
+    } else if (!strcmp(a, "--save-state"))
+        STR(o->save_state);
+    else if (!strcmp(a, "--save-every"))
+        NUM(o->save_every, 1, INT64_MAX);
+    else if (!strcmp(a, "--resume"))
+        STR(o->resume);
+    else if (!strcmp(a, "--skip-batches")) {
+        if (parse_skip(o, v) != 0)
+            return -1;
+        used = 2;
+    } else if (!strcmp(a, "--emit-samples"))
+        STR(o->emit_samples);
+    else if (!strcmp(a, "--seed"))
+        NUM(o->ws.seed, 0, UINT64_MAX);
+    else if (!strcmp(a, "--epochs"))
+        NUM(o->pc.epochs, 0, UINT32_MAX);
+    else if (!strcmp(a, "--start-epoch"))
+        NUM(o->start_epoch, 0, UINT32_MAX - 1);
+    else if (!strcmp(a, "--no-shuffle"))
+        o->ws.shuffle = 0;
+    else if (!strcmp(a, "--no-index-store") || !strcmp(a, "--no-index-cache"))
+        o->no_index_store = 1;
+    else if (!strcmp(a, "--block-shards"))
+        NUM(o->ws.shuffle_block_shards, 1, UINT32_MAX);
+    else if (!strcmp(a, "--remainder")) {
+        if (v && !strcmp(v, "pad"))
+            o->ws.remainder = ZP_REMAINDER_PAD;
+        else if (v && !strcmp(v, "drop"))
+            o->ws.remainder = ZP_REMAINDER_DROP;
+        else {
+            fprintf(stderr, "zephon run: --remainder '%s': pad or drop\n", v ? v : "");
+            return -1;
+        }
+        used = 2;
+    } else if (!strcmp(a, "--rank")) {
+        NUM(o->ws.rank, 0, UINT32_MAX - 1);
+        o->rank_set |= 1;
+    } else if (!strcmp(a, "--world-size")) {
+        NUM(o->ws.world_size, 1, UINT32_MAX);
+        o->rank_set |= 2;
+    }
+    else
+        return 0;
+    return used;
+}
+
+/* The pipeline: threads, operators, batches, prefetch, caches. */
+static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
+{
+    int used = 1;
+    uint64_t u = 0;
+    if (!strcmp(a, "--threads"))
+        NUM(o->pc.threads, 1, MAX_PAR);
+    else if (!strcmp(a, "--fetch-parallelism"))
+        NUM(o->pc.fetch_parallelism, 1, MAX_PAR);
+    else if (!strcmp(a, "--map")) {
+        char name[16];
+        if (name_par(a, v, name, sizeof name, &o->map_parallelism) != 0)
+            return -1;
+        if (strcmp(name, "strip") != 0) {
+            fprintf(stderr, "zephon run: --map '%s': the built-in map is strip[:N]\n", v);
+            return -1;
+        }
+        o->map_strip = 1;
+        used = 2;
+    } else if (!strcmp(a, "--tokenize")) {
+        if (name_par(a, v, o->tok_id, sizeof o->tok_id, &o->tok_parallelism) != 0)
+            return -1;
+        used = 2;
+    } else if (!strcmp(a, "--field"))
+        STR(o->field);
+    else if (!strcmp(a, "--h5-driver")) {
+        if (v && !strcmp(v, "auto"))
+            o->h5_driver = 0;
+        else if (v && !strcmp(v, "mpio"))
+            o->h5_driver = 1;
+        else if (v && !strcmp(v, "serial"))
+            o->h5_driver = 2;
+        else {
+            fprintf(stderr, "zephon run: --h5-driver '%s': auto, mpio or serial\n", v ? v : "");
+            return -1;
+        }
+        used = 2;
+    } else if (!strcmp(a, "--pack")) {
+        if (v && !strcmp(v, "concat"))
+            o->pack = ZP_PACK_CONCAT;
+        else if (v && !strcmp(v, "pad"))
+            o->pack = ZP_PACK_PAD;
+        else {
+            fprintf(stderr, "zephon run: --pack '%s': concat or pad\n", v ? v : "");
+            return -1;
+        }
+        used = 2;
+    } else if (!strcmp(a, "--seq-len"))
+        NUM(o->pc.seq_len, 1, MAX_ROWS);
+    else if (!strcmp(a, "--microbatch"))
+        NUM(o->pc.microbatch_size, 1, MAX_ROWS);
+    else if (!strcmp(a, "--prefetch")) {
+        char n[32];
+        uint64_t par = 1;
+        if (name_par(a, v, n, sizeof n, &par) != 0 ||
+            num("--prefetch", n, 1, (uint64_t)1 << 40, &u) != 0)
+            return -1;
+        o->prefetch_buffer = u;
+        o->prefetch_parallelism = par;
+        used = 2;
+    } else if (!strcmp(a, "--prefetch-batches"))
+        NUM(o->pc.prefetch_batches, 1, MAX_ROWS);
+    else if (!strcmp(a, "--chunk-samples"))
+        NUM(o->pc.chunk_samples, 1, MAX_ROWS);
+    else if (!strcmp(a, "--in-flight"))
+        NUM(o->pc.in_flight_chunks, 1, MAX_ROWS);
+    else if (!strcmp(a, "--cache-mb")) {
+        NUM(u, 0, (uint64_t)(SIZE_MAX >> 20));
+        o->pc.shard_cache_bytes = (size_t)u << 20;
+    } else if (!strcmp(a, "--skip-bad-records"))
+        o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
+    else if (!strcmp(a, "--fetch-delay-us"))
+        NUM(o->pc.fetch_delay_us, 0, (uint64_t)MAX_SECONDS * 1000000);
+    else
+        return 0;
+    return used;
+}
+
+/* The consumer and the outputs: --step-time, --max-batches, --emit-*, --report, --observe, --json. */
+static int opt_output(cli_run_opts *o, const char *a, const char *v)
+{
+    int used = 1;
+    if (!strcmp(a, "--step-time")) {
+        if (seconds(a, v, &o->step_time) != 0)
+            return -1;
+        used = 2;
+    } else if (!strcmp(a, "--max-batches"))
+        NUM(o->max_batches, 1, UINT64_MAX);
+    else if (!strcmp(a, "--emit-ids"))
+        STR(o->emit_ids);
+    else if (!strcmp(a, "--emit-digest"))
+        STR(o->emit_digest);
+    else if (!strcmp(a, "--report"))
+        STR(o->report_dir);
+    else if (!strcmp(a, "--report-every"))
+        NUM(o->report_every, 1, UINT64_MAX);
+    else if (!strcmp(a, "--observe"))
+        o->observe = 5.0;
+    else if (!strncmp(a, "--observe=", 10)) {
+        if (seconds("--observe", a + 10, &o->observe) != 0)
+            return -1;
+    } else if (!strcmp(a, "--metrics-out"))
+        STR(o->metrics_out);
+    else if (!strcmp(a, "--json"))
+        o->json = 1;
+    else if (!strcmp(a, "--quiet"))
+        o->quiet = 1;
+    else
+        return 0;
+    return used;
+}
+
+#undef NUM
+#undef STR
+
+static int parse_args(cli_run_opts *o, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int so = cli_storage_opt(&o->storage, "zephon run", a, v);
+        if (so == 0 && (!strcmp(a, "--help") || !strcmp(a, "-h")))
+            return 1;
+        if (so == 0 && (so = opt_data(o, a, v)) == 0 && (so = opt_pipeline(o, a, v)) == 0)
+            so = opt_output(o, a, v);
         if (so < 0)
             return -1;
         if (so > 0) {
             i += so - 1;
             continue;
         }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return 1;
-        else if (!strcmp(a, "--data")) {
-            const char *val;
-            STR(val);
-            if (o->mixture_file || o->positional) {
-                fprintf(stderr, "zephon run: %s\n",
-                        o->mixture_file ? "--data and --mixture cannot be combined (list every "
-                                          "part in the mixture file)"
-                                        : "positional specs cannot be combined with --data (give "
-                                          "each part with --data SPEC[@WEIGHT])");
-                return -1;
-            }
-            if (cli_run_data_option(o, val) != 0)
-                return -1;
-        } else if (!strcmp(a, "--mixture")) {
-            if (o->mixture_file || o->n_parts || o->positional) {
-                fprintf(stderr, "zephon run: %s\n",
-                        o->mixture_file ? "--mixture given twice"
-                        : o->n_parts    ? "--data and --mixture cannot be combined (list every "
-                                          "part in the mixture file)"
-                                        : "positional specs cannot be combined with --mixture");
-                return -1;
-            }
-            STR(o->mixture_file);
-            if (cli_run_read_mixture(o, o->mixture_file) != 0)
-                return -1;
-        } else if (!strcmp(a, "--epoch-samples")) {
-            NUM(o->ws.epoch_samples, 1, INT64_MAX);
-            o->epoch_samples_set = 1;
-        } else if (!strcmp(a, "--save-state"))
-            STR(o->save_state);
-        else if (!strcmp(a, "--save-every"))
-            NUM(o->save_every, 1, INT64_MAX);
-        else if (!strcmp(a, "--resume"))
-            STR(o->resume);
-        else if (!strcmp(a, "--skip-batches")) {
-            if (parse_skip(o, v) != 0)
-                return -1;
-            i++;
-        } else if (!strcmp(a, "--emit-samples"))
-            STR(o->emit_samples);
-        else if (!strcmp(a, "--seed"))
-            NUM(o->ws.seed, 0, UINT64_MAX);
-        else if (!strcmp(a, "--epochs"))
-            NUM(o->pc.epochs, 0, UINT32_MAX);
-        else if (!strcmp(a, "--start-epoch"))
-            NUM(o->start_epoch, 0, UINT32_MAX - 1);
-        else if (!strcmp(a, "--no-shuffle"))
-            o->ws.shuffle = 0;
-        else if (!strcmp(a, "--no-index-store") || !strcmp(a, "--no-index-cache"))
-            o->no_index_store = 1;
-        else if (!strcmp(a, "--block-shards"))
-            NUM(o->ws.shuffle_block_shards, 1, UINT32_MAX);
-        else if (!strcmp(a, "--remainder")) {
-            if (v && !strcmp(v, "pad"))
-                o->ws.remainder = ZP_REMAINDER_PAD;
-            else if (v && !strcmp(v, "drop"))
-                o->ws.remainder = ZP_REMAINDER_DROP;
-            else {
-                fprintf(stderr, "zephon run: --remainder '%s': pad or drop\n", v ? v : "");
-                return -1;
-            }
-            i++;
-        } else if (!strcmp(a, "--rank")) {
-            NUM(o->ws.rank, 0, UINT32_MAX - 1);
-            o->rank_set |= 1;
-        } else if (!strcmp(a, "--world-size")) {
-            NUM(o->ws.world_size, 1, UINT32_MAX);
-            o->rank_set |= 2;
-        } else if (!strcmp(a, "--threads"))
-            NUM(o->pc.threads, 1, MAX_PAR);
-        else if (!strcmp(a, "--fetch-parallelism"))
-            NUM(o->pc.fetch_parallelism, 1, MAX_PAR);
-        else if (!strcmp(a, "--map")) {
-            char name[16];
-            if (name_par(a, v, name, sizeof name, &o->map_parallelism) != 0)
-                return -1;
-            if (strcmp(name, "strip") != 0) {
-                fprintf(stderr, "zephon run: --map '%s': the built-in map is strip[:N]\n", v);
-                return -1;
-            }
-            o->map_strip = 1;
-            i++;
-        } else if (!strcmp(a, "--tokenize")) {
-            if (name_par(a, v, o->tok_id, sizeof o->tok_id, &o->tok_parallelism) != 0)
-                return -1;
-            i++;
-        } else if (!strcmp(a, "--field"))
-            STR(o->field);
-        else if (!strcmp(a, "--h5-driver")) {
-            if (v && !strcmp(v, "auto"))
-                o->h5_driver = 0;
-            else if (v && !strcmp(v, "mpio"))
-                o->h5_driver = 1;
-            else if (v && !strcmp(v, "serial"))
-                o->h5_driver = 2;
-            else {
-                fprintf(stderr, "zephon run: --h5-driver '%s': auto, mpio or serial\n", v ? v : "");
-                return -1;
-            }
-            i++;
-        } else if (!strcmp(a, "--pack")) {
-            if (v && !strcmp(v, "concat"))
-                o->pack = ZP_PACK_CONCAT;
-            else if (v && !strcmp(v, "pad"))
-                o->pack = ZP_PACK_PAD;
-            else {
-                fprintf(stderr, "zephon run: --pack '%s': concat or pad\n", v ? v : "");
-                return -1;
-            }
-            i++;
-        } else if (!strcmp(a, "--seq-len"))
-            NUM(o->pc.seq_len, 1, MAX_ROWS);
-        else if (!strcmp(a, "--microbatch"))
-            NUM(o->pc.microbatch_size, 1, MAX_ROWS);
-        else if (!strcmp(a, "--prefetch")) {
-            char n[32];
-            uint64_t par = 1;
-            if (name_par(a, v, n, sizeof n, &par) != 0 ||
-                num("--prefetch", n, 1, (uint64_t)1 << 40, &u) != 0)
-                return -1;
-            o->prefetch_buffer = u;
-            o->prefetch_parallelism = par;
-            i++;
-        } else if (!strcmp(a, "--prefetch-batches"))
-            NUM(o->pc.prefetch_batches, 1, MAX_ROWS);
-        else if (!strcmp(a, "--chunk-samples"))
-            NUM(o->pc.chunk_samples, 1, MAX_ROWS);
-        else if (!strcmp(a, "--in-flight"))
-            NUM(o->pc.in_flight_chunks, 1, MAX_ROWS);
-        else if (!strcmp(a, "--cache-mb")) {
-            NUM(u, 0, (uint64_t)(SIZE_MAX >> 20));
-            o->pc.shard_cache_bytes = (size_t)u << 20;
-        } else if (!strcmp(a, "--skip-bad-records"))
-            o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
-        else if (!strcmp(a, "--fetch-delay-us"))
-            NUM(o->pc.fetch_delay_us, 0, (uint64_t)MAX_SECONDS * 1000000);
-        else if (!strcmp(a, "--step-time")) {
-            if (seconds(a, v, &o->step_time) != 0)
-                return -1;
-            i++;
-        } else if (!strcmp(a, "--max-batches"))
-            NUM(o->max_batches, 1, UINT64_MAX);
-        else if (!strcmp(a, "--emit-ids"))
-            STR(o->emit_ids);
-        else if (!strcmp(a, "--emit-digest"))
-            STR(o->emit_digest);
-        else if (!strcmp(a, "--report"))
-            STR(o->report_dir);
-        else if (!strcmp(a, "--report-every"))
-            NUM(o->report_every, 1, UINT64_MAX);
-        else if (!strcmp(a, "--observe"))
-            o->observe = 5.0;
-        else if (!strncmp(a, "--observe=", 10)) {
-            if (seconds("--observe", a + 10, &o->observe) != 0)
-                return -1;
-        } else if (!strcmp(a, "--metrics-out"))
-            STR(o->metrics_out);
-        else if (!strcmp(a, "--json"))
-            o->json = 1;
-        else if (!strcmp(a, "--quiet"))
-            o->quiet = 1;
-        else if (a[0] == '-' && a[1]) {
+        if (a[0] == '-' && a[1]) {
             fprintf(stderr, "zephon run: unknown option '%s'\n", a);
             return -1;
         } else {
             if (o->n_parts) {
+                char red[4096];
+                zp_dataset_spec_redact(a, red, sizeof red);
                 fprintf(stderr, "zephon run: '%s': positional specs cannot be combined with %s "
                                 "(give each part with --data SPEC[@WEIGHT])\n",
-                        a, o->mixture_file ? "--mixture" : "--data");
+                        red, o->mixture_file ? "--mixture" : "--data");
                 return -1;
             }
             if (cli_run_push_spec(o, zpi_strdup(a)) != 0)
                 return -1;
             o->positional = 1;
         }
-#undef NUM
-#undef STR
     }
     if (o->n_specs == 0) {
         fprintf(stderr, "zephon run: no dataset given\n");

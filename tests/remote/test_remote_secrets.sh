@@ -65,6 +65,8 @@ check "state show lists the parts, redacted" \
   'grep -q "shard-00001.jsonl.zst?<redacted>" "$O/data-show.out"'
 # a bad weight and a weight-less spec that does not exist
 go data-badw 2 run --data "$(sec rsec/shard-00000.jsonl.zst)@-1" "${RUN[@]}"
+go data-positional 2 run --data "$(sec rsec/shard-00000.jsonl.zst)@1" "$(sec rsec/shard-00001.jsonl.zst)" \
+  "${RUN[@]}"
 go data-nofile 1 run --data "$(sec rsec/nothing.jsonl)@2" --data "$(sec rsec/shard-00001.jsonl.zst)" \
   "${RUN[@]}" --connect-timeout 2 --retries 0
 
