@@ -7,7 +7,8 @@
 # bad field (format, suffix, bytes, samples, xxh64, name); every stream and
 # file the runs write (stdout, stderr, --json, --metrics-out, --save-state,
 # --report text/JSON/CSV/HTML, zephon state show, zephon index) is grepped
-# for it. Each run's expected outcome is checked too, so that a run that
+# for it (and the --emit-ids/--emit-samples/--emit-digest files). Each
+# run's expected outcome is checked too, so that a run that
 # failed early cannot pass by writing nothing.
 set -u
 Z=${1:?usage: test_remote_secrets.sh PATH_TO_ZEPHON}
@@ -40,7 +41,7 @@ rep() { [[ $REPORT -eq 1 ]] && echo --report "$O/$1.rep"; }
 
 # --- a dataset URL (a manifest) with every output
 go murl 0 run "$(sec rsec/manifest.json)" "${RUN[@]}" --observe --metrics-out "$O/murl.metrics.json" \
-  --save-state "$O/murl.state.json" $(rep murl)
+  --save-state "$O/murl.state.json" --emit-ids "$O/murl.ids" --emit-digest "$O/murl.digest" $(rep murl)
 go murl-json 0 run "$(sec rsec/manifest.json)" "${RUN[@]}" --json --metrics-out "$O/murl-json.metrics.json" \
   $(rep murl-json)
 check "murl: the summary names the dataset redacted" \
@@ -54,7 +55,7 @@ go shard 0 run "$(sec rsec/shard-00000.jsonl.zst)" "${RUN[@]}" --json --metrics-
 # the same at each run); zephon state show
 D=(--data "$(sec rsec/shard-00000.jsonl.zst)@1" --data "$(sec rsec/shard-00001.jsonl.zst)@3")
 go data 0 run "${D[@]}" "${RUN[@]}" --max-batches 6 --metrics-out "$O/data.metrics.json" \
-  --save-state "$O/data.state.json" $(rep data)
+  --save-state "$O/data.state.json" --emit-samples "$O/data.samples" $(rep data)
 check "data: the summary lists both parts, redacted" \
   '[[ $(grep -c "shard-0000[01].jsonl.zst?<redacted>" "$O/data.out") -ge 2 ]]'
 go data-json 0 run "${D[@]}" "${RUN[@]}" --max-batches 6 --json --save-state "$O/data-json.state.json"
