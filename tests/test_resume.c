@@ -26,12 +26,15 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "data/dataset_internal.h"
+#include "plan/state.h"
 #include "testutil.h"
 #include "zephon.h"
 
 #define NB 500
 
 static char *g_dir;
+static char *g_spell; /* when set: the folder as run_open spells it */
 static int g_stride = 1;
 static uint64_t g_epoch_draws = 1200; /* draws per epoch */
 static zp_mix_part g_parts[3] = {{"web", 6, 0.5}, {"code", 3, 0.3}, {"books", 2, 0.2}};
@@ -102,7 +105,7 @@ static void run_open(run_t *r, const setup_t *s)
     assert_int_equal(zp_dataset_create(&dc, &r->ds), ZP_OK);
     const char *globs[3] = {"web-*.jsonl", "code-*.jsonl", "books-*.jsonl"};
     for (int i = 0; i < 3; i++) {
-        char *g = zpt_path(g_dir, globs[i]);
+        char *g = zpt_path(g_spell ? g_spell : g_dir, globs[i]);
         assert_int_equal(zp_dataset_add(r->ds, g), ZP_OK);
         free(g);
     }
@@ -267,6 +270,71 @@ static void test_other_settings_refused(void **state)
     assert_int_equal(b->index, 3);
     assert_int_equal(zp_pipeline_state_restore(r.p, json, strlen(json)), ZP_ERR_STATE);
     run_close(&r);
+    free(json);
+}
+
+/* The same files spelled another way (dir/../dir) resume a state (issue
+ * 20 item 7: the fingerprint hashed the names as spelled); a state of an
+ * earlier version, which holds that fingerprint, resumes with the spelling
+ * it was saved with, and another spelling is refused saying why. */
+static void test_other_spelling(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 5, 0, 0};
+    run_t r;
+    run_open(&r, &s);
+    const zp_batch *b;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    char *json;
+    assert_int_equal(zp_pipeline_state_save(r.p, &json, NULL), ZP_OK);
+    assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    uint64_t next = batch_hash(b);
+    char fp[32], spelled[32];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)zp_dataset_fingerprint(r.ds));
+    snprintf(spelled, sizeof spelled, "%016llx",
+             (unsigned long long)zpi_dataset_fingerprint_spelled(r.ds));
+    assert_string_not_equal(fp, spelled);
+    run_close(&r);
+    /* the state of an earlier version: its fingerprint of the names as
+     * spelled (and the settings_hash of those settings) */
+    zpi_state ost;
+    zpi_err e = {0};
+    assert_int_equal(zpi_state_parse(json, strlen(json), &ost, &e), ZP_OK);
+    char *at = strstr(ost.settings, fp);
+    assert_non_null(at);
+    memcpy(at, spelled, 16);
+    char *old;
+    assert_int_equal(zpi_state_render(&ost, &old, NULL, &e), ZP_OK);
+    zpi_state_clear(&ost);
+
+    const char *base = strrchr(g_dir, '/') + 1;
+    size_t cap = 2 * strlen(g_dir) + 8;
+    g_spell = malloc(cap);
+    snprintf(g_spell, cap, "%s/../%s", g_dir, base);
+    run_open(&r, &s);
+    zp_status st = zp_pipeline_state_restore(r.p, json, strlen(json));
+    if (st != ZP_OK)
+        fail_msg("restore with '%s': %s", g_spell, zp_pipeline_errmsg(r.p));
+    assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    assert_int_equal(b->index, 3);
+    assert_true(batch_hash(b) == next);
+    run_close(&r);
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_state_restore(r.p, old, strlen(old)), ZP_ERR_MISMATCH);
+    assert_non_null(strstr(zp_pipeline_errmsg(r.p), "paths as they were spelled then"));
+    run_close(&r);
+    free(g_spell);
+    g_spell = NULL;
+
+    run_open(&r, &s);
+    st = zp_pipeline_state_restore(r.p, old, strlen(old));
+    if (st != ZP_OK)
+        fail_msg("restore an earlier version's state: %s", zp_pipeline_errmsg(r.p));
+    assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    assert_true(batch_hash(b) == next);
+    run_close(&r);
+    free(old);
     free(json);
 }
 
@@ -450,6 +518,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_records_every_batch),
         cmocka_unit_test(test_pad_every_batch),
         cmocka_unit_test(test_other_settings_refused),
+        cmocka_unit_test(test_other_spelling),
         cmocka_unit_test(test_skip_range),
         cmocka_unit_test(test_elastic_records),
         cmocka_unit_test(test_elastic_concat),

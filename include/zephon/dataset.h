@@ -193,8 +193,11 @@ ZP_API const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i);
 ZP_API uint64_t zp_dataset_shard_samples(const zp_dataset *ds, size_t i);
 /* Size on disk of shard i in bytes. */
 ZP_API uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i);
-/* A 64-bit hash of the dataset's description (names, formats, sizes,
- * counts): equal on every rank that sees the same dataset. */
+/* A 64-bit hash of the dataset's description (per shard in order: its
+ * name without its folders -- a URL's whole --, format, size and count):
+ * equal on every rank that sees the same dataset, and for every spelling
+ * of the same files' paths (relative, absolute, "a/../a") and every folder
+ * they are copied to. */
 ZP_API uint64_t zp_dataset_fingerprint(const zp_dataset *ds);
 
 /* The last error's detail (borrowed, valid until the next call on ds).

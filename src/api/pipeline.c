@@ -572,12 +572,18 @@ zp_status zpi_pipeline_failed(const zp_pipeline *p)
 
 zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out)
 {
+    return zpi_pipeline_settings_json_fp(
+        p, zp_dataset_fingerprint(zp_worksource_dataset(p->ws)), out);
+}
+
+zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_fp, char **out)
+{
     const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
     const zp_dataset *ds = zp_worksource_dataset(p->ws);
     zpi_buf b = {0};
     int rc = 0;
     rc |= zpi_buf_printf(&b, "{\"dataset\":\"%016llx\",\"parts\":[",
-                   (unsigned long long)zp_dataset_fingerprint(ds));
+                   (unsigned long long)dataset_fp);
     size_t np = zp_worksource_num_parts(p->ws);
     for (size_t i = 0; i < np; i++) {
         rc |= zpi_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");

@@ -37,6 +37,9 @@ zp_status zpi_pipeline_failed(const zp_pipeline *p);
 /* The settings that change the data, as a compact JSON object (state.h),
  * malloc'd. */
 zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out);
+/* The same with `dataset_fp` as the dataset's fingerprint (a resume of a
+ * state that holds the fingerprint of earlier versions). */
+zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_fp, char **out);
 /* The pipeline's total counts (restored base + delivered - skipped). */
 void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out);
 

@@ -150,6 +150,40 @@ static const zpi_skip *skip_before(const zpi_ckpt *ck, uint64_t next)
     return NULL;
 }
 
+/* This pipeline's settings to compare with the state's: with the
+ * dataset's fingerprint, or the fingerprint of earlier versions (local
+ * names as spelled) when the state holds that one, so that a state saved
+ * before resumes as it did. */
+static zp_status settings_for(const zp_pipeline *p, const zpi_state *st, char **mine)
+{
+    const zp_dataset *ds = zp_worksource_dataset(zpi_pipeline_ws(p));
+    uint64_t fp = zp_dataset_fingerprint(ds), old = zpi_dataset_fingerprint_spelled(ds);
+    char have[32], spelled[32];
+    zpi_fmt(spelled, sizeof spelled, "%016llx", (unsigned long long)old);
+    if (zpi_state_settings_string(st, "dataset", have, sizeof have) && !strcmp(have, spelled))
+        fp = old;
+    return zpi_pipeline_settings_json_fp(p, fp, mine);
+}
+
+/* A refusal that names a dataset which differs says what the fingerprint
+ * covers and which dataset is here. */
+static void dataset_hint(const zp_pipeline *p, const zpi_state *st, zpi_err *err)
+{
+    const zp_dataset *ds = zp_worksource_dataset(zpi_pipeline_ws(p));
+    char have[32], here[32];
+    zpi_fmt(here, sizeof here, "%016llx", (unsigned long long)zp_dataset_fingerprint(ds));
+    if (!zpi_state_settings_string(st, "dataset", have, sizeof have) || !strcmp(have, here))
+        return;
+    size_t n = zp_dataset_num_shards(ds);
+    zpi_err_set(err, err->code,
+                "%s (the dataset's fingerprint covers its shards' file names, without their "
+                "folders, formats, sizes and record counts, in order; here: %zu shard%s, the "
+                "first '%s'. A state saved by an earlier version holds a fingerprint of the "
+                "paths as they were spelled then, './data' and 'data' differing: resume it "
+                "with that spelling)",
+                err->msg, n, n == 1 ? "" : "s", n ? zp_dataset_shard_name(ds, 0) : "");
+}
+
 /* The state's parts against this pipeline's mixture (their names and
  * weights, in order). */
 static zp_status check_parts(const zpi_state *st, zp_worksource *ws, zpi_err *err)
@@ -192,10 +226,10 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
     zp_status rc = zpi_state_parse(json, len, &st, &err);
     if (rc == ZP_OK)
         rc = zpi_state_check(&st, &err);
-    if (rc == ZP_OK && (rc = zpi_pipeline_settings_json(p, &mine)) != ZP_OK)
+    if (rc == ZP_OK && (rc = settings_for(p, &st, &mine)) != ZP_OK)
         zpi_err_set(&err, rc, "out of memory");
-    if (rc == ZP_OK)
-        rc = zpi_state_check_settings(&st, mine, &err);
+    if (rc == ZP_OK && (rc = zpi_state_check_settings(&st, mine, &err)) == ZP_ERR_MISMATCH)
+        dataset_hint(p, &st, &err);
     if (rc == ZP_OK)
         rc = check_parts(&st, ws, &err);
     if (rc == ZP_OK)

@@ -1299,7 +1299,20 @@ static void put_str(XXH64_state_t *h, const char *s)
     XXH64_update(h, s, n);
 }
 
-uint64_t zp_dataset_fingerprint(const zp_dataset *ds)
+/* A shard's name as the fingerprint sees it: a URL whole (it is redacted),
+ * a path or a manifest's name without its folders, so that every spelling
+ * of the same files (relative, absolute, "a/../a", another working
+ * folder, a copy in another folder) has one fingerprint; spelled = 1: the
+ * name whole, as every version before this one hashed it. */
+static const char *fp_name(const char *name, int spelled)
+{
+    if (spelled || strstr(name, "://"))
+        return name;
+    const char *sl = strrchr(name, '/');
+    return sl ? sl + 1 : name;
+}
+
+static uint64_t fingerprint(const zp_dataset *ds, int spelled)
 {
     if (!ds)
         return 0;
@@ -1310,7 +1323,7 @@ uint64_t zp_dataset_fingerprint(const zp_dataset *ds)
     put_u64(h, ds->n);
     for (size_t i = 0; i < ds->n; i++) {
         const shard *s = &ds->shards[i];
-        put_str(h, s->name);
+        put_str(h, fp_name(s->name, spelled));
         put_str(h, s->fmt->name);
         put_u64(h, s->bytes);
         put_u64(h, s->samples);
@@ -1319,6 +1332,10 @@ uint64_t zp_dataset_fingerprint(const zp_dataset *ds)
     XXH64_freeState(h);
     return r;
 }
+
+uint64_t zp_dataset_fingerprint(const zp_dataset *ds) { return fingerprint(ds, 0); }
+
+uint64_t zpi_dataset_fingerprint_spelled(const zp_dataset *ds) { return fingerprint(ds, 1); }
 
 const char *zp_dataset_errmsg(const zp_dataset *ds) { return ds ? zpi_err_msg(&ds->err) : ""; }
 

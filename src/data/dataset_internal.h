@@ -27,6 +27,9 @@ zp_log_fn zpi_dataset_log_fn(const zp_dataset *ds, void **user);
  * destroyed or a shard is added) and, in *n_remote, how many are URLs. */
 zp_status zpi_dataset_fetch_table(const zp_dataset *ds, zpi_fetch_shard **out, size_t *n,
                                   size_t *n_remote, zpi_err *err);
+/* The fingerprint of earlier versions (names whole, as spelled): a state
+ * saved before holds it (api/pipeline_state.c accepts it on a resume). */
+uint64_t zpi_dataset_fingerprint_spelled(const zp_dataset *ds);
 /* Log through the dataset's callback (printf-style); no-op without one. */
 void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -882,6 +882,18 @@ zp_status zpi_state_check_settings(const zpi_state *s, const char *settings, zpi
     return st;
 }
 
+int zpi_state_settings_string(const zpi_state *s, const char *key, char *out, size_t cap)
+{
+    const char *set = s->settings ? s->settings : "";
+    json_t *o = json_loadb(set, strlen(set), 0, NULL);
+    const char *v = o && json_is_object(o) ? json_string_value(json_object_get(o, key)) : NULL;
+    int ok = v && strlen(v) < cap;
+    if (ok)
+        memcpy(out, v, strlen(v) + 1);
+    json_decref(o);
+    return ok;
+}
+
 /* ------------------------------------------------------------ merge */
 
 /* How b differs from a (a job-wide field), into msg; 0 when it does not. */

@@ -143,6 +143,10 @@ zp_status zpi_state_settings_canon(const char *settings, char **out, uint64_t *h
  * 1024 here; tokenizer = ... ". */
 zp_status zpi_state_check_settings(const zpi_state *s, const char *settings, zpi_err *err);
 
+/* The string member `key` of the state's settings into out (cap bytes):
+ * 1; 0 when there is none (or it does not fit). */
+int zpi_state_settings_string(const zpi_state *s, const char *key, char *out, size_t cap);
+
 /* A job state from n states of one rank each (any order): they must agree
  * on version, seed, settings (hash), world size (= n), epoch_samples,
  * remainder, parts and next_batch, and hold each rank once (ZP_ERR_MISMATCH

@@ -14,7 +14,9 @@
 #  5. --skip-batches 25-29 on a resumed run: those batches are absent and
 #     every other one is identical;
 #  6. the state file is written atomically (no temporary file left); an
-#     unwritable path is exit 1 naming it; bad option values are exit 2.
+#     unwritable path is exit 1 naming it; bad option values are exit 2;
+#  7. another spelling of the same local files (absolute, a/../a, a copy in
+#     another folder) resumes; another dataset is refused saying why.
 set -u
 Z=$(realpath "${1:?usage: test_state_cli.sh PATH_TO_ZEPHON}")
 . "$(dirname "$0")/../testlib.sh"
@@ -106,6 +108,24 @@ check "a missing state: exit 1 naming the file ($rc)" '[[ $rc -eq 1 ]] && grep -
 echo '{"version": 1, "seed": ' > "$T/broken.json"
 "$Z" run "${rec[@]}" --resume "$T/broken.json" >/dev/null 2>"$T/err"; rc=$?
 check "a broken state: exit 1 naming the file ($rc)" '[[ $rc -eq 1 ]] && grep -q "broken.json" "$T/err"'
+
+# 7. another spelling of the same local files resumes (issue 20 item 7): a
+#    folder without a manifest, saved as ./data/x, resumed as $PWD/data/x,
+#    data/../data/x and a copy in another folder; another dataset is
+#    refused with a hint at what the fingerprint covers
+mkdir -p "$T/sp/data/x" "$T/sp/copy/x" && cp "$T"/b/*.zst "$T/sp/data/x/" && cp "$T"/b/*.zst "$T/sp/copy/x/"
+sp=(--seed 4 --quiet --microbatch 5 --epochs 1)
+(cd "$T/sp" && "$Z" run ./data/x "${sp[@]}" --emit-digest full.dig >/dev/null 2>&1 &&
+  "$Z" run ./data/x "${sp[@]}" --max-batches 7 --save-state s.json --emit-digest p1.dig >/dev/null 2>err); rc=$?
+check "spelling: saved with ./data/x (rc $rc)" '[[ $rc -eq 0 && -s "$T/sp/s.json" ]]' || cat "$T/sp/err"
+for spec in "$T/sp/data/x" "data/../data/x" "data/x/" "copy/x"; do
+  (cd "$T/sp" && "$Z" run "$spec" "${sp[@]}" --resume s.json --emit-digest p2.dig >/dev/null 2>err); rc=$?
+  check "spelling: resumed as '$spec', the rest of the run (rc $rc)" \
+    '[[ $rc -eq 0 ]] && cat "$T/sp/p1.dig" "$T/sp/p2.dig" | cmp -s - "$T/sp/full.dig"' || cat "$T/sp/err"
+done
+(cd "$T/sp" && "$Z" run "$T/c" "${sp[@]}" --resume s.json >/dev/null 2>err); rc=$?
+check "spelling: another dataset refused, saying what the fingerprint covers ($rc)" \
+  '[[ $rc -eq 1 ]] && grep -q "dataset = " "$T/sp/err" && grep -q "file names, without their folders" "$T/sp/err"'
 
 # 6. unwritable path, bad values
 "$Z" run "${rec[@]}" --max-batches 3 --save-state "$T/no/such/dir/s.json" >/dev/null 2>"$T/err"; rc=$?
