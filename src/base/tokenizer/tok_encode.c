@@ -1,6 +1,6 @@
 /*
- * tok_encode.c - the GPT-2 encoder: pre-tokenizer (a hand-written scanner
- * for the GPT-2 pattern), byte-level BPE (a quadratic merge for short pieces
+ * tok_encode.c - the byte-level BPE encoder: pre-tokenizer (pretok.h: a
+ * hand-written scanner for known patterns, else PCRE2), byte-level BPE (a quadratic merge for short pieces
  * and an O(n log n) heap merge for long ones) and the per-encoder cache of
  * pieces already seen. See docs/tokenizer.md.
  *
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/tokenizer/unicode_tables.h"
+#include "base/tokenizer/pretok_scan.h"
 
 /* Pieces up to this many bytes are merged by the simple quadratic loop
  * (scratch inside the encoder); longer ones by the heap merge. */
@@ -69,105 +69,17 @@ struct zp_encoder {
     cache_slot *cslot;  /* nsets * CACHE_WAYS slots */
     uint32_t cset_mask; /* nsets - 1 */
     uint32_t cvictim;   /* round-robin replacement */
+
+    void *pscratch; /* the pre-tokenizer's per-thread scratch, owned */
 };
 
 /* ------------------------------------------------------------ scanner
- * The GPT-2 pattern, tried in order at each position (leftmost-first
- * alternation, as a backtracking regex engine does):
- *   's|'t|'re|'ve|'m|'ll|'d | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ |
- *   \s+(?!\S) | \s+
- * The contractions are case-sensitive ASCII. " ?" is only U+0020. A
- * whitespace run followed by a non-space leaves its last character to the
- * next piece (which then may be " word"), unless the run is one character.
- * Bytes that do not start valid UTF-8 are one-byte characters of class
- * "other", like U+FFFD. */
-
-static inline __attribute__((always_inline)) unsigned cls_at(const uint8_t *s, size_t i,
-                                                             size_t n, size_t *clen)
-{
-    uint8_t b = s[i];
-    if (b < 0x80) {
-        *clen = 1;
-        return zpi_uni_blocks[b]; /* block 0 holds U+0000..U+007F */
-    }
-    uint32_t cp;
-    size_t l = zpi_utf8_decode(s + i, n - i, &cp);
-    if (l == 0) {
-        *clen = 1;
-        return ZPI_CLS_OTHER;
-    }
-    *clen = l;
-    return zpi_uni_class(cp);
-}
-
-/* End of the piece that starts at s[i] (i < n). */
-static inline __attribute__((always_inline)) size_t scan_piece(const uint8_t *s, size_t i,
-                                                               size_t n)
-{
-    const size_t start = i;
-    uint8_t b = s[i];
-    if (b == '\'' && i + 1 < n) {
-        uint8_t c = s[i + 1];
-        if (c == 's' || c == 't' || c == 'm' || c == 'd')
-            return i + 2;
-        if (i + 2 < n) {
-            uint8_t d = s[i + 2];
-            if ((c == 'r' && d == 'e') || (c == 'v' && d == 'e') || (c == 'l' && d == 'l'))
-                return i + 3;
-        }
-    }
-    size_t clen;
-    unsigned cls;
-    if (b == ' ' && i + 1 < n) {
-        cls = cls_at(s, i + 1, n, &clen);
-        if (cls != ZPI_CLS_SPACE)
-            i += 1; /* " ?" then a run of cls */
-        else
-            clen = 1, cls = ZPI_CLS_SPACE;
-    } else {
-        cls = cls_at(s, i, n, &clen);
-    }
-    if (cls != ZPI_CLS_SPACE) {
-        i += clen;
-        if (cls == ZPI_CLS_LETTER) {
-            /* fast path for ASCII letters */
-            while (i < n) {
-                uint8_t c = s[i];
-                if (c < 0x80) {
-                    if (zpi_uni_blocks[c] != ZPI_CLS_LETTER)
-                        return i;
-                    i++;
-                } else {
-                    if (cls_at(s, i, n, &clen) != ZPI_CLS_LETTER)
-                        return i;
-                    i += clen;
-                }
-            }
-            return i;
-        }
-        while (i < n && cls_at(s, i, n, &clen) == cls)
-            i += clen;
-        return i;
-    }
-    /* whitespace run */
-    size_t last = i;
-    i += clen;
-    while (i < n) {
-        if (cls_at(s, i, n, &clen) != ZPI_CLS_SPACE)
-            break;
-        last = i;
-        i += clen;
-    }
-    if (i == n)
-        return n; /* \s+(?!\S) at the end of the text */
-    if (last > start)
-        return last; /* \s+(?!\S): all but the last whitespace character */
-    return i;        /* \s+: a single whitespace character */
-}
+ * pretok_scan.h: the scanners are inlined into zp_encode's loop, one copy
+ * of the loop per known pattern. */
 
 size_t zpi_tok_next_piece(const char *text, size_t pos, size_t len)
 {
-    return pos < len ? scan_piece((const uint8_t *)text, pos, len) : len;
+    return pos < len ? zpi_scan_gpt2((const uint8_t *)text, pos, len) : len;
 }
 
 /* ------------------------------------------------------------ merges */
@@ -480,6 +392,10 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
         size_t mx = tok->cfg.cache_max_piece_bytes;
         e->cache_max = mx > CACHE_DATA - 4 ? CACHE_DATA - 4 : mx;
     }
+    if (zpi_pretok_scratch_create(tok->pretok, &e->pscratch) != ZP_OK) {
+        zp_encoder_destroy(e);
+        return ZP_ERR_NOMEM;
+    }
     e->hash_max = e->cache_max;
     if (e->tiktoken && tok->max_token_len > e->hash_max)
         e->hash_max = tok->max_token_len;
@@ -497,6 +413,7 @@ void zp_encoder_destroy(zp_encoder *enc)
     if (!enc)
         return;
     long_release(enc);
+    zpi_pretok_scratch_destroy(enc->pscratch);
     free(enc->ctag);
     free(enc->cslot);
     free(enc);
@@ -511,14 +428,30 @@ size_t zp_encoder_memory(const zp_encoder *enc)
            slots * (sizeof(uint32_t) + sizeof(cache_slot));
 }
 
-zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids, size_t *n_ids)
+/* The piece that starts at s[i] (i < len) under scanner kind (a constant
+ * in each copy of encode_loop). */
+static inline __attribute__((always_inline)) size_t next_piece(zp_encoder *enc, int kind,
+                                                               const uint8_t *s, size_t i,
+                                                               size_t len)
 {
-    if (n_ids)
-        *n_ids = 0;
-    if (!enc || !n_ids || (len && (!text || !ids)))
-        return ZP_ERR_INVALID;
+    switch (kind) {
+    case ZPI_PRETOK_GPT2:
+        return zpi_scan_gpt2(s, i, len);
+    case ZPI_PRETOK_CL100K:
+        return zpi_scan_cl100k(s, i, len);
+    case ZPI_PRETOK_QWEN2:
+        return zpi_scan_qwen2(s, i, len);
+    case ZPI_PRETOK_O200K:
+        return zpi_scan_o200k(s, i, len);
+    default:
+        return zpi_pretok_next(enc->tok->pretok, (const char *)s, len, i, enc->pscratch);
+    }
+}
+
+static inline __attribute__((always_inline)) zp_status
+encode_loop(zp_encoder *enc, int kind, const uint8_t *s, size_t len, int32_t *ids, size_t *n_ids)
+{
     const zp_tokenizer *t = enc->tok;
-    const uint8_t *s = (const uint8_t *)text;
     size_t i = 0, o = 0;
     /* Pieces are found BATCH at a time and the table slots they will look up
      * are prefetched, so that the (mostly cache-missing) lookups of a batch
@@ -528,7 +461,7 @@ zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
     while (i < len) {
         size_t nb = 0;
         for (; nb < BATCH && i < len; nb++) {
-            size_t j = scan_piece(s, i, len), n = j - i;
+            size_t j = next_piece(enc, kind, s, i, len), n = j - i;
             start[nb] = i;
             plen[nb] = n;
             hash[nb] = 0;
@@ -558,4 +491,36 @@ zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
     }
     *n_ids = o;
     return ZP_OK;
+}
+
+/* Byte-level BPE of text (the model kind of "gpt2", tiktoken files and
+ * byte-level tokenizer.json files). */
+static zp_status encode_byte_bpe(zp_encoder *enc, const uint8_t *s, size_t len, int32_t *ids,
+                                 size_t *n_ids)
+{
+    switch (zpi_pretok_get_kind(enc->tok->pretok)) {
+    case ZPI_PRETOK_GPT2:
+        return encode_loop(enc, ZPI_PRETOK_GPT2, s, len, ids, n_ids);
+    case ZPI_PRETOK_CL100K:
+        return encode_loop(enc, ZPI_PRETOK_CL100K, s, len, ids, n_ids);
+    case ZPI_PRETOK_QWEN2:
+        return encode_loop(enc, ZPI_PRETOK_QWEN2, s, len, ids, n_ids);
+    case ZPI_PRETOK_O200K:
+        return encode_loop(enc, ZPI_PRETOK_O200K, s, len, ids, n_ids);
+    case ZPI_PRETOK_REGEX:
+        break;
+    }
+    zpi_pretok_scratch_reset(enc->pscratch);
+    zp_status st = encode_loop(enc, ZPI_PRETOK_REGEX, s, len, ids, n_ids);
+    zpi_pretok_scratch_reset(enc->pscratch);
+    return st;
+}
+
+zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids, size_t *n_ids)
+{
+    if (n_ids)
+        *n_ids = 0;
+    if (!enc || !n_ids || (len && (!text || !ids)))
+        return ZP_ERR_INVALID;
+    return encode_byte_bpe(enc, (const uint8_t *)text, len, ids, n_ids);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "zephon/tokenizer.h"
+#include "base/tokenizer/pretok.h"
 
 #define ZPI_TOK_NONE UINT32_MAX
 /* Ids and ranks must stay below this: a pair-map slot packs two ids and a
@@ -59,6 +60,8 @@ struct zp_tokenizer {
     int32_t eot;          /* end-of-text id */
     uint32_t max_token_len;
     uint32_t byte_id[256]; /* id of each single-byte token */
+    /* The split pattern (pretok.h), owned; NULL: GPT-2's. */
+    zpi_pretok *pretok;
 
     zpi_tok_span *span; /* n_ids entries, owned */
     uint8_t *blob;      /* token bytes, owned */

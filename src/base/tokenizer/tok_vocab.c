@@ -856,6 +856,7 @@ void zp_tokenizer_destroy(zp_tokenizer *tok)
 {
     if (!tok)
         return;
+    zpi_pretok_destroy(tok->pretok);
     free(tok->span);
     free(tok->blob);
     free(tok->vmap);
