@@ -1,6 +1,8 @@
 /*
- * zephon/tokenizer.h - GPT-2 byte-level BPE, identical to tiktoken's "gpt2"
- * encoding with encode_ordinary (docs/tokenizer.md).
+ * zephon/tokenizer.h - the tokenizers of today's models: GPT-2 and the
+ * tiktoken encodings, Hugging Face tokenizer.json files, SentencePiece
+ * models, with the reference implementations' ids (docs/tokenizers.md;
+ * the GPT-2 encoder's design: docs/tokenizer.md).
  *
  * A zp_tokenizer is immutable once created and may be shared by any number
  * of threads. Encoding needs scratch memory and a bounded cache of pieces
@@ -34,15 +36,40 @@ typedef struct zp_tokenizer_config {
     size_t cache_entries;
     /* Pieces longer than this (bytes) are never cached. Default 64. */
     size_t cache_max_piece_bytes;
+    /* The end-of-document id: the token the packer puts after each document
+     * (and pads with), and that pre-tokenized documents may end with.
+     * ZP_TOKEN_DEFAULT (the default): the tokenizer's own (gpt2 and the
+     * tiktoken encodings: <|endoftext|>; a tokenizer.json: its config's
+     * eos_token, e.g. Llama 3's <|end_of_text|>; a SentencePiece model: its
+     * eos id, </s>). Otherwise an id of the vocabulary (docs/tokenizers.md). */
+    int32_t eot;
+    /* The beginning-of-sequence id the packer puts before each document.
+     * ZP_TOKEN_DEFAULT (the default): the tokenizer's own when its config
+     * adds one (a tokenizer_config.json with add_bos_token, or a
+     * post_processor template that starts with BOS: Llama 2/3, Gemma),
+     * none otherwise (gpt2, tiktoken encodings, Qwen). -1: none. Otherwise
+     * an id of the vocabulary. */
+    int32_t bos;
+    /* 0 (the default): special tokens' strings in the text ("<|endoftext|>",
+     * "<s>", ...) are ordinary text, as training data needs. 1: they are
+     * matched and encoded as their ids, where the tokenizer supports it
+     * (zp_tokenizer_create() refuses it otherwise). */
+    int match_special;
 } zp_tokenizer_config;
+
+/* zp_tokenizer_config.eot/bos: take the tokenizer's own. */
+#define ZP_TOKEN_DEFAULT (-2)
 
 ZP_API void zp_tokenizer_config_init(zp_tokenizer_config *cfg);
 
-/* Create a tokenizer. id is either "gpt2" (the vocabulary that ships with
- * Zephon, no network needed), a folder holding vocab.json + merges.txt (as
- * Hugging Face publishes them), or a path to a tiktoken rank file
- * (*.tiktoken). cfg may be NULL. On failure *out is NULL and, when err is
- * not NULL, err (errcap bytes) holds the reason.
+/* Create a tokenizer. id is a built-in name ("gpt2", "r50k_base",
+ * "p50k_base", "cl100k_base", "o200k_base": vocabularies that ship with
+ * Zephon, no network needed) or a path: a Hugging Face tokenizer.json (or
+ * the folder holding it, with tokenizer_config.json beside it), a folder
+ * holding vocab.json + merges.txt, a tiktoken rank file (*.tiktoken), or a
+ * SentencePiece model (*.model); docs/tokenizers.md lists what each
+ * supports and refuses. cfg may be NULL (defaults). On failure *out is NULL
+ * and, when err is not NULL, err (errcap bytes) holds the reason.
  * OUT: *out, caller owns; release with zp_tokenizer_destroy(). */
 ZP_API zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg,
                               zp_tokenizer **out, char *err, size_t errcap);
@@ -50,8 +77,20 @@ ZP_API void zp_tokenizer_destroy(zp_tokenizer *tok);
 
 /* Number of ids (50257 for gpt2). */
 ZP_API size_t zp_tokenizer_vocab_size(const zp_tokenizer *tok);
-/* The end-of-text id (50256 for gpt2). */
+/* The end-of-document id the packer uses (50256 for gpt2; the config's
+ * eot when it set one). */
 ZP_API int32_t zp_tokenizer_eot(const zp_tokenizer *tok);
+/* The beginning-of-sequence id the packer puts before each document, -1
+ * when none (gpt2). */
+ZP_API int32_t zp_tokenizer_bos(const zp_tokenizer *tok);
+/* A stable identity of the vocabulary and its encoding, recorded in
+ * pre-tokenized shards and in pipeline states: the built-in name ("gpt2",
+ * "cl100k_base", ...), or for a file the kind and a hash of its content
+ * (and of the files read beside it), e.g.
+ * "tokenizer.json:xxh64:0123456789abcdef": the same file under another path
+ * has the same identity. It does not include the eot/bos/match_special
+ * settings. Borrowed, valid while tok lives. */
+ZP_API const char *zp_tokenizer_ident(const zp_tokenizer *tok);
 /* Resident bytes of the tokenizer's tables (not counting encoders). */
 ZP_API size_t zp_tokenizer_memory(const zp_tokenizer *tok);
 

@@ -23,6 +23,7 @@
 #define ZPI_TOK_ID_BITS 21
 #define ZPI_TOK_MAX_IDS (1u << ZPI_TOK_ID_BITS)
 #define ZPI_TOK_ID_MASK (ZPI_TOK_MAX_IDS - 1)
+#define ZPI_TOK_IDENT_MAX 160 /* bytes of zp_tokenizer.ident, with its NUL */
 
 /* Merge semantics. */
 typedef enum zpi_tok_mode {
@@ -58,6 +59,18 @@ struct zp_tokenizer {
     zpi_tok_mode mode;
     uint32_t n_ids;       /* vocabulary size: ids are 0 .. n_ids-1 */
     int32_t eot;          /* end-of-text id */
+    /* Beginning-of-sequence id the packer puts before each document, -1 none
+     * (t4). Loaders set it from the file's config; zp_tokenizer_config's bos
+     * overrides it. */
+    int32_t bos;
+    /* Stable identity (zp_tokenizer_ident()): a built-in name, or the file's
+     * kind and a content hash ("tokenizer.json:xxh64:0123456789abcdef").
+     * Loaders may fill it; tok_vocab.c hashes the file(s) when they do not. */
+    char ident[ZPI_TOK_IDENT_MAX];
+    /* Set by a loader whose encoder matches special tokens in text when
+     * cfg.match_special is 1; zp_tokenizer_create() refuses the setting
+     * otherwise. */
+    int match_special_ok;
     uint32_t max_token_len;
     uint32_t byte_id[256]; /* id of each single-byte token */
     /* The split pattern (pretok.h), owned; NULL: GPT-2's. */
@@ -302,6 +315,19 @@ zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, char *err
 zp_status zpi_tok_build_all_splits(zp_tokenizer *t, char *err, size_t errcap);
 /* Checks (all 256 byte tokens present) and the derived tables. */
 zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap);
+
+/* ------------------------------------------------------------ identity
+ * (tok_ident.c) */
+
+/* 1 when id is a built-in tokenizer name ("gpt2", "cl100k_base", ...). */
+int zpi_tok_is_builtin(const char *id);
+/* t->ident = "KIND:xxh64:HASH" (for loaders that hash what they read). */
+void zpi_tok_set_ident(zp_tokenizer *t, const char *kind, uint64_t hash);
+/* After a loader succeeded: the identity when the loader left it empty,
+ * the config's eot/bos overrides (checked against the vocabulary), an EOT
+ * required, match_special refused unless the loader supports it. */
+zp_status zpi_tok_finish_common(zp_tokenizer *t, const char *id, const zp_tokenizer_config *c,
+                                zpi_err *err);
 
 /* ------------------------------------------------------------ encoding */
 
