@@ -101,11 +101,17 @@ ZP_API void zp_encoder_destroy(zp_encoder *enc);
 /* Resident bytes of the encoder (scratch and cache). */
 ZP_API size_t zp_encoder_memory(const zp_encoder *enc);
 
-/* Encode len bytes of text. ids must have room for len ids (a token is at
- * least one byte); *n_ids gets the count. Never fails on any input bytes;
- * returns ZP_ERR_NOMEM only when scratch memory cannot grow. */
+/* Encode len bytes of text. ids must have room for zp_encode_max_ids(tok,
+ * len) ids; *n_ids gets the count. Never fails on any input bytes; returns
+ * ZP_ERR_NOMEM only when scratch memory cannot grow. */
 ZP_API zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
                     size_t *n_ids);
+/* The most ids zp_encode() gives for len bytes of text: len for byte-level
+ * BPE without a normalizer (gpt2, tiktoken encodings; a token is at least one
+ * byte); more for tokenizers whose normalizer or pre-tokenizer lengthens the
+ * text (a tokenizer.json replaces invalid UTF-8 by U+FFFD, may prepend
+ * U+2581, replace ' ' by U+2581, apply NFKC ...). */
+ZP_API size_t zp_encode_max_ids(const zp_tokenizer *tok, size_t len);
 
 /* Decode ids into bytes. out has cap bytes; *out_len gets the length needed.
  * Returns ZP_ERR_LIMIT when cap is too small (nothing useful written),

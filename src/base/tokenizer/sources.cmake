@@ -8,6 +8,8 @@ list(APPEND ZEPHON_SOURCES
   src/base/tokenizer/tok_gpt2_data.c
   src/base/tokenizer/pretok.c
   src/base/tokenizer/unicode_tables.c
+  src/base/tokenizer/hf_json.c
+  src/base/tokenizer/hf_encode.c
 )
 
 # The GPT-2 vocabulary is embedded with the assembler's .incbin (see

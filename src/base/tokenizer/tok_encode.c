@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/tokenizer/pretok_scan.h"
+#include "base/tokenizer/hf_internal.h"
 
 /* Pieces up to this many bytes are merged by the simple quadratic loop
  * (scratch inside the encoder); longer ones by the heap merge. */
@@ -71,6 +72,7 @@ struct zp_encoder {
     uint32_t cvictim;   /* round-robin replacement */
 
     void *pscratch; /* the pre-tokenizer's per-thread scratch, owned */
+    zpi_hf_enc *hf;   /* a tokenizer.json: its pipeline's state (hf_encode.c), owned */
 };
 
 /* ------------------------------------------------------------ scanner
@@ -373,7 +375,15 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
     if (!e)
         return ZP_ERR_NOMEM;
     e->tok = tok;
-    e->tiktoken = tok->mode == ZPI_TOK_TIKTOKEN;
+    if (tok->hf) {
+        e->hf = zpi_hf_enc_create(tok);
+        if (!e->hf) {
+            zp_encoder_destroy(e);
+            return ZP_ERR_NOMEM;
+        }
+    }
+    /* whole-piece lookup first: tiktoken, and tokenizer.json ignore_merges */
+    e->tiktoken = tok->mode == ZPI_TOK_TIKTOKEN || (tok->hf && tok->hf->ignore_merges);
     e->short_max = SHORT_MAX;
     size_t nsets = 0;
     if (tok->cfg.cache_entries >= CACHE_WAYS && tok->cfg.cache_max_piece_bytes >= 2) {
@@ -413,6 +423,7 @@ void zp_encoder_destroy(zp_encoder *enc)
     if (!enc)
         return;
     long_release(enc);
+    zpi_hf_enc_destroy(enc->hf);
     zpi_pretok_scratch_destroy(enc->pscratch);
     free(enc->ctag);
     free(enc->cslot);
@@ -425,7 +436,7 @@ size_t zp_encoder_memory(const zp_encoder *enc)
         return 0;
     size_t slots = enc->ctag ? ((size_t)enc->cset_mask + 1) * CACHE_WAYS : 0;
     return sizeof *enc + enc->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
-           slots * (sizeof(uint32_t) + sizeof(cache_slot));
+           slots * (sizeof(uint32_t) + sizeof(cache_slot)) + zpi_hf_enc_memory(enc->hf);
 }
 
 /* The piece that starts at s[i] (i < len) under scanner kind (a constant
@@ -522,5 +533,33 @@ zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
         *n_ids = 0;
     if (!enc || !n_ids || (len && (!text || !ids)))
         return ZP_ERR_INVALID;
+    if (enc->hf)
+        return zpi_hf_encode(enc, enc->hf, text, len, ids, n_ids);
     return encode_byte_bpe(enc, (const uint8_t *)text, len, ids, n_ids);
+}
+
+/* For hf_encode.c: one piece of any length >= 1 (the byte-level model of a
+ * tokenizer.json whose pre-tokenizer the loop below cannot run), and a
+ * whole text with t->pretok. Room for n ids / len ids. */
+size_t zpi_tok_encode_piece(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
+{
+    if (n == 1) {
+        out[0] = (int32_t)e->tok->byte_id[p[0]];
+        return 1;
+    }
+    uint64_t h = n <= e->hash_max ? zpi_tok_hash(p, n) : 0;
+    return encode_piece(e, p, n, h, out);
+}
+
+zp_status zpi_tok_encode_bytes(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
+                               size_t *n_ids)
+{
+    return encode_byte_bpe(enc, (const uint8_t *)text, len, ids, n_ids);
+}
+
+size_t zp_encode_max_ids(const zp_tokenizer *tok, size_t len)
+{
+    if (tok && tok->hf)
+        return zpi_hf_max_ids(tok->hf, len);
+    return len;
 }

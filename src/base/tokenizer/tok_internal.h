@@ -54,8 +54,17 @@ typedef struct zpi_tok_span {
     uint32_t len;
 } zpi_tok_span;
 
+/* Which encoder zp_encode dispatches to (t->kind). */
+#define ZPI_TOK_KIND_BYTE_BPE 0 /* byte-level BPE (this file, tok_encode.c) */
+#define ZPI_TOK_KIND_SP_BPE 1   /* SentencePiece-style BPE of tokenizer.json (hf_json.c) */
+#define ZPI_TOK_KIND_SPM 2      /* a SentencePiece .model, BPE or Unigram (spm_model.c) */
+
+struct zpi_hf;
+
 struct zp_tokenizer {
     zp_tokenizer_config cfg;
+    int kind;            /* ZPI_TOK_KIND_* */
+    struct zpi_hf *hf;   /* a tokenizer.json (hf_json.h): its pipeline and model, owned */
     zpi_tok_mode mode;
     uint32_t n_ids;       /* vocabulary size: ids are 0 .. n_ids-1 */
     int32_t eot;          /* end-of-text id */

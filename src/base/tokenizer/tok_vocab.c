@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "base/tokenizer/hf_json.h"
 #include "base/util.h"
 
 #define ERR(st, ...)                           \
@@ -832,6 +833,8 @@ zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp
                 "a folder with vocab.json + merges.txt, or a .tiktoken rank file",
                 id, strerror(e));
         st = e == ENOENT ? ZP_ERR_INVALID : ZP_ERR_IO;
+    } else if (zpi_hf_is_json_path(id)) {
+        st = zpi_hf_load(t, id, c.match_special, err);
     } else if (S_ISDIR(sb.st_mode)) {
         st = load_hf(t, id, err, errcap);
     } else if (ends_with(id, ".json") || ends_with(id, "merges.txt")) {
@@ -842,7 +845,7 @@ zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp
     } else {
         st = load_tiktoken(t, id, err, errcap);
     }
-    if (st == ZP_OK)
+    if (st == ZP_OK && !t->hf)
         st = zpi_tok_build_finish(t, err, errcap);
     if (st != ZP_OK) {
         zp_tokenizer_destroy(t);
@@ -863,6 +866,7 @@ void zp_tokenizer_destroy(zp_tokenizer *tok)
     free(tok->pmap);
     free(tok->merge_id);
     free(tok->bp_rank);
+    zpi_hf_destroy(tok->hf);
     free(tok);
 }
 
@@ -878,7 +882,7 @@ size_t zp_tokenizer_memory(const zp_tokenizer *tok)
            ((size_t)tok->vmap_mask + 1) * sizeof *tok->vmap +
            (tok->pmap ? ((size_t)tok->pmap_mask + 1) * sizeof *tok->pmap : 0) +
            (size_t)tok->merge_cap * sizeof *tok->merge_id +
-           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0);
+           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0) + zpi_hf_memory(tok->hf);
 }
 
 zp_status zp_decode(const zp_tokenizer *tok, const int32_t *ids, size_t n_ids, char *out,

@@ -1,0 +1,1460 @@
+/*
+ * hf_json.c - loading a Hugging Face tokenizer.json (and the
+ * tokenizer_config.json beside it) into a zp_tokenizer. See hf_json.h and
+ * docs/tokenizers.md.
+ *
+ * The file is mostly the model's vocab and merges (33 MB for Gemma 3's
+ * 262k vocabulary): those are read by a small JSON scanner written for them
+ * (jansson needs seconds for such a file); every other member (normalizer,
+ * pre_tokenizer, added_tokens, post_processor, the model's options) is
+ * parsed by jansson from its span of the text.
+ *
+ * Ownership: the zp_tokenizer owns the struct zpi_hf built here (t->hf) and
+ * the tables filled by zpi_tok_build_*; zpi_hf_destroy() frees the former.
+ */
+#include "base/tokenizer/hf_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+#include <utf8proc.h>
+
+#include "base/util.h"
+
+#define ERR(st, ...) return zpi_err_set(err, (st), __VA_ARGS__)
+
+/* ------------------------------------------------------------ files */
+
+static zp_status read_file(const char *path, char **buf, size_t *len, zpi_err *err)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        ERR(errno == ENOENT ? ZP_ERR_INVALID : ZP_ERR_IO, "cannot open '%s': %s", path,
+            strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        ERR(ZP_ERR_IO, "'%s' is not a regular file", path);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *b = malloc(n + 1);
+    if (!b) {
+        fclose(f);
+        ERR(ZP_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    size_t got = fread(b, 1, n, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != n) {
+        free(b);
+        ERR(ZP_ERR_IO, "cannot read '%s'", path);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return ZP_OK;
+}
+
+int zpi_hf_is_json_path(const char *path)
+{
+    struct stat sb;
+    size_t n = strlen(path);
+    if (stat(path, &sb) != 0)
+        return n >= 5 && strcmp(path + n - 5, ".json") == 0;
+    if (S_ISDIR(sb.st_mode)) {
+        char p[4096];
+        zpi_fmt(p, sizeof p, "%s/tokenizer.json", path);
+        return stat(p, &sb) == 0;
+    }
+    return n >= 5 && strcmp(path + n - 5, ".json") == 0;
+}
+
+/* ------------------------------------------------------------ JSON scanner
+ * Just enough JSON for the vocab object and the merges array: strings (with
+ * every escape), integers, and skipping any value. */
+
+typedef struct js {
+    const char *p, *e;
+} js;
+
+static inline void js_ws(js *s)
+{
+    while (s->p < s->e && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+        s->p++;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int hex4(const char *p, uint32_t *v)
+{
+    uint32_t x = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval((unsigned char)p[i]);
+        if (h < 0)
+            return -1;
+        x = x << 4 | (uint32_t)h;
+    }
+    *v = x;
+    return 0;
+}
+
+static size_t utf8_put(uint8_t *o, uint32_t c)
+{
+    if (c < 0x80) {
+        o[0] = (uint8_t)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (uint8_t)(0xC0 | c >> 6);
+        o[1] = (uint8_t)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | c >> 12);
+        o[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | c >> 18);
+    o[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (uint8_t)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+/* A string at s->p ('"'): its unescaped bytes are written to out (room for
+ * the escaped length, which is never shorter). Returns the length or -1. */
+static long js_string(js *s, uint8_t *out)
+{
+    if (s->p >= s->e || *s->p != '"')
+        return -1;
+    const char *p = s->p + 1, *e = s->e;
+    size_t o = 0;
+    for (;;) {
+        const char *q = p;
+        while (q < e && *q != '"' && *q != '\\')
+            q++;
+        memcpy(out + o, p, (size_t)(q - p));
+        o += (size_t)(q - p);
+        if (q >= e)
+            return -1;
+        if (*q == '"') {
+            s->p = q + 1;
+            return (long)o;
+        }
+        if (q + 1 >= e)
+            return -1;
+        char c = q[1];
+        p = q + 2;
+        switch (c) {
+        case '"': out[o++] = '"'; break;
+        case '\\': out[o++] = '\\'; break;
+        case '/': out[o++] = '/'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'u': {
+            uint32_t v, w;
+            if (e - p < 4 || hex4(p, &v) != 0)
+                return -1;
+            p += 4;
+            if (v >= 0xD800 && v <= 0xDBFF) {
+                if (e - p >= 6 && p[0] == '\\' && p[1] == 'u' && hex4(p + 2, &w) == 0 &&
+                    w >= 0xDC00 && w <= 0xDFFF) {
+                    v = 0x10000 + ((v - 0xD800) << 10) + (w - 0xDC00);
+                    p += 6;
+                } else {
+                    v = 0xFFFD; /* a lone surrogate, as serde_json refuses: U+FFFD */
+                }
+            } else if (v >= 0xDC00 && v <= 0xDFFF) {
+                v = 0xFFFD;
+            }
+            o += utf8_put(out + o, v);
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+}
+
+/* Skip one value. 0 or -1. */
+static int js_skip(js *s)
+{
+    int depth = 0;
+    js_ws(s);
+    do {
+        js_ws(s);
+        if (s->p >= s->e)
+            return -1;
+        char c = *s->p;
+        if (c == '"') {
+            const char *q = s->p + 1;
+            for (;;) {
+                while (q < s->e && *q != '"' && *q != '\\')
+                    q++;
+                if (q >= s->e)
+                    return -1;
+                if (*q == '"')
+                    break;
+                q += 2;
+            }
+            s->p = q + 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            s->p++;
+            continue;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            s->p++;
+        } else if (c == ',' || c == ':') {
+            s->p++;
+            continue;
+        } else {
+            while (s->p < s->e && *s->p != ',' && *s->p != '}' && *s->p != ']' &&
+                   *s->p != ' ' && *s->p != '\n' && *s->p != '\r' && *s->p != '\t')
+                s->p++;
+        }
+    } while (depth > 0);
+    return 0;
+}
+
+static int js_expect(js *s, char c)
+{
+    js_ws(s);
+    if (s->p < s->e && *s->p == c) {
+        s->p++;
+        return 0;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ byte-level map
+ * GPT-2's printable alphabet for bytes (as in tok_vocab.c). */
+
+typedef struct byte_map {
+    int16_t u2b[324];
+} byte_map;
+
+static void byte_map_init(byte_map *m)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < 324; i++)
+        m->u2b[i] = -1;
+    for (unsigned b = 0; b < 256; b++) {
+        int pr = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        unsigned u = pr ? b : 256 + n++;
+        m->u2b[u] = (int16_t)b;
+    }
+}
+
+/* In place: byte-level string -> bytes. Returns the byte count or -1. */
+static long bytelevel_decode(const byte_map *m, uint8_t *s, size_t n)
+{
+    size_t i = 0, o = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t l = zpi_utf8_decode(s + i, n - i, &cp);
+        if (l == 0 || cp >= 324 || m->u2b[cp] < 0)
+            return -1;
+        s[o++] = (uint8_t)m->u2b[cp];
+        i += l;
+    }
+    return (long)o;
+}
+
+/* ------------------------------------------------------------ loading */
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span;
+
+typedef struct loader {
+    const char *path;
+    byte_map bm;
+    span normalizer, pre_tokenizer, added_tokens, post_processor, model_vocab, model_merges;
+    json_t *model_opts; /* object of the model's members but vocab and merges */
+    int have_model;
+    /* vocab entries */
+    uint8_t *kbuf; /* decoded keys */
+    size_t kbuf_len;
+    struct vent {
+        uint32_t off, len, id;
+    } *ve;
+    size_t n_ve;
+    json_t *added_json;
+} loader;
+
+static json_t *span_json(const span *s)
+{
+    if (!s->p)
+        return NULL;
+    json_error_t je;
+    return json_loadb(s->p, s->n, JSON_DECODE_ANY, &je);
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int jbool(json_t *o, const char *k, int dflt)
+{
+    json_t *v = json_object_get(o, k);
+    if (json_is_boolean(v))
+        return json_is_true(v);
+    return dflt;
+}
+
+/* Top level and the model object: record spans. */
+static zp_status scan_top(loader *L, const char *buf, size_t len, zpi_err *err)
+{
+    js s = {buf, buf + len};
+    uint8_t key[64];
+    if (js_expect(&s, '{') != 0)
+        ERR(ZP_ERR_FORMAT, "%s: not a JSON object", L->path);
+    js_ws(&s);
+    if (s.p < s.e && *s.p == '}')
+        ERR(ZP_ERR_FORMAT, "%s: empty JSON object, not a tokenizer.json", L->path);
+    for (;;) {
+        js_ws(&s);
+        if (s.p >= s.e || *s.p != '"')
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON near byte %zu", L->path, (size_t)(s.p - buf));
+        /* keys of interest are short; longer ones are skipped */
+        const char *ks = s.p;
+        if (js_skip(&s) != 0)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON near byte %zu", L->path, (size_t)(ks - buf));
+        long kl = -1;
+        if (s.p - ks <= (long)sizeof key) {
+            js t = {ks, s.p};
+            kl = js_string(&t, key);
+        }
+        if (js_expect(&s, ':') != 0)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON near byte %zu", L->path, (size_t)(s.p - buf));
+        js_ws(&s);
+        const char *vs = s.p;
+#define KEY(lit) (kl == (long)sizeof lit - 1 && memcmp(key, lit, sizeof lit - 1) == 0)
+        if (KEY("model") && s.p < s.e && *s.p == '{') {
+            L->have_model = 1;
+            L->model_opts = json_object();
+            s.p++;
+            js_ws(&s);
+            if (s.p < s.e && *s.p == '}') {
+                s.p++;
+            } else {
+                for (;;) {
+                    js_ws(&s);
+                    const char *mk = s.p;
+                    if (js_skip(&s) != 0)
+                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+                    long ml = -1;
+                    uint8_t mkey[64];
+                    if (s.p - mk <= (long)sizeof mkey) {
+                        js t = {mk, s.p};
+                        ml = js_string(&t, mkey);
+                    }
+                    if (js_expect(&s, ':') != 0)
+                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+                    js_ws(&s);
+                    const char *mv = s.p;
+                    if (js_skip(&s) != 0)
+                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+                    span sp = {mv, (size_t)(s.p - mv)};
+                    if (ml == 5 && memcmp(mkey, "vocab", 5) == 0) {
+                        L->model_vocab = sp;
+                    } else if (ml == 6 && memcmp(mkey, "merges", 6) == 0) {
+                        L->model_merges = sp;
+                    } else if (ml > 0) {
+                        json_t *v = span_json(&sp);
+                        if (!v)
+                            ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+                        mkey[ml] = 0;
+                        json_object_set_new(L->model_opts, (const char *)mkey, v);
+                    }
+                    js_ws(&s);
+                    if (s.p < s.e && *s.p == ',') {
+                        s.p++;
+                        continue;
+                    }
+                    if (js_expect(&s, '}') != 0)
+                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+                    break;
+                }
+            }
+        } else {
+            if (js_skip(&s) != 0)
+                ERR(ZP_ERR_FORMAT, "%s: invalid JSON near byte %zu", L->path,
+                    (size_t)(vs - buf));
+            span sp = {vs, (size_t)(s.p - vs)};
+            if (KEY("normalizer"))
+                L->normalizer = sp;
+            else if (KEY("pre_tokenizer"))
+                L->pre_tokenizer = sp;
+            else if (KEY("added_tokens"))
+                L->added_tokens = sp;
+            else if (KEY("post_processor"))
+                L->post_processor = sp;
+        }
+#undef KEY
+        js_ws(&s);
+        if (s.p < s.e && *s.p == ',') {
+            s.p++;
+            continue;
+        }
+        if (js_expect(&s, '}') != 0)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON near byte %zu", L->path, (size_t)(s.p - buf));
+        break;
+    }
+    if (!L->have_model)
+        ERR(ZP_ERR_FORMAT, "%s: no \"model\" object: not a tokenizer.json", L->path);
+    return ZP_OK;
+}
+
+/* vocab: {"token": id, ...} -> L->ve, L->kbuf. */
+static zp_status scan_vocab(loader *L, uint32_t *max_id, zpi_err *err)
+{
+    span sp = L->model_vocab;
+    if (!sp.p)
+        ERR(ZP_ERR_FORMAT, "%s: model has no \"vocab\"", L->path);
+    js s = {sp.p, sp.p + sp.n};
+    L->kbuf = malloc(sp.n + 16);
+    size_t cap = sp.n / 8 + 16;
+    L->ve = malloc(cap * sizeof *L->ve);
+    if (!L->kbuf || !L->ve)
+        ERR(ZP_ERR_NOMEM, "out of memory reading '%s'", L->path);
+    if (js_expect(&s, '{') != 0)
+        ERR(ZP_ERR_FORMAT, "%s: model.vocab is not an object of token -> id (a BPE model's "
+            "vocab)", L->path);
+    js_ws(&s);
+    if (s.p < s.e && *s.p == '}')
+        ERR(ZP_ERR_FORMAT, "%s: model.vocab is empty", L->path);
+    for (;;) {
+        js_ws(&s);
+        long kl = js_string(&s, L->kbuf + L->kbuf_len);
+        if (kl < 0 || js_expect(&s, ':') != 0)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.vocab", L->path);
+        js_ws(&s);
+        uint64_t v = 0;
+        const char *d = s.p;
+        while (s.p < s.e && *s.p >= '0' && *s.p <= '9' && v < ZPI_TOK_MAX_IDS)
+            v = v * 10 + (uint64_t)(*s.p++ - '0');
+        if (s.p == d || v >= ZPI_TOK_MAX_IDS - 1 ||
+            (s.p < s.e && (*s.p == '.' || *s.p == 'e' || *s.p == 'E')))
+            ERR(ZP_ERR_FORMAT, "%s: model.vocab: the id of token '%.*s' is not an integer in "
+                "[0, %u)", L->path, (int)(kl > 64 ? 64 : kl), (const char *)L->kbuf + L->kbuf_len,
+                ZPI_TOK_MAX_IDS - 1);
+        if (L->n_ve == cap) {
+            cap *= 2;
+            struct vent *n = realloc(L->ve, cap * sizeof *n);
+            if (!n)
+                ERR(ZP_ERR_NOMEM, "out of memory reading '%s'", L->path);
+            L->ve = n;
+        }
+        L->ve[L->n_ve].off = (uint32_t)L->kbuf_len;
+        L->ve[L->n_ve].len = (uint32_t)kl;
+        L->ve[L->n_ve].id = (uint32_t)v;
+        L->n_ve++;
+        L->kbuf_len += (size_t)kl;
+        if (v > *max_id)
+            *max_id = (uint32_t)v;
+        js_ws(&s);
+        if (s.p < s.e && *s.p == ',') {
+            s.p++;
+            continue;
+        }
+        if (js_expect(&s, '}') != 0)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.vocab", L->path);
+        break;
+    }
+    return ZP_OK;
+}
+
+/* Insert pair (a, b) -> rank into the pair map (lower rank kept). */
+static void pair_put(zp_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank)
+{
+    uint64_t key = zpi_tok_pair_key(a, b);
+    uint64_t v = key << ZPI_TOK_ID_BITS | rank;
+    uint32_t i = zpi_tok_pair_home(t, key);
+    for (;;) {
+        uint64_t s = t->pmap[i];
+        if ((s >> ZPI_TOK_ID_BITS) == key) {
+            if (rank < (s & ZPI_TOK_ID_MASK))
+                t->pmap[i] = v;
+            return;
+        }
+        if (s == 0) {
+            t->pmap[i] = v;
+            t->pmap_count++;
+            return;
+        }
+        i = (i + 1) & t->pmap_mask;
+    }
+}
+
+static uint32_t find_bytes(const zp_tokenizer *t, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return ZPI_TOK_NONE;
+    return zpi_tok_find(t, p, n, zpi_tok_hash(p, n));
+}
+
+/* merges: ["a b", ...] or [["a", "b"], ...]; rank = position. */
+static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err *err)
+{
+    span sp = L->model_merges;
+    if (!sp.p)
+        ERR(ZP_ERR_FORMAT, "%s: model has no \"merges\"", L->path);
+    js s = {sp.p, sp.p + sp.n};
+    size_t n_est = 0;
+    for (size_t i = 0; i < sp.n; i++)
+        n_est += sp.p[i] == ',';
+    n_est = n_est + 1;
+    if (n_est >= ZPI_TOK_MAX_IDS)
+        n_est = ZPI_TOK_MAX_IDS - 1;
+    zp_status st = zpi_tok_build_pairs_begin(t, n_est, err);
+    if (st != ZP_OK)
+        return st;
+    t->merge_cap = (uint32_t)n_est;
+    t->merge_id = malloc((size_t)n_est * sizeof *t->merge_id);
+    uint8_t *tmp = malloc(2 * (sp.n < 65536 ? sp.n : 65536) + 64);
+    size_t tcap = 2 * (sp.n < 65536 ? sp.n : 65536);
+    if (!t->merge_id || !tmp) {
+        free(tmp);
+        ERR(ZP_ERR_NOMEM, "out of memory for the merges of '%s'", L->path);
+    }
+    if (js_expect(&s, '[') != 0) {
+        free(tmp);
+        ERR(ZP_ERR_FORMAT, "%s: model.merges is not an array", L->path);
+    }
+    uint32_t rank = 0;
+    js_ws(&s);
+    if (s.p < s.e && *s.p == ']') {
+        s.p++;
+        free(tmp);
+        return ZP_OK;
+    }
+    for (;;) {
+        js_ws(&s);
+        long la, lb;
+        const char *item = s.p;
+        if (s.p < s.e && *s.p == '"') {
+            const char *q = s.p;
+            if (js_skip(&s) != 0 || (size_t)(s.p - q) > tcap)
+                goto bad;
+            js t1 = {q, s.p};
+            long l = js_string(&t1, tmp);
+            uint8_t *sp1 = l > 0 ? memchr(tmp, ' ', (size_t)l) : NULL;
+            if (!sp1 || sp1 == tmp || sp1 + 1 == tmp + l || memchr(sp1 + 1, ' ', (size_t)(tmp + l - sp1 - 1)))
+                goto bad_item;
+            la = sp1 - tmp;
+            lb = l - la - 1;
+            memmove(sp1, sp1 + 1, (size_t)lb);
+        } else if (s.p < s.e && *s.p == '[') {
+            s.p++;
+            js_ws(&s);
+            const char *q = s.p;
+            if (js_skip(&s) != 0 || (size_t)(s.p - q) > tcap / 2)
+                goto bad;
+            js t1 = {q, s.p};
+            la = js_string(&t1, tmp);
+            if (js_expect(&s, ',') != 0)
+                goto bad_item;
+            js_ws(&s);
+            q = s.p;
+            if (js_skip(&s) != 0 || (size_t)(s.p - q) > tcap / 2 || la < 0)
+                goto bad;
+            js t2 = {q, s.p};
+            lb = js_string(&t2, tmp + la);
+            if (js_expect(&s, ']') != 0 || lb < 0)
+                goto bad_item;
+        } else {
+            goto bad;
+        }
+        if (la <= 0 || lb <= 0)
+            goto bad_item;
+        if (bytelevel) {
+            long a = bytelevel_decode(&L->bm, tmp, (size_t)la);
+            long b = a > 0 ? bytelevel_decode(&L->bm, tmp + la, (size_t)lb) : -1;
+            if (a <= 0 || b <= 0) {
+                free(tmp);
+                ERR(ZP_ERR_FORMAT, "%s: model.merges[%u]: a token outside the byte-level "
+                    "alphabet", L->path, rank);
+            }
+            memmove(tmp + a, tmp + la, (size_t)b);
+            la = a;
+            lb = b;
+        }
+        {
+            uint32_t ia = find_bytes(t, tmp, (size_t)la);
+            uint32_t ib = find_bytes(t, tmp + la, (size_t)lb);
+            uint32_t im = find_bytes(t, tmp, (size_t)(la + lb));
+            if (ia == ZPI_TOK_NONE || ib == ZPI_TOK_NONE || im == ZPI_TOK_NONE) {
+                free(tmp);
+                ERR(ZP_ERR_FORMAT, "%s: model.merges[%u] uses or makes a token that is not in "
+                    "model.vocab", L->path, rank);
+            }
+            if (rank >= t->merge_cap) {
+                free(tmp);
+                ERR(ZP_ERR_FORMAT, "%s: too many merges (at most %u)", L->path,
+                    ZPI_TOK_MAX_IDS - 1);
+            }
+            t->merge_id[rank] = im;
+            pair_put(t, ia, ib, rank);
+            rank++;
+        }
+        js_ws(&s);
+        if (s.p < s.e && *s.p == ',') {
+            s.p++;
+            continue;
+        }
+        if (js_expect(&s, ']') != 0)
+            goto bad;
+        break;
+    bad_item:
+        free(tmp);
+        ERR(ZP_ERR_FORMAT, "%s: model.merges[%u] (%.40s...) is not \"A B\" or [\"A\", \"B\"]",
+            L->path, rank, item);
+    }
+    free(tmp);
+    return ZP_OK;
+bad:
+    free(tmp);
+    ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item %u)", L->path, rank);
+}
+
+/* ------------------------------------------------------------ components */
+
+static zp_status parse_norm(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err)
+{
+    if (json_is_null(n))
+        return ZP_OK;
+    const char *type = jstr(n, "type");
+    if (!type)
+        ERR(ZP_ERR_FORMAT, "%s: normalizer without a \"type\"", path);
+    if (strcmp(type, "Sequence") == 0) {
+        json_t *a = json_object_get(n, "normalizers");
+        if (!json_is_array(a))
+            ERR(ZP_ERR_FORMAT, "%s: normalizer Sequence without \"normalizers\"", path);
+        size_t i;
+        json_t *v;
+        json_array_foreach(a, i, v)
+        {
+            zp_status st = parse_norm(h, v, path, err);
+            if (st != ZP_OK)
+                return st;
+        }
+        return ZP_OK;
+    }
+    hf_norm nm;
+    memset(&nm, 0, sizeof nm);
+    if (strcmp(type, "Prepend") == 0) {
+        const char *p = jstr(n, "prepend");
+        if (!p)
+            ERR(ZP_ERR_FORMAT, "%s: normalizer Prepend without \"prepend\"", path);
+        nm.kind = HF_N_PREPEND;
+        nm.a = strdup(p);
+        nm.alen = strlen(p);
+    } else if (strcmp(type, "Replace") == 0) {
+        json_t *pat = json_object_get(n, "pattern");
+        const char *c = jstr(n, "content");
+        const char *s = json_is_object(pat) ? jstr(pat, "String") : NULL;
+        if (json_is_object(pat) && json_object_get(pat, "Regex"))
+            ERR(ZP_ERR_FORMAT, "%s: normalizer type 'Replace' with a Regex pattern is not "
+                "supported (only a String pattern)", path);
+        if (!s || !c)
+            ERR(ZP_ERR_FORMAT, "%s: normalizer Replace needs a String pattern and a content",
+                path);
+        if (!*s)
+            ERR(ZP_ERR_FORMAT, "%s: normalizer Replace with an empty pattern is not supported",
+                path);
+        nm.kind = HF_N_REPLACE;
+        nm.a = strdup(s);
+        nm.alen = strlen(s);
+        nm.b = strdup(c);
+        nm.blen = strlen(c);
+    } else if (strcmp(type, "NFC") == 0) {
+        nm.kind = HF_N_NFC;
+    } else if (strcmp(type, "NFKC") == 0) {
+        nm.kind = HF_N_NFKC;
+    } else if (strcmp(type, "NFD") == 0) {
+        nm.kind = HF_N_NFD;
+    } else if (strcmp(type, "NFKD") == 0) {
+        nm.kind = HF_N_NFKD;
+    } else {
+        ERR(ZP_ERR_FORMAT, "%s: normalizer type '%s' is not supported (supported: Sequence, "
+            "Prepend, Replace with a String, NFC, NFKC, NFD, NFKD)", path, type);
+    }
+    if (nm.kind >= HF_N_NFC)
+        h->unicode_norm = 1;
+    hf_norm *nn = realloc(h->norm, (h->n_norm + 1) * sizeof *nn);
+    if (!nn) {
+        free(nm.a);
+        free(nm.b);
+        ERR(ZP_ERR_NOMEM, "out of memory");
+    }
+    h->norm = nn;
+    h->norm[h->n_norm++] = nm;
+    return ZP_OK;
+}
+
+static int parse_behavior(const char *b)
+{
+    if (!b)
+        return -1;
+    if (strcmp(b, "Removed") == 0)
+        return HF_B_REMOVED;
+    if (strcmp(b, "Isolated") == 0)
+        return HF_B_ISOLATED;
+    if (strcmp(b, "MergedWithPrevious") == 0)
+        return HF_B_MERGED_PREV;
+    if (strcmp(b, "MergedWithNext") == 0)
+        return HF_B_MERGED_NEXT;
+    if (strcmp(b, "Contiguous") == 0)
+        return HF_B_CONTIGUOUS;
+    return -1;
+}
+
+static zp_status parse_pt(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err)
+{
+    if (json_is_null(n))
+        return ZP_OK;
+    const char *type = jstr(n, "type");
+    if (!type)
+        ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer without a \"type\"", path);
+    if (strcmp(type, "Sequence") == 0) {
+        json_t *a = json_object_get(n, "pretokenizers");
+        if (!json_is_array(a))
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Sequence without \"pretokenizers\"", path);
+        size_t i;
+        json_t *v;
+        json_array_foreach(a, i, v)
+        {
+            zp_status st = parse_pt(h, v, path, err);
+            if (st != ZP_OK)
+                return st;
+        }
+        return ZP_OK;
+    }
+    hf_pt p;
+    memset(&p, 0, sizeof p);
+    if (strcmp(type, "Split") == 0) {
+        json_t *pat = json_object_get(n, "pattern");
+        const char *re = json_is_object(pat) ? jstr(pat, "Regex") : NULL;
+        const char *str = json_is_object(pat) ? jstr(pat, "String") : NULL;
+        p.behavior = parse_behavior(jstr(n, "behavior"));
+        p.invert = jbool(n, "invert", 0);
+        if (p.behavior < 0)
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split: behavior '%s' is not supported", path,
+                jstr(n, "behavior") ? jstr(n, "behavior") : "(none)");
+        if (re) {
+            p.kind = HF_P_SPLIT_REGEX;
+            zp_status st = zpi_pretok_create(re, &p.re, err);
+            if (st != ZP_OK) {
+                zpi_err_prefix(err, "%s: pre_tokenizer Split", path);
+                return st;
+            }
+        } else if (str) {
+            if (!*str)
+                ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split with an empty String pattern is not "
+                    "supported", path);
+            if (p.invert)
+                ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split with a String pattern and invert: "
+                    "true is not supported", path);
+            p.kind = HF_P_SPLIT_STRING;
+            p.str = strdup(str);
+            p.slen = strlen(str);
+        } else {
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split needs a String or Regex pattern", path);
+        }
+    } else if (strcmp(type, "ByteLevel") == 0) {
+        p.kind = HF_P_BYTELEVEL;
+        p.add_prefix_space = jbool(n, "add_prefix_space", 1);
+        if (jbool(n, "use_regex", 1)) {
+            zp_status st = zpi_pretok_create_known("gpt2", &p.re, err);
+            if (st != ZP_OK)
+                return st;
+        }
+    } else if (strcmp(type, "Digits") == 0) {
+        p.kind = HF_P_DIGITS;
+        p.individual = jbool(n, "individual_digits", 0);
+    } else if (strcmp(type, "Metaspace") == 0) {
+        p.kind = HF_P_METASPACE;
+        const char *r = jstr(n, "replacement");
+        if (!r)
+            r = "\xE2\x96\x81";
+        uint32_t cp;
+        size_t rl = strlen(r);
+        if (rl == 0 || rl > 4 || zpi_utf8_decode((const uint8_t *)r, rl, &cp) != rl)
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Metaspace: replacement must be one character",
+                path);
+        memcpy(p.rep, r, rl);
+        p.replen = rl;
+        const char *sch = jstr(n, "prepend_scheme");
+        if (sch) {
+            if (strcmp(sch, "always") == 0)
+                p.scheme = HF_PREPEND_ALWAYS;
+            else if (strcmp(sch, "first") == 0)
+                p.scheme = HF_PREPEND_FIRST;
+            else if (strcmp(sch, "never") == 0)
+                p.scheme = HF_PREPEND_NEVER;
+            else
+                ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Metaspace: prepend_scheme '%s' is not "
+                    "supported", path, sch);
+        } else {
+            p.scheme = jbool(n, "add_prefix_space", 1) ? HF_PREPEND_ALWAYS : HF_PREPEND_NEVER;
+        }
+        p.split = jbool(n, "split", 1);
+    } else {
+        ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer type '%s' is not supported (supported: Sequence, "
+            "Split, ByteLevel, Digits, Metaspace)", path, type);
+    }
+    hf_pt *np = realloc(h->pt, (h->n_pt + 1) * sizeof *np);
+    if (!np) {
+        zpi_pretok_destroy(p.re);
+        free(p.str);
+        ERR(ZP_ERR_NOMEM, "out of memory");
+    }
+    h->pt = np;
+    h->pt[h->n_pt++] = p;
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ added tokens */
+
+static const struct zpi_hf *g_sort_hf; /* qsort context (load is single-threaded per call) */
+
+static int cmp_added(const void *a, const void *b, void *ctx)
+{
+    const struct zpi_hf *h = ctx;
+    const hf_added *x = &h->added[*(const uint32_t *)a], *y = &h->added[*(const uint32_t *)b];
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->s, y->s, n);
+    if (c)
+        return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static zp_status build_matcher(struct zpi_hf *h, hf_matcher *m, int normalized)
+{
+    (void)g_sort_hf;
+    uint32_t n = 0;
+    for (size_t i = 0; i < h->n_added; i++)
+        n += h->added[i].normalized == normalized;
+    if (!n)
+        return ZP_OK;
+    m->idx = malloc(n * sizeof *m->idx);
+    if (!m->idx)
+        return ZP_ERR_NOMEM;
+    for (size_t i = 0; i < h->n_added; i++)
+        if (h->added[i].normalized == normalized) {
+            m->idx[m->n++] = (uint32_t)i;
+            m->first[(uint8_t)h->added[i].s[0]] = 1;
+        }
+    qsort_r(m->idx, m->n, sizeof *m->idx, cmp_added, h);
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ Unicode normalization table */
+
+static zp_status build_nf_table(struct zpi_hf *h, zpi_err *err)
+{
+    int compat = 0, compose = 0;
+    for (size_t i = 0; i < h->n_norm; i++) {
+        if (h->norm[i].kind == HF_N_NFKC || h->norm[i].kind == HF_N_NFKD)
+            compat = 1;
+        if (h->norm[i].kind == HF_N_NFC || h->norm[i].kind == HF_N_NFKC)
+            compose = 1;
+    }
+    h->nf_unsafe = calloc(0x110000 / 8, 1);
+    if (!h->nf_unsafe)
+        ERR(ZP_ERR_NOMEM, "out of memory");
+#define MARK(c) (h->nf_unsafe[(c) >> 3] |= (uint8_t)(1u << ((c) & 7)))
+    for (uint32_t c = 0x80; c < 0x110000; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF)
+            continue;
+        const utf8proc_property_t *pr = utf8proc_get_property((utf8proc_int32_t)c);
+        if (pr->combining_class != 0) {
+            MARK(c);
+            continue;
+        }
+        if (pr->decomp_seqindex != UINT16_MAX) {
+            /* mark when the character changes, and mark the later characters
+             * of its decomposition: they may compose with what precedes */
+            utf8proc_int32_t d[32];
+            int opts = UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0);
+            utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)c, d, 32, opts, NULL);
+            if (k > 1 || (k == 1 && (uint32_t)d[0] != c)) {
+                if (!(compose && k >= 1)) {
+                    MARK(c);
+                } else {
+                    uint8_t in[4], *outp = NULL;
+                    size_t il = utf8_put(in, c);
+                    utf8proc_ssize_t ol = utf8proc_map(in, (utf8proc_ssize_t)il, &outp,
+                                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE |
+                                                          (compat ? UTF8PROC_COMPAT : 0));
+                    if (ol != (utf8proc_ssize_t)il || memcmp(outp, in, il) != 0)
+                        MARK(c);
+                    free(outp);
+                }
+                if (compose)
+                    for (utf8proc_ssize_t j = 1; j < k && j < 32; j++)
+                        if (d[j] >= 0 && d[j] < 0x110000)
+                            MARK((uint32_t)d[j]);
+            }
+        }
+    }
+    /* Hangul: leading consonants, vowels and trailing consonants compose */
+    for (uint32_t c = 0x1100; c <= 0x11FF; c++)
+        MARK(c);
+    for (uint32_t c = 0xA960; c <= 0xA97F; c++)
+        MARK(c);
+    for (uint32_t c = 0xD7B0; c <= 0xD7FF; c++)
+        MARK(c);
+#undef MARK
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ config */
+
+/* The id of a token given by its content (added tokens first). */
+static int32_t token_id(const struct zpi_hf *h, const zp_tokenizer *t, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < h->n_added; i++)
+        if (h->added[i].len == n && memcmp(h->added[i].s, s, n) == 0)
+            return (int32_t)h->added[i].id;
+    if (!h->bytelevel) {
+        uint32_t id = find_bytes(t, (const uint8_t *)s, n);
+        if (id != ZPI_TOK_NONE)
+            return (int32_t)id;
+    }
+    return -1;
+}
+
+static const char *config_token(json_t *cfg, const char *key)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (json_is_object(v))
+        return jstr(v, "content");
+    return NULL;
+}
+
+static zp_status read_config(struct zpi_hf *h, zp_tokenizer *t, const char *dir, json_t *post,
+                             zpi_err *err)
+{
+    char cpath[4096];
+    zpi_fmt(cpath, sizeof cpath, "%s/tokenizer_config.json", dir);
+    json_t *cfg = NULL;
+    struct stat sb;
+    if (stat(cpath, &sb) == 0) {
+        char *buf;
+        size_t len;
+        zp_status st = read_file(cpath, &buf, &len, err);
+        if (st != ZP_OK)
+            return st;
+        json_error_t je;
+        cfg = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL, &je);
+        free(buf);
+        if (!json_is_object(cfg)) {
+            json_decref(cfg);
+            ERR(ZP_ERR_FORMAT, "%s:%d: invalid JSON: %s", cpath, je.line, je.text);
+        }
+    }
+    t->eot = -1;
+    t->bos = -1;
+    if (cfg) {
+        const char *eos = config_token(cfg, "eos_token");
+        if (eos) {
+            t->eot = token_id(h, t, eos);
+            if (t->eot < 0) {
+                json_decref(cfg);
+                ERR(ZP_ERR_FORMAT, "%s: eos_token '%s' is not a token of the tokenizer", cpath,
+                    eos);
+            }
+        }
+        const char *bos = config_token(cfg, "bos_token");
+        json_t *add = json_object_get(cfg, "add_bos_token");
+        if (json_is_boolean(add)) {
+            if (json_is_true(add)) {
+                if (!bos || (t->bos = token_id(h, t, bos)) < 0) {
+                    json_decref(cfg);
+                    ERR(ZP_ERR_FORMAT, "%s: add_bos_token is true but bos_token %s%s%s is not a "
+                        "token of the tokenizer", cpath, bos ? "'" : "", bos ? bos : "(none)",
+                        bos ? "'" : "");
+                }
+            }
+            json_decref(cfg);
+            return ZP_OK;
+        }
+        json_decref(cfg);
+    }
+    /* the config is silent about BOS: the post_processor's template */
+    if (t->eot < 0) { /* no config: a special token with a usual end-of-text name */
+        static const char *const names[] = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+        for (size_t i = 0; i < sizeof names / sizeof *names && t->eot < 0; i++)
+            for (size_t k = 0; k < h->n_added && t->eot < 0; k++)
+                if (h->added[k].special && strcmp(h->added[k].s, names[i]) == 0)
+                    t->eot = (int32_t)h->added[k].id;
+    }
+    if (json_is_object(post)) {
+        const char *ty = jstr(post, "type");
+        json_t *single = json_object_get(post, "single");
+        if (ty && strcmp(ty, "TemplateProcessing") == 0 && json_is_array(single) &&
+            json_array_size(single) > 0) {
+            json_t *sp = json_object_get(json_array_get(single, 0), "SpecialToken");
+            const char *name = sp ? jstr(sp, "id") : NULL;
+            json_t *ids = NULL;
+            json_t *stoks = json_object_get(post, "special_tokens");
+            if (name && stoks)
+                ids = json_object_get(json_object_get(stoks, name), "ids");
+            if (json_is_array(ids) && json_array_size(ids) == 1 &&
+                json_is_integer(json_array_get(ids, 0)))
+                t->bos = (int32_t)json_integer_value(json_array_get(ids, 0));
+            else if (name)
+                t->bos = token_id(h, t, name);
+        }
+    }
+    return ZP_OK;
+}
+
+/* ------------------------------------------------------------ the model */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* SentencePiece style: the tables hf_encode.c needs besides the maps. */
+static zp_status sp_finish(struct zpi_hf *h, zp_tokenizer *t, zpi_err *err)
+{
+    static const char hexd[] = "0123456789ABCDEF";
+    h->all_byte_toks = 1;
+    for (unsigned b = 0; b < 256; b++) {
+        char s[6] = {'<', '0', 'x', hexd[b >> 4], hexd[b & 15], '>'};
+        h->byte_tok[b] = find_bytes(t, (const uint8_t *)s, 6);
+        if (h->byte_tok[b] == ZPI_TOK_NONE)
+            h->all_byte_toks = 0;
+    }
+    for (unsigned c = 0; c < 128; c++) {
+        uint8_t ch = (uint8_t)c;
+        h->ascii_id[c] = find_bytes(t, &ch, 1);
+    }
+    /* word split at U+2581 */
+    static const uint8_t WS[3] = {0xE2, 0x96, 0x81};
+    h->ws_split = find_bytes(t, WS, 3) != ZPI_TOK_NONE;
+    size_t cap = 0;
+    for (uint32_t id = 0; id < t->n_ids && h->ws_split; id++) {
+        const zpi_tok_span *sp = &t->span[id];
+        if (sp->off == ZPI_TOK_NONE || sp->len < 4)
+            continue;
+        const uint8_t *p = t->blob + sp->off;
+        size_t n = sp->len, i = 0;
+        uint32_t prev = 0x2581;
+        while (i < n) {
+            uint32_t cp;
+            size_t l = zpi_utf8_decode(p + i, n - i, &cp);
+            if (!l)
+                break;
+            if (cp == 0x2581 && prev != 0x2581) {
+                if (h->n_ws_bad == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    uint32_t *nb = realloc(h->ws_bad, cap * sizeof *nb);
+                    if (!nb)
+                        ERR(ZP_ERR_NOMEM, "out of memory");
+                    h->ws_bad = nb;
+                }
+                h->ws_bad[h->n_ws_bad++] = prev;
+            }
+            prev = cp;
+            i += l;
+        }
+    }
+    if (h->n_ws_bad) {
+        qsort(h->ws_bad, h->n_ws_bad, sizeof *h->ws_bad, cmp_u32);
+        size_t k = 0;
+        for (size_t i = 0; i < h->n_ws_bad; i++)
+            if (k == 0 || h->ws_bad[k - 1] != h->ws_bad[i])
+                h->ws_bad[k++] = h->ws_bad[i];
+        h->n_ws_bad = k;
+        /* a byte token <0xXX> and the unk token end with '>' */
+        h->ws_bad_unknown = bsearch(&(uint32_t){'>'}, h->ws_bad, k, sizeof *h->ws_bad,
+                                    cmp_u32) != NULL;
+        if (h->unk_id != ZPI_TOK_NONE) {
+            const zpi_tok_span *u = &t->span[h->unk_id];
+            uint32_t last = t->blob[u->off + u->len - 1];
+            if (last < 0x80 && bsearch(&last, h->ws_bad, k, sizeof *h->ws_bad, cmp_u32))
+                h->ws_bad_unknown = 1;
+            if (last >= 0x80)
+                h->ws_bad_unknown = 1;
+        }
+    }
+    uint32_t maxlen = 0;
+    for (uint32_t id = 0; id < t->n_ids; id++)
+        if (t->span[id].off != ZPI_TOK_NONE && t->span[id].len > maxlen)
+            maxlen = t->span[id].len;
+    t->max_token_len = maxlen;
+    return ZP_OK;
+}
+
+static void dirname_of(const char *path, char *dir, size_t cap)
+{
+    zpi_fmt(dir, cap, "%s", path);
+    char *sl = strrchr(dir, '/');
+    if (sl == dir)
+        dir[1] = '\0';
+    else if (sl)
+        *sl = '\0';
+    else
+        zpi_fmt(dir, cap, ".");
+}
+
+/* The ids bound: every step's growth of the text in bytes (a token is at
+ * least one byte of the final pieces, or one added token of at least one
+ * byte of the text). */
+static void compute_bound(struct zpi_hf *h)
+{
+    size_t f = 3, extra = 0; /* invalid UTF-8: one byte -> U+FFFD, 3 bytes */
+    for (size_t i = 0; i < h->n_norm; i++) {
+        const hf_norm *n = &h->norm[i];
+        switch (n->kind) {
+        case HF_N_PREPEND: f += n->alen; extra += n->alen; break;
+        case HF_N_REPLACE: f *= (n->blen + n->alen - 1) / n->alen > 1 ? (n->blen + n->alen - 1) / n->alen : 1; break;
+        case HF_N_NFC:
+        case HF_N_NFD: f *= 3; break;
+        default: f *= 11; break;
+        }
+    }
+    for (size_t i = 0; i < h->n_pt; i++) {
+        const hf_pt *p = &h->pt[i];
+        if (p->kind == HF_P_METASPACE) {
+            f = f * p->replen + p->replen;
+            extra += p->replen;
+        } else if (p->kind == HF_P_BYTELEVEL && p->add_prefix_space) {
+            f += 1;
+            extra += 1;
+        }
+    }
+    h->max_factor = f;
+    h->max_extra = extra + 1;
+}
+
+size_t zpi_hf_max_ids(const struct zpi_hf *m, size_t len)
+{
+    return len * m->max_factor + m->max_extra;
+}
+
+zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_err *err)
+{
+    char fpath[4096], dir[4096];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        zpi_fmt(fpath, sizeof fpath, "%s/tokenizer.json", path);
+        zpi_fmt(dir, sizeof dir, "%s", path);
+    } else {
+        zpi_fmt(fpath, sizeof fpath, "%s", path);
+        dirname_of(path, dir, sizeof dir);
+    }
+    struct zpi_hf *h = calloc(1, sizeof *h);
+    if (!h)
+        ERR(ZP_ERR_NOMEM, "out of memory");
+    t->hf = h;
+    h->match_special = match_special;
+    h->lossy = 1;
+    h->unk_id = ZPI_TOK_NONE;
+    loader L;
+    memset(&L, 0, sizeof L);
+    L.path = fpath;
+    byte_map_init(&L.bm);
+    char *buf = NULL;
+    size_t len;
+    json_t *jn = NULL, *jp = NULL, *ja = NULL, *jpost = NULL;
+    zp_status st = read_file(fpath, &buf, &len, err);
+    if (st != ZP_OK)
+        goto out;
+    st = scan_top(&L, buf, len, err);
+    if (st != ZP_OK)
+        goto out;
+
+    /* model options */
+    json_t *mo = L.model_opts;
+    const char *mtype = jstr(mo, "type");
+    if (mtype && strcmp(mtype, "BPE") != 0) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model type '%s' is not supported (only BPE)",
+                         fpath, mtype);
+        goto out;
+    }
+    if (!mtype && !L.model_merges.p) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: a model without \"type\" or \"merges\" is not "
+                         "supported (only BPE)", fpath);
+        goto out;
+    }
+    json_t *dr = json_object_get(mo, "dropout");
+    if (dr && !json_is_null(dr) && !(json_is_number(dr) && json_number_value(dr) == 0.0)) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with dropout is not supported "
+                         "(encoding would be random)", fpath);
+        goto out;
+    }
+    const char *csp = jstr(mo, "continuing_subword_prefix");
+    const char *ews = jstr(mo, "end_of_word_suffix");
+    if ((csp && *csp) || (ews && *ews)) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with %s '%s' is not supported",
+                         fpath, csp && *csp ? "continuing_subword_prefix" : "end_of_word_suffix",
+                         csp && *csp ? csp : ews);
+        goto out;
+    }
+    h->ignore_merges = jbool(mo, "ignore_merges", 0);
+    h->byte_fallback = jbool(mo, "byte_fallback", 0);
+    h->fuse_unk = jbool(mo, "fuse_unk", 0);
+    const char *unk = jstr(mo, "unk_token");
+
+    /* components */
+    jn = span_json(&L.normalizer);
+    jp = span_json(&L.pre_tokenizer);
+    ja = span_json(&L.added_tokens);
+    jpost = span_json(&L.post_processor);
+    if ((L.normalizer.p && !jn) || (L.pre_tokenizer.p && !jp) || (L.added_tokens.p && !ja)) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON", fpath);
+        goto out;
+    }
+    if (jn && (st = parse_norm(h, jn, fpath, err)) != ZP_OK)
+        goto out;
+    if (jp && (st = parse_pt(h, jp, fpath, err)) != ZP_OK)
+        goto out;
+    for (size_t i = 0; i < h->n_pt; i++) {
+        if (h->pt[i].kind == HF_P_BYTELEVEL) {
+            if (i + 1 != h->n_pt) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: pre_tokenizer ByteLevel followed by "
+                                 "other pre-tokenizers is not supported", fpath);
+                goto out;
+            }
+            h->bytelevel = 1;
+        }
+    }
+    if (h->bytelevel && h->byte_fallback) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with byte_fallback and a ByteLevel "
+                         "pre_tokenizer is not supported", fpath);
+        goto out;
+    }
+
+    /* vocab */
+    uint32_t max_id = 0;
+    if ((st = scan_vocab(&L, &max_id, err)) != ZP_OK)
+        goto out;
+    /* added tokens */
+    size_t blob_need = 0;
+    if (ja && !json_is_array(ja)) {
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: added_tokens is not an array", fpath);
+        goto out;
+    }
+    if (ja) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(ja, i, v)
+        {
+            json_t *idv = json_object_get(v, "id");
+            const char *c = jstr(v, "content");
+            if (!json_is_integer(idv) || json_integer_value(idv) < 0 ||
+                json_integer_value(idv) >= ZPI_TOK_MAX_IDS - 1 || !c || !*c) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: added_tokens[%zu] needs an \"id\" "
+                                 "and a non-empty \"content\"", fpath, i);
+                goto out;
+            }
+            blob_need += strlen(c) + 1;
+            if ((uint32_t)json_integer_value(idv) > max_id)
+                max_id = (uint32_t)json_integer_value(idv);
+        }
+        h->added = calloc(json_array_size(ja) + 1, sizeof *h->added);
+        h->added_blob = malloc(blob_need + 1);
+        if (!h->added || !h->added_blob) {
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        size_t bo = 0;
+        json_array_foreach(ja, i, v)
+        {
+            const char *c = jstr(v, "content");
+            size_t cl = strlen(c);
+            hf_added *a = &h->added[h->n_added++];
+            memcpy(h->added_blob + bo, c, cl);
+            a->s = h->added_blob + bo;
+            a->len = (uint32_t)cl;
+            h->added_blob[bo + cl] = '\0';
+            bo += cl + 1;
+            a->id = (uint32_t)json_integer_value(json_object_get(v, "id"));
+            a->special = (uint8_t)jbool(v, "special", 0);
+            a->lstrip = (uint8_t)jbool(v, "lstrip", 0);
+            a->rstrip = (uint8_t)jbool(v, "rstrip", 0);
+            a->single_word = (uint8_t)jbool(v, "single_word", 0);
+            a->normalized = (uint8_t)jbool(v, "normalized", !a->special);
+        }
+    }
+    st = zpi_tok_build_begin(t, max_id + 1, err);
+    if (st != ZP_OK)
+        goto out;
+    for (size_t i = 0; i < L.n_ve; i++) {
+        uint8_t *k = L.kbuf + L.ve[i].off;
+        size_t kl = L.ve[i].len;
+        int in_map = 1;
+        if (h->bytelevel) {
+            long bl = bytelevel_decode(&L.bm, k, kl);
+            if (bl > 0)
+                kl = (size_t)bl;
+            else
+                in_map = 0; /* outside the byte-level alphabet (an added token): kept as is */
+        }
+        if (kl == 0) {
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.vocab has an empty token (id %u)",
+                             fpath, L.ve[i].id);
+            goto out;
+        }
+        st = zpi_tok_build_add(t, L.ve[i].id, k, kl, in_map, err);
+        if (st != ZP_OK) {
+            zpi_err_prefix(err, "%s: model.vocab", fpath);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < h->n_added; i++) {
+        hf_added *a = &h->added[i];
+        if (t->span[a->id].off != ZPI_TOK_NONE) {
+            const zpi_tok_span *sp = &t->span[a->id];
+            if (!h->bytelevel &&
+                (sp->len != a->len || memcmp(t->blob + sp->off, a->s, a->len) != 0)) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: added token '%s' has id %u, which "
+                                 "model.vocab gives to another token", fpath, a->s, a->id);
+                goto out;
+            }
+            continue;
+        }
+        st = zpi_tok_build_add(t, a->id, (const uint8_t *)a->s, a->len, 0, err);
+        if (st != ZP_OK) {
+            zpi_err_prefix(err, "%s: added_tokens", fpath);
+            goto out;
+        }
+    }
+    if (unk) {
+        uint32_t u = find_bytes(t, (const uint8_t *)unk, strlen(unk));
+        if (u == ZPI_TOK_NONE) {
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.unk_token '%s' is not in "
+                             "model.vocab", fpath, unk);
+            goto out;
+        }
+        h->unk_id = u;
+    }
+    if ((st = scan_merges(&L, t, h->bytelevel, err)) != ZP_OK)
+        goto out;
+    if (build_matcher(h, &h->raw, 0) != ZP_OK || build_matcher(h, &h->normd, 1) != ZP_OK) {
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (h->unicode_norm && (st = build_nf_table(h, err)) != ZP_OK)
+        goto out;
+    st = read_config(h, t, dir, jpost, err);
+    if (st != ZP_OK)
+        goto out;
+    compute_bound(h);
+    t->match_special_ok = 1;
+    if (h->bytelevel) {
+        t->kind = ZPI_TOK_KIND_BYTE_BPE;
+        t->mode = ZPI_TOK_HF_MERGES;
+        /* the core loop runs the pre-tokenizer itself when it is one pattern
+         * that covers the text */
+        const hf_pt *p0 = &h->pt[0];
+        if (h->n_pt == 1 && p0->re && !p0->add_prefix_space) {
+            h->core_fast = 1;
+        } else if (h->n_pt == 2 && p0->kind == HF_P_SPLIT_REGEX && !h->pt[1].re &&
+                   !h->pt[1].add_prefix_space &&
+                   ((p0->behavior == HF_B_ISOLATED && !p0->invert) ||
+                    (p0->behavior == HF_B_REMOVED && p0->invert &&
+                     zpi_pretok_get_kind(p0->re) != ZPI_PRETOK_REGEX))) {
+            h->core_fast = 1;
+        }
+        if (h->core_fast) { /* t->pretok owns it from now on */
+            t->pretok = p0->re;
+            h->given = p0->re;
+        }
+        int32_t eot_keep = t->eot;
+        if (t->eot < 0)
+            t->eot = 0; /* zpi_tok_build_finish wants one */
+        st = zpi_tok_build_finish(t, err);
+        t->eot = eot_keep;
+        if (st != ZP_OK) {
+            zpi_err_prefix(err, "%s", fpath);
+            goto out;
+        }
+    } else {
+        t->kind = ZPI_TOK_KIND_SP_BPE;
+        t->mode = ZPI_TOK_HF_MERGES;
+        if (h->byte_fallback && !h->all_byte_toks) {
+            /* as tokenizers: a character whose bytes are not all tokens becomes unk */
+        }
+        st = sp_finish(h, t, err);
+        if (st != ZP_OK)
+            goto out;
+    }
+out:
+    free(buf);
+    free(L.kbuf);
+    free(L.ve);
+    json_decref(L.model_opts);
+    json_decref(jn);
+    json_decref(jp);
+    json_decref(ja);
+    json_decref(jpost);
+    return st;
+}
+
+void zpi_hf_destroy(struct zpi_hf *h)
+{
+    if (!h)
+        return;
+    for (size_t i = 0; i < h->n_norm; i++) {
+        free(h->norm[i].a);
+        free(h->norm[i].b);
+    }
+    free(h->norm);
+    for (size_t i = 0; i < h->n_pt; i++) {
+        if (h->pt[i].re != h->given)
+            zpi_pretok_destroy(h->pt[i].re);
+        free(h->pt[i].str);
+    }
+    free(h->pt);
+    free(h->added);
+    free(h->added_blob);
+    free(h->raw.idx);
+    free(h->normd.idx);
+    free(h->nf_unsafe);
+    free(h->ws_bad);
+    free(h);
+}
+
+size_t zpi_hf_memory(const struct zpi_hf *h)
+{
+    if (!h)
+        return 0;
+    size_t n = sizeof *h + h->n_added * sizeof *h->added + (h->raw.n + h->normd.n) * 4;
+    if (h->nf_unsafe)
+        n += 0x110000 / 8;
+    return n;
+}
