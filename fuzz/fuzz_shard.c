@@ -131,8 +131,8 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
     FUZZ_CHECK(fmt != NULL, "format %s", fmt_name);
     zpi_load_limits lim = {.max_record_bytes = MAX_RECORD, .max_shard_bytes = MAX_SHARD};
     zpi_shard sh;
-    char err[1024] = "";
-    zp_status st = fmt->load(g_path, "fuzz-shard", &lim, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = fmt->load(g_path, "fuzz-shard", &lim, &sh, &err);
 
     /* the reference */
     const char *ref = (const char *)data;
@@ -144,10 +144,10 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
 
     if (st != ZP_OK) {
         FUZZ_CHECK(!expect_ok, "load failed on a good shard (%zu bytes, %zu lines): %s", ref_len,
-                   n_lines, err);
-        FUZZ_CHECK(err[0] != '\0', "a failed load left no message");
-        FUZZ_CHECK(strstr(err, "fuzz-shard") != NULL, "the message does not name the shard: %s",
-                   err);
+                   n_lines, err.msg);
+        FUZZ_CHECK(err.msg[0] != '\0', "a failed load left no message");
+        FUZZ_CHECK(strstr(err.msg, "fuzz-shard") != NULL, "the message does not name the shard: %s",
+                   err.msg);
         FUZZ_CHECK(sh.data == NULL && sh.offsets == NULL, "a failed load left buffers");
         return;
     }
@@ -170,14 +170,14 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
                    (unsigned long long)i);
         expect_start = b;
         /* what the fetch stage does with each record */
-        char jerr[256];
-        if (zpi_json_parse(g_json, sh.data + a, b - 1 - a, jerr, sizeof jerr) == ZP_OK) {
+        zpi_err jerr = {0};
+        if (zpi_json_parse(g_json, sh.data + a, b - 1 - a, &jerr) == ZP_OK) {
             const char *s;
             size_t n;
             if (zpi_json_get_string(g_json, "text", &s, &n) == ZP_OK && n)
                 FUZZ_CHECK(s != NULL, "NULL string");
         } else {
-            FUZZ_CHECK(jerr[0] != '\0', "a parse error without a cause");
+            FUZZ_CHECK(jerr.msg[0] != '\0', "a parse error without a cause");
         }
     }
     FUZZ_CHECK(expect_start == sh.data_len || expect_start == sh.data_len + 1,

@@ -60,10 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lim.max_record_bytes = MAX_RECORD;
     lim.max_shard_bytes = (size_t)1 << 20;
     zpi_shard sh;
-    char err[1024] = "";
-    zp_status st = fmt->load(path, "fuzz-shard", &lim, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = fmt->load(path, "fuzz-shard", &lim, &sh, &err);
     if (st != ZP_OK) {
-        FUZZ_CHECK(strstr(err, "fuzz-shard") != NULL, "load message without the shard: %s", err);
+        FUZZ_CHECK(strstr(err.msg, "fuzz-shard") != NULL, "load message without the shard: %s", err.msg);
         FUZZ_CHECK(sh.rd == NULL, "a failed load left a reader");
         return 0;
     }
@@ -83,10 +83,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t nbad = 0;
         zpi_read_req req = {.out = zpi_chunk_sink(&c), .records = recs, .rows = rows, .n = n, .bad = on_bad,
                             .bad_ctx = &nbad};
-        st = sh.rd->read(sh.rd, &req, err, sizeof err);
+        st = sh.rd->read(sh.rd, &req, &err);
         if (st != ZP_OK) {
-            FUZZ_CHECK(strstr(err, "fuzz-shard") != NULL, "read message without the shard: %s",
-                       err);
+            FUZZ_CHECK(strstr(err.msg, "fuzz-shard") != NULL, "read message without the shard: %s",
+                       err.msg);
         } else {
             for (size_t i = 0; i < n; i++) {
                 const zpi_rec *r = &c.recs[i];

@@ -166,15 +166,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lim.max_record_bytes = MAX_RECORD;
     lim.max_shard_bytes = 1 << 20;
     zpi_shard sh;
-    char err[1024] = "";
-    zp_status st = fmt->load(bin_path, "fuzz.bin", &lim, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = fmt->load(bin_path, "fuzz.bin", &lim, &sh, &err);
     uint64_t S = 0;
     int code = 0;
     int expect_ok = pair_ok(bin, bn, idx, in, &S, &code);
     if (st != ZP_OK) {
-        FUZZ_CHECK(!expect_ok, "load failed on a good pair: %s", err);
-        FUZZ_CHECK(err[0] != '\0', "a failed load left no message");
-        FUZZ_CHECK(strstr(err, "shard 'fuzz.bin'") != NULL, "message without the shard: %s", err);
+        FUZZ_CHECK(!expect_ok, "load failed on a good pair: %s", err.msg);
+        FUZZ_CHECK(err.msg[0] != '\0', "a failed load left no message");
+        FUZZ_CHECK(strstr(err.msg, "shard 'fuzz.bin'") != NULL, "message without the shard: %s", err.msg);
         FUZZ_CHECK(sh.rd == NULL && sh.data == NULL && sh.offsets == NULL, "failed load left state");
         return 0;
     }
@@ -208,7 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     req.n = n;
     req.bad = on_bad;
     req.bad_ctx = &bad;
-    FUZZ_CHECK(sh.rd->read(sh.rd, &req, err, sizeof err) == ZP_OK, "read: %s", err);
+    FUZZ_CHECK(sh.rd->read(sh.rd, &req, &err) == ZP_OK, "read: %s", err.msg);
     static const size_t isz[9] = {0, 1, 1, 2, 4, 8, 8, 4, 2};
     for (size_t k = 0; k < n; k++) {
         uint64_t s = recs[k];

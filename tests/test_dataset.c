@@ -983,12 +983,12 @@ static void flip_byte(const char *dir, const char *name, size_t at)
 }
 
 /* Load shard i through the shard cache (what the pipeline's fetch does). */
-static zp_status cache_load(zp_dataset *ds, uint32_t i, char *err, size_t errcap)
+static zp_status cache_load(zp_dataset *ds, uint32_t i, zpi_err *err)
 {
     zpi_shard_cache *c;
     assert_int_equal(zpi_shard_cache_create(ds, &(zpi_shard_cache_config){.budget_bytes = (size_t)64 << 20}, &c), ZP_OK);
     const zpi_shard *sh;
-    zp_status st = zpi_shard_cache_get(c, i, &sh, NULL, err, errcap);
+    zp_status st = zpi_shard_cache_get(c, i, &sh, NULL, err);
     if (st == ZP_OK)
         zpi_shard_cache_put(c, i);
     zpi_shard_cache_destroy(c);
@@ -1008,11 +1008,11 @@ static void test_hash_checked_on_load(void **state)
     flip_byte(f->dir, "b.jsonl", 10); /* inside the text of record 0 */
     zp_dataset *d2 = new_ds(f);
     add_ok(d2, m);
-    char err[1024] = "";
-    assert_int_equal(cache_load(d2, 0, err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "shard 'b.jsonl': content hash mismatch");
-    assert_contains(err, b);
-    assert_int_equal(cache_load(d2, 1, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(cache_load(d2, 0, &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "shard 'b.jsonl': content hash mismatch");
+    assert_contains(err.msg, b);
+    assert_int_equal(cache_load(d2, 1, &err), ZP_OK);
     zp_dataset_destroy(d2);
 
     /* a hash without a count: the index pass checks it as it reads */
@@ -1047,9 +1047,9 @@ static void test_count_checked_on_load(void **state)
              "\"samples\": 5}]}",
              n);
     assert_int_equal(zp_dataset_add_manifest_json(f->ds, text, strlen(text), f->dir), ZP_OK);
-    char err[1024] = "";
-    assert_int_equal(cache_load(f->ds, 0, err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "shard 'b.jsonl': has 4 records but the manifest says 5");
+    zpi_err err = {0};
+    assert_int_equal(cache_load(f->ds, 0, &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "shard 'b.jsonl': has 4 records but the manifest says 5");
     free(b);
 }
 

@@ -62,21 +62,20 @@ static uint64_t check_records(zp_dataset *ds)
     uint64_t id = 0, decoded = 0;
     for (size_t s = 0; s < zp_dataset_num_shards(ds); s++) {
         zpi_shard sh;
-        char err[512];
+        zpi_err err = {0};
         zp_status st = zpi_dataset_shard_format(ds, s)->load(zpi_dataset_shard_path(ds, s),
                                                             zp_dataset_shard_name(ds, s),
-                                                            zpi_dataset_shard_limits(ds, s), &sh, err,
-                                                            sizeof err);
+                                                            zpi_dataset_shard_limits(ds, s), &sh, &err);
         if (st != ZP_OK)
-            fail_msg("%s", err);
+            fail_msg("%s", err.msg);
         assert_int_equal(sh.n_records, zp_dataset_shard_samples(ds, s));
         assert_int_equal(sh.file_bytes, zp_dataset_shard_bytes(ds, s));
         decoded += sh.data_len;
         for (uint64_t i = 0; i < sh.n_records; i++, id++) {
             const char *rec = sh.data + sh.offsets[i];
             size_t n = (size_t)(sh.offsets[i + 1] - 1 - sh.offsets[i]);
-            if (zpi_json_parse(j, rec, n, err, sizeof err) != ZP_OK)
-                fail_msg("shard %zu record %llu: %s", s, (unsigned long long)i, err);
+            if (zpi_json_parse(j, rec, n, &err) != ZP_OK)
+                fail_msg("shard %zu record %llu: %s", s, (unsigned long long)i, err.msg);
             char want[64];
             int wl = snprintf(want, sizeof want, "{\"id\": %llu, ", (unsigned long long)id);
             assert_memory_equal(rec, want, (size_t)wl);

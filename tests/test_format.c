@@ -48,12 +48,12 @@ static int teardown(void **state)
 }
 
 /* Parse a NUL-terminated string with the required padding. */
-static zp_status parse_str(zpi_json *j, const char *s, char *err, size_t errcap)
+static zp_status parse_str(zpi_json *j, const char *s, zpi_err *err)
 {
     size_t n = strlen(s);
     char *buf = calloc(1, n + ZPI_JSON_PADDING);
     memcpy(buf, s, n);
-    zp_status st = zpi_json_parse(j, buf, n, err, errcap);
+    zp_status st = zpi_json_parse(j, buf, n, err);
     free(buf);
     return st;
 }
@@ -61,7 +61,7 @@ static zp_status parse_str(zpi_json *j, const char *s, char *err, size_t errcap)
 /* Write content to dir/name (zstd with `frames` frames when frames > 0) and
  * load it with the format chosen by the name. */
 static zp_status load_file(fixture *f, const char *name, const char *content, size_t len,
-                           int frames, zpi_shard *sh, char *err, size_t errcap)
+                           int frames, zpi_shard *sh, zpi_err *err)
 {
     char *p = zpt_path(f->dir, name);
     if (frames > 0)
@@ -70,7 +70,7 @@ static zp_status load_file(fixture *f, const char *name, const char *content, si
         assert_int_equal(zpt_write_file(p, content, len), 0);
     const zpi_format *fmt = zpi_format_for_path(p);
     assert_non_null(fmt);
-    zp_status st = fmt->load(p, name, &f->lim, sh, err, errcap);
+    zp_status st = fmt->load(p, name, &f->lim, sh, err);
     free(p);
     return st;
 }
@@ -94,9 +94,8 @@ static void assert_contains(const char *hay, const char *needle)
 static void test_json_string_field(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
-    assert_int_equal(parse_str(f->json, "{\"id\": 7, \"text\": \"hello world\", \"n\": null}", err,
-                               sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(parse_str(f->json, "{\"id\": 7, \"text\": \"hello world\", \"n\": null}", &err),
                      ZP_OK);
     const char *s;
     size_t n;
@@ -111,9 +110,9 @@ static void test_json_string_field(void **state)
 static void test_json_escapes_and_nul(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
+    zpi_err err = {0};
     const char *rec = "{\"te\\u0078t\": \"a\\\"b\\\\c\\nd\\u00e9\\u0000z\\ud83d\\ude00\"}";
-    assert_int_equal(parse_str(f->json, rec, err, sizeof err), ZP_OK);
+    assert_int_equal(parse_str(f->json, rec, &err), ZP_OK);
     const char *s;
     size_t n;
     /* the key is matched unescaped */
@@ -126,13 +125,13 @@ static void test_json_escapes_and_nul(void **state)
 static void test_json_not_object(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
-    assert_int_equal(parse_str(f->json, "[1, 2, 3]", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "not an object");
-    assert_int_equal(parse_str(f->json, "\"text\"", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "not an object");
-    assert_int_equal(parse_str(f->json, "42", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "not an object");
+    zpi_err err = {0};
+    assert_int_equal(parse_str(f->json, "[1, 2, 3]", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "not an object");
+    assert_int_equal(parse_str(f->json, "\"text\"", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "not an object");
+    assert_int_equal(parse_str(f->json, "42", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "not an object");
     /* no document after a failed parse */
     const char *s;
     size_t n;
@@ -142,38 +141,38 @@ static void test_json_not_object(void **state)
 static void test_json_invalid_utf8(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
-    assert_int_equal(parse_str(f->json, "{\"text\": \"caf\xc3\"}", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "UTF-8");
-    assert_int_equal(parse_str(f->json, "{\"text\": \"\xff\xfe\"}", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "UTF-8");
+    zpi_err err = {0};
+    assert_int_equal(parse_str(f->json, "{\"text\": \"caf\xc3\"}", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "UTF-8");
+    assert_int_equal(parse_str(f->json, "{\"text\": \"\xff\xfe\"}", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "UTF-8");
 }
 
 static void test_json_truncated(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
-    assert_int_equal(parse_str(f->json, "{\"text\": \"abc", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "unclosed string");
-    assert_int_equal(parse_str(f->json, "{\"text\": \"abc\"", err, sizeof err), ZP_ERR_FORMAT);
-    assert_true(strlen(err) > 0);
-    assert_int_equal(parse_str(f->json, "{\"a\": 1,}", err, sizeof err), ZP_ERR_FORMAT);
-    assert_true(strlen(err) > 0);
-    assert_int_equal(parse_str(f->json, "", err, sizeof err), ZP_ERR_FORMAT);
-    assert_int_equal(parse_str(f->json, "{\"a\": tru}", err, sizeof err), ZP_ERR_FORMAT);
-    assert_contains(err, "invalid literal");
-    assert_int_equal(parse_str(f->json, "{\"a\": 1} x", err, sizeof err), ZP_ERR_FORMAT);
+    zpi_err err = {0};
+    assert_int_equal(parse_str(f->json, "{\"text\": \"abc", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "unclosed string");
+    assert_int_equal(parse_str(f->json, "{\"text\": \"abc\"", &err), ZP_ERR_FORMAT);
+    assert_true(strlen(err.msg) > 0);
+    assert_int_equal(parse_str(f->json, "{\"a\": 1,}", &err), ZP_ERR_FORMAT);
+    assert_true(strlen(err.msg) > 0);
+    assert_int_equal(parse_str(f->json, "", &err), ZP_ERR_FORMAT);
+    assert_int_equal(parse_str(f->json, "{\"a\": tru}", &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "invalid literal");
+    assert_int_equal(parse_str(f->json, "{\"a\": 1} x", &err), ZP_ERR_FORMAT);
 }
 
 static void test_json_reuse(void **state)
 {
     fixture *f = *state;
-    char err[256] = "";
+    zpi_err err = {0};
     const char *s;
     size_t n;
-    assert_int_equal(parse_str(f->json, "{\"text\": \"one\"}", err, sizeof err), ZP_OK);
-    assert_int_equal(parse_str(f->json, "{\"text\": [}", err, sizeof err), ZP_ERR_FORMAT);
-    assert_int_equal(parse_str(f->json, "{\"text\": \"two\"}", err, sizeof err), ZP_OK);
+    assert_int_equal(parse_str(f->json, "{\"text\": \"one\"}", &err), ZP_OK);
+    assert_int_equal(parse_str(f->json, "{\"text\": [}", &err), ZP_ERR_FORMAT);
+    assert_int_equal(parse_str(f->json, "{\"text\": \"two\"}", &err), ZP_OK);
     assert_int_equal(zpi_json_get_string(f->json, "text", &s, &n), ZP_OK);
     assert_memory_equal(s, "two", 3);
 }
@@ -212,8 +211,8 @@ static void test_jsonl_good(void **state)
 {
     fixture *f = *state;
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(load_file(f, "a.jsonl", three, strlen(three), 0, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load_file(f, "a.jsonl", three, strlen(three), 0, &sh, &err), ZP_OK);
     check_three(&sh);
     assert_int_equal(sh.file_bytes, strlen(three));
     assert_true(sh.read_seconds >= 0);
@@ -221,7 +220,7 @@ static void test_jsonl_good(void **state)
     /* every record parses */
     for (uint64_t i = 0; i < sh.n_records; i++)
         assert_int_equal(zpi_json_parse(f->json, sh.data + sh.offsets[i],
-                                        sh.offsets[i + 1] - 1 - sh.offsets[i], err, sizeof err),
+                                        sh.offsets[i + 1] - 1 - sh.offsets[i], &err),
                          ZP_OK);
     zpi_shard_free(&sh);
 }
@@ -230,8 +229,8 @@ static void test_zst_single_frame(void **state)
 {
     fixture *f = *state;
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(load_file(f, "a.jsonl.zst", three, strlen(three), 1, &sh, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(load_file(f, "a.jsonl.zst", three, strlen(three), 1, &sh, &err),
                      ZP_OK);
     check_three(&sh);
     assert_true(sh.file_bytes > 0 && sh.file_bytes < 200);
@@ -242,9 +241,9 @@ static void test_zst_multi_frame(void **state)
 {
     fixture *f = *state;
     zpi_shard sh;
-    char err[512] = "";
+    zpi_err err = {0};
     /* 7 frames: boundaries fall inside lines */
-    assert_int_equal(load_file(f, "m.jsonl.zst", three, strlen(three), 7, &sh, err, sizeof err),
+    assert_int_equal(load_file(f, "m.jsonl.zst", three, strlen(three), 7, &sh, &err),
                      ZP_OK);
     check_three(&sh);
     zpi_shard_free(&sh);
@@ -266,8 +265,8 @@ static void test_zst_skippable_and_empty_frames(void **state)
     assert_int_equal(zpt_append_file(p, skip, sizeof skip), 0);
     assert_int_equal(zpt_append_file(p, z2, n2), 0);
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(zpi_format_for_path(p)->load(p, "s.jsonl.zst", &f->lim, &sh, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(zpi_format_for_path(p)->load(p, "s.jsonl.zst", &f->lim, &sh, &err),
                      ZP_OK);
     check_three(&sh);
     assert_int_equal(sh.file_bytes, 2 * sizeof skip + n0 + n1 + n2);
@@ -290,8 +289,8 @@ static void test_zst_large_grows(void **state)
     for (size_t i = 0; i < n_rec; i++)
         memcpy(buf + i * rl, rec, rl);
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(load_file(f, "big.jsonl.zst", buf, n_rec * rl, 3, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load_file(f, "big.jsonl.zst", buf, n_rec * rl, 3, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, n_rec);
     assert_int_equal(sh.data_len, n_rec * rl);
     assert_memory_equal(sh.data, buf, n_rec * rl);
@@ -299,7 +298,7 @@ static void test_zst_large_grows(void **state)
     assert_true(sh.file_bytes * 20 < sh.data_len);
     zpi_shard_free(&sh);
     /* and plain, larger than one read */
-    assert_int_equal(load_file(f, "big.jsonl", buf, n_rec * rl, 0, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load_file(f, "big.jsonl", buf, n_rec * rl, 0, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, n_rec);
     assert_memory_equal(sh.data, buf, n_rec * rl);
     zpi_shard_free(&sh);
@@ -337,15 +336,15 @@ static void test_zst_output_boundaries(void **state)
     char *buf = malloc(max_n + rl);
     for (size_t i = 0; i + rl <= max_n + rl; i += rl)
         memcpy(buf + i, rec, rl);
-    char err[512] = "";
+    zpi_err err = {0};
     char *p = zpt_path(f->dir, "u.jsonl.zst");
     for (size_t n = 100 * 1000; n <= max_n; n = n * 9 / 8) {
         size_t len = n - n % rl;
         zpi_shard sh;
         /* frame header with the content size */
-        zp_status st = load_file(f, "o.jsonl.zst", buf, len, 1, &sh, err, sizeof err);
+        zp_status st = load_file(f, "o.jsonl.zst", buf, len, 1, &sh, &err);
         if (st != ZP_OK)
-            fail_msg("%zu bytes: %s", len, err);
+            fail_msg("%zu bytes: %s", len, err.msg);
         assert_int_equal(sh.data_len, len);
         assert_int_equal(sh.n_records, len / rl);
         zpi_shard_free(&sh);
@@ -354,9 +353,9 @@ static void test_zst_output_boundaries(void **state)
         char *z = zst_unknown_size(buf, len, &zn);
         assert_int_equal(zpt_write_file(p, z, zn), 0);
         free(z);
-        st = zpi_format_for_path(p)->load(p, "u.jsonl.zst", &f->lim, &sh, err, sizeof err);
+        st = zpi_format_for_path(p)->load(p, "u.jsonl.zst", &f->lim, &sh, &err);
         if (st != ZP_OK)
-            fail_msg("%zu bytes, streamed: %s", len, err);
+            fail_msg("%zu bytes, streamed: %s", len, err.msg);
         assert_int_equal(sh.data_len, len);
         assert_int_equal(sh.n_records, len / rl);
         zpi_shard_free(&sh);
@@ -371,16 +370,16 @@ static void test_no_final_newline(void **state)
     const char *c = "{\"a\": 1}\n{\"a\": 22}";
     for (int frames = 0; frames <= 2; frames++) {
         zpi_shard sh;
-        char err[512] = "";
+        zpi_err err = {0};
         assert_int_equal(load_file(f, frames ? "n.jsonl.zst" : "n.jsonl", c, strlen(c), frames, &sh,
-                                   err, sizeof err),
+                                   &err),
                          ZP_OK);
         assert_int_equal(sh.n_records, 2);
         assert_record(&sh, 0, "{\"a\": 1}");
         assert_record(&sh, 1, "{\"a\": 22}");
         assert_int_equal(sh.offsets[2], sh.data_len + 1);
         /* the last record parses in place (padding after it) */
-        assert_int_equal(zpi_json_parse(f->json, sh.data + sh.offsets[1], 9, err, sizeof err),
+        assert_int_equal(zpi_json_parse(f->json, sh.data + sh.offsets[1], 9, &err),
                          ZP_OK);
         zpi_shard_free(&sh);
     }
@@ -392,9 +391,9 @@ static void test_crlf(void **state)
     const char *c = "{\"text\": \"x\"}\r\n{\"text\": \"y\"}\r\n";
     for (int frames = 0; frames <= 1; frames++) {
         zpi_shard sh;
-        char err[512] = "";
+        zpi_err err = {0};
         assert_int_equal(load_file(f, frames ? "c.jsonl.zst" : "c.jsonl", c, strlen(c), frames, &sh,
-                                   err, sizeof err),
+                                   &err),
                          ZP_OK);
         assert_int_equal(sh.n_records, 2);
         /* the CR stays part of the record; JSON treats it as whitespace */
@@ -402,7 +401,7 @@ static void test_crlf(void **state)
         const char *s;
         size_t n;
         assert_int_equal(zpi_json_parse(f->json, sh.data + sh.offsets[1],
-                                        sh.offsets[2] - 1 - sh.offsets[1], err, sizeof err),
+                                        sh.offsets[2] - 1 - sh.offsets[1], &err),
                          ZP_OK);
         assert_int_equal(zpi_json_get_string(f->json, "text", &s, &n), ZP_OK);
         assert_memory_equal(s, "y", 1);
@@ -419,16 +418,16 @@ static void test_bad_json_line(void **state)
     fixture *f = *state;
     const char *c = "{\"text\": \"ok\"}\n{\"text\": \"broken}\n{\"text\": \"ok\"}\n";
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(load_file(f, "b.jsonl.zst", c, strlen(c), 1, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load_file(f, "b.jsonl.zst", c, strlen(c), 1, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, 3);
     assert_int_equal(zpi_json_parse(f->json, sh.data + sh.offsets[0],
-                                    sh.offsets[1] - 1 - sh.offsets[0], err, sizeof err),
+                                    sh.offsets[1] - 1 - sh.offsets[0], &err),
                      ZP_OK);
     assert_int_equal(zpi_json_parse(f->json, sh.data + sh.offsets[1],
-                                    sh.offsets[2] - 1 - sh.offsets[1], err, sizeof err),
+                                    sh.offsets[2] - 1 - sh.offsets[1], &err),
                      ZP_ERR_FORMAT);
-    assert_contains(err, "unclosed string");
+    assert_contains(err.msg, "unclosed string");
     zpi_shard_free(&sh);
 }
 
@@ -440,12 +439,12 @@ static void test_zst_truncated(void **state)
     char *p = zpt_path(f->dir, "t.jsonl.zst");
     assert_int_equal(zpt_write_file(p, z, zn - 6), 0); /* cut the second frame's end */
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(zpi_format_for_path(p)->load(p, "t.jsonl.zst", &f->lim, &sh, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(zpi_format_for_path(p)->load(p, "t.jsonl.zst", &f->lim, &sh, &err),
                      ZP_ERR_FORMAT);
-    assert_contains(err, "shard 't.jsonl.zst'");
-    assert_contains(err, "truncated zstd frame after line");
-    assert_contains(err, "byte");
+    assert_contains(err.msg, "shard 't.jsonl.zst'");
+    assert_contains(err.msg, "truncated zstd frame after line");
+    assert_contains(err.msg, "byte");
     assert_null(sh.data);
     free(p);
     free(z);
@@ -467,16 +466,16 @@ static void test_zst_corrupt(void **state)
     char *p = zpt_path(f->dir, "x.jsonl.zst");
     assert_int_equal(zpt_write_file(p, z, zn), 0);
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(zpi_format_for_path(p)->load(p, "x.jsonl.zst", &f->lim, &sh, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(zpi_format_for_path(p)->load(p, "x.jsonl.zst", &f->lim, &sh, &err),
                      ZP_ERR_FORMAT);
-    assert_contains(err, "shard 'x.jsonl.zst'");
-    assert_contains(err, "corrupt zstd frame after line");
+    assert_contains(err.msg, "shard 'x.jsonl.zst'");
+    assert_contains(err.msg, "corrupt zstd frame after line");
     /* not zstd at all */
     assert_int_equal(zpt_write_file(p, three, strlen(three)), 0);
-    assert_int_equal(zpi_format_for_path(p)->load(p, "x.jsonl.zst", &f->lim, &sh, err, sizeof err),
+    assert_int_equal(zpi_format_for_path(p)->load(p, "x.jsonl.zst", &f->lim, &sh, &err),
                      ZP_ERR_FORMAT);
-    assert_contains(err, "corrupt zstd frame after line 0 (decoded byte 0");
+    assert_contains(err.msg, "corrupt zstd frame after line 0 (decoded byte 0");
     free(p);
     free(z);
     free(c);
@@ -487,18 +486,18 @@ static void test_missing_file(void **state)
     fixture *f = *state;
     char *p = zpt_path(f->dir, "nope.jsonl.zst");
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(zpi_format_for_path(p)->load(p, "nope.jsonl.zst", &f->lim, &sh, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(zpi_format_for_path(p)->load(p, "nope.jsonl.zst", &f->lim, &sh, &err),
                      ZP_ERR_IO);
-    assert_contains(err, "shard 'nope.jsonl.zst'");
-    assert_contains(err, "No such file or directory");
+    assert_contains(err.msg, "shard 'nope.jsonl.zst'");
+    assert_contains(err.msg, "No such file or directory");
     free(p);
     p = zpt_path(f->dir, "nope.jsonl");
-    assert_int_equal(zpi_format_for_path(p)->load(p, "nope.jsonl", &f->lim, &sh, err, sizeof err),
+    assert_int_equal(zpi_format_for_path(p)->load(p, "nope.jsonl", &f->lim, &sh, &err),
                      ZP_ERR_IO);
-    assert_contains(err, "No such file or directory");
+    assert_contains(err.msg, "No such file or directory");
     /* a folder is not a shard */
-    assert_int_equal(zpi_format_by_name("jsonl")->load(f->dir, "d", &f->lim, &sh, err, sizeof err),
+    assert_int_equal(zpi_format_by_name("jsonl")->load(f->dir, "d", &f->lim, &sh, &err),
                      ZP_ERR_IO);
     free(p);
 }
@@ -508,12 +507,12 @@ static void test_url_is_a_missing_file(void **state)
 {
     fixture *f = *state;
     zpi_shard sh;
-    char err[512] = "";
+    zpi_err err = {0};
     const char *u = "https://example.com/a.jsonl.zst";
-    assert_int_equal(zpi_format_for_path(u)->load(u, u, &f->lim, &sh, err, sizeof err),
+    assert_int_equal(zpi_format_for_path(u)->load(u, u, &f->lim, &sh, &err),
                      ZP_ERR_IO);
-    assert_contains(err, "shard 'https://example.com/a.jsonl.zst'");
-    assert_contains(err, "No such file or directory");
+    assert_contains(err.msg, "shard 'https://example.com/a.jsonl.zst'");
+    assert_contains(err.msg, "No such file or directory");
 }
 
 /* ------------------------------------------------------------ checks on load */
@@ -565,22 +564,22 @@ static void test_load_checks_hash(void **state)
         lim.has_xxh64 = 1;
         lim.expect_xxh64 = h;
         zpi_shard sh;
-        char err[512] = "";
-        if (zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err) != ZP_OK)
-            fail_msg("%s: %s", names[kind], err);
+        zpi_err err = {0};
+        if (zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, &err) != ZP_OK)
+            fail_msg("%s: %s", names[kind], err.msg);
         check_three(&sh);
         zpi_shard_free(&sh);
         lim.expect_xxh64 = h ^ 1;
-        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, &err),
                          ZP_ERR_FORMAT);
         char want[256];
         snprintf(want, sizeof want, "shard '%s': content hash mismatch", names[kind]);
-        assert_contains(err, want);
-        assert_contains(err, p);
+        assert_contains(err.msg, want);
+        assert_contains(err.msg, p);
         snprintf(want, sizeof want, "xxh64 %016llx", (unsigned long long)(h ^ 1));
-        assert_contains(err, want);
+        assert_contains(err.msg, want);
         snprintf(want, sizeof want, "has %016llx", (unsigned long long)h);
-        assert_contains(err, want);
+        assert_contains(err.msg, want);
         assert_null(sh.data);
         assert_null(sh.offsets);
         free(p);
@@ -600,22 +599,22 @@ static void test_load_checks_count(void **state)
         lim.has_records = 1;
         lim.expect_records = 3;
         zpi_shard sh;
-        char err[512] = "";
-        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+        zpi_err err = {0};
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, &err),
                          ZP_OK);
         zpi_shard_free(&sh);
         lim.expect_records = 4;
         lim.records_from_manifest = 1;
-        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, &err),
                          ZP_ERR_FORMAT);
         char want[256];
         snprintf(want, sizeof want, "shard '%s': has 3 records but the manifest says 4",
                  names[kind]);
-        assert_contains(err, want);
+        assert_contains(err.msg, want);
         lim.records_from_manifest = 0;
-        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, err, sizeof err),
+        assert_int_equal(zpi_format_for_path(p)->load(p, names[kind], &lim, &sh, &err),
                          ZP_ERR_FORMAT);
-        assert_contains(err, "has 3 records but had 4 when it was indexed");
+        assert_contains(err.msg, "has 3 records but had 4 when it was indexed");
         free(p);
     }
 }
@@ -626,13 +625,13 @@ static void test_empty_shard(void **state)
     for (int frames = 0; frames <= 1; frames++) {
         const char *name = frames ? "e.jsonl.zst" : "e.jsonl";
         zpi_shard sh;
-        char err[512] = "";
+        zpi_err err = {0};
         f->lim.allow_empty = 0;
-        assert_int_equal(load_file(f, name, "", 0, frames, &sh, err, sizeof err), ZP_ERR_FORMAT);
-        assert_contains(err, name);
-        assert_contains(err, "empty shard");
+        assert_int_equal(load_file(f, name, "", 0, frames, &sh, &err), ZP_ERR_FORMAT);
+        assert_contains(err.msg, name);
+        assert_contains(err.msg, "empty shard");
         f->lim.allow_empty = 1;
-        assert_int_equal(load_file(f, name, "", 0, frames, &sh, err, sizeof err), ZP_OK);
+        assert_int_equal(load_file(f, name, "", 0, frames, &sh, &err), ZP_OK);
         assert_int_equal(sh.n_records, 0);
         assert_non_null(sh.offsets);
         assert_int_equal(sh.offsets[0], 0);
@@ -643,10 +642,10 @@ static void test_empty_shard(void **state)
     char *p = zpt_path(f->dir, "z.jsonl.zst");
     assert_int_equal(zpt_write_file(p, "", 0), 0);
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(zpi_format_for_path(p)->load(p, "z.jsonl.zst", &f->lim, &sh, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(zpi_format_for_path(p)->load(p, "z.jsonl.zst", &f->lim, &sh, &err),
                      ZP_ERR_FORMAT);
-    assert_contains(err, "empty shard");
+    assert_contains(err.msg, "empty shard");
     free(p);
 }
 
@@ -667,12 +666,12 @@ static void test_empty_line(void **state)
         for (int frames = 0; frames <= 1; frames++) {
             const char *name = frames ? "l.jsonl.zst" : "l.jsonl";
             zpi_shard sh;
-            char err[512] = "";
+            zpi_err err = {0};
             assert_int_equal(load_file(f, name, cases[i].content, strlen(cases[i].content), frames,
-                                       &sh, err, sizeof err),
+                                       &sh, &err),
                              ZP_ERR_FORMAT);
-            assert_contains(err, name);
-            assert_contains(err, cases[i].want);
+            assert_contains(err.msg, name);
+            assert_contains(err.msg, cases[i].want);
         }
     }
 }
@@ -685,16 +684,16 @@ static void test_line_too_long(void **state)
     for (int frames = 0; frames <= 1; frames++) {
         const char *name = frames ? "long.jsonl.zst" : "long.jsonl";
         zpi_shard sh;
-        char err[512] = "";
-        assert_int_equal(load_file(f, name, c, strlen(c), frames, &sh, err, sizeof err), ZP_ERR_LIMIT);
-        assert_contains(err, name);
-        assert_contains(err, "line 2 is longer than max_record_bytes");
+        zpi_err err = {0};
+        assert_int_equal(load_file(f, name, c, strlen(c), frames, &sh, &err), ZP_ERR_LIMIT);
+        assert_contains(err.msg, name);
+        assert_contains(err.msg, "line 2 is longer than max_record_bytes");
     }
     /* exactly at the limit is fine; the newline does not count */
     const char *ok = "{\"a\": \"0123456\"}\n"; /* 16 bytes + newline */
     zpi_shard sh;
-    char err[512] = "";
-    assert_int_equal(load_file(f, "ok.jsonl", ok, strlen(ok), 0, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load_file(f, "ok.jsonl", ok, strlen(ok), 0, &sh, &err), ZP_OK);
     zpi_shard_free(&sh);
     /* a runaway final line without newline, long past the limit */
     f->lim.max_record_bytes = 1000;
@@ -702,8 +701,8 @@ static void test_line_too_long(void **state)
     char *big = malloc(n);
     memset(big, 'x', n);
     big[0] = '{';
-    assert_int_equal(load_file(f, "run.jsonl.zst", big, n, 1, &sh, err, sizeof err), ZP_ERR_LIMIT);
-    assert_contains(err, "line 1 is longer than max_record_bytes");
+    assert_int_equal(load_file(f, "run.jsonl.zst", big, n, 1, &sh, &err), ZP_ERR_LIMIT);
+    assert_contains(err.msg, "line 1 is longer than max_record_bytes");
     free(big);
 }
 
@@ -718,18 +717,17 @@ static void test_shard_too_big(void **state)
     for (int frames = 0; frames <= 1; frames++) {
         const char *name = frames ? "big.jsonl.zst" : "big.jsonl";
         zpi_shard sh;
-        char err[512] = "";
-        assert_int_equal(load_file(f, name, c, n, frames, &sh, err, sizeof err), ZP_ERR_LIMIT);
-        assert_contains(err, name);
-        assert_contains(err, "max_shard_bytes");
+        zpi_err err = {0};
+        assert_int_equal(load_file(f, name, c, n, frames, &sh, &err), ZP_ERR_LIMIT);
+        assert_contains(err.msg, name);
+        assert_contains(err.msg, "max_shard_bytes");
     }
     /* exactly at the limit loads */
     f->lim.max_shard_bytes = n;
     for (int frames = 0; frames <= 1; frames++) {
         zpi_shard sh;
-        char err[512] = "";
-        assert_int_equal(load_file(f, frames ? "eq.jsonl.zst" : "eq.jsonl", c, n, frames, &sh, err,
-                                   sizeof err),
+        zpi_err err = {0};
+        assert_int_equal(load_file(f, frames ? "eq.jsonl.zst" : "eq.jsonl", c, n, frames, &sh, &err),
                          ZP_OK);
         assert_int_equal(sh.n_records, 20);
         zpi_shard_free(&sh);

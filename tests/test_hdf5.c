@@ -114,10 +114,10 @@ static zpi_shard load_ok(const char *path, const zpi_load_limits *lim)
     assert_non_null(fmt);
     assert_string_equal(fmt->name, "hdf5");
     zpi_shard sh;
-    char err[1024] = "";
-    zp_status st = fmt->load(path, "s.h5", lim, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = fmt->load(path, "s.h5", lim, &sh, &err);
     if (st != ZP_OK)
-        fail_msg("load failed: %s", err);
+        fail_msg("load failed: %s", err.msg);
     assert_non_null(sh.rd);
     return sh;
 }
@@ -128,14 +128,14 @@ static zp_status load_fail(const char *path, const zpi_load_limits *lim, const c
 {
     const zpi_format *fmt = zpi_format_for_path(path);
     zpi_shard sh;
-    char err[1024] = "";
-    zp_status st = fmt->load(path, "s.h5", lim, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = fmt->load(path, "s.h5", lim, &sh, &err);
     if (st == ZP_OK)
         fail_msg("load of %s succeeded (wanted '%s')", path, want ? want : "");
     assert_null(sh.rd);
-    assert_non_null(strstr(err, "shard 's.h5'"));
-    if (want && !strstr(err, want))
-        fail_msg("message '%s' lacks '%s'", err, want);
+    assert_non_null(strstr(err.msg, "shard 's.h5'"));
+    if (want && !strstr(err.msg, want))
+        fail_msg("message '%s' lacks '%s'", err.msg, want);
     return st;
 }
 
@@ -159,7 +159,7 @@ static void on_bad(void *ctx, size_t row, zp_status st, const char *msg)
  * of a fresh chunk of `cap` rows. */
 static zp_status do_read(zpi_shard *sh, zpi_chunk *c, size_t cap, const uint64_t *recs,
                          const size_t *rows, size_t n, const char *text_field, badlog *bl,
-                         char *err, size_t errcap, zpi_read_req *out_req)
+                         zpi_err *err, zpi_read_req *out_req)
 {
     assert_int_equal(zpi_chunk_init(c, cap), ZP_OK);
     c->n = cap;
@@ -167,7 +167,7 @@ static zp_status do_read(zpi_shard *sh, zpi_chunk *c, size_t cap, const uint64_t
     assert_int_equal(zpi_chunk_set_schema(c, sh->rd->schema), ZP_OK);
     zpi_read_req req = {.out = zpi_chunk_sink(c), .records = recs, .rows = rows, .n = n, .text_field = text_field,
                         .bad = on_bad, .bad_ctx = bl};
-    zp_status st = sh->rd->read(sh->rd, &req, err, errcap);
+    zp_status st = sh->rd->read(sh->rd, &req, err);
     if (out_req)
         *out_req = req;
     return st;
@@ -183,7 +183,7 @@ static void read_patterns(zpi_shard *sh, uint64_t n, const char *text_field, che
 {
     uint64_t *recs = malloc((n * 2 + 8) * sizeof *recs);
     size_t *rows = malloc((n * 2 + 8) * sizeof *rows);
-    char err[1024];
+    zpi_err err = {0};
     for (int pass = 0; pass < 4; pass++) {
         size_t m = 0;
         if (pass == 0) {
@@ -211,9 +211,9 @@ static void read_patterns(zpi_shard *sh, uint64_t n, const char *text_field, che
         zpi_chunk c;
         badlog bl = {0};
         zpi_read_req req;
-        zp_status st = do_read(sh, &c, m, recs, rows, m, text_field, &bl, err, sizeof err, &req);
+        zp_status st = do_read(sh, &c, m, recs, rows, m, text_field, &bl, &err, &req);
         if (st != ZP_OK)
-            fail_msg("read failed (pass %d): %s", pass, err);
+            fail_msg("read failed (pass %d): %s", pass, err.msg);
         assert_int_equal(bl.n, 0);
         assert_true(req.bytes > 0);
         for (size_t i = 0; i < m; i++)
@@ -358,8 +358,8 @@ static void test_text_bad_records(void **state)
     size_t rows[4] = {0, 1, 2, 3};
     zpi_chunk c;
     badlog bl = {0};
-    char err[512];
-    assert_int_equal(do_read(&sh, &c, 4, recs, rows, 4, NULL, &bl, err, sizeof err, NULL), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(do_read(&sh, &c, 4, recs, rows, 4, NULL, &bl, &err, NULL), ZP_OK);
     assert_int_equal(bl.n, 2);
     assert_int_equal(bl.rows[0], 1);
     assert_int_equal(bl.st[0], ZP_ERR_FORMAT);
@@ -476,8 +476,8 @@ static void test_tokens_out_of_range(void **state)
     size_t rows[3] = {2, 1, 0};
     zpi_chunk c;
     badlog bl = {0};
-    char err[512];
-    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, err, sizeof err, NULL), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, &err, NULL), ZP_OK);
     assert_int_equal(bl.n, 2);
     assert_int_equal(bl.rows[0], 1);
     assert_int_equal(bl.rows[1], 0);
@@ -500,20 +500,20 @@ static void test_ragged_tokw(void **state)
     for (int k = 0; k < 2; k++) {
         char *path = zpt_path(f->dir, k ? "r32.h5" : "r16.h5");
         zpi_tokw *w;
-        char err[512];
-        assert_int_equal(zpi_tokw_open_hdf5(path, dts[k], "gpt2", &w, err, sizeof err), ZP_OK);
+        zpi_err err = {0};
+        assert_int_equal(zpi_tokw_open_hdf5(path, dts[k], "gpt2", &w, &err), ZP_OK);
         int64_t maxv = k ? 2000000000 : 65535;
         int32_t buf[64];
         for (uint64_t i = 0; i < NDOC; i++) {
             size_t n = doc_len(i);
             for (size_t j = 0; j < n; j++)
                 buf[j] = (int32_t)doc_tok(i, j, maxv);
-            assert_int_equal(zpi_tokw_add(w, buf, n, err, sizeof err), ZP_OK);
+            assert_int_equal(zpi_tokw_add(w, buf, n, &err), ZP_OK);
         }
         /* nothing under the final name before commit */
         struct stat sb;
         assert_int_not_equal(stat(path, &sb), 0);
-        assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+        assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
         assert_int_equal(stat(path, &sb), 0);
         zpi_shard sh = load_ok(path, &f->lim);
         assert_int_equal(sh.n_records, NDOC);
@@ -543,11 +543,11 @@ static void test_ragged_tokw(void **state)
     /* U16 refuses an id that does not fit; abort leaves nothing */
     char *path = zpt_path(f->dir, "ab.h5");
     zpi_tokw *w;
-    char err[512];
-    assert_int_equal(zpi_tokw_open_hdf5(path, ZP_DTYPE_U16, NULL, &w, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(zpi_tokw_open_hdf5(path, ZP_DTYPE_U16, NULL, &w, &err), ZP_OK);
     int32_t big[2] = {5, 70000};
-    assert_int_equal(zpi_tokw_add(w, big, 2, err, sizeof err), ZP_ERR_INVALID);
-    assert_non_null(strstr(err, "70000"));
+    assert_int_equal(zpi_tokw_add(w, big, 2, &err), ZP_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "70000"));
     zpi_tokw_abort(w);
     struct stat sb;
     assert_int_not_equal(stat(path, &sb), 0);
@@ -560,17 +560,17 @@ static void test_ragged_big_doc(void **state)
     fixture *f = *state;
     char *path = zpt_path(f->dir, "bigdoc.h5");
     zpi_tokw *w;
-    char err[512];
-    assert_int_equal(zpi_tokw_open_hdf5(path, ZP_DTYPE_U16, NULL, &w, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(zpi_tokw_open_hdf5(path, ZP_DTYPE_U16, NULL, &w, &err), ZP_OK);
     size_t n = 3u << 20;
     int32_t *d = malloc(n * sizeof *d);
     for (size_t i = 0; i < n; i++)
         d[i] = (int32_t)(i % 50000);
     int32_t one[1] = {9};
-    assert_int_equal(zpi_tokw_add(w, one, 1, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_add(w, d, n, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_add(w, one, 1, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, one, 1, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, d, n, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, one, 1, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     zpi_load_limits lim = f->lim;
     lim.max_record_bytes = (size_t)64 << 20;
     zpi_shard sh = load_ok(path, &lim);
@@ -579,7 +579,7 @@ static void test_ragged_big_doc(void **state)
     size_t rows[3] = {0, 1, 2};
     zpi_chunk c;
     badlog bl = {0};
-    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, err, sizeof err, NULL), ZP_OK);
+    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, &err, NULL), ZP_OK);
     size_t m;
     const int32_t *p = tok_of(&c, 1, &m);
     assert_int_equal(m, n);
@@ -593,7 +593,7 @@ static void test_ragged_big_doc(void **state)
     lim.max_record_bytes = 1 << 20;
     sh = load_ok(path, &lim);
     memset(&bl, 0, sizeof bl);
-    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, err, sizeof err, NULL), ZP_OK);
+    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, &err, NULL), ZP_OK);
     assert_int_equal(bl.n, 1);
     assert_int_equal(bl.rows[0], 1);
     assert_int_equal(bl.st[0], ZP_ERR_LIMIT);
@@ -624,7 +624,7 @@ static void test_ragged_checks(void **state)
 {
     fixture *f = *state;
     char *path = zpt_path(f->dir, "rg.h5");
-    char err[512];
+    zpi_err err = {0};
     int64_t good[4] = {0, 3, 3, 10};
     write_ragged(path, good, 4, H5T_STD_I64LE);
     zpi_shard sh = load_ok(path, &f->lim);
@@ -633,7 +633,7 @@ static void test_ragged_checks(void **state)
     size_t rows[3] = {0, 1, 2};
     zpi_chunk c;
     badlog bl = {0};
-    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, err, sizeof err, NULL), ZP_OK);
+    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, &err, NULL), ZP_OK);
     size_t m;
     const int32_t *p = tok_of(&c, 2, &m);
     assert_int_equal(m, 7);
@@ -653,15 +653,15 @@ static void test_ragged_checks(void **state)
     int64_t dec[4] = {0, 8, 2, 10};
     write_ragged(path, dec, 4, H5T_STD_I64LE);
     sh = load_ok(path, &f->lim);
-    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, err, sizeof err, NULL),
+    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, &err, NULL),
                      ZP_ERR_FORMAT);
-    assert_non_null(strstr(err, "dataset '/doc/offsets': record 1"));
+    assert_non_null(strstr(err.msg, "dataset '/doc/offsets': record 1"));
     zpi_chunk_fini(&c);
     zpi_shard_free(&sh);
     int64_t neg[4] = {0, -4, 3, 10};
     write_ragged(path, neg, 4, H5T_STD_I64LE);
     sh = load_ok(path, &f->lim);
-    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, err, sizeof err, NULL),
+    assert_int_equal(do_read(&sh, &c, 3, recs, rows, 3, NULL, &bl, &err, NULL),
                      ZP_ERR_FORMAT);
     zpi_chunk_fini(&c);
     zpi_shard_free(&sh);
@@ -1044,10 +1044,10 @@ static int load_read_all(const char *path, const zpi_load_limits *lim)
 {
     const zpi_format *fmt = zpi_format_for_path(path);
     zpi_shard sh;
-    char err[1024] = "";
-    zp_status st = fmt->load(path, "s.h5", lim, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = fmt->load(path, "s.h5", lim, &sh, &err);
     if (st != ZP_OK) {
-        assert_non_null(strstr(err, "shard 's.h5'"));
+        assert_non_null(strstr(err.msg, "shard 's.h5'"));
         return 0;
     }
     uint64_t n = sh.n_records;
@@ -1061,9 +1061,9 @@ static int load_read_all(const char *path, const zpi_load_limits *lim)
     badlog bl = {0};
     int ok = 1;
     if (n) {
-        st = do_read(&sh, &c, n, recs, rows, n, NULL, &bl, err, sizeof err, NULL);
+        st = do_read(&sh, &c, n, recs, rows, n, NULL, &bl, &err, NULL);
         if (st != ZP_OK) {
-            assert_non_null(strstr(err, "shard 's.h5'"));
+            assert_non_null(strstr(err.msg, "shard 's.h5'"));
             ok = 0;
         }
         zpi_chunk_fini(&c);
@@ -1115,17 +1115,17 @@ static void test_damaged_files(void **state)
     o.tokens = 1;
     o.text_bytes = 60;
     o.features = 3;
-    char err[512];
-    assert_int_equal(zpi_hdf5_write_sample(a, 40, 3, &o, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(zpi_hdf5_write_sample(a, 40, 3, &o, &err), ZP_OK);
     zpi_tokw *w;
-    assert_int_equal(zpi_tokw_open_hdf5(b, ZP_DTYPE_U16, "gpt2", &w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_open_hdf5(b, ZP_DTYPE_U16, "gpt2", &w, &err), ZP_OK);
     int32_t buf[64];
     for (uint64_t i = 0; i < 40; i++) {
         for (size_t j = 0; j < doc_len(i); j++)
             buf[j] = (int32_t)doc_tok(i, j, 65535);
-        assert_int_equal(zpi_tokw_add(w, buf, doc_len(i), err, sizeof err), ZP_OK);
+        assert_int_equal(zpi_tokw_add(w, buf, doc_len(i), &err), ZP_OK);
     }
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     zpi_load_limits lim = f->lim;
     lim.max_record_bytes = 4096;
     int good = 0, tried = 0;
@@ -1151,9 +1151,9 @@ static void test_sample(void **state)
     o.tokens = 1;
     o.features = 5;
     o.text_bytes = 300;
-    char err[512];
+    zpi_err err = {0};
     uint64_t n = 3000, seed = 9;
-    assert_int_equal(zpi_hdf5_write_sample(path, n, seed, &o, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_hdf5_write_sample(path, n, seed, &o, &err), ZP_OK);
     zpi_shard sh = load_ok(path, &f->lim);
     assert_int_equal(sh.n_records, n);
     const zpi_schema *s = sh.rd->schema;
@@ -1169,7 +1169,7 @@ static void test_sample(void **state)
         recs[m] = i, rows[m] = m, m++;
     zpi_chunk c;
     badlog bl = {0};
-    assert_int_equal(do_read(&sh, &c, m, recs, rows, m, "text", &bl, err, sizeof err, NULL), ZP_OK);
+    assert_int_equal(do_read(&sh, &c, m, recs, rows, m, "text", &bl, &err, NULL), ZP_OK);
     char *want = malloc(4 * o.text_bytes + 128);
     for (size_t k = 0; k < m; k++) {
         uint64_t i = recs[k];
@@ -1220,9 +1220,9 @@ static void *lock_reader(void *arg)
         c.n = j->n;
         memset(c.recs, 0, j->n * sizeof *c.recs);
         zpi_chunk_set_schema(&c, j->sh->rd->schema);
-        char err[512];
+        zpi_err err = {0};
         zpi_read_req req = {.out = zpi_chunk_sink(&c), .records = recs, .rows = rows, .n = j->n};
-        if (j->sh->rd->read(j->sh->rd, &req, err, sizeof err) != ZP_OK)
+        if (j->sh->rd->read(j->sh->rd, &req, &err) != ZP_OK)
             j->failed = 1;
         j->wait_ns += req.lock_wait_ns;
         zpi_chunk_fini(&c);
@@ -1244,8 +1244,8 @@ static void test_lock_wait(void **state)
     zpi_h5_sample_opts_init(&o);
     o.text = 1;
     o.features = 64;
-    char ferr[512];
-    assert_int_equal(zpi_hdf5_write_sample(fpath, 2000, 1, &o, ferr, sizeof ferr), ZP_OK);
+    zpi_err ferr = {0};
+    assert_int_equal(zpi_hdf5_write_sample(fpath, 2000, 1, &o, &ferr), ZP_OK);
     zpi_shard fsh = load_ok(fpath, &f->lim);
     uint64_t b0, b1;
     zpi_h5_lock_stats(&b0, NULL);
@@ -1260,8 +1260,8 @@ static void test_lock_wait(void **state)
     char *path = zpt_path(f->dir, "lock.h5");
     o.text = 0;
     o.tokens = 1;
-    char err[512];
-    assert_int_equal(zpi_hdf5_write_sample(path, 2000, 1, &o, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(zpi_hdf5_write_sample(path, 2000, 1, &o, &err), ZP_OK);
     zpi_shard sh = load_ok(path, &f->lim);
     uint64_t total = 0, acq0, acq1;
     zpi_h5_lock_stats(&acq0, NULL);

@@ -140,19 +140,19 @@ static char *write_pair(fixture *f, const char *prefix, const bytes *bin, const 
     return bp;
 }
 
-static zp_status load(fixture *f, const char *path, zpi_shard *sh, char *err, size_t cap)
+static zp_status load(fixture *f, const char *path, zpi_shard *sh, zpi_err *err)
 {
     const zpi_format *fmt = zpi_format_for_path(path);
     assert_non_null(fmt);
     assert_string_equal(fmt->name, "megatron");
     const char *slash = strrchr(path, '/');
-    err[0] = '\0';
-    zp_status st = fmt->load(path, slash ? slash + 1 : path, &f->lim, sh, err, cap);
+    zpi_err_clear(err);
+    zp_status st = fmt->load(path, slash ? slash + 1 : path, &f->lim, sh, err);
     if (st != ZP_OK) {
         assert_null(sh->rd);
         assert_null(sh->data);
         assert_null(sh->offsets);
-        assert_true(err[0] != '\0');
+        assert_true(err->msg[0] != '\0');
     }
     return st;
 }
@@ -195,8 +195,8 @@ static zp_status read_recs(zpi_shard *sh, zpi_chunk *c, const uint64_t *records,
     req.n = n;
     req.bad = on_bad;
     req.bad_ctx = bad;
-    char err[512] = "";
-    zp_status st = sh->rd->read(sh->rd, &req, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = sh->rd->read(sh->rd, &req, &err);
     if (req_out)
         *req_out = req;
     free(rows);
@@ -238,8 +238,8 @@ static void test_every_dtype(void **state)
         snprintf(prefix, sizeof prefix, "d%s", names[code]);
         char *bp = write_pair(f, prefix, &bin, &idx);
         zpi_shard sh;
-        char err[512];
-        assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+        zpi_err err = {0};
+        assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
         assert_int_equal(sh.n_records, 3);
         assert_non_null(sh.rd);
         assert_int_equal(sh.rd->schema->n, 1);
@@ -304,8 +304,8 @@ static void test_bad_tokens(void **state)
         bytes idx = make_idx(code, 3, lens, NULL, 0, NULL, NULL);
         char *bp = write_pair(f, "bad", &bin, &idx);
         zpi_shard sh;
-        char err[512];
-        assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+        zpi_err err = {0};
+        assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
         zpi_chunk c;
         bads bad;
         uint64_t recs[4] = {0, 1, 1, 2};
@@ -344,8 +344,8 @@ static void test_max_record_bytes(void **state)
     char *bp = write_pair(f, "long", &bin, &idx);
     f->lim.max_record_bytes = 11; /* 2 tokens */
     zpi_shard sh;
-    char err[512];
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     zpi_chunk c;
     bads bad;
     uint64_t recs[2] = {0, 1};
@@ -374,8 +374,8 @@ static void test_record_out_of_range(void **state)
     bytes idx = make_idx(4, 1, lens, NULL, 0, NULL, NULL);
     char *bp = write_pair(f, "oor", &bin, &idx);
     zpi_shard sh;
-    char err[512];
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     zpi_chunk c;
     bads bad;
     uint64_t recs[1] = {1};
@@ -407,8 +407,8 @@ static void writer_round_trip(fixture *f, zp_dtype dt, int big)
 {
     char *prefix = zpt_path(f->dir, dt == ZP_DTYPE_U16 ? "w16" : "w32");
     zpi_tokw *w;
-    char err[512];
-    assert_int_equal(zpi_tokw_open_megatron(prefix, dt, &w, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(zpi_tokw_open_megatron(prefix, dt, &w, &err), ZP_OK);
     enum { DOCS = 50 };
     size_t lens[DOCS];
     int32_t *docs[DOCS];
@@ -422,16 +422,16 @@ static void writer_round_trip(fixture *f, zp_dtype dt, int big)
             docs[d][i] = (int32_t)((d * 1000003u + i * 7919u) % ((uint32_t)hi + 1u));
         if (lens[d])
             docs[d][0] = hi;
-        assert_int_equal(zpi_tokw_add(w, docs[d], lens[d], err, sizeof err), ZP_OK);
+        assert_int_equal(zpi_tokw_add(w, docs[d], lens[d], &err), ZP_OK);
     }
     /* ids the dtype cannot hold: refused, nothing added */
     int32_t neg[2] = {1, -1};
-    assert_int_equal(zpi_tokw_add(w, neg, 2, err, sizeof err), ZP_ERR_INVALID);
-    assert_non_null(strstr(err, "token 1 is -1"));
+    assert_int_equal(zpi_tokw_add(w, neg, 2, &err), ZP_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "token 1 is -1"));
     if (dt == ZP_DTYPE_U16) {
         int32_t wide[1] = {65536};
-        assert_int_equal(zpi_tokw_add(w, wide, 1, err, sizeof err), ZP_ERR_INVALID);
-        assert_non_null(strstr(err, "65536"));
+        assert_int_equal(zpi_tokw_add(w, wide, 1, &err), ZP_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "65536"));
     }
     assert_int_equal(w->docs, DOCS);
     /* nothing under the final names before commit */
@@ -441,7 +441,7 @@ static void writer_round_trip(fixture *f, zp_dtype dt, int big)
     assert_int_not_equal(stat(bp, &sb), 0);
     assert_int_not_equal(stat(ip, &sb), 0);
     int before = count_files(f->dir);
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     assert_int_equal(count_files(f->dir), before); /* the .part files became the pair */
     assert_int_equal(stat(bp, &sb), 0);
     assert_int_equal(stat(ip, &sb), 0);
@@ -462,7 +462,7 @@ static void writer_round_trip(fixture *f, zp_dtype dt, int big)
 
     zpi_shard sh;
     f->lim.max_record_bytes = (size_t)64 << 20;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, DOCS);
     assert_int_equal(sh.rd->schema->f[0].dtype, dt);
     uint64_t recs[DOCS];
@@ -494,18 +494,18 @@ static void test_writer_many_docs(void **state)
     fixture *f = *state;
     char *prefix = zpt_path(f->dir, "many");
     zpi_tokw *w;
-    char err[512];
+    zpi_err err = {0};
     enum { N = 700001 };
-    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, &err), ZP_OK);
     for (uint32_t d = 0; d < N; d++) {
         int32_t t[3] = {(int32_t)(d % 65536), (int32_t)(d / 65536), 7};
-        assert_int_equal(zpi_tokw_add(w, t, d % 4 == 3 ? 0 : 1 + d % 3, err, sizeof err), ZP_OK);
+        assert_int_equal(zpi_tokw_add(w, t, d % 4 == 3 ? 0 : 1 + d % 3, &err), ZP_OK);
     }
     assert_int_equal(w->docs, N);
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     char *bp = zpt_path(f->dir, "many.bin");
     zpi_shard sh;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, N);
     uint64_t recs[6] = {0, 65535, 65536, 131073, 524287, N - 1};
     zpi_chunk c;
@@ -531,23 +531,23 @@ static void test_writer_abort_replace_empty(void **state)
     fixture *f = *state;
     char *prefix = zpt_path(f->dir, "x");
     zpi_tokw *w;
-    char err[512];
+    zpi_err err = {0};
     int32_t t[3] = {1, 2, 3};
-    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_add(w, t, 3, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, t, 3, &err), ZP_OK);
     zpi_tokw_abort(w);
     zpi_tokw_abort(NULL);
     assert_int_equal(count_files(f->dir), 0);
 
-    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_U16, &w, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     assert_int_equal(count_files(f->dir), 2);
     char *bp = zpt_path(f->dir, "x.bin");
     zpi_shard sh;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_ERR_FORMAT);
-    assert_non_null(strstr(err, "no sequences"));
+    assert_int_equal(load(f, bp, &sh, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "no sequences"));
     f->lim.allow_empty = 1;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, 0);
     zpi_chunk c;
     bads bad;
@@ -556,21 +556,21 @@ static void test_writer_abort_replace_empty(void **state)
     zpi_shard_free(&sh);
 
     /* replace it */
-    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_I32, &w, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_add(w, t, 3, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_I32, &w, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, t, 3, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     assert_int_equal(count_files(f->dir), 2);
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, 1);
     assert_int_equal(sh.rd->schema->f[0].dtype, ZP_DTYPE_I32);
     zpi_shard_free(&sh);
 
-    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_F32, &w, err, sizeof err),
+    assert_int_equal(zpi_tokw_open_megatron(prefix, ZP_DTYPE_F32, &w, &err),
                      ZP_ERR_INVALID);
     assert_null(w);
     char *nodir = zpt_path(f->dir, "no/such/dir/x");
-    assert_int_equal(zpi_tokw_open_megatron(nodir, ZP_DTYPE_U16, &w, err, sizeof err), ZP_ERR_IO);
-    assert_non_null(strstr(err, "no/such/dir/x.bin"));
+    assert_int_equal(zpi_tokw_open_megatron(nodir, ZP_DTYPE_U16, &w, &err), ZP_ERR_IO);
+    assert_non_null(strstr(err.msg, "no/such/dir/x.bin"));
     free(nodir);
     free(bp);
     free(prefix);
@@ -594,16 +594,16 @@ static void expect_fail(fixture *f, const bytes *bin, const bytes *idx, zp_statu
 {
     char *bp = write_pair(f, "c", bin, idx);
     zpi_shard sh;
-    char err[1024];
-    zp_status st = load(f, bp, &sh, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = load(f, bp, &sh, &err);
     if (st != want)
-        fail_msg("status %d (want %d): %s", (int)st, (int)want, err);
+        fail_msg("status %d (want %d): %s", (int)st, (int)want, err.msg);
     va_list ap;
     va_start(ap, want);
     const char *s;
     while ((s = va_arg(ap, const char *)) != NULL)
-        if (!strstr(err, s))
-            fail_msg("'%s' not in: %s", s, err);
+        if (!strstr(err.msg, s))
+            fail_msg("'%s' not in: %s", s, err.msg);
     va_end(ap);
     free(bp);
 }
@@ -707,15 +707,15 @@ static void test_idx_arrays(void **state)
     b = make_idx(8, 3, lens, NULL, 4, (const int64_t[]){0, 2, 2, 3}, NULL);
     char *bp = write_pair(f, "c", &bin, &b);
     zpi_shard sh;
-    char err[512];
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, 3);
     zpi_shard_free(&sh);
     free(b.p);
     /* multimodal: modes all text are read, others refused */
     b = make_idx(8, 3, lens, NULL, 0, NULL, (const int8_t[]){0, 0, 0});
     free(write_pair(f, "c", &bin, &b));
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     zpi_shard_free(&sh);
     free(b.p);
     b = make_idx(8, 3, lens, NULL, 0, NULL, (const int8_t[]){0, 1, 0});
@@ -748,15 +748,15 @@ static void test_bin_size(void **state)
     /* missing files */
     char *bp = write_pair(f, "m", &bin, NULL);
     zpi_shard sh;
-    char err[512];
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_ERR_IO);
-    assert_non_null(strstr(err, "shard 'm.bin'"));
-    assert_non_null(strstr(err, "m.idx' is missing"));
+    zpi_err err = {0};
+    assert_int_equal(load(f, bp, &sh, &err), ZP_ERR_IO);
+    assert_non_null(strstr(err.msg, "shard 'm.bin'"));
+    assert_non_null(strstr(err.msg, "m.idx' is missing"));
     unlink(bp);
     char *ip = zpt_path(f->dir, "m.idx");
     assert_int_equal(zpt_write_file(ip, (const char *)idx.p, idx.n), 0);
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_ERR_IO);
-    assert_non_null(strstr(err, "shard 'm.bin'"));
+    assert_int_equal(load(f, bp, &sh, &err), ZP_ERR_IO);
+    assert_non_null(strstr(err.msg, "shard 'm.bin'"));
     free(ip);
     free(bp);
     free(bin.p);
@@ -773,11 +773,11 @@ static void test_idx_truncated(void **state)
         bytes t = {idx.p, n, n};
         char *bp = write_pair(f, "c", &bin, &t);
         zpi_shard sh;
-        char err[512];
-        zp_status st = load(f, bp, &sh, err, sizeof err);
+        zpi_err err = {0};
+        zp_status st = load(f, bp, &sh, &err);
         if (st != ZP_ERR_FORMAT)
-            fail_msg("idx truncated to %zu: status %d: %s", n, (int)st, err);
-        assert_non_null(strstr(err, "'c.idx'"));
+            fail_msg("idx truncated to %zu: status %d: %s", n, (int)st, err.msg);
+        assert_non_null(strstr(err.msg, "'c.idx'"));
         free(bp);
     }
     free(bin.p);
@@ -800,8 +800,8 @@ static void test_idx_bit_flips(void **state)
             b.p[i] ^= (unsigned char)(1u << bit);
             char *bp = write_pair(f, "c", &bin, &b);
             zpi_shard sh;
-            char err[512];
-            zp_status st = load(f, bp, &sh, err, sizeof err);
+            zpi_err err = {0};
+            zp_status st = load(f, bp, &sh, &err);
             if (st == ZP_OK) {
                 ok++;
                 uint64_t recs[64];
@@ -816,7 +816,7 @@ static void test_idx_bit_flips(void **state)
             } else {
                 failed++;
                 assert_true(st == ZP_ERR_FORMAT || st == ZP_ERR_UNSUPPORTED);
-                assert_non_null(strstr(err, "shard 'c.bin'"));
+                assert_non_null(strstr(err.msg, "shard 'c.bin'"));
             }
             free(bp);
         }
@@ -837,20 +837,20 @@ static void test_expectations(void **state)
     good_pair(&bin, &idx);
     char *bp = write_pair(f, "h", &bin, &idx);
     zpi_shard sh;
-    char err[512];
+    zpi_err err = {0};
     f->lim.has_xxh64 = 1;
     f->lim.expect_xxh64 = XXH64(bin.p, bin.n, 0);
     f->lim.has_records = 1;
     f->lim.expect_records = 3;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(load(f, bp, &sh, &err), ZP_OK);
     zpi_shard_free(&sh);
     f->lim.expect_xxh64 ^= 1;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_ERR_FORMAT);
-    assert_non_null(strstr(err, "content hash mismatch"));
+    assert_int_equal(load(f, bp, &sh, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "content hash mismatch"));
     f->lim.has_xxh64 = 0;
     f->lim.expect_records = 4;
-    assert_int_equal(load(f, bp, &sh, err, sizeof err), ZP_ERR_FORMAT);
-    assert_non_null(strstr(err, "has 3 records"));
+    assert_int_equal(load(f, bp, &sh, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "has 3 records"));
     free(bp);
     free(bin.p);
     free(idx.p);
@@ -869,8 +869,8 @@ static void test_path_without_suffix(void **state)
     const zpi_format *fmt = zpi_format_by_name("megatron");
     assert_non_null(fmt);
     zpi_shard sh;
-    char err[512];
-    assert_int_equal(fmt->load(bp, "data", &f->lim, &sh, err, sizeof err), ZP_OK);
+    zpi_err err = {0};
+    assert_int_equal(fmt->load(bp, "data", &f->lim, &sh, &err), ZP_OK);
     assert_int_equal(sh.n_records, 3);
     zpi_shard_free(&sh);
     free(bp);

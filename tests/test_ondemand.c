@@ -110,29 +110,30 @@ static void write_tokens(fixture *f, const char *prefix, int hdf5, zp_dtype dt, 
     assert_int_equal(zp_encoder_create(f->tok, &enc), ZP_OK);
     int32_t *ids = malloc(8192 * sizeof *ids);
     for (int s = 0; s < SHARDS; s++) {
-        char name[256], err[1024], text[4096];
+        char name[256], text[4096];
+        zpi_err err = {0};
         snprintf(name, sizeof name, "%s%d%s", prefix, s, hdf5 ? ".h5" : "");
         char *p = zpt_path(f->dir, name);
         zpi_tokw *w = NULL;
 #ifdef ZP_HAVE_FORMAT_HDF5
-        zp_status st = hdf5 ? zpi_tokw_open_hdf5(p, dt, "gpt2", &w, err, sizeof err)
-                            : zpi_tokw_open_megatron(p, dt, &w, err, sizeof err);
+        zp_status st = hdf5 ? zpi_tokw_open_hdf5(p, dt, "gpt2", &w, &err)
+                            : zpi_tokw_open_megatron(p, dt, &w, &err);
 #else
-        zp_status st = zpi_tokw_open_megatron(p, dt, &w, err, sizeof err);
+        zp_status st = zpi_tokw_open_megatron(p, dt, &w, &err);
 #endif
         if (st != ZP_OK)
-            fail_msg("open %s: %s", p, err);
+            fail_msg("open %s: %s", p, err.msg);
         for (int i = 0; i < PER_SHARD; i++) {
             doc_text(s, i, text, sizeof text);
             size_t n = 0;
             assert_int_equal(zp_encode(enc, text, strlen(text), ids, &n), ZP_OK);
             if (append_eot)
                 ids[n++] = zp_tokenizer_eot(f->tok);
-            if (zpi_tokw_add(w, ids, n, err, sizeof err) != ZP_OK)
-                fail_msg("add: %s", err);
+            if (zpi_tokw_add(w, ids, n, &err) != ZP_OK)
+                fail_msg("add: %s", err.msg);
         }
-        if (zpi_tokw_commit(w, err, sizeof err) != ZP_OK)
-            fail_msg("commit %s: %s", p, err);
+        if (zpi_tokw_commit(w, &err) != ZP_OK)
+            fail_msg("commit %s: %s", p, err.msg);
         free(p);
     }
     free(ids);
@@ -256,13 +257,13 @@ static void test_ids_outside_vocab(void **state)
 {
     fixture *f = *state;
     char *p = zpt_path(f->dir, "big_0");
-    char err[1024];
+    zpi_err err = {0};
     zpi_tokw *w;
-    assert_int_equal(zpi_tokw_open_megatron(p, ZP_DTYPE_I32, &w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_open_megatron(p, ZP_DTYPE_I32, &w, &err), ZP_OK);
     int32_t ok[3] = {10, 20, 30}, bad[2] = {5, 60000};
-    assert_int_equal(zpi_tokw_add(w, ok, 3, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_add(w, bad, 2, err, sizeof err), ZP_OK);
-    assert_int_equal(zpi_tokw_commit(w, err, sizeof err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, ok, 3, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_add(w, bad, 2, &err), ZP_OK);
+    assert_int_equal(zpi_tokw_commit(w, &err), ZP_OK);
     free(p);
     run_out *o = malloc(sizeof *o);
     run(f, "big_0.bin", ZP_PACK_CONCAT, o);

@@ -80,10 +80,10 @@ static int teardown(void **state)
 static const zpi_shard *get_ok(zpi_shard_cache *c, uint32_t i, int *loaded)
 {
     const zpi_shard *sh = NULL;
-    char err[512] = "";
-    zp_status st = zpi_shard_cache_get(c, i, &sh, loaded, err, sizeof err);
+    zpi_err err = {0};
+    zp_status st = zpi_shard_cache_get(c, i, &sh, loaded, &err);
     if (st != ZP_OK)
-        fail_msg("get %u: %s", i, err);
+        fail_msg("get %u: %s", i, err.msg);
     assert_int_equal(sh->n_records, N_RECORDS);
     /* it is the right shard */
     char want[32];
@@ -220,9 +220,9 @@ typedef struct race {
 static void *race_main(void *arg)
 {
     race *r = arg;
-    char err[256];
+    zpi_err err = {0};
     pthread_barrier_wait(r->go);
-    r->st = zpi_shard_cache_get(r->c, 3, &r->got, &r->loaded, err, sizeof err);
+    r->st = zpi_shard_cache_get(r->c, 3, &r->got, &r->loaded, &err);
     return NULL;
 }
 
@@ -266,14 +266,14 @@ static void test_concurrent_load_once(void **state)
 typedef struct blocked_load {
     zpi_shard_cache *c;
     zp_status st;
-    char err[512];
+    zpi_err err;
 } blocked_load;
 
 static void *blocked_main(void *arg)
 {
     blocked_load *b = arg;
     const zpi_shard *sh;
-    b->st = zpi_shard_cache_get(b->c, 1, &sh, NULL, b->err, sizeof b->err);
+    b->st = zpi_shard_cache_get(b->c, 1, &sh, NULL, &b->err);
     return NULL;
 }
 
@@ -289,7 +289,7 @@ static void test_get_unless_loading(void **state)
     char *p = zpt_path(f->dir, "s1.jsonl.zst");
     assert_int_equal(unlink(p), 0);
     assert_int_equal(mkfifo(p, 0600), 0);
-    blocked_load b = {c, ZP_ERR_INTERNAL, ""};
+    blocked_load b = {c, ZP_ERR_INTERNAL, {ZP_OK, ""}};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, blocked_main, &b), 0);
     zpi_shard_cache_stats st;
@@ -299,13 +299,13 @@ static void test_get_unless_loading(void **state)
     } while (st.misses == 0);
     const zpi_shard *sh = (const zpi_shard *)1;
     int loaded = -1;
-    char err[512] = "";
-    assert_int_equal(zpi_shard_cache_get_unless_loading(c, 1, &sh, &loaded, err, sizeof err),
+    zpi_err err = {0};
+    assert_int_equal(zpi_shard_cache_get_unless_loading(c, 1, &sh, &loaded, &err),
                      ZP_OK);
     assert_null(sh);
     assert_int_equal(loaded, 0);
     /* shard 0: loaded and pinned */
-    assert_int_equal(zpi_shard_cache_get_unless_loading(c, 0, &sh, &loaded, err, sizeof err),
+    assert_int_equal(zpi_shard_cache_get_unless_loading(c, 0, &sh, &loaded, &err),
                      ZP_OK);
     assert_non_null(sh);
     assert_int_equal(loaded, 1);
@@ -317,7 +317,7 @@ static void test_get_unless_loading(void **state)
     pthread_join(th, NULL);
     close(w);
     assert_int_equal(b.st, ZP_ERR_IO);
-    assert_non_null(strstr(b.err, "not a regular file"));
+    assert_non_null(strstr(b.err.msg, "not a regular file"));
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.loads_failed, 1);
     assert_int_equal(st.misses, 2);
@@ -332,12 +332,12 @@ static void test_failed_load_each_time(void **state)
     char *p = zpt_path(f->dir, "s2.jsonl.zst");
     assert_int_equal(unlink(p), 0);
     const zpi_shard *sh;
-    char err1[512] = "", err2[512] = "";
-    assert_int_equal(zpi_shard_cache_get(c, 2, &sh, NULL, err1, sizeof err1), ZP_ERR_IO);
-    assert_non_null(strstr(err1, "s2.jsonl.zst"));
-    assert_non_null(strstr(err1, "No such file"));
-    assert_int_equal(zpi_shard_cache_get(c, 2, &sh, NULL, err2, sizeof err2), ZP_ERR_IO);
-    assert_string_equal(err1, err2);
+    zpi_err err1 = {0}, err2 = {0};
+    assert_int_equal(zpi_shard_cache_get(c, 2, &sh, NULL, &err1), ZP_ERR_IO);
+    assert_non_null(strstr(err1.msg, "s2.jsonl.zst"));
+    assert_non_null(strstr(err1.msg, "No such file"));
+    assert_int_equal(zpi_shard_cache_get(c, 2, &sh, NULL, &err2), ZP_ERR_IO);
+    assert_string_equal(err1.msg, err2.msg);
     zpi_shard_cache_stats st;
     zpi_shard_cache_stats_get(c, &st);
     assert_int_equal(st.loads_failed, 2);
@@ -350,7 +350,7 @@ static void test_failed_load_each_time(void **state)
     assert_int_equal(zpt_write_zst(p, t, n, 2), 0);
     touch(c, 2);
     /* out of range */
-    assert_int_equal(zpi_shard_cache_get(c, N_SHARDS, &sh, NULL, err1, sizeof err1),
+    assert_int_equal(zpi_shard_cache_get(c, N_SHARDS, &sh, NULL, &err1),
                      ZP_ERR_INVALID);
     free(t);
     free(p);
@@ -372,10 +372,10 @@ static void test_stale_count(void **state)
     assert_int_equal(zp_dataset_add(ds, m), ZP_OK);
     zpi_shard_cache *c = mk(ds, 1 << 30, 0, NULL);
     const zpi_shard *sh;
-    char err[512] = "";
-    assert_int_equal(zpi_shard_cache_get(c, 0, &sh, NULL, err, sizeof err), ZP_ERR_FORMAT);
-    assert_non_null(strstr(err, "shard 's0.jsonl.zst'"));
-    assert_non_null(strstr(err, "stale manifest"));
+    zpi_err err = {0};
+    assert_int_equal(zpi_shard_cache_get(c, 0, &sh, NULL, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "shard 's0.jsonl.zst'"));
+    assert_non_null(strstr(err.msg, "stale manifest"));
     zpi_shard_cache_destroy(c);
     zp_dataset_destroy(ds);
     free(m);
@@ -576,7 +576,7 @@ static void test_load_bufs_reuse(void **state)
     const zpi_format *fmt = zpi_dataset_shard_format(f->ds, 1);
     const zpi_load_limits *lim = zpi_dataset_shard_limits(f->ds, 1);
     assert_non_null(fmt->load_bufs);
-    char err[512] = "";
+    zpi_err err = {0};
     zpi_load_bufs bufs;
     memset(&bufs, 0, sizeof bufs);
     size_t big = f->spare_size * 2;
@@ -585,7 +585,7 @@ static void test_load_bufs_reuse(void **state)
     bufs.data = spare;
     bufs.data_cap = big;
     zpi_shard sh;
-    assert_int_equal(fmt->load_bufs(path, "s1", lim, &bufs, &sh, err, sizeof err), ZP_OK);
+    assert_int_equal(fmt->load_bufs(path, "s1", lim, &bufs, &sh, &err), ZP_OK);
     assert_null(bufs.data); /* taken */
     assert_ptr_equal(sh.data, spare);
     assert_int_equal(sh.n_records, N_RECORDS);
@@ -597,7 +597,7 @@ static void test_load_bufs_reuse(void **state)
     bufs.data = malloc(16 + ZPI_JSON_PADDING);
     bufs.data_cap = 16;
     zpi_shard sh2;
-    assert_int_equal(fmt->load_bufs(path, "s1", lim, &bufs, &sh2, err, sizeof err), ZP_OK);
+    assert_int_equal(fmt->load_bufs(path, "s1", lim, &bufs, &sh2, &err), ZP_OK);
     assert_null(bufs.data);
     assert_int_equal(sh2.data_len, sh.data_len);
     assert_memory_equal(sh2.data, sh.data, sh.data_len);
@@ -611,8 +611,8 @@ static void test_load_bufs_reuse(void **state)
     bufs.data = malloc(big + ZPI_JSON_PADDING);
     bufs.data_cap = big;
     zpi_shard sh3;
-    assert_int_equal(fmt->load_bufs(path, "s1", &bad, &bufs, &sh3, err, sizeof err), ZP_ERR_FORMAT);
-    assert_non_null(strstr(err, "'s1'"));
+    assert_int_equal(fmt->load_bufs(path, "s1", &bad, &bufs, &sh3, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "'s1'"));
     assert_null(sh3.data);
     free(bufs.data); /* NULL when the load took it */
     zpi_shard_free(&sh);

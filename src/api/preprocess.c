@@ -426,7 +426,7 @@ zp_status zp_preprocess_prepare(zp_preprocess *pp)
 
 typedef struct sink sink;
 struct sink {
-    zp_status (*add)(sink *s, const int32_t *tok, size_t n, char *err, size_t errcap);
+    zp_status (*add)(sink *s, const int32_t *tok, size_t n, zpi_err *err);
     zpi_tokw *w;        /* the token writer */
     /* memory */
     zp_dtype dtype;
@@ -438,19 +438,18 @@ struct sink {
     uint64_t n_docs;
 };
 
-static zp_status sink_tokw_add(sink *s, const int32_t *tok, size_t n, char *err, size_t errcap)
+static zp_status sink_tokw_add(sink *s, const int32_t *tok, size_t n, zpi_err *err)
 {
-    return zpi_tokw_add(s->w, tok, n, err, errcap);
+    return zpi_tokw_add(s->w, tok, n, err);
 }
 
-static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, char *err, size_t errcap)
+static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, zpi_err *err)
 {
     size_t es = zp_dtype_size(s->dtype);
     if (zpi_grow(&s->tok, &s->tok_cap, s->n_tok + n, es) != 0 ||
         zpi_grow((void **)&s->off, &s->off_cap, s->n_docs + 2, sizeof *s->off) != 0) {
-        zpi_fmt(err, errcap, "out of memory holding %llu tokens",
-                (unsigned long long)(s->n_tok + n));
-        return ZP_ERR_NOMEM;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory holding %llu tokens",
+                           (unsigned long long)(s->n_tok + n));
     }
     if (s->dtype == ZP_DTYPE_U16) {
         uint16_t *d = (uint16_t *)s->tok + s->n_tok;
@@ -498,7 +497,7 @@ typedef struct run {
     size_t next_take, next_write;
     int writing, stop;
     zp_status st;
-    char err[1024];
+    zpi_err err;
     uint64_t bytes_before; /* input bytes of the shards done before */
     uint64_t file_bytes;   /* this shard's */
     uint64_t recs_done;
@@ -532,9 +531,9 @@ static void encode_block(run *r, blk *b, worker *w)
         size_t rec = b->r0 + k;
         const char *line = sh->data + sh->offsets[rec];
         size_t n = (size_t)(sh->offsets[rec + 1] - sh->offsets[rec] - 1);
-        char jerr[256];
+        zpi_err jerr;
         const char *why = NULL, *det = NULL;
-        zp_status st = zpi_json_parse(w->json, line, n, jerr, sizeof jerr);
+        zp_status st = zpi_json_parse(w->json, line, n, &jerr);
         const char *text = NULL;
         size_t tl = 0;
         if (st == ZP_ERR_NOMEM) {
@@ -543,7 +542,7 @@ static void encode_block(run *r, blk *b, worker *w)
             return;
         } else if (st != ZP_OK) {
             why = "invalid JSON: %s";
-            det = jerr;
+            det = jerr.msg;
         } else {
             st = zpi_json_get_string(w->json, pp->field, &text, &tl);
             if (st == ZP_END) {
@@ -599,13 +598,11 @@ static void encode_block(run *r, blk *b, worker *w)
 static zp_status write_block(run *r, blk *b)
 {
     zp_preprocess *pp = r->pp;
-    if (b->st != ZP_OK) {
-        zpi_fmt(r->err, sizeof r->err, "%s", b->err);
-        return b->st;
-    }
+    if (b->st != ZP_OK)
+        return zpi_err_set(&r->err, b->st, "%s", b->err);
     size_t off = 0, nrec = b->r1 - b->r0;
     for (size_t k = 0; k < nrec; k++) {
-        zp_status st = r->out->add(r->out, b->tok + off, b->len[k], r->err, sizeof r->err);
+        zp_status st = r->out->add(r->out, b->tok + off, b->len[k], &r->err);
         if (st != ZP_OK)
             return st;
         off += b->len[k];
@@ -670,8 +667,7 @@ static void run_thread(run *r, worker *w)
             pthread_mutex_lock(&r->mu);
             b->state = BLK_DONE;
             if (stopped && r->st == ZP_OK) {
-                r->st = ZP_ERR_CALLBACK;
-                zpi_fmt(r->err, sizeof r->err, "stopped");
+                r->st = zpi_err_set(&r->err, ZP_ERR_CALLBACK, "stopped");
                 r->stop = 1;
             }
         } else {
@@ -696,7 +692,7 @@ typedef struct loader {
     size_t i;
     zpi_shard sh;
     zp_status st;
-    char err[1024];
+    zpi_err err;
 } loader;
 
 static void load_now(loader *l)
@@ -706,12 +702,11 @@ static void load_now(loader *l)
     memset(&l->sh, 0, sizeof l->sh);
     const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
     l->st = f->load(zpi_dataset_shard_path(pp->ds, i), zp_dataset_shard_name(pp->ds, i),
-                    zpi_dataset_shard_limits(pp->ds, i), &l->sh, l->err, sizeof l->err);
+                    zpi_dataset_shard_limits(pp->ds, i), &l->sh, &l->err);
     if (l->st == ZP_OK && l->sh.rd) {
         zpi_shard_free(&l->sh);
-        l->st = ZP_ERR_UNSUPPORTED;
-        zpi_fmt(l->err, sizeof l->err, "shard '%s': not a JSON text shard",
-                zp_dataset_shard_name(pp->ds, i));
+        l->st = zpi_err_set(&l->err, ZP_ERR_UNSUPPORTED, "shard '%s': not a JSON text shard",
+                            zp_dataset_shard_name(pp->ds, i));
     }
 }
 
@@ -740,7 +735,7 @@ static zp_status loader_finish(loader *l, zp_preprocess *pp, zpi_shard *sh)
         pthread_join(l->th, NULL);
     l->started = 0;
     if (l->st != ZP_OK)
-        return zpi_err_set(&pp->err, l->st, "%s", l->err);
+        return zpi_err_set(&pp->err, l->st, "%s", l->err.msg);
     *sh = l->sh;
     memset(&l->sh, 0, sizeof l->sh);
     return ZP_OK;
@@ -805,7 +800,7 @@ static zp_status process_shard(zp_preprocess *pp, size_t i, zpi_shard *shp, sink
         pthread_cond_destroy(&r.cv);
         pthread_mutex_destroy(&r.mu);
         if (r.st != ZP_OK)
-            st = zpi_err_set(&pp->err, r.st, "%s", r.err);
+            st = zpi_err_set(&pp->err, r.st, "%s", r.err.msg);
     }
     if (r.ring)
         for (size_t k = 0; k < r.window; k++) {
@@ -847,19 +842,18 @@ static zp_status hash_file(zp_preprocess *pp, const char *path, uint64_t *h)
 
 static zp_status open_writer(zp_preprocess *pp, size_t i, zpi_tokw **w)
 {
-    char err[1024];
-    zp_status st = ZP_ERR_UNSUPPORTED;
-    zpi_fmt(err, sizeof err, "no writer for this format in this build");
+    zpi_err err;
+    zp_status st = zpi_err_set(&err, ZP_ERR_UNSUPPORTED, "no writer for this format in this build");
 #ifdef ZP_HAVE_FORMAT_HDF5
     if (pp->cfg.format == ZP_PREPROCESS_HDF5)
-        st = zpi_tokw_open_hdf5(pp->out_path[i], pp->dtype, pp->tok_id, w, err, sizeof err);
+        st = zpi_tokw_open_hdf5(pp->out_path[i], pp->dtype, pp->tok_id, w, &err);
 #endif
 #ifdef ZP_HAVE_FORMAT_MEGATRON
     if (pp->cfg.format == ZP_PREPROCESS_MEGATRON)
-        st = zpi_tokw_open_megatron(pp->out_path[i], pp->dtype, w, err, sizeof err);
+        st = zpi_tokw_open_megatron(pp->out_path[i], pp->dtype, w, &err);
 #endif
     if (st != ZP_OK)
-        return zpi_err_set(&pp->err, st, "%s", err);
+        return zpi_err_set(&pp->err, st, "%s", err.msg);
     return ZP_OK;
 }
 
@@ -915,11 +909,11 @@ zp_status zp_preprocess_run(zp_preprocess *pp)
                              "shard '%s': %llu documents written for %llu records",
                              zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
                              (unsigned long long)docs);
-        char err[1024];
+        zpi_err err;
         if (st != ZP_OK)
             zpi_tokw_abort(w);
-        else if ((st = zpi_tokw_commit(w, err, sizeof err)) != ZP_OK)
-            zpi_err_set(&pp->err, st, "%s", err);
+        else if ((st = zpi_tokw_commit(w, &err)) != ZP_OK)
+            zpi_err_set(&pp->err, st, "%s", err.msg);
         zp_preprocess_shard *res = &pp->res[i];
         memset(res, 0, sizeof *res);
         char a[4096], b[4096];

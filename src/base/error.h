@@ -32,6 +32,10 @@
 
 #include "zephon/common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZPI_ERRMAX 1024
 
 typedef struct zpi_err {
@@ -68,4 +72,7 @@ const char *zpi_err_msg(const zpi_err *e);
             return zpi_s_;                                                                         \
     } while (0)
 
+#ifdef __cplusplus
+}
+#endif
 #endif

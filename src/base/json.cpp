@@ -52,14 +52,11 @@ static const char *short_cause(simdjson::error_code e)
     }
 }
 
-static void set_err(char *err, size_t errcap, const char *what, const char *detail)
+static zp_status set_err(zpi_err *err, zp_status code, const char *what, const char *detail)
 {
-    if (!err || errcap == 0)
-        return;
     if (detail)
-        std::snprintf(err, errcap, "%s (simdjson: %s)", what, detail);
-    else
-        std::snprintf(err, errcap, "%s", what);
+        return zpi_err_set(err, code, "%s (simdjson: %s)", what, detail);
+    return zpi_err_set(err, code, "%s", what);
 }
 
 extern "C" zp_status zpi_json_create(zpi_json **out)
@@ -83,8 +80,7 @@ extern "C" void zpi_json_destroy(zpi_json *j)
     delete j;
 }
 
-extern "C" zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, char *err,
-                                    size_t errcap)
+extern "C" zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, zpi_err *err)
 {
     if (!j || (!buf && len))
         return ZP_ERR_INVALID;
@@ -95,10 +91,9 @@ extern "C" zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, ch
          * readable bytes after buf[len), so simdjson parses in place. */
         simdjson::error_code e =
             j->parser.parse(reinterpret_cast<const uint8_t *>(buf ? buf : ""), len, false).get(doc);
-        if (e) {
-            set_err(err, errcap, short_cause(e), simdjson::error_message(e));
-            return e == simdjson::MEMALLOC ? ZP_ERR_NOMEM : ZP_ERR_FORMAT;
-        }
+        if (e)
+            return set_err(err, e == simdjson::MEMALLOC ? ZP_ERR_NOMEM : ZP_ERR_FORMAT,
+                           short_cause(e), simdjson::error_message(e));
         if (!doc.is_object()) {
             const char *what;
             switch (doc.type()) {
@@ -108,18 +103,15 @@ extern "C" zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, ch
             case simdjson::dom::element_type::BOOL: what = "not an object (a boolean)"; break;
             default: what = "not an object (a number)"; break;
             }
-            set_err(err, errcap, what, nullptr);
-            return ZP_ERR_FORMAT;
+            return set_err(err, ZP_ERR_FORMAT, what, nullptr);
         }
         j->doc = doc;
         j->have_doc = true;
         return ZP_OK;
     } catch (const std::bad_alloc &) {
-        set_err(err, errcap, "out of memory", nullptr);
-        return ZP_ERR_NOMEM;
+        return set_err(err, ZP_ERR_NOMEM, "out of memory", nullptr);
     } catch (...) {
-        set_err(err, errcap, "internal error in the JSON parser", nullptr);
-        return ZP_ERR_INTERNAL;
+        return set_err(err, ZP_ERR_INTERNAL, "internal error in the JSON parser", nullptr);
     }
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "zephon/common.h"
+#include "base/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,8 +30,9 @@ void zpi_json_destroy(zpi_json *j);
 /* Parse one record (buf[0..len), with ZPI_JSON_PADDING readable bytes
  * after it). It must be a JSON object. On error returns ZP_ERR_FORMAT and
  * writes the cause ("invalid UTF-8", "not an object", "unclosed string",
- * ...) into err. The parsed document stays valid until the next parse. */
-zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, char *err, size_t errcap);
+ * ...) into err (may be NULL). The parsed document stays valid until the
+ * next parse. */
+zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, zpi_err *err);
 
 /* After a successful parse: look up a top-level string field.
  * Returns ZP_OK and sets *s and *n (borrowed, valid until the next parse; the

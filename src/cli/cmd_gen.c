@@ -200,10 +200,10 @@ int cli_cmd_gen(int argc, char **argv)
             n = UINT64_MAX;
         else
             n = shards * (o.samples_per_shard ? o.samples_per_shard : 1000);
-        char msg[1024];
+        zpi_err msg;
         double t0 = zpi_now();
-        if (zpi_hdf5_write_sample(o.out, n, o.seed, &h5o, msg, sizeof msg) != ZP_OK) {
-            fprintf(stderr, "zephon gen: %s\n", msg);
+        if (zpi_hdf5_write_sample(o.out, n, o.seed, &h5o, &msg) != ZP_OK) {
+            fprintf(stderr, "zephon gen: %s\n", msg.msg);
             return 1;
         }
         printf("generated %s (hdf5): %llu samples, /text%s%s%s in %.2f s\n", o.out,

@@ -184,7 +184,7 @@ static void input_close(input *in)
 /* Read up to cap decoded bytes into dst; *got gets the count (0 only at the
  * end of the input). 0, or -1 with the cause in err ("read error: ...",
  * "truncated zstd frame", ...). */
-static int input_read(input *in, char *dst, size_t cap, size_t *got, char *err, size_t errcap)
+static int input_read(input *in, char *dst, size_t cap, size_t *got, zpi_err *err)
 {
     *got = 0;
     if (!in->zst) {
@@ -199,7 +199,7 @@ static int input_read(input *in, char *dst, size_t cap, size_t *got, char *err, 
             return 0;
         ssize_t r = read_once(in, dst, cap);
         if (r < 0) {
-            snprintf(err, errcap, "read error: %s", strerror(errno));
+            zpi_err_set(err, ZP_ERR_IO, "read error: %s", strerror(errno));
             return -1;
         }
         if (r == 0)
@@ -221,14 +221,14 @@ static int input_read(input *in, char *dst, size_t cap, size_t *got, char *err, 
                         in->last_ret = ret;
                         break;
                     }
-                    snprintf(err, errcap, "truncated zstd frame");
+                    zpi_err_set(err, ZP_ERR_FORMAT, "truncated zstd frame");
                     return -1;
                 }
                 break;
             }
             ssize_t r = read_once(in, in->zbuf, in->zcap);
             if (r < 0) {
-                snprintf(err, errcap, "read error: %s", strerror(errno));
+                zpi_err_set(err, ZP_ERR_IO, "read error: %s", strerror(errno));
                 return -1;
             }
             in->zlen = (size_t)r;
@@ -240,7 +240,7 @@ static int input_read(input *in, char *dst, size_t cap, size_t *got, char *err, 
         ZSTD_inBuffer ib = {in->zbuf, in->zlen, in->zpos};
         size_t ret = ZSTD_decompressStream(in->dctx, &ob, &ib);
         if (ZSTD_isError(ret)) {
-            snprintf(err, errcap, "corrupt zstd data (%s)", ZSTD_getErrorName(ret));
+            zpi_err_set(err, ZP_ERR_FORMAT, "corrupt zstd data (%s)", ZSTD_getErrorName(ret));
             return -1;
         }
         in->zpos = ib.pos;
@@ -284,7 +284,7 @@ typedef struct block {
     size_t next_chunk;    /* the next chunk to hand out (under the run's mutex) */
     size_t chunks_done;   /* chunks encoded (under the run's mutex) */
     int last;             /* the input ends with this block */
-    char in_err[300];     /* the input failed after this block's lines: why */
+    zpi_err in_err;       /* the input failed after this block's lines: why */
 } block;
 
 /* The decimal form of every id below n followed by its comma, 8 bytes per
@@ -363,15 +363,15 @@ static void run_chunk(const job *jb, chunk *c, worker *w)
         size_t n = b->starts[i + 1] - b->starts[i] - 1; /* without its newline */
         if (is_blank(line, n))
             continue;
-        char jerr[256];
-        zp_status st = zpi_json_parse(w->json, line, n, jerr, sizeof jerr);
+        zpi_err jerr;
+        zp_status st = zpi_json_parse(w->json, line, n, &jerr);
         if (st != ZP_OK) {
             if (st == ZP_ERR_NOMEM)
                 chunk_fail(c, jb, i, "out of memory");
-            else if (strncmp(jerr, "not an object", 13) == 0)
-                chunk_fail(c, jb, i, "not a JSON object%s", jerr + 13);
+            else if (strncmp(jerr.msg, "not an object", 13) == 0)
+                chunk_fail(c, jb, i, "not a JSON object%s", jerr.msg + 13);
             else
-                chunk_fail(c, jb, i, "invalid JSON: %s", jerr);
+                chunk_fail(c, jb, i, "invalid JSON: %s", jerr.msg);
             return;
         }
         const char *text;
@@ -423,14 +423,14 @@ static void run_chunk(const job *jb, chunk *c, worker *w)
 }
 
 /* write() all of buf to fd 1. 0, or -1 with the cause in err. */
-static int write_out(const char *buf, size_t n, char *err, size_t errcap)
+static int write_out(const char *buf, size_t n, zpi_err *err)
 {
     while (n) {
         ssize_t w = write(STDOUT_FILENO, buf, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            snprintf(err, errcap, "write error on standard output: %s", strerror(errno));
+            zpi_err_set(err, ZP_ERR_IO, "write error on standard output: %s", strerror(errno));
             return -1;
         }
         buf += w;
@@ -440,10 +440,10 @@ static int write_out(const char *buf, size_t n, char *err, size_t errcap)
 }
 
 /* Write the outputs of chunks [0, n). 0, or -1 with the cause in err. */
-static int write_chunks(const block *b, size_t n, char *err, size_t errcap)
+static int write_chunks(const block *b, size_t n, zpi_err *err)
 {
     for (size_t c = 0; c < n; c++)
-        if (write_out(b->chunks[c].out, b->chunks[c].len, err, errcap) != 0)
+        if (write_out(b->chunks[c].out, b->chunks[c].len, err) != 0)
             return -1;
     return 0;
 }
@@ -460,7 +460,7 @@ static int fill_block(block *b, input *in, const char *carry, size_t carry_len, 
     b->next_chunk = b->chunks_done = 0;
     b->line0 = line0;
     b->last = 0;
-    b->in_err[0] = '\0';
+    zpi_err_clear(&b->in_err);
     if (b->cap < carry_len + 1) {
         size_t ncap = b->cap * 2 > carry_len + 1 ? b->cap * 2 : carry_len + 1;
         char *nb = realloc(b->buf, ncap + ZPI_JSON_PADDING);
@@ -476,8 +476,7 @@ static int fill_block(block *b, input *in, const char *carry, size_t carry_len, 
     for (;;) {
         while (!b->last && b->len < b->cap) {
             size_t got;
-            if (input_read(in, b->buf + b->len, b->cap - b->len, &got, b->in_err,
-                           sizeof b->in_err) != 0) {
+            if (input_read(in, b->buf + b->len, b->cap - b->len, &got, &b->in_err) != 0) {
                 b->last = 1;
                 break;
             }
@@ -497,7 +496,7 @@ static int fill_block(block *b, input *in, const char *carry, size_t carry_len, 
             size_t next;
             if (nl)
                 next = (size_t)(nl - b->buf) + 1;
-            else if (b->last && !b->in_err[0])
+            else if (b->last && !b->in_err.msg[0])
                 next = b->len + 1;
             else
                 break;
@@ -580,14 +579,14 @@ typedef struct run {
     int finishing;          /* a thread is finishing b */
     int stop;               /* 1 done, 2 failed */
     int io_failed, fill_failed;
-    char io_err[600];
+    zpi_err io_err;
 } run;
 
 /* The I/O that overlaps the encoding of r->b: write r->prev, read r->next. */
 static void run_io(run *r)
 {
     block *b = r->b;
-    if (r->prev && write_chunks(r->prev, r->prev->n_chunks, r->io_err, sizeof r->io_err) != 0) {
+    if (r->prev && write_chunks(r->prev, r->prev->n_chunks, &r->io_err) != 0) {
         r->io_failed = 1;
         return;
     }
@@ -603,27 +602,27 @@ static void run_io(run *r)
 static int run_finish(run *r)
 {
     block *b = r->b;
-    char err[600];
+    zpi_err err;
     if (r->io_failed) {
-        fprintf(stderr, "zephon tokenize: %s\n", r->io_err);
+        fprintf(stderr, "zephon tokenize: %s\n", r->io_err.msg);
         return 2;
     }
     /* The first bad line stops the command, after the lines before it. */
     for (size_t c = 0; c < b->n_chunks; c++) {
         if (b->chunks[c].err_line == SIZE_MAX)
             continue;
-        if (write_chunks(b, c + 1, err, sizeof err) != 0)
-            fprintf(stderr, "zephon tokenize: %s\n", err);
+        if (write_chunks(b, c + 1, &err) != 0)
+            fprintf(stderr, "zephon tokenize: %s\n", err.msg);
         fprintf(stderr, "zephon tokenize: %s\n", b->chunks[c].err);
         return 2;
     }
     if (b->last || !r->overlap) {
-        if (write_chunks(b, b->n_chunks, err, sizeof err) != 0) {
-            fprintf(stderr, "zephon tokenize: %s\n", err);
+        if (write_chunks(b, b->n_chunks, &err) != 0) {
+            fprintf(stderr, "zephon tokenize: %s\n", err.msg);
             return 2;
         }
-        if (b->last && b->in_err[0]) {
-            fprintf(stderr, "zephon tokenize: %s: %s after line %zu\n", r->name, b->in_err,
+        if (b->last && b->in_err.msg[0]) {
+            fprintf(stderr, "zephon tokenize: %s: %s after line %zu\n", r->name, b->in_err.msg,
                     b->line0 + b->n_lines);
             return 2;
         }

@@ -1043,12 +1043,12 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
     if (use_store)
         pass->misses++;
     zpi_shard sh;
-    char err[ZPI_ERRMAX];
+    zpi_err err;
     double t0 = zpi_now();
     zpi_fetch_pin pin;
     const char *path;
     ZPI_FORWARD_IF_ERR(shard_file(ds, s, &pin, &path));
-    zp_status st = s->fmt->load(path, s->name, &s->lim, &sh, err, sizeof err);
+    zp_status st = s->fmt->load(path, s->name, &s->lim, &sh, &err);
     if (s->identity)
         zpi_fetcher_release(ds->fetcher, &pin, st == ZP_ERR_FORMAT && s->has_hash);
     if (st == ZP_OK) {
@@ -1061,7 +1061,7 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
     }
     if (use_store)
         zpi_index_key_free(&k);
-    return st == ZP_OK ? ZP_OK : fail(ds, st, "%s", err);
+    return st == ZP_OK ? ZP_OK : fail(ds, st, "%s", err.msg);
 }
 
 static zp_status index_all(zp_dataset *ds)

@@ -226,23 +226,59 @@ static void fmt_bytes(char *buf, size_t cap, size_t n)
 }
 
 static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
-                           int *loaded, char *err, size_t errcap);
+                           int *loaded, zpi_err *err);
+
+/* Loads shard index into *sh (bufs: buffers the load may reuse, or NULL).
+ * A remote shard is read from the shard cache on disk (downloaded first
+ * when it is not there); a cached file found corrupt (its manifest hash)
+ * is deleted and fetched once more. The load checks the record count and
+ * the hash (zpi_load_check). */
+static zp_status load_shard(zpi_shard_cache *c, uint32_t index, const zpi_format *fmt,
+                            zpi_load_bufs *bufs, zpi_shard *sh, zpi_err *err)
+{
+    const char *path = zpi_dataset_shard_path(c->ds, index);
+    const char *name = zp_dataset_shard_name(c->ds, index);
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(c->ds, index);
+    zp_status st = ZP_OK;
+    double wait_s = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        zpi_fetch_pin pin = {0};
+        if (zpi_fetcher_is_remote(c->cfg.fetcher, index)) {
+            double t0 = zpi_now();
+            zpi_err fe;
+            st = zpi_fetcher_acquire(c->cfg.fetcher, index, &pin, &fe);
+            wait_s += zpi_now() - t0;
+            if (st != ZP_OK) {
+                zpi_err_set(err, st, "%s", zpi_err_msg(&fe));
+                break;
+            }
+            path = pin.path;
+        }
+        st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, bufs, sh, err)
+                            : fmt->load(path, name, lim, sh, err);
+        int corrupt = st == ZP_ERR_FORMAT && pin.remote && lim->has_xxh64;
+        /* deleted (fetched again) only when its bytes are not the manifest's */
+        if (!zpi_fetcher_release(c->cfg.fetcher, &pin, corrupt))
+            break;
+    }
+    sh->read_seconds += wait_s;
+    return st;
+}
 
 zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shard **out,
-                              int *loaded, char *err, size_t errcap)
+                              int *loaded, zpi_err *err)
 {
-    return cache_get(c, index, 1, out, loaded, err, errcap);
+    return cache_get(c, index, 1, out, loaded, err);
 }
 
 zp_status zpi_shard_cache_get_unless_loading(zpi_shard_cache *c, uint32_t index,
-                                             const zpi_shard **out, int *loaded, char *err,
-                                             size_t errcap)
+                                             const zpi_shard **out, int *loaded, zpi_err *err)
 {
-    return cache_get(c, index, 0, out, loaded, err, errcap);
+    return cache_get(c, index, 0, out, loaded, err);
 }
 
 static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
-                           int *loaded, char *err, size_t errcap)
+                           int *loaded, zpi_err *err)
 {
     if (loaded)
         *loaded = 0;
@@ -250,8 +286,8 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
         return ZP_ERR_INVALID;
     *out = NULL;
     if (index >= c->n) {
-        zpi_fmt(err, errcap, "shard index %u out of range (dataset has %zu shards)", index, c->n);
-        return ZP_ERR_INVALID;
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "shard index %u out of range (dataset has %zu shards)", index, c->n);
     }
     slot *s = &c->slots[index];
     pthread_mutex_lock(&c->mu);
@@ -293,39 +329,10 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
         bufs.scratch = sb->p;
         bufs.scratch_cap = sb->cap;
     }
-    const char *path = zpi_dataset_shard_path(c->ds, index);
-    const char *name = zp_dataset_shard_name(c->ds, index);
-    const zpi_load_limits *lim = zpi_dataset_shard_limits(c->ds, index);
     const int had_spare = bufs.data != NULL;
     zpi_shard sh;
     memset(&sh, 0, sizeof sh);
-    zp_status st = ZP_OK;
-    double wait_s = 0;
-    /* A remote shard is read from the shard cache on disk (downloaded first
-     * when it is not there); a cached file found corrupt (its manifest hash)
-     * is deleted and fetched once more. */
-    for (int attempt = 0; attempt < 2; attempt++) {
-        zpi_fetch_pin pin = {0};
-        if (zpi_fetcher_is_remote(c->cfg.fetcher, index)) {
-            double t0 = zpi_now();
-            zpi_err fe;
-            st = zpi_fetcher_acquire(c->cfg.fetcher, index, &pin, &fe);
-            wait_s += zpi_now() - t0;
-            if (st != ZP_OK) {
-                zpi_fmt(err, errcap, "%s", zpi_err_msg(&fe));
-                break;
-            }
-            path = pin.path;
-        }
-        st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, sb ? &bufs : NULL, &sh, err, errcap)
-                            : fmt->load(path, name, lim, &sh, err, errcap);
-        int corrupt = st == ZP_ERR_FORMAT && pin.remote && lim->has_xxh64;
-        /* deleted (fetched again) only when its bytes are not the manifest's */
-        if (!zpi_fetcher_release(c->cfg.fetcher, &pin, corrupt))
-            break;
-    }
-    sh.read_seconds += wait_s;
-    /* the load checked the record count and the hash (zpi_load_check) */
+    zp_status st = load_shard(c, index, fmt, sb ? &bufs : NULL, &sh, err);
     if (sb) {
         sb->p = bufs.scratch;
         sb->cap = bufs.scratch_cap;

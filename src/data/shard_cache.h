@@ -61,14 +61,13 @@ void zpi_shard_cache_destroy(zpi_shard_cache *c);
  * shard, line and cause) is written into err. *loaded is set to 1 when this
  * call did the load (for timing metrics). */
 zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shard **out,
-                              int *loaded, char *err, size_t errcap);
+                              int *loaded, zpi_err *err);
 /* The same, except that when another thread is loading the shard it
  * returns ZP_OK at once with *out NULL (nothing pinned), instead of waiting:
  * a task that needs several shards loads those no one else is loading
  * first, so that tasks starting together decode them in parallel. */
 zp_status zpi_shard_cache_get_unless_loading(zpi_shard_cache *c, uint32_t index,
-                                             const zpi_shard **out, int *loaded, char *err,
-                                             size_t errcap);
+                                             const zpi_shard **out, int *loaded, zpi_err *err);
 /* Unpin a shard got with zpi_shard_cache_get(). */
 void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index);
 void zpi_shard_cache_stats_get(zpi_shard_cache *c, zpi_shard_cache_stats *st);

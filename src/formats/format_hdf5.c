@@ -425,16 +425,14 @@ static herr_t member_cb(hid_t g, const char *name, const H5L_info_t *info, void 
 /* load context: errors are formatted with the shard name */
 typedef struct lctx {
     const char *name;
-    char *err;
-    size_t errcap;
+    zpi_err *err;
 } lctx;
 
 #define LFAIL(L, st, ...)                                                                          \
     do {                                                                                           \
         char m_[512];                                                                              \
         zpi_fmt(m_, sizeof m_, __VA_ARGS__);                                                       \
-        zpi_fmt((L)->err, (L)->errcap, "shard '%s': %s", (L)->name, m_);                          \
-        return (st);                                                                               \
+        return zpi_err_set((L)->err, (st), "shard '%s': %s", (L)->name, m_);                      \
     } while (0)
 
 /* An HDF5 call failed: the message with HDF5's own. Under the lock. */
@@ -443,8 +441,8 @@ typedef struct lctx {
         char h_[256], m_[512];                                                                     \
         zpi_h5_errmsg(h_, sizeof h_);                                                              \
         zpi_fmt(m_, sizeof m_, __VA_ARGS__);                                                       \
-        zpi_fmt((L)->err, (L)->errcap, "shard '%s': %s: %s failed: %s", (L)->name, m_, what, h_); \
-        return ZP_ERR_FORMAT;                                                                      \
+        return zpi_err_set((L)->err, ZP_ERR_FORMAT, "shard '%s': %s: %s failed: %s", (L)->name,   \
+                           m_, what, h_);                                                          \
     } while (0)
 
 /* Storage checks of a dataset: no virtual layout, no external raw data,
@@ -946,14 +944,14 @@ static zp_status load_locked(lctx *L, const char *path, const zpi_load_limits *l
     return ZP_OK;
 }
 
-static zp_status h5_read(zpi_reader *rd, zpi_read_req *req, char *err, size_t errcap);
+static zp_status h5_read(zpi_reader *rd, zpi_read_req *req, zpi_err *err);
 
 static zp_status h5_load(const char *path, const char *name, const zpi_load_limits *lim,
-                         zpi_shard *out, char *err, size_t errcap)
+                         zpi_shard *out, zpi_err *err)
 {
     memset(out, 0, sizeof *out);
     uint64_t t0 = zpi_now_ns();
-    lctx L = {name, err, errcap};
+    lctx L = {name, err};
     uint64_t hash = 0;
     struct stat sb;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -961,25 +959,24 @@ static zp_status h5_load(const char *path, const char *name, const zpi_load_limi
         int e = errno;
         if (fd >= 0)
             close(fd);
-        zpi_fmt(err, errcap, "shard '%s': cannot open '%s': %s", name, path, strerror(e));
-        return ZP_ERR_IO;
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", name, path,
+                           strerror(e));
     }
     if (lim->has_xxh64) {
         uint64_t off = 0;
         int e = zpi_xxh64_fd(fd, &hash, &off);
         if (e) {
             close(fd);
-            zpi_fmt(err, errcap, "shard '%s': reading '%s' at byte %llu: %s", name, path,
-                    (unsigned long long)off, strerror(e));
-            return e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO;
+            return zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                               "shard '%s': reading '%s' at byte %llu: %s", name, path,
+                               (unsigned long long)off, strerror(e));
         }
     }
     h5_reader *r = calloc(1, sizeof *r);
     if (!r || !(r->name = strdup(name))) {
         free(r);
         close(fd);
-        zpi_fmt(err, errcap, "shard '%s': out of memory", name);
-        return ZP_ERR_NOMEM;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
     }
     r->gc_init = pthread_mutex_init(&r->gc_mu, NULL) == 0;
     r->gc = calloc(GC_SLOTS, sizeof *r->gc);
@@ -990,8 +987,7 @@ static zp_status h5_load(const char *path, const char *name, const zpi_load_limi
         free(r->name);
         free(r);
         close(fd);
-        zpi_fmt(err, errcap, "shard '%s': cannot create a mutex", name);
-        return ZP_ERR_NOMEM;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': cannot create a mutex", name);
     }
     r->base.schema = &r->schema;
     r->base.read = h5_read;
@@ -1003,8 +999,7 @@ static zp_status h5_load(const char *path, const char *name, const zpi_load_limi
     zp_status st = load_locked(&L, path, lim, r);
     zpi_h5_unlock();
     if (st == ZP_OK && r->n == 0 && !lim->allow_empty) {
-        zpi_fmt(err, errcap, "shard '%s': no records (dimension 0 is 0)", name);
-        st = ZP_ERR_FORMAT;
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "shard '%s': no records (dimension 0 is 0)", name);
     }
     if (st != ZP_OK) {
         h5_free(r);
@@ -1014,7 +1009,7 @@ static zp_status h5_load(const char *path, const char *name, const zpi_load_limi
     out->rd = &r->base;
     out->file_bytes = (uint64_t)sb.st_size;
     out->read_seconds = (double)(zpi_now_ns() - t0) / 1e9;
-    st = zpi_load_check(lim, name, path, lim->has_xxh64 ? &hash : NULL, out, err, errcap);
+    st = zpi_load_check(lim, name, path, lim->has_xxh64 ? &hash : NULL, out, err);
     if (st != ZP_OK) {
         zpi_shard_free(out);
         memset(out, 0, sizeof *out);
@@ -1056,8 +1051,7 @@ static int select_runs(hid_t fs, const run *runs, size_t nr, int rank, const hsi
 typedef struct rctx {
     h5_reader *r;
     zpi_read_req *req;
-    char *err;
-    size_t errcap;
+    zpi_err *err;
     /* unique records, runs of consecutive ones, and per request the unique index */
     uint64_t *u;
     size_t nu;
@@ -1070,8 +1064,7 @@ typedef struct rctx {
     do {                                                                                           \
         char m_[512];                                                                              \
         zpi_fmt(m_, sizeof m_, __VA_ARGS__);                                                       \
-        zpi_fmt((R)->err, (R)->errcap, "shard '%s': %s", (R)->r->name, m_);                       \
-        return (st);                                                                               \
+        return zpi_err_set((R)->err, (st), "shard '%s': %s", (R)->r->name, m_);                   \
     } while (0)
 
 static void bad(rctx *R, size_t row, zp_status st, const char *fmt, ...)
@@ -1373,16 +1366,16 @@ static zp_status vlen_descriptors(rctx *R, const h5_field *hf, size_t D, unsigne
                 zpi_h5_errmsg(h, sizeof h);
             zpi_h5_unlock();
             if (e < 0) {
-                st = ZP_ERR_FORMAT;
-                zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': reading chunk %llu: %s",
-                        r->name, hf->path, (unsigned long long)c, h);
+                st = zpi_err_set(R->err, ZP_ERR_FORMAT,
+                                 "shard '%s': dataset '%s': reading chunk %llu: %s", r->name,
+                                 hf->path, (unsigned long long)c, h);
             } else if (addr == HADDR_UNDEF) {
                 memset(cb, 0, cbytes); /* not written: empty records */
             } else if (sz != cbytes) {
-                st = ZP_ERR_FORMAT;
-                zpi_fmt(R->err, R->errcap,
-                        "shard '%s': dataset '%s': chunk %llu has %llu bytes, not %zu",
-                        r->name, hf->path, (unsigned long long)c, (unsigned long long)sz, cbytes);
+                st = zpi_err_set(R->err, ZP_ERR_FORMAT,
+                                 "shard '%s': dataset '%s': chunk %llu has %llu bytes, not %zu",
+                                 r->name, hf->path, (unsigned long long)c, (unsigned long long)sz,
+                                 cbytes);
             }
             cur = c;
         }
@@ -1436,10 +1429,10 @@ static zp_status vlen_check(rctx *R, const h5_field *hf, vloc *loc)
             gcol g;
             if (gcol_load(r, a, &g, why, sizeof why) != 0) {
                 gcol_free(&g);
-                st = ZP_ERR_FORMAT;
-                zpi_fmt(R->err, R->errcap,
-                        "shard '%s': dataset '%s': record %llu: damaged variable-length data: "
-                        "%s", r->name, hf->path, (unsigned long long)R->u[ui], why);
+                st = zpi_err_set(R->err, ZP_ERR_FORMAT,
+                                 "shard '%s': dataset '%s': record %llu: damaged variable-length "
+                                 "data: " "%s", r->name, hf->path, (unsigned long long)R->u[ui],
+                                 why);
                 break;
             }
             free(g.buf);
@@ -1487,18 +1480,20 @@ static zp_status vlen_check(rctx *R, const h5_field *hf, vloc *loc)
         }
         pthread_mutex_unlock(&r->gc_mu);
         if (bad_obj || bad_len) {
-            st = ZP_ERR_FORMAT;
-            zpi_fmt(R->err, R->errcap,
-                    "shard '%s': dataset '%s': record %llu: damaged variable-length data: object "
-                    "%u of the heap collection at byte %llu %s (%llu elements expected)",
-                    r->name, hf->path, (unsigned long long)R->u[ui], idx,
-                    (unsigned long long)a, bad_obj ? "does not exist" : "has another length",
-                    (unsigned long long)len);
+            st = zpi_err_set(R->err, ZP_ERR_FORMAT,
+                             "shard '%s': dataset '%s': record %llu: damaged variable-length "
+                             "data: object "
+                             "%u of the heap collection at byte %llu %s (%llu elements expected)",
+                             r->name, hf->path, (unsigned long long)R->u[ui], idx,
+                             (unsigned long long)a,
+                             bad_obj ? "does not exist" : "has another length",
+                             (unsigned long long)len);
         }
     }
     free(desc);
-    if (st == ZP_ERR_NOMEM && R->err[0] == '\0')
-        zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", r->name, hf->path);
+    if (st == ZP_ERR_NOMEM && R->err->msg[0] == '\0')
+        zpi_err_set(R->err, ZP_ERR_NOMEM, "shard '%s': dataset '%s': out of memory", r->name,
+                    hf->path);
     return st;
 }
 
@@ -1595,9 +1590,8 @@ static zp_status read_text(rctx *R, int k)
             continue;
         }
         if (q->out.put_text(q->out.ctx, q->rows[i], s ? s : "", n) != ZP_OK) {
-            st = ZP_ERR_NOMEM;
-            zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", r->name,
-                    hf->path);
+            st = zpi_err_set(R->err, ZP_ERR_NOMEM, "shard '%s': dataset '%s': out of memory",
+                             r->name, hf->path);
         }
     }
     if (vlen)
@@ -1623,8 +1617,8 @@ static int put_doc(rctx *R, const h5_field *hf, zp_dtype dt, size_t row, uint64_
     }
     int32_t *dst;
     if (q->out.put_tokens(q->out.ctx, row, len, &dst) != ZP_OK) {
-        zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", R->r->name,
-                hf->path);
+        zpi_err_set(R->err, ZP_ERR_NOMEM, "shard '%s': dataset '%s': out of memory", R->r->name,
+                    hf->path);
         return -1;
     }
     size_t at = 0;
@@ -1659,9 +1653,9 @@ static zp_status read_tok_vlen(rctx *R, int k)
         if (i == 0 || R->map[i] != R->map[i - 1])
             q->bytes += buf[ui].len * hf->elem_size;
         if (buf[ui].len && !buf[ui].p) {
-            st = ZP_ERR_FORMAT;
-            zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': record %llu: no data",
-                    r->name, hf->path, (unsigned long long)R->u[ui]);
+            st = zpi_err_set(R->err, ZP_ERR_FORMAT,
+                             "shard '%s': dataset '%s': record %llu: no data", r->name, hf->path,
+                             (unsigned long long)R->u[ui]);
             break;
         }
         if (put_doc(R, hf, dt, q->rows[i], R->u[ui], buf[ui].p ? buf[ui].p : (void *)buf, 0,
@@ -1746,12 +1740,11 @@ static zp_status read_ragged(rctx *R, int k)
             if (hf->offs_signed && ((int64_t)a < 0 || (int64_t)b < 0))
                 a = UINT64_MAX;
             if (a > b || b > hf->n_values || a < prev) {
-                st = ZP_ERR_FORMAT;
-                zpi_fmt(R->err, R->errcap,
-                        "shard '%s': dataset '%s': record %llu: offsets %lld .. %lld are not "
-                        "non-decreasing within 0 .. %llu (the length of '%s')",
-                        r->name, opath, (unsigned long long)rec, (long long)offs[at],
-                        (long long)offs[at + 1], (unsigned long long)hf->n_values, vpath);
+                st = zpi_err_set(R->err, ZP_ERR_FORMAT,
+                                 "shard '%s': dataset '%s': record %llu: offsets %lld .. %lld are "
+                                 "not " "non-decreasing within 0 .. %llu (the length of '%s')",
+                                 r->name, opath, (unsigned long long)rec, (long long)offs[at],
+                                 (long long)offs[at + 1], (unsigned long long)hf->n_values, vpath);
                 goto out;
             }
             lo[ui] = a, hi[ui] = b, prev = b;
@@ -1790,9 +1783,8 @@ static zp_status read_ragged(rctx *R, int k)
     }
     size_t vbytes;
     if (__builtin_mul_overflow((size_t)vtotal, hf->elem_size, &vbytes) || vtotal > SIZE_MAX) {
-        st = ZP_ERR_LIMIT;
-        zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': %llu values overflow", r->name,
-                vpath, (unsigned long long)vtotal);
+        st = zpi_err_set(R->err, ZP_ERR_LIMIT, "shard '%s': dataset '%s': %llu values overflow",
+                         r->name, vpath, (unsigned long long)vtotal);
         goto out;
     }
     vals = malloc(vbytes ? vbytes : 1);
@@ -1816,8 +1808,9 @@ static zp_status read_ragged(rctx *R, int k)
         }
     }
 out:
-    if (st == ZP_ERR_NOMEM && R->err[0] == '\0')
-        zpi_fmt(R->err, R->errcap, "shard '%s': dataset '%s': out of memory", r->name, vpath);
+    if (st == ZP_ERR_NOMEM && R->err->msg[0] == '\0')
+        zpi_err_set(R->err, ZP_ERR_NOMEM, "shard '%s': dataset '%s': out of memory", r->name,
+                    vpath);
     free(or);
     free(lo);
     free(hi);
@@ -1828,29 +1821,30 @@ out:
     return st;
 }
 
-static zp_status h5_read(zpi_reader *rd, zpi_read_req *req, char *err, size_t errcap)
+static zp_status h5_read(zpi_reader *rd, zpi_read_req *req, zpi_err *err)
 {
     h5_reader *r = (h5_reader *)rd;
-    if (errcap)
-        err[0] = '\0';
+    zpi_err local;
+    if (!err)
+        err = &local;
+    zpi_err_clear(err);
     if (req->n == 0)
         return ZP_OK;
-    rctx R = {r, req, err, errcap, NULL, 0, NULL, 0, NULL};
+    rctx R = {r, req, err, NULL, 0, NULL, 0, NULL};
     R.u = malloc(req->n * sizeof *R.u);
     R.runs = malloc(req->n * sizeof *R.runs);
     R.map = malloc(req->n * sizeof *R.map);
     zp_status st = ZP_OK;
     if (!R.u || !R.runs || !R.map) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory", r->name);
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", r->name);
         goto out;
     }
     for (size_t i = 0; i < req->n; i++) {
         uint64_t rec = req->records[i];
         if (rec >= r->n || (i && rec < req->records[i - 1])) {
-            zpi_fmt(err, errcap, "shard '%s': read of record %llu (of %llu) out of order or range",
-                    r->name, (unsigned long long)rec, (unsigned long long)r->n);
-            st = ZP_ERR_INTERNAL;
+            st = zpi_err_set(err, ZP_ERR_INTERNAL,
+                             "shard '%s': read of record %llu (of %llu) out of order or range",
+                             r->name, (unsigned long long)rec, (unsigned long long)r->n);
             goto out;
         }
         if (i == 0 || rec != req->records[i - 1]) {
@@ -2041,7 +2035,7 @@ static void tokw_free(h5_tokw *w, int unlink_part)
     free(w);
 }
 
-static zp_status tokw_h5fail(h5_tokw *w, const char *what, char *err, size_t errcap)
+static zp_status tokw_h5fail(h5_tokw *w, const char *what, zpi_err *err)
 {
     char h[256];
     if (w_last[0])
@@ -2050,8 +2044,7 @@ static zp_status tokw_h5fail(h5_tokw *w, const char *what, char *err, size_t err
         zpi_h5_errmsg(h, sizeof h);
     w_last[0] = '\0';
     zpi_h5_unlock();
-    zpi_fmt(err, errcap, "'%s': %s failed: %s", w->path, what, h);
-    return ZP_ERR_IO;
+    return zpi_err_set(err, ZP_ERR_IO, "'%s': %s failed: %s", w->path, what, h);
 }
 
 /* The two datasets, contiguous, nv and no elements. Under the lock. */
@@ -2094,29 +2087,28 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-static zp_status spill_fail(h5_tokw *w, const char *file, char *err, size_t errcap)
+static zp_status spill_fail(h5_tokw *w, const char *file, zpi_err *err)
 {
-    zpi_fmt(err, errcap, "'%s': writing '%s': %s", w->path, file, strerror(errno));
-    return ZP_ERR_IO;
+    return zpi_err_set(err, ZP_ERR_IO, "'%s': writing '%s': %s", w->path, file, strerror(errno));
 }
 
 /* Appends n elements of `bytes` each to the spill file (opened on first use). */
 static zp_status spill(h5_tokw *w, int *fd, const char *file, const void *buf, size_t n,
-                       size_t bytes, char *err, size_t errcap)
+                       size_t bytes, zpi_err *err)
 {
     if (*fd < 0 && (*fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-        return spill_fail(w, file, err, errcap);
+        return spill_fail(w, file, err);
     if (n && write_all(*fd, buf, n * bytes) != 0)
-        return spill_fail(w, file, err, errcap);
+        return spill_fail(w, file, err);
     return ZP_OK;
 }
 
 /* Moves the buffered values and offsets to the spill files. */
-static zp_status tokw_spill(h5_tokw *w, char *err, size_t errcap)
+static zp_status tokw_spill(h5_tokw *w, zpi_err *err)
 {
-    zp_status st = spill(w, &w->vfd, w->vspill, w->vbuf, w->vn, w->es, err, errcap);
+    zp_status st = spill(w, &w->vfd, w->vspill, w->vbuf, w->vn, w->es, err);
     if (st == ZP_OK)
-        st = spill(w, &w->ofd, w->ospill, w->obuf, w->on, sizeof *w->obuf, err, errcap);
+        st = spill(w, &w->ofd, w->ospill, w->obuf, w->on, sizeof *w->obuf, err);
     if (st != ZP_OK)
         return st;
     w->v_written += w->vn;
@@ -2139,47 +2131,47 @@ static int copy_spill(int fd, hid_t d, hid_t mt, uint64_t n, size_t bytes, void 
 }
 
 /* Everything into the datasets (commit). */
-static zp_status tokw_finish(h5_tokw *w, char *err, size_t errcap)
+static zp_status tokw_finish(h5_tokw *w, zpi_err *err)
 {
     hid_t vmt = w->dtype == ZP_DTYPE_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32;
     if (w->vfd < 0 && w->ofd < 0) { /* all in the buffers */
         zpi_h5_lock(NULL);
         if (tokw_create(w, w->vn, w->on) != 0)
-            return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
+            return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err);
         if (append_1d(w->values, vmt, 0, w->vbuf, w->vn) != 0)
-            return tokw_h5fail(w, "writing /tokens/values", err, errcap);
+            return tokw_h5fail(w, "writing /tokens/values", err);
         if (append_1d(w->offsets, H5T_NATIVE_UINT64, 0, w->obuf, w->on) != 0)
-            return tokw_h5fail(w, "writing /tokens/offsets", err, errcap);
+            return tokw_h5fail(w, "writing /tokens/offsets", err);
         zpi_h5_unlock();
         return ZP_OK;
     }
-    zp_status st = tokw_spill(w, err, errcap);
+    zp_status st = tokw_spill(w, err);
     if (st != ZP_OK)
         return st;
     zpi_h5_lock(NULL);
     if (tokw_create(w, w->v_written, w->o_written) != 0)
-        return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err, errcap);
+        return tokw_h5fail(w, "creating /tokens/values and /tokens/offsets", err);
     if (copy_spill(w->vfd, w->values, vmt, w->v_written, w->es, w->vbuf, w->vcap) != 0)
-        return tokw_h5fail(w, "writing /tokens/values", err, errcap);
+        return tokw_h5fail(w, "writing /tokens/values", err);
     if (copy_spill(w->ofd, w->offsets, H5T_NATIVE_UINT64, w->o_written, sizeof *w->obuf, w->obuf,
                    TOKW_OFFS_BUF) != 0)
-        return tokw_h5fail(w, "writing /tokens/offsets", err, errcap);
+        return tokw_h5fail(w, "writing /tokens/offsets", err);
     zpi_h5_unlock();
     return ZP_OK;
 }
 
-static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *err, size_t errcap)
+static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, zpi_err *err)
 {
     h5_tokw *w = (h5_tokw *)base;
     for (size_t i = 0; i < n; i++)
         if (tok[i] < 0 || (w->dtype == ZP_DTYPE_U16 && tok[i] > 65535)) {
-            zpi_fmt(err, errcap, "'%s': document %llu: token %zu is %d, outside the range of %s",
-                    w->path, (unsigned long long)base->docs, i, (int)tok[i],
-                    zp_dtype_name(w->dtype));
-            return ZP_ERR_INVALID;
+            return zpi_err_set(err, ZP_ERR_INVALID,
+                               "'%s': document %llu: token %zu is %d, outside the range of %s",
+                               w->path, (unsigned long long)base->docs, i, (int)tok[i],
+                               zp_dtype_name(w->dtype));
         }
     if (w->vn + n > w->vcap || w->on == TOKW_OFFS_BUF) {
-        zp_status st = tokw_spill(w, err, errcap);
+        zp_status st = tokw_spill(w, err);
         if (st != ZP_OK)
             return st;
     }
@@ -2187,13 +2179,13 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
     if (n > w->vcap) {
         zp_status st = ZP_OK;
         if (w->dtype == ZP_DTYPE_I32) {
-            st = spill(w, &w->vfd, w->vspill, tok, n, w->es, err, errcap);
+            st = spill(w, &w->vfd, w->vspill, tok, n, w->es, err);
         } else {
             for (size_t i = 0; st == ZP_OK && i < n; i += w->vcap) {
                 size_t m = n - i < w->vcap ? n - i : w->vcap;
                 for (size_t j = 0; j < m; j++)
                     ((uint16_t *)w->vbuf)[j] = (uint16_t)tok[i + j];
-                st = spill(w, &w->vfd, w->vspill, w->vbuf, m, w->es, err, errcap);
+                st = spill(w, &w->vfd, w->vspill, w->vbuf, m, w->es, err);
             }
         }
         if (st != ZP_OK)
@@ -2214,10 +2206,10 @@ static zp_status tokw_add(zpi_tokw *base, const int32_t *tok, size_t n, char *er
     return ZP_OK;
 }
 
-static zp_status tokw_commit(zpi_tokw *base, char *err, size_t errcap)
+static zp_status tokw_commit(zpi_tokw *base, zpi_err *err)
 {
     h5_tokw *w = (h5_tokw *)base;
-    zp_status st = tokw_finish(w, err, errcap);
+    zp_status st = tokw_finish(w, err);
     if (st == ZP_OK && w->tokenizer) {
         zpi_h5_lock(NULL);
         hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
@@ -2234,7 +2226,7 @@ static zp_status tokw_commit(zpi_tokw *base, char *err, size_t errcap)
         if (t >= 0)
             H5Tclose(t);
         if (e < 0)
-            st = tokw_h5fail(w, "writing the attribute zephon_tokenizer", err, errcap);
+            st = tokw_h5fail(w, "writing the attribute zephon_tokenizer", err);
         else
             zpi_h5_unlock();
     }
@@ -2248,15 +2240,14 @@ static zp_status tokw_commit(zpi_tokw *base, char *err, size_t errcap)
             e = -1;
         w->file = 0;
         if (e < 0)
-            st = tokw_h5fail(w, "closing the file", err, errcap);
+            st = tokw_h5fail(w, "closing the file", err);
         else
             zpi_h5_unlock();
     }
     if (st == ZP_OK) {
         char why[512];
         if (fsync_rename(w->part, w->path, why, sizeof why) != 0) {
-            zpi_fmt(err, errcap, "'%s': %s", w->path, why);
-            st = ZP_ERR_IO;
+            st = zpi_err_set(err, ZP_ERR_IO, "'%s': %s", w->path, why);
         }
     }
     tokw_free(w, st != ZP_OK);
@@ -2271,13 +2262,12 @@ static void tokw_abort(zpi_tokw *base)
 static const zpi_tokw_ops h5_tokw_ops = {tokw_add, tokw_commit, tokw_abort};
 
 zp_status zpi_tokw_open_hdf5(const char *path, zp_dtype dtype, const char *tokenizer,
-                             zpi_tokw **out, char *err, size_t errcap)
+                             zpi_tokw **out, zpi_err *err)
 {
     *out = NULL;
     if (dtype != ZP_DTYPE_U16 && dtype != ZP_DTYPE_I32) {
-        zpi_fmt(err, errcap, "'%s': token dtype %s (uint16 or int32 is written)", path,
-                zp_dtype_name(dtype));
-        return ZP_ERR_INVALID;
+        return zpi_err_set(err, ZP_ERR_INVALID, "'%s': token dtype %s (uint16 or int32 is written)",
+                           path, zp_dtype_name(dtype));
     }
     h5_tokw *w = calloc(1, sizeof *w);
     if (!w)
@@ -2325,7 +2315,7 @@ h5fail: {
     char h[256];
     zpi_h5_errmsg(h, sizeof h);
     zpi_h5_unlock();
-    zpi_fmt(err, errcap, "'%s': %s failed: %s", path, what, h);
+    zpi_err_set(err, ZP_ERR_IO, "'%s': %s failed: %s", path, what, h);
     if (w->file < 0)
         w->file = 0;
     if (w->grp < 0)
@@ -2348,8 +2338,7 @@ nomem:
         free(w->tokenizer);
         free(w);
     }
-    zpi_fmt(err, errcap, "'%s': out of memory", path);
-    return ZP_ERR_NOMEM;
+    return zpi_err_set(err, ZP_ERR_NOMEM, "'%s': out of memory", path);
 }
 
 /* ---- the sample file ---- */
@@ -2403,7 +2392,7 @@ size_t zpi_h5_sample_text(uint64_t seed, uint64_t i, size_t text_bytes, char *bu
 }
 
 zp_status zpi_hdf5_write_sample(const char *path, uint64_t n, uint64_t seed,
-                                const zpi_h5_sample_opts *o, char *err, size_t errcap)
+                                const zpi_h5_sample_opts *o, zpi_err *err)
 {
     zpi_h5_sample_opts def;
     if (!o) {
@@ -2411,14 +2400,13 @@ zp_status zpi_hdf5_write_sample(const char *path, uint64_t n, uint64_t seed,
         o = &def;
     }
     if (n == 0 || (!o->text && !o->tokens && !o->features && !o->label)) {
-        zpi_fmt(err, errcap, "'%s': nothing to write (%s)", path,
-                n == 0 ? "0 records" : "no dataset chosen");
-        return ZP_ERR_INVALID;
+        return zpi_err_set(err, ZP_ERR_INVALID, "'%s': nothing to write (%s)", path,
+                           n == 0 ? "0 records" : "no dataset chosen");
     }
     if (o->features > (1u << 20) || o->text_bytes > ((size_t)1 << 24)) {
-        zpi_fmt(err, errcap, "'%s': features (%u) or text_bytes (%zu) out of range", path,
-                o->features, o->text_bytes);
-        return ZP_ERR_INVALID;
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "'%s': features (%u) or text_bytes (%zu) out of range", path,
+                           o->features, o->text_bytes);
     }
     size_t tcap = 4 * o->text_bytes + 128;
     /* records per slab: about 8 MB of data */
@@ -2439,8 +2427,7 @@ zp_status zpi_hdf5_write_sample(const char *path, uint64_t n, uint64_t seed,
     zp_status st = ZP_OK;
     if (!part || (o->text && (!tbuf || !tptr)) || (o->tokens && (!vl || !tok)) ||
         (o->features && !feat) || (o->label && !lab)) {
-        zpi_fmt(err, errcap, "'%s': out of memory", path);
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "'%s': out of memory", path);
         goto out;
     }
     hid_t ds[4] = {-1, -1, -1, -1}, mt[4] = {-1, -1, -1, -1};
@@ -2558,7 +2545,7 @@ zp_status zpi_hdf5_write_sample(const char *path, uint64_t n, uint64_t seed,
     {
         char why[512];
         if (fsync_rename(part, path, why, sizeof why) != 0) {
-            zpi_fmt(err, errcap, "'%s': %s", path, why);
+            zpi_err_set(err, ZP_ERR_IO, "'%s': %s", path, why);
             unlink(part);
             st = ZP_ERR_IO;
         }
@@ -2579,8 +2566,7 @@ h5fail: {
         H5Fclose(f);
     zpi_h5_unlock();
     unlink(part);
-    zpi_fmt(err, errcap, "'%s': %s failed: %s", path, what, h);
-    st = ZP_ERR_IO;
+    st = zpi_err_set(err, ZP_ERR_IO, "'%s': %s failed: %s", path, what, h);
 }
 out:
     free(part);

@@ -37,38 +37,38 @@
 /* zpi_read_full(), its time added to *t. On error the message names the shard
  * and the byte offset `at` where the read started. */
 static ssize_t timed_read(int fd, char *buf, size_t want, double *t, const char *name,
-                          uint64_t at, char *err, size_t errcap)
+                          uint64_t at, zpi_err *err)
 {
     double t0 = zpi_now();
     ssize_t r = zpi_read_full(fd, buf, want);
     *t += zpi_now() - t0;
     if (r < 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': read error at byte %llu: %s", name,
-                (unsigned long long)at, strerror(e));
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': read error at byte %llu: %s", name,
+                    (unsigned long long)at, strerror(e));
     }
     return r;
 }
 
 /* Open path for reading. */
 static zp_status open_shard(const char *path, const char *name, int *fd, struct stat *st,
-                            char *err, size_t errcap)
+                            zpi_err *err)
 {
     *fd = -1;
     int f = open(path, O_RDONLY | O_CLOEXEC);
     if (f < 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': cannot open '%s': %s", name, path, strerror(e));
-        return ZP_ERR_IO;
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", name, path,
+                           strerror(e));
     }
     if (fstat(f, st) != 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': cannot stat '%s': %s", name, path, strerror(e));
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot stat '%s': %s", name, path, strerror(e));
         close(f);
         return ZP_ERR_IO;
     }
     if (!S_ISREG(st->st_mode)) {
-        zpi_fmt(err, errcap, "shard '%s': '%s' is not a regular file", name, path);
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': '%s' is not a regular file", name, path);
         close(f);
         return ZP_ERR_IO;
     }
@@ -111,7 +111,7 @@ static char *big_alloc(size_t n)
  * nothing to keep, a buffer too small is replaced, not grown: realloc
  * would copy it. Large buffers use huge pages. */
 static zp_status resize(char **data, size_t *cap, size_t want, size_t keep, const char *name,
-                        char *err, size_t errcap)
+                        zpi_err *err)
 {
     if (*data && *cap >= want)
         return ZP_OK;
@@ -127,8 +127,7 @@ static zp_status resize(char **data, size_t *cap, size_t want, size_t keep, cons
             advise_huge(d, want);
     }
     if (!d) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory (%zu bytes)", name, want);
-        return ZP_ERR_NOMEM;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory (%zu bytes)", name, want);
     }
     *data = d;
     *cap = want;
@@ -172,18 +171,17 @@ static char *scratch(zpi_load_bufs *bufs, size_t want, int *own)
     return bufs->scratch;
 }
 
-static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t line, char *err,
-                         size_t errcap)
+static zp_status too_big(const char *name, const zpi_load_limits *lim, size_t line, zpi_err *err)
 {
-    zpi_fmt(err, errcap, "shard '%s': decoded size exceeds max_shard_bytes (%zu bytes) at line %zu",
-            name, lim->max_shard_bytes, line);
-    return ZP_ERR_LIMIT;
+    return zpi_err_set(err, ZP_ERR_LIMIT,
+                       "shard '%s': decoded size exceeds max_shard_bytes (%zu bytes) at line %zu",
+                       name, lim->max_shard_bytes, line);
 }
 
 /* A hash of the bytes read, when the manifest has one to check (h NULL
  * otherwise). */
 static zp_status hash_begin(const zpi_load_limits *lim, const char *name, XXH64_state_t **h,
-                            char *err, size_t errcap)
+                            zpi_err *err)
 {
     *h = NULL;
     if (!lim->has_xxh64)
@@ -191,8 +189,7 @@ static zp_status hash_begin(const zpi_load_limits *lim, const char *name, XXH64_
     if (!(*h = XXH64_createState()) || XXH64_reset(*h, 0) != XXH_OK) {
         XXH64_freeState(*h);
         *h = NULL;
-        zpi_fmt(err, errcap, "shard '%s': out of memory", name);
-        return ZP_ERR_NOMEM;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
     }
     return ZP_OK;
 }
@@ -214,13 +211,12 @@ static const uint64_t *hash_end(XXH64_state_t *h, uint64_t *v)
  * otherwise, or when that fails, free both and clear out (also the figures
  * the caller set in it). */
 static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t len, size_t cap,
-                          const char *path, const uint64_t *hash, zpi_shard *out, char *err,
-                          size_t errcap)
+                          const char *path, const uint64_t *hash, zpi_shard *out, zpi_err *err)
 {
     if (st == ZP_OK)
-        st = zpi_line_index_finish(ix, data, len, out, err, errcap);
+        st = zpi_line_index_finish(ix, data, len, out, err);
     if (st == ZP_OK) {
-        st = zpi_load_check(ix->lim, ix->name, path, hash, out, err, errcap);
+        st = zpi_load_check(ix->lim, ix->name, path, hash, out, err);
         if (st != ZP_OK)
             free(out->offsets);
     }
@@ -248,19 +244,19 @@ static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t l
 }
 
 static zp_status load_plain_bufs(const char *path, const char *name, const zpi_load_limits *lim,
-                                 zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap)
+                                 zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err)
 {
     memset(out, 0, sizeof *out);
     int fd;
     struct stat sb;
-    zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
+    zp_status st = open_shard(path, name, &fd, &sb, err);
     if (st != ZP_OK)
         return st;
     if ((uint64_t)sb.st_size > lim->max_shard_bytes) {
         close(fd);
-        zpi_fmt(err, errcap, "shard '%s': %llu bytes exceed max_shard_bytes (%zu bytes)", name,
-                (unsigned long long)sb.st_size, lim->max_shard_bytes);
-        return ZP_ERR_LIMIT;
+        return zpi_err_set(err, ZP_ERR_LIMIT,
+                           "shard '%s': %llu bytes exceed max_shard_bytes (%zu bytes)", name,
+                           (unsigned long long)sb.st_size, lim->max_shard_bytes);
     }
     char *data;
     size_t cap, len = 0;
@@ -268,23 +264,23 @@ static zp_status load_plain_bufs(const char *path, const char *name, const zpi_l
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
     XXH64_state_t *h;
-    st = hash_begin(lim, name, &h, err, errcap);
+    st = hash_begin(lim, name, &h, err);
     if (st == ZP_OK)
-        st = resize(&data, &cap, with_headroom((size_t)sb.st_size), 0, name, err, errcap);
+        st = resize(&data, &cap, with_headroom((size_t)sb.st_size), 0, name, err);
     double t_read = 0;
     while (st == ZP_OK) {
         if (len == cap) {
             /* The expected size is read: one probe read tells EOF from a
              * file that grew while we read it. */
             char probe;
-            ssize_t r = timed_read(fd, &probe, 1, &t_read, name, len, err, errcap);
+            ssize_t r = timed_read(fd, &probe, 1, &t_read, name, len, err);
             if (r < 0) {
                 st = ZP_ERR_IO;
                 break;
             }
             if (r == 0)
                 break;
-            st = resize(&data, &cap, cap + cap / 2 + READ_CHUNK, len, name, err, errcap);
+            st = resize(&data, &cap, cap + cap / 2 + READ_CHUNK, len, name, err);
             if (st != ZP_OK)
                 break;
             data[len++] = probe;
@@ -292,7 +288,7 @@ static zp_status load_plain_bufs(const char *path, const char *name, const zpi_l
                 XXH64_update(h, &probe, 1);
         }
         size_t want = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
-        ssize_t r = timed_read(fd, data + len, want, &t_read, name, len, err, errcap);
+        ssize_t r = timed_read(fd, data + len, want, &t_read, name, len, err);
         if (r < 0) {
             st = ZP_ERR_IO;
             break;
@@ -301,10 +297,10 @@ static zp_status load_plain_bufs(const char *path, const char *name, const zpi_l
             XXH64_update(h, data + len, (size_t)r);
         len += (size_t)r;
         if (len > lim->max_shard_bytes) {
-            st = too_big(name, lim, ix.n + 1, err, errcap);
+            st = too_big(name, lim, ix.n + 1, err);
             break;
         }
-        st = zpi_line_index_feed(&ix, data, len, err, errcap);
+        st = zpi_line_index_feed(&ix, data, len, err);
         if (r == 0 || (size_t)r < want)
             break; /* EOF */
     }
@@ -313,13 +309,13 @@ static zp_status load_plain_bufs(const char *path, const char *name, const zpi_l
     out->read_seconds = t_read;
     uint64_t hv;
     const uint64_t *hash = hash_end(h, &hv);
-    return end_load(st, &ix, data, len, cap, path, hash, out, err, errcap);
+    return end_load(st, &ix, data, len, cap, path, hash, out, err);
 }
 
 static zp_status load_plain(const char *path, const char *name, const zpi_load_limits *lim,
-                            zpi_shard *out, char *err, size_t errcap)
+                            zpi_shard *out, zpi_err *err)
 {
-    return load_plain_bufs(path, name, lim, NULL, out, err, errcap);
+    return load_plain_bufs(path, name, lim, NULL, out, err);
 }
 
 /* Smallest power of two >= x, as a log2 (for the zstd window limit). */
@@ -367,7 +363,7 @@ static unsigned long long frames_content_size(const char *src, size_t n)
  * compressed size in memory while it runs. */
 static int load_zst_whole(int fd, const struct stat *sb, const char *path, const char *name,
                           const zpi_load_limits *lim, zpi_load_bufs *bufs, zpi_shard *out,
-                          char *err, size_t errcap, zp_status *st)
+                          zpi_err *err, zp_status *st)
 {
     if (sb->st_size <= 0 || (uint64_t)sb->st_size > lim->max_shard_bytes)
         return 0;
@@ -392,7 +388,7 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
     take_spare(bufs, &data, &cap);
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
     if (!dctx ||
-        resize(&data, &cap, with_headroom((size_t)dsize), 0, name, err, errcap) != ZP_OK) {
+        resize(&data, &cap, with_headroom((size_t)dsize), 0, name, err) != ZP_OK) {
         ZSTD_freeDCtx(dctx);
         if (own_src)
             free(src);
@@ -415,27 +411,26 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
     out->file_bytes = csize;
     out->read_seconds = t_read;
     out->decompress_seconds = t_dec;
-    *st = end_load(ZP_OK, &ix, data, got, cap, path, lim->has_xxh64 ? &hv : NULL, out, err,
-                   errcap);
+    *st = end_load(ZP_OK, &ix, data, got, cap, path, lim->has_xxh64 ? &hv : NULL, out, err);
     return 1;
 }
 
 static zp_status load_zst_bufs(const char *path, const char *name, const zpi_load_limits *lim,
-                               zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap)
+                               zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err)
 {
     memset(out, 0, sizeof *out);
     int fd;
     struct stat sb;
-    zp_status st = open_shard(path, name, &fd, &sb, err, errcap);
+    zp_status st = open_shard(path, name, &fd, &sb, err);
     if (st != ZP_OK)
         return st;
-    if (load_zst_whole(fd, &sb, path, name, lim, bufs, out, err, errcap, &st)) {
+    if (load_zst_whole(fd, &sb, path, name, lim, bufs, out, err, &st)) {
         close(fd);
         return st;
     }
     if (lseek(fd, 0, SEEK_SET) != 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': cannot seek '%s': %s", name, path, strerror(e));
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot seek '%s': %s", name, path, strerror(e));
         close(fd);
         return ZP_ERR_IO;
     }
@@ -449,11 +444,10 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
     zpi_line_index ix;
     zpi_line_index_init(&ix, name, lim);
     XXH64_state_t *h;
-    if ((st = hash_begin(lim, name, &h, err, errcap)) != ZP_OK)
+    if ((st = hash_begin(lim, name, &h, err)) != ZP_OK)
         goto done;
     if (!inbuf || !dctx) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory", name);
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
         goto done;
     }
     /* Frames may use windows up to the shard limit (e.g. zstd --long), and
@@ -482,7 +476,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
             if (eof)
                 break;
             consumed += in.size;
-            ssize_t r = timed_read(fd, inbuf, READ_CHUNK, &t_read, name, consumed, err, errcap);
+            ssize_t r = timed_read(fd, inbuf, READ_CHUNK, &t_read, name, consumed, err);
             if (r < 0) {
                 st = ZP_ERR_IO;
                 goto done;
@@ -508,7 +502,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
                     guess = min_space;
                 if (guess > limit)
                     guess = limit;
-                st = resize(&data, &cap, (size_t)guess, 0, name, err, errcap);
+                st = resize(&data, &cap, (size_t)guess, 0, name, err);
                 if (st != ZP_OK)
                     goto done;
                 first = 0;
@@ -521,7 +515,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
                 ncap = cap + min_space;
             if (ncap > limit)
                 ncap = limit;
-            st = resize(&data, &cap, ncap, len, name, err, errcap);
+            st = resize(&data, &cap, ncap, len, name, err);
             if (st != ZP_OK)
                 goto done;
         }
@@ -532,20 +526,19 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
         t_dec += zpi_now() - t0;
         if (ZSTD_isError(ret)) {
             if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge) {
-                zpi_fmt(err, errcap,
-                        "shard '%s': zstd frame needs a window larger than max_shard_bytes "
-                        "(%zu bytes) after line %zu (decoded byte %zu, file bytes %llu-%llu): %s",
-                        name, lim->max_shard_bytes, ix.n, ix.line_start,
-                        (unsigned long long)(consumed + in_pos0),
-                        (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
-                st = ZP_ERR_LIMIT;
+                st = zpi_err_set(err, ZP_ERR_LIMIT,
+                                 "shard '%s': zstd frame needs a window larger than "
+                                 "max_shard_bytes "
+                                 "(%zu bytes) after line %zu (decoded byte %zu, file bytes "
+                                 "%llu-%llu): %s", name, lim->max_shard_bytes, ix.n, ix.line_start,
+                                 (unsigned long long)(consumed + in_pos0),
+                                 (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
             } else {
-                zpi_fmt(err, errcap,
-                        "shard '%s': corrupt zstd frame after line %zu (decoded byte %zu, "
-                        "file bytes %llu-%llu): %s",
-                        name, ix.n, ix.line_start, (unsigned long long)(consumed + in_pos0),
-                        (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
-                st = ZP_ERR_FORMAT;
+                st = zpi_err_set(err, ZP_ERR_FORMAT,
+                                 "shard '%s': corrupt zstd frame after line %zu (decoded byte "
+                                 "%zu, " "file bytes %llu-%llu): %s", name, ix.n, ix.line_start,
+                                 (unsigned long long)(consumed + in_pos0),
+                                 (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
             }
             goto done;
         }
@@ -556,23 +549,22 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
         need_flush = ob.pos == ob.size && ret != 0;
         last_ret = ret;
         if (len > lim->max_shard_bytes) {
-            st = too_big(name, lim, ix.n + 1, err, errcap);
+            st = too_big(name, lim, ix.n + 1, err);
             goto done;
         }
-        st = zpi_line_index_feed(&ix, data, len, err, errcap);
+        st = zpi_line_index_feed(&ix, data, len, err);
         if (st != ZP_OK)
             goto done;
     }
     consumed += in.size;
     if (last_ret != 0) {
-        zpi_fmt(err, errcap,
-                "shard '%s': truncated zstd frame after line %zu (decoded byte %zu, file byte %llu)",
-                name, ix.n, ix.line_start, (unsigned long long)consumed);
-        st = ZP_ERR_FORMAT;
+        st = zpi_err_set(err, ZP_ERR_FORMAT,
+                         "shard '%s': truncated zstd frame after line %zu (decoded byte %zu, file "
+                         "byte %llu)", name, ix.n, ix.line_start, (unsigned long long)consumed);
         goto done;
     }
     if (!data) { /* empty file */
-        st = resize(&data, &cap, 0, 0, name, err, errcap);
+        st = resize(&data, &cap, 0, 0, name, err);
         if (st != ZP_OK)
             goto done;
     }
@@ -587,13 +579,13 @@ done:
         free(inbuf);
     uint64_t hv;
     const uint64_t *hash = hash_end(h, &hv);
-    return end_load(st, &ix, data, len, cap, path, hash, out, err, errcap);
+    return end_load(st, &ix, data, len, cap, path, hash, out, err);
 }
 
 static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,
-                          zpi_shard *out, char *err, size_t errcap)
+                          zpi_shard *out, zpi_err *err)
 {
-    return load_zst_bufs(path, name, lim, NULL, out, err, errcap);
+    return load_zst_bufs(path, name, lim, NULL, out, err);
 }
 
 const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain, load_plain_bufs};

@@ -294,7 +294,7 @@ static int convert(zp_dtype t, const unsigned char *src, size_t n, int32_t *dst,
     return 1;
 }
 
-static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t errcap)
+static zp_status mg_read(zpi_reader *r, zpi_read_req *req, zpi_err *err)
 {
     mg_reader *m = (mg_reader *)r;
     const zpi_read_sink *out = &req->out;
@@ -305,9 +305,9 @@ static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t err
         uint64_t s = req->records[k];
         size_t row = req->rows[k];
         if (s >= m->n_seq) {
-            zpi_fmt(err, errcap, "shard '%s': sequence %llu asked for, the shard has %llu",
-                    m->name, (unsigned long long)s, (unsigned long long)m->n_seq);
-            st = ZP_ERR_INTERNAL;
+            st = zpi_err_set(err, ZP_ERR_INTERNAL,
+                             "shard '%s': sequence %llu asked for, the shard has %llu", m->name,
+                             (unsigned long long)s, (unsigned long long)m->n_seq);
             break;
         }
         size_t len = (size_t)seq_len(m, s); /* checked >= 0 at load */
@@ -323,9 +323,9 @@ static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t err
         }
         int32_t *dst;
         if (out->put_tokens(out->ctx, row, len, &dst) != ZP_OK) {
-            zpi_fmt(err, errcap, "shard '%s': out of memory for sequence %llu (%zu tokens)",
-                    m->name, (unsigned long long)s, len);
-            st = ZP_ERR_NOMEM;
+            st = zpi_err_set(err, ZP_ERR_NOMEM,
+                             "shard '%s': out of memory for sequence %llu (%zu tokens)", m->name,
+                             (unsigned long long)s, len);
             break;
         }
         size_t nb = len * m->isz;
@@ -350,31 +350,29 @@ static zp_status mg_read(zpi_reader *r, zpi_read_req *req, char *err, size_t err
 
 /* Open path read-only as a regular file; its size into *size. */
 static zp_status open_file(const char *path, const char *name, const char *what, int *fd,
-                           uint64_t *size, char *err, size_t errcap)
+                           uint64_t *size, zpi_err *err)
 {
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0) {
         int e = errno;
         if (e == ENOENT && strcmp(what, "index") == 0)
-            zpi_fmt(err, errcap,
-                    "shard '%s': its index '%s' is missing (a Megatron dataset is a .bin and "
-                    ".idx pair)",
-                    name, path);
-        else
-            zpi_fmt(err, errcap, "shard '%s': cannot open %s '%s': %s", name, what, path,
-                    strerror(e));
-        return ZP_ERR_IO;
+            return zpi_err_set(err, ZP_ERR_IO,
+                               "shard '%s': its index '%s' is missing (a Megatron dataset is a "
+                               ".bin and " ".idx pair)", name, path);
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open %s '%s': %s", name, what, path,
+                           strerror(e));
     }
     struct stat sb;
     if (fstat(*fd, &sb) != 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': cannot stat %s '%s': %s", name, what, path, strerror(e));
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot stat %s '%s': %s", name, what, path,
+                    strerror(e));
         close(*fd);
         *fd = -1;
         return ZP_ERR_IO;
     }
     if (!S_ISREG(sb.st_mode)) {
-        zpi_fmt(err, errcap, "shard '%s': %s '%s' is not a regular file", name, what, path);
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': %s '%s' is not a regular file", name, what, path);
         close(*fd);
         *fd = -1;
         return ZP_ERR_IO;
@@ -386,7 +384,7 @@ static zp_status open_file(const char *path, const char *name, const char *what,
 /* The .idx's checks, on its mapping (m->idx, m->idx_len, m->n_seq set);
  * *bin_end gets the end of the last sequence. */
 static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t *bin_end,
-                           char *err, size_t errcap)
+                           zpi_err *err)
 {
     const char *nm = m->name, *ix = m->idx_name;
     uint64_t S = m->n_seq, end = 0;
@@ -394,29 +392,28 @@ static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t
         int32_t len = seq_len(m, i);
         int64_t ptr = (int64_t)seq_ptr(m, i);
         if (len < 0) {
-            zpi_fmt(err, errcap, "shard '%s': '%s' says sequence %llu has %d tokens", nm, ix,
-                    (unsigned long long)i, (int)len);
-            return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' says sequence %llu has %d tokens", nm, ix,
+                               (unsigned long long)i, (int)len);
         }
         if (ptr < 0 || (uint64_t)ptr != end) {
             if (i == 0)
-                zpi_fmt(err, errcap,
-                        "shard '%s': '%s' says sequence 0 starts at byte %lld, not 0", nm, ix,
-                        (long long)ptr);
-            else
-                zpi_fmt(err, errcap,
-                        "shard '%s': '%s' says sequence %llu starts at byte %lld but sequence "
-                        "%llu ends at byte %llu (sequences are stored one after the other)",
-                        nm, ix, (unsigned long long)i, (long long)ptr, (unsigned long long)i - 1,
-                        (unsigned long long)end);
-            return ZP_ERR_FORMAT;
+                return zpi_err_set(err, ZP_ERR_FORMAT,
+                                   "shard '%s': '%s' says sequence 0 starts at byte %lld, not 0",
+                                   nm, ix, (long long)ptr);
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' says sequence %llu starts at byte %lld but "
+                               "sequence "
+                               "%llu ends at byte %llu (sequences are stored one after the other)",
+                               nm, ix, (unsigned long long)i, (long long)ptr,
+                               (unsigned long long)i - 1, (unsigned long long)end);
         }
         /* end < 2^63 before; len * isz < 2^34: no overflow in uint64 */
         end += (uint64_t)len * m->isz;
         if (end > (uint64_t)INT64_MAX) {
-            zpi_fmt(err, errcap, "shard '%s': '%s' says sequence %llu ends past byte 2^63", nm,
-                    ix, (unsigned long long)i);
-            return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' says sequence %llu ends past byte 2^63", nm, ix,
+                               (unsigned long long)i);
         }
     }
     const unsigned char *doc = m->idx + MG_HEADER + 12 * S;
@@ -424,36 +421,32 @@ static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t
     for (uint64_t d = 0; d < n_doc; d++) {
         int64_t v = rd_i64(doc + 8 * d);
         if (d == 0 && v != 0) {
-            zpi_fmt(err, errcap, "shard '%s': '%s' says document 0 starts at sequence %lld, not 0",
-                    nm, ix, (long long)v);
-            return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' says document 0 starts at sequence %lld, not 0",
+                               nm, ix, (long long)v);
         }
         if (v < 0 || (uint64_t)v < prev || (uint64_t)v > S) {
-            zpi_fmt(err, errcap,
-                    "shard '%s': '%s' has document index %llu = %lld (after %llu; the shard has "
-                    "%llu sequences)",
-                    nm, ix, (unsigned long long)d, (long long)v, (unsigned long long)prev,
-                    (unsigned long long)S);
-            return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' has document index %llu = %lld (after %llu; the "
+                               "shard has " "%llu sequences)", nm, ix, (unsigned long long)d,
+                               (long long)v, (unsigned long long)prev, (unsigned long long)S);
         }
         prev = (uint64_t)v;
     }
     if (prev != S) {
-        zpi_fmt(err, errcap,
-                "shard '%s': '%s' says its documents end at sequence %llu but it has %llu "
-                "sequences",
-                nm, ix, (unsigned long long)prev, (unsigned long long)S);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' says its documents end at sequence %llu but it has "
+                           "%llu " "sequences", nm, ix, (unsigned long long)prev,
+                           (unsigned long long)S);
     }
     if (has_modes) {
         const unsigned char *modes = doc + 8 * n_doc;
         for (uint64_t i = 0; i < S; i++)
             if (modes[i] != 0) {
-                zpi_fmt(err, errcap,
-                        "shard '%s': '%s' is multimodal and sequence %llu has mode %d: only "
-                        "text sequences (mode 0) are read",
-                        nm, ix, (unsigned long long)i, (int)(int8_t)modes[i]);
-                return ZP_ERR_UNSUPPORTED;
+                return zpi_err_set(err, ZP_ERR_UNSUPPORTED,
+                                   "shard '%s': '%s' is multimodal and sequence %llu has mode %d: "
+                                   "only " "text sequences (mode 0) are read", nm, ix,
+                                   (unsigned long long)i, (int)(int8_t)modes[i]);
             }
     }
     *bin_end = end;
@@ -463,7 +456,7 @@ static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t
 /* The header and the size of the .idx: S, D, the dtype and whether a modes
  * array follows. Nothing is read past the header before the size agrees. */
 static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_doc,
-                              int *has_modes, char *err, size_t errcap)
+                              int *has_modes, zpi_err *err)
 {
     const char *nm = m->name, *ix = m->idx_name;
     unsigned char h[MG_HEADER];
@@ -471,41 +464,37 @@ static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_d
     ssize_t got = pread(fd, h, sizeof h, 0);
     if (got < 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': cannot read '%s': %s", nm, ix, strerror(e));
-        return ZP_ERR_IO;
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot read '%s': %s", nm, ix, strerror(e));
     }
     size_t have = (size_t)got < MG_MAGIC_LEN ? (size_t)got : MG_MAGIC_LEN;
     if (memcmp(h, MG_MAGIC, have) != 0) { /* a shorter file that matches: below */
         if ((size_t)got >= 6 && memcmp(h, "TNTIDX", 6) == 0)
-            zpi_fmt(err, errcap,
-                    "shard '%s': '%s' is an index of Megatron's old non-mmap format (\"TNTIDX\"), "
-                    "not read: convert the dataset to the mmap format (\"MMIDIDX\")",
-                    nm, ix);
-        else
-            zpi_fmt(err, errcap,
-                    "shard '%s': '%s' is not a Megatron index (it does not start with "
-                    "\"MMIDIDX\")",
-                    nm, ix);
-        return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' is an index of Megatron's old non-mmap format "
+                               "(\"TNTIDX\"), "
+                               "not read: convert the dataset to the mmap format (\"MMIDIDX\")", nm,
+                               ix);
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' is not a Megatron index (it does not start with "
+                           "\"MMIDIDX\")", nm, ix);
     }
     if (size < MG_HEADER || (size_t)got < MG_HEADER) {
-        zpi_fmt(err, errcap, "shard '%s': '%s' is %llu bytes, shorter than its %d-byte header",
-                nm, ix, (unsigned long long)size, MG_HEADER);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' is %llu bytes, shorter than its %d-byte header", nm,
+                           ix, (unsigned long long)size, MG_HEADER);
     }
     uint64_t version = rd_u64(h + 9);
     if (version != 1) {
-        zpi_fmt(err, errcap, "shard '%s': '%s' has version %llu (only version 1 is known)", nm,
-                ix, (unsigned long long)version);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' has version %llu (only version 1 is known)", nm, ix,
+                           (unsigned long long)version);
     }
     unsigned code = h[17];
     if (code < 1 || code > 8) {
-        zpi_fmt(err, errcap,
-                "shard '%s': '%s' has token dtype code %u (known: 1 uint8, 2 int8, 3 int16, "
-                "4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)",
-                nm, ix, code);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' has token dtype code %u (known: 1 uint8, 2 int8, 3 "
+                           "int16, " "4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)", nm, ix,
+                           code);
     }
     m->dtype = mg_dtypes[code];
     m->isz = zp_dtype_size(m->dtype);
@@ -515,31 +504,29 @@ static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_d
      * arithmetic could overflow */
     uint64_t body = size - MG_HEADER;
     if (S > body / 12 || D > body / 8 || 12 * S + 8 * D > body) {
-        zpi_fmt(err, errcap,
-                "shard '%s': '%s' says %llu sequences and %llu document indices, which need "
-                "more than its %llu bytes",
-                nm, ix, (unsigned long long)S, (unsigned long long)D, (unsigned long long)size);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' says %llu sequences and %llu document indices, which "
+                           "need " "more than its %llu bytes", nm, ix, (unsigned long long)S,
+                           (unsigned long long)D, (unsigned long long)size);
     }
     uint64_t want = MG_HEADER + 12 * S + 8 * D;
     if (D == 0) {
-        zpi_fmt(err, errcap,
-                "shard '%s': '%s' has no document indices (at least the leading 0 is needed)", nm,
-                ix);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': '%s' has no document indices (at least the leading 0 is "
+                           "needed)", nm, ix);
     }
     *has_modes = 0;
     if (size != want) {
         if (S > 0 && size == want + S) {
             *has_modes = 1;
         } else {
-            zpi_fmt(err, errcap,
-                    "shard '%s': '%s' is %llu bytes but its counts (%llu sequences, %llu "
-                    "document indices) make %llu bytes (or %llu with sequence modes)",
-                    nm, ix, (unsigned long long)size, (unsigned long long)S,
-                    (unsigned long long)D, (unsigned long long)want,
-                    (unsigned long long)(want + S));
-            return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': '%s' is %llu bytes but its counts (%llu sequences, "
+                               "%llu "
+                               "document indices) make %llu bytes (or %llu with sequence modes)",
+                               nm, ix, (unsigned long long)size, (unsigned long long)S,
+                               (unsigned long long)D, (unsigned long long)want,
+                               (unsigned long long)(want + S));
         }
     }
     m->n_seq = S;
@@ -548,7 +535,7 @@ static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_d
 }
 
 static zp_status mg_load(const char *path, const char *name, const zpi_load_limits *lim,
-                         zpi_shard *out, char *err, size_t errcap)
+                         zpi_shard *out, zpi_err *err)
 {
     memset(out, 0, sizeof *out);
     double t0 = zpi_now();
@@ -557,8 +544,7 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     char *idx_path = idx_name_of(path);
     mg_reader *m = calloc(1, sizeof *m);
     if (!idx_path || !m || !(m->name = zpi_strdup(name)) || !(m->idx_name = idx_name_of(name))) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory", name);
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
         goto fail;
     }
     m->base.schema = &m->schema;
@@ -569,14 +555,14 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     /* the .idx: header and size first, then the whole of it */
     uint64_t idx_size = 0, bin_size = 0, n_doc = 0, bin_end = 0;
     int has_modes = 0;
-    if ((st = open_file(idx_path, name, "index", &ifd, &idx_size, err, errcap)) != ZP_OK)
+    if ((st = open_file(idx_path, name, "index", &ifd, &idx_size, err)) != ZP_OK)
         goto fail;
-    if ((st = check_header(m, ifd, idx_size, &n_doc, &has_modes, err, errcap)) != ZP_OK)
+    if ((st = check_header(m, ifd, idx_size, &n_doc, &has_modes, err)) != ZP_OK)
         goto fail;
 #if SIZE_MAX < UINT64_MAX
     if (idx_size > SIZE_MAX) {
-        zpi_fmt(err, errcap, "shard '%s': '%s' is too large to map", name, m->idx_name);
-        st = ZP_ERR_LIMIT;
+        st = zpi_err_set(err, ZP_ERR_LIMIT, "shard '%s': '%s' is too large to map", name,
+                         m->idx_name);
         goto fail;
     }
 #endif
@@ -584,18 +570,18 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     void *p = mmap(NULL, m->idx_len, PROT_READ, MAP_PRIVATE, ifd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
-        zpi_fmt(err, errcap, "shard '%s': cannot map '%s': %s", name, idx_path, strerror(e));
-        st = e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO;
+        st = zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                         "shard '%s': cannot map '%s': %s", name, idx_path, strerror(e));
         goto fail;
     }
     m->idx = p;
     (void)madvise(m->idx, m->idx_len, MADV_SEQUENTIAL); /* the checks scan it once */
-    if ((st = check_idx(m, n_doc, has_modes, &bin_end, err, errcap)) != ZP_OK)
+    if ((st = check_idx(m, n_doc, has_modes, &bin_end, err)) != ZP_OK)
         goto fail;
     (void)madvise(m->idx, m->idx_len, MADV_NORMAL);
 
     /* the .bin: exactly as long as the sequences */
-    if ((st = open_file(path, name, "data file", &bfd, &bin_size, err, errcap)) != ZP_OK)
+    if ((st = open_file(path, name, "data file", &bfd, &bin_size, err)) != ZP_OK)
         goto fail;
     if (bin_size != bin_end) {
         if (bin_size < bin_end) {
@@ -603,26 +589,23 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
             uint64_t i = 0;
             while (i + 1 < m->n_seq && seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz <= bin_size)
                 i++;
-            zpi_fmt(err, errcap,
-                    "shard '%s': '%s' says sequence %llu ends at byte %llu but '%s' has %llu "
-                    "bytes (truncated?)",
-                    name, m->idx_name, (unsigned long long)i,
-                    (unsigned long long)(seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz),
-                    name, (unsigned long long)bin_size);
+            zpi_err_set(err, ZP_ERR_FORMAT,
+                        "shard '%s': '%s' says sequence %llu ends at byte %llu but '%s' has %llu "
+                        "bytes (truncated?)", name, m->idx_name, (unsigned long long)i,
+                        (unsigned long long)(seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz),
+                        name, (unsigned long long)bin_size);
         } else {
-            zpi_fmt(err, errcap,
-                    "shard '%s': '%s' has %llu bytes but '%s' says its %llu sequences end at "
-                    "byte %llu",
-                    name, name, (unsigned long long)bin_size, m->idx_name,
-                    (unsigned long long)m->n_seq, (unsigned long long)bin_end);
+            zpi_err_set(err, ZP_ERR_FORMAT,
+                        "shard '%s': '%s' has %llu bytes but '%s' says its %llu sequences end at "
+                        "byte %llu", name, name, (unsigned long long)bin_size, m->idx_name,
+                        (unsigned long long)m->n_seq, (unsigned long long)bin_end);
         }
         st = ZP_ERR_FORMAT;
         goto fail;
     }
 #if SIZE_MAX < UINT64_MAX
     if (bin_size > SIZE_MAX) {
-        zpi_fmt(err, errcap, "shard '%s': '%s' is too large to map", name, name);
-        st = ZP_ERR_LIMIT;
+        st = zpi_err_set(err, ZP_ERR_LIMIT, "shard '%s': '%s' is too large to map", name, name);
         goto fail;
     }
 #endif
@@ -631,9 +614,9 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
         uint64_t at = 0;
         int e = zpi_xxh64_fd(bfd, &hash, &at);
         if (e) {
-            zpi_fmt(err, errcap, "shard '%s': cannot hash '%s': %s at byte %llu", name, path,
-                    strerror(e), (unsigned long long)at);
-            st = e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO;
+            st = zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                             "shard '%s': cannot hash '%s': %s at byte %llu", name, path,
+                             strerror(e), (unsigned long long)at);
             goto fail;
         }
     }
@@ -643,8 +626,8 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
         if (p == MAP_FAILED) {
             int e = errno;
             m->bin_len = 0;
-            zpi_fmt(err, errcap, "shard '%s': cannot map '%s': %s", name, path, strerror(e));
-            st = e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO;
+            st = zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                             "shard '%s': cannot map '%s': %s", name, path, strerror(e));
             goto fail;
         }
         m->bin = p;
@@ -655,8 +638,8 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     ifd = -1;
 
     if (m->n_seq == 0 && !lim->allow_empty) {
-        zpi_fmt(err, errcap, "shard '%s': no sequences ('%s' is empty)", name, m->idx_name);
-        st = ZP_ERR_FORMAT;
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "shard '%s': no sequences ('%s' is empty)", name,
+                         m->idx_name);
         goto fail;
     }
     m->schema.n = 1;
@@ -670,7 +653,7 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     out->file_bytes = bin_size;
     out->rd = &m->base;
     out->read_seconds = zpi_now() - t0;
-    st = zpi_load_check(lim, name, path, lim->has_xxh64 ? &hash : NULL, out, err, errcap);
+    st = zpi_load_check(lim, name, path, lim->has_xxh64 ? &hash : NULL, out, err);
     if (st != ZP_OK) {
         zpi_shard_free(out);
         memset(out, 0, sizeof *out);
@@ -709,7 +692,7 @@ typedef struct mg_writer {
 } mg_writer;
 
 static zp_status w_flush(int fd, const char *file, unsigned char *buf, size_t *len, uint64_t *done,
-                         char *err, size_t errcap)
+                         zpi_err *err)
 {
     size_t off = 0;
     while (off < *len) {
@@ -718,9 +701,8 @@ static zp_status w_flush(int fd, const char *file, unsigned char *buf, size_t *l
             continue;
         if (w < 0) {
             int e = errno;
-            zpi_fmt(err, errcap, "'%s': write failed at byte %llu: %s", file,
-                    (unsigned long long)(*done + off), strerror(e));
-            return ZP_ERR_IO;
+            return zpi_err_set(err, ZP_ERR_IO, "'%s': write failed at byte %llu: %s", file,
+                               (unsigned long long)(*done + off), strerror(e));
         }
         off += (size_t)w;
     }
@@ -729,10 +711,10 @@ static zp_status w_flush(int fd, const char *file, unsigned char *buf, size_t *l
     return ZP_OK;
 }
 
-static zp_status w_idx(mg_writer *w, const void *b, size_t n, char *err, size_t errcap)
+static zp_status w_idx(mg_writer *w, const void *b, size_t n, zpi_err *err)
 {
     if (w->ilen + n > MG_WBUF) {
-        zp_status st = w_flush(w->idx_fd, w->idx_final, w->ibuf, &w->ilen, &w->idx_bytes, err, errcap);
+        zp_status st = w_flush(w->idx_fd, w->idx_final, w->ibuf, &w->ilen, &w->idx_bytes, err);
         if (st != ZP_OK)
             return st;
     }
@@ -764,29 +746,28 @@ static void w_free(mg_writer *w, int unlink_parts)
     free(w);
 }
 
-static zp_status mg_add(zpi_tokw *tw, const int32_t *tok, size_t n, char *err, size_t errcap)
+static zp_status mg_add(zpi_tokw *tw, const int32_t *tok, size_t n, zpi_err *err)
 {
     mg_writer *w = (mg_writer *)tw;
     if (n > INT32_MAX) {
-        zpi_fmt(err, errcap, "'%s': document %llu has %zu tokens (at most 2^31-1 per sequence)",
-                w->bin_final, (unsigned long long)w->base.docs, n);
-        return ZP_ERR_LIMIT;
+        return zpi_err_set(err, ZP_ERR_LIMIT,
+                           "'%s': document %llu has %zu tokens (at most 2^31-1 per sequence)",
+                           w->bin_final, (unsigned long long)w->base.docs, n);
     }
     int32_t hi = w->dtype == ZP_DTYPE_U16 ? 65535 : INT32_MAX;
     for (size_t i = 0; i < n; i++)
         if (tok[i] < 0 || tok[i] > hi) {
-            zpi_fmt(err, errcap, "'%s': document %llu: token %zu is %d: not a %s token id",
-                    w->bin_final, (unsigned long long)w->base.docs, i, (int)tok[i],
-                    zp_dtype_name(w->dtype));
-            return ZP_ERR_INVALID;
+            return zpi_err_set(err, ZP_ERR_INVALID,
+                               "'%s': document %llu: token %zu is %d: not a %s token id",
+                               w->bin_final, (unsigned long long)w->base.docs, i, (int)tok[i],
+                               zp_dtype_name(w->dtype));
         }
     unsigned char l[4];
     wr_u32(l, (uint32_t)n);
-    zp_status st = w_idx(w, l, 4, err, errcap);
+    zp_status st = w_idx(w, l, 4, err);
     for (size_t i = 0; st == ZP_OK && i < n;) {
         if (w->blen == MG_WBUF &&
-            (st = w_flush(w->bin_fd, w->bin_final, w->bbuf, &w->blen, &w->bin_bytes, err,
-                          errcap)) != ZP_OK)
+            (st = w_flush(w->bin_fd, w->bin_final, w->bbuf, &w->blen, &w->bin_bytes, err)) != ZP_OK)
             break;
         size_t room = (MG_WBUF - w->blen) / w->isz, k = n - i < room ? n - i : room;
         unsigned char *d = w->bbuf + w->blen;
@@ -814,37 +795,36 @@ static zp_status mg_add(zpi_tokw *tw, const int32_t *tok, size_t n, char *err, s
 
 static void mg_abort(zpi_tokw *tw) { w_free((mg_writer *)tw, 1); }
 
-static zp_status close_fd(int *fd, const char *file, char *err, size_t errcap)
+static zp_status close_fd(int *fd, const char *file, zpi_err *err)
 {
     int rc = close(*fd);
     *fd = -1;
     if (rc != 0) {
         int e = errno;
-        zpi_fmt(err, errcap, "'%s': close failed: %s", file, strerror(e));
-        return ZP_ERR_IO;
+        return zpi_err_set(err, ZP_ERR_IO, "'%s': close failed: %s", file, strerror(e));
     }
     return ZP_OK;
 }
 
-static zp_status mg_commit(zpi_tokw *tw, char *err, size_t errcap)
+static zp_status mg_commit(zpi_tokw *tw, zpi_err *err)
 {
     mg_writer *w = (mg_writer *)tw;
     uint64_t S = w->base.docs;
     if (w->broken) {
-        zpi_fmt(err, errcap, "'%s': an earlier write failed: nothing committed", w->bin_final);
+        zpi_err_set(err, ZP_ERR_IO, "'%s': an earlier write failed: nothing committed",
+                    w->bin_final);
         w_free(w, 1);
         return ZP_ERR_IO;
     }
-    zp_status st = w_flush(w->bin_fd, w->bin_final, w->bbuf, &w->blen, &w->bin_bytes, err, errcap);
+    zp_status st = w_flush(w->bin_fd, w->bin_final, w->bbuf, &w->blen, &w->bin_bytes, err);
     if (st == ZP_OK)
-        st = w_flush(w->idx_fd, w->idx_final, w->ibuf, &w->ilen, &w->idx_bytes, err, errcap);
+        st = w_flush(w->idx_fd, w->idx_final, w->ibuf, &w->ilen, &w->idx_bytes, err);
     /* the pointers, from the lengths read back from the file (nothing per
      * document is kept in memory) */
     enum { BLOCK = 1 << 16 };
     unsigned char *lens = st == ZP_OK ? malloc((size_t)BLOCK * 4) : NULL;
     if (st == ZP_OK && !lens) {
-        zpi_fmt(err, errcap, "'%s': out of memory", w->idx_final);
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "'%s': out of memory", w->idx_final);
     }
     uint64_t ptr = 0;
     for (uint64_t i = 0; st == ZP_OK && i < S;) {
@@ -856,9 +836,8 @@ static zp_status mg_commit(zpi_tokw *tw, char *err, size_t errcap)
                 continue;
             if (r <= 0) {
                 int e = r < 0 ? errno : EIO;
-                zpi_fmt(err, errcap, "'%s': cannot read back its lengths: %s", w->idx_final,
-                        strerror(e));
-                st = ZP_ERR_IO;
+                st = zpi_err_set(err, ZP_ERR_IO, "'%s': cannot read back its lengths: %s",
+                                 w->idx_final, strerror(e));
                 break;
             }
             got += (size_t)r;
@@ -866,7 +845,7 @@ static zp_status mg_commit(zpi_tokw *tw, char *err, size_t errcap)
         for (size_t j = 0; st == ZP_OK && j < k; j++) {
             unsigned char b[8];
             wr_u64(b, ptr);
-            st = w_idx(w, b, 8, err, errcap);
+            st = w_idx(w, b, 8, err);
             ptr += (uint64_t)(uint32_t)rd_i32(lens + 4 * j) * w->isz;
         }
         i += k;
@@ -876,10 +855,10 @@ static zp_status mg_commit(zpi_tokw *tw, char *err, size_t errcap)
     for (uint64_t d = 0; st == ZP_OK && d <= S; d++) {
         unsigned char b[8];
         wr_u64(b, d);
-        st = w_idx(w, b, 8, err, errcap);
+        st = w_idx(w, b, 8, err);
     }
     if (st == ZP_OK)
-        st = w_flush(w->idx_fd, w->idx_final, w->ibuf, &w->ilen, &w->idx_bytes, err, errcap);
+        st = w_flush(w->idx_fd, w->idx_final, w->ibuf, &w->ilen, &w->idx_bytes, err);
     if (st == ZP_OK) {
         unsigned char h[MG_HEADER];
         memcpy(h, MG_MAGIC, MG_MAGIC_LEN);
@@ -889,28 +868,27 @@ static zp_status mg_commit(zpi_tokw *tw, char *err, size_t errcap)
         wr_u64(h + 26, S + 1);
         if (pwrite(w->idx_fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
             int e = errno;
-            zpi_fmt(err, errcap, "'%s': cannot write its header: %s", w->idx_final, strerror(e));
-            st = ZP_ERR_IO;
+            st = zpi_err_set(err, ZP_ERR_IO, "'%s': cannot write its header: %s", w->idx_final,
+                             strerror(e));
         }
     }
     if (st == ZP_OK)
-        st = close_fd(&w->bin_fd, w->bin_final, err, errcap);
+        st = close_fd(&w->bin_fd, w->bin_final, err);
     if (st == ZP_OK)
-        st = close_fd(&w->idx_fd, w->idx_final, err, errcap);
+        st = close_fd(&w->idx_fd, w->idx_final, err);
     /* the .bin first, then the .idx (each synced, renamed, the folder
      * synced: zpi_tmp_commit): a pair is complete once its .idx exists. An
      * older pair's .idx goes first, so that it never pairs with the new
      * .bin. */
     if (st == ZP_OK && unlink(w->idx_final) != 0 && errno != ENOENT) {
         int e = errno;
-        zpi_fmt(err, errcap, "'%s': cannot replace it: %s", w->idx_final, strerror(e));
-        st = ZP_ERR_IO;
+        st = zpi_err_set(err, ZP_ERR_IO, "'%s': cannot replace it: %s", w->idx_final, strerror(e));
     }
     zpi_err e = {0};
     if (st == ZP_OK && (st = zpi_tmp_commit(w->bin_part, w->bin_final, &e)) != ZP_OK)
-        zpi_fmt(err, errcap, "'%s': %s", w->bin_final, zpi_err_msg(&e));
+        zpi_err_set(err, st, "'%s': %s", w->bin_final, zpi_err_msg(&e));
     if (st == ZP_OK && (st = zpi_tmp_commit(w->idx_part, w->idx_final, &e)) != ZP_OK) {
-        zpi_fmt(err, errcap, "'%s': %s", w->idx_final, zpi_err_msg(&e));
+        zpi_err_set(err, st, "'%s': %s", w->idx_final, zpi_err_msg(&e));
         (void)unlink(w->bin_final); /* not a complete pair */
     }
     w_free(w, st != ZP_OK);
@@ -931,14 +909,13 @@ static char *cat3(const char *a, const char *b, const char *c)
     return r;
 }
 
-zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **out, char *err,
-                                 size_t errcap)
+zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **out, zpi_err *err)
 {
     *out = NULL;
     if (!prefix || !*prefix || (dtype != ZP_DTYPE_U16 && dtype != ZP_DTYPE_I32)) {
-        zpi_fmt(err, errcap, "Megatron writer: needs a path prefix and dtype uint16 or int32 (got %s)",
-                zp_dtype_name(dtype));
-        return ZP_ERR_INVALID;
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "Megatron writer: needs a path prefix and dtype uint16 or int32 (got "
+                           "%s)", zp_dtype_name(dtype));
     }
     mg_writer *w = calloc(1, sizeof *w);
     if (w) {
@@ -952,7 +929,7 @@ zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **
     }
     if (!w || !w->bin_final || !w->idx_final || !w->bin_part || !w->idx_part || !w->bbuf ||
         !w->ibuf) {
-        zpi_fmt(err, errcap, "'%s.bin': out of memory", prefix);
+        zpi_err_set(err, ZP_ERR_NOMEM, "'%s.bin': out of memory", prefix);
         w_free(w, 0);
         return ZP_ERR_NOMEM;
     }
@@ -974,7 +951,7 @@ zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **
         close(tfd);
     }
     if (st != ZP_OK) {
-        zpi_fmt(err, errcap, "%s", zpi_err_msg(&e));
+        zpi_err_set(err, st, "%s", zpi_err_msg(&e));
         w_free(w, 1);
         return st;
     }

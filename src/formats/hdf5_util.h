@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "zephon/common.h"
+#include "base/error.h"
 
 /* Take the HDF5 lock. wait_ns (may be NULL): the nanoseconds spent waiting
  * for it are ADDED to *wait_ns (0 when it was free). */
@@ -95,6 +96,6 @@ size_t zpi_h5_sample_text(uint64_t seed, uint64_t i, size_t text_bytes, char *bu
  * ZP_ERR_IO naming the file and HDF5's message; ZP_ERR_NOMEM.
  * Takes the HDF5 lock around its HDF5 calls. */
 zp_status zpi_hdf5_write_sample(const char *path, uint64_t n, uint64_t seed,
-                                const zpi_h5_sample_opts *o, char *err, size_t errcap);
+                                const zpi_h5_sample_opts *o, zpi_err *err);
 
 #endif

@@ -25,15 +25,15 @@ void zpi_line_index_free(zpi_line_index *ix)
     ix->n = ix->cap = 0;
 }
 
-static zp_status reserve(zpi_line_index *ix, size_t need, char *err, size_t errcap)
+static zp_status reserve(zpi_line_index *ix, size_t need, zpi_err *err)
 {
     if (need <= ix->cap)
         return ZP_OK;
     if (need < 1024)
         need = 1024;
     if (zpi_grow((void **)&ix->offsets, &ix->cap, need, sizeof *ix->offsets) != 0) {
-        zpi_fmt(err, errcap, "shard '%s': out of memory indexing %zu records", ix->name, need);
-        return ZP_ERR_NOMEM;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory indexing %zu records",
+                           ix->name, need);
     }
     return ZP_OK;
 }
@@ -41,16 +41,16 @@ static zp_status reserve(zpi_line_index *ix, size_t need, char *err, size_t errc
 static inline int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 /* Record the line data[start..end) (end excludes the newline). */
-static zp_status add_line(zpi_line_index *ix, const char *data, size_t start, size_t end, char *err,
-                          size_t errcap)
+static zp_status add_line(zpi_line_index *ix, const char *data, size_t start, size_t end,
+                          zpi_err *err)
 {
     size_t len = end - start;
     size_t line = ix->n + 1;
     if (len > ix->lim->max_record_bytes) {
-        zpi_fmt(err, errcap,
-                "shard '%s': line %zu is longer than max_record_bytes (%zu bytes > %zu) at byte %zu",
-                ix->name, line, len, ix->lim->max_record_bytes, start);
-        return ZP_ERR_LIMIT;
+        return zpi_err_set(err, ZP_ERR_LIMIT,
+                           "shard '%s': line %zu is longer than max_record_bytes (%zu bytes > "
+                           "%zu) at byte %zu", ix->name, line, len, ix->lim->max_record_bytes,
+                           start);
     }
     /* A record normally starts with '{': the whitespace scan only runs for
      * the rare line that starts with whitespace. */
@@ -58,19 +58,17 @@ static zp_status add_line(zpi_line_index *ix, const char *data, size_t start, si
     while (p < end && is_ws((unsigned char)data[p]))
         p++;
     if (p == end) {
-        zpi_fmt(err, errcap, "shard '%s': empty record at line %zu (byte %zu)", ix->name, line,
-                start);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT, "shard '%s': empty record at line %zu (byte %zu)",
+                           ix->name, line, start);
     }
-    zp_status st = reserve(ix, ix->n + 2, err, errcap); /* +1 for the end sentinel */
+    zp_status st = reserve(ix, ix->n + 2, err); /* +1 for the end sentinel */
     if (st != ZP_OK)
         return st;
     ix->offsets[ix->n++] = start;
     return ZP_OK;
 }
 
-zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, char *err,
-                              size_t errcap)
+zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, zpi_err *err)
 {
     size_t pos = ix->scanned;
     while (pos < len) {
@@ -78,7 +76,7 @@ zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, 
         if (!nl)
             break;
         size_t end = (size_t)(nl - data);
-        zp_status st = add_line(ix, data, ix->line_start, end, err, errcap);
+        zp_status st = add_line(ix, data, ix->line_start, end, err);
         if (st != ZP_OK)
             return st;
         ix->line_start = end + 1;
@@ -87,35 +85,34 @@ zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, 
     ix->scanned = len;
     /* Fail a runaway line early instead of decoding the rest of it. */
     if (len - ix->line_start > ix->lim->max_record_bytes) {
-        zpi_fmt(err, errcap,
-                "shard '%s': line %zu is longer than max_record_bytes (more than %zu bytes) at byte %zu",
-                ix->name, ix->n + 1, ix->lim->max_record_bytes, ix->line_start);
-        return ZP_ERR_LIMIT;
+        return zpi_err_set(err, ZP_ERR_LIMIT,
+                           "shard '%s': line %zu is longer than max_record_bytes (more than %zu "
+                           "bytes) at byte %zu", ix->name, ix->n + 1, ix->lim->max_record_bytes,
+                           ix->line_start);
     }
     return ZP_OK;
 }
 
 zp_status zpi_line_index_finish(zpi_line_index *ix, const char *data, size_t len, zpi_shard *out,
-                                char *err, size_t errcap)
+                                zpi_err *err)
 {
-    zp_status st = zpi_line_index_feed(ix, data, len, err, errcap);
+    zp_status st = zpi_line_index_feed(ix, data, len, err);
     if (st != ZP_OK)
         return st;
     uint64_t end = len;
     if (ix->line_start < len) {
         /* A final line without newline is a record; its "newline" is the
          * first padding byte. */
-        st = add_line(ix, data, ix->line_start, len, err, errcap);
+        st = add_line(ix, data, ix->line_start, len, err);
         if (st != ZP_OK)
             return st;
         ix->line_start = len;
         end = (uint64_t)len + 1;
     }
     if (ix->n == 0 && !ix->lim->allow_empty) {
-        zpi_fmt(err, errcap, "shard '%s': no records (empty shard)", ix->name);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT, "shard '%s': no records (empty shard)", ix->name);
     }
-    st = reserve(ix, ix->n + 1, err, errcap);
+    st = reserve(ix, ix->n + 1, err);
     if (st != ZP_OK)
         return st;
     ix->offsets[ix->n] = end;

@@ -24,12 +24,11 @@ typedef struct zpi_line_index {
 void zpi_line_index_init(zpi_line_index *ix, const char *name, const zpi_load_limits *lim);
 /* Index the lines completed in data[0..len) since the last call (data may
  * have moved; only offsets are kept). Checks empty lines and line length. */
-zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, char *err,
-                              size_t errcap);
+zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, zpi_err *err);
 /* End of data: index a final line without newline, check for an empty
  * shard, and move the offsets into out (out->n_records, out->offsets). */
 zp_status zpi_line_index_finish(zpi_line_index *ix, const char *data, size_t len, zpi_shard *out,
-                                char *err, size_t errcap);
+                                zpi_err *err);
 void zpi_line_index_free(zpi_line_index *ix);
 
 #endif

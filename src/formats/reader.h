@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "zephon/common.h"
+#include "base/error.h"
 #include "zephon/array.h"
 
 #define ZPI_MAX_FIELDS 16
@@ -106,7 +107,7 @@ struct zpi_reader {
      * records), never one call per record. A problem with the file fails
      * the read (ZP_ERR_FORMAT / ZP_ERR_IO, message naming file and dataset
      * into err); one with a record goes to req->bad. Thread-safe. */
-    zp_status (*read)(zpi_reader *rd, zpi_read_req *req, char *err, size_t errcap);
+    zp_status (*read)(zpi_reader *rd, zpi_read_req *req, zpi_err *err);
     void (*close)(zpi_reader *rd);
 };
 

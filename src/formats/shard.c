@@ -26,29 +26,27 @@ void zpi_shard_free(zpi_shard *s)
 }
 
 zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
-                         const uint64_t *hash, const zpi_shard *sh, char *err, size_t errcap)
+                         const uint64_t *hash, const zpi_shard *sh, zpi_err *err)
 {
     if (lim->has_xxh64 && hash && *hash != lim->expect_xxh64) {
-        zpi_fmt(err, errcap,
-                "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, '%s' has "
-                "%016llx (the file changed since it was indexed: re-run zephon index)",
-                name, (unsigned long long)lim->expect_xxh64, path, (unsigned long long)*hash);
-        return ZP_ERR_FORMAT;
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
+                           "'%s' has "
+                           "%016llx (the file changed since it was indexed: re-run zephon index)",
+                           name, (unsigned long long)lim->expect_xxh64, path,
+                           (unsigned long long)*hash);
     }
     if (lim->has_records && sh->n_records != lim->expect_records) {
         if (lim->records_from_manifest)
-            zpi_fmt(err, errcap,
-                    "shard '%s': has %llu records but the manifest says %llu (stale manifest: "
-                    "re-run zephon index)",
-                    name, (unsigned long long)sh->n_records,
-                    (unsigned long long)lim->expect_records);
-        else
-            zpi_fmt(err, errcap,
-                    "shard '%s': has %llu records but had %llu when it was indexed (the file "
-                    "changed)",
-                    name, (unsigned long long)sh->n_records,
-                    (unsigned long long)lim->expect_records);
-        return ZP_ERR_FORMAT;
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': has %llu records but the manifest says %llu (stale "
+                               "manifest: " "re-run zephon index)", name,
+                               (unsigned long long)sh->n_records,
+                               (unsigned long long)lim->expect_records);
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': has %llu records but had %llu when it was indexed (the "
+                           "file " "changed)", name, (unsigned long long)sh->n_records,
+                           (unsigned long long)lim->expect_records);
     }
     return ZP_OK;
 }

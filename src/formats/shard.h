@@ -76,11 +76,11 @@ typedef struct zpi_format {
      * The load checks the expectations in lim (record count, content hash)
      * with zpi_load_check(). */
     zp_status (*load)(const char *path, const char *name, const zpi_load_limits *lim,
-                      zpi_shard *out, char *err, size_t errcap);
+                      zpi_shard *out, zpi_err *err);
     /* The same, reusing the buffers in *bufs (NULL: none). Optional: NULL when
      * the format cannot reuse buffers. */
     zp_status (*load_bufs)(const char *path, const char *name, const zpi_load_limits *lim,
-                           zpi_load_bufs *bufs, zpi_shard *out, char *err, size_t errcap);
+                           zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err);
 } zpi_format;
 
 /* Free a loaded shard's buffers (not the struct). */
@@ -91,6 +91,6 @@ void zpi_shard_free(zpi_shard *s);
  * mismatch of the hash is reported before one of the count (it explains
  * it). ZP_OK, or ZP_ERR_FORMAT with the message in err. */
 zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
-                         const uint64_t *hash, const zpi_shard *sh, char *err, size_t errcap);
+                         const uint64_t *hash, const zpi_shard *sh, zpi_err *err);
 
 #endif

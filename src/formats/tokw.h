@@ -26,13 +26,14 @@
 #include <stdint.h>
 
 #include "zephon/common.h"
+#include "base/error.h"
 #include "zephon/array.h"
 
 typedef struct zpi_tokw zpi_tokw;
 
 typedef struct zpi_tokw_ops {
-    zp_status (*add)(zpi_tokw *w, const int32_t *tok, size_t n, char *err, size_t errcap);
-    zp_status (*commit)(zpi_tokw *w, char *err, size_t errcap); /* frees w, also on failure */
+    zp_status (*add)(zpi_tokw *w, const int32_t *tok, size_t n, zpi_err *err);
+    zp_status (*commit)(zpi_tokw *w, zpi_err *err); /* frees w, also on failure */
     void (*abort)(zpi_tokw *w);                                  /* frees w */
 } zpi_tokw_ops;
 
@@ -46,18 +47,16 @@ struct zpi_tokw {
  * picks U16 when every id fits). tokenizer: recorded where the format can
  * (HDF5 attribute), may be NULL. Errors name the file. */
 zp_status zpi_tokw_open_hdf5(const char *path, zp_dtype dtype, const char *tokenizer, zpi_tokw **out,
-                             char *err, size_t errcap);
-zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **out, char *err,
-                                 size_t errcap);
+                             zpi_err *err);
+zp_status zpi_tokw_open_megatron(const char *prefix, zp_dtype dtype, zpi_tokw **out, zpi_err *err);
 
-static inline zp_status zpi_tokw_add(zpi_tokw *w, const int32_t *tok, size_t n, char *err,
-                                     size_t errcap)
+static inline zp_status zpi_tokw_add(zpi_tokw *w, const int32_t *tok, size_t n, zpi_err *err)
 {
-    return w->ops->add(w, tok, n, err, errcap);
+    return w->ops->add(w, tok, n, err);
 }
-static inline zp_status zpi_tokw_commit(zpi_tokw *w, char *err, size_t errcap)
+static inline zp_status zpi_tokw_commit(zpi_tokw *w, zpi_err *err)
 {
-    return w->ops->commit(w, err, errcap);
+    return w->ops->commit(w, err);
 }
 static inline void zpi_tokw_abort(zpi_tokw *w)
 {

@@ -28,7 +28,7 @@ static void pins_release(zpi_shard_cache *cache, pinset *ps)
 /* Pins `shard` into ps (a no-op when it is there). wait 0: when another
  * task is loading it, *out is NULL and nothing is pinned. */
 static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps, uint32_t shard,
-                          int wait, const zpi_shard **out, char *err, size_t errcap)
+                          int wait, const zpi_shard **out, zpi_err *err)
 {
     for (int i = 0; i < ps->n; i++)
         if (ps->idx[i] == shard) {
@@ -39,9 +39,8 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps
         pins_release(cache, ps);
     int loaded = 0;
     uint64_t t0 = ot ? zpi_now_ns() : 0;
-    zp_status st = wait ? zpi_shard_cache_get(cache, shard, out, &loaded, err, errcap)
-                        : zpi_shard_cache_get_unless_loading(cache, shard, out, &loaded, err,
-                                                             errcap);
+    zp_status st = wait ? zpi_shard_cache_get(cache, shard, out, &loaded, err)
+                        : zpi_shard_cache_get_unless_loading(cache, shard, out, &loaded, err);
     if (st == ZP_OK && !*out)
         return ZP_OK;
     if (ot) {
@@ -220,12 +219,12 @@ static void read_on_demand(const zpi_op_env *env, zpi_obs_thread *ot, zpi_chunk 
                         .text_field = env->tok_field,
                         .bad = read_bad,
                         .bad_ctx = &bc};
-    char err[ZPI_ERRMAX];
-    err[0] = '\0';
+    zpi_err err;
+    zpi_err_clear(&err);
     uint64_t t0 = ot ? zpi_now_ns() : 0;
-    zp_status st = sh->rd->read(sh->rd, &req, err, sizeof err);
+    zp_status st = sh->rd->read(sh->rd, &req, &err);
     if (st != ZP_OK)
-        zpi_chunk_fail(c, st, "%s", err[0] ? err : "read failed");
+        zpi_chunk_fail(c, st, "%s", err.msg[0] ? err.msg : "read failed");
     if (ot) {
         uint64_t dt = zpi_now_ns() - t0;
         zpi_ctr_add(&ot->od_reads, 1);
@@ -247,7 +246,7 @@ out:
 
 void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c)
 {
-    char err[ZPI_ERRMAX];
+    zpi_err err;
     zpi_json *json = zpi_worker_json(w, c);
     if (!json)
         return;
@@ -266,7 +265,7 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
      * stream order. */
     for (size_t i = 0; i < c->n && ps.n < 16; i++) {
         const zpi_shard *sh;
-        if (pins_get(env->cache, ot, &ps, c->samples[i].shard, 0, &sh, err, sizeof err) != ZP_OK)
+        if (pins_get(env->cache, ot, &ps, c->samples[i].shard, 0, &sh, &err) != ZP_OK)
             break;
     }
     ps.cache_end_ns = 0;
@@ -277,9 +276,9 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         if (done && done[i])
             continue;
         const zpi_shard *sh;
-        zp_status st = pins_get(env->cache, ot, &ps, s->shard, 1, &sh, err, sizeof err);
+        zp_status st = pins_get(env->cache, ot, &ps, s->shard, 1, &sh, &err);
         if (st != ZP_OK) {
-            zpi_chunk_fail(c, st, "%s", err);
+            zpi_chunk_fail(c, st, "%s", err.msg);
             break;
         }
         if (ps.cache_end_ns) { /* a record's time excludes opening its shard */
@@ -314,14 +313,14 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
          * tokenize's message. Otherwise the chunk keeps a copy of the JSON. */
         if (!env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK)
             break;
-        char jerr[256];
-        st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off, len, jerr,
-                            sizeof jerr);
+        zpi_err jerr;
+        st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off, len,
+                            &jerr);
         if (st != ZP_OK) {
             char m[ZPI_ERRMAX];
             zpi_fmt(m, sizeof m, "shard '%s' line %llu (record %llu): %s",
                     zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
-                    (unsigned long long)s->record, jerr);
+                    (unsigned long long)s->record, jerr.msg);
             zpi_op_bad_record(env, c, i, st, m);
         } else if (env->tok) {
             /* keep the tokenize field now, so tokenize needs no second parse */
@@ -356,11 +355,11 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
 
 void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t shard)
 {
-    char err[ZPI_ERRMAX];
+    zpi_err err;
     const zpi_shard *sh;
     int loaded = 0;
     uint64_t t0 = ot ? zpi_now_ns() : 0;
-    if (zpi_shard_cache_get(env->cache, shard, &sh, &loaded, err, sizeof err) == ZP_OK) {
+    if (zpi_shard_cache_get(env->cache, shard, &sh, &loaded, &err) == ZP_OK) {
         if (ot && loaded) {
             zpi_ctr_add(&ot->pf_downloads, 1);
             zpi_ctr_add(&ot->pf_bytes, sh->file_bytes);

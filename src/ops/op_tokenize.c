@@ -29,7 +29,7 @@ static void pass_tokens(const zpi_op_env *env, zpi_chunk *c, size_t i)
 
 void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c)
 {
-    char err[ZPI_ERRMAX];
+    zpi_err err;
     if (!zpi_worker_json(w, c))
         return;
     if (!w->enc && zp_encoder_create(env->tok, &w->enc) != ZP_OK) {
@@ -46,9 +46,9 @@ void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c)
         }
         const char *s;
         size_t n;
-        zp_status st = zpi_record_tokenize_text(env, w, c, i, &s, &n, err, sizeof err);
+        zp_status st = zpi_record_tokenize_text(env, w, c, i, &s, &n, &err);
         if (st != ZP_OK) {
-            zpi_op_bad_record(env, c, i, st, err);
+            zpi_op_bad_record(env, c, i, st, err.msg);
             continue;
         }
         void *t = c->tok;

@@ -101,7 +101,7 @@ void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c);
 /* record.c: run op's callback on record i of c; on failure err holds the
  * message naming the shard, the line and the cause. */
 zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c,
-                         size_t i, char *err, size_t errcap);
+                         size_t i, zpi_err *err);
 /* record.c: run op's batch callback on the live records of c; bad records
  * follow the policy, a failed call fails the chunk. */
 void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c);
@@ -109,6 +109,6 @@ void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w
 void zpi_record_scratch_free(zpi_worker *w);
 /* The text of record i for tokenize (parsing its JSON when not kept). */
 zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
-                                   const char **s, size_t *n, char *err, size_t errcap);
+                                   const char **s, size_t *n, zpi_err *err);
 
 #endif

@@ -37,11 +37,10 @@ static zp_status ensure_parsed(zp_record *rec)
     if (rec->parsed && rec->w->json_of == rec)
         return ZP_OK;
     const zpi_rec *r = &rec->c->recs[rec->i];
-    char jerr[256];
-    zp_status st = zpi_json_parse(rec->w->json, rec->c->json + r->json_off, r->json_len, jerr,
-                                  sizeof jerr);
+    zpi_err jerr;
+    zp_status st = zpi_json_parse(rec->w->json, rec->c->json + r->json_off, r->json_len, &jerr);
     if (st != ZP_OK) {
-        zp_record_error(rec, "record JSON: %s", jerr);
+        zp_record_error(rec, "record JSON: %s", jerr.msg);
         return st;
     }
     rec->parsed = 1;
@@ -138,29 +137,28 @@ void zp_record_error(zp_record *rec, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Prefix a record-level message with where the record lives. */
-static void name_record(const zpi_op_env *env, const zpi_chunk *c, size_t i, const char *what,
-                        const char *msg, char *err, size_t errcap)
+/* Prefix a record-level message with where the record lives; returns code. */
+static zp_status name_record(const zpi_op_env *env, const zpi_chunk *c, size_t i, const char *what,
+                             const char *msg, zp_status code, zpi_err *err)
 {
     const zp_sample *s = &c->samples[i];
-    zpi_fmt(err, errcap, "shard '%s' line %llu (record %llu): %s%s%s",
-            zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
-            (unsigned long long)s->record, what, *msg ? ": " : "", msg);
+    return zpi_err_set(err, code, "shard '%s' line %llu (record %llu): %s%s%s",
+                       zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
+                       (unsigned long long)s->record, what, *msg ? ": " : "", msg);
 }
 
 /* The message of map op failing with s on record i (the callback's msg
  * after where the record lives) into err; the status the record gets. */
 static zp_status map_failed(const zpi_op_env *env, const zpi_op *op, const zpi_chunk *c, size_t i,
-                            zp_status s, const char *msg, char *err, size_t errcap)
+                            zp_status s, const char *msg, zpi_err *err)
 {
     char what[64];
     zpi_fmt(what, sizeof what, "%s failed (%s)", op->name, zp_status_str(s));
-    name_record(env, c, i, what, msg, err, errcap);
-    return s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK;
+    return name_record(env, c, i, what, msg, s == ZP_ERR_NOMEM ? s : ZP_ERR_CALLBACK, err);
 }
 
 zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c,
-                         size_t i, char *err, size_t errcap)
+                         size_t i, zpi_err *err)
 {
     char msg[ZPI_ERRMAX];
     msg[0] = '\0';
@@ -168,7 +166,7 @@ zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w,
     zp_status s = op->fn(op->user, &rec);
     if (s == ZP_OK || s == ZP_END)
         return ZP_OK;
-    return map_failed(env, op, c, i, s, msg, err, errcap);
+    return map_failed(env, op, c, i, s, msg, err);
 }
 
 /* A worker's arrays for batch maps, grown to the largest chunk seen. */
@@ -237,23 +235,23 @@ void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w
     /* The records share the worker's one parser: ensure_parsed re-parses a
      * record when another one was parsed since (w->json_of). */
     zp_status s = op->batch_fn(op->user, b->ptrs, n, b->st);
-    char err[ZPI_ERRMAX];
+    zpi_err err;
     if (s != ZP_OK && s != ZP_END) {
-        s = map_failed(env, op, c, b->recs[0].i, s, b->msgs[0], err, sizeof err);
-        zpi_chunk_fail(c, s, "%s", err);
+        s = map_failed(env, op, c, b->recs[0].i, s, b->msgs[0], &err);
+        zpi_chunk_fail(c, s, "%s", err.msg);
         return;
     }
     for (size_t k = 0; k < n && c->err.code == ZP_OK; k++) {
         zp_status st = b->st[k];
         if (st == ZP_OK || st == ZP_END)
             continue;
-        st = map_failed(env, op, c, b->recs[k].i, st, b->msgs[k], err, sizeof err);
-        zpi_op_bad_record(env, c, b->recs[k].i, st, err);
+        st = map_failed(env, op, c, b->recs[k].i, st, b->msgs[k], &err);
+        zpi_op_bad_record(env, c, b->recs[k].i, st, err.msg);
     }
 }
 
 zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
-                                   const char **s, size_t *n, char *err, size_t errcap)
+                                   const char **s, size_t *n, zpi_err *err)
 {
     char msg[ZPI_ERRMAX];
     msg[0] = '\0';
@@ -265,6 +263,5 @@ zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chu
         zpi_fmt(msg, sizeof msg, "no field '%s'", env->tok_field);
     else if (st == ZP_ERR_FORMAT && !msg[0])
         zpi_fmt(msg, sizeof msg, "field '%s' is not a string", env->tok_field);
-    name_record(env, c, i, "tokenize", msg, err, errcap);
-    return st == ZP_END ? ZP_ERR_FORMAT : st;
+    return name_record(env, c, i, "tokenize", msg, st == ZP_END ? ZP_ERR_FORMAT : st, err);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "zephon/tokenizer.h"
+#include "base/error.h"
 #include "base/tokenizer/pretok.h"
 
 #define ZPI_TOK_NONE UINT32_MAX
@@ -312,18 +313,18 @@ void *zpi_tok_table_alloc(size_t bytes);
  * the half-built tokenizer with zp_tokenizer_destroy(). */
 
 /* Allocate id spans and the bytes -> id map for up to max_ids ids. */
-zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size_t errcap);
+zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, zpi_err *err);
 /* Set id's bytes. in_map: also enter them in the bytes -> id map (BPE can
  * produce the token). Fails on a duplicate id or duplicate bytes. */
 zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size_t n, int in_map,
-                            char *err, size_t errcap);
+                            zpi_err *err);
 /* Allocate the pair map for up to max_pairs pairs. */
-zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, char *err, size_t errcap);
+zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, zpi_err *err);
 /* tiktoken semantics: enter every split of every mapped token into two
  * mapped tokens, with rank = id of the whole token. */
-zp_status zpi_tok_build_all_splits(zp_tokenizer *t, char *err, size_t errcap);
+zp_status zpi_tok_build_all_splits(zp_tokenizer *t, zpi_err *err);
 /* Checks (all 256 byte tokens present) and the derived tables. */
-zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap);
+zp_status zpi_tok_build_finish(zp_tokenizer *t, zpi_err *err);
 
 /* ------------------------------------------------------------ identity
  * (tok_ident.c) */

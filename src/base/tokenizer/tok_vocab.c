@@ -22,11 +22,7 @@
 #include "base/tokenizer/hf_json.h"
 #include "base/util.h"
 
-#define ERR(st, ...)                           \
-    do {                                       \
-        zpi_fmt(err, errcap, __VA_ARGS__);     \
-        return (st);                           \
-    } while (0)
+#define ERR(st, ...) return zpi_err_set(err, (st), __VA_ARGS__)
 
 static const char EOT_TEXT[] = "<|endoftext|>";
 
@@ -64,7 +60,7 @@ void *zpi_tok_table_alloc(size_t bytes)
     return p;
 }
 
-zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size_t errcap)
+zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, zpi_err *err)
 {
     if (max_ids == 0 || max_ids > ZPI_TOK_MAX_IDS)
         ERR(ZP_ERR_FORMAT, "vocabulary has %u ids (at most %u supported)", max_ids,
@@ -88,7 +84,7 @@ zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, char *err, size
 }
 
 zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size_t n, int in_map,
-                            char *err, size_t errcap)
+                            zpi_err *err)
 {
     if (id >= t->n_ids)
         ERR(ZP_ERR_FORMAT, "id %u out of range (vocabulary of %u ids)", id, t->n_ids);
@@ -154,7 +150,7 @@ static int pmap_alloc(zp_tokenizer *t, uint32_t cap)
     return 0;
 }
 
-zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, char *err, size_t errcap)
+zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, zpi_err *err)
 {
     if (pmap_alloc(t, next_pow2_u32((uint64_t)max_pairs * 2 + 1)) != 0)
         ERR(ZP_ERR_NOMEM, "out of memory for the merge table");
@@ -243,7 +239,7 @@ static int insert_pairs_sorted(zp_tokenizer *t, const uint64_t *v, size_t n)
     return 0;
 }
 
-zp_status zpi_tok_build_all_splits(zp_tokenizer *t, char *err, size_t errcap)
+zp_status zpi_tok_build_all_splits(zp_tokenizer *t, zpi_err *err)
 {
     size_t n = 0, cap = (size_t)t->n_ids * 2 + 16;
     uint64_t *v = malloc(cap * sizeof *v);
@@ -283,7 +279,7 @@ zp_status zpi_tok_build_all_splits(zp_tokenizer *t, char *err, size_t errcap)
     return ZP_OK;
 }
 
-zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap)
+zp_status zpi_tok_build_finish(zp_tokenizer *t, zpi_err *err)
 {
     for (unsigned b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
@@ -300,7 +296,7 @@ zp_status zpi_tok_build_finish(zp_tokenizer *t, char *err, size_t errcap)
     t->max_token_len = maxlen;
     if (t->eot < 0 || (uint32_t)t->eot >= t->n_ids || t->span[t->eot].off == ZPI_TOK_NONE)
         ERR(ZP_ERR_INTERNAL, "end-of-text id %d not set", (int)t->eot);
-    if (!t->pmap && zpi_tok_build_pairs_begin(t, 16, err, errcap) != ZP_OK)
+    if (!t->pmap && zpi_tok_build_pairs_begin(t, 16, err) != ZP_OK)
         return ZP_ERR_NOMEM;
     /* byte-pair ranks: walk the pair map once */
     t->bp_rank = malloc(65536 * sizeof *t->bp_rank);
@@ -385,7 +381,7 @@ static long bytelevel_decode(const byte_map *m, const uint8_t *s, size_t n, uint
 /* ------------------------------------------------------------ files */
 
 /* Read a whole file. OUT: *buf (caller frees), *len. */
-static zp_status read_whole(const char *path, char **buf, size_t *len, char *err, size_t errcap)
+static zp_status read_whole(const char *path, char **buf, size_t *len, zpi_err *err)
 {
     *buf = NULL;
     *len = 0;
@@ -440,15 +436,15 @@ static const char *next_line(const char *buf, size_t len, size_t *pos, size_t *n
 
 /* ------------------------------------------------------------ gpt2 */
 
-static zp_status load_gpt2(zp_tokenizer *t, char *err, size_t errcap)
+static zp_status load_gpt2(zp_tokenizer *t, zpi_err *err)
 {
     byte_map m;
     byte_map_init(&m);
-    zp_status st = zpi_tok_build_begin(t, 50257, err, errcap);
+    zp_status st = zpi_tok_build_begin(t, 50257, err);
     if (st != ZP_OK)
         return st;
     for (uint32_t id = 0; id < 256; id++) {
-        st = zpi_tok_build_add(t, id, &m.order[id], 1, 1, err, errcap);
+        st = zpi_tok_build_add(t, id, &m.order[id], 1, 1, err);
         if (st != ZP_OK)
             return st;
     }
@@ -471,22 +467,21 @@ static zp_status load_gpt2(zp_tokenizer *t, char *err, size_t errcap)
                        : bytelevel_decode(&m, (const uint8_t *)sp + 1, n - la - 1, tmp + a);
         if (a <= 0 || b <= 0)
             ERR(ZP_ERR_INTERNAL, "embedded vocab.bpe: bad token on line %zu", lineno);
-        st = zpi_tok_build_add(t, id++, tmp, (size_t)(a + b), 1, err, errcap);
+        st = zpi_tok_build_add(t, id++, tmp, (size_t)(a + b), 1, err);
         if (st != ZP_OK)
             return st;
     }
     if (id != 50256)
         ERR(ZP_ERR_INTERNAL, "embedded vocab.bpe has %u merges, expected 50000", id - 256);
-    st = zpi_tok_build_add(t, 50256, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0, err,
-                           errcap);
+    st = zpi_tok_build_add(t, 50256, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0, err);
     if (st != ZP_OK)
         return st;
     t->eot = 50256;
     t->mode = ZPI_TOK_TIKTOKEN;
     /* GPT-2 has 108299 (pair -> token) splits. */
-    st = zpi_tok_build_pairs_begin(t, 110000, err, errcap);
+    st = zpi_tok_build_pairs_begin(t, 110000, err);
     if (st == ZP_OK)
-        st = zpi_tok_build_all_splits(t, err, errcap);
+        st = zpi_tok_build_all_splits(t, err);
     return st;
 }
 
@@ -537,11 +532,11 @@ typedef struct tk_line {
     uint32_t off, len; /* in the decoded bytes buffer */
 } tk_line;
 
-static zp_status load_tiktoken(zp_tokenizer *t, const char *path, char *err, size_t errcap)
+static zp_status load_tiktoken(zp_tokenizer *t, const char *path, zpi_err *err)
 {
     char *buf;
     size_t len;
-    zp_status st = read_whole(path, &buf, &len, err, errcap);
+    zp_status st = read_whole(path, &buf, &len, err);
     if (st != ZP_OK)
         return st;
     size_t cap_lines = 1024, n_lines = 0;
@@ -551,8 +546,7 @@ static zp_status load_tiktoken(zp_tokenizer *t, const char *path, char *err, siz
     uint32_t max_rank = 0;
     const char *line;
     if (!lines || !bytes) {
-        zpi_fmt(err, errcap, "out of memory reading '%s'", path);
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory reading '%s'", path);
         goto out;
     }
     while ((line = next_line(buf, len, &pos, &n)) != NULL) {
@@ -561,14 +555,13 @@ static zp_status load_tiktoken(zp_tokenizer *t, const char *path, char *err, siz
             continue;
         const char *sp = memchr(line, ' ', n);
         if (!sp || sp == line || sp + 1 == line + n) {
-            zpi_fmt(err, errcap, "%s:%zu: expected '<base64 token> <rank>'", path, lineno);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: expected '<base64 token> <rank>'", path,
+                             lineno);
             goto out;
         }
         long bl = b64_decode(line, (size_t)(sp - line), bytes + nbytes);
         if (bl <= 0) {
-            zpi_fmt(err, errcap, "%s:%zu: invalid base64 token", path, lineno);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: invalid base64 token", path, lineno);
             goto out;
         }
         uint64_t rank = 0;
@@ -579,16 +572,14 @@ static zp_status load_tiktoken(zp_tokenizer *t, const char *path, char *err, siz
                 break;
         }
         if (q != e || rank >= ZPI_TOK_MAX_IDS - 1) {
-            zpi_fmt(err, errcap, "%s:%zu: rank must be a number below %u", path, lineno,
-                    ZPI_TOK_MAX_IDS - 1);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: rank must be a number below %u", path,
+                             lineno, ZPI_TOK_MAX_IDS - 1);
             goto out;
         }
         if (n_lines == cap_lines) {
             tk_line *nl = realloc(lines, cap_lines * 2 * sizeof *lines);
             if (!nl) {
-                zpi_fmt(err, errcap, "out of memory reading '%s'", path);
-                st = ZP_ERR_NOMEM;
+                st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory reading '%s'", path);
                 goto out;
             }
             lines = nl;
@@ -603,29 +594,27 @@ static zp_status load_tiktoken(zp_tokenizer *t, const char *path, char *err, siz
             max_rank = (uint32_t)rank;
     }
     if (n_lines < 256) {
-        zpi_fmt(err, errcap, "%s: %zu tokens, not a tiktoken rank file", path, n_lines);
-        st = ZP_ERR_FORMAT;
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: %zu tokens, not a tiktoken rank file", path,
+                         n_lines);
         goto out;
     }
     /* ids: the ranks, then the end-of-text token. */
-    st = zpi_tok_build_begin(t, max_rank + 2, err, errcap);
+    st = zpi_tok_build_begin(t, max_rank + 2, err);
     for (size_t i = 0; st == ZP_OK && i < n_lines; i++) {
-        char e2[256];
-        st = zpi_tok_build_add(t, lines[i].rank, bytes + lines[i].off, lines[i].len, 1, e2,
-                               sizeof e2);
+        st = zpi_tok_build_add(t, lines[i].rank, bytes + lines[i].off, lines[i].len, 1, err);
         if (st != ZP_OK)
-            zpi_fmt(err, errcap, "%s: %s", path, e2);
+            zpi_err_prefix(err, "%s", path);
     }
     if (st == ZP_OK) {
         t->eot = (int32_t)(max_rank + 1);
         st = zpi_tok_build_add(t, max_rank + 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1,
-                               0, err, errcap);
+                               0, err);
     }
     t->mode = ZPI_TOK_TIKTOKEN;
     if (st == ZP_OK)
-        st = zpi_tok_build_pairs_begin(t, n_lines * 2, err, errcap);
+        st = zpi_tok_build_pairs_begin(t, n_lines * 2, err);
     if (st == ZP_OK)
-        st = zpi_tok_build_all_splits(t, err, errcap);
+        st = zpi_tok_build_all_splits(t, err);
 out:
     free(lines);
     free(bytes);
@@ -635,7 +624,7 @@ out:
 
 /* ------------------------------------------------------------ Hugging Face */
 
-static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t errcap)
+static zp_status load_hf(zp_tokenizer *t, const char *dir, zpi_err *err)
 {
     char vpath[4096], mpath[4096];
     zpi_fmt(vpath, sizeof vpath, "%s/vocab.json", dir);
@@ -646,9 +635,9 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
     size_t vlen, mlen;
     json_t *root = NULL;
     uint8_t *tmp = NULL;
-    zp_status st = read_whole(vpath, &vbuf, &vlen, err, errcap);
+    zp_status st = read_whole(vpath, &vbuf, &vlen, err);
     if (st == ZP_OK)
-        st = read_whole(mpath, &mbuf, &mlen, err, errcap);
+        st = read_whole(mpath, &mbuf, &mlen, err);
     if (st != ZP_OK)
         goto out;
 
@@ -656,10 +645,10 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
     root = json_loadb(vbuf, vlen, 0, &jerr);
     if (!root || !json_is_object(root)) {
         if (root)
-            zpi_fmt(err, errcap, "%s: not a JSON object of token -> id", vpath);
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: not a JSON object of token -> id", vpath);
         else
-            zpi_fmt(err, errcap, "%s:%d: invalid JSON: %s", vpath, jerr.line, jerr.text);
-        st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%d: invalid JSON: %s", vpath, jerr.line,
+                             jerr.text);
         goto out;
     }
     const char *key;
@@ -670,9 +659,9 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
     {
         if (!json_is_integer(val) || json_integer_value(val) < 0 ||
             json_integer_value(val) >= ZPI_TOK_MAX_IDS - 1) {
-            zpi_fmt(err, errcap, "%s: the id of token '%.64s' is not an integer in [0, %u)",
-                    vpath, key, ZPI_TOK_MAX_IDS - 1);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT,
+                             "%s: the id of token '%.64s' is not an integer in [0, %u)", vpath, key,
+                             ZPI_TOK_MAX_IDS - 1);
             goto out;
         }
         if (json_integer_value(val) > max_id)
@@ -682,18 +671,16 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
             max_key = kl;
     }
     if (max_id < 255) {
-        zpi_fmt(err, errcap, "%s: %zu tokens, not a byte-level BPE vocabulary", vpath,
-                json_object_size(root));
-        st = ZP_ERR_FORMAT;
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: %zu tokens, not a byte-level BPE vocabulary",
+                         vpath, json_object_size(root));
         goto out;
     }
     json_t *eotv = json_object_get(root, EOT_TEXT);
     uint32_t n_ids = (uint32_t)max_id + 1 + (eotv ? 0 : 1);
-    st = zpi_tok_build_begin(t, n_ids, err, errcap);
+    st = zpi_tok_build_begin(t, n_ids, err);
     tmp = malloc(max_key + 2 * 1024 + 16);
     if (st == ZP_OK && !tmp) {
-        zpi_fmt(err, errcap, "out of memory");
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
     }
     if (st != ZP_OK)
         goto out;
@@ -702,13 +689,12 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
         uint32_t id = (uint32_t)json_integer_value(val);
         size_t kl = strlen(key);
         long bl = bytelevel_decode(&m, (const uint8_t *)key, kl, tmp);
-        char e2[256];
         if (bl > 0)
-            st = zpi_tok_build_add(t, id, tmp, (size_t)bl, 1, e2, sizeof e2);
+            st = zpi_tok_build_add(t, id, tmp, (size_t)bl, 1, err);
         else /* an added token outside the byte-level alphabet: kept as is */
-            st = zpi_tok_build_add(t, id, (const uint8_t *)key, kl, 0, e2, sizeof e2);
+            st = zpi_tok_build_add(t, id, (const uint8_t *)key, kl, 0, err);
         if (st != ZP_OK) {
-            zpi_fmt(err, errcap, "%s: token '%.64s': %s", vpath, key, e2);
+            zpi_err_prefix(err, "%s: token '%.64s'", vpath, key);
             goto out;
         }
     }
@@ -717,7 +703,7 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
     } else {
         t->eot = (int32_t)(n_ids - 1);
         st = zpi_tok_build_add(t, n_ids - 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0,
-                               err, errcap);
+                               err);
         if (st != ZP_OK)
             goto out;
     }
@@ -725,23 +711,22 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
 
     /* merges.txt: one "A B" per line, rank = line order; merge_id[rank] is
      * the id the merge makes. */
-    st = zpi_tok_build_pairs_begin(t, n_ids, err, errcap);
+    st = zpi_tok_build_pairs_begin(t, n_ids, err);
     if (st != ZP_OK)
         goto out;
     size_t n_lines = 1;
     for (size_t i = 0; i < mlen; i++)
         n_lines += mbuf[i] == '\n';
     if (n_lines >= ZPI_TOK_MAX_IDS) {
-        zpi_fmt(err, errcap, "%s: too many merges (at most %u)", mpath, ZPI_TOK_MAX_IDS - 1);
-        st = ZP_ERR_FORMAT;
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: too many merges (at most %u)", mpath,
+                         ZPI_TOK_MAX_IDS - 1);
         goto out;
     }
     t->merge_cap = (uint32_t)n_lines;
     t->merge_id = malloc(n_lines * sizeof *t->merge_id);
     if (!t->merge_id) {
         t->merge_cap = 0;
-        zpi_fmt(err, errcap, "out of memory");
-        st = ZP_ERR_NOMEM;
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
         goto out;
     }
     size_t pos = 0, n, lineno = 0;
@@ -754,9 +739,8 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
         const char *sp = memchr(line, ' ', n);
         if (!sp || sp == line || sp + 1 == line + n ||
             memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1) || n > 2048) {
-            zpi_fmt(err, errcap, "%s:%zu: expected two tokens separated by one space", mpath,
-                    lineno);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT,
+                             "%s:%zu: expected two tokens separated by one space", mpath, lineno);
             goto out;
         }
         size_t la = (size_t)(sp - line);
@@ -764,23 +748,22 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, char *err, size_t err
         long b = a <= 0 ? -1
                         : bytelevel_decode(&m, (const uint8_t *)sp + 1, n - la - 1, tmp + a);
         if (a <= 0 || b <= 0) {
-            zpi_fmt(err, errcap, "%s:%zu: token outside the byte-level alphabet", mpath, lineno);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: token outside the byte-level alphabet",
+                             mpath, lineno);
             goto out;
         }
         uint32_t ia = zpi_tok_find(t, tmp, (size_t)a, zpi_tok_hash(tmp, (size_t)a));
         uint32_t ib = zpi_tok_find(t, tmp + a, (size_t)b, zpi_tok_hash(tmp + a, (size_t)b));
         uint32_t im = zpi_tok_find(t, tmp, (size_t)(a + b), zpi_tok_hash(tmp, (size_t)(a + b)));
         if (ia == ZPI_TOK_NONE || ib == ZPI_TOK_NONE || im == ZPI_TOK_NONE) {
-            zpi_fmt(err, errcap, "%s:%zu: merge '%.*s' uses or makes a token not in vocab.json",
-                    mpath, lineno, (int)(n > 200 ? 200 : n), line);
-            st = ZP_ERR_FORMAT;
+            st = zpi_err_set(err, ZP_ERR_FORMAT,
+                             "%s:%zu: merge '%.*s' uses or makes a token not in vocab.json", mpath,
+                             lineno, (int)(n > 200 ? 200 : n), line);
             goto out;
         }
         t->merge_id[rank] = im;
         if (build_pair(t, ia, ib, rank++) != 0) {
-            zpi_fmt(err, errcap, "out of memory for the merge table");
-            st = ZP_ERR_NOMEM;
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the merge table");
             goto out;
         }
     }
@@ -800,11 +783,9 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp_tokenizer **out,
-                              char *err, size_t errcap)
+static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg,
+                                  zp_tokenizer **out, zpi_err *err)
 {
-    if (err && errcap)
-        err[0] = '\0';
     if (!out)
         ERR(ZP_ERR_INVALID, "zp_tokenizer_create: out is NULL");
     *out = NULL;
@@ -825,34 +806,44 @@ zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp
     zp_status st;
     struct stat sb;
     if (strcmp(id, "gpt2") == 0) {
-        st = load_gpt2(t, err, errcap);
+        st = load_gpt2(t, err);
     } else if (stat(id, &sb) != 0) {
         int e = errno;
-        zpi_fmt(err, errcap,
-                "tokenizer '%s': not \"gpt2\" and not a readable path (%s); expected \"gpt2\", "
-                "a folder with vocab.json + merges.txt, or a .tiktoken rank file",
-                id, strerror(e));
-        st = e == ENOENT ? ZP_ERR_INVALID : ZP_ERR_IO;
+        st = zpi_err_set(err, e == ENOENT ? ZP_ERR_INVALID : ZP_ERR_IO,
+                         "tokenizer '%s': not \"gpt2\" and not a readable path (%s); expected "
+                         "\"gpt2\", a folder with vocab.json + merges.txt, or a .tiktoken rank "
+                         "file",
+                         id, strerror(e));
     } else if (zpi_hf_is_json_path(id)) {
         st = zpi_hf_load(t, id, c.match_special, err);
     } else if (S_ISDIR(sb.st_mode)) {
-        st = load_hf(t, id, err, errcap);
+        st = load_hf(t, id, err);
     } else if (ends_with(id, ".json") || ends_with(id, "merges.txt")) {
-        zpi_fmt(err, errcap,
-                "tokenizer '%s': give the folder that holds vocab.json and merges.txt, not "
-                "one of the files", id);
-        st = ZP_ERR_INVALID;
+        st = zpi_err_set(err, ZP_ERR_INVALID,
+                         "tokenizer '%s': give the folder that holds vocab.json and merges.txt, "
+                         "not " "one of the files", id);
     } else {
-        st = load_tiktoken(t, id, err, errcap);
+        st = load_tiktoken(t, id, err);
     }
     if (st == ZP_OK && !t->hf)
-        st = zpi_tok_build_finish(t, err, errcap);
+        st = zpi_tok_build_finish(t, err);
     if (st != ZP_OK) {
         zp_tokenizer_destroy(t);
         return st;
     }
     *out = t;
     return ZP_OK;
+}
+
+zp_status zp_tokenizer_create(const char *id, const zp_tokenizer_config *cfg, zp_tokenizer **out,
+                              char *err, size_t errcap)
+{
+    zpi_err e;
+    zpi_err_clear(&e);
+    zp_status st = tokenizer_create(id, cfg, out, &e);
+    if (err && errcap)
+        zpi_fmt(err, errcap, "%s", e.msg);
+    return st;
 }
 
 void zp_tokenizer_destroy(zp_tokenizer *tok)
