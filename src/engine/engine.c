@@ -444,8 +444,13 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
         zpi_ctr_add(&e->obs->batch_busy_ns, zpi_now_ns() - t0 - blocked);
         zpi_ctr_add(&e->obs->batch_items, zpi_chunk_live(c));
     }
-    if (st == ZP_ERR_NOMEM) {
-        finish(e, st, "cannot allocate a batch");
+    if (st != ZP_OK && st != ZP_ERR_STATE && !atomic_load(&e->stop)) {
+        /* the packer's error (an allocation, a state that does not fit the
+         * data), after the full batches before it */
+        if (st != ZP_ERR_NOMEM)
+            zpi_pack_flush_full(&e->pk);
+        finish(e, st,
+               e->pk.err.code != ZP_OK ? zpi_err_msg(&e->pk.err) : "cannot allocate a batch");
         atomic_store(&e->stop, 1);
     }
     return st;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
+
 void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
                      zpi_ctr *blocked_ns)
 {
@@ -280,6 +282,24 @@ static zp_status concat_room(zpi_packer *pk, const zp_sample *s, uint64_t pos)
     return ZP_OK;
 }
 
+/* A restored state's token offset beyond its document (n tokens and the
+ * EOT: a state carries at most n of them as delivered): refused, naming
+ * the field, the document and its length. */
+static zp_status bad_offset(zpi_packer *pk, const zp_sample *s, uint64_t off, size_t n,
+                            const char *field)
+{
+    const char *name = pk->set.ds ? zp_dataset_shard_name(pk->set.ds, s->shard) : NULL;
+    char shard[64];
+    zpi_fmt(shard, sizeof shard, "shard %u", (unsigned)s->shard);
+    return zpi_err_set(&pk->err, ZP_ERR_FORMAT,
+                       "state: %s = %llu for the document at epoch %u, position %llu ('%s' "
+                       "record %llu), which has %zu tokens: at most %zu of them can have been "
+                       "delivered (a state edited by hand, or saved for other data?)",
+                       field, (unsigned long long)off, (unsigned)s->epoch,
+                       (unsigned long long)s->position, name ? name : shard,
+                       (unsigned long long)s->record, n, n);
+}
+
 /* Concatenate mode: one document's tokens followed by EOT, copied in spans
  * as long as the rows allow. */
 static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
@@ -292,7 +312,9 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         /* the first document after a restored state: its delivered tokens
          * are skipped, and the first row starts as the saved one would */
         pk->restore_pending = 0;
-        pos = pk->set.first_offset < total ? (size_t)pk->set.first_offset : total;
+        if (pk->set.first_offset > n)
+            return bad_offset(pk, s, pk->set.first_offset, n, "token_offset");
+        pos = (size_t)pk->set.first_offset;
         if (pk->set.first_carry) {
             zp_status st = begin_batch(pk, c->epoch);
             if (st != ZP_OK)
@@ -306,7 +328,9 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         }
     } else if (s->token_offset > 0) {
         /* carried over by an elastic resume: the rest of the document */
-        pos = s->token_offset < total ? (size_t)s->token_offset : total;
+        if (s->token_offset > n)
+            return bad_offset(pk, s, s->token_offset, n, "a plan span's token_offset");
+        pos = (size_t)s->token_offset;
     }
     const size_t pos0 = pos;
     while (pos < total) {

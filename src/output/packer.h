@@ -11,9 +11,11 @@
 #ifndef ZP_PACKER_H
 #define ZP_PACKER_H
 
+#include "base/error.h"
 #include "ops/chunk.h"
 #include "output/outq.h"
 #include "formats/reader.h"
+#include "zephon/dataset.h"
 
 typedef struct zpi_pack_settings {
     size_t microbatch;  /* rows per batch */
@@ -28,6 +30,7 @@ typedef struct zpi_pack_settings {
     uint64_t first_index;
     uint64_t first_offset;
     int first_carry;
+    const zp_dataset *ds; /* for messages: the shards' names (borrowed; may be NULL) */
 } zpi_pack_settings;
 
 typedef struct zpi_packer {
@@ -43,12 +46,16 @@ typedef struct zpi_packer {
     zp_pipeline_counts pending; /* skips/filters not yet attached to a batch */
     int has_schema;             /* fixed-shape fields: the first schema met (a copy) */
     zpi_schema schema;
+    zpi_err err;                /* the message of zpi_pack_chunk's failure */
 } zpi_packer;
 
 void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
                      zpi_ctr *blocked_ns);
 /* Feeds one completed chunk; may block waiting for a free batch buffer.
- * ZP_ERR_STATE when the queue was closed, ZP_ERR_NOMEM. */
+ * ZP_ERR_STATE when the queue was closed; ZP_ERR_NOMEM; ZP_ERR_FORMAT when
+ * a restored state carries more tokens of a document than it has
+ * (token_offset, naming the document and its length), with its message
+ * in pk->err. */
 zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c);
 /* Pushes the batch being filled (end of an epoch). */
 void zpi_pack_flush(zpi_packer *pk, int last_in_epoch);

@@ -4,7 +4,8 @@
 # show` says why), where they were accepted before: a top-level seed other
 # than the settings' seed, a part renamed in one place, plan spans that
 # overlap (every sample twice) or leave a rank short, a carried token offset
-# in record mode. The unedited state resumes.
+# in record mode; a carried token offset beyond its document (concat). The
+# unedited state resumes.
 set -u
 Z=$(realpath "${1:?usage: test_state_edits.sh PATH_TO_ZEPHON}")
 . "$(dirname "$0")/../testlib.sh"
@@ -42,4 +43,31 @@ refused "a token offset in record mode" 'd["ranks"][0]["token_offset"] = 3' \
   "ranks[0].token_offset: a document carried over, but the settings pack no token stream"
 refused "the part counts against the sample count" 'd["ranks"][0]["part_samples"][0] += 1' \
   "ranks[0].part_samples: 21 samples over the parts, but counts.samples is 20"
+
+# A token offset beyond the carried document (concat packing): the state
+# cannot tell the document's length, the resume can; it was clamped
+# silently. Both the rank's token_offset and a plan span's.
+tok=(--data "$T/a@0.7" --data "$T/b@0.3" --tokenize gpt2:1 --pack concat --seq-len 31 --microbatch 2 --quiet)
+"$Z" run "${tok[@]}" --max-batches 3 --save-state "$T/t.json" >/dev/null 2>"$T/err"; rc=$?
+off=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ranks'][0]['token_offset'])" "$T/t.json")
+check "a concat state saved mid-document (rc $rc, token_offset $off)" '[[ $rc -eq 0 && $off -gt 0 ]]' || cat "$T/err"
+cp "$T/t.json" "$T/te.json"; edit "$T/te.json" 'd["ranks"][0]["token_offset"] = 99999'
+"$Z" run "${tok[@]}" --resume "$T/te.json" --max-batches 2 >/dev/null 2>"$T/err"; rc=$?
+check "token_offset 99999 past the carried document: refused, exit 1, naming the field, the document and its length ($rc)" \
+  '[[ $rc -eq 1 ]] && grep -Eq "state: token_offset = 99999 for the document at epoch 0, position [0-9]+ \(.shard-[0-9]+.jsonl.zst. record [0-9]+\), which has [0-9]+ tokens" "$T/err"' || cat "$T/err"
+n=$(grep -Eo "which has [0-9]+ tokens" "$T/err" | grep -Eo "[0-9]+")
+cp "$T/t.json" "$T/te.json"; edit "$T/te.json" "d['ranks'][0]['token_offset'] = ${n:-0}"
+"$Z" run "${tok[@]}" --resume "$T/te.json" --max-batches 2 >/dev/null 2>"$T/err"; rc=$?
+check "token_offset = the document's length (only its EOT left) resumes ($rc)" '[[ -n "$n" && $rc -eq 0 ]]' || cat "$T/err"
+cp "$T/t.json" "$T/te.json"; edit "$T/te.json" "d['ranks'][0]['token_offset'] = ${n:-0} + 1"
+"$Z" run "${tok[@]}" --resume "$T/te.json" --max-batches 2 >/dev/null 2>"$T/err"; rc=$?
+check "token_offset = the document's length + 1: refused ($rc)" '[[ $rc -eq 1 ]] && grep -q "token_offset = $((${n:-0} + 1)) " "$T/err"'
+# a plan span's token offset (an elastic resume's carried document) past
+# its document: the batches of epoch 0 come first, then the error
+ep=("${tok[@]}" --epochs 2 --epoch-samples 20)
+"$Z" run "${ep[@]}" --max-batches 3 --save-state "$T/t2.json" >/dev/null 2>&1
+cp "$T/t2.json" "$T/te.json"; edit "$T/te.json" 'd["ranks"][0]["plans"] = [{"epoch": 1, "spans": [[0, 20, 99999]]}]'
+"$Z" run "${ep[@]}" --resume "$T/te.json" --emit-digest "$T/te.dig" >/dev/null 2>"$T/err"; rc=$?
+check "a plan span's token_offset past its document: refused at epoch 1, after epoch 0's batches ($rc)" \
+  '[[ $rc -eq 1 && $(wc -l < "$T/te.dig") -gt 10 ]] && grep -Eq "state: a plan span.s token_offset = 99999 for the document at epoch 1, position 0 .*which has [0-9]+ tokens" "$T/err"' || cat "$T/err"
 finish
