@@ -40,6 +40,17 @@ def returns_list(payload):
     return [payload]
 
 
+def too_big_for_the_worker(payload):
+    """Record 5's result cannot reach the parent: the worker's files may not
+    grow past 2 MiB (its shared memory is a file), so the worker gives up."""
+    if payload["id"] == 5:
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, resource.RLIM_INFINITY))
+        return {"text": "x" * (4 << 20)}
+    return payload
+
+
 def digests(fn, runner, parallelism=2, src=None, tokenize=True, pack="concat", **kw):
     p = Pipeline(WorkSource(Dataset(src or manifest()), seed=9), **kw)
     p.map_transform(fn, parallelism=parallelism)
@@ -146,6 +157,15 @@ class TestRunnerErrors(unittest.TestCase):
             with self.assertRaises(zephon.Error) as cm:
                 digests(returns_list, runner)
             self.assertIn("returned list", str(cm.exception))
+
+    def test_worker_that_gives_up_says_why(self):
+        # it used to be "worker process N exited with status 1", nothing more
+        with self.assertRaises(zephon.Error) as cm:
+            digests(too_big_for_the_worker, "process", parallelism=1, tokenize=False)
+        msg = str(cm.exception)
+        self.assertIn("worker process", msg)
+        self.assertIn("cannot grow the shared memory", msg)
+        self.assertIn("File too large", msg)
 
     def test_skip_policy_skips_raising_records(self):
         t, tc = digests(fails_on_42, "thread", on_bad_record="skip")

@@ -16,6 +16,8 @@
  */
 #include "_zephon.h"
 
+#include <stdarg.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -132,6 +134,9 @@ static void describe_exception(char *out, size_t cap)
 /* What apply gave for a record: the kinds of the process runner's
  * response too. */
 enum { RES_JSON = 0, RES_DROP = 1, RES_ERROR = 2, RES_TEXT = 3 };
+
+/* Longest message a dying worker sends its parent (worker_fail). */
+#define WORKER_NOTE_MAX 900
 
 /* Calls apply on one record's payload (with the GIL): its kind. *out
  * (*olen bytes) is the new JSON, the new text (UTF-8) or the error
@@ -382,11 +387,26 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
     }
     uint64_t t0 = now_ns();
     char c = 'r';
-    if (write_full(w->req_w, &c, 1) != 0 || read_full(w->resp_r, &c, 1) != 0) {
+    int died = write_full(w->req_w, &c, 1) != 0 || read_full(w->resp_r, &c, 1) != 0;
+    char note[WORKER_NOTE_MAX + 1] = "";
+    if (!died && c == 'e') { /* the worker's last words, then it exits */
+        uint16_t nlen = 0;
+        if (read_full(w->resp_r, &nlen, sizeof nlen) == 0 && nlen <= WORKER_NOTE_MAX &&
+            read_full(w->resp_r, note, nlen) == 0)
+            note[nlen] = 0;
+        died = 1;
+    }
+    if (died) {
         int pid = (int)w->pid;
         describe_death(op, w, why, sizeof why);
-        zp_record_error(recs[0], "process runner: worker process %d %s while transforming %zu records",
-                        pid, why, n);
+        if (note[0])
+            zp_record_error(recs[0],
+                            "process runner: worker process %d failed while transforming %zu "
+                            "records: %s (it %s)", pid, n, note, why);
+        else
+            zp_record_error(recs[0],
+                            "process runner: worker process %d %s while transforming %zu records",
+                            pid, why, n);
         pthread_mutex_lock(&op->mu);
         w->dead = 1;
         op->failed = 1;
@@ -429,6 +449,30 @@ done:
     return ret;
 }
 
+/* A worker that cannot go on tells the parent why before it exits: 'e', the
+ * message's length (uint16) and the message, on the response pipe, with
+ * the Python exception pending, if any (a MemoryError, say). Returns 1, the
+ * worker's exit status. */
+static int worker_fail(int resp_w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int worker_fail(int resp_w, const char *fmt, ...)
+{
+    char msg[WORKER_NOTE_MAX + 1], exc[512] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (PyErr_Occurred()) {
+        describe_exception(exc, sizeof exc);
+        size_t k = strlen(msg);
+        snprintf(msg + k, sizeof msg - k, " (%s)", exc);
+    }
+    uint16_t n = (uint16_t)strlen(msg);
+    char c = 'e';
+    if (write_full(resp_w, &c, 1) == 0 && write_full(resp_w, &n, sizeof n) == 0)
+        (void)write_full(resp_w, msg, n);
+    return 1;
+}
+
 /* The worker's loop (in the forked child, with the GIL): serve requests
  * until the parent closes its end (or dies). */
 static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
@@ -442,12 +486,12 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
         Py_END_ALLOW_THREADS if (r != 0) return 0; /* the parent is gone or done */
         struct stat sb;
         if (fstat(memfd, &sb) != 0 || shm_reserve(memfd, &map, &map_len, (size_t)sb.st_size) != 0)
-            return 1;
+            return worker_fail(resp_w, "cannot map the request's shared memory: %s", strerror(errno));
         uint64_t t0 = now_ns();
         uint64_t *hdr = (uint64_t *)map;
         size_t need = hdr[0], n = hdr[1];
         if (need > map_len || RQ_HDR + 16 * n > need)
-            return 1;
+            return worker_fail(resp_w, "malformed request (%zu bytes for %zu records)", need, n);
         size_t rbase = align8(need);
         /* outputs collected first (the map may move when it grows) */
         PyObject **keeps = calloc(n ? n : 1, sizeof *keeps);
@@ -455,7 +499,7 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
         size_t *lens = calloc(n ? n : 1, sizeof *lens);
         uint64_t *kinds = calloc(n ? n : 1, sizeof *kinds);
         if (!keeps || !outs || !lens || !kinds)
-            return 1;
+            return worker_fail(resp_w, "out of memory for the results of %zu records", n);
         size_t total = 0, off = RQ_HDR + 16 * n;
         for (size_t i = 0; i < n; i++) {
             uint64_t kind = hdr[2 + 2 * i], len = hdr[3 + 2 * i];
@@ -466,7 +510,8 @@ static int worker_serve(PyObject *apply, int req_r, int resp_w, int memfd)
         }
         size_t end = rbase + RS_HDR + 16 * n + total;
         if (shm_reserve(memfd, &map, &map_len, end) != 0)
-            return 1;
+            return worker_fail(resp_w, "cannot grow the shared memory to %zu bytes for the results: %s",
+                               end, strerror(errno));
         uint64_t *rh = (uint64_t *)(map + rbase);
         rh[0] = end;
         rh[1] = n;
