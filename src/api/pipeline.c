@@ -594,11 +594,16 @@ zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_f
                        (unsigned long long)zp_worksource_part_samples(p->ws, i),
                        zp_worksource_part_weight(p->ws, i));
     }
+    /* the seed as the state's top level writes it: a JSON integer below
+     * 2^63, a decimal string from 2^63 on (beyond what JSON readers take) */
     rc |= zpi_buf_printf(&b,
-                   "],\"seed\":%llu,\"epoch_samples\":%llu,\"shuffle\":%d,"
+                         wc->seed > (uint64_t)INT64_MAX ? "],\"seed\":\"%llu\""
+                                                        : "],\"seed\":%llu",
+                         (unsigned long long)wc->seed);
+    rc |= zpi_buf_printf(&b,
+                   ",\"epoch_samples\":%llu,\"shuffle\":%d,"
                    "\"shuffle_block_shards\":%u,\"remainder\":\"%s\",\"pack\":\"%s\","
                    "\"microbatch\":%zu",
-                   (unsigned long long)wc->seed,
                    (unsigned long long)zp_worksource_draws_per_epoch(p->ws), wc->shuffle ? 1 : 0,
                    wc->shuffle_block_shards,
                    wc->remainder == ZP_REMAINDER_DROP ? "drop" : "pad",

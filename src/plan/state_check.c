@@ -14,15 +14,19 @@
 
 #include <jansson.h>
 
+#include "base/util.h"
 #include "plan/state.h"
 #include "zephon/worksource.h"
 
 static const char *rem_name(int r) { return r == ZP_REMAINDER_DROP ? "drop" : "pad"; }
 
-/* A settings member that is an unsigned integer: 1 and *v, else 0. */
+/* A settings member that is an unsigned integer (a JSON integer, or a
+ * decimal string from 2^63 on): 1 and *v, else 0. */
 static int set_u64(json_t *set, const char *key, uint64_t *v)
 {
     json_t *x = json_object_get(set, key);
+    if (json_is_string(x))
+        return zpi_parse_u64(json_string_value(x), 0, UINT64_MAX, 0, v) == 0;
     if (!json_is_integer(x) || json_integer_value(x) < 0)
         return 0;
     *v = (uint64_t)json_integer_value(x);

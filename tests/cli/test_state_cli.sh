@@ -16,7 +16,9 @@
 #  6. the state file is written atomically (no temporary file left); an
 #     unwritable path is exit 1 naming it; bad option values are exit 2;
 #  7. another spelling of the same local files (absolute, a/../a, a copy in
-#     another folder) resumes; another dataset is refused saying why.
+#     another folder) resumes; another dataset is refused saying why;
+#  8. --seed 2^64 - 1 and 2^63: saved and resumed exactly (the settings'
+#     seed is a decimal string from 2^63 on, an integer below).
 set -u
 Z=$(realpath "${1:?usage: test_state_cli.sh PATH_TO_ZEPHON}")
 . "$(dirname "$0")/../testlib.sh"
@@ -126,6 +128,29 @@ done
 (cd "$T/sp" && "$Z" run "$T/c" "${sp[@]}" --resume s.json >/dev/null 2>err); rc=$?
 check "spelling: another dataset refused, saying what the fingerprint covers ($rc)" \
   '[[ $rc -eq 1 ]] && grep -q "dataset = " "$T/sp/err" && grep -q "file names, without their folders" "$T/sp/err"'
+
+# 8. seeds from 2^63 on: the settings' seed was written as a bare integer
+#    that no JSON reader takes ("settings: not JSON: too big integer"); it is
+#    a decimal string there as at the top level, and below 2^63 still an
+#    integer (states saved before read the same)
+for seed in 18446744073709551615 9223372036854775808; do
+  bs=("$T/b" --seed $seed --quiet --microbatch 5 --epochs 1)
+  "$Z" run "${bs[@]}" --emit-digest "$T/bfull.dig" >/dev/null 2>&1
+  "$Z" run "${bs[@]}" --max-batches 4 --save-state "$T/big.json" --emit-digest "$T/b1.dig" >/dev/null 2>"$T/err"; rc=$?
+  check "--seed $seed: the state is saved (rc $rc)" '[[ $rc -eq 0 ]] && grep -qF "\"seed\": \"$seed\"" "$T/big.json"' || cat "$T/err"
+  "$Z" run "${bs[@]}" --resume "$T/big.json" --emit-digest "$T/b2.dig" >/dev/null 2>"$T/err"; rc=$?
+  check "--seed $seed: resumed, the rest of the run (rc $rc)" \
+    '[[ $rc -eq 0 ]] && cat "$T/b1.dig" "$T/b2.dig" | cmp -s - "$T/bfull.dig"' || cat "$T/err"
+done
+"$Z" run "${bs[@]}" --seed 9223372036854775807 --resume "$T/big.json" >/dev/null 2>"$T/err"; rc=$?
+check "a seed of 2^63 - 1 against a state of 2^63: refused naming the seed ($rc)" '[[ $rc -eq 1 ]] && grep -q "seed" "$T/err"'
+"$Z" run "$T/b" --seed 9223372036854775807 --quiet --microbatch 5 --max-batches 1 --save-state "$T/s63.json" >/dev/null 2>&1
+check "a seed of 2^63 - 1 is still a JSON integer in both places" \
+  '[[ $(grep -c "\"seed\": 9223372036854775807," "$T/s63.json") -eq 2 ]]'
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['seed']='5'; json.dump(d, open(sys.argv[1],'w'))" "$T/big.json"
+"$Z" run "${bs[@]}" --resume "$T/big.json" >/dev/null 2>"$T/err"; rc=$?
+check "the top-level seed edited against the settings' string seed: refused ($rc)" \
+  '[[ $rc -eq 1 ]] && grep -qF "seed: 5, but the settings'"'"' seed is 9223372036854775808" "$T/err"' || cat "$T/err"
 
 # 6. unwritable path, bad values
 "$Z" run "${rec[@]}" --max-batches 3 --save-state "$T/no/such/dir/s.json" >/dev/null 2>"$T/err"; rc=$?
