@@ -1,0 +1,574 @@
+/*
+ * dataset_add.c - adding specs to a dataset: a path, a URL, a glob, a
+ * folder, a manifest (a file, a URL or bytes, read by manifest.c); all or
+ * nothing per call. Messages name what was given, URLs without their
+ * secrets, and list the shard suffixes this build reads.
+ *
+ * Thread safety: as dataset.c (building is not thread-safe).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "data/dataset_internal.h"
+#include "data/dataset_table.h"
+#include "base/error.h"
+#include "io/fetcher.h"
+#include "data/index_store.h"
+#include "data/manifest.h"
+#include "formats/unfinished.h"
+#include "io/storage.h"
+#include "base/util.h"
+
+static int has_glob_chars(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+static zp_status add_remote_manifest(zp_dataset *ds, const char *url);
+
+/* A note for a path that looks like a URL of a scheme not supported, or
+ * like a supported scheme missing its "//" ("s3:/bucket/key"). */
+static const char *url_note(const char *path)
+{
+    if (strstr(path, "://"))
+        return " (URLs supported: http://, https://, s3://)";
+    static const char *const schemes[] = {"http:", "https:", "s3:"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (!strncasecmp(path, schemes[i], strlen(schemes[i])))
+            return " (a URL starts with http://, https:// or s3://)";
+    return "";
+}
+
+/* The shard file suffixes for messages, in one list: ".jsonl, .jsonl.zst,
+ * .h5, .hdf5, .bin + .idx (Megatron)". Each is named only when the
+ * format table of this build reads it (a build without HDF5 does not name
+ * .h5); remote: only the formats read from a URL (not Megatron's pairs). */
+static void shard_suffixes(char *buf, size_t cap, int remote)
+{
+    static const struct {
+        const char *suffix, *note;
+        int local_only;
+    } known[] = {{".jsonl", "", 0},
+                 {".jsonl.zst", "", 0},
+                 {".h5", "", 0},
+                 {".hdf5", "", 0},
+                 {".bin", " + .idx (Megatron)", 1}};
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        char probe[32];
+        zpi_fmt(probe, sizeof probe, "x%s", known[i].suffix);
+        const zpi_format *f = zpi_format_for_path(probe);
+        if (!f || strcmp(f->suffix, known[i].suffix) != 0 || (remote && known[i].local_only))
+            continue;
+        size_t len = strlen(buf);
+        zpi_fmt(buf + len, cap - len, "%s%s%s", n++ ? ", " : "", known[i].suffix, known[i].note);
+    }
+}
+
+/* The size of a remote object (a HEAD request), as a stat would give it.
+ * what prefixes the message ("shard 'x'"). */
+static zp_status remote_stat(zp_dataset *ds, const char *url, const char *what, struct stat *sb)
+{
+    zpi_object *o = NULL;
+    zpi_object_info info;
+    zp_status st = zpi_object_open(ds->storage, url, &o, &info, &ds->err);
+    zpi_object_close(o);
+    if (st != ZP_OK)
+        return zpi_err_prefix(&ds->err, "%s", what);
+    memset(sb, 0, sizeof *sb);
+    sb->st_size = (off_t)info.size;
+    sb->st_mode = S_IFREG;
+    return ZP_OK;
+}
+
+/* The name of a shard given as a URL: the URL without its secrets. */
+static char *url_name(const char *url)
+{
+    char buf[4096];
+    zpi_url_redact(url, buf, sizeof buf);
+    return zpi_strdup(buf);
+}
+
+/* A shard or manifest given as a URL. */
+static zp_status add_url(zp_dataset *ds, const char *spec)
+{
+    char *base = zpi_url_basename(spec);
+    if (!base)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    int manifest = zpi_has_suffix(base, ".json");
+    const zpi_format *fmt = zpi_format_for_path(base);
+    free(base);
+    if (manifest)
+        return add_remote_manifest(ds, spec);
+    char *name = url_name(spec);
+    if (!name)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    if (!fmt) {
+        char sfx[256];
+        shard_suffixes(sfx, sizeof sfx, 1);
+        zp_status st = zpi_ds_fail(ds, ZP_ERR_INVALID,
+                            "'%s': unknown shard format (expected the URL of a shard (%s) or of "
+                            "a .json manifest)",
+                            name, sfx);
+        free(name);
+        return st;
+    }
+    /* the transfer's message names the URL (redacted) already: no prefix */
+    struct stat sb;
+    zp_status st = remote_stat(ds, spec, "", &sb);
+    if (st != ZP_OK) {
+        free(name);
+        return st;
+    }
+    shard *s;
+    return zpi_ds_push_shard(ds, name, zpi_strdup(spec), fmt, &sb, &s);
+}
+
+
+static zp_status add_path(zp_dataset *ds, const char *spec)
+{
+    const zpi_format *fmt = zpi_format_for_path(spec);
+    /* a path like a URL of another scheme (a typo: "htp://user:pw@...")
+     * shown redacted, with the schemes supported */
+    char red[PATH_MAX];
+    zpi_url_redact(spec, red, sizeof red);
+    if (!fmt) {
+        char sfx[256];
+        shard_suffixes(sfx, sizeof sfx, 0);
+        return zpi_ds_fail(ds, ZP_ERR_INVALID,
+                    "'%s': unknown shard format (expected a shard (%s), a folder, a glob "
+                    "pattern or a .json manifest)%s",
+                    red, sfx, url_note(spec));
+    }
+    struct stat sb;
+    if (stat(spec, &sb) != 0) {
+        int e = errno;
+        return zpi_ds_fail(ds, ZP_ERR_IO, "shard '%s': cannot open: %s%s", red, strerror(e),
+                    url_note(spec));
+    }
+    if (!S_ISREG(sb.st_mode))
+        return zpi_ds_fail(ds, ZP_ERR_IO, "shard '%s': not a regular file", red);
+    shard *s;
+    return zpi_ds_push_shard(ds, zpi_strdup(spec), zpi_strdup(spec), fmt, &sb, &s);
+}
+
+/* Reading a manifest: what names it in messages; mdir is the folder
+ * relative paths resolve against ("" or a folder, with or without its
+ * final '/'). */
+typedef struct manifest_ctx {
+    zp_dataset *ds;
+    const char *what;
+    const char *mdir;
+} manifest_ctx;
+
+/* A manifest entry's path resolved against the manifest's folder mdir: a
+ * URL as is; in a remote manifest (mdir a URL), "/a/b" is that server's
+ * path (scheme://host/a/b, as in a web page: never a local file of this
+ * machine) and "a/b" is relative to the manifest's URL; in a local one, an
+ * absolute path as is and a relative one joined to its folder. Malloc'd. */
+static char *manifest_entry_path(const char *mdir, const char *p)
+{
+    if (zpi_is_url(p))
+        return zpi_strdup(p);
+    if (zpi_is_url(mdir) && p[0] == '/') {
+        const char *auth = strstr(mdir, "://") + 3;
+        size_t al = (size_t)(auth - mdir) + strcspn(auth, "/?#");
+        size_t pl = strlen(p);
+        char *r = malloc(al + pl + 1);
+        if (r) {
+            memcpy(r, mdir, al);
+            memcpy(r + al, p, pl + 1);
+        }
+        return r;
+    }
+    return p[0] == '/' ? zpi_strdup(p) : zpi_path_join(mdir, p);
+}
+
+static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_entry *e)
+{
+    (void)i;
+    manifest_ctx *c = user;
+    zp_dataset *ds = c->ds;
+    /* a URL as is; a path relative to a remote manifest's folder is a URL too */
+    char *path = manifest_entry_path(c->mdir, e->path);
+    if (!path)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    int remote = zpi_is_url(path);
+    char *rname = remote && !e->name ? url_name(e->path) : NULL;
+    const char *name = e->name ? e->name : rname ? rname : e->path;
+    struct stat sb;
+    zp_status st = ZP_OK;
+    if (remote && !name) {
+        st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    } else if (remote && e->has_bytes) {
+        /* the manifest's size is checked by the download */
+        memset(&sb, 0, sizeof sb);
+        sb.st_size = (off_t)e->bytes;
+        sb.st_mode = S_IFREG;
+    } else if (remote) {
+        char what[4400];
+        zpi_fmt(what, sizeof what, "%s: shard '%s'", c->what, name);
+        st = remote_stat(ds, path, what, &sb);
+    } else if (stat(path, &sb) != 0) {
+        int er = errno;
+        st = zpi_ds_fail(ds, ZP_ERR_IO, "%s: shard '%s': cannot open '%s': %s%s", c->what, name, path,
+                  strerror(er), url_note(path));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = zpi_ds_fail(ds, ZP_ERR_IO, "%s: shard '%s': '%s' is not a regular file", c->what, name,
+                  path);
+    } else if (e->has_bytes && e->bytes != (uint64_t)sb.st_size) {
+        st = zpi_ds_fail(ds, ZP_ERR_FORMAT,
+                  "shard '%s': stale %s: it says %llu bytes but '%s' has %llu bytes (re-run "
+                  "zephon index)",
+                  name, c->what, (unsigned long long)e->bytes, path,
+                  (unsigned long long)sb.st_size);
+    }
+    if (st != ZP_OK) {
+        free(path);
+        free(rname);
+        return st;
+    }
+    shard *s;
+    st = zpi_ds_push_shard(ds, zpi_strdup(name), path, e->fmt, &sb, &s);
+    free(rname);
+    if (st != ZP_OK)
+        return st;
+    s->named = e->name != NULL;
+    if (e->has_samples) {
+        s->samples = e->samples;
+        s->from_manifest = 1;
+    }
+    s->has_hash = e->has_xxh64;
+    s->xxh64 = e->xxh64;
+    zpi_ds_shard_sync(ds, s);
+    return ZP_OK;
+}
+
+static zp_status add_manifest(zp_dataset *ds, const char *mpath)
+{
+    zpi_buf what = {0};
+    char *mdir = zpi_path_dir(mpath);
+    zp_status st;
+    /* a path like a URL of another scheme (a typo: "htp://user:pw@...")
+     * shown redacted, with the schemes supported */
+    char red[PATH_MAX];
+    zpi_url_redact(mpath, red, sizeof red);
+    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", red) != 0) {
+        st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    } else {
+        manifest_ctx c = {ds, what.p, mdir};
+        st = zpi_manifest_read_file(mpath, what.p, &ds->err, add_manifest_entry, &c);
+        if (st == ZP_ERR_IO && *url_note(mpath)) {
+            char msg[ZPI_ERRMAX];
+            zpi_fmt(msg, sizeof msg, "%s", zpi_err_msg(&ds->err));
+            zpi_ds_fail(ds, st, "%s%s", msg, url_note(mpath));
+        }
+    }
+    free(mdir);
+    zpi_buf_free(&what);
+    return st;
+}
+
+/* A manifest given as a URL: read whole; relative paths in it are URLs
+ * relative to its folder. */
+static zp_status add_remote_manifest(zp_dataset *ds, const char *url)
+{
+    char *name = url_name(url);
+    if (!name)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    char *json = NULL;
+    size_t len = 0;
+    zp_status st = zpi_object_read_all(ds->storage, url, MAX_REMOTE_MANIFEST, &json, &len,
+                                       &ds->err);
+    if (st != ZP_OK) {
+        zpi_err_prefix(&ds->err, "manifest '%s'", name);
+        free(name);
+        return st;
+    }
+    /* the folder: the URL up to its path's last '/' (the query dropped) */
+    size_t q = strcspn(url, "?#");
+    size_t cut = q;
+    while (cut > 0 && url[cut - 1] != '/')
+        cut--;
+    char *mdir = malloc(cut + 1);
+    zpi_buf what = {0};
+    if (!mdir || zpi_buf_printf(&what, "manifest '%s'", name) != 0) {
+        st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    } else {
+        memcpy(mdir, url, cut);
+        mdir[cut] = '\0';
+        manifest_ctx c = {ds, what.p, mdir};
+        st = zpi_manifest_read(json, len, what.p, &ds->err, add_manifest_entry, &c);
+    }
+    zpi_buf_free(&what);
+    free(mdir);
+    free(json);
+    free(name);
+    return st;
+}
+
+/* A file named by the user or matched by a glob. */
+static zp_status add_file(zp_dataset *ds, const char *spec)
+{
+    struct stat sb;
+    if (stat(spec, &sb) == 0 && zpi_ds_is_excluded(ds, &sb))
+        return zpi_ds_fail(ds, ZP_ERR_INVALID, "'%s' is '%s', the manifest being written: it cannot be "
+                                        "read too",
+                    spec, ds->ex_path);
+    if (zpi_has_suffix(spec, ".json"))
+        return add_manifest(ds, spec);
+    return add_path(ds, spec);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Why glob(pattern) found nothing (nomatch) or could not read a folder:
+ * the folder before the pattern's first wildcard does not exist, is not a
+ * folder or cannot be read (each named); else no match, or a folder that
+ * a wildcard matched cannot be read. */
+static zp_status glob_failed(zp_dataset *ds, const char *pattern, int nomatch)
+{
+    size_t w = strcspn(pattern, "*?[");
+    while (w > 0 && pattern[w - 1] != '/')
+        w--;
+    char dir[PATH_MAX];
+    if (w == 0)
+        zpi_fmt(dir, sizeof dir, ".");
+    else /* without its final '/', except for "/" itself */
+        zpi_fmt(dir, sizeof dir, "%.*s", (int)(w > 1 ? w - 1 : w), pattern);
+    struct stat sb;
+    int e = 0;
+    DIR *d = NULL;
+    if (stat(dir, &sb) != 0)
+        e = errno;
+    else if (!S_ISDIR(sb.st_mode))
+        e = ENOTDIR;
+    else if (!(d = opendir(dir)))
+        e = errno;
+    if (d)
+        closedir(d);
+    if (e == ENOENT)
+        return zpi_ds_fail(ds, ZP_ERR_IO, "glob '%s': the folder '%s' does not exist", pattern, dir);
+    if (e == ENOTDIR)
+        return zpi_ds_fail(ds, ZP_ERR_IO, "glob '%s': '%s' is not a folder", pattern, dir);
+    if (e)
+        return zpi_ds_fail(ds, ZP_ERR_IO, "glob '%s': cannot read the folder '%s': %s", pattern, dir,
+                    strerror(e));
+    if (nomatch)
+        return zpi_ds_fail(ds, ZP_ERR_IO, "glob '%s' matches no file", pattern);
+    return zpi_ds_fail(ds, ZP_ERR_IO, "glob '%s': a folder it matches under '%s' cannot be read", pattern,
+                dir);
+}
+
+static zp_status add_glob(zp_dataset *ds, const char *pattern)
+{
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    /* GLOB_ERR: a folder that cannot be read fails the add instead of
+     * silently dropping its shards. */
+    int r = glob(pattern, GLOB_NOSORT | GLOB_ERR, NULL, &g);
+    if (r == GLOB_NOMATCH || (r == 0 && g.gl_pathc == 0)) {
+        globfree(&g);
+        return glob_failed(ds, pattern, 1);
+    }
+    if (r != 0) {
+        globfree(&g);
+        return r == GLOB_NOSPACE ? zpi_ds_fail(ds, ZP_ERR_NOMEM, "glob '%s': out of memory", pattern)
+                                 : glob_failed(ds, pattern, 0);
+    }
+    /* glob(3) sorts with strcoll (locale-dependent): sort bytewise so every
+     * rank sees the same order. */
+    qsort(g.gl_pathv, g.gl_pathc, sizeof g.gl_pathv[0], cmp_str);
+    zp_status st = ZP_OK;
+    for (size_t i = 0; i < g.gl_pathc && st == ZP_OK; i++) {
+        const char *m = g.gl_pathv[i];
+        struct stat sb;
+        if (stat(m, &sb) == 0 && zpi_ds_is_excluded(ds, &sb)) {
+            zpi_dataset_log(ds, ZP_LOG_INFO, "glob '%s': not reading '%s' (the manifest being "
+                                             "written)",
+                            pattern, m);
+            continue;
+        }
+        if (!zpi_has_suffix(m, ".json") && !zpi_format_for_path(m)) {
+            char sfx[256];
+            shard_suffixes(sfx, sizeof sfx, 0);
+            st = zpi_ds_fail(ds, ZP_ERR_INVALID,
+                      "glob '%s' matched '%s', which is not a shard (%s) or a manifest (.json)",
+                      pattern, m, sfx);
+        } else
+            st = add_file(ds, m);
+    }
+    globfree(&g);
+    return st;
+}
+
+/* 1 when path is the .idx of a Megatron pair whose .bin is a shard file
+ * beside it. */
+static int is_pair_index(const char *path)
+{
+    size_t n = strlen(path);
+    if (n < 5 || strcmp(path + n - 4, ".idx") != 0)
+        return 0;
+    char bin[PATH_MAX];
+    zpi_fmt(bin, sizeof bin, "%.*s.bin", (int)(n - 4), path);
+    const zpi_format *f = zpi_format_for_path(bin);
+    struct stat sb;
+    return f && strcmp(f->suffix, ".bin") == 0 && stat(bin, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A folder: its manifest.json when it has one (and it is not the manifest
+ * being written), else its shard files in bytewise order; other entries
+ * are skipped and counted in one warning. Not recursive. */
+static zp_status add_folder(zp_dataset *ds, const char *dir)
+{
+    char *m = zpi_path_join(dir, FOLDER_MANIFEST);
+    if (!m)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    struct stat sb;
+    if (stat(m, &sb) == 0 && S_ISREG(sb.st_mode) && !zpi_ds_is_excluded(ds, &sb)) {
+        zp_status st = add_manifest(ds, m);
+        free(m);
+        return st;
+    }
+    free(m);
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        return zpi_ds_fail(ds, ZP_ERR_IO, "folder '%s': cannot read: %s", dir, strerror(e));
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0, skipped = 0;
+    char example[256] = "";
+    zp_status st = ZP_OK;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno) {
+                int e = errno;
+                st = zpi_ds_fail(ds, ZP_ERR_IO, "folder '%s': cannot read: %s", dir, strerror(e));
+            }
+            break;
+        }
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *p = zpi_path_join(dir, de->d_name);
+        if (!p) {
+            st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        int shard_file = zpi_format_for_path(de->d_name) && stat(p, &sb) == 0 &&
+                         S_ISREG(sb.st_mode);
+        if (!shard_file) {
+            /* the example named is the first in bytewise order; a
+             * Megatron pair's .idx is part of its shard, not skipped */
+            if (!(stat(p, &sb) == 0 && zpi_ds_is_excluded(ds, &sb)) && !is_pair_index(p) &&
+                (skipped++ == 0 || strcmp(de->d_name, example) < 0))
+                zpi_fmt(example, sizeof example, "%s", de->d_name);
+            free(p);
+            continue;
+        }
+        if (zpi_grow((void **)&names, &cap, n + 1, sizeof *names) != 0) {
+            free(p);
+            st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        names[n++] = p;
+    }
+    closedir(d);
+    char sfx[256];
+    shard_suffixes(sfx, sizeof sfx, 0);
+    if (st == ZP_OK && n == 0)
+        st = zpi_ds_fail(ds, ZP_ERR_IO, "folder '%s' has no shard files (%s) and no %s (%zu other entries)",
+                  dir, sfx, FOLDER_MANIFEST, skipped);
+    if (st == ZP_OK) {
+        qsort(names, n, sizeof *names, cmp_str);
+        for (size_t i = 0; i < n && st == ZP_OK; i++)
+            st = add_path(ds, names[i]);
+    }
+    if (st == ZP_OK && skipped)
+        zpi_dataset_log(ds, ZP_LOG_WARN,
+                        "folder '%s': skipped %zu entr%s that %s not a shard file (%s), e.g. '%s'",
+                        dir, skipped, skipped == 1 ? "y" : "ies", skipped == 1 ? "is" : "are", sfx,
+                        example);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return st;
+}
+
+/* End of an add: all or nothing (on error drop the shards added since
+ * there were n0), offsets up to date. */
+static zp_status end_add(zp_dataset *ds, size_t n0, zp_status st)
+{
+    if (st != ZP_OK) {
+        while (ds->n > n0)
+            zpi_ds_pop_shard(ds);
+    }
+    zpi_ds_update_offsets(ds);
+    return st;
+}
+
+zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
+{
+    RETURN_IF_UNUSABLE(ds);
+    if (!spec || !*spec)
+        return zpi_ds_fail(ds, ZP_ERR_INVALID, "empty shard spec");
+    size_t n0 = ds->n;
+    zp_status st;
+    struct stat sb;
+    if (zpi_is_url(spec))
+        st = add_url(ds, spec);
+    else if (stat(spec, &sb) == 0)
+        st = S_ISDIR(sb.st_mode) ? add_folder(ds, spec) : add_file(ds, spec);
+    else if (has_glob_chars(spec) && !strstr(spec, "://"))
+        st = add_glob(ds, spec);
+    else
+        st = add_file(ds, spec);
+    return end_add(ds, n0, st);
+}
+
+zp_status zp_dataset_add_manifest_json(zp_dataset *ds, const char *json, size_t len,
+                                       const char *base_dir)
+{
+    RETURN_IF_UNUSABLE(ds);
+    if (!json)
+        return zpi_ds_fail(ds, ZP_ERR_INVALID, "no manifest bytes given");
+    size_t n0 = ds->n;
+    manifest_ctx c = {ds, MANIFEST_IN_MEMORY, base_dir ? base_dir : ""};
+    zp_status st = zpi_manifest_read(json, len, MANIFEST_IN_MEMORY, &ds->err, add_manifest_entry,
+                                     &c);
+    return end_add(ds, n0, st);
+}
+
+zp_status zp_dataset_exclude(zp_dataset *ds, const char *path)
+{
+    RETURN_IF_UNUSABLE(ds);
+    if (!path || !*path)
+        return zpi_ds_fail(ds, ZP_ERR_INVALID, "exclude: no path given");
+    char *p = zpi_strdup(path);
+    if (!p)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    free(ds->ex_path);
+    ds->ex_path = p;
+    struct stat sb;
+    ds->has_exclude = stat(path, &sb) == 0;
+    if (ds->has_exclude) {
+        ds->ex_dev = sb.st_dev;
+        ds->ex_ino = sb.st_ino;
+    }
+    return ZP_OK;
+}
