@@ -18,14 +18,23 @@ struct zpi_pretok {
     pcre2_code *code; /* ZPI_PRETOK_REGEX, owned */
 };
 
-/* Per-thread scratch of a PCRE2 pre-tokenizer: the match data and the last
- * match found, so that a stretch between matches and the match after it
- * cost one search. */
+/* Per-thread scratch of a PCRE2 pre-tokenizer: the match data, the text
+ * being split (with a copy where each invalid byte is U+FFFD, when it has
+ * any), and the match after the stretch returned last, so that a stretch
+ * between matches and the match after it cost one search. */
 typedef struct regex_scratch {
     pcre2_match_data *md;
-    const char *text; /* the text of the last search */
+    const char *text; /* the text being split, NULL: none */
     size_t len;
-    size_t ms, me; /* the match after the stretch returned last */
+    /* the text has invalid bytes: tbuf[0..tlen) is it with each invalid
+     * byte as EF BF BD; o2t maps text offsets to tbuf offsets and t2o back
+     * (len + 1 / tlen + 1 entries) */
+    int fixed;
+    char *tbuf;
+    size_t tlen, tcap;
+    size_t *o2t, *t2o;
+    int have;      /* ms/me hold the match after the last stretch */
+    size_t ms, me; /* in text offsets */
 } regex_scratch;
 
 /* ------------------------------------------------------------ known patterns */
@@ -199,7 +208,7 @@ static zp_status make_regex(const char *pattern, zpi_pretok **out, zpi_err *err)
     int ec;
     PCRE2_SIZE eoff;
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)tp, PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec,
+                                     PCRE2_UTF | PCRE2_UCP, &ec,
                                      &eoff, NULL);
     free(tp);
     if (!code) {
@@ -278,39 +287,121 @@ void zpi_pretok_scratch_destroy(void *scratch)
     if (!rs)
         return;
     pcre2_match_data_free(rs->md);
+    free(rs->tbuf);
+    free(rs->o2t);
+    free(rs->t2o);
     free(rs);
 }
 
-/* Length of the character at s[i] (1 for a byte that starts no valid
- * UTF-8 sequence). */
-static size_t char_len(const uint8_t *s, size_t i, size_t n)
+void zpi_pretok_scratch_reset(void *scratch)
 {
-    uint32_t cp;
-    size_t l = zpi_utf8_decode(s + i, n - i, &cp);
-    return l ? l : 1;
+    regex_scratch *rs = scratch;
+    if (rs) {
+        rs->text = NULL;
+        rs->have = 0;
+    }
 }
 
-/* The first non-empty match at or after pos: [*ms, *me), or *ms = *me = len
- * when there is none. Empty matches are skipped, as the references'
- * find_iter yields them but they make no piece. */
-static void regex_search(const zpi_pretok *pt, regex_scratch *rs, const char *text, size_t len,
-                         size_t pos, size_t *ms, size_t *me)
+/* Start splitting text[0..len): check it is valid UTF-8, else make the
+ * copy with U+FFFD for each invalid byte. -1 when out of memory. */
+static int regex_begin(regex_scratch *rs, const char *text, size_t len)
 {
     const uint8_t *s = (const uint8_t *)text;
-    size_t p = pos;
-    while (p < len) {
-        int rc = pcre2_match(pt->code, (PCRE2_SPTR)text, len, p, 0, rs->md, NULL);
+    size_t i = 0, bad = 0;
+    uint32_t cp;
+    while (i < len) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = zpi_utf8_decode(s + i, len - i, &cp);
+        if (l == 0) {
+            bad++;
+            l = 1;
+        }
+        i += l;
+    }
+    rs->text = text;
+    rs->len = len;
+    rs->have = 0;
+    rs->fixed = bad > 0;
+    if (!bad)
+        return 0;
+    size_t tlen = len + 2 * bad;
+    if (tlen + 1 > rs->tcap) {
+        free(rs->tbuf);
+        free(rs->o2t);
+        free(rs->t2o);
+        rs->tbuf = malloc(tlen + 1);
+        rs->o2t = malloc((len + 1) * sizeof *rs->o2t);
+        rs->t2o = malloc((tlen + 1) * sizeof *rs->t2o);
+        rs->tcap = tlen + 1;
+        if (!rs->tbuf || !rs->o2t || !rs->t2o) {
+            free(rs->tbuf);
+            free(rs->o2t);
+            free(rs->t2o);
+            rs->tbuf = NULL;
+            rs->o2t = rs->t2o = NULL;
+            rs->tcap = 0;
+            rs->text = NULL;
+            return -1;
+        }
+    }
+    size_t o = 0;
+    for (i = 0; i < len;) {
+        size_t l = s[i] < 0x80 ? 1 : zpi_utf8_decode(s + i, len - i, &cp);
+        rs->o2t[i] = o;
+        if (l == 0) {
+            rs->t2o[o] = i;
+            rs->tbuf[o++] = (char)0xEF;
+            rs->t2o[o] = i;
+            rs->tbuf[o++] = (char)0xBF;
+            rs->t2o[o] = i;
+            rs->tbuf[o++] = (char)0xBD;
+            i++;
+            continue;
+        }
+        for (size_t k = 0; k < l; k++) {
+            if (k)
+                rs->o2t[i + k] = o;
+            rs->t2o[o] = i + k;
+            rs->tbuf[o++] = text[i + k];
+        }
+        i += l;
+    }
+    rs->o2t[len] = o;
+    rs->t2o[o] = len;
+    rs->tbuf[o] = '\0';
+    rs->tlen = o;
+    return 0;
+}
+
+/* The first non-empty match at or after pos: [*ms, *me) in text offsets,
+ * or *ms = *me = len when there is none. Empty matches are skipped, as the
+ * references' find_iter yields them but they make no piece. */
+static void regex_search(const zpi_pretok *pt, regex_scratch *rs, size_t pos, size_t *ms,
+                         size_t *me)
+{
+    const char *subj = rs->fixed ? rs->tbuf : rs->text;
+    size_t slen = rs->fixed ? rs->tlen : rs->len;
+    size_t p = rs->fixed ? rs->o2t[pos] : pos;
+    while (p < slen) {
+        int rc = pcre2_match(pt->code, (PCRE2_SPTR)subj, slen, p, PCRE2_NO_UTF_CHECK, rs->md,
+                             NULL);
         if (rc < 0)
             break;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(rs->md);
         if (ov[1] > ov[0]) {
-            *ms = ov[0];
-            *me = ov[1];
+            *ms = rs->fixed ? rs->t2o[ov[0]] : ov[0];
+            *me = rs->fixed ? rs->t2o[ov[1]] : ov[1];
             return;
         }
-        p = ov[0] + (ov[0] < len ? char_len(s, ov[0], len) : 1);
+        /* an empty match: go on from the next character (subj is valid) */
+        p = ov[0] + 1;
+        while (p < slen && ((uint8_t)subj[p] & 0xC0) == 0x80)
+            p++;
     }
-    *ms = *me = len;
+    *ms = *me = rs->len;
 }
 
 size_t zpi_pretok_find(const zpi_pretok *pt, const char *text, size_t len, size_t pos,
@@ -336,40 +427,35 @@ size_t zpi_pretok_find(const zpi_pretok *pt, const char *text, size_t len, size_
         break;
     }
     regex_scratch *rs = scratch;
-    if (!rs) { /* no scratch: one match data for this call */
-        regex_scratch tmp = {0};
-        tmp.md = pcre2_match_data_create_from_pattern(pt->code, NULL);
-        if (!tmp.md)
+    if (!rs) { /* no scratch: one for this call */
+        void *tmp;
+        if (zpi_pretok_scratch_create(pt, &tmp) != ZP_OK)
             return len; /* out of memory: the rest is one piece */
-        size_t r = zpi_pretok_find(pt, text, len, pos, &tmp, is_match);
-        pcre2_match_data_free(tmp.md);
+        size_t r = zpi_pretok_find(pt, text, len, pos, tmp, is_match);
+        zpi_pretok_scratch_destroy(tmp);
         return r;
     }
-    if (rs->text == text && rs->len == len && pos == rs->ms) {
-        rs->text = NULL; /* the match after the stretch returned last */
+    /* a new text: at its start, or another text than the last */
+    if (pos == 0 || rs->text != text || rs->len != len) {
+        if (regex_begin(rs, text, len) != 0)
+            return len; /* out of memory: the rest is one piece */
+    }
+    if (rs->have && pos == rs->ms) {
+        rs->have = 0; /* the match after the stretch returned last */
         return rs->me;
     }
     size_t ms, me;
-    regex_search(pt, rs, text, len, pos, &ms, &me);
-    if (ms == pos) {
-        rs->text = NULL;
+    regex_search(pt, rs, pos, &ms, &me);
+    rs->have = 0;
+    if (ms == pos)
         return me;
-    }
     /* the stretch before the next match; that match is kept for the call
      * at its start */
-    rs->text = text;
-    rs->len = len;
+    rs->have = 1;
     rs->ms = ms;
     rs->me = me;
     *is_match = 0;
     return ms;
-}
-
-void zpi_pretok_scratch_reset(void *scratch)
-{
-    regex_scratch *rs = scratch;
-    if (rs)
-        rs->text = NULL;
 }
 
 size_t zpi_pretok_next(const zpi_pretok *pt, const char *text, size_t len, size_t pos,

@@ -22,8 +22,9 @@
  *
  * Input bytes that do not start a valid UTF-8 sequence are one-byte
  * characters of no class (not letter, number, mark or space), like U+FFFD;
- * every scanner treats them so. A PCRE2 pattern never matches them
- * (PCRE2_MATCH_INVALID_UTF): they fall in the stretches between matches.
+ * every scanner treats them so, and a PCRE2 pattern sees each as U+FFFD
+ * (it matches a copy of the text where they are, made only for a text that
+ * has any).
  *
  * Threads: a zpi_pretok is immutable after creation and shared; the scratch
  * (PCRE2 match data) is per thread.
@@ -71,13 +72,15 @@ const char *zpi_pretok_pattern(const zpi_pretok *pt);
  * OUT: *out, caller owns; release with zpi_pretok_scratch_destroy(). */
 zp_status zpi_pretok_scratch_create(const zpi_pretok *pt, void **out);
 void zpi_pretok_scratch_destroy(void *scratch);
-/* Forget the match kept from the last call (the scratch remembers the
- * match after a stretch between matches, for the call at its start): call
- * it when leaving a text before its end, before the next text. */
+/* The scratch remembers the text being split (by address and length) from
+ * one call to the next; a call at pos 0 starts a new text. Call this
+ * before splitting, at an address and length just used, new text that is
+ * not started at pos 0. */
 void zpi_pretok_scratch_reset(void *scratch);
 
 /* End of the piece that starts at text[pos] (pos < len; returns len when
- * pos >= len). Pieces cover the text: a piece is either a match of the
+ * pos >= len). Pieces are asked for in order: pos 0, then the end of each
+ * piece (for PCRE2 patterns, whose scratch keeps state between calls). Pieces cover the text: a piece is either a match of the
  * pattern or a stretch that the pattern does not match (never for the known
  * patterns, which match every character). Always > pos. */
 size_t zpi_pretok_next(const zpi_pretok *pt, const char *text, size_t len, size_t pos,

@@ -7,6 +7,8 @@ list(APPEND ZEPHON_SOURCES
   src/base/tokenizer/tok_ident.c
   src/base/tokenizer/tok_gpt2_data.c
   src/base/tokenizer/pretok.c
+  src/base/tokenizer/tok_tiktoken.c
+  src/base/tokenizer/tok_tiktoken_data.c
   src/base/tokenizer/unicode_tables.c
   src/base/tokenizer/hf_json.c
   src/base/tokenizer/hf_encode.c
@@ -19,6 +21,11 @@ set(ZP_GPT2_VOCAB_BPE ${CMAKE_CURRENT_SOURCE_DIR}/data/gpt2/vocab.bpe)
 set_source_files_properties(src/base/tokenizer/tok_gpt2_data.c PROPERTIES
   COMPILE_DEFINITIONS "ZP_GPT2_VOCAB_BPE=\"${ZP_GPT2_VOCAB_BPE}\""
   OBJECT_DEPENDS ${ZP_GPT2_VOCAB_BPE})
+# The built-in tiktoken rank files, the same way (tok_tiktoken_data.c).
+set(ZP_TIKTOKEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/data/tiktoken)
+set_source_files_properties(src/base/tokenizer/tok_tiktoken_data.c PROPERTIES
+  COMPILE_DEFINITIONS "ZP_TIKTOKEN_DIR=\"${ZP_TIKTOKEN_DIR}\""
+  OBJECT_DEPENDS "${ZP_TIKTOKEN_DIR}/p50k_base.tiktoken;${ZP_TIKTOKEN_DIR}/cl100k_base.tiktoken;${ZP_TIKTOKEN_DIR}/o200k_base.tiktoken")
 
 # Benchmark (not built by default): bench/tokenizer/run.sh builds it with
 #   cmake --build BUILD_DIR --target bench_tokenizer

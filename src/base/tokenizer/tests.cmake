@@ -13,3 +13,13 @@ add_test(NAME test_tokenizer_hf
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/tokenizer/test_hf_parity.sh $<TARGET_FILE:tok_dump>)
 set_tests_properties(test_tokenizer_hf PROPERTIES TIMEOUT 900 LABELS "tokenizer;tokref")
 
+# The tiktoken family and the pre-tokenizers against the live references
+# (tools/tokref.sh: Python tiktoken and tokenizers): ids, pieces, round trips.
+add_executable(tiktoken_check tests/tokenizer/tiktoken_check.c)
+target_compile_options(tiktoken_check PRIVATE ${ZP_WARN})
+target_compile_definitions(tiktoken_check PRIVATE _GNU_SOURCE)
+target_include_directories(tiktoken_check PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+target_link_libraries(tiktoken_check PRIVATE zephon_static PkgConfig::ZSTD PkgConfig::XXHASH PkgConfig::JANSSON m)
+add_test(NAME test_tiktoken_parity
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/tokenizer/test_tiktoken_parity.sh $<TARGET_FILE:tiktoken_check>)
+set_tests_properties(test_tiktoken_parity PROPERTIES TIMEOUT 900 LABELS "tokenizer;tokref")

@@ -9,6 +9,7 @@
  * global mutable state; the embedded vocabulary is read-only data.
  */
 #include "base/tokenizer/tok_internal.h"
+#include "base/tokenizer/tiktoken.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -485,143 +486,6 @@ static zp_status load_gpt2(zp_tokenizer *t, zpi_err *err)
     return st;
 }
 
-/* ------------------------------------------------------------ tiktoken */
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Standard base64 with optional '=' padding; returns the byte count or -1. */
-static long b64_decode(const char *s, size_t n, uint8_t *out)
-{
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    uint32_t acc = 0;
-    int bits = 0;
-    long o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (bits >= 6)
-        return -1;
-    return o;
-}
-
-typedef struct tk_line {
-    uint32_t rank;
-    uint32_t off, len; /* in the decoded bytes buffer */
-} tk_line;
-
-static zp_status load_tiktoken(zp_tokenizer *t, const char *path, zpi_err *err)
-{
-    char *buf;
-    size_t len;
-    zp_status st = read_whole(path, &buf, &len, err);
-    if (st != ZP_OK)
-        return st;
-    size_t cap_lines = 1024, n_lines = 0;
-    tk_line *lines = malloc(cap_lines * sizeof *lines);
-    uint8_t *bytes = malloc(len + 1); /* decoded bytes are shorter than the text */
-    size_t nbytes = 0, pos = 0, n, lineno = 0;
-    uint32_t max_rank = 0;
-    const char *line;
-    if (!lines || !bytes) {
-        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory reading '%s'", path);
-        goto out;
-    }
-    while ((line = next_line(buf, len, &pos, &n)) != NULL) {
-        lineno++;
-        if (n == 0)
-            continue;
-        const char *sp = memchr(line, ' ', n);
-        if (!sp || sp == line || sp + 1 == line + n) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: expected '<base64 token> <rank>'", path,
-                             lineno);
-            goto out;
-        }
-        long bl = b64_decode(line, (size_t)(sp - line), bytes + nbytes);
-        if (bl <= 0) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: invalid base64 token", path, lineno);
-            goto out;
-        }
-        uint64_t rank = 0;
-        const char *q = sp + 1, *e = line + n;
-        for (; q < e && *q >= '0' && *q <= '9'; q++) {
-            rank = rank * 10 + (uint64_t)(*q - '0');
-            if (rank >= ZPI_TOK_MAX_IDS - 1)
-                break;
-        }
-        if (q != e || rank >= ZPI_TOK_MAX_IDS - 1) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: rank must be a number below %u", path,
-                             lineno, ZPI_TOK_MAX_IDS - 1);
-            goto out;
-        }
-        if (n_lines == cap_lines) {
-            tk_line *nl = realloc(lines, cap_lines * 2 * sizeof *lines);
-            if (!nl) {
-                st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory reading '%s'", path);
-                goto out;
-            }
-            lines = nl;
-            cap_lines *= 2;
-        }
-        lines[n_lines].rank = (uint32_t)rank;
-        lines[n_lines].off = (uint32_t)nbytes;
-        lines[n_lines].len = (uint32_t)bl;
-        n_lines++;
-        nbytes += (size_t)bl;
-        if (rank > max_rank)
-            max_rank = (uint32_t)rank;
-    }
-    if (n_lines < 256) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: %zu tokens, not a tiktoken rank file", path,
-                         n_lines);
-        goto out;
-    }
-    /* ids: the ranks, then the end-of-text token. */
-    st = zpi_tok_build_begin(t, max_rank + 2, err);
-    for (size_t i = 0; st == ZP_OK && i < n_lines; i++) {
-        st = zpi_tok_build_add(t, lines[i].rank, bytes + lines[i].off, lines[i].len, 1, err);
-        if (st != ZP_OK)
-            zpi_err_prefix(err, "%s", path);
-    }
-    if (st == ZP_OK) {
-        t->eot = (int32_t)(max_rank + 1);
-        st = zpi_tok_build_add(t, max_rank + 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1,
-                               0, err);
-    }
-    t->mode = ZPI_TOK_TIKTOKEN;
-    if (st == ZP_OK)
-        st = zpi_tok_build_pairs_begin(t, n_lines * 2, err);
-    if (st == ZP_OK)
-        st = zpi_tok_build_all_splits(t, err);
-out:
-    free(lines);
-    free(bytes);
-    free(buf);
-    return st;
-}
-
 /* ------------------------------------------------------------ Hugging Face */
 
 static zp_status load_hf(zp_tokenizer *t, const char *dir, zpi_err *err)
@@ -805,7 +669,9 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
     t->eot = -1;
     zp_status st;
     struct stat sb;
-    if (strcmp(id, "gpt2") == 0) {
+    if (zpi_tiktoken_claims(id)) {
+        st = zpi_tiktoken_load(t, id, err);
+    } else if (strcmp(id, "gpt2") == 0) {
         st = load_gpt2(t, err);
     } else if (stat(id, &sb) != 0) {
         int e = errno;
@@ -823,7 +689,7 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
                          "tokenizer '%s': give the folder that holds vocab.json and merges.txt, "
                          "not " "one of the files", id);
     } else {
-        st = load_tiktoken(t, id, err);
+        st = zpi_tiktoken_load(t, id, err);
     }
     if (st == ZP_OK && !t->hf)
         st = zpi_tok_build_finish(t, err);
