@@ -23,6 +23,7 @@
 #include "common.h"
 #include "dataset.h"
 #include "record.h"
+#include "tokenizer.h"
 #include "worksource.h"
 
 #ifdef __cplusplus
@@ -91,10 +92,20 @@ ZP_API zp_status zp_pipeline_map_transform(zp_pipeline *p, zp_map_fn fn, void *u
  * (zp_map_batch_fn); counts against the same limit of 8. */
 ZP_API zp_status zp_pipeline_map_transform_batch(zp_pipeline *p, zp_map_batch_fn fn, void *user,
                                                  size_t parallelism, const char *name);
-/* Tokenize the string field `field` with tokenizer id ("gpt2", or a path;
- * see zephon/tokenizer.h). */
+/* Tokenize the string field `field` with tokenizer id: a built-in name
+ * ("gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base") or a path
+ * (a tokenizer.json or its folder, a .tiktoken, a SentencePiece .model; see
+ * zephon/tokenizer.h and docs/tokenizers.md). Packing puts the tokenizer's
+ * BOS (when its config adds one) before and its EOT after each document. */
 ZP_API zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
                                size_t parallelism);
+/* The same with tokenizer settings (cfg may be NULL: defaults): eot and bos
+ * override the tokenizer's document boundaries, match_special matches
+ * special tokens in text (zp_tokenizer_config). A resumed state must have
+ * been saved with the same tokenizer identity and the same overrides. */
+ZP_API zp_status zp_pipeline_tokenize_config(zp_pipeline *p, const char *tokenizer_id,
+                                             const zp_tokenizer_config *cfg, const char *field,
+                                             size_t parallelism);
 ZP_API zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size);
 ZP_API zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len);
 ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
@@ -148,6 +159,11 @@ ZP_API void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *
 
 /* The tokenizer's EOT id in token modes, -1 otherwise. */
 ZP_API int32_t zp_pipeline_eot(const zp_pipeline *p);
+/* The BOS id packed before each document, -1 when none (or no tokenize). */
+ZP_API int32_t zp_pipeline_bos(const zp_pipeline *p);
+/* The pipeline's tokenizer (NULL without tokenize). Borrowed, valid while p
+ * lives. */
+ZP_API const zp_tokenizer *zp_pipeline_tokenizer(const zp_pipeline *p);
 
 #ifdef __cplusplus
 }

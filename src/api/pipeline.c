@@ -26,6 +26,7 @@ struct zp_pipeline {
     int n_ops, n_maps;
     char *tok_id, *tok_field;
     zp_tokenizer *tok;
+    zp_tokenizer_config tok_cfg; /* as given (eot/bos/match_special recorded in states) */
     size_t prefetch_buffer, prefetch_parallelism;
     int observe;
 
@@ -216,6 +217,13 @@ zp_status zp_pipeline_map_transform_batch(zp_pipeline *p, zp_map_batch_fn fn, vo
 zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const char *field,
                                size_t parallelism)
 {
+    return zp_pipeline_tokenize_config(p, tokenizer_id, NULL, field, parallelism);
+}
+
+zp_status zp_pipeline_tokenize_config(zp_pipeline *p, const char *tokenizer_id,
+                                      const zp_tokenizer_config *cfg, const char *field,
+                                      size_t parallelism)
+{
     const char *call = "zp_pipeline_tokenize";
     ZPI_FORWARD_IF_ERR(builder_check(p, call));
     ZPI_FORWARD_IF_ERR(check_parallelism(p, call, parallelism));
@@ -226,7 +234,10 @@ zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const c
                       tokenizer_id ? "\"\"" : "NULL");
     char err[512];
     err[0] = '\0';
-    zp_status st = zp_tokenizer_create(tokenizer_id, NULL, &p->tok, err, sizeof err);
+    zp_tokenizer_config_init(&p->tok_cfg);
+    if (cfg)
+        p->tok_cfg = *cfg;
+    zp_status st = zp_tokenizer_create(tokenizer_id, &p->tok_cfg, &p->tok, err, sizeof err);
     if (st != ZP_OK)
         return zpi_err_set(&p->err, st, "%s: tokenizer_id = '%s': %s", call, tokenizer_id,
                            err[0] ? err : zp_status_str(st));
@@ -356,6 +367,7 @@ static zp_status start(zp_pipeline *p)
                  .mode = p->cfg.pack,
                  .seq_len = p->cfg.seq_len,
                  .eot = p->tok ? zp_tokenizer_eot(p->tok) : -1,
+                 .bos = p->tok ? zp_tokenizer_bos(p->tok) : -1,
                  .nparts = ck->nparts,
                  .first_index = ck->next_batch,
                  .first_offset = ck->restored ? ck->at.token_offset : 0,
@@ -556,6 +568,10 @@ void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st)
 
 int32_t zp_pipeline_eot(const zp_pipeline *p) { return p && p->tok ? zp_tokenizer_eot(p->tok) : -1; }
 
+int32_t zp_pipeline_bos(const zp_pipeline *p) { return p && p->tok ? zp_tokenizer_bos(p->tok) : -1; }
+
+const zp_tokenizer *zp_pipeline_tokenizer(const zp_pipeline *p) { return p ? p->tok : NULL; }
+
 /* ------------------------------------------------------------ for pipeline_state.c */
 
 zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p) { return &p->ck; }
@@ -611,8 +627,18 @@ zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_f
                                                                             : p->cfg.pack)),
                    p->cfg.microbatch_size);
     if (p->tok) {
+        /* the tokenizer's identity (a built-in name, or a file's kind and
+         * content hash: the same file moved is the same tokenizer), and the
+         * boundary settings only when given (states saved before them stay
+         * valid) */
         rc |= zpi_buf_printf(&b, ",\"seq_len\":%zu,\"tokenizer\":", p->cfg.seq_len);
-        rc |= zpi_buf_put_json_str(&b, p->tok_id);
+        rc |= zpi_buf_put_json_str(&b, zp_tokenizer_ident(p->tok));
+        if (p->tok_cfg.eot != ZP_TOKEN_DEFAULT)
+            rc |= zpi_buf_printf(&b, ",\"eot\":%ld", (long)zp_tokenizer_eot(p->tok));
+        if (p->tok_cfg.bos != ZP_TOKEN_DEFAULT)
+            rc |= zpi_buf_printf(&b, ",\"bos\":%ld", (long)zp_tokenizer_bos(p->tok));
+        if (p->tok_cfg.match_special)
+            rc |= zpi_buf_puts(&b, ",\"match_special\":1");
         rc |= zpi_buf_puts(&b, ",\"field\":");
         rc |= zpi_buf_put_json_str(&b, p->tok_field);
     }

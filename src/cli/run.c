@@ -474,7 +474,12 @@ int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
     strip_ctx sc = {o->field, o->tok_id[0] == '\0'};
     if (o->map_strip && (st = zp_pipeline_map_transform(p, map_strip, &sc, o->map_parallelism, "strip")) != ZP_OK)
         goto perr;
-    if (o->tok_id[0] && (st = zp_pipeline_tokenize(p, o->tok_id, o->field, o->tok_parallelism)) != ZP_OK)
+    zp_tokenizer_config tc;
+    zp_tokenizer_config_init(&tc);
+    tc.eot = (int32_t)o->tok_eot;
+    tc.bos = (int32_t)o->tok_bos;
+    if (o->tok_id[0] &&
+        (st = zp_pipeline_tokenize_config(p, o->tok_id, &tc, o->field, o->tok_parallelism)) != ZP_OK)
         goto perr;
     if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
         goto perr;

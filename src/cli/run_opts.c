@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -54,7 +55,13 @@ void cli_run_usage(FILE *f)
         "  --map strip[:N]         add the built-in map_transform that strips the\n"
         "                          surrounding whitespace of the --field text (in place),\n"
         "                          with parallelism N (default 1)\n"
-        "  --tokenize ID[:N]       tokenize with ID (gpt2) and parallelism N (default 1)\n"
+        "  --tokenize ID[:N]       tokenize with ID and parallelism N (default 1): gpt2,\n"
+        "                          r50k_base, p50k_base, cl100k_base, o200k_base, or a path:\n"
+        "                          tokenizer.json (or its folder), .tiktoken, .model\n"
+        "  --eot ID                the end-of-document id packed after each document\n"
+        "                          (default: the tokenizer's own)\n"
+        "  --bos ID|none           the id packed before each document (default: the\n"
+        "                          tokenizer's, when its config adds one)\n"
         "  --field NAME            text field (default text)\n"
         "  --pack concat|pad       token packing (default concat)\n"
         "  --seq-len N             tokens per row minus one (default 2048)\n"
@@ -112,6 +119,8 @@ void cli_run_opts_init(cli_run_opts *o)
     o->max_batches = UINT64_MAX;
     o->map_parallelism = 1;
     o->tok_parallelism = 1;
+    o->tok_eot = ZP_TOKEN_DEFAULT;
+    o->tok_bos = ZP_TOKEN_DEFAULT;
     o->rank_set = 0;
     o->observe = -1;
 }
@@ -249,6 +258,50 @@ static int name_par(const char *opt, const char *v, char *name, size_t cap, uint
     return num(what, colon + 1, 1, MAX_PAR, par);
 }
 
+/* --tokenize ID|PATH[:N]: a value that names an existing path is the
+ * tokenizer whole (a path may hold colons), and so is one whose part after
+ * the last colon looks like a path (has a '/' or a '.': "cl100k:r.tiktoken");
+ * otherwise the part after the last colon is the parallelism. */
+static int tokenize_spec(const char *opt, const char *v, char *name, size_t cap, uint64_t *par)
+{
+    if (!v || !*v) {
+        fprintf(stderr, "zephon run: %s needs a value\n", opt);
+        return -1;
+    }
+    struct stat sb;
+    const char *colon = strrchr(v, ':');
+    size_t n = strlen(v);
+    if (stat(v, &sb) != 0 && colon && !strpbrk(colon + 1, "/."))
+        n = (size_t)(colon - v);
+    if (n == 0 || n >= cap) {
+        fprintf(stderr, "zephon run: %s '%s': %s\n", opt, v,
+                n ? "too long" : "nothing before the ':'");
+        return -1;
+    }
+    memcpy(name, v, n);
+    name[n] = '\0';
+    if (v[n] == '\0')
+        return 0;
+    char what[600];
+    snprintf(what, sizeof what, "%s %.500s: the parallelism", opt, v);
+    return num(what, v + n + 1, 1, MAX_PAR, par);
+}
+
+/* --eot ID, --bos ID|none|-1: a token id (checked against the vocabulary
+ * when the tokenizer is loaded). */
+static int token_id(const char *opt, const char *v, int none_ok, int64_t *out)
+{
+    if (none_ok && v && (!strcmp(v, "none") || !strcmp(v, "-1"))) {
+        *out = -1;
+        return 0;
+    }
+    uint64_t u;
+    if (num(opt, v, 0, INT32_MAX, &u) != 0)
+        return -1;
+    *out = (int64_t)u;
+    return 0;
+}
+
 static int parse_args(cli_run_opts *o, int argc, char **argv);
 
 int cli_run_opts_parse(cli_run_opts *o, int argc, char **argv)
@@ -379,7 +432,11 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         o->map_strip = 1;
         used = 2;
     } else if (!strcmp(a, "--tokenize")) {
-        if (name_par(a, v, o->tok_id, sizeof o->tok_id, &o->tok_parallelism) != 0)
+        if (tokenize_spec(a, v, o->tok_id, sizeof o->tok_id, &o->tok_parallelism) != 0)
+            return -1;
+        used = 2;
+    } else if (!strcmp(a, "--eot") || !strcmp(a, "--bos")) {
+        if (token_id(a, v, a[2] == 'b', a[2] == 'b' ? &o->tok_bos : &o->tok_eot) != 0)
             return -1;
         used = 2;
     } else if (!strcmp(a, "--field"))

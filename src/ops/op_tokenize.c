@@ -3,9 +3,10 @@
 #include "ops/operators.h"
 
 /* A document read from a token shard (reader.h): not encoded again. Its
- * ids must be in the tokenizer's vocabulary, and a trailing EOT is dropped
- * (the packer adds the separator, as for a text), so that corpora written
- * with and without an EOT after each document give the same batches. */
+ * ids must be in the tokenizer's vocabulary, and a trailing EOT is dropped,
+ * and a leading BOS when the tokenizer adds one (the packer adds them, as
+ * for a text), so that corpora written with and without them around each
+ * document give the same batches. */
 static void pass_tokens(const zpi_op_env *env, zpi_chunk *c, size_t i)
 {
     zpi_rec *r = &c->recs[i];
@@ -25,6 +26,11 @@ static void pass_tokens(const zpi_op_env *env, zpi_chunk *c, size_t i)
         }
     if (r->tok_len > 0 && t[r->tok_len - 1] == eot)
         r->tok_len--;
+    const int32_t bos = zp_tokenizer_bos(env->tok);
+    if (bos >= 0 && r->tok_len > 0 && t[0] == bos) {
+        r->tok_off++;
+        r->tok_len--;
+    }
 }
 
 void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c)

@@ -300,14 +300,36 @@ static zp_status bad_offset(zpi_packer *pk, const zp_sample *s, uint64_t off, si
                        (unsigned long long)s->record, n, n);
 }
 
-/* Concatenate mode: one document's tokens followed by EOT, copied in spans
- * as long as the rows allow. */
+/* A document as packed: BOS (when the tokenizer adds one: hb = 1), its
+ * tokens t, then EOT. Position j < hb + tok_len of it: */
+static inline int32_t doc_at(const zpi_packer *pk, const int32_t *t, size_t hb, size_t j)
+{
+    return j < hb ? pk->set.bos : t[j - hb];
+}
+
+/* Positions [pos, pos + k) of the document (all before its EOT) to dst. */
+static void doc_copy(const zpi_packer *pk, int32_t *dst, const int32_t *t, size_t hb, size_t pos,
+                     size_t k)
+{
+    if (k && pos < hb) {
+        *dst++ = pk->set.bos;
+        pos++;
+        k--;
+    }
+    if (k)
+        memcpy(dst, t + (pos - hb), k * sizeof *t);
+}
+
+/* Concatenate mode: one document's tokens (after BOS when the tokenizer adds
+ * one) followed by EOT, copied in spans as long as the rows allow. n counts
+ * the BOS: token offsets in states are positions in the document as packed. */
 static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
     const zpi_rec *r = &c->recs[i];
     const zp_sample *s = &c->samples[i];
     const int32_t *t = c->tok + r->tok_off;
-    size_t n = r->tok_len, total = n + 1, pos = 0, cols = pk->set.seq_len + 1;
+    const size_t hb = pk->set.bos >= 0;
+    size_t n = hb + r->tok_len, total = n + 1, pos = 0, cols = pk->set.seq_len + 1;
     if (pk->restore_pending) {
         /* the first document after a restored state: its delivered tokens
          * are skipped, and the first row starts as the saved one would */
@@ -319,7 +341,7 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
             zp_status st = begin_batch(pk, c->epoch);
             if (st != ZP_OK)
                 return st;
-            int32_t carry = pos > 0 && pos - 1 < n ? t[pos - 1] : pk->set.eot;
+            int32_t carry = pos > 0 && pos - 1 < n ? doc_at(pk, t, hb, pos - 1) : pk->set.eot;
             pk->cur->tokens[0] = carry;
             pk->cur->mask[0] = 1;
             pk->cur->seg[0] = 0;
@@ -345,7 +367,7 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
             k = total - pos;
         size_t at = pk->row * cols + pk->col;
         size_t from_doc = pos + k <= n ? k : n - pos; /* the span may end with EOT */
-        memcpy(bb->tokens + at, t + pos, from_doc * sizeof *t);
+        doc_copy(pk, bb->tokens + at, t, hb, pos, from_doc);
         if (from_doc < k)
             bb->tokens[at + from_doc] = pk->set.eot;
         memset(bb->mask + at, 1, k);
@@ -375,12 +397,14 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     }
     zpi_batchbuf *bb = pk->cur;
     const zpi_rec *r = &c->recs[i];
-    size_t total = r->tok_len + 1, keep = total < cols ? total : cols;
+    /* BOS (when the tokenizer adds one), the tokens, EOT; cut to the row */
+    const size_t hb = pk->set.bos >= 0, n = hb + r->tok_len;
+    size_t total = n + 1, keep = total < cols ? total : cols;
     int32_t *row = bb->tokens + pk->row * cols;
-    size_t from_doc = keep < r->tok_len ? keep : r->tok_len;
-    memcpy(row, c->tok + r->tok_off, from_doc * sizeof *row);
-    if (keep > r->tok_len)
-        row[r->tok_len] = pk->set.eot;
+    size_t from_doc = keep < n ? keep : n;
+    doc_copy(pk, row, c->tok + r->tok_off, hb, 0, from_doc);
+    if (keep > n)
+        row[n] = pk->set.eot;
     memset(bb->mask + pk->row * cols, 1, keep);
     memset(bb->seg + pk->row * cols, 0, keep * sizeof *bb->seg);
     pad_range(pk, bb, pk->row * cols + keep, (pk->row + 1) * cols);

@@ -23,6 +23,7 @@ typedef struct zpi_pack_settings {
     zp_pack_mode mode;  /* token modes: ZP_PACK_CONCAT or ZP_PACK_PAD */
     size_t seq_len;     /* token modes: a row holds seq_len + 1 tokens */
     int32_t eot;        /* token modes: separator and padding token */
+    int32_t bos;        /* token modes: put before each document, -1 none */
     size_t nparts;      /* mixture parts (per-part counts in each batch) */
     /* Restored state (zephon/state.h): the first batch's index, and for the
      * first document packed the tokens already delivered and whether the

@@ -33,6 +33,9 @@ void zp_tokenizer_config_init(zp_tokenizer_config *cfg)
         return;
     cfg->cache_entries = 16384;
     cfg->cache_max_piece_bytes = 64;
+    cfg->eot = ZP_TOKEN_DEFAULT;
+    cfg->bos = ZP_TOKEN_DEFAULT;
+    cfg->match_special = 0;
 }
 
 static uint32_t next_pow2_u32(uint64_t v)
@@ -667,6 +670,7 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
         ERR(ZP_ERR_NOMEM, "out of memory");
     t->cfg = c;
     t->eot = -1;
+    t->bos = -1;
     zp_status st;
     struct stat sb;
     if (zpi_tiktoken_claims(id)) {
@@ -693,6 +697,8 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
     }
     if (st == ZP_OK && !t->hf)
         st = zpi_tok_build_finish(t, err);
+    if (st == ZP_OK)
+        st = zpi_tok_finish_common(t, id, &c, err);
     if (st != ZP_OK) {
         zp_tokenizer_destroy(t);
         return st;

@@ -1,0 +1,403 @@
+/* test_tokenizers_integration.c - the tokenizer as the rest of Zephon sees it
+ * (issue 21, integration): identity, EOT/BOS defaults and overrides, BOS
+ * and EOT around each packed document, states that record the tokenizer,
+ * pre-tokenized shards that record theirs (a run with another is refused),
+ * int32 token storage above 65,536 ids, Megatron path prefixes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "zephon.h"
+#include "zephon/preprocess.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static size_t b64(const unsigned char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        out[o++] = B64[v >> 18 & 63];
+        out[o++] = B64[v >> 12 & 63];
+        out[o++] = i + 1 < n ? B64[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? B64[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* A tiktoken rank file: the 256 bytes, then `extra` tokens of 2 and 3
+ * letters (ranks 256...), so the vocabulary has 256 + extra + 1 ids (the
+ * end-of-text id after the largest rank). */
+static char *write_ranks(const char *dir, const char *name, size_t extra)
+{
+    char *path = zpt_path(dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    char enc[16];
+    for (unsigned i = 0; i < 256; i++) {
+        unsigned char c = (unsigned char)i;
+        b64(&c, 1, enc);
+        fprintf(f, "%s %u\n", enc, i);
+    }
+    size_t r = 256;
+    /* 2-letter tokens first (every 3-letter one splits into a 2-letter one
+     * and a letter), then 3-letter ones */
+    for (size_t len = 2; len <= 3 && r < 256 + extra; len++)
+        for (size_t k = 0; r < 256 + extra; k++) {
+            unsigned char t[3];
+            size_t v = k;
+            for (size_t j = 0; j < len; j++, v /= 26)
+                t[j] = (unsigned char)('a' + v % 26);
+            if (v)
+                break;
+            b64(t, len, enc);
+            fprintf(f, "%s %zu\n", enc, r++);
+        }
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+static zp_tokenizer *tok_with(const char *id, int32_t eot, int32_t bos, zp_status want,
+                              const char *msg_part)
+{
+    zp_tokenizer_config cfg;
+    zp_tokenizer_config_init(&cfg);
+    cfg.eot = eot;
+    cfg.bos = bos;
+    zp_tokenizer *t = NULL;
+    char err[512] = "";
+    zp_status st = zp_tokenizer_create(id, &cfg, &t, err, sizeof err);
+    if (st != want)
+        fail_msg("tokenizer '%s' eot %d bos %d: status %d (%s), wanted %d", id, eot, bos, st, err,
+                 want);
+    if (msg_part && !strstr(err, msg_part))
+        fail_msg("'%s' not in: %s", msg_part, err);
+    return t;
+}
+
+/* ------------------------------------------------------------ identity and boundaries */
+
+static void test_gpt2_defaults_and_overrides(void **state)
+{
+    (void)state;
+    zp_tokenizer *t = tok_with("gpt2", ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    assert_int_equal(zp_tokenizer_eot(t), 50256);
+    assert_int_equal(zp_tokenizer_bos(t), -1);
+    assert_string_equal(zp_tokenizer_ident(t), "gpt2");
+    zp_tokenizer_destroy(t);
+
+    t = tok_with("gpt2", 100, 7, ZP_OK, NULL);
+    assert_int_equal(zp_tokenizer_eot(t), 100);
+    assert_int_equal(zp_tokenizer_bos(t), 7);
+    assert_string_equal(zp_tokenizer_ident(t), "gpt2"); /* settings are not the identity */
+    zp_tokenizer_destroy(t);
+
+    t = tok_with("gpt2", ZP_TOKEN_DEFAULT, -1, ZP_OK, NULL);
+    assert_int_equal(zp_tokenizer_bos(t), -1);
+    zp_tokenizer_destroy(t);
+
+    assert_null(tok_with("gpt2", ZP_TOKEN_DEFAULT, 50257, ZP_ERR_INVALID, "bos = 50257"));
+    assert_null(tok_with("gpt2", -1, ZP_TOKEN_DEFAULT, ZP_ERR_INVALID, "eot = -1"));
+    assert_null(tok_with("gpt2", 1 << 30, ZP_TOKEN_DEFAULT, ZP_ERR_INVALID, "0 to 50256"));
+
+    /* special tokens matched in text: refused where the kind does not do it */
+    zp_tokenizer_config cfg;
+    zp_tokenizer_config_init(&cfg);
+    assert_int_equal(cfg.match_special, 0);
+    cfg.match_special = 1;
+    char err[512] = "";
+    zp_tokenizer *t2 = (zp_tokenizer *)1;
+    assert_int_equal(zp_tokenizer_create("gpt2", &cfg, &t2, err, sizeof err), ZP_ERR_UNSUPPORTED);
+    assert_null(t2);
+    assert_non_null(strstr(err, "match_special"));
+}
+
+/* A file's identity is its kind and content hash: the same bytes under
+ * another path are the same tokenizer, other bytes another one. */
+static void test_file_identity(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *sub = zpt_path(d, "copy:with colon");
+    assert_int_equal(mkdir(sub, 0700), 0);
+    char *a = write_ranks(d, "a.tiktoken", 40);
+    char *b = write_ranks(sub, "b.tiktoken", 40);
+    char *c = write_ranks(d, "c.tiktoken", 41);
+    char ida[4200], idb[4200], idc[4200];
+    snprintf(ida, sizeof ida, "gpt2:%s", a);
+    snprintf(idb, sizeof idb, "gpt2:%s", b);
+    snprintf(idc, sizeof idc, "gpt2:%s", c);
+    zp_tokenizer *ta = tok_with(ida, ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    zp_tokenizer *tb = tok_with(idb, ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    zp_tokenizer *tc = tok_with(idc, ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    assert_non_null(ta);
+    assert_non_null(tb);
+    assert_non_null(tc);
+    assert_true(strncmp(zp_tokenizer_ident(ta), "tiktoken", 8) == 0);
+    assert_non_null(strstr(zp_tokenizer_ident(ta), ":xxh64:"));
+    assert_string_equal(zp_tokenizer_ident(ta), zp_tokenizer_ident(tb));
+    assert_string_not_equal(zp_tokenizer_ident(ta), zp_tokenizer_ident(tc));
+    assert_int_equal(zp_tokenizer_eot(ta), 256 + 40);
+    zp_tokenizer_destroy(ta);
+    zp_tokenizer_destroy(tb);
+    zp_tokenizer_destroy(tc);
+    free(a);
+    free(b);
+    free(c);
+    free(sub);
+    zpt_rmtree(d);
+    free(d);
+}
+
+/* ------------------------------------------------------------ packing */
+
+typedef struct run_out {
+    int32_t tok[4096];
+    uint8_t mask[4096];
+    size_t n;
+} run_out;
+
+static const char *DOCS[] = {"hello world", "abc", "Zephon packs documents."};
+#define N_DOCS 3
+
+static char *docs_file(const char *dir)
+{
+    char buf[1024];
+    size_t len = 0;
+    for (int i = 0; i < N_DOCS; i++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "{\"text\": \"%s\"}\n", DOCS[i]);
+    char *p = zpt_path(dir, "docs.jsonl");
+    assert_int_equal(zpt_write_file(p, buf, len), 0);
+    return p;
+}
+
+static zp_pipeline *make_pipe(const char *spec, const char *tok, const zp_tokenizer_config *tc,
+                              zp_pack_mode mode, size_t seq_len, zp_worksource **ws_out,
+                              zp_dataset **ds_out)
+{
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    if (zp_dataset_add(ds, spec) != ZP_OK)
+        fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
+    assert_int_equal(zp_dataset_index(ds), ZP_OK);
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = 0;
+    zp_worksource *ws;
+    assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.microbatch_size = 1;
+    pc.epochs = 1;
+    pc.threads = 2;
+    zp_pipeline *p;
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    zp_status st = zp_pipeline_tokenize_config(p, tok, tc, "text", 2);
+    if (st != ZP_OK)
+        fail_msg("tokenize: %s", zp_pipeline_errmsg(p));
+    assert_int_equal(zp_pipeline_pack(p, mode, seq_len), ZP_OK);
+    *ws_out = ws;
+    *ds_out = ds;
+    return p;
+}
+
+/* Every token (and loss mask) of every batch, rows one after the other;
+ * the status that ended the stream. */
+static zp_status run_all(zp_pipeline *p, run_out *o)
+{
+    o->n = 0;
+    const zp_batch *b;
+    zp_status st;
+    while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+        size_t n = b->rows * b->cols;
+        assert_true(o->n + n <= 4096);
+        memcpy(o->tok + o->n, b->tokens, n * sizeof *b->tokens);
+        memcpy(o->mask + o->n, b->loss_mask, n);
+        o->n += n;
+    }
+    return st;
+}
+
+static size_t encode(const zp_tokenizer *t, const char *s, int32_t *ids)
+{
+    zp_encoder *e;
+    assert_int_equal(zp_encoder_create(t, &e), ZP_OK);
+    size_t n = 0;
+    assert_int_equal(zp_encode(e, s, strlen(s), ids, &n), ZP_OK);
+    zp_encoder_destroy(e);
+    return n;
+}
+
+/* The documents as packed: [BOS] ids EOT, one after the other. */
+static size_t expected_stream(int32_t bos, int32_t eot, int32_t *out)
+{
+    zp_tokenizer *t = tok_with("gpt2", ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    size_t n = 0;
+    for (int i = 0; i < N_DOCS; i++) {
+        if (bos >= 0)
+            out[n++] = bos;
+        n += encode(t, DOCS[i], out + n);
+        out[n++] = eot;
+    }
+    zp_tokenizer_destroy(t);
+    return n;
+}
+
+static void free_pipe(zp_pipeline *p, zp_worksource *ws, zp_dataset *ds)
+{
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+}
+
+/* Concatenated: with a BOS each document is BOS ids EOT; without, ids EOT
+ * (as before). seq_len 4 cuts documents across rows (each row starts with
+ * the previous row's last token). */
+static void test_pack_concat_bos(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *docs = docs_file(d);
+    for (int with_bos = 0; with_bos < 2; with_bos++) {
+        for (size_t seq_len = 4; seq_len <= 64; seq_len += 60) {
+            zp_tokenizer_config tc;
+            zp_tokenizer_config_init(&tc);
+            if (with_bos) {
+                tc.bos = 1000;
+                tc.eot = 2000;
+            }
+            zp_worksource *ws;
+            zp_dataset *ds;
+            zp_pipeline *p = make_pipe(docs, "gpt2", &tc, ZP_PACK_CONCAT, seq_len, &ws, &ds);
+            assert_int_equal(zp_pipeline_bos(p), with_bos ? 1000 : -1);
+            assert_int_equal(zp_pipeline_eot(p), with_bos ? 2000 : 50256);
+            static run_out o;
+            assert_int_equal(run_all(p, &o), ZP_END);
+            int32_t want[256];
+            size_t nw = expected_stream(with_bos ? 1000 : -1, with_bos ? 2000 : 50256, want);
+            /* the delivered stream without the carried first token of each
+             * row after the first, and without padding */
+            int32_t got[4096];
+            size_t ng = 0, cols = seq_len + 1;
+            for (size_t i = 0; i < o.n; i++) {
+                if (i >= cols && i % cols == 0)
+                    continue;
+                if (o.mask[i])
+                    got[ng++] = o.tok[i];
+            }
+            assert_int_equal(ng, nw);
+            assert_memory_equal(got, want, nw * sizeof *want);
+            free_pipe(p, ws, ds);
+        }
+    }
+    free(docs);
+    zpt_rmtree(d);
+    free(d);
+}
+
+/* Padded: each row is [BOS] ids EOT, then padding (EOT, mask 0); a
+ * document longer than the row is cut. */
+static void test_pack_pad_bos(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *docs = docs_file(d);
+    zp_tokenizer_config tc;
+    zp_tokenizer_config_init(&tc);
+    tc.bos = 1000;
+    zp_worksource *ws;
+    zp_dataset *ds;
+    const size_t seq_len = 5, cols = seq_len + 1;
+    zp_pipeline *p = make_pipe(docs, "gpt2", &tc, ZP_PACK_PAD, seq_len, &ws, &ds);
+    static run_out o;
+    assert_int_equal(run_all(p, &o), ZP_END);
+    assert_int_equal(o.n, N_DOCS * cols);
+    zp_tokenizer *t = tok_with("gpt2", ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    for (int i = 0; i < N_DOCS; i++) {
+        int32_t want[64];
+        want[0] = 1000;
+        size_t n = 1 + encode(t, DOCS[i], want + 1);
+        want[n++] = 50256;
+        size_t keep = n < cols ? n : cols;
+        assert_memory_equal(o.tok + i * cols, want, keep * sizeof *want);
+        for (size_t k = 0; k < cols; k++)
+            assert_int_equal(o.mask[i * cols + k], k < keep);
+    }
+    zp_tokenizer_destroy(t);
+    free_pipe(p, ws, ds);
+    free(docs);
+    zpt_rmtree(d);
+    free(d);
+}
+
+/* A state records the tokenizer's identity and the boundary overrides: a
+ * resume with other ones is refused, naming them; a state without
+ * overrides has none of the new keys (states saved before them resume). */
+static void test_state_records_tokenizer(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *docs = docs_file(d);
+    zp_tokenizer_config tc;
+    zp_tokenizer_config_init(&tc);
+    tc.bos = 1000;
+    zp_worksource *ws;
+    zp_dataset *ds;
+    zp_pipeline *p = make_pipe(docs, "gpt2", &tc, ZP_PACK_CONCAT, 4, &ws, &ds);
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_OK);
+    char *js;
+    size_t len;
+    assert_int_equal(zp_pipeline_state_save(p, &js, &len), ZP_OK);
+    if (!strstr(js, "\"tokenizer\": \"gpt2\""))
+        fail_msg("no tokenizer gpt2 in %s", js);
+    assert_non_null(strstr(js, "\"bos\": 1000"));
+    free_pipe(p, ws, ds);
+
+    /* the same settings resume */
+    p = make_pipe(docs, "gpt2", &tc, ZP_PACK_CONCAT, 4, &ws, &ds);
+    assert_int_equal(zp_pipeline_state_restore(p, js, len), ZP_OK);
+    free_pipe(p, ws, ds);
+    /* without the BOS: refused, naming it */
+    p = make_pipe(docs, "gpt2", NULL, ZP_PACK_CONCAT, 4, &ws, &ds);
+    assert_int_equal(zp_pipeline_state_restore(p, js, len), ZP_ERR_MISMATCH);
+    assert_non_null(strstr(zp_pipeline_errmsg(p), "bos"));
+    free_pipe(p, ws, ds);
+    free(js);
+
+    /* defaults: no boundary keys */
+    p = make_pipe(docs, "gpt2", NULL, ZP_PACK_CONCAT, 4, &ws, &ds);
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_OK);
+    assert_int_equal(zp_pipeline_state_save(p, &js, &len), ZP_OK);
+    assert_null(strstr(js, "\"bos\""));
+    assert_null(strstr(js, "\"eot\""));
+    free_pipe(p, ws, ds);
+    free(js);
+    free(docs);
+    zpt_rmtree(d);
+    free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpt2_defaults_and_overrides),
+        cmocka_unit_test(test_file_identity),
+        cmocka_unit_test(test_pack_concat_bos),
+        cmocka_unit_test(test_pack_pad_bos),
+        cmocka_unit_test(test_state_records_tokenizer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
