@@ -4,6 +4,7 @@
 #   tools/deps.sh --slurm    also Slurm and munge (for the Slurm integration test)
 # The Python package (python/) needs python3-dev, numpy; its tests and
 # benchmarks torch, mpi4py, h5py and regex (the pure-Python BPE reference).
+# sentencepiece: spm_train, which the SentencePiece parity test trains models with.
 # The loopback test servers (tests/net) need nginx, openssl, curl, Node.js and npm;
 # Node.js may come from elsewhere than apt (with its own npm): then it is kept.
 set -euo pipefail
@@ -13,6 +14,7 @@ pkgs=(build-essential cmake pkg-config clang libomp-dev
       libjansson-dev libsimdjson-dev libxxhash-dev libpcre2-dev libutf8proc-dev python3
       python3-dev python3-venv python3-pip python3-setuptools python3-numpy
       python3-torch python3-mpi4py python3-h5py python3-regex
+      sentencepiece
       nginx openssl curl ca-certificates)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

@@ -10,6 +10,7 @@ list(APPEND ZEPHON_SOURCES
   src/base/tokenizer/tok_tiktoken.c
   src/base/tokenizer/tok_tiktoken_data.c
   src/base/tokenizer/unicode_tables.c
+  src/base/tokenizer/spm_model.c
   src/base/tokenizer/hf_json.c
   src/base/tokenizer/hf_encode.c
 )

@@ -23,3 +23,17 @@ target_link_libraries(tiktoken_check PRIVATE zephon_static PkgConfig::ZSTD PkgCo
 add_test(NAME test_tiktoken_parity
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/tokenizer/test_tiktoken_parity.sh $<TARGET_FILE:tiktoken_check>)
 set_tests_properties(test_tiktoken_parity PROPERTIES TIMEOUT 900 LABELS "tokenizer;tokref")
+
+# SentencePiece .model files (spm_model.c) against Python sentencepiece (live
+# reference from tools/tokref.sh): BPE and Unigram models trained by the test
+# with spm_train, on the hostile corpus, own cases and 5,000 random strings;
+# WORD/CHAR models and broken files refused.
+add_executable(spm_check tests/tokenizer/spm_check.c)
+target_compile_options(spm_check PRIVATE ${ZP_WARN})
+target_compile_definitions(spm_check PRIVATE _GNU_SOURCE)
+target_include_directories(spm_check PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+target_link_libraries(spm_check PRIVATE zephon_static PkgConfig::ZSTD PkgConfig::XXHASH PkgConfig::JANSSON m)
+add_test(NAME test_spm_parity
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/tokenizer/test_spm_parity.py
+          $<TARGET_FILE:spm_check> ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(test_spm_parity PROPERTIES TIMEOUT 900 LABELS "tokenizer;tokref")

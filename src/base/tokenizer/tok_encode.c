@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/tokenizer/pretok_scan.h"
+#include "base/tokenizer/spm_model.h"
 #include "base/tokenizer/hf_internal.h"
 
 /* Pieces up to this many bytes are merged by the simple quadratic loop
@@ -72,6 +73,7 @@ struct zp_encoder {
     uint32_t cvictim;   /* round-robin replacement */
 
     void *pscratch; /* the pre-tokenizer's per-thread scratch, owned */
+    zpi_spm_enc *spm; /* kind SPM: the SentencePiece encoder, owned */
     zpi_hf_enc *hf;   /* a tokenizer.json: its pipeline's state (hf_encode.c), owned */
 };
 
@@ -375,6 +377,15 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
     if (!e)
         return ZP_ERR_NOMEM;
     e->tok = tok;
+    if (tok->kind == ZPI_TOK_KIND_SPM) {
+        e->spm = zpi_spm_enc_create(tok);
+        if (!e->spm) {
+            free(e);
+            return ZP_ERR_NOMEM;
+        }
+        *out = e;
+        return ZP_OK;
+    }
     if (tok->hf) {
         e->hf = zpi_hf_enc_create(tok);
         if (!e->hf) {
@@ -423,6 +434,7 @@ void zp_encoder_destroy(zp_encoder *enc)
     if (!enc)
         return;
     long_release(enc);
+    zpi_spm_enc_destroy(enc->spm);
     zpi_hf_enc_destroy(enc->hf);
     zpi_pretok_scratch_destroy(enc->pscratch);
     free(enc->ctag);
@@ -436,7 +448,8 @@ size_t zp_encoder_memory(const zp_encoder *enc)
         return 0;
     size_t slots = enc->ctag ? ((size_t)enc->cset_mask + 1) * CACHE_WAYS : 0;
     return sizeof *enc + enc->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
-           slots * (sizeof(uint32_t) + sizeof(cache_slot)) + zpi_hf_enc_memory(enc->hf);
+           slots * (sizeof(uint32_t) + sizeof(cache_slot)) + zpi_spm_enc_memory(enc->spm) +
+           zpi_hf_enc_memory(enc->hf);
 }
 
 /* The piece that starts at s[i] (i < len) under scanner kind (a constant
@@ -535,6 +548,9 @@ zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids,
         return ZP_ERR_INVALID;
     if (enc->hf)
         return zpi_hf_encode(enc, enc->hf, text, len, ids, n_ids);
+    if (enc->spm)
+        return zpi_spm_encode(enc->spm, text, len, ids, zpi_spm_max_ids(enc->tok->spm, len),
+                              n_ids);
     return encode_byte_bpe(enc, (const uint8_t *)text, len, ids, n_ids);
 }
 
@@ -561,5 +577,7 @@ size_t zp_encode_max_ids(const zp_tokenizer *tok, size_t len)
 {
     if (tok && tok->hf)
         return zpi_hf_max_ids(tok->hf, len);
+    if (tok && tok->spm)
+        return zpi_spm_max_ids(tok->spm, len);
     return len;
 }

@@ -60,11 +60,13 @@ typedef struct zpi_tok_span {
 #define ZPI_TOK_KIND_SP_BPE 1   /* SentencePiece-style BPE of tokenizer.json (hf_json.c) */
 #define ZPI_TOK_KIND_SPM 2      /* a SentencePiece .model, BPE or Unigram (spm_model.c) */
 
+struct zpi_spm;
 struct zpi_hf;
 
 struct zp_tokenizer {
     zp_tokenizer_config cfg;
     int kind;            /* ZPI_TOK_KIND_* */
+    struct zpi_spm *spm; /* kind SPM: the model (spm_model.h), owned */
     struct zpi_hf *hf;   /* a tokenizer.json (hf_json.h): its pipeline and model, owned */
     zpi_tok_mode mode;
     uint32_t n_ids;       /* vocabulary size: ids are 0 .. n_ids-1 */

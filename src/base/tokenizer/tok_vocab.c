@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "base/tokenizer/hf_json.h"
+#include "base/tokenizer/spm_model.h"
 #include "base/util.h"
 
 #define ERR(st, ...) return zpi_err_set(err, (st), __VA_ARGS__)
@@ -688,6 +689,9 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
         st = zpi_hf_load(t, id, c.match_special, err);
     } else if (S_ISDIR(sb.st_mode)) {
         st = load_hf(t, id, err);
+    } else if (zpi_spm_is_model_path(id)) {
+        t->kind = ZPI_TOK_KIND_SPM;
+        st = zpi_spm_load_file(t, id, err);
     } else if (ends_with(id, ".json") || ends_with(id, "merges.txt")) {
         st = zpi_err_set(err, ZP_ERR_INVALID,
                          "tokenizer '%s': give the folder that holds vocab.json and merges.txt, "
@@ -695,7 +699,7 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
     } else {
         st = zpi_tiktoken_load(t, id, err);
     }
-    if (st == ZP_OK && !t->hf)
+    if (st == ZP_OK && t->kind != ZPI_TOK_KIND_SPM && !t->hf)
         st = zpi_tok_build_finish(t, err);
     if (st == ZP_OK)
         st = zpi_tok_finish_common(t, id, &c, err);
@@ -729,6 +733,7 @@ void zp_tokenizer_destroy(zp_tokenizer *tok)
     free(tok->pmap);
     free(tok->merge_id);
     free(tok->bp_rank);
+    zpi_spm_destroy(tok->spm);
     zpi_hf_destroy(tok->hf);
     free(tok);
 }
@@ -745,7 +750,8 @@ size_t zp_tokenizer_memory(const zp_tokenizer *tok)
            ((size_t)tok->vmap_mask + 1) * sizeof *tok->vmap +
            (tok->pmap ? ((size_t)tok->pmap_mask + 1) * sizeof *tok->pmap : 0) +
            (size_t)tok->merge_cap * sizeof *tok->merge_id +
-           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0) + zpi_hf_memory(tok->hf);
+           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0) + zpi_spm_memory(tok->spm) +
+           zpi_hf_memory(tok->hf);
 }
 
 zp_status zp_decode(const zp_tokenizer *tok, const int32_t *ids, size_t n_ids, char *out,
