@@ -536,7 +536,7 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
             } else {
                 st = zpi_err_set(err, ZP_ERR_FORMAT,
                                  "shard '%s': corrupt zstd frame after line %zu (decoded byte "
-                                 "%zu, " "file bytes %llu-%llu): %s", name, ix.n, ix.line_start,
+                                 "%zu, file bytes %llu-%llu): %s", name, ix.n, ix.line_start,
                                  (unsigned long long)(consumed + in_pos0),
                                  (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
             }

@@ -358,7 +358,7 @@ static zp_status open_file(const char *path, const char *name, const char *what,
         if (e == ENOENT && strcmp(what, "index") == 0)
             return zpi_err_set(err, ZP_ERR_IO,
                                "shard '%s': its index '%s' is missing (a Megatron dataset is a "
-                               ".bin and " ".idx pair)", name, path);
+                               ".bin and .idx pair)", name, path);
         return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open %s '%s': %s", name, what, path,
                            strerror(e));
     }
@@ -428,7 +428,7 @@ static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t
         if (v < 0 || (uint64_t)v < prev || (uint64_t)v > S) {
             return zpi_err_set(err, ZP_ERR_FORMAT,
                                "shard '%s': '%s' has document index %llu = %lld (after %llu; the "
-                               "shard has " "%llu sequences)", nm, ix, (unsigned long long)d,
+                               "shard has %llu sequences)", nm, ix, (unsigned long long)d,
                                (long long)v, (unsigned long long)prev, (unsigned long long)S);
         }
         prev = (uint64_t)v;
@@ -436,7 +436,7 @@ static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t
     if (prev != S) {
         return zpi_err_set(err, ZP_ERR_FORMAT,
                            "shard '%s': '%s' says its documents end at sequence %llu but it has "
-                           "%llu " "sequences", nm, ix, (unsigned long long)prev,
+                           "%llu sequences", nm, ix, (unsigned long long)prev,
                            (unsigned long long)S);
     }
     if (has_modes) {
@@ -445,7 +445,7 @@ static zp_status check_idx(mg_reader *m, uint64_t n_doc, int has_modes, uint64_t
             if (modes[i] != 0) {
                 return zpi_err_set(err, ZP_ERR_UNSUPPORTED,
                                    "shard '%s': '%s' is multimodal and sequence %llu has mode %d: "
-                                   "only " "text sequences (mode 0) are read", nm, ix,
+                                   "only text sequences (mode 0) are read", nm, ix,
                                    (unsigned long long)i, (int)(int8_t)modes[i]);
             }
     }
@@ -493,7 +493,7 @@ static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_d
     if (code < 1 || code > 8) {
         return zpi_err_set(err, ZP_ERR_FORMAT,
                            "shard '%s': '%s' has token dtype code %u (known: 1 uint8, 2 int8, 3 "
-                           "int16, " "4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)", nm, ix,
+                           "int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)", nm, ix,
                            code);
     }
     m->dtype = mg_dtypes[code];
@@ -506,7 +506,7 @@ static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_d
     if (S > body / 12 || D > body / 8 || 12 * S + 8 * D > body) {
         return zpi_err_set(err, ZP_ERR_FORMAT,
                            "shard '%s': '%s' says %llu sequences and %llu document indices, which "
-                           "need " "more than its %llu bytes", nm, ix, (unsigned long long)S,
+                           "need more than its %llu bytes", nm, ix, (unsigned long long)S,
                            (unsigned long long)D, (unsigned long long)size);
     }
     uint64_t want = MG_HEADER + 12 * S + 8 * D;

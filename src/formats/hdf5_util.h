@@ -1,6 +1,6 @@
 /*
  * hdf5_util.h - the HDF5 lock and helpers shared by the HDF5 code
- * (src/formats/format_hdf5.c, and whoever else calls HDF5: the MPI layer's driver
+ * (src/formats/format_hdf5.c and hdf5_*.c, and whoever else calls HDF5: the MPI layer's driver
  * hook, `zephon preprocess`, `zephon gen`, tests). Private.
  *
  * THE HDF5 LOCK. The one piece of process-wide state Zephon owns.

@@ -40,12 +40,12 @@ zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const cha
         if (lim->records_from_manifest)
             return zpi_err_set(err, ZP_ERR_FORMAT,
                                "shard '%s': has %llu records but the manifest says %llu (stale "
-                               "manifest: " "re-run zephon index)", name,
+                               "manifest: re-run zephon index)", name,
                                (unsigned long long)sh->n_records,
                                (unsigned long long)lim->expect_records);
         return zpi_err_set(err, ZP_ERR_FORMAT,
                            "shard '%s': has %llu records but had %llu when it was indexed (the "
-                           "file " "changed)", name, (unsigned long long)sh->n_records,
+                           "file changed)", name, (unsigned long long)sh->n_records,
                            (unsigned long long)lim->expect_records);
     }
     return ZP_OK;

@@ -2,7 +2,7 @@
  * tokw.h - writers of pre-tokenized shards (private): what `zephon
  * preprocess` writes, and the tests' fixtures.
  *
- *   HDF5 (format_hdf5.c): one ragged field "tokens": the group /tokens with
+ *   HDF5 (hdf5_write_tokens.c): one ragged field "tokens": the group /tokens with
  *     /tokens/values  1-D, the documents' tokens one after the other
  *     /tokens/offsets uint64 [N + 1], document i is values[offsets[i] .. offsets[i+1])
  *     and the root attribute "zephon_tokenizer" (a string) when given.

@@ -695,7 +695,7 @@ static zp_status tokenizer_create(const char *id, const zp_tokenizer_config *cfg
     } else if (ends_with(id, ".json") || ends_with(id, "merges.txt")) {
         st = zpi_err_set(err, ZP_ERR_INVALID,
                          "tokenizer '%s': give the folder that holds vocab.json and merges.txt, "
-                         "not " "one of the files", id);
+                         "not one of the files", id);
     } else {
         st = zpi_tiktoken_load(t, id, err);
     }
