@@ -197,4 +197,37 @@ void zpi_state_default_range(uint64_t n, uint32_t world_size, int remainder, uin
 /* The state in words (zp_state_describe). *out malloc'd. */
 zp_status zpi_state_describe(const zpi_state *s, char **out, zpi_err *err);
 
+/* ------------------------------------------------------------ for the state files
+ * (state.c's, used by state_json.c, state_merge.c, state_describe.c,
+ * state_check.c) */
+
+/* X(field) for every member of zp_pipeline_counts, in the file's order. */
+#define COUNT_FIELDS(X)                                                                            \
+    X(batches) X(samples) X(padded) X(skipped) X(filtered) X(tokens) X(truncated_tokens)          \
+        X(pad_tokens)
+
+/* calloc of n elements of size sz (n = 0: a 1-byte block, so that NULL
+ * always means failure); NULL on overflow. */
+void *zpi_state_alloc_n(size_t n, size_t sz);
+/* A copy of n elements, allocated as zpi_state_alloc_n does. */
+void *zpi_state_dup_n(const void *src, size_t n, size_t sz);
+/* The rank's plan for `epoch` (plans ascend by epoch), or NULL. */
+const zpi_epoch_plan *zpi_rank_find_plan(const zpi_rank_state *r, uint32_t epoch);
+/* The positions of a plan: its spans' counts added (validated states: no
+ * overflow). */
+uint64_t zpi_plan_total(const zpi_epoch_plan *p);
+/* The rank's positions in `epoch`: its plan's, or its default range's. */
+uint64_t zpi_state_rank_epoch_count(const zpi_state *s, const zpi_rank_state *r, uint32_t epoch);
+/* A JSON value in the settings' canonical text (state_json.c): compact,
+ * members in their order, integers as integers. 0, or -1 when out of
+ * memory. */
+struct json_t;
+struct zpi_buf;
+int zpi_state_put_compact(struct zpi_buf *b, struct json_t *v);
+/* "pad" or "drop". */
+const char *zpi_remainder_name(int r);
+/* What parse and render refuse (code: ZP_ERR_FORMAT from parse,
+ * ZP_ERR_INVALID from render), naming the field. */
+zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err);
+
 #endif
