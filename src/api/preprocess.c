@@ -47,6 +47,7 @@
 #include "formats/tokw.h"
 #include "formats/unfinished.h"
 #include "base/fsio.h"
+#include "base/ordered_team.h"
 #include "base/util.h"
 #include "zephon/tokenizer.h"
 
@@ -467,8 +468,6 @@ static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, zpi_err *er
 
 /* ------------------------------------------------------------ one shard */
 
-enum { BLK_FREE = 0, BLK_BUSY = 1, BLK_DONE = 2 };
-
 typedef struct blk {
     size_t r0, r1;     /* records [r0, r1) of the shard */
     int32_t *tok;      /* the documents' tokens, one after the other */
@@ -479,7 +478,6 @@ typedef struct blk {
     char skip_msg[512]; /* the block's first skipped record */
     zp_status st;      /* a record failed (fail policy) or out of memory */
     char err[1024];
-    int state;
 } blk;
 
 typedef struct run {
@@ -490,14 +488,8 @@ typedef struct run {
     sink *out;
     size_t *starts; /* n_blocks + 1 record starts */
     size_t n_blocks;
-    blk *ring;
+    blk *ring;             /* the team's slots: block bi in ring[bi % window] */
     size_t window;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t next_take, next_write;
-    int writing, stop;
-    zp_status st;
-    zpi_err err;
     uint64_t bytes_before; /* input bytes of the shards done before */
     uint64_t file_bytes;   /* this shard's */
     uint64_t recs_done;
@@ -593,16 +585,16 @@ static void encode_block(run *r, blk *b, worker *w)
     }
 }
 
-/* Write the documents of b (the writer; one at a time, lock not held).
- * Returns ZP_OK or the failure (message in r->err). */
-static zp_status write_block(run *r, blk *b)
+/* Write the documents of b (the writer; one at a time, in block order).
+ * Returns ZP_OK or the failure (message in err). */
+static zp_status write_block(run *r, blk *b, zpi_err *err)
 {
     zp_preprocess *pp = r->pp;
     if (b->st != ZP_OK)
-        return zpi_err_set(&r->err, b->st, "%s", b->err);
+        return zpi_err_set(err, b->st, "%s", b->err);
     size_t off = 0, nrec = b->r1 - b->r0;
     for (size_t k = 0; k < nrec; k++) {
-        zp_status st = r->out->add(r->out, b->tok + off, b->len[k], &r->err);
+        zp_status st = r->out->add(r->out, b->tok + off, b->len[k], err);
         if (st != ZP_OK)
             return st;
         off += b->len[k];
@@ -634,51 +626,39 @@ static zp_status write_block(run *r, blk *b)
     return ZP_OK;
 }
 
-static void run_thread(run *r, worker *w)
+/* The ordered team's callbacks (base/ordered_team.h): block bi's records,
+ * encoded by any thread, written in block order. */
+static zp_status team_take(void *ctx, uint64_t bi, size_t slot, zpi_err *err)
 {
-    zp_preprocess *pp = r->pp;
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop) {
-        blk *wb = r->next_write < r->n_blocks ? &r->ring[r->next_write % r->window] : NULL;
-        if (!wb) {
-            r->stop = 1; /* every block written */
-        } else if (!r->writing && wb->state == BLK_DONE) {
-            r->writing = 1;
-            pthread_mutex_unlock(&r->mu);
-            zp_status st = write_block(r, wb);
-            pthread_mutex_lock(&r->mu);
-            r->writing = 0;
-            wb->state = BLK_FREE;
-            r->next_write++;
-            if (st != ZP_OK && r->st == ZP_OK) {
-                r->st = st;
-                r->stop = 1;
-            }
-        } else if (r->next_take < r->n_blocks && r->next_take < r->next_write + r->window) {
-            size_t bi = r->next_take++;
-            blk *b = &r->ring[bi % r->window];
-            b->state = BLK_BUSY;
-            b->r0 = r->starts[bi];
-            b->r1 = r->starts[bi + 1];
-            pthread_mutex_unlock(&r->mu);
-            int stopped = pp->cfg.stop && pp->cfg.stop(pp->cfg.user);
-            if (!stopped)
-                encode_block(r, b, w);
-            pthread_mutex_lock(&r->mu);
-            b->state = BLK_DONE;
-            if (stopped && r->st == ZP_OK) {
-                r->st = zpi_err_set(&r->err, ZP_ERR_CALLBACK, "stopped");
-                r->stop = 1;
-            }
-        } else {
-            pthread_cond_wait(&r->cv, &r->mu);
-            continue;
-        }
-        pthread_cond_broadcast(&r->cv);
-    }
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    run *r = ctx;
+    (void)err;
+    if (bi >= r->n_blocks)
+        return ZP_END;
+    blk *b = &r->ring[slot];
+    b->r0 = r->starts[bi];
+    b->r1 = r->starts[bi + 1];
+    return ZP_OK;
 }
+
+static zp_status team_work(void *ctx, uint64_t bi, size_t slot, int thread, zpi_err *err)
+{
+    run *r = ctx;
+    zp_preprocess *pp = r->pp;
+    (void)bi;
+    if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user))
+        return zpi_err_set(err, ZP_ERR_CALLBACK, "stopped");
+    encode_block(r, &r->ring[slot], &pp->ws[thread]);
+    return ZP_OK;
+}
+
+static zp_status team_put(void *ctx, uint64_t bi, size_t slot, zpi_err *err)
+{
+    (void)bi;
+    run *r = ctx;
+    return write_block(r, &r->ring[slot], err);
+}
+
+static const zpi_oteam_ops team_ops = {team_take, team_work, team_put};
 
 /* ------------------------------------------------------------ loading ahead */
 
@@ -793,14 +773,10 @@ static zp_status process_shard(zp_preprocess *pp, size_t i, zpi_shard *shp, sink
     if (st == ZP_OK && r.n_blocks > 0) {
         if ((size_t)nt > r.n_blocks)
             nt = (int)r.n_blocks;
-        pthread_mutex_init(&r.mu, NULL);
-        pthread_cond_init(&r.cv, NULL);
-#pragma omp parallel num_threads(nt)
-        run_thread(&r, &pp->ws[omp_get_thread_num()]);
-        pthread_cond_destroy(&r.cv);
-        pthread_mutex_destroy(&r.mu);
-        if (r.st != ZP_OK)
-            st = zpi_err_set(&pp->err, r.st, "%s", r.err.msg);
+        zpi_err e;
+        zp_status rs = zpi_oteam_run(&team_ops, &r, r.window, nt, &e);
+        if (rs != ZP_OK)
+            st = zpi_err_set(&pp->err, rs, "%s", e.msg);
     }
     if (r.ring)
         for (size_t k = 0; k < r.window; k++) {
