@@ -349,7 +349,7 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
     h5out h = {-1, -1, -1, -1};
     int created = 0;
     if (st == ZP_OK) {
-        local = h5_create(m, part, path, zp_preprocess_dtype(pp), c.tokenizer ? c.tokenizer : "gpt2",
+        local = h5_create(m, part, path, zp_preprocess_dtype(pp), zp_preprocess_tokenizer(pp),
                           &h);
         created = h.file >= 0;
         st = agree(m, local, NULL, zp_mpi_errmsg(m));

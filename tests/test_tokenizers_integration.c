@@ -54,9 +54,9 @@ static char *write_ranks(const char *dir, const char *name, size_t extra)
     size_t r = 256;
     /* 2-letter tokens first (every 3-letter one splits into a 2-letter one
      * and a letter), then 3-letter ones */
-    for (size_t len = 2; len <= 3 && r < 256 + extra; len++)
+    for (size_t len = 2; len <= 4 && r < 256 + extra; len++)
         for (size_t k = 0; r < 256 + extra; k++) {
-            unsigned char t[3];
+            unsigned char t[4];
             size_t v = k;
             for (size_t j = 0; j < len; j++, v /= 26)
                 t[j] = (unsigned char)('a' + v % 26);
@@ -390,6 +390,233 @@ static void test_state_records_tokenizer(void **state)
     free(d);
 }
 
+/* ------------------------------------------------------------ pre-tokenized shards */
+
+typedef struct logbuf {
+    char text[4096];
+} logbuf;
+
+static void log_keep(void *user, zp_log_level lvl, const char *msg)
+{
+    logbuf *l = user;
+    if (lvl == ZP_LOG_WARN)
+        snprintf(l->text + strlen(l->text), sizeof l->text - strlen(l->text), "%s\n", msg);
+}
+
+/* zephon preprocess of docs.jsonl into dir/out with tokenizer tok. */
+static zp_dtype preprocess(const char *docs, const char *out, const char *tok,
+                           zp_preprocess_format fmt, int append_eot)
+{
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    assert_int_equal(zp_dataset_add(ds, docs), ZP_OK);
+    zp_preprocess_config c;
+    zp_preprocess_config_init(&c);
+    c.out_dir = out;
+    c.format = fmt;
+    c.tokenizer = tok;
+    c.append_eot = append_eot;
+    c.threads = 2;
+    c.force = 1;
+    zp_preprocess *pp;
+    zp_status st = zp_preprocess_create(&c, ds, &pp);
+    if (st != ZP_OK)
+        fail_msg("preprocess create: %s", pp ? zp_preprocess_errmsg(pp) : "");
+    if (zp_preprocess_run(pp) != ZP_OK || zp_preprocess_write_manifest(pp) != ZP_OK)
+        fail_msg("preprocess: %s", zp_preprocess_errmsg(pp));
+    zp_dtype dt = zp_preprocess_dtype(pp);
+    zp_preprocess_destroy(pp);
+    zp_dataset_destroy(ds);
+    return dt;
+}
+
+/* The status of a pipeline that tokenizes spec with tok (its message into
+ * msg), and its stream into *o when it runs. */
+static zp_status try_run(const char *spec, const char *tok, logbuf *log, char *msg, size_t cap,
+                         run_out *o)
+{
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    if (zp_dataset_add(ds, spec) != ZP_OK)
+        fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
+    assert_int_equal(zp_dataset_index(ds), ZP_OK);
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = 0;
+    zp_worksource *ws;
+    assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.microbatch_size = 1;
+    pc.epochs = 1;
+    pc.log = log_keep;
+    pc.log_user = log;
+    zp_pipeline *p;
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    zp_status st = zp_pipeline_tokenize(p, tok, "text", 1);
+    snprintf(msg, cap, "%s", zp_pipeline_errmsg(p));
+    if (st == ZP_OK) {
+        assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 64), ZP_OK);
+        st = run_all(p, o);
+        if (st != ZP_END)
+            fail_msg("run of '%s': %s", spec, zp_pipeline_errmsg(p));
+        st = ZP_OK;
+    }
+    free_pipe(p, ws, ds);
+    return st;
+}
+
+/* Preprocessed shards record their tokenizer (HDF5 attribute and manifest,
+ * a Megatron pair's PREFIX.tokenizer and manifest); a run with another
+ * tokenizer is refused naming both; one with the same gives the batches of
+ * the text; a pair without its record is accepted with a warning. A
+ * Megatron prefix names the pair. */
+static void test_shards_record_tokenizer(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *docs = docs_file(d);
+    char *ranks = write_ranks(d, "r.tiktoken", 40);
+    char other[4200];
+    snprintf(other, sizeof other, "gpt2:%s", ranks);
+    char *out = zpt_path(d, "out");
+    static run_out text, o;
+    char msg[2048];
+    logbuf log = {""};
+    assert_int_equal(try_run(docs, "gpt2", &log, msg, sizeof msg, &text), ZP_OK);
+
+    for (int fmt = 0; fmt < 2; fmt++) {
+        zp_preprocess_format pf = fmt ? ZP_PREPROCESS_MEGATRON : ZP_PREPROCESS_HDF5;
+        assert_int_equal(preprocess(docs, out, "gpt2", pf, fmt), ZP_DTYPE_U16);
+        char *man = zpt_path(out, "manifest.json");
+        char *mj = zpt_read_file(man, NULL);
+        assert_non_null(mj);
+        if (!strstr(mj, "\"tokenizer\": \"gpt2\""))
+            fail_msg("manifest without the tokenizer: %s", mj);
+        free(mj);
+        char *bin = zpt_path(out, fmt ? "docs.bin" : "docs.h5");
+        char *prefix = zpt_path(out, "docs");
+        const char *specs[3] = {man, bin, prefix};
+        for (int k = 0; k < (fmt ? 3 : 1); k++) {
+            /* the same tokenizer: the batches of the text */
+            log.text[0] = '\0';
+            assert_int_equal(try_run(specs[k], "gpt2", &log, msg, sizeof msg, &o), ZP_OK);
+            assert_int_equal(o.n, text.n);
+            assert_memory_equal(o.tok, text.tok, o.n * sizeof *o.tok);
+            assert_string_equal(log.text, "");
+            /* another: refused, naming both */
+            assert_int_equal(try_run(specs[k], other, &log, msg, sizeof msg, &o),
+                             ZP_ERR_MISMATCH);
+            if (!strstr(msg, "'gpt2'") || !strstr(msg, "'tiktoken:gpt2:xxh64:"))
+                fail_msg("%s: %s", specs[k], msg);
+        }
+        if (fmt) {
+            /* the pair's record alone (no manifest) says so ... */
+            char *side = zpt_path(out, "docs.tokenizer");
+            char *sj = zpt_read_file(side, NULL);
+            assert_string_equal(sj, "gpt2\n");
+            free(sj);
+            /* ... and without it the pair is accepted, with a warning */
+            assert_int_equal(unlink(side), 0);
+            log.text[0] = '\0';
+            assert_int_equal(try_run(bin, "gpt2", &log, msg, sizeof msg, &o), ZP_OK);
+            if (!strstr(log.text, "record no tokenizer identity") &&
+                !strstr(log.text, "records no tokenizer identity"))
+                fail_msg("no warning: '%s'", log.text);
+            free(side);
+        }
+        free(man);
+        free(bin);
+        free(prefix);
+    }
+    free(out);
+    free(ranks);
+    free(docs);
+    zpt_rmtree(d);
+    free(d);
+}
+
+/* A vocabulary above 65,536 ids is stored as int32 (HDF5 and Megatron),
+ * and read back to the ids of the text, ids above 65,535 included. */
+static void test_int32_storage(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *ranks = write_ranks(d, "big.tiktoken", 70000);
+    char tok[4200];
+    snprintf(tok, sizeof tok, "gpt2:%s", ranks);
+    zp_tokenizer *t = tok_with(tok, ZP_TOKEN_DEFAULT, ZP_TOKEN_DEFAULT, ZP_OK, NULL);
+    assert_true(zp_tokenizer_vocab_size(t) > 65536);
+    /* a 4-letter token of rank above 65,535: k-th 4-letter word */
+    char word[5];
+    size_t k = 66000 - (256 + 26 * 26 + 26 * 26 * 26);
+    for (int j = 0; j < 4; j++, k /= 26)
+        word[j] = (char)('a' + k % 26);
+    word[4] = '\0';
+    int32_t ids[16];
+    assert_int_equal(encode(t, word, ids), 1);
+    assert_int_equal(ids[0], 66000);
+    zp_tokenizer_destroy(t);
+    char line[256];
+    int n = snprintf(line, sizeof line, "{\"text\": \"%s abc\"}\n{\"text\": \"%s\"}\n", word, word);
+    char *docs = zpt_path(d, "docs.jsonl");
+    assert_int_equal(zpt_write_file(docs, line, (size_t)n), 0);
+    static run_out text, o;
+    char msg[2048];
+    logbuf log = {""};
+    assert_int_equal(try_run(docs, tok, &log, msg, sizeof msg, &text), ZP_OK);
+    char *out = zpt_path(d, "out");
+    for (int fmt = 0; fmt < 2; fmt++) {
+        assert_int_equal(preprocess(docs, out, tok, fmt ? ZP_PREPROCESS_MEGATRON : ZP_PREPROCESS_HDF5, 0),
+                         ZP_DTYPE_I32);
+        char *man = zpt_path(out, "manifest.json");
+        assert_int_equal(try_run(man, tok, &log, msg, sizeof msg, &o), ZP_OK);
+        assert_int_equal(o.n, text.n);
+        assert_memory_equal(o.tok, text.tok, o.n * sizeof *o.tok);
+        assert_int_equal(o.tok[0], 66000);
+        free(man);
+    }
+    free(out);
+    free(docs);
+    free(ranks);
+    zpt_rmtree(d);
+    free(d);
+}
+
+/* A Megatron prefix in a manifest; one that names nothing is refused
+ * saying what was looked for. */
+static void test_megatron_prefix_in_manifest(void **state)
+{
+    (void)state;
+    char *d = zpt_tmpdir();
+    char *docs = docs_file(d);
+    char *out = zpt_path(d, "out");
+    preprocess(docs, out, "gpt2", ZP_PREPROCESS_MEGATRON, 1);
+    char *m = zpt_path(d, "m.json");
+    const char *js = "{\"format_version\": 1, \"shards\": [{\"path\": \"out/docs\"}]}";
+    assert_int_equal(zpt_write_file(m, js, (size_t)-1), 0);
+    static run_out text, o;
+    char msg[2048];
+    logbuf log = {""};
+    assert_int_equal(try_run(docs, "gpt2", &log, msg, sizeof msg, &text), ZP_OK);
+    assert_int_equal(try_run(m, "gpt2", &log, msg, sizeof msg, &o), ZP_OK);
+    assert_int_equal(o.n, text.n);
+    assert_memory_equal(o.tok, text.tok, o.n * sizeof *o.tok);
+    const char *bad = "{\"format_version\": 1, \"shards\": [{\"path\": \"out/nothing\"}]}";
+    assert_int_equal(zpt_write_file(m, bad, (size_t)-1), 0);
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    assert_int_equal(zp_dataset_add(ds, m), ZP_ERR_FORMAT);
+    if (!strstr(zp_dataset_errmsg(ds), "Megatron prefix"))
+        fail_msg("%s", zp_dataset_errmsg(ds));
+    zp_dataset_destroy(ds);
+    free(m);
+    free(out);
+    free(docs);
+    zpt_rmtree(d);
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +625,9 @@ int main(void)
         cmocka_unit_test(test_pack_concat_bos),
         cmocka_unit_test(test_pack_pad_bos),
         cmocka_unit_test(test_state_records_tokenizer),
+        cmocka_unit_test(test_shards_record_tokenizer),
+        cmocka_unit_test(test_int32_storage),
+        cmocka_unit_test(test_megatron_prefix_in_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,6 +180,11 @@ ZP_API void zp_preprocess_get_stats(const zp_preprocess *pp, zp_preprocess_stats
 /* The stored token dtype (ZP_DTYPE_U16 or ZP_DTYPE_I32) and the EOT id. */
 ZP_API zp_dtype zp_preprocess_dtype(const zp_preprocess *pp);
 ZP_API int32_t zp_preprocess_eot(const zp_preprocess *pp);
+/* The identity of the tokenizer (zp_tokenizer_ident()) that the outputs
+ * record: HDF5's root attribute zephon_tokenizer, a Megatron pair's
+ * PREFIX.tokenizer file, each manifest entry's "tokenizer". NULL before
+ * zp_preprocess_create() succeeded. Borrowed, valid while pp lives. */
+ZP_API const char *zp_preprocess_tokenizer(const zp_preprocess *pp);
 
 /* Encode shard i into memory, without writing a file (the MPI layer's
  * shared HDF5 file): *tokens (*n_tokens ids of zp_preprocess_dtype(): a

@@ -12,6 +12,7 @@
 #include "api/pipeline_internal.h"
 #include "base/util.h"
 #include "plan/worksource_internal.h"
+#include "data/dataset_internal.h"
 /* the public declaration (ZP_API: exported) of zp_pipeline_enable_observability */
 #include "zephon/observe.h"
 
@@ -220,6 +221,51 @@ zp_status zp_pipeline_tokenize(zp_pipeline *p, const char *tokenizer_id, const c
     return zp_pipeline_tokenize_config(p, tokenizer_id, NULL, field, parallelism);
 }
 
+/* 1 when a recorded tokenizer is an identity (zp_tokenizer_ident(): a name,
+ * or KIND:xxh64:HASH); 0 for what older versions recorded in HDF5 files (the
+ * id as given, a path). */
+static int is_identity(const char *rec)
+{
+    return strstr(rec, ":xxh64:") || !strpbrk(rec, "/.");
+}
+
+/* Pre-tokenized shards that record the tokenizer that made them (a
+ * manifest's "tokenizer", a Megatron pair's PREFIX.tokenizer): another
+ * identity is refused, naming both; a Megatron pair that records none, or
+ * an older record that is not an identity, is accepted with one warning. */
+static zp_status check_shard_tokenizers(zp_pipeline *p, const char *call, const char *id)
+{
+    const zp_dataset *ds = zp_worksource_dataset(p->ws);
+    const char *mine = zp_tokenizer_ident(p->tok);
+    size_t n = zp_dataset_num_shards(ds), unrecorded = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *rec = zpi_dataset_shard_tokenizer(ds, i);
+        if (rec && strcmp(rec, mine) == 0)
+            continue;
+        if (rec && is_identity(rec))
+            return zpi_err_set(&p->err, ZP_ERR_MISMATCH,
+                               "%s: tokenizer_id = '%s': shard '%s' was pre-tokenized with the "
+                               "tokenizer '%s', this pipeline's is '%s': its ids would be read as "
+                               "other tokens (tokenize with the tokenizer that made it)",
+                               call, id, zp_dataset_shard_name(ds, i), rec, mine);
+        const zpi_format *f = zpi_dataset_shard_format(ds, i);
+        if (rec || (f && strcmp(f->name, "megatron") == 0)) {
+            if (unrecorded++ == 0)
+                first = i;
+        }
+    }
+    if (unrecorded && p->cfg.log) {
+        char m[ZPI_ERRMAX];
+        zpi_fmt(m, sizeof m,
+                "%zu pre-tokenized shard%s (e.g. '%s') record%s no tokenizer identity (written "
+                "by another tool or an older zephon): accepted, assuming '%s' made %s",
+                unrecorded, unrecorded == 1 ? "" : "s", zp_dataset_shard_name(ds, first),
+                unrecorded == 1 ? "s" : "", mine, unrecorded == 1 ? "it" : "them");
+        p->cfg.log(p->cfg.log_user, ZP_LOG_WARN, m);
+    }
+    return ZP_OK;
+}
+
 zp_status zp_pipeline_tokenize_config(zp_pipeline *p, const char *tokenizer_id,
                                       const zp_tokenizer_config *cfg, const char *field,
                                       size_t parallelism)
@@ -241,6 +287,11 @@ zp_status zp_pipeline_tokenize_config(zp_pipeline *p, const char *tokenizer_id,
     if (st != ZP_OK)
         return zpi_err_set(&p->err, st, "%s: tokenizer_id = '%s': %s", call, tokenizer_id,
                            err[0] ? err : zp_status_str(st));
+    if ((st = check_shard_tokenizers(p, call, tokenizer_id)) != ZP_OK) {
+        zp_tokenizer_destroy(p->tok);
+        p->tok = NULL;
+        return st;
+    }
     p->tok_id = zpi_strdup(tokenizer_id);
     p->tok_field = zpi_strdup(field && *field ? field : "text");
     if (!p->tok_id || !p->tok_field) {

@@ -292,6 +292,10 @@ zp_status zp_preprocess_create(const zp_preprocess_config *cfg, zp_dataset *ds,
 
 zp_dtype zp_preprocess_dtype(const zp_preprocess *pp) { return pp ? pp->dtype : ZP_DTYPE_NONE; }
 int32_t zp_preprocess_eot(const zp_preprocess *pp) { return pp ? pp->eot : -1; }
+const char *zp_preprocess_tokenizer(const zp_preprocess *pp)
+{
+    return pp && pp->tok ? zp_tokenizer_ident(pp->tok) : NULL;
+}
 
 const char *zp_preprocess_output_name(const zp_preprocess *pp, size_t i)
 {
@@ -565,13 +569,21 @@ static void encode_block(run *r, blk *b, worker *w)
             fail_block(b, r, rec, "%s", "text longer than 4 GiB");
             return;
         }
-        if (zpi_grow((void **)&b->tok, &b->tok_cap, b->tok_len + tl + 1, sizeof *b->tok) != 0) {
+        if (zpi_grow((void **)&b->tok, &b->tok_cap,
+                     b->tok_len + zp_encode_max_ids(pp->tok, tl) + 2, sizeof *b->tok) != 0) {
             b->st = ZP_ERR_NOMEM;
             fail_block(b, r, rec, "%s", "out of memory for its tokens");
             return;
         }
         size_t got = 0;
-        st = zp_encode(w->enc, text, tl, b->tok + b->tok_len, &got);
+        /* --append-eot stores the document as Megatron trainers expect it:
+         * the tokenizer's BOS (when its config adds one) before, EOT after */
+        const int32_t bos = zp_tokenizer_bos(pp->tok);
+        if (pp->cfg.append_eot && bos >= 0)
+            b->tok[b->tok_len + got++] = bos;
+        size_t enc_n = 0;
+        st = zp_encode(w->enc, text, tl, b->tok + b->tok_len + got, &enc_n);
+        got += enc_n;
         if (st != ZP_OK) {
             b->st = st;
             fail_block(b, r, rec, "encoder: %s", zp_status_str(st));
@@ -816,13 +828,26 @@ static zp_status hash_file(zp_preprocess *pp, const char *path, uint64_t *h)
     return ZP_OK;
 }
 
+/* A Megatron pair records the tokenizer that made it beside it:
+ * PREFIX.tokenizer, one line, zp_tokenizer_ident() (the dataset reads it;
+ * a run with another tokenizer is refused). HDF5 files hold it in their
+ * root attribute zephon_tokenizer. */
+static zp_status write_pair_tokenizer(zp_preprocess *pp, size_t i)
+{
+    char path[4200], line[256];
+    zpi_fmt(path, sizeof path, "%s.tokenizer", pp->out_path[i]);
+    int n = snprintf(line, sizeof line, "%s\n", zp_tokenizer_ident(pp->tok));
+    return zpi_write_durable(path, line, (size_t)n, &pp->err);
+}
+
 static zp_status open_writer(zp_preprocess *pp, size_t i, zpi_tokw **w)
 {
     zpi_err err;
     zp_status st = zpi_err_set(&err, ZP_ERR_UNSUPPORTED, "no writer for this format in this build");
 #ifdef ZP_HAVE_FORMAT_HDF5
     if (pp->cfg.format == ZP_PREPROCESS_HDF5)
-        st = zpi_tokw_open_hdf5(pp->out_path[i], pp->dtype, pp->tok_id, w, &err);
+        st = zpi_tokw_open_hdf5(pp->out_path[i], pp->dtype, zp_tokenizer_ident(pp->tok), w,
+                                &err);
 #endif
 #ifdef ZP_HAVE_FORMAT_MEGATRON
     if (pp->cfg.format == ZP_PREPROCESS_MEGATRON)
@@ -890,6 +915,8 @@ zp_status zp_preprocess_run(zp_preprocess *pp)
             zpi_tokw_abort(w);
         else if ((st = zpi_tokw_commit(w, &err)) != ZP_OK)
             zpi_err_set(&pp->err, st, "%s", err.msg);
+        if (st == ZP_OK && pp->cfg.format == ZP_PREPROCESS_MEGATRON)
+            st = write_pair_tokenizer(pp, i);
         zp_preprocess_shard *res = &pp->res[i];
         memset(res, 0, sizeof *res);
         char a[4096], b[4096];
@@ -991,6 +1018,7 @@ zp_status zp_preprocess_write_manifest(zp_preprocess *pp)
             st = zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
                              "manifest: '%s': this build cannot read that format",
                              pp->out_name[i]);
+        e[i].tokenizer = zp_tokenizer_ident(pp->tok);
         e[i].has_bytes = 1;
         e[i].bytes = r->bytes;
         e[i].has_samples = 1;

@@ -113,6 +113,7 @@ static inline char *put_int(char *p, int32_t v)
 /* One thread's tools. */
 typedef struct worker {
     zpi_json *json;
+    const zp_tokenizer *tok;
     zp_encoder *enc;
     int32_t *ids;
     size_t idcap;
@@ -228,7 +229,8 @@ static void run_chunk(const job *jb, slot *c, worker *w)
             chunk_fail(c, jb, i, "field '%s' is not a string", jb->field);
             return;
         }
-        if (zpi_grow((void **)&w->ids, &w->idcap, tl + 1, sizeof *w->ids) != 0) {
+        if (zpi_grow((void **)&w->ids, &w->idcap, zp_encode_max_ids(w->tok, tl) + 1,
+                     sizeof *w->ids) != 0) {
             chunk_fail(c, jb, i, "out of memory (%zu bytes of text)", tl);
             return;
         }
@@ -437,6 +439,7 @@ static int setup(run *r, const opts *o, zp_tokenizer **tok, id_text *idt, size_t
         return -1;
     }
     for (int t = 0; t < o->nt; t++) {
+        r->ws[t].tok = *tok;
         if (zpi_json_create(&r->ws[t].json) != ZP_OK ||
             zp_encoder_create(*tok, &r->ws[t].enc) != ZP_OK) {
             fprintf(stderr, "zephon tokenize: out of memory\n");

@@ -168,6 +168,12 @@ static void shard_release(shard *s)
     free(s->name);
     free(s->path);
     free(s->identity);
+    free(s->tokenizer);
+}
+
+const char *zpi_dataset_shard_tokenizer(const zp_dataset *ds, size_t i)
+{
+    return ds && i < ds->n ? ds->shards[i].tokenizer : NULL;
 }
 
 void zp_dataset_destroy(zp_dataset *ds)

@@ -135,6 +135,47 @@ static zp_status add_url(zp_dataset *ds, const char *spec)
 }
 
 
+/* A Megatron data path prefix (as Megatron-LM names its corpora:
+ * "corpus/tok_text_document" for tok_text_document.bin + .idx): 1 and
+ * PREFIX.bin into bin when spec has no shard suffix and both files exist. */
+static int megatron_prefix(const char *spec, char *bin, size_t cap)
+{
+    if (zpi_format_for_path(spec) || zpi_is_url(spec))
+        return 0;
+    char idx[PATH_MAX];
+    struct stat sb;
+    zpi_fmt(bin, cap, "%s.bin", spec);
+    zpi_fmt(idx, sizeof idx, "%s.idx", spec);
+    const zpi_format *f = zpi_format_for_path(bin);
+    return f && strcmp(f->name, "megatron") == 0 && stat(bin, &sb) == 0 && S_ISREG(sb.st_mode) &&
+           stat(idx, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A Megatron pair written by zephon preprocess records its tokenizer in
+ * PREFIX.tokenizer (one line: zp_tokenizer_ident()); kept in s->tokenizer
+ * unless a manifest gave one. */
+static zp_status note_pair_tokenizer(zp_dataset *ds, shard *s)
+{
+    size_t n = strlen(s->path);
+    if (s->tokenizer || s->identity || !s->fmt || strcmp(s->fmt->name, "megatron") != 0 ||
+        n < 4 || strcmp(s->path + n - 4, ".bin") != 0)
+        return ZP_OK;
+    char side[PATH_MAX];
+    zpi_fmt(side, sizeof side, "%.*s.tokenizer", (int)(n - 4), s->path);
+    FILE *f = fopen(side, "r");
+    if (!f)
+        return ZP_OK;
+    char line[1024] = "";
+    if (!fgets(line, sizeof line, f))
+        line[0] = '\0';
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!line[0])
+        return ZP_OK;
+    s->tokenizer = zpi_strdup(line);
+    return s->tokenizer ? ZP_OK : zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+}
+
 static zp_status add_path(zp_dataset *ds, const char *spec)
 {
     const zpi_format *fmt = zpi_format_for_path(spec);
@@ -159,7 +200,8 @@ static zp_status add_path(zp_dataset *ds, const char *spec)
     if (!S_ISREG(sb.st_mode))
         return zpi_ds_fail(ds, ZP_ERR_IO, "shard '%s': not a regular file", red);
     shard *s;
-    return zpi_ds_push_shard(ds, zpi_strdup(spec), zpi_strdup(spec), fmt, &sb, &s);
+    zp_status st = zpi_ds_push_shard(ds, zpi_strdup(spec), zpi_strdup(spec), fmt, &sb, &s);
+    return st == ZP_OK ? note_pair_tokenizer(ds, s) : st;
 }
 
 /* Reading a manifest: what names it in messages; mdir is the folder
@@ -208,7 +250,26 @@ static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_ent
     const char *name = e->name ? e->name : rname ? rname : e->path;
     struct stat sb;
     zp_status st = ZP_OK;
-    if (remote && !name) {
+    const zpi_format *fmt = e->fmt;
+    char bin[PATH_MAX];
+    if (!remote && (!fmt || strcmp(fmt->name, "megatron") == 0) &&
+        megatron_prefix(path, bin, sizeof bin)) {
+        /* a Megatron prefix: PATH.bin + PATH.idx */
+        char *b = zpi_strdup(bin);
+        free(path);
+        path = b;
+        fmt = zpi_format_for_path(bin);
+        if (!path) {
+            free(rname);
+            return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (!fmt) {
+        st = zpi_ds_fail(ds, ZP_ERR_FORMAT,
+                         "%s: shard '%s': no \"format\" and an unknown file suffix (nor a "
+                         "Megatron prefix: no '%s.bin' + '%s.idx')",
+                         c->what, name ? name : e->path, e->path, e->path);
+    } else if (remote && !name) {
         st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
     } else if (remote && e->has_bytes) {
         /* the manifest's size is checked by the download */
@@ -239,9 +300,13 @@ static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_ent
         return st;
     }
     shard *s;
-    st = zpi_ds_push_shard(ds, zpi_strdup(name), path, e->fmt, &sb, &s);
+    st = zpi_ds_push_shard(ds, zpi_strdup(name), path, fmt, &sb, &s);
     free(rname);
     if (st != ZP_OK)
+        return st;
+    if (e->tokenizer && !(s->tokenizer = zpi_strdup(e->tokenizer)))
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    if ((st = note_pair_tokenizer(ds, s)) != ZP_OK)
         return st;
     s->named = e->name != NULL;
     if (e->has_samples) {
@@ -415,15 +480,19 @@ static zp_status add_glob(zp_dataset *ds, const char *pattern)
     return st;
 }
 
-/* 1 when path is the .idx of a Megatron pair whose .bin is a shard file
- * beside it. */
+/* 1 when path is the .idx (or the .tokenizer record) of a Megatron pair
+ * whose .bin is a shard file beside it. */
 static int is_pair_index(const char *path)
 {
-    size_t n = strlen(path);
-    if (n < 5 || strcmp(path + n - 4, ".idx") != 0)
+    size_t n = strlen(path), k;
+    if (n > 4 && strcmp(path + n - 4, ".idx") == 0)
+        k = 4;
+    else if (n > 10 && strcmp(path + n - 10, ".tokenizer") == 0)
+        k = 10;
+    else
         return 0;
     char bin[PATH_MAX];
-    zpi_fmt(bin, sizeof bin, "%.*s.bin", (int)(n - 4), path);
+    zpi_fmt(bin, sizeof bin, "%.*s.bin", (int)(n - k), path);
     const zpi_format *f = zpi_format_for_path(bin);
     struct stat sb;
     return f && strcmp(f->suffix, ".bin") == 0 && stat(bin, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -530,10 +599,13 @@ zp_status zp_dataset_add(zp_dataset *ds, const char *spec)
     size_t n0 = ds->n;
     zp_status st;
     struct stat sb;
+    char bin[PATH_MAX];
     if (zpi_is_url(spec))
         st = add_url(ds, spec);
     else if (stat(spec, &sb) == 0)
         st = S_ISDIR(sb.st_mode) ? add_folder(ds, spec) : add_file(ds, spec);
+    else if (megatron_prefix(spec, bin, sizeof bin))
+        st = add_path(ds, bin); /* "corpus/tok_text_document": its .bin + .idx */
     else if (has_glob_chars(spec) && !strstr(spec, "://"))
         st = add_glob(ds, spec);
     else

@@ -10,6 +10,10 @@
 /* Path to open for shard i (resolved against a manifest's folder). */
 const char *zpi_dataset_shard_path(const zp_dataset *ds, size_t i);
 const zpi_format *zpi_dataset_shard_format(const zp_dataset *ds, size_t i);
+/* The identity of the tokenizer that made shard i (pre-tokenized: its
+ * manifest entry's "tokenizer", a Megatron pair's PREFIX.tokenizer file),
+ * NULL when none is recorded. Borrowed. */
+const char *zpi_dataset_shard_tokenizer(const zp_dataset *ds, size_t i);
 /* First global sample id of shard i (prefix sum of counts). */
 uint64_t zpi_dataset_shard_offset(const zp_dataset *ds, size_t i);
 /* What a load of shard i accepts and expects (the dataset's limits, the

@@ -44,6 +44,9 @@ typedef struct shard {
     char *identity;        /* remote shard: zpi_url_identity() of its URL; owned. NULL: local */
     size_t next;           /* next shard in the same identity bucket, NONE at the end */
     zpi_load_limits lim;   /* what a load of this shard accepts and expects */
+    char *tokenizer;       /* the tokenizer identity recorded for a pre-tokenized shard
+                              (its manifest entry, a Megatron pair's PREFIX.tokenizer);
+                              owned; NULL: none */
 } shard;
 
 struct zp_dataset {

@@ -171,10 +171,17 @@ static zp_status read_entry(const char *what, size_t i, json_t *e, zpi_err *err,
         if (!(m->fmt = zpi_format_by_name(json_string_value(jf))))
             return zpi_err_set(err, ZP_ERR_UNSUPPORTED, "%s: shard '%s': unknown format '%s'",
                                what, shown, json_string_value(jf));
-    } else if (!(m->fmt = zpi_format_for_path(loc))) {
-        return zpi_err_set(err, ZP_ERR_FORMAT,
-                           "%s: shard '%s': no \"format\" and an unknown file suffix", what, shown);
+    } else {
+        /* NULL: no known suffix, a Megatron prefix or nothing (the dataset
+         * says which) */
+        m->fmt = zpi_format_for_path(loc);
     }
+    const char *tk = NULL;
+    int htk = get_text(e, "tokenizer", &tk);
+    if (htk < 0 && json_object_get(e, "tokenizer"))
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "%s: shard '%s': \"tokenizer\" is not a non-empty string", what, shown);
+    m->tokenizer = htk == 0 ? tk : NULL;
     int hb = get_count(e, "bytes", &m->bytes);
     int hs = get_count(e, "samples", &m->samples);
     if (hb == -2 || hs == -2)
@@ -266,6 +273,8 @@ zp_status zpi_manifest_render(const zpi_manifest_entry *e, size_t n, const char 
         int bad = !o || json_object_set_new(o, "path", json_string(m->path)) != 0 ||
                   (m->name && json_object_set_new(o, "name", json_string(m->name)) != 0) ||
                   json_object_set_new(o, "format", json_string(m->fmt->name)) != 0 ||
+                  (m->tokenizer &&
+                   json_object_set_new(o, "tokenizer", json_string(m->tokenizer)) != 0) ||
                   (m->has_bytes &&
                    json_object_set_new(o, "bytes", json_integer((json_int_t)m->bytes)) != 0) ||
                   (m->has_samples &&

@@ -23,7 +23,11 @@
 typedef struct zpi_manifest_entry {
     const char *path;      /* "path" as written */
     const char *name;      /* "name"; NULL when absent (reading) or not written */
-    const zpi_format *fmt; /* "format", or the one the path's suffix selects */
+    const zpi_format *fmt; /* "format", or the one the path's suffix selects; NULL
+                              when neither (the dataset takes the path for a Megatron
+                              prefix, PATH.bin + PATH.idx, or refuses it) */
+    const char *tokenizer; /* "tokenizer": the identity of the tokenizer that made a
+                              pre-tokenized shard (zp_tokenizer_ident); NULL: none */
     int has_bytes, has_samples, has_xxh64;
     uint64_t bytes, samples, xxh64;
 } zpi_manifest_entry;

@@ -58,7 +58,7 @@ void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c)
             continue;
         }
         void *t = c->tok;
-        size_t need = c->tok_len + n;
+        size_t need = c->tok_len + zp_encode_max_ids(env->tok, n);
         if (zpi_grow(&t, &c->tok_cap, need < 4096 ? 4096 : need, sizeof *c->tok) != 0) {
             zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory for tokens");
             break;
