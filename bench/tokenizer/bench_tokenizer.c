@@ -1,13 +1,14 @@
 /*
- * bench_tokenizer.c - throughput of Zephon's GPT-2 tokenizer on a JSONL
- * text file (one {"text": ...} per line), as run by bench/tokenizer/run.sh.
+ * bench_tokenizer.c - throughput of a Zephon tokenizer (GPT-2 unless
+ * named) on a JSONL text file (one {"text": ...} per line), as run by
+ * bench/tokenizer/run.sh.
  *
- *   bench_tokenizer TEXT.jsonl [PASSES]
+ *   bench_tokenizer TEXT.jsonl [PASSES] [TOKENIZER]
  *
  * Prints "key value" lines (MB = 10^6 bytes of UTF-8 text; best of PASSES,
  * default 3):
  *   docs, bytes, tokens          the input and the ids it gives
- *   load_ms_min, load_ms_median  zp_tokenizer_create("gpt2") (20 runs)
+ *   load_ms_min, load_ms_median  zp_tokenizer_create(TOKENIZER) (20 runs)
  *   mbps_1t                      one thread, cache on (wall clock)
  *   mbps_1t_nocache              one thread, cache off (wall clock)
  *   cpu_mbps_1t[_nocache]        the same per second of CPU time (less
@@ -157,10 +158,11 @@ static double timed_threads(const zp_tokenizer *tok, const doc *docs, size_t n_d
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_tokenizer TEXT.jsonl [PASSES]\n");
+        fprintf(stderr, "usage: bench_tokenizer TEXT.jsonl [PASSES] [TOKENIZER]\n");
         return 2;
     }
     int passes = argc > 2 ? atoi(argv[2]) : 3;
+    const char *tid = argc > 3 ? argv[3] : "gpt2";
     if (passes < 1)
         passes = 1;
 
@@ -205,7 +207,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 20; i++) {
         zp_tokenizer *t;
         double t0 = now();
-        if (zp_tokenizer_create("gpt2", NULL, &t, err, sizeof err) != ZP_OK) {
+        if (zp_tokenizer_create(tid, NULL, &t, err, sizeof err) != ZP_OK) {
             fprintf(stderr, "bench_tokenizer: %s\n", err);
             return 1;
         }
@@ -220,7 +222,7 @@ int main(int argc, char **argv)
     zp_tokenizer *tok, *tok_nc;
     zp_tokenizer_config cfg;
     zp_tokenizer_config_init(&cfg);
-    if (zp_tokenizer_create("gpt2", &cfg, &tok, err, sizeof err) != ZP_OK)
+    if (zp_tokenizer_create(tid, &cfg, &tok, err, sizeof err) != ZP_OK)
         return 1;
     zp_encoder *e;
     if (zp_encoder_create(tok, &e) != ZP_OK)
@@ -247,7 +249,7 @@ int main(int argc, char **argv)
     zp_encoder_destroy(e);
 
     cfg.cache_entries = 0;
-    if (zp_tokenizer_create("gpt2", &cfg, &tok_nc, err, sizeof err) != ZP_OK)
+    if (zp_tokenizer_create(tid, &cfg, &tok_nc, err, sizeof err) != ZP_OK)
         return 1;
     size_t tokens = 0;
     double best1 = 1e30, best1nc = 1e30, best2 = 1e30, cpu1 = 1e30, cpu1nc = 1e30, c;

@@ -1,5 +1,6 @@
 #!/bin/sh
-# bench/tokenizer/run.sh [BUILD_DIR] - Zephon's GPT-2 tokenizer against
+# bench/tokenizer/run.sh [BUILD_DIR] - Zephon's GPT-2 tokenizer (then cl100k_base
+# and o200k_base, against GPT-2 and Python tiktoken) against
 # tiktoken, on the same text, in one run (see docs/tokenizer.md).
 #
 #   BUILD_DIR   a CMake build folder of this repository (default: build);
@@ -91,3 +92,34 @@ fi
 if [ -n "$nt" ] && [ "$nt" != "$zt" ]; then
     echo "token counts: native $nt differs from zephon/WASM $zt: $nimpl is built with Unicode 15.0 tables (the text has Unicode 15.1/16.0 letters); WASM tiktoken and zephon use Unicode 16.0"
 fi
+
+# ------------------------------------------------------------ tiktoken family
+# cl100k_base and o200k_base against GPT-2 (same text, same run) and against
+# Python tiktoken (tools/tokref.sh's venv: the references of the parity
+# tests). CPU-time MB/s are printed beside wall clock: on a shared machine
+# they are the steadier figure.
+echo
+echo "== tiktoken family: zephon gpt2 / cl100k_base / o200k_base and Python tiktoken (single thread)"
+zc1=$(get "$z" cpu_mbps_1t)
+printf '%-14s %10s %10s %12s %12s %10s %10s\n' "encoding" "zephon" "(CPU)" "tiktoken py" "(CPU)" "vs gpt2" "vs tiktoken"
+tokref=$("$root/tools/tokref.sh" 2>/dev/null | tail -n 1) || tokref=
+py=
+if [ -n "$tokref" ] && [ -x "$tokref/venv/bin/python" ]; then
+    py=$("$tokref/venv/bin/python" "$here/bench_tiktoken.py" "$tokref" "$text" "$passes")
+else
+    echo "(tools/tokref.sh failed: no Python tiktoken figures)"
+fi
+for enc in gpt2 cl100k_base o200k_base; do
+    if [ "$enc" = gpt2 ]; then ze=$z; else ze=$("$bench" "$text" "$passes" "$enc"); fi
+    zw=$(get "$ze" mbps_1t); zc=$(get "$ze" cpu_mbps_1t)
+    tw=$(get "$py" "${enc}_mbps"); tc=$(get "$py" "${enc}_cpu_mbps")
+    printf '%-14s %10s %10s %12s %12s %10s %10s\n' "$enc" "$zw" "$zc" "${tw:-n/a}" "${tc:-n/a}" \
+        "$(ratio "$zc" "$zc1")" "$(ratio "$zc" "${tc:-0}")"
+    tt=$(get "$py" "${enc}_tokens"); zt2=$(get "$ze" tokens)
+    if [ -n "$tt" ] && [ "$tt" != "$zt2" ]; then
+        echo "token counts DIFFER for $enc: zephon $zt2, tiktoken $tt" >&2
+    fi
+    echo "  $enc: load $(get "$ze" load_ms_median) ms (median), tokenizer $(get "$ze" tokenizer_bytes) bytes, 2 threads $(get "$ze" mbps_2t) MB/s"
+done
+echo "(vs gpt2, vs tiktoken: ratios of CPU-time MB/s)"
+
