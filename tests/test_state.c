@@ -1377,10 +1377,47 @@ static void test_cli_state(void **unused)
     free(dir);
 }
 
+/* The one plan lookup (plan/plan.h) that the worksource (prefix counts)
+ * and the state (a walk) share: both ways give every position's span and
+ * stream position as a brute-force expansion does, and past the end p->n;
+ * find returns each epoch's plan and NULL between them. */
+static void test_plan_lookup(void **state)
+{
+    (void)state;
+    zpi_span spans[7];
+    uint64_t pre[8] = {0}, x = 12345;
+    for (size_t k = 0; k < 7; k++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        spans[k] = (zpi_span){1000 * k + (x >> 60), 1 + (x >> 59) % 9, 0};
+        pre[k + 1] = pre[k] + spans[k].count;
+    }
+    zpi_epoch_plan p = {3, 7, spans};
+    assert_int_equal(zpi_plan_total(&p), pre[7]);
+    uint64_t pos = 0;
+    for (size_t k = 0; k < 7; k++)
+        for (uint64_t j = 0; j < spans[k].count; j++, pos++) {
+            uint64_t a = 0, b = 0;
+            assert_int_equal(zpi_plan_locate(&p, NULL, pos, &a), k);
+            assert_int_equal(zpi_plan_locate(&p, pre, pos, &b), k);
+            assert_int_equal(a, spans[k].start + j);
+            assert_int_equal(b, a);
+        }
+    uint64_t g;
+    assert_int_equal(zpi_plan_locate(&p, NULL, pos, &g), 7);
+    assert_int_equal(zpi_plan_locate(&p, pre, pos, &g), 7);
+    zpi_epoch_plan plans[3] = {{2, 7, spans}, {5, 7, spans}, {9, 7, spans}};
+    assert_ptr_equal(zpi_plan_find(plans, 3, 5), &plans[1]);
+    assert_ptr_equal(zpi_plan_find(plans, 3, 9), &plans[2]);
+    assert_null(zpi_plan_find(plans, 3, 4));
+    assert_null(zpi_plan_find(plans, 3, 10));
+    assert_null(zpi_plan_find(plans, 0, 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_plan_lookup),
         cmocka_unit_test(test_settings_canon),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_parse_big_strings),

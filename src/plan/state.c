@@ -117,23 +117,7 @@ void zpi_state_default_range(uint64_t n, uint32_t world_size, int remainder, uin
 
 const zpi_epoch_plan *zpi_rank_find_plan(const zpi_rank_state *r, uint32_t epoch)
 {
-    size_t lo = 0, hi = r->n_plans;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->plans[mid].epoch < epoch)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->n_plans && r->plans[lo].epoch == epoch ? &r->plans[lo] : NULL;
-}
-
-uint64_t zpi_plan_total(const zpi_epoch_plan *p)
-{
-    uint64_t t = 0;
-    for (size_t i = 0; i < p->n; i++)
-        t += p->spans[i].count; /* validated: no overflow */
-    return t;
+    return zpi_plan_find(r->plans, r->n_plans, epoch);
 }
 
 /* The rank's positions in `epoch`: its plan or its default range. */

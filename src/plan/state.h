@@ -27,23 +27,8 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "plan/plan.h"
 #include "zephon/batch.h"
-
-/* Positions [start, start + count) of an epoch's stream (see above). */
-typedef struct zpi_span {
-    uint64_t start, count;
-    /* Token modes: tokens of the span's first sample already delivered
-     * (a document carried over when an elastic resume re-split the epoch);
-     * usually 0. */
-    uint64_t token_offset;
-} zpi_span;
-
-/* A rank's positions in one epoch: the spans, concatenated. */
-typedef struct zpi_epoch_plan {
-    uint32_t epoch;
-    size_t n;
-    zpi_span *spans; /* owned */
-} zpi_epoch_plan;
 
 /* Batches first .. last were made and not delivered. */
 typedef struct zpi_skip {
@@ -213,9 +198,6 @@ void *zpi_state_alloc_n(size_t n, size_t sz);
 void *zpi_state_dup_n(const void *src, size_t n, size_t sz);
 /* The rank's plan for `epoch` (plans ascend by epoch), or NULL. */
 const zpi_epoch_plan *zpi_rank_find_plan(const zpi_rank_state *r, uint32_t epoch);
-/* The positions of a plan: its spans' counts added (validated states: no
- * overflow). */
-uint64_t zpi_plan_total(const zpi_epoch_plan *p);
 /* The rank's positions in `epoch`: its plan's, or its default range's. */
 uint64_t zpi_state_rank_epoch_count(const zpi_state *s, const zpi_rank_state *r, uint32_t epoch);
 /* A JSON value in the settings' canonical text (state_json.c): compact,

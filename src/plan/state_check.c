@@ -74,23 +74,6 @@ static zp_status check_settings(const zpi_state *s, json_t *set, zpi_err *err)
     return ZP_OK;
 }
 
-static uint64_t plan_count(const zpi_epoch_plan *p)
-{
-    uint64_t t = 0;
-    for (size_t i = 0; i < p->n; i++)
-        t += p->spans[i].count;
-    return t;
-}
-
-/* The rank's plan for epoch e, or NULL. */
-static const zpi_epoch_plan *plan_for(const zpi_rank_state *r, uint32_t e)
-{
-    for (size_t i = 0; i < r->n_plans; i++)
-        if (r->plans[i].epoch == e)
-            return &r->plans[i];
-    return NULL;
-}
-
 typedef struct rspan {
     uint64_t a, b;    /* real positions [a, b) */
     size_t rank, idx; /* ranks[rank].plans[.].spans[idx] */
@@ -160,9 +143,9 @@ static zp_status check_rank(const zpi_state *s, size_t k, int concat, zpi_err *e
                       k, r->token_offset ? "token_offset" : "carry");
     if (r->token_offset) {
         uint64_t a, c;
-        const zpi_epoch_plan *p = plan_for(r, r->epoch);
+        const zpi_epoch_plan *p = zpi_rank_find_plan(r, r->epoch);
         zpi_state_default_range(s->epoch_samples, s->world_size, s->remainder, r->rank, &a, &c);
-        uint64_t cnt = p ? plan_count(p) : c;
+        uint64_t cnt = p ? zpi_plan_total(p) : c;
         ZPI_RETURN_ERR_IF(r->position >= cnt, err, ZP_ERR_FORMAT,
                           "ranks[%zu].token_offset: %" PRIu64 " tokens of the sample at position "
                           "%" PRIu64 ", but the rank's epoch %" PRIu32 " ends at %" PRIu64,
@@ -232,12 +215,13 @@ static zp_status check_epoch(const zpi_state *s, uint32_t e, zpi_err *err)
             with = k;
         if (!plans[k] && without == SIZE_MAX)
             without = k;
-        if (plans[k] && with != k && plan_count(plans[k]) != plan_count(plans[with]))
+        if (plans[k] && with != k && zpi_plan_total(plans[k]) != zpi_plan_total(plans[with]))
             st = zpi_err_set(err, ZP_ERR_FORMAT,
                              "ranks[%zu].plans[%zu]: %" PRIu64 " positions in epoch %" PRIu32
                              ", but ranks[%zu] has %" PRIu64
                              ": every rank reads as many (spans missing or added?)",
-                             k, idx[k], plan_count(plans[k]), e, with, plan_count(plans[with]));
+                             k, idx[k], zpi_plan_total(plans[k]), e, with,
+                             zpi_plan_total(plans[with]));
     }
     if (st == ZP_OK && with != SIZE_MAX && without != SIZE_MAX)
         st = zpi_err_set(err, ZP_ERR_FORMAT,
@@ -272,7 +256,7 @@ zp_status zpi_state_check(const zpi_state *s, zpi_err *err)
             uint32_t e = s->ranks[k].plans[i].epoch;
             int seen = 0;
             for (size_t j = 0; j < k && !seen; j++)
-                seen = plan_for(&s->ranks[j], e) != NULL && s->ranks[j].epoch <= e;
+                seen = zpi_rank_find_plan(&s->ranks[j], e) != NULL && s->ranks[j].epoch <= e;
             if (!seen)
                 st = check_epoch(s, e, err);
         }

@@ -74,12 +74,7 @@ static void describe_passes(zpi_buf *b, const zpi_state *s, const zpi_rank_state
     uint64_t g = 0, pos = r->position;
     const zpi_epoch_plan *p = ok ? zpi_rank_find_plan(r, r->epoch) : NULL;
     if (p) {
-        size_t k = 0;
-        while (k < p->n && pos >= p->spans[k].count)
-            pos -= p->spans[k++].count;
-        ok = k < p->n;
-        if (ok)
-            g = p->spans[k].start + pos;
+        ok = zpi_plan_locate(p, NULL, pos, &g) < p->n;
     } else if (ok) {
         uint64_t a, c;
         zpi_state_default_range(s->epoch_samples, s->world_size, s->remainder, r->rank, &a, &c);

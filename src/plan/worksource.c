@@ -82,15 +82,12 @@ typedef struct ws_part {
     uint64_t clock;
 } ws_part;
 
-/* A rank's plan for one epoch (after an elastic resume): spans and their
- * prefix counts. */
-typedef struct ws_plan {
-    uint32_t epoch;
-    size_t n;
-    zpi_span *spans; /* owned */
-    uint64_t *pre;   /* [n + 1] positions before each span */
+/* What the worksource keeps beside each of its plans (plan/plan.h) for a
+ * fast lookup: the prefix counts and the span of the last lookup. */
+typedef struct ws_plan_ix {
+    uint64_t *pre; /* [n + 1] positions before each span */
     size_t hint;
-} ws_plan;
+} ws_plan_ix;
 
 /* Mixture cursors kept (the engine's admission, the prefetch planner and
  * random access each walk their own). */
@@ -121,7 +118,8 @@ struct zp_worksource {
     } cur[WS_CURSORS];
     uint64_t cur_clock;
     size_t nplans;
-    ws_plan *plans;   /* ascending by epoch */
+    zpi_epoch_plan *plans; /* ascending by epoch (spans owned) */
+    ws_plan_ix *plan_ix;   /* [nplans] */
     /* Sequential state. */
     uint32_t epoch;
     uint64_t position;
@@ -363,33 +361,44 @@ static void ws_draw(zp_worksource *ws, uint64_t G, uint32_t *part, uint64_t *n)
 
 /* ------------------------------------------------------------ plans */
 
-static const ws_plan *ws_find_plan(const zp_worksource *ws, uint32_t epoch)
+static const zpi_epoch_plan *ws_find_plan(const zp_worksource *ws, uint32_t epoch)
 {
-    size_t lo = 0, hi = ws->nplans;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ws->plans[mid].epoch < epoch)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < ws->nplans && ws->plans[lo].epoch == epoch ? &ws->plans[lo] : NULL;
+    return zpi_plan_find(ws->plans, ws->nplans, epoch);
+}
+
+/* The lookup index of plan pl (one of ws->plans). */
+static ws_plan_ix *ws_ix(const zp_worksource *ws, const zpi_epoch_plan *pl)
+{
+    return &ws->plan_ix[pl - ws->plans];
+}
+
+/* The positions of plan pl. */
+static uint64_t ws_plan_len(const zp_worksource *ws, const zpi_epoch_plan *pl)
+{
+    return ws_ix(ws, pl)->pre[pl->n];
 }
 
 static uint64_t ws_epoch_len(const zp_worksource *ws, uint32_t epoch)
 {
-    const ws_plan *pl = ws_find_plan(ws, epoch);
-    return pl ? pl->pre[pl->n] : ws->per;
+    const zpi_epoch_plan *pl = ws_find_plan(ws, epoch);
+    return pl ? ws_plan_len(ws, pl) : ws->per;
+}
+
+static void ws_free_plan_arrays(zpi_epoch_plan *plans, ws_plan_ix *ix, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(plans ? plans[i].spans : NULL);
+        free(ix ? ix[i].pre : NULL);
+    }
+    free(plans);
+    free(ix);
 }
 
 static void ws_free_plans(zp_worksource *ws)
 {
-    for (size_t i = 0; i < ws->nplans; i++) {
-        free(ws->plans[i].spans);
-        free(ws->plans[i].pre);
-    }
-    free(ws->plans);
+    ws_free_plan_arrays(ws->plans, ws->plan_ix, ws->nplans);
     ws->plans = NULL;
+    ws->plan_ix = NULL;
     ws->nplans = 0;
 }
 
@@ -724,8 +733,8 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
         return ZP_ERR_INVALID;
     WS_CHECK_READY(ws);
     ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID, "zp_worksource_sample: out is NULL");
-    const ws_plan *pl = ws->nplans ? ws_find_plan(ws, epoch) : NULL;
-    const uint64_t len = pl ? pl->pre[pl->n] : ws->per;
+    const zpi_epoch_plan *pl = ws->nplans ? ws_find_plan(ws, epoch) : NULL;
+    const uint64_t len = pl ? ws_plan_len(ws, pl) : ws->per;
     ZPI_RETURN_ERR_IF(position >= len, &ws->err, ZP_ERR_INVALID,
                       "position = %llu (epoch %u): must be less than %s = %llu",
                       (unsigned long long)position, epoch,
@@ -735,13 +744,13 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
     if (!pl) {
         g = ws->first + position; /* < W * per: no overflow (checked at create) */
     } else {
-        ws_plan *mp = (ws_plan *)pl;
-        size_t k = mp->hint;
-        if (position < mp->pre[k] || position >= mp->pre[k + 1])
-            mp->hint = k = ws_search(mp->pre, 0, mp->n, position);
-        g = mp->spans[k].start + (position - mp->pre[k]);
-        if (position == mp->pre[k])
-            token_offset = mp->spans[k].token_offset;
+        ws_plan_ix *ix = ws_ix(ws, pl);
+        size_t k = ix->hint;
+        if (position < ix->pre[k] || position >= ix->pre[k + 1])
+            ix->hint = k = zpi_plan_locate(pl, ix->pre, position, &g);
+        g = pl->spans[k].start + (position - ix->pre[k]);
+        if (position == ix->pre[k])
+            token_offset = pl->spans[k].token_offset;
     }
     const int padded = g >= ws->draws;
     if (padded)
@@ -849,10 +858,8 @@ zp_status zp_worksource_set_state(zp_worksource *ws, const zp_worksource_state *
 static unsigned __int128 ws_linear(const zp_worksource *ws, uint32_t epoch, uint64_t position)
 {
     unsigned __int128 g = (unsigned __int128)epoch * ws->per + position;
-    for (size_t i = 0; i < ws->nplans && ws->plans[i].epoch < epoch; i++) {
-        const ws_plan *pl = &ws->plans[i];
-        g = g - ws->per + pl->pre[pl->n];
-    }
+    for (size_t i = 0; i < ws->nplans && ws->plans[i].epoch < epoch; i++)
+        g = g - ws->per + ws_plan_len(ws, &ws->plans[i]);
     return g;
 }
 
@@ -910,17 +917,22 @@ zp_status zpi_worksource_set_plans(zp_worksource *ws, const zpi_epoch_plan *plan
 {
     if (!ws->ready)
         return ZP_ERR_STATE;
-    ws_plan *np = n ? calloc(n, sizeof *np) : NULL;
-    ZPI_RETURN_ERR_IF(n && !np, &ws->err, ZP_ERR_NOMEM, "out of memory for %zu epoch plans", n);
+    zpi_epoch_plan *np = n ? calloc(n, sizeof *np) : NULL;
+    ws_plan_ix *nx = n ? calloc(n, sizeof *nx) : NULL;
+    if (n && (!np || !nx)) {
+        free(np);
+        free(nx);
+        return zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for %zu epoch plans", n);
+    }
     zp_status st = ZP_OK;
     for (size_t i = 0; i < n && st == ZP_OK; i++) {
         const zpi_epoch_plan *src = &plans[i];
-        ws_plan *d = &np[i];
+        zpi_epoch_plan *d = &np[i];
+        uint64_t *pre = nx[i].pre = ws_array(src->n + 1, sizeof *pre);
         d->epoch = src->epoch;
         d->n = src->n;
         d->spans = ws_array(src->n ? src->n : 1, sizeof *d->spans);
-        d->pre = ws_array(src->n + 1, sizeof *d->pre);
-        if (!d->spans || !d->pre) {
+        if (!d->spans || !pre) {
             st = zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for an epoch plan");
             break;
         }
@@ -928,7 +940,7 @@ zp_status zpi_worksource_set_plans(zp_worksource *ws, const zpi_epoch_plan *plan
             st = zpi_err_set(&ws->err, ZP_ERR_INVALID,
                              "epoch plans: epoch %u follows epoch %u (must ascend)", src->epoch,
                              plans[i - 1].epoch);
-        d->pre[0] = 0;
+        pre[0] = 0;
         for (size_t k = 0; k < src->n && st == ZP_OK; k++) {
             const zpi_span *sp = &src->spans[k];
             d->spans[k] = *sp;
@@ -936,25 +948,22 @@ zp_status zpi_worksource_set_plans(zp_worksource *ws, const zpi_epoch_plan *plan
              * positions >= N are padding; keep them below 2^63 */
             if (sp->count == 0 || sp->start >= WS_MAX_SAMPLES ||
                 sp->count >= WS_MAX_SAMPLES - sp->start ||
-                d->pre[k] >= WS_MAX_SAMPLES - sp->count)
+                pre[k] >= WS_MAX_SAMPLES - sp->count)
                 st = zpi_err_set(&ws->err, ZP_ERR_INVALID,
                                  "epoch %u plan: span %zu [%llu, +%llu) is empty or too large",
                                  src->epoch, k, (unsigned long long)sp->start,
                                  (unsigned long long)sp->count);
             else
-                d->pre[k + 1] = d->pre[k] + sp->count;
+                pre[k + 1] = pre[k] + sp->count;
         }
     }
     if (st != ZP_OK) {
-        for (size_t i = 0; i < n; i++) {
-            free(np[i].spans);
-            free(np[i].pre);
-        }
-        free(np);
+        ws_free_plan_arrays(np, nx, n);
         return st;
     }
     ws_free_plans(ws);
     ws->plans = np;
+    ws->plan_ix = nx;
     ws->nplans = n;
     ws_advance(ws, ws->epoch, ws->position);
     return ZP_OK;
@@ -964,9 +973,7 @@ size_t zpi_worksource_num_plans(const zp_worksource *ws) { return ws->nplans; }
 
 void zpi_worksource_plan(const zp_worksource *ws, size_t i, zpi_epoch_plan *out)
 {
-    out->epoch = ws->plans[i].epoch;
-    out->n = ws->plans[i].n;
-    out->spans = ws->plans[i].spans;
+    *out = ws->plans[i];
 }
 
 uint64_t zpi_worksource_linear(const zp_worksource *ws, uint32_t epoch, uint64_t position)
@@ -997,7 +1004,7 @@ int zpi_worksource_unlinear(const zp_worksource *ws, uint64_t g, uint32_t *epoch
         }
         if (i == ws->nplans)
             return 0;
-        uint64_t plen = ws->plans[i].pre[ws->plans[i].n];
+        uint64_t plen = ws_plan_len(ws, &ws->plans[i]);
         if (g < base + plen) {
             *epoch = stop;
             *position = g - base;

@@ -3,7 +3,7 @@
 #ifndef ZP_WORKSOURCE_INTERNAL_H
 #define ZP_WORKSOURCE_INTERNAL_H
 
-#include "plan/state.h"
+#include "plan/plan.h"
 #include "zephon/worksource.h"
 
 /* Replace the per-epoch plans (copied; ascending by epoch; an epoch
