@@ -16,8 +16,9 @@
  *  - Resumable: the state is (seed, epoch, position), O(1).
  *  - Mixtures (docs/mixtures.md): the dataset's shards may be cut into
  *    consecutive parts drawn by weight. An epoch is then `epoch_samples`
- *    draws; every prefix of the draws follows the weights within one
- *    sample (a deterministic quota schedule, not random draws); each part
+ *    draws; every prefix of the draws follows the weights as used
+ *    (zp_worksource_part_weight) within one sample (a deterministic quota
+ *    schedule, not random draws); each part
  *    is drawn in its own shuffled passes (a part smaller than its share
  *    repeats, each pass reshuffled; a larger one is subsampled without
  *    repeats and continues where it stopped in the next epoch). The epoch's
@@ -49,8 +50,11 @@ typedef struct zp_mix_part {
     const char *name; /* for states and reports; NULL: "part<k>" */
     size_t shards;    /* the next `shards` shards of the dataset (>= 1) */
     double weight;    /* relative weight, > 0 and finite; the weights are
-                         made integers (exact for integers and decimals of up
-                         to 6 places, else rounded to 2^-20 of the total) */
+                         made integers with a total of at most 2^24 (exact
+                         for integers and decimals of up to 6 places, else
+                         rounded, changing each part's weight by at most
+                         1% of itself; weights that would change more are
+                         ZP_ERR_INVALID naming the part, docs/mixtures.md) */
 } zp_mix_part;
 
 typedef struct zp_worksource_config {
