@@ -232,10 +232,19 @@ class Pipeline(_core.Pipeline):
                   name or getattr(fn, "__name__", "map_transform"))
         return self
 
-    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism=1):
-        """Encode the string field `field` with the tokenizer ("gpt2", a
-        folder with vocab.json + merges.txt, or a .tiktoken file)."""
-        self._tokenize(tokenizer_id, field, parallelism)
+    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism=1, eot=None, bos=None,
+                 match_special=False):
+        """Encode the string field `field` with the tokenizer: a built-in
+        name ("gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base")
+        or a path (a tokenizer.json or its folder, a .tiktoken file, a
+        SentencePiece .model; docs/tokenizers.md). Packing puts `bos` before
+        and `eot` after each document: by default the tokenizer's own (its
+        BOS only when its config adds one); bos=-1 means none.
+        match_special=True encodes special tokens' strings in the text as
+        their ids (default: ordinary text)."""
+        self._tokenize(tokenizer_id, field, parallelism,
+                       -2 if eot is None else int(eot), -2 if bos is None else int(bos),
+                       bool(match_special))
         self._field = field
         self._tokenized = True
         return self
@@ -333,6 +342,18 @@ class Pipeline(_core.Pipeline):
     def eot(self):
         """The tokenizer's end-of-text id (-1 without tokenize)."""
         return self._eot()
+
+    @property
+    def bos(self):
+        """The id packed before each document (-1: none, or no tokenize)."""
+        return self._bos()
+
+    @property
+    def tokenizer_ident(self):
+        """The tokenizer's identity (a built-in name, or a file's kind and
+        content hash), as pre-tokenized shards and states record it; None
+        without tokenize."""
+        return self._tokenizer_ident()
 
     def close(self):
         """Stop the pipeline's threads and worker processes. Batches still

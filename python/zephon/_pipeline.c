@@ -186,10 +186,18 @@ static PyObject *Pipeline_tokenize(zpy_PipelineObject *self, PyObject *args)
 {
     const char *id, *field;
     Py_ssize_t par;
-    if (!PyArg_ParseTuple(args, "ssn", &id, &field, &par) ||
+    long eot = ZP_TOKEN_DEFAULT, bos = ZP_TOKEN_DEFAULT;
+    int match_special = 0;
+    if (!PyArg_ParseTuple(args, "ssn|llp", &id, &field, &par, &eot, &bos, &match_special) ||
         zpy_nonneg("tokenize", "parallelism", par))
         return NULL;
-    CALL_OR_RAISE(self, zp_pipeline_tokenize(self->p, id, field, (size_t)par));
+    zp_tokenizer_config tc;
+    zp_tokenizer_config_init(&tc);
+    /* out of int32_t's range: the library's message names the value */
+    tc.eot = eot < INT32_MIN || eot > INT32_MAX ? INT32_MAX : (int32_t)eot;
+    tc.bos = bos < INT32_MIN || bos > INT32_MAX ? INT32_MAX : (int32_t)bos;
+    tc.match_special = match_special;
+    CALL_OR_RAISE(self, zp_pipeline_tokenize_config(self->p, id, &tc, field, (size_t)par));
 }
 
 static PyObject *Pipeline_batch(zpy_PipelineObject *self, PyObject *args)
@@ -410,6 +418,21 @@ static PyObject *Pipeline_eot(zpy_PipelineObject *self, PyObject *unused)
     return PyLong_FromLong(self->p ? zp_pipeline_eot(self->p) : -1);
 }
 
+static PyObject *Pipeline_bos(zpy_PipelineObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->p ? zp_pipeline_bos(self->p) : -1);
+}
+
+static PyObject *Pipeline_tokenizer_ident(zpy_PipelineObject *self, PyObject *unused)
+{
+    (void)unused;
+    const zp_tokenizer *t = self->p ? zp_pipeline_tokenizer(self->p) : NULL;
+    if (!t)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(zp_tokenizer_ident(t));
+}
+
 static PyMethodDef Pipeline_methods[] = {
     {"_prefetch", (PyCFunction)Pipeline_prefetch, METH_VARARGS, NULL},
     {"_fetch", (PyCFunction)Pipeline_fetch, METH_VARARGS, NULL},
@@ -429,6 +452,8 @@ static PyMethodDef Pipeline_methods[] = {
     {"_logs", (PyCFunction)Pipeline_logs, METH_NOARGS, NULL},
     {"_address", (PyCFunction)Pipeline_address, METH_NOARGS, NULL},
     {"_eot", (PyCFunction)Pipeline_eot, METH_NOARGS, NULL},
+    {"_bos", (PyCFunction)Pipeline_bos, METH_NOARGS, NULL},
+    {"_tokenizer_ident", (PyCFunction)Pipeline_tokenizer_ident, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject zpy_PipelineType = {
