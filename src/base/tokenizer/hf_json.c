@@ -488,16 +488,16 @@ static zp_status scan_vocab(loader *L, uint32_t *max_id, zpi_err *err)
     return ZP_OK;
 }
 
-/* Insert pair (a, b) -> rank into the pair map (lower rank kept). */
-static void pair_put(zp_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank)
+/* Insert slot value v (zpi_tok_pair_key << ZPI_TOK_ID_BITS | rank) into the
+ * pair map; an existing pair keeps the lower rank. */
+static void pair_put(zp_tokenizer *t, uint64_t v)
 {
-    uint64_t key = zpi_tok_pair_key(a, b);
-    uint64_t v = key << ZPI_TOK_ID_BITS | rank;
+    uint64_t key = v >> ZPI_TOK_ID_BITS;
     uint32_t i = zpi_tok_pair_home(t, key);
     for (;;) {
         uint64_t s = t->pmap[i];
         if ((s >> ZPI_TOK_ID_BITS) == key) {
-            if (rank < (s & ZPI_TOK_ID_MASK))
+            if ((v & ZPI_TOK_ID_MASK) < (s & ZPI_TOK_ID_MASK))
                 t->pmap[i] = v;
             return;
         }
@@ -517,128 +517,178 @@ static uint32_t find_bytes(const zp_tokenizer *t, const uint8_t *p, size_t n)
     return zpi_tok_find(t, p, n, zpi_tok_hash(p, n));
 }
 
-/* merges: ["a b", ...] or [["a", "b"], ...]; rank = position. */
+/* One merge at s->p: "A B" or ["A", "B"], unescaped (and byte-level decoded)
+ * into out as A then B. 0, -1 (invalid JSON), -2 (not "A B" or ["A", "B"]),
+ * -3 (outside the byte-level alphabet). out has room for the escaped text. */
+static int merge_item(loader *L, js *s, uint8_t *out, int bytelevel, uint32_t *la, uint32_t *lb)
+{
+    long a, b;
+    if (s->p < s->e && *s->p == '"') {
+        long l = js_string(s, out);
+        if (l < 0)
+            return -1;
+        uint8_t *sp1 = l > 0 ? memchr(out, ' ', (size_t)l) : NULL;
+        if (!sp1 || sp1 == out || sp1 + 1 == out + l ||
+            memchr(sp1 + 1, ' ', (size_t)(out + l - sp1 - 1)))
+            return -2;
+        a = sp1 - out;
+        b = l - a - 1;
+        memmove(sp1, sp1 + 1, (size_t)b);
+    } else if (s->p < s->e && *s->p == '[') {
+        s->p++;
+        js_ws(s);
+        if ((a = js_string(s, out)) < 0)
+            return -1;
+        if (js_expect(s, ',') != 0)
+            return -2;
+        js_ws(s);
+        if ((b = js_string(s, out + a)) < 0)
+            return -1;
+        if (js_expect(s, ']') != 0)
+            return -2;
+    } else {
+        return -1;
+    }
+    if (a <= 0 || b <= 0)
+        return -2;
+    if (bytelevel) {
+        long da = bytelevel_decode(&L->bm, out, (size_t)a);
+        long db = da > 0 ? bytelevel_decode(&L->bm, out + a, (size_t)b) : -1;
+        if (da <= 0 || db <= 0)
+            return -3;
+        memmove(out + da, out + a, (size_t)db);
+        a = da;
+        b = db;
+    }
+    *la = (uint32_t)a;
+    *lb = (uint32_t)b;
+    return 0;
+}
+
+/* merges: ["a b", ...] or [["a", "b"], ...]; rank = position.
+ *
+ * The vocabulary and pair maps are megabytes large and every lookup is a
+ * cache miss, so merges go in batches: parse a batch and prefetch the map
+ * slots of its three strings (A, B, AB), then look them up; the pairs are
+ * collected, the pair map is sized for exactly that many and filled with the
+ * slot of a later pair prefetched. */
+#define MERGE_BATCH 32
 static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err *err)
 {
     span sp = L->model_merges;
     if (!sp.p)
         ERR(ZP_ERR_FORMAT, "%s: model has no \"merges\"", L->path);
     js s = {sp.p, sp.p + sp.n};
-    size_t n_est = 0;
-    for (size_t i = 0; i < sp.n; i++)
-        n_est += sp.p[i] == ',';
-    n_est = n_est + 1;
-    if (n_est >= ZPI_TOK_MAX_IDS)
-        n_est = ZPI_TOK_MAX_IDS - 1;
-    zp_status st = zpi_tok_build_pairs_begin(t, n_est, err);
-    if (st != ZP_OK)
-        return st;
-    t->merge_cap = (uint32_t)n_est;
-    t->merge_id = malloc((size_t)n_est * sizeof *t->merge_id);
-    uint8_t *tmp = malloc(2 * (sp.n < 65536 ? sp.n : 65536) + 64);
-    size_t tcap = 2 * (sp.n < 65536 ? sp.n : 65536);
-    if (!t->merge_id || !tmp) {
-        free(tmp);
-        ERR(ZP_ERR_NOMEM, "out of memory for the merges of '%s'", L->path);
+    /* a merge takes at least 6 bytes ("a b",): an upper bound of their number */
+    size_t cap = sp.n / 6 + 16;
+    if (cap > ZPI_TOK_MAX_IDS)
+        cap = ZPI_TOK_MAX_IDS;
+    t->merge_id = malloc(cap * sizeof *t->merge_id);
+    uint64_t *pv = malloc(cap * sizeof *pv);
+    uint8_t *tmp = malloc(sp.n + 64); /* a batch's strings; never more than the text */
+    zp_status st = ZP_OK;
+    if (!t->merge_id || !pv || !tmp) {
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the merges of '%s'", L->path);
+        goto out;
     }
+    t->merge_cap = 0;
     if (js_expect(&s, '[') != 0) {
-        free(tmp);
-        ERR(ZP_ERR_FORMAT, "%s: model.merges is not an array", L->path);
+        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges is not an array", L->path);
+        goto out;
     }
     uint32_t rank = 0;
     js_ws(&s);
+    int done = 0;
     if (s.p < s.e && *s.p == ']') {
         s.p++;
-        free(tmp);
-        return ZP_OK;
+        done = 1;
     }
-    for (;;) {
-        js_ws(&s);
-        long la, lb;
-        const char *item = s.p;
-        if (s.p < s.e && *s.p == '"') {
-            const char *q = s.p;
-            if (js_skip(&s) != 0 || (size_t)(s.p - q) > tcap)
-                goto bad;
-            js t1 = {q, s.p};
-            long l = js_string(&t1, tmp);
-            uint8_t *sp1 = l > 0 ? memchr(tmp, ' ', (size_t)l) : NULL;
-            if (!sp1 || sp1 == tmp || sp1 + 1 == tmp + l || memchr(sp1 + 1, ' ', (size_t)(tmp + l - sp1 - 1)))
-                goto bad_item;
-            la = sp1 - tmp;
-            lb = l - la - 1;
-            memmove(sp1, sp1 + 1, (size_t)lb);
-        } else if (s.p < s.e && *s.p == '[') {
-            s.p++;
+    struct {
+        uint32_t off, la, lb;
+        uint64_t ha, hb, hm;
+    } q[MERGE_BATCH];
+    while (!done) {
+        unsigned nb = 0;
+        size_t bo = 0;
+        while (nb < MERGE_BATCH && !done) {
             js_ws(&s);
-            const char *q = s.p;
-            if (js_skip(&s) != 0 || (size_t)(s.p - q) > tcap / 2)
-                goto bad;
-            js t1 = {q, s.p};
-            la = js_string(&t1, tmp);
-            if (js_expect(&s, ',') != 0)
-                goto bad_item;
-            js_ws(&s);
-            q = s.p;
-            if (js_skip(&s) != 0 || (size_t)(s.p - q) > tcap / 2 || la < 0)
-                goto bad;
-            js t2 = {q, s.p};
-            lb = js_string(&t2, tmp + la);
-            if (js_expect(&s, ']') != 0 || lb < 0)
-                goto bad_item;
-        } else {
-            goto bad;
-        }
-        if (la <= 0 || lb <= 0)
-            goto bad_item;
-        if (bytelevel) {
-            long a = bytelevel_decode(&L->bm, tmp, (size_t)la);
-            long b = a > 0 ? bytelevel_decode(&L->bm, tmp + la, (size_t)lb) : -1;
-            if (a <= 0 || b <= 0) {
-                free(tmp);
-                ERR(ZP_ERR_FORMAT, "%s: model.merges[%u]: a token outside the byte-level "
-                    "alphabet", L->path, rank);
+            const char *item = s.p;
+            if (rank + nb >= ZPI_TOK_MAX_IDS - 1) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: too many merges (at most %u)",
+                                 L->path, ZPI_TOK_MAX_IDS - 1);
+                goto out;
             }
-            memmove(tmp + a, tmp + la, (size_t)b);
-            la = a;
-            lb = b;
+            uint32_t la, lb;
+            int r = merge_item(L, &s, tmp + bo, bytelevel, &la, &lb);
+            if (r == -1) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item "
+                                 "%u)", L->path, rank + nb);
+                goto out;
+            }
+            if (r == -2) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges[%u] (%.40s...) is not "
+                                 "\"A B\" or [\"A\", \"B\"]", L->path, rank + nb, item);
+                goto out;
+            }
+            if (r == -3) {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges[%u]: a token outside "
+                                 "the byte-level alphabet", L->path, rank + nb);
+                goto out;
+            }
+            const uint8_t *p = tmp + bo;
+            q[nb].off = (uint32_t)bo;
+            q[nb].la = la;
+            q[nb].lb = lb;
+            q[nb].ha = zpi_tok_hash(p, la);
+            q[nb].hb = zpi_tok_hash(p + la, lb);
+            q[nb].hm = zpi_tok_hash(p, (size_t)la + lb);
+            __builtin_prefetch(&t->vmap[q[nb].ha & t->vmap_mask]);
+            __builtin_prefetch(&t->vmap[q[nb].hb & t->vmap_mask]);
+            __builtin_prefetch(&t->vmap[q[nb].hm & t->vmap_mask]);
+            bo += (size_t)la + lb;
+            nb++;
+            js_ws(&s);
+            if (s.p < s.e && *s.p == ',') {
+                s.p++;
+            } else if (js_expect(&s, ']') == 0) {
+                done = 1;
+            } else {
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item "
+                                 "%u)", L->path, rank + nb);
+                goto out;
+            }
         }
-        {
-            uint32_t ia = find_bytes(t, tmp, (size_t)la);
-            uint32_t ib = find_bytes(t, tmp + la, (size_t)lb);
-            uint32_t im = find_bytes(t, tmp, (size_t)(la + lb));
+        for (unsigned k = 0; k < nb; k++, rank++) {
+            const uint8_t *p = tmp + q[k].off;
+            uint32_t ia = zpi_tok_find(t, p, q[k].la, q[k].ha);
+            uint32_t ib = zpi_tok_find(t, p + q[k].la, q[k].lb, q[k].hb);
+            uint32_t im = zpi_tok_find(t, p, (size_t)q[k].la + q[k].lb, q[k].hm);
             if (ia == ZPI_TOK_NONE || ib == ZPI_TOK_NONE || im == ZPI_TOK_NONE) {
-                free(tmp);
-                ERR(ZP_ERR_FORMAT, "%s: model.merges[%u] uses or makes a token that is not in "
-                    "model.vocab", L->path, rank);
-            }
-            if (rank >= t->merge_cap) {
-                free(tmp);
-                ERR(ZP_ERR_FORMAT, "%s: too many merges (at most %u)", L->path,
-                    ZPI_TOK_MAX_IDS - 1);
+                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges[%u] uses or makes a "
+                                 "token that is not in model.vocab", L->path, rank);
+                goto out;
             }
             t->merge_id[rank] = im;
-            pair_put(t, ia, ib, rank);
-            rank++;
+            pv[rank] = zpi_tok_pair_key(ia, ib) << ZPI_TOK_ID_BITS | rank;
         }
-        js_ws(&s);
-        if (s.p < s.e && *s.p == ',') {
-            s.p++;
-            continue;
-        }
-        if (js_expect(&s, ']') != 0)
-            goto bad;
-        break;
-    bad_item:
-        free(tmp);
-        ERR(ZP_ERR_FORMAT, "%s: model.merges[%u] (%.40s...) is not \"A B\" or [\"A\", \"B\"]",
-            L->path, rank, item);
     }
+    t->merge_cap = rank;
+    if (rank > 0 && rank < cap) {
+        uint32_t *m = realloc(t->merge_id, (size_t)rank * sizeof *m);
+        if (m)
+            t->merge_id = m;
+    }
+    if ((st = zpi_tok_build_pairs_begin(t, rank, err)) != ZP_OK)
+        goto out;
+    for (uint32_t i = 0; i < rank; i++) {
+        if (i + 16 < rank)
+            __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, pv[i + 16] >> ZPI_TOK_ID_BITS)], 1);
+        pair_put(t, pv[i]);
+    }
+out:
     free(tmp);
-    return ZP_OK;
-bad:
-    free(tmp);
-    ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item %u)", L->path, rank);
+    free(pv);
+    return st;
 }
 
 /* ------------------------------------------------------------ components */
