@@ -24,7 +24,7 @@ target_link_libraries(zephon_fuzz_lib
          PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL ${HDF5_C_LIBRARIES} m)
 target_include_directories(zephon_fuzz_lib SYSTEM PUBLIC ${ZP_HDF5_INCLUDE_DIRS})
 foreach(f hdf5 megatron)
-  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/format_${f}.c)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/formats/format_${f}.c)
     string(TOUPPER ${f} F)
     target_compile_definitions(zephon_fuzz_lib PRIVATE ZP_HAVE_FORMAT_${F}=1)
   endif()
