@@ -16,7 +16,7 @@ static void usage(FILE *f)
             "  run        run a pipeline over a dataset and print its throughput\n"
             "  index      write a manifest (sample counts, sizes, hashes) for shards\n"
             "  gen        generate a synthetic JSONL(.zst) text dataset\n"
-            "  tokenize   print GPT-2 token ids for each line of a JSONL file\n"
+            "  tokenize   print the token ids of each line of a JSONL file (any tokenizer)\n"
             "  state      show a saved pipeline state; merge the states of a job's ranks\n"
             "  preprocess tokenize a JSONL dataset once into token shards (HDF5, Megatron)\n"
             "\n"
