@@ -103,9 +103,11 @@ proxy_manifest rrun "slowfirst:500*0" > "$T/slow.json"
 "$Z" run "$T/slow.json" --json --seed 3 --threads 2 --microbatch 8 --block-shards 1 --prefetch 100000:1 \
   --cache-dir "$T/c10" >"$T/slow.out" 2>&1 || bad "slow run"
 read -r fb total <<<"$(python3 -c "import json;d=json.loads(open('$T/slow.out').read().strip().splitlines()[-1]);print(d['first_batch_s'], d['seconds'])" 2>/dev/null)"
-# (relative to the run: under ThreadSanitizer everything else takes ~1 s more)
+# (relative to the run's end: a sanitizer or a busy machine adds to the start
+# and to every step alike, so the check is that at least two of the 0.5 s
+# downloads were still to come when the first batch arrived)
 check "first batch after one download (${fb:-?} s), not the whole dataset's (run ${total:-?} s)" \
-  'python3 -c "import sys; sys.exit(0 if ${fb:-9} < 0.5 * ${total:-0} and ${total:-0} >= 2.5 else 1)"'
+  'python3 -c "import sys; sys.exit(0 if ${fb:-9} < ${total:-0} - 1.0 and ${total:-0} >= 2.5 else 1)"'
 
 # a cache limit too small for what the pipeline holds in flight: error at startup
 "$Z" run "$HTTP/rrun/manifest.json" $RUN --fetch-parallelism 2 --cache-limit 1k --cache-dir "$T/c9" >"$T/small.out" 2>&1; rc=$?
