@@ -5,3 +5,13 @@
 # names for them (tests/tokenize/test_tokenizer_names.sh).
 zp_add_test(test_tokenizers_integration
   SOURCES tests/test_tokenizers_integration.c tests/testutil.c TIMEOUT 120 LABELS unit tokenizer)
+
+# The tokenizer benchmark in the suite (issue 21 item 4): bench/tokenizers/run.sh
+# on 2 MB, one pass (figures on a loaded machine are not the docs' figures; the
+# run fails when a tokenizer's token count differs from its reference's or a
+# reference cannot be installed). Not under sanitizers (label nosan).
+add_test(NAME bench_tokenizers
+  COMMAND ${CMAKE_COMMAND} -E env MB=2 PASSES=1
+          sh ${CMAKE_CURRENT_LIST_DIR}/../bench/tokenizers/run.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(bench_tokenizers PROPERTIES TIMEOUT 1800 RUN_SERIAL TRUE
+  LABELS "tokref;bench;nosan")

@@ -21,8 +21,8 @@
 # thread wall clock and CPU time, two threads (one encoder each on half of
 # the documents) wall clock, and the load time. References: one thread, one
 # document per call. Every ratio compares figures of this one run; token
-# counts are printed side by side (they must be equal: the parity tests
-# check the ids themselves).
+# counts are printed side by side and must be equal (the run fails otherwise;
+# the parity tests check the ids themselves).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -107,6 +107,7 @@ done)
 # shellcheck disable=SC2086
 rres=$("$py" "$here/ref.py" "$tokref" "$text" "$passes" $specs)
 
+differ=""
 gpt2_cpu=$(awk '$1 == "gpt2" && $2 != "skip:" { print $3 }' "$zres")
 echo
 printf '%-12s %9s %9s %9s %7s | %9s %9s | %7s %7s %7s | %12s %12s\n' tokenizer "z 1t" "z 1t cpu" "z 2t" "load ms" "ref 1t" "ref cpu" "x ref" "x cpu" "x gpt2" "z tokens" "ref tokens"
@@ -117,6 +118,7 @@ while read -r name a b c d e; do
     [ "$ra" = "skip" ] && ra="" && rb=""
     printf '%-12s %9s %9s %9s %7s | %9s %9s | %7s %7s %7s | %12s %12s\n' "$name" "$a" "$b" "$c" "$d" \
         "${ra:-n/a}" "${rb:-n/a}" "$(ratio "$a" "$ra")" "$(ratio "$b" "$rb")" "$(ratio "$b" "$gpt2_cpu")" "$e" "${rt:-n/a}"
+    if [ -n "$rt" ] && [ "$rt" != "$e" ]; then differ="$differ $name"; fi
 done < "$zres"
 echo
 echo "MB/s = 10^6 bytes of text per second. z = Zephon (bench_tokenizer: 1 thread wall clock,"
@@ -124,3 +126,7 @@ echo "1 thread per CPU-second, 2 threads wall clock; load = zp_tokenizer_create,
 echo "ref = the reference, 1 thread. x ref: wall-clock ratio; x cpu: CPU-time ratio;"
 echo "x gpt2: CPU-time MB/s over Zephon's gpt2 (issue 21: byte-level BPE >= 0.8)."
 printf '%s\n' "$rres" | awk '{print $1, $5}' | sort -u | awk '$2 != "" {printf "%s: %s  ", $1, $2} END {print ""}'
+if [ -n "$differ" ]; then
+    echo "run.sh: token counts differ from the reference's for:$differ" >&2
+    exit 1
+fi
