@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <utf8proc.h>
@@ -59,6 +62,37 @@ static zp_status read_file(const char *path, char **buf, size_t *len, zpi_err *e
     *buf = b;
     *len = n;
     return ZP_OK;
+}
+
+/* The tokenizer.json, mapped (read-only, pages read ahead) rather than read:
+ * no copy, no fresh pages to clear. *mapped: 1 when it must be unmapped, 0
+ * when it was read into malloc'ed memory (an empty file, or mmap failed). */
+static zp_status map_file(const char *path, char **buf, size_t *len, int *mapped, zpi_err *err)
+{
+    *buf = NULL;
+    *len = 0;
+    *mapped = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        ERR(errno == ENOENT ? ZP_ERR_INVALID : ZP_ERR_IO, "cannot open '%s': %s", path,
+            strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        ERR(ZP_ERR_IO, "'%s' is not a regular file", path);
+    }
+    if (sb.st_size > 0) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (m != MAP_FAILED) {
+            close(fd);
+            *buf = m;
+            *len = (size_t)sb.st_size;
+            *mapped = 1;
+            return ZP_OK;
+        }
+    }
+    close(fd);
+    return read_file(path, buf, len, err);
 }
 
 int zpi_hf_is_json_path(const char *path)
@@ -265,17 +299,53 @@ static void byte_map_init(byte_map *m)
     }
 }
 
-/* In place: byte-level string -> bytes. Returns the byte count or -1. */
+/* In place: byte-level string -> bytes. Returns the byte count, or -1 (s
+ * unchanged). The alphabet is below U+0144: one byte, or two with a lead
+ * byte C2..C5. */
 static long bytelevel_decode(const byte_map *m, uint8_t *s, size_t n)
 {
     size_t i = 0, o = 0;
-    while (i < n) {
-        uint32_t cp;
-        size_t l = zpi_utf8_decode(s + i, n - i, &cp);
-        if (l == 0 || cp >= 324 || m->u2b[cp] < 0)
+    for (size_t j = 0; j < n; j++) /* all one-byte: nothing moves */
+        if (s[j] >= 0x80)
+            goto multi;
+    for (; i < n; i++)
+        if (m->u2b[s[i]] < 0)
             return -1;
-        s[o++] = (uint8_t)m->u2b[cp];
-        i += l;
+    return (long)n;
+multi:
+    while (i < n) { /* check first */
+        unsigned c = s[i];
+        int b;
+        if (c < 0x80) {
+            b = m->u2b[c];
+            i++;
+        } else if (c >= 0xC2 && c <= 0xC5 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+            unsigned cp = (c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            b = cp < 324 ? m->u2b[cp] : -1;
+            i += 2;
+        } else {
+            return -1;
+        }
+        if (b < 0)
+            return -1;
+    }
+    i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        int b;
+        if (c < 0x80) {
+            b = m->u2b[c];
+            i++;
+        } else if (c >= 0xC2 && c <= 0xC5 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+            unsigned cp = (c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            b = cp < 324 ? m->u2b[cp] : -1;
+            i += 2;
+        } else {
+            return -1;
+        }
+        if (b < 0)
+            return -1;
+        s[o++] = (uint8_t)b;
     }
     return (long)o;
 }
@@ -300,8 +370,20 @@ typedef struct loader {
         uint32_t off, len, id;
     } *ve;
     size_t n_ve;
+    uint32_t max_id;
+    int vocab_done;  /* ve/kbuf read while scanning the top level */
+    /* merges read while scanning the top level (merges_done): their
+     * unescaped strings A then B back to back in mstr, the lengths in mlen
+     * (A, B per merge) */
+    int merges_done;
+    uint8_t *mstr;
+    uint32_t *mlen;
+    size_t n_m;
     json_t *added_json;
 } loader;
+
+static zp_status scan_vocab(loader *L, span sp, const char **end, zpi_err *err);
+static zp_status read_merges(loader *L, span sp, const char **end, zpi_err *err);
 
 static json_t *span_json(const span *s)
 {
@@ -376,12 +458,39 @@ static zp_status scan_top(loader *L, const char *buf, size_t len, zpi_err *err)
                         ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
                     js_ws(&s);
                     const char *mv = s.p;
-                    if (js_skip(&s) != 0)
+                    /* the vocab and the merges are read here, in one pass; when
+                     * that fails, the span is kept and read again later (for the
+                     * error, in the order of the checks) */
+                    int is_vocab = ml == 5 && memcmp(mkey, "vocab", 5) == 0;
+                    int is_merges = ml == 6 && memcmp(mkey, "merges", 6) == 0;
+                    const char *end = NULL;
+                    span rest = {mv, (size_t)(s.e - mv)};
+                    if (is_vocab) { /* a repeated member: the last one counts */
+                        free(L->kbuf);
+                        free(L->ve);
+                        L->kbuf = NULL;
+                        L->ve = NULL;
+                        L->kbuf_len = L->n_ve = 0;
+                        L->max_id = 0;
+                        L->vocab_done = scan_vocab(L, rest, &end, NULL) == ZP_OK;
+                    } else if (is_merges) {
+                        free(L->mstr);
+                        free(L->mlen);
+                        L->mstr = NULL;
+                        L->mlen = NULL;
+                        L->n_m = 0;
+                        L->merges_done = read_merges(L, rest, &end, NULL) == ZP_OK;
+                    }
+                    if (end && !(is_vocab ? L->vocab_done : L->merges_done))
+                        end = NULL;
+                    if (end)
+                        s.p = end;
+                    if (!end && js_skip(&s) != 0)
                         ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
                     span sp = {mv, (size_t)(s.p - mv)};
-                    if (ml == 5 && memcmp(mkey, "vocab", 5) == 0) {
+                    if (is_vocab) {
                         L->model_vocab = sp;
-                    } else if (ml == 6 && memcmp(mkey, "merges", 6) == 0) {
+                    } else if (is_merges) {
                         L->model_merges = sp;
                     } else if (ml > 0) {
                         json_t *v = span_json(&sp);
@@ -429,10 +538,11 @@ static zp_status scan_top(loader *L, const char *buf, size_t len, zpi_err *err)
     return ZP_OK;
 }
 
-/* vocab: {"token": id, ...} -> L->ve, L->kbuf. */
-static zp_status scan_vocab(loader *L, uint32_t *max_id, zpi_err *err)
+/* vocab: {"token": id, ...} -> L->ve, L->kbuf, L->max_id; *end: after
+ * the object. */
+static zp_status scan_vocab(loader *L, span sp, const char **end, zpi_err *err)
 {
-    span sp = L->model_vocab;
+    uint32_t *max_id = &L->max_id;
     if (!sp.p)
         ERR(ZP_ERR_FORMAT, "%s: model has no \"vocab\"", L->path);
     js s = {sp.p, sp.p + sp.n};
@@ -485,6 +595,7 @@ static zp_status scan_vocab(loader *L, uint32_t *max_id, zpi_err *err)
             ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.vocab", L->path);
         break;
     }
+    *end = s.p;
     return ZP_OK;
 }
 
@@ -517,10 +628,10 @@ static uint32_t find_bytes(const zp_tokenizer *t, const uint8_t *p, size_t n)
     return zpi_tok_find(t, p, n, zpi_tok_hash(p, n));
 }
 
-/* One merge at s->p: "A B" or ["A", "B"], unescaped (and byte-level decoded)
- * into out as A then B. 0, -1 (invalid JSON), -2 (not "A B" or ["A", "B"]),
- * -3 (outside the byte-level alphabet). out has room for the escaped text. */
-static int merge_item(loader *L, js *s, uint8_t *out, int bytelevel, uint32_t *la, uint32_t *lb)
+/* One merge at s->p: "A B" or ["A", "B"], unescaped into out as A then B.
+ * 0, -1 (invalid JSON), -2 (not "A B" or ["A", "B"]). out has room for the
+ * escaped text. */
+static int merge_item(js *s, uint8_t *out, uint32_t *la, uint32_t *lb)
 {
     long a, b;
     if (s->p < s->e && *s->p == '"') {
@@ -551,115 +662,128 @@ static int merge_item(loader *L, js *s, uint8_t *out, int bytelevel, uint32_t *l
     }
     if (a <= 0 || b <= 0)
         return -2;
-    if (bytelevel) {
-        long da = bytelevel_decode(&L->bm, out, (size_t)a);
-        long db = da > 0 ? bytelevel_decode(&L->bm, out + a, (size_t)b) : -1;
-        if (da <= 0 || db <= 0)
-            return -3;
-        memmove(out + da, out + a, (size_t)db);
-        a = da;
-        b = db;
-    }
     *la = (uint32_t)a;
     *lb = (uint32_t)b;
     return 0;
 }
 
-/* merges: ["a b", ...] or [["a", "b"], ...]; rank = position.
- *
- * The vocabulary and pair maps are megabytes large and every lookup is a
- * cache miss, so merges go in batches: parse a batch and prefetch the map
- * slots of its three strings (A, B, AB), then look them up; the pairs are
- * collected, the pair map is sized for exactly that many and filled with the
- * slot of a later pair prefetched. */
-#define MERGE_BATCH 32
-static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err *err)
+/* merges: ["a b", ...] or [["a", "b"], ...] -> L->mstr, L->mlen, L->n_m
+ * (rank = position); *end: after the array. */
+static zp_status read_merges(loader *L, span sp, const char **end, zpi_err *err)
 {
-    span sp = L->model_merges;
     if (!sp.p)
         ERR(ZP_ERR_FORMAT, "%s: model has no \"merges\"", L->path);
     js s = {sp.p, sp.p + sp.n};
-    /* a merge takes at least 6 bytes ("a b",): an upper bound of their number */
+    /* a merge takes at least 6 bytes ("a b",): an upper bound of their number
+     * (untouched pages of these allocations cost nothing) */
     size_t cap = sp.n / 6 + 16;
     if (cap > ZPI_TOK_MAX_IDS)
         cap = ZPI_TOK_MAX_IDS;
-    t->merge_id = malloc(cap * sizeof *t->merge_id);
-    uint64_t *pv = malloc(cap * sizeof *pv);
-    uint8_t *tmp = malloc(sp.n + 64); /* a batch's strings; never more than the text */
+    L->mlen = malloc(2 * cap * sizeof *L->mlen);
+    L->mstr = malloc(sp.n + 64); /* never more than the text */
+    L->n_m = 0;
+    if (!L->mlen || !L->mstr)
+        ERR(ZP_ERR_NOMEM, "out of memory for the merges of '%s'", L->path);
+    if (js_expect(&s, '[') != 0)
+        ERR(ZP_ERR_FORMAT, "%s: model.merges is not an array", L->path);
+    js_ws(&s);
+    if (s.p < s.e && *s.p == ']') {
+        *end = s.p + 1;
+        return ZP_OK;
+    }
+    size_t bo = 0;
+    for (uint32_t rank = 0;; rank++) {
+        js_ws(&s);
+        const char *item = s.p;
+        if (rank >= ZPI_TOK_MAX_IDS - 1)
+            ERR(ZP_ERR_FORMAT, "%s: too many merges (at most %u)", L->path,
+                ZPI_TOK_MAX_IDS - 1);
+        uint32_t la, lb;
+        int r = merge_item(&s, L->mstr + bo, &la, &lb);
+        if (r == -1)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item %u)", L->path, rank);
+        if (r == -2)
+            ERR(ZP_ERR_FORMAT, "%s: model.merges[%u] (%.40s...) is not \"A B\" or [\"A\", "
+                "\"B\"]", L->path, rank, item);
+        L->mlen[2 * rank] = la;
+        L->mlen[2 * rank + 1] = lb;
+        L->n_m = rank + 1;
+        bo += (size_t)la + lb;
+        js_ws(&s);
+        if (s.p < s.e && *s.p == ',') {
+            s.p++;
+            continue;
+        }
+        if (js_expect(&s, ']') != 0)
+            ERR(ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item %u)", L->path, rank + 1);
+        break;
+    }
+    *end = s.p;
+    return ZP_OK;
+}
+
+/* The merges read by read_merges -> t->merge_id and the pair map.
+ *
+ * The vocabulary and pair maps are megabytes large and every lookup is a
+ * cache miss, so merges go in batches: the map slots of a batch's three
+ * strings (A, B, AB) are prefetched before the lookups; the pairs are
+ * collected, and the pair map, sized for exactly that many, is filled with
+ * the slot of a later pair prefetched. */
+#define MERGE_BATCH 32 /* merges per batch */
+static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err *err)
+{
+    if (!L->merges_done) {
+        const char *end;
+        zp_status st = read_merges(L, L->model_merges, &end, err);
+        if (st != ZP_OK)
+            return st;
+    }
+    uint32_t n = (uint32_t)L->n_m;
+    t->merge_cap = 0;
+    t->merge_id = malloc((n ? n : 1) * sizeof *t->merge_id);
+    uint64_t *pv = malloc((n ? n : 1) * sizeof *pv);
     zp_status st = ZP_OK;
-    if (!t->merge_id || !pv || !tmp) {
+    if (!t->merge_id || !pv) {
         st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the merges of '%s'", L->path);
         goto out;
     }
-    t->merge_cap = 0;
-    if (js_expect(&s, '[') != 0) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges is not an array", L->path);
-        goto out;
-    }
-    uint32_t rank = 0;
-    js_ws(&s);
-    int done = 0;
-    if (s.p < s.e && *s.p == ']') {
-        s.p++;
-        done = 1;
-    }
     struct {
-        uint32_t off, la, lb;
+        uint8_t *p;
+        uint32_t la, lb;
         uint64_t ha, hb, hm;
     } q[MERGE_BATCH];
-    while (!done) {
-        unsigned nb = 0;
-        size_t bo = 0;
-        while (nb < MERGE_BATCH && !done) {
-            js_ws(&s);
-            const char *item = s.p;
-            if (rank + nb >= ZPI_TOK_MAX_IDS - 1) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: too many merges (at most %u)",
-                                 L->path, ZPI_TOK_MAX_IDS - 1);
-                goto out;
+    uint8_t *str = L->mstr;
+    for (uint32_t base = 0; base < n; base += MERGE_BATCH) {
+        unsigned nb = n - base < MERGE_BATCH ? n - base : MERGE_BATCH;
+        for (unsigned k = 0; k < nb; k++) {
+            uint32_t la = L->mlen[2 * (base + k)], lb = L->mlen[2 * (base + k) + 1];
+            uint8_t *p = str;
+            str += (size_t)la + lb;
+            if (bytelevel) {
+                long a = bytelevel_decode(&L->bm, p, la);
+                long b = a > 0 ? bytelevel_decode(&L->bm, p + la, lb) : -1;
+                if (a <= 0 || b <= 0) {
+                    st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges[%u]: a token outside "
+                                     "the byte-level alphabet", L->path, base + k);
+                    goto out;
+                }
+                memmove(p + a, p + la, (size_t)b);
+                la = (uint32_t)a;
+                lb = (uint32_t)b;
             }
-            uint32_t la, lb;
-            int r = merge_item(L, &s, tmp + bo, bytelevel, &la, &lb);
-            if (r == -1) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item "
-                                 "%u)", L->path, rank + nb);
-                goto out;
-            }
-            if (r == -2) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges[%u] (%.40s...) is not "
-                                 "\"A B\" or [\"A\", \"B\"]", L->path, rank + nb, item);
-                goto out;
-            }
-            if (r == -3) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.merges[%u]: a token outside "
-                                 "the byte-level alphabet", L->path, rank + nb);
-                goto out;
-            }
-            const uint8_t *p = tmp + bo;
-            q[nb].off = (uint32_t)bo;
-            q[nb].la = la;
-            q[nb].lb = lb;
-            q[nb].ha = zpi_tok_hash(p, la);
-            q[nb].hb = zpi_tok_hash(p + la, lb);
-            q[nb].hm = zpi_tok_hash(p, (size_t)la + lb);
-            __builtin_prefetch(&t->vmap[q[nb].ha & t->vmap_mask]);
-            __builtin_prefetch(&t->vmap[q[nb].hb & t->vmap_mask]);
-            __builtin_prefetch(&t->vmap[q[nb].hm & t->vmap_mask]);
-            bo += (size_t)la + lb;
-            nb++;
-            js_ws(&s);
-            if (s.p < s.e && *s.p == ',') {
-                s.p++;
-            } else if (js_expect(&s, ']') == 0) {
-                done = 1;
-            } else {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON in model.merges (item "
-                                 "%u)", L->path, rank + nb);
-                goto out;
-            }
+            q[k].p = p;
+            q[k].la = la;
+            q[k].lb = lb;
+            q[k].ha = zpi_tok_hash(p, la);
+            q[k].hb = zpi_tok_hash(p + la, lb);
+            q[k].hm = zpi_tok_hash(p, (size_t)la + lb);
+            __builtin_prefetch(&t->vmap[q[k].ha & t->vmap_mask]);
+            __builtin_prefetch(&t->vmap[q[k].hb & t->vmap_mask]);
+            __builtin_prefetch(&t->vmap[q[k].hm & t->vmap_mask]);
         }
-        for (unsigned k = 0; k < nb; k++, rank++) {
-            const uint8_t *p = tmp + q[k].off;
+        for (unsigned k = 0; k < nb; k++) {
+            uint32_t rank = base + k;
+            const uint8_t *p = q[k].p;
             uint32_t ia = zpi_tok_find(t, p, q[k].la, q[k].ha);
             uint32_t ib = zpi_tok_find(t, p + q[k].la, q[k].lb, q[k].hb);
             uint32_t im = zpi_tok_find(t, p, (size_t)q[k].la + q[k].lb, q[k].hm);
@@ -672,21 +796,15 @@ static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err 
             pv[rank] = zpi_tok_pair_key(ia, ib) << ZPI_TOK_ID_BITS | rank;
         }
     }
-    t->merge_cap = rank;
-    if (rank > 0 && rank < cap) {
-        uint32_t *m = realloc(t->merge_id, (size_t)rank * sizeof *m);
-        if (m)
-            t->merge_id = m;
-    }
-    if ((st = zpi_tok_build_pairs_begin(t, rank, err)) != ZP_OK)
+    t->merge_cap = n;
+    if ((st = zpi_tok_build_pairs_begin(t, n, err)) != ZP_OK)
         goto out;
-    for (uint32_t i = 0; i < rank; i++) {
-        if (i + 16 < rank)
+    for (uint32_t i = 0; i < n; i++) {
+        if (i + 16 < n)
             __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, pv[i + 16] >> ZPI_TOK_ID_BITS)], 1);
         pair_put(t, pv[i]);
     }
 out:
-    free(tmp);
     free(pv);
     return st;
 }
@@ -1240,7 +1358,8 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
     char *buf = NULL;
     size_t len;
     json_t *jn = NULL, *jp = NULL, *ja = NULL, *jpost = NULL;
-    zp_status st = read_file(fpath, &buf, &len, err);
+    int mapped = 0;
+    zp_status st = map_file(fpath, &buf, &len, &mapped, err);
     if (st != ZP_OK)
         goto out;
     st = scan_top(&L, buf, len, err);
@@ -1309,9 +1428,12 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
     }
 
     /* vocab */
-    uint32_t max_id = 0;
-    if ((st = scan_vocab(&L, &max_id, err)) != ZP_OK)
-        goto out;
+    if (!L.vocab_done) {
+        const char *vend;
+        if ((st = scan_vocab(&L, L.model_vocab, &vend, err)) != ZP_OK)
+            goto out;
+    }
+    uint32_t max_id = L.max_id;
     /* added tokens */
     size_t blob_need = 0;
     if (ja && !json_is_array(ja)) {
@@ -1363,23 +1485,37 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
     st = zpi_tok_build_begin(t, max_id + 1, err);
     if (st != ZP_OK)
         goto out;
-    for (size_t i = 0; i < L.n_ve; i++) {
+    /* the map's slots are a cache miss each: the slot of the entry PF_AHEAD
+     * ahead is prefetched (its bytes decoded then) */
+#define PF_AHEAD 8
+#define NOT_IN_MAP 0x80000000u /* in ve[].id: outside the byte-level alphabet */
+    for (size_t j = 0; j < L.n_ve + PF_AHEAD; j++) {
+        if (j < L.n_ve) {
+            uint8_t *k = L.kbuf + L.ve[j].off;
+            size_t kl = L.ve[j].len;
+            if (h->bytelevel) {
+                long bl = bytelevel_decode(&L.bm, k, kl);
+                if (bl > 0)
+                    L.ve[j].len = (uint32_t)bl;
+                else
+                    L.ve[j].id |= NOT_IN_MAP; /* an added token: kept as is */
+            }
+            if (!(L.ve[j].id & NOT_IN_MAP) && L.ve[j].len > 0)
+                __builtin_prefetch(&t->vmap[zpi_tok_hash(k, L.ve[j].len) & t->vmap_mask]);
+        }
+        if (j < PF_AHEAD)
+            continue;
+        size_t i = j - PF_AHEAD;
         uint8_t *k = L.kbuf + L.ve[i].off;
         size_t kl = L.ve[i].len;
-        int in_map = 1;
-        if (h->bytelevel) {
-            long bl = bytelevel_decode(&L.bm, k, kl);
-            if (bl > 0)
-                kl = (size_t)bl;
-            else
-                in_map = 0; /* outside the byte-level alphabet (an added token): kept as is */
-        }
+        int in_map = !(L.ve[i].id & NOT_IN_MAP);
+        uint32_t id = L.ve[i].id & ~NOT_IN_MAP;
         if (kl == 0) {
             st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.vocab has an empty token (id %u)",
-                             fpath, L.ve[i].id);
+                             fpath, id);
             goto out;
         }
-        st = zpi_tok_build_add(t, L.ve[i].id, k, kl, in_map, err);
+        st = zpi_tok_build_add(t, id, k, kl, in_map, err);
         if (st != ZP_OK) {
             zpi_err_prefix(err, "%s: model.vocab", fpath);
             goto out;
@@ -1464,9 +1600,14 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
             goto out;
     }
 out:
-    free(buf);
+    if (mapped)
+        munmap(buf, len);
+    else
+        free(buf);
     free(L.kbuf);
     free(L.ve);
+    free(L.mstr);
+    free(L.mlen);
     json_decref(L.model_opts);
     json_decref(jn);
     json_decref(jp);
