@@ -49,6 +49,12 @@ typedef struct cache_slot {
 struct zp_encoder {
     const zp_tokenizer *tok; /* borrowed */
     int tiktoken;            /* whole-piece lookup first */
+    /* Merges-list mode (no whole-piece rule): whether BPE of token id's own
+     * bytes gives back id, learnt the first time a piece is a whole token:
+     * 2 bits per id, 0 not known yet, SELF_YES, SELF_NO. A piece that is a
+     * token known to merge back into itself is that token, without the cache
+     * or a merge: exactly what BPE gives. NULL: not used. Owned. */
+    uint8_t *self;
     size_t cache_max;        /* longest cached piece (bytes), 0: no cache */
     size_t short_max;        /* longest piece for bpe_short, <= SHORT_MAX */
     size_t hash_max;         /* longest piece that is hashed (whole-token lookup, cache) */
@@ -340,6 +346,21 @@ static inline void cache_put(zp_encoder *e, const uint8_t *p, size_t n, uint64_t
 
 /* ------------------------------------------------------------ encoder */
 
+#define SELF_YES 1u
+#define SELF_NO 2u
+
+static inline unsigned self_get(const zp_encoder *e, uint32_t id)
+{
+    return (e->self[id >> 2] >> ((id & 3) * 2)) & 3u;
+}
+
+static inline void self_set(zp_encoder *e, uint32_t id, unsigned v)
+{
+    e->self[id >> 2] = (uint8_t)(e->self[id >> 2] | v << ((id & 3) * 2));
+}
+
+static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h, int32_t *out);
+
 /* Encode one piece p[0..n), n >= 2, into out (room for n ids). h is
  * zpi_tok_hash(p, n) when n <= e->hash_max (else unused). Returns the id
  * count, or (size_t)-1 when out of memory. */
@@ -353,7 +374,28 @@ static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, uin
             out[0] = (int32_t)id;
             return 1;
         }
+    } else if (e->self && n <= t->max_token_len) {
+        uint32_t id = zpi_tok_find(t, p, n, h);
+        if (id != ZPI_TOK_NONE) {
+            unsigned k = self_get(e, id);
+            if (k == SELF_YES) {
+                out[0] = (int32_t)id;
+                return 1;
+            }
+            if (k == 0) {
+                size_t m = encode_cached(e, p, n, h, out);
+                if (m != (size_t)-1)
+                    self_set(e, id, m == 1 && (uint32_t)out[0] == id ? SELF_YES : SELF_NO);
+                return m;
+            }
+        }
     }
+    return encode_cached(e, p, n, h, out);
+}
+
+/* encode_piece() without the whole-piece rules: the cache, else BPE. */
+static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h, int32_t *out)
+{
     if (n <= e->cache_max) {
         size_t m;
         if (cache_get(e, p, n, h, out, &m))
@@ -395,6 +437,13 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
     }
     /* whole-piece lookup first: tiktoken, and tokenizer.json ignore_merges */
     e->tiktoken = tok->mode == ZPI_TOK_TIKTOKEN || (tok->hf && tok->hf->ignore_merges);
+    if (!e->tiktoken && tok->kind == ZPI_TOK_KIND_BYTE_BPE) {
+        e->self = calloc((size_t)tok->n_ids / 4 + 1, 1);
+        if (!e->self) {
+            zp_encoder_destroy(e);
+            return ZP_ERR_NOMEM;
+        }
+    }
     e->short_max = SHORT_MAX;
     size_t nsets = 0;
     if (tok->cfg.cache_entries >= CACHE_WAYS && tok->cfg.cache_max_piece_bytes >= 2) {
@@ -418,7 +467,7 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
         return ZP_ERR_NOMEM;
     }
     e->hash_max = e->cache_max;
-    if (e->tiktoken && tok->max_token_len > e->hash_max)
+    if ((e->tiktoken || e->self) && tok->max_token_len > e->hash_max)
         e->hash_max = tok->max_token_len;
     *out = e;
     return ZP_OK;
@@ -439,6 +488,7 @@ void zp_encoder_destroy(zp_encoder *enc)
     zpi_pretok_scratch_destroy(enc->pscratch);
     free(enc->ctag);
     free(enc->cslot);
+    free(enc->self);
     free(enc);
 }
 
@@ -448,7 +498,8 @@ size_t zp_encoder_memory(const zp_encoder *enc)
         return 0;
     size_t slots = enc->ctag ? ((size_t)enc->cset_mask + 1) * CACHE_WAYS : 0;
     return sizeof *enc + enc->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
-           slots * (sizeof(uint32_t) + sizeof(cache_slot)) + zpi_spm_enc_memory(enc->spm) +
+           slots * (sizeof(uint32_t) + sizeof(cache_slot)) +
+           (enc->self ? (size_t)enc->tok->n_ids / 4 + 1 : 0) + zpi_spm_enc_memory(enc->spm) +
            zpi_hf_enc_memory(enc->hf);
 }
 
@@ -492,7 +543,7 @@ encode_loop(zp_encoder *enc, int kind, const uint8_t *s, size_t len, int32_t *id
             if (n >= 2 && n <= enc->hash_max) {
                 uint64_t h = zpi_tok_hash(s + i, n);
                 hash[nb] = h;
-                if (enc->tiktoken)
+                if (enc->tiktoken || enc->self)
                     __builtin_prefetch(&t->vmap[(uint32_t)h & t->vmap_mask]);
                 else if (enc->ctag)
                     __builtin_prefetch(&enc->ctag[cache_set(enc, h)]);
