@@ -1086,13 +1086,18 @@ static void added_split(zpi_hf_enc *e, const hf_matcher *m, const uint8_t *s, si
                         int first, int raw)
 {
     const struct zpi_hf *h = e->h;
-    if (m->n == 0) {
+    if (m->n_act == 0) { /* no token to match, or only special ones left as text */
         segment(e, s, n, first, raw);
         return;
     }
     size_t i = 0, start_off = 0;
     while (i < n && e->st == ZP_OK) {
-        if (!m->first[s[i]]) {
+        if (m->one_first >= 0) {
+            const uint8_t *q = memchr(s + i, m->one_first, n - i);
+            if (!q)
+                break;
+            i = (size_t)(q - s);
+        } else if (!m->first[s[i]]) {
             i++;
             continue;
         }

@@ -53,6 +53,9 @@ typedef struct hf_added {
 typedef struct hf_matcher {
     uint32_t *idx; /* indices into added[], sorted by content; owned */
     uint32_t n;
+    uint32_t n_act; /* tokens that split the text (not special, or match_special):
+                     * none, and matching changes nothing */
+    int one_first;  /* the first byte of every token when they share one, else -1 */
     uint8_t first[256];
 } hf_matcher;
 

@@ -1032,10 +1032,14 @@ static zp_status build_matcher(struct zpi_hf *h, hf_matcher *m, int normalized)
     m->idx = malloc(n * sizeof *m->idx);
     if (!m->idx)
         return ZP_ERR_NOMEM;
+    m->one_first = -2; /* none yet */
     for (size_t i = 0; i < h->n_added; i++)
         if (h->added[i].normalized == normalized) {
+            int c = (uint8_t)h->added[i].s[0];
             m->idx[m->n++] = (uint32_t)i;
-            m->first[(uint8_t)h->added[i].s[0]] = 1;
+            m->first[c] = 1;
+            m->n_act += !h->added[i].special || h->match_special;
+            m->one_first = m->one_first == -2 || m->one_first == c ? c : -1;
         }
     qsort_r(m->idx, m->n, sizeof *m->idx, cmp_added, h);
     return ZP_OK;
