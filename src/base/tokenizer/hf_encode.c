@@ -303,8 +303,17 @@ static int nf_apply(zpi_hf_enc *e, const uint8_t *s, size_t n, int kind, buf *ob
     size_t i = 0, copy_from = 0, last_safe = SIZE_MAX, o = 0;
     int changed = 0;
     while (i < n) {
-        if (s[i] < 0x80) {
-            last_safe = i++;
+        if (s[i] < 0x80) { /* ASCII is safe: skip the run, 8 bytes at a time */
+            while (i + 8 <= n) {
+                uint64_t v;
+                memcpy(&v, s + i, 8);
+                if (v & 0x8080808080808080ULL)
+                    break;
+                i += 8;
+            }
+            while (i < n && s[i] < 0x80)
+                i++;
+            last_safe = i - 1;
             continue;
         }
         uint32_t cp;
