@@ -82,29 +82,9 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
     return o;
 }
 
-static json_t *render_json_obj(const zp_cluster_report *r)
+/* The nodes and the ranks each holds. */
+static json_t *nodes_table_json(const zp_cluster_report *r)
 {
-    json_t *root = json_object();
-    json_object_set_new(root, "format", json_string("zephon-report"));
-    json_object_set_new(root, "format_version", json_integer(1));
-    json_object_set_new(root, "kind", json_string(zpi_mpi_kind_name(r->kind)));
-    json_object_set_new(root, "index", json_integer(r->index));
-    json_object_set_new(root, "partial", json_boolean(r->partial));
-    if (r->partial) {
-        if (r->partial_signal[0])
-            json_object_set_new(root, "signal", json_string(r->partial_signal));
-        json_object_set_new(root, "partial_reason", json_string(r->partial_reason));
-        json_object_set_new(root, "partial_steps", jint(r->partial_steps));
-    }
-
-    json_t *hd = json_object();
-    json_object_set_new(hd, "job_id", json_string(r->job_id));
-    json_object_set_new(hd, "ranks", json_integer(r->size));
-    json_object_set_new(hd, "nodes", json_integer(r->nodes));
-    json_object_set_new(hd, "ranks_per_node_min", json_integer(r->ranks_per_node_min));
-    json_object_set_new(hd, "ranks_per_node_max", json_integer(r->ranks_per_node_max));
-    json_object_set_new(hd, "threads_per_rank_min", json_integer(r->threads_min));
-    json_object_set_new(hd, "threads_per_rank_max", json_integer(r->threads_max));
     json_t *hosts = json_array();
     for (int j = 0; j < r->nodes; j++) {
         char list[256];
@@ -115,15 +95,12 @@ static json_t *render_json_obj(const zp_cluster_report *r)
         json_object_set_new(h, "ranks", json_string(list));
         json_array_append_new(hosts, h);
     }
-    json_object_set_new(hd, "nodes_table", hosts);
-    json_t *rh = json_array();
-    for (int i = 0; i < r->size; i++)
-        json_array_append_new(rh, json_string(zp_cluster_report_rank_host(r, i)));
-    json_object_set_new(hd, "rank_host", rh);
-    zpi_sbuf sb = {0};
-    zpi_mpi_settings_text(&r->info, &sb);
-    json_object_set_new(hd, "settings", json_string(sb.p ? sb.p : ""));
-    free(sb.p);
+    return hosts;
+}
+
+/* The dataset the ranks agreed on, or null. */
+static json_t *dataset_json(const zp_cluster_report *r)
+{
     if (r->info.have_dataset) {
         json_t *d = json_object();
         char fp[24];
@@ -132,26 +109,54 @@ static json_t *render_json_obj(const zp_cluster_report *r)
         json_object_set_new(d, "samples", jint(r->info.ds_samples));
         json_object_set_new(d, "bytes", jint(r->info.ds_bytes));
         json_object_set_new(d, "fingerprint", json_string(fp));
-        json_object_set_new(hd, "dataset", d);
-    } else {
-        json_object_set_new(hd, "dataset", json_null());
+        return d;
     }
+    return json_null();
+}
+
+/* The straggler criterion. */
+static json_t *criterion_json(const zp_cluster_report *r)
+{
     json_t *cr = json_object();
     json_object_set_new(cr, "ratio", json_real(r->cfg.straggler_ratio));
     json_object_set_new(cr, "z", json_real(r->cfg.straggler_z));
     json_object_set_new(cr, "min_stall", json_real(r->cfg.straggler_min_stall));
     json_object_set_new(cr, "windows", json_integer(r->cfg.straggler_windows));
-    json_object_set_new(hd, "criterion", cr);
+    return cr;
+}
+
+/* The job, its ranks and nodes, the settings, the dataset, the criterion
+ * and the cost of the report. */
+static json_t *header_json(const zp_cluster_report *r)
+{
+    json_t *hd = json_object();
+    json_object_set_new(hd, "job_id", json_string(r->job_id));
+    json_object_set_new(hd, "ranks", json_integer(r->size));
+    json_object_set_new(hd, "nodes", json_integer(r->nodes));
+    json_object_set_new(hd, "ranks_per_node_min", json_integer(r->ranks_per_node_min));
+    json_object_set_new(hd, "ranks_per_node_max", json_integer(r->ranks_per_node_max));
+    json_object_set_new(hd, "threads_per_rank_min", json_integer(r->threads_min));
+    json_object_set_new(hd, "threads_per_rank_max", json_integer(r->threads_max));
+    json_object_set_new(hd, "nodes_table", nodes_table_json(r));
+    json_t *rh = json_array();
+    for (int i = 0; i < r->size; i++)
+        json_array_append_new(rh, json_string(zp_cluster_report_rank_host(r, i)));
+    json_object_set_new(hd, "rank_host", rh);
+    zpi_sbuf sb = {0};
+    zpi_mpi_settings_text(&r->info, &sb);
+    json_object_set_new(hd, "settings", json_string(sb.p ? sb.p : ""));
+    free(sb.p);
+    json_object_set_new(hd, "dataset", dataset_json(r));
+    json_object_set_new(hd, "criterion", criterion_json(r));
     json_object_set_new(hd, "report_seconds", json_real(r->seconds));
     json_object_set_new(hd, "analysis_seconds", json_real(r->analysis_seconds));
     json_object_set_new(hd, "gather_bytes_per_rank", jint(r->gather_bytes));
-    json_object_set_new(root, "header", hd);
+    return hd;
+}
 
-    json_t *ranks = json_array();
-    for (int i = 0; i < r->size; i++)
-        json_array_append_new(ranks, stats_json(&r->ranks[i], zp_cluster_report_rank_host(r, i)));
-    json_object_set_new(root, "ranks", ranks);
-
+/* The statistics of each metric over the ranks, and the throughput. */
+static json_t *summary_json(const zp_cluster_report *r)
+{
     json_t *sum = json_object();
     for (int k = 0; k < ZP_MPI_M_COUNT; k++) {
         const zp_mpi_stat *st = &r->stat[k];
@@ -171,8 +176,12 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(tp, "achieved_samples_per_s", jreal(r->throughput));
     json_object_set_new(tp, "bounded_by_slowest_samples_per_s", jreal(r->bounded));
     json_object_set_new(sum, "throughput", tp);
-    json_object_set_new(root, "summary", sum);
-    json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
+    return sum;
+}
+
+/* The realized mixture proportions, or null. */
+static json_t *mixture_json(const zp_cluster_report *r)
+{
     if (zpi_mpi_has_mixture(r)) {
         json_t *mx = json_object();
         json_object_set_new(mx, "parts_total", jint(r->parts_total));
@@ -189,15 +198,14 @@ static json_t *render_json_obj(const zp_cluster_report *r)
             json_array_append_new(pa, o);
         }
         json_object_set_new(mx, "parts", pa);
-        json_object_set_new(root, "mixture", mx);
-    } else {
-        json_object_set_new(root, "mixture", json_null());
+        return mx;
     }
-    json_t *nodes = json_array();
-    for (int j = 0; j < r->nodes; j++)
-        json_array_append_new(nodes, stats_json(&r->node_tot[j], zp_cluster_report_node_host(r, j)));
-    json_object_set_new(root, "nodes", nodes);
+    return json_null();
+}
 
+/* The merged latency histograms. */
+static json_t *histograms_json(const zp_cluster_report *r)
+{
     json_t *hs = json_object();
     for (int k = 0; k < ZPI_MPI_NHIST; k++) {
         const zp_hist *h = &r->hist[k];
@@ -211,8 +219,12 @@ static json_t *render_json_obj(const zp_cluster_report *r)
         json_object_set_new(o, "max_s", json_real((double)h->max_ns * 1e-9));
         json_object_set_new(hs, zpi_mpi_hist_name(k), o);
     }
-    json_object_set_new(root, "histograms", hs);
+    return hs;
+}
 
+/* The stragglers named, slowest first. */
+static json_t *stragglers_json(const zp_cluster_report *r)
+{
     json_t *sg = json_array();
     for (size_t i = 0; i < r->n_strag; i++) {
         const zp_mpi_straggler *g = &r->strag[i];
@@ -236,8 +248,12 @@ static json_t *render_json_obj(const zp_cluster_report *r)
         json_object_set_new(o, "reason", json_string(g->reason));
         json_array_append_new(sg, o);
     }
-    json_object_set_new(root, "stragglers", sg);
+    return sg;
+}
 
+/* The window history's header (its values are written by json_layout). */
+static json_t *windows_json(const zp_cluster_report *r)
+{
     json_t *win = json_object();
     json_object_set_new(win, "first", jint(r->first_window));
     json_t *te = json_array();
@@ -247,7 +263,42 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(win, "warmup", json_integer(zpi_mpi_warmup_windows(r)));
     /* the ranks x windows values are written by json_layout (window_rows) */
     json_object_set_new(win, "fetch_per_batch_ms", json_null());
-    json_object_set_new(root, "windows", win);
+    return win;
+}
+
+static json_t *render_json_obj(const zp_cluster_report *r)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("zephon-report"));
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "kind", json_string(zpi_mpi_kind_name(r->kind)));
+    json_object_set_new(root, "index", json_integer(r->index));
+    json_object_set_new(root, "partial", json_boolean(r->partial));
+    if (r->partial) {
+        if (r->partial_signal[0])
+            json_object_set_new(root, "signal", json_string(r->partial_signal));
+        json_object_set_new(root, "partial_reason", json_string(r->partial_reason));
+        json_object_set_new(root, "partial_steps", jint(r->partial_steps));
+    }
+
+    json_object_set_new(root, "header", header_json(r));
+
+    json_t *ranks = json_array();
+    for (int i = 0; i < r->size; i++)
+        json_array_append_new(ranks, stats_json(&r->ranks[i], zp_cluster_report_rank_host(r, i)));
+    json_object_set_new(root, "ranks", ranks);
+
+    json_object_set_new(root, "summary", summary_json(r));
+    json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
+    json_object_set_new(root, "mixture", mixture_json(r));
+    json_t *nodes = json_array();
+    for (int j = 0; j < r->nodes; j++)
+        json_array_append_new(nodes, stats_json(&r->node_tot[j], zp_cluster_report_node_host(r, j)));
+    json_object_set_new(root, "nodes", nodes);
+
+    json_object_set_new(root, "histograms", histograms_json(r));
+    json_object_set_new(root, "stragglers", stragglers_json(r));
+    json_object_set_new(root, "windows", windows_json(r));
     json_object_set_new(root, "verdict", json_string(r->verdict));
     return root;
 }

@@ -183,7 +183,21 @@ static double heat_cell(const zp_cluster_report *r, int g, int per, int w, int *
     return best;
 }
 
-static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
+/* The heat map's layout: PER ranks a row, ROWS rows, cells CW x CH pixels
+ * from (LEFT, TOP); MAXV the top of the colour scale. */
+typedef struct {
+    int per, rows, warm;
+    int left, top, cw, ch;
+    double maxv;
+} heat_layout;
+
+/* A value's colour step, -1 when no batch. */
+static int heat_level(double v, double maxv)
+{
+    return isfinite(v) ? (int)lround(fmin(v / maxv, 1.0) * (HEAT_LEVELS - 1)) : -1;
+}
+
+static void heat_layout_of(const zp_cluster_report *r, heat_layout *L)
 {
     int nw = r->n_windows;
     int per = (r->size + HEAT_MAX_ROWS - 1) / HEAT_MAX_ROWS;
@@ -207,78 +221,107 @@ static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
         cw = 40;
     if (cw < 2)
         cw = 2;
+    *L = (heat_layout){per, rows, warm, left, top, cw, ch, maxv};
+}
+
+/* The run of windows from w on whose cells in row g have one colour: one
+ * rectangle, its title the range of values; returns the window after it. */
+static int heat_run(const zp_cluster_report *r, zpi_sbuf *b, const heat_layout *L, int g, int w)
+{
+    int nw = r->n_windows, per = L->per;
+    int left = L->left, top = L->top, cw = L->cw, ch = L->ch;
+    double maxv = L->maxv;
+    int r0 = g * per, r1 = (g + 1) * per < r->size ? (g + 1) * per - 1 : r->size - 1;
+    char col[16], lo_s[32], hi_s[32];
+    int who;
+    double v = heat_cell(r, g, per, w, &who);
+    int lev = heat_level(v, maxv);
+    double lo = v, hi = v;
+    int hi_who = who, e = w + 1;
+    for (; e < nw; e++) {
+        int who2;
+        double v2 = heat_cell(r, g, per, e, &who2);
+        int lev2 = heat_level(v2, maxv);
+        if (lev2 != lev)
+            break;
+        if (isfinite(v2)) {
+            lo = fmin(lo, v2);
+            if (v2 > hi) {
+                hi = v2;
+                hi_who = who2;
+            }
+        }
+    }
+    heat_color(col, sizeof col, lev);
+    zpi_sb_printf(b,
+                  "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>",
+                  left + w * cw, top + g * ch, (e - w) * cw - 1, ch - 1, col);
+    if (per > 1)
+        zpi_sb_printf(b, "ranks %d-%d, ", r0, r1);
+    else
+        zpi_sb_printf(b, "rank %d, ", r0);
+    uint64_t w0 = r->first_window + (uint64_t)w, w1 = r->first_window + (uint64_t)(e - 1);
+    if (w0 == w1)
+        zpi_sb_printf(b, "window %llu: ", (unsigned long long)w0);
+    else
+        zpi_sb_printf(b, "windows %llu-%llu: ", (unsigned long long)w0, (unsigned long long)w1);
+    if (lev < 0) {
+        zpi_sb_puts(b, "no batch");
+    } else {
+        zpi_mpi_human_seconds(lo_s, sizeof lo_s, lo);
+        zpi_mpi_human_seconds(hi_s, sizeof hi_s, hi);
+        if (lo == hi)
+            zpi_sb_printf(b, "%s/batch", hi_s);
+        else
+            zpi_sb_printf(b, "%s-%s/batch", lo_s, hi_s);
+        if (per > 1)
+            zpi_sb_printf(b, " (slowest: rank %d)", hi_who);
+    }
+    zpi_sb_puts(b, "</title></rect>\n");
+    return e;
+}
+
+/* Row g of the heat map: its label (every row when they are tall, every
+ * eighth otherwise), then its runs of equal colour. */
+static void heat_row(const zp_cluster_report *r, zpi_sbuf *b, const heat_layout *L, int g)
+{
+    int per = L->per;
+    int r0 = g * per, r1 = (g + 1) * per < r->size ? (g + 1) * per - 1 : r->size - 1;
+    char who_s[48];
+    if (L->ch >= 14 || g % 8 == 0) {
+        if (r0 == r1)
+            zpi_fmt(who_s, sizeof who_s, "rank %d", r0);
+        else
+            zpi_fmt(who_s, sizeof who_s, "ranks %d-%d", r0, r1);
+        zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
+                      L->left - 6, L->top + g * L->ch + (L->ch >= 14 ? 11 : 7), who_s);
+    }
+    /* runs of equal colour in a row are one rectangle */
+    for (int w = 0; w < r->n_windows;)
+        w = heat_run(r, b, L, g, w);
+}
+
+static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    heat_layout L;
+    heat_layout_of(r, &L);
+    int nw = r->n_windows, per = L.per, rows = L.rows, warm = L.warm;
+    int left = L.left, top = L.top, cw = L.cw, ch = L.ch;
     int height = top + ch * rows + 4;
     zpi_sb_printf(b,
                   "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                   "role=\"img\" aria-label=\"fetch time per batch, rank by window\">\n",
                   left + cw * (nw > 0 ? nw : 1) + 20, height);
-    char col[16], lo_s[32], hi_s[32], who_s[48];
-    for (int g = 0; g < rows; g++) {
-        int r0 = g * per, r1 = (g + 1) * per < r->size ? (g + 1) * per - 1 : r->size - 1;
-        if (ch >= 14 || g % 8 == 0) {
-            if (r0 == r1)
-                zpi_fmt(who_s, sizeof who_s, "rank %d", r0);
-            else
-                zpi_fmt(who_s, sizeof who_s, "ranks %d-%d", r0, r1);
-            zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
-                          left - 6, top + g * ch + (ch >= 14 ? 11 : 7), who_s);
-        }
-        /* runs of equal colour in a row are one rectangle */
-        for (int w = 0; w < nw;) {
-            double v = heat_cell(r, g, per, w, &who);
-            int lev = isfinite(v) ? (int)lround(fmin(v / maxv, 1.0) * (HEAT_LEVELS - 1)) : -1;
-            double lo = v, hi = v;
-            int hi_who = who, e = w + 1;
-            for (; e < nw; e++) {
-                int who2;
-                double v2 = heat_cell(r, g, per, e, &who2);
-                int lev2 = isfinite(v2) ? (int)lround(fmin(v2 / maxv, 1.0) * (HEAT_LEVELS - 1)) : -1;
-                if (lev2 != lev)
-                    break;
-                if (isfinite(v2)) {
-                    lo = fmin(lo, v2);
-                    if (v2 > hi) {
-                        hi = v2;
-                        hi_who = who2;
-                    }
-                }
-            }
-            heat_color(col, sizeof col, lev);
-            zpi_sb_printf(b,
-                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>",
-                          left + w * cw, top + g * ch, (e - w) * cw - 1, ch - 1, col);
-            if (per > 1)
-                zpi_sb_printf(b, "ranks %d-%d, ", r0, r1);
-            else
-                zpi_sb_printf(b, "rank %d, ", r0);
-            uint64_t w0 = r->first_window + (uint64_t)w, w1 = r->first_window + (uint64_t)(e - 1);
-            if (w0 == w1)
-                zpi_sb_printf(b, "window %llu: ", (unsigned long long)w0);
-            else
-                zpi_sb_printf(b, "windows %llu-%llu: ", (unsigned long long)w0, (unsigned long long)w1);
-            if (lev < 0) {
-                zpi_sb_puts(b, "no batch");
-            } else {
-                zpi_mpi_human_seconds(lo_s, sizeof lo_s, lo);
-                zpi_mpi_human_seconds(hi_s, sizeof hi_s, hi);
-                if (lo == hi)
-                    zpi_sb_printf(b, "%s/batch", hi_s);
-                else
-                    zpi_sb_printf(b, "%s-%s/batch", lo_s, hi_s);
-                if (per > 1)
-                    zpi_sb_printf(b, " (slowest: rank %d)", hi_who);
-            }
-            zpi_sb_puts(b, "</title></rect>\n");
-            w = e;
-        }
-    }
+    char hi_s[32];
+    for (int g = 0; g < rows; g++)
+        heat_row(r, b, &L, g);
     if (warm > 0)
         zpi_sb_printf(b,
                       "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\" "
                       "stroke-dasharray=\"3,2\"/>\n",
                       left + warm * cw - 1, top, left + warm * cw - 1, top + ch * rows);
     zpi_sb_puts(b, "</svg>\n");
-    zpi_mpi_human_seconds(hi_s, sizeof hi_s, maxv);
+    zpi_mpi_human_seconds(hi_s, sizeof hi_s, L.maxv);
     zpi_sb_printf(b,
                   "<p class=\"note\">Windows %llu-%llu, oldest left; white 0, dark red %s/batch (the "
                   "slowest after warm-up)%s; grey: no batch.",
@@ -299,9 +342,9 @@ static void html_cell(zpi_sbuf *b, zpi_mpi_unit u, double v)
     zpi_sb_printf(b, "<td>%s</td>", ZPI_MPI_HUMAN(t, u, v));
 }
 
-void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
+/* The page's head and style, and the partial report's banner. */
+static void html_head(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    char t1[48], t2[48];
     zpi_sb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                    "<title>Zephon fetch-timing report</title>\n<style>\n"
                    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}\n"
@@ -327,6 +370,13 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
             b->oom = 1;
         free(pl.p);
     }
+}
+
+/* The title line, the verdict, the dataset, the settings and the
+ * criterion. */
+static void html_header(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48];
     zpi_sb_printf(b, "<h1>Zephon cluster fetch-timing report</h1>\n<p>%s report %u &middot; job ",
                   zpi_mpi_kind_name(r->kind), r->index);
     zpi_sb_html(b, r->job_id);
@@ -363,7 +413,11 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
     zpi_sb_html(b, cr.p ? cr.p : "");
     free(cr.p);
     zpi_sb_puts(b, ".</p>\n");
+}
 
+/* The stragglers named. */
+static void html_stragglers(const zp_cluster_report *r, zpi_sbuf *b)
+{
     zpi_sb_puts(b, "<h2>Stragglers</h2>\n");
     if (!r->n_strag)
         zpi_sb_puts(b, "<p>None.</p>\n");
@@ -378,12 +432,11 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
         }
         zpi_sb_puts(b, "</ul>\n");
     }
+}
 
-    zpi_sb_puts(b, "<h2>Where each rank's time goes</h2>\n");
-    svg_bars(r, b);
-    zpi_sb_puts(b, "<h2>Fetch time per batch, rank &times; window</h2>\n");
-    svg_heatmap(r, b);
-
+/* One row per rank, the stragglers highlighted. */
+static void html_ranks(const zp_cluster_report *r, zpi_sbuf *b)
+{
     zpi_sb_puts(b, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>node</th><th class=\"l\">host</th>"
                    "<th>samples</th><th>bytes read</th><th>open</th><th>read</th>"
                    "<th>decompress</th><th>transfer</th><th>stall</th><th>stall %</th>"
@@ -415,7 +468,12 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "</tr>\n");
     }
     zpi_sb_puts(b, "</table>\n");
+}
 
+/* The statistics of each metric over the ranks, and the throughput. */
+static void html_summary(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48];
     zpi_sb_puts(b, "<h2>Cluster summary</h2>\n<table><tr><th class=\"l\">metric</th><th>min</th>"
                    "<th>rank</th><th>max</th><th>rank</th><th>mean</th><th>stddev</th>"
                    "<th>max/mean</th></tr>\n");
@@ -437,7 +495,11 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
                   ZPI_MPI_HUMAN(t1, ZPI_U_SAMPLE_RATE, r->throughput),
                   ZPI_MPI_HUMAN(t2, ZPI_U_SAMPLE_RATE, r->bounded),
                   r->stat[ZP_MPI_M_SAMPLES_PER_SECOND].min_rank);
+}
 
+/* The realized mixture proportions. */
+static void html_mixture(const zp_cluster_report *r, zpi_sbuf *b)
+{
     if (zpi_mpi_has_mixture(r)) {
         zpi_sb_printf(b, "<h2>Mixture</h2>\n<p>Realized proportions of the %u parts, summed over "
                          "ranks",
@@ -459,7 +521,11 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
         }
         zpi_sb_puts(b, "</table>\n");
     }
+}
 
+/* One row per node, and the end of the page. */
+static void html_nodes(const zp_cluster_report *r, zpi_sbuf *b)
+{
     zpi_sb_puts(b, "<h2>Nodes</h2>\n<table><tr><th>node</th><th class=\"l\">host</th>"
                    "<th class=\"l\">ranks</th><th>samples</th><th>bytes read</th><th>stall %</th>"
                    "<th>samples/s</th></tr>\n");
@@ -477,4 +543,19 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "</tr>\n");
     }
     zpi_sb_puts(b, "</table>\n</body></html>\n");
+}
+
+void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    html_head(r, b);
+    html_header(r, b);
+    html_stragglers(r, b);
+    zpi_sb_puts(b, "<h2>Where each rank's time goes</h2>\n");
+    svg_bars(r, b);
+    zpi_sb_puts(b, "<h2>Fetch time per batch, rank &times; window</h2>\n");
+    svg_heatmap(r, b);
+    html_ranks(r, b);
+    html_summary(r, b);
+    html_mixture(r, b);
+    html_nodes(r, b);
 }

@@ -32,10 +32,11 @@ static void mixture_text(const zp_cluster_report *r, zpi_sbuf *b)
     }
 }
 
-void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
+/* The title, the job, the dataset, the settings, the criterion and the
+ * cost of the report. */
+static void header_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48], t11[48],
-        t12[48], list[128];
+    char t1[48], t2[48], t3[48];
     if (r->partial) {
         zpi_mpi_partial_line(r, b);
         zpi_sb_puts(b, "\n\n");
@@ -67,13 +68,24 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
     zpi_sb_printf(b, "\nreport: gathered and analysed in %s (analysis %s), %s gathered per rank\n",
                   ZPI_MPI_HUMAN(t1, ZPI_U_SECONDS, r->seconds), ZPI_MPI_HUMAN(t2, ZPI_U_SECONDS, r->analysis_seconds),
                   ZPI_MPI_HUMAN(t3, ZPI_U_BYTES, (double)r->gather_bytes));
+}
 
+/* The ranks of each node. */
+static void hosts_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char list[128];
     zpi_sb_puts(b, "\nhosts:\n");
     for (int j = 0; j < r->nodes; j++) {
         zpi_mpi_node_ranks(r, j, list, sizeof list);
         zpi_sb_printf(b, "  node %-4d %-24s ranks %s\n", j, zp_cluster_report_node_host(r, j), list);
     }
+}
 
+/* One line per rank. */
+static void ranks_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48], t11[48],
+        t12[48], list[128];
     zpi_sb_puts(b, "\nper rank:\n");
     zpi_sb_printf(b, "  %5s %4s %-16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s\n", "rank",
                   "node", "host", "samples", "bytes", "open", "read", "decomp", "xfer", "stall",
@@ -98,8 +110,12 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
                       ZPI_MPI_HUMAN(t12, ZPI_U_FRACTION, s->cache_hit_rate),
                       ZPI_MPI_HUMAN(list, ZPI_U_COUNT, (double)s->retries));
     }
+}
 
-    /* shards read on demand (HDF5, Megatron .bin/.idx): their reads per rank */
+/* Shards read on demand (HDF5, Megatron .bin/.idx): their reads per rank. */
+static void ondemand_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48], t3[48], t4[48], t5[48];
     int any_od = 0;
     for (int i = 0; i < r->size; i++)
         any_od |= r->ranks[i].valid && r->ranks[i].ondemand_reads > 0;
@@ -119,7 +135,13 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
                           ZPI_MPI_HUMAN(t5, ZPI_U_SECONDS, s->hdf5_lock_wait));
         }
     }
+}
 
+/* The statistics of each metric over the ranks, the throughput and the
+ * cluster totals. */
+static void summary_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48];
     zpi_sb_printf(b, "\ncluster summary (over %u ranks):\n", r->stat[0].ranks);
     zpi_sb_printf(b, "  %-18s %18s %6s %18s %6s %18s %18s %9s\n", "metric", "min", "rank", "max",
                   "rank", "mean", "stddev", "max/mean");
@@ -148,9 +170,12 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
                   ZPI_MPI_HUMAN(t7, ZPI_U_COUNT, (double)t->retries), ZPI_MPI_HUMAN(t8, ZPI_U_COUNT, (double)t->padded),
                   ZPI_MPI_HUMAN(t9, ZPI_U_COUNT, (double)t->skipped),
                   ZPI_MPI_HUMAN(t10, ZPI_U_COUNT, (double)t->batches_dropped));
+}
 
-    mixture_text(r, b);
-
+/* One line per node. */
+static void nodes_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48], t3[48], t4[48], t5[48];
     zpi_sb_puts(b, "\nper node:\n");
     zpi_sb_printf(b, "  %4s %-24s %5s %9s %9s %9s %7s %10s\n", "node", "host", "ranks", "samples",
                   "bytes", "stall", "stall%", "samples/s");
@@ -163,7 +188,12 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
                       ZPI_MPI_HUMAN(t4, ZPI_U_FRACTION, s->stall_fraction),
                       ZPI_MPI_HUMAN(t5, ZPI_U_COUNT, s->samples_per_second));
     }
+}
 
+/* The merged latency histograms. */
+static void latency_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    char t1[48], t2[48], t3[48], t4[48], t5[48];
     zpi_sb_puts(b, "\nlatency over all ranks:\n");
     for (int k = 0; k < ZPI_MPI_NHIST; k++) {
         const zp_hist *h = &r->hist[k];
@@ -178,7 +208,11 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
                       ZPI_MPI_HUMAN(t4, ZPI_U_SECONDS, (double)zp_hist_quantile(h, 0.99) * 1e-9),
                       ZPI_MPI_HUMAN(t5, ZPI_U_SECONDS, (double)h->max_ns * 1e-9));
     }
+}
 
+/* The stragglers named and the verdict. */
+static void stragglers_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
     zpi_sb_puts(b, "\nstragglers:\n");
     if (!r->n_strag)
         zpi_sb_puts(b, "  none\n");
@@ -186,4 +220,17 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "  rank %d (%s): %s\n", r->strag[i].rank,
                       zp_cluster_report_rank_host(r, r->strag[i].rank), r->strag[i].reason);
     zpi_sb_printf(b, "\n%s\n", r->verdict);
+}
+
+void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    header_text(r, b);
+    hosts_text(r, b);
+    ranks_text(r, b);
+    ondemand_text(r, b);
+    summary_text(r, b);
+    mixture_text(r, b);
+    nodes_text(r, b);
+    latency_text(r, b);
+    stragglers_text(r, b);
 }

@@ -610,20 +610,28 @@ static const char *job_env(void)
     return NULL;
 }
 
-zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out)
+/* The analysis's work arrays, freed at its end. */
+typedef struct {
+    double *x, *stall, *scratch, *wz, *wr;
+    uint8_t *ok, *wflag;
+} analyse_scratch;
+
+static void scratch_free(analyse_scratch *sc)
 {
-    int n = m->size;
-    double t_analysis = zpi_now();
-    zp_cluster_report *r = calloc(1, sizeof *r);
-    if (!r)
-        return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a report");
-    r->kind = pd->kind;
-    r->size = n;
-    r->nodes = m->nodes;
-    r->root = m->cfg.root;
-    r->cfg = m->cfg;
-    r->index = m->reports - 1;
-    r->gather_bytes = sizeof(zp_mpi_rank_stats);
+    free(sc->x);
+    free(sc->stall);
+    free(sc->scratch);
+    free(sc->wz);
+    free(sc->wr);
+    free(sc->ok);
+    free(sc->wflag);
+}
+
+/* A report of N ranks with its arrays allocated (keep windows of history),
+ * and the work arrays; 0, or -1 when out of memory (r is then destroyed by
+ * the caller). */
+static int report_alloc(zp_mpi *m, zp_cluster_report *r, int n, int keep, analyse_scratch *sc)
+{
     r->ranks = malloc((size_t)n * sizeof *r->ranks);
     r->node_tot = calloc((size_t)(m->nodes > 0 ? m->nodes : 1), sizeof *r->node_tot);
     r->hosts = malloc((size_t)n * ZPI_MPI_HOST);
@@ -633,28 +641,27 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     r->named = calloc((size_t)n, 1);
     r->node_off = calloc((size_t)(m->nodes > 0 ? m->nodes : 1) + 1, sizeof *r->node_off);
     r->node_list = malloc((size_t)n * sizeof *r->node_list);
-    double *x = calloc((size_t)n, sizeof *x), *stall = calloc((size_t)n, sizeof *stall);
-    double *scratch = malloc((size_t)n * sizeof *scratch), *wz = malloc((size_t)n * sizeof *wz);
-    double *wr = malloc((size_t)n * sizeof *wr);
-    uint8_t *ok = calloc((size_t)n, 1), *wflag = calloc((size_t)n, 1);
+    sc->x = calloc((size_t)n, sizeof *sc->x);
+    sc->stall = calloc((size_t)n, sizeof *sc->stall);
+    sc->scratch = malloc((size_t)n * sizeof *sc->scratch);
+    sc->wz = malloc((size_t)n * sizeof *sc->wz);
+    sc->wr = malloc((size_t)n * sizeof *sc->wr);
+    sc->ok = calloc((size_t)n, 1);
+    sc->wflag = calloc((size_t)n, 1);
     r->strag = calloc((size_t)n, sizeof *r->strag);
-    zpi_mpi_history *h = &m->hist;
-    int keep = (int)(h->kept < h->cap ? h->kept + 1 : h->cap);
     r->win = malloc((size_t)keep * (size_t)n * sizeof *r->win);
     r->win_t = malloc((size_t)keep * sizeof *r->win_t);
-    zp_status st = ZP_OK;
-    if (!r->ranks || !r->node_tot || !r->hosts || !r->named || !r->node_off || !r->node_list || !r->z || !r->ratio || !r->flag || !x || !stall || !scratch ||
-        !wz || !wr || !ok || !wflag || !r->strag || !r->win || !r->win_t ||
-        zpi_mpi_info_copy(&r->info, &m->info) != 0) {
-        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory analysing a report of %d ranks", n);
-        goto out;
-    }
-    memcpy(r->ranks, pd->recv, (size_t)n * sizeof *r->ranks);
-    memcpy(r->hosts, m->hosts, (size_t)n * ZPI_MPI_HOST);
-    const char *job = job_env();
-    zpi_fmt(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
+    if (!r->ranks || !r->node_tot || !r->hosts || !r->named || !r->node_off || !r->node_list ||
+        !r->z || !r->ratio || !r->flag || !sc->x || !sc->stall || !sc->scratch || !sc->wz ||
+        !sc->wr || !sc->ok || !sc->wflag || !r->strag || !r->win || !r->win_t ||
+        zpi_mpi_info_copy(&r->info, &m->info) != 0)
+        return -1;
+    return 0;
+}
 
-    /* merged histograms */
+/* The merged histograms, from the reduced sums and minima. */
+static void merge_histograms(zp_cluster_report *r, const zpi_mpi_pending *pd)
+{
     for (int k = 0; k < ZPI_MPI_NHIST; k++) {
         zp_hist *hh = &r->hist[k];
         const uint64_t *s = pd->hsum_out + (size_t)k * ZPI_MPI_HSUM;
@@ -664,31 +671,37 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         hh->min_ns = pd->hmin_out[2 * k];
         hh->max_ns = hh->count ? UINT64_MAX - pd->hmin_out[2 * k + 1] : 0;
     }
+}
 
-    /* mixture parts summed over ranks */
-    {
-        const uint64_t *ps = pd->hsum_out + ZPI_MPI_NHIST * ZPI_MPI_HSUM;
-        const uint64_t *pm = pd->hmin_out + ZPI_MPI_NHIST * 2;
-        uint64_t listed = UINT64_MAX - pm[0], total = UINT64_MAX - pm[1];
-        r->n_parts = (uint32_t)(listed < ZP_OBS_MAX_PARTS ? listed : ZP_OBS_MAX_PARTS);
-        r->parts_total = (uint32_t)(total < UINT32_MAX ? total : UINT32_MAX);
-        uint64_t all_s = ps[2 * ZP_OBS_MAX_PARTS], all_t = ps[2 * ZP_OBS_MAX_PARTS + 1];
-        for (uint32_t i = 0; i < r->n_parts; i++) {
-            zp_part_metrics *p = &r->parts[i];
-            if (pd->have_names && pd->part_names[i][0])
-                zpi_fmt(p->name, sizeof p->name, "%s", pd->part_names[i]);
-            else
-                zpi_fmt(p->name, sizeof p->name, "part%u", i);
-            uint64_t bits = UINT64_MAX - pm[2 + i];
-            memcpy(&p->weight, &bits, sizeof bits);
-            p->samples = ps[2 * i];
-            p->tokens = ps[2 * i + 1];
-            p->sample_fraction = all_s ? (double)p->samples / (double)all_s : 0;
-            p->token_fraction = all_t ? (double)p->tokens / (double)all_t : 0;
-        }
+/* The mixture parts summed over ranks. */
+static void merge_parts(zp_cluster_report *r, const zpi_mpi_pending *pd)
+{
+    const uint64_t *ps = pd->hsum_out + ZPI_MPI_NHIST * ZPI_MPI_HSUM;
+    const uint64_t *pm = pd->hmin_out + ZPI_MPI_NHIST * 2;
+    uint64_t listed = UINT64_MAX - pm[0], total = UINT64_MAX - pm[1];
+    r->n_parts = (uint32_t)(listed < ZP_OBS_MAX_PARTS ? listed : ZP_OBS_MAX_PARTS);
+    r->parts_total = (uint32_t)(total < UINT32_MAX ? total : UINT32_MAX);
+    uint64_t all_s = ps[2 * ZP_OBS_MAX_PARTS], all_t = ps[2 * ZP_OBS_MAX_PARTS + 1];
+    for (uint32_t i = 0; i < r->n_parts; i++) {
+        zp_part_metrics *p = &r->parts[i];
+        if (pd->have_names && pd->part_names[i][0])
+            zpi_fmt(p->name, sizeof p->name, "%s", pd->part_names[i]);
+        else
+            zpi_fmt(p->name, sizeof p->name, "part%u", i);
+        uint64_t bits = UINT64_MAX - pm[2 + i];
+        memcpy(&p->weight, &bits, sizeof bits);
+        p->samples = ps[2 * i];
+        p->tokens = ps[2 * i + 1];
+        p->sample_fraction = all_s ? (double)p->samples / (double)all_s : 0;
+        p->token_fraction = all_t ? (double)p->tokens / (double)all_t : 0;
     }
+}
 
-    /* totals, nodes, threads */
+/* The cluster's and each node's totals, the threads per rank, the ranks
+ * per node (PER_NODE: their counts, of r->nodes entries). */
+static void sum_totals(zp_cluster_report *r, int *per_node)
+{
+    int n = r->size;
     memset(&r->totals, 0, sizeof r->totals);
     r->totals.rank = -1;
     r->totals.node = -1;
@@ -698,11 +711,6 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         r->node_tot[j].rank = -1;
         r->node_tot[j].node = j;
         r->node_tot[j].slowest_shard_index = -1;
-    }
-    int *per_node = calloc((size_t)(r->nodes > 0 ? r->nodes : 1), sizeof *per_node);
-    if (!per_node) {
-        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory counting the ranks of %d nodes", r->nodes);
-        goto out;
     }
     for (int i = 0; i < n; i++) {
         zp_mpi_rank_stats *s = &r->ranks[i];
@@ -728,47 +736,76 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         if (per_node[j] > r->ranks_per_node_max)
             r->ranks_per_node_max = per_node[j];
     }
-    /* the ranks of each node, in rank order (counting sort) */
+}
+
+/* The ranks of each node, in rank order (counting sort; PER_NODE: their
+ * counts, used up). */
+static void list_node_ranks(zp_cluster_report *r, int *per_node)
+{
     for (int j = 0; j < r->nodes; j++)
         r->node_off[j + 1] = r->node_off[j] + per_node[j];
     for (int j = 0; j < r->nodes; j++)
         per_node[j] = r->node_off[j];
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < r->size; i++) {
         int j = r->ranks[i].node;
         if (j >= 0 && j < r->nodes)
             r->node_list[per_node[j]++] = i;
     }
+}
+
+/* Totals, nodes, threads, the statistics of each metric. */
+static zp_status summarise(zp_mpi *m, zp_cluster_report *r)
+{
+    int *per_node = calloc((size_t)(r->nodes > 0 ? r->nodes : 1), sizeof *per_node);
+    if (!per_node)
+        return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory counting the ranks of %d nodes",
+                            r->nodes);
+    sum_totals(r, per_node);
+    list_node_ranks(r, per_node);
     free(per_node);
     derive(&r->totals);
     for (int j = 0; j < r->nodes; j++)
         derive(&r->node_tot[j]);
     for (int k = 0; k < ZP_MPI_M_COUNT; k++)
-        stat_of(r->ranks, n, k, &r->stat[k]);
+        stat_of(r->ranks, r->size, k, &r->stat[k]);
+    return ZP_OK;
+}
 
-    /* the criterion on this window (the history's streaks need it in every
-     * report) and, in a final report, on the whole run: the report holds
-     * the one of its basis */
+/* The criterion on this window (the history's streaks need it in every
+ * report) and, in a final report, on the whole run: the report holds the
+ * one of its basis. Returns the window's flags. */
+static const uint8_t *judge_report(const zp_mpi *m, zp_cluster_report *r, analyse_scratch *sc)
+{
+    int n = r->size;
     int window = r->kind == ZP_MPI_REPORT_WINDOW;
-    uint8_t *wf = window ? r->flag : wflag;
+    uint8_t *wf = window ? r->flag : sc->wflag;
     for (int i = 0; i < n; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
-        ok[i] = s->valid && s->win_batches > 0;
-        x[i] = s->win_fetch_per_batch;
-        stall[i] = s->win_stall_fraction;
+        sc->ok[i] = s->valid && s->win_batches > 0;
+        sc->x[i] = s->win_fetch_per_batch;
+        sc->stall[i] = s->win_stall_fraction;
     }
-    judge(&m->cfg, n, x, stall, ok, wf, window ? r->ratio : wr, window ? r->z : wz, &r->median,
-          &r->mad, scratch);
+    judge(&m->cfg, n, sc->x, sc->stall, sc->ok, wf, window ? r->ratio : sc->wr,
+          window ? r->z : sc->wz, &r->median, &r->mad, sc->scratch);
     if (!window) {
         for (int i = 0; i < n; i++) {
             const zp_mpi_rank_stats *s = &r->ranks[i];
-            ok[i] = s->valid && s->batches > 0;
-            x[i] = s->batches ? s->fetch_per_batch : NAN;
-            stall[i] = s->stall_fraction;
+            sc->ok[i] = s->valid && s->batches > 0;
+            sc->x[i] = s->batches ? s->fetch_per_batch : NAN;
+            sc->stall[i] = s->stall_fraction;
         }
-        judge(&m->cfg, n, x, stall, ok, r->flag, r->ratio, r->z, &r->median, &r->mad, scratch);
+        judge(&m->cfg, n, sc->x, sc->stall, sc->ok, r->flag, r->ratio, r->z, &r->median, &r->mad,
+              sc->scratch);
     }
+    return wf;
+}
 
-    /* the root's window history */
+/* The root's window history: this window added (the oldest dropped when
+ * full), each rank's streak of flagged windows, and the kept windows
+ * copied into the report. */
+static void record_window(zpi_mpi_history *h, zp_cluster_report *r, const uint8_t *wf)
+{
+    int n = r->size;
     uint32_t slot = h->kept < h->cap ? (h->head + h->kept) % h->cap : h->head;
     if (h->kept < h->cap)
         h->kept++;
@@ -788,9 +825,16 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
                (size_t)n * sizeof *r->win);
         r->win_t[w] = h->t_end[src];
     }
+}
 
-    /* the stragglers */
-    for (int i = 0; i < n; i++) {
+/* The stragglers: in a window report the ranks flagged in the last
+ * straggler_windows windows, in a final one the ranks flagged; slowest
+ * first. */
+static void name_stragglers(const zp_mpi *m, zp_cluster_report *r)
+{
+    const zpi_mpi_history *h = &m->hist;
+    int window = r->kind == ZP_MPI_REPORT_WINDOW;
+    for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         int named = window ? h->streak[i] >= m->cfg.straggler_windows : r->flag[i] != 0;
         if (!named)
@@ -808,41 +852,76 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         straggler_text(g->reason, sizeof g->reason, &m->cfg, g, r->kind);
     }
     qsort(r->strag, r->n_strag, sizeof *r->strag, cmp_strag);
+}
 
-    /* throughput and the verdict */
+/* The throughput and the verdict. */
+static void verdict(const zp_mpi *m, zp_cluster_report *r)
+{
     const zp_mpi_stat *sps = &r->stat[ZP_MPI_M_SAMPLES_PER_SECOND];
     r->throughput = r->totals.samples_per_second;
     r->bounded = sps->ranks ? sps->min * (double)sps->ranks : 0;
     const zp_mpi_stat *sf = &r->stat[ZP_MPI_M_STALL_FRACTION];
     if (!sf->ranks) {
         zpi_fmt(r->verdict, sizeof r->verdict, "verdict: no rank reported data");
-    } else {
-        int holds = sf->max >= m->cfg.straggler_min_stall;
-        size_t len = 0;
-        zpi_mpi_append(r->verdict, sizeof r->verdict, &len,
-               "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d at %.1f%%",
-               holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
-               sf->max * 100);
-        if (r->n_strag) {
-            int ranks[8];
-            size_t nr = r->n_strag < 8 ? r->n_strag : 8;
-            for (size_t i = 0; i < nr; i++)
-                ranks[i] = r->strag[i].rank;
-            char list[96];
-            zpi_mpi_ranklist(list, sizeof list, ranks, nr);
-            zpi_mpi_append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
-                   r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
-                   r->n_strag > nr ? " ..." : "");
-        }
+        return;
     }
+    int holds = sf->max >= m->cfg.straggler_min_stall;
+    size_t len = 0;
+    zpi_mpi_append(r->verdict, sizeof r->verdict, &len,
+           "verdict: data loading %s: mean stall %.1f%% of step time, worst rank %d at %.1f%%",
+           holds ? "holds training back" : "keeps up", sf->mean * 100, sf->max_rank,
+           sf->max * 100);
+    if (r->n_strag) {
+        int ranks[8];
+        size_t nr = r->n_strag < 8 ? r->n_strag : 8;
+        for (size_t i = 0; i < nr; i++)
+            ranks[i] = r->strag[i].rank;
+        char list[96];
+        zpi_mpi_ranklist(list, sizeof list, ranks, nr);
+        zpi_mpi_append(r->verdict, sizeof r->verdict, &len, "; straggler%s: rank%s %s%s",
+               r->n_strag > 1 ? "s" : "", nr > 1 ? "s" : "", list,
+               r->n_strag > nr ? " ..." : "");
+    }
+}
+
+zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **out)
+{
+    int n = m->size;
+    double t_analysis = zpi_now();
+    zp_cluster_report *r = calloc(1, sizeof *r);
+    if (!r)
+        return zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for a report");
+    r->kind = pd->kind;
+    r->size = n;
+    r->nodes = m->nodes;
+    r->root = m->cfg.root;
+    r->cfg = m->cfg;
+    r->index = m->reports - 1;
+    r->gather_bytes = sizeof(zp_mpi_rank_stats);
+    zpi_mpi_history *h = &m->hist;
+    int keep = (int)(h->kept < h->cap ? h->kept + 1 : h->cap);
+    analyse_scratch sc = {0};
+    zp_status st = ZP_OK;
+    if (report_alloc(m, r, n, keep, &sc) != 0) {
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory analysing a report of %d ranks", n);
+        goto out;
+    }
+    memcpy(r->ranks, pd->recv, (size_t)n * sizeof *r->ranks);
+    memcpy(r->hosts, m->hosts, (size_t)n * ZPI_MPI_HOST);
+    const char *job = job_env();
+    zpi_fmt(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
+
+    merge_histograms(r, pd);
+    merge_parts(r, pd);
+    st = summarise(m, r);
+    if (st != ZP_OK)
+        goto out;
+    const uint8_t *wf = judge_report(m, r, &sc);
+    record_window(h, r, wf);
+    name_stragglers(m, r);
+    verdict(m, r);
 out:
-    free(x);
-    free(stall);
-    free(scratch);
-    free(wz);
-    free(wr);
-    free(ok);
-    free(wflag);
+    scratch_free(&sc);
     if (st != ZP_OK) {
         zp_cluster_report_destroy(r);
         return st;
