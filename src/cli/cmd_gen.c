@@ -93,7 +93,83 @@ static int parse_bytes(const char *s, uint64_t *out)
     return 0;
 }
 
-int cli_cmd_gen(int argc, char **argv)
+/* The options of `zephon gen`. */
+typedef struct gen_args {
+    zpi_gen_config o;
+    zpi_h5_sample_opts h5o;
+    int h5, shards_set;
+} gen_args;
+
+/* Option C (getopt_long's code) with its value optarg into A. Returns -1
+ * to go on (*BAD and *RANGE set when the value is invalid), or the exit
+ * status (help printed: 0; an unknown option: 2). */
+static int gen_option(gen_args *a, int c, const char **bad, const char **range)
+{
+    zpi_gen_config *o = &a->o;
+    zpi_h5_sample_opts *h5o = &a->h5o;
+    uint64_t v = 0;
+    switch (c) {
+    case 'o': o->out = optarg; break;
+    case 'n':
+        if (zpi_parse_u64(optarg, 1, 1000000, 0, &v) != 0)
+            *bad = "--shards", *range = "1 to 1000000";
+        o->shards = (uint32_t)v;
+        a->shards_set = 1;
+        break;
+    case 's':
+        if (zpi_parse_u64(optarg, 1, (uint64_t)1 << 40, 0, &v) != 0)
+            *bad = "--samples-per-shard", *range = "1 to 2^40";
+        o->samples_per_shard = v;
+        break;
+    case 'b':
+        if (parse_bytes(optarg, &o->total_bytes) != 0)
+            *bad = "--bytes", *range = "1 byte to 2^50 bytes";
+        break;
+    case 'l':
+        if (zpi_parse_u64(optarg, 1, 22, 0, &v) != 0)
+            *bad = "--zstd-level", *range = "1 to 22";
+        o->level = (int)v;
+        break;
+    case 'f':
+        if (!strcmp(optarg, "jsonl"))
+            o->zst = 0;
+        else if (!strcmp(optarg, "jsonl.zst"))
+            o->zst = 1;
+        else if (!strcmp(optarg, "h5"))
+            a->h5 = 1;
+        else
+            *bad = "--format", *range = "jsonl, jsonl.zst or h5";
+        break;
+    case 'S':
+        if (zpi_parse_u64(optarg, 0, UINT64_MAX, 0, &o->seed) != 0)
+            *bad = "--seed", *range = "0 to 2^64-1";
+        break;
+    case 'u': o->uneven = 1; break;
+    case 'H': o->hash = 1; break;
+    case 't':
+        if (zpi_parse_u64(optarg, 1, 1024, 0, &v) != 0)
+            *bad = "--threads", *range = "1 to 1024";
+        o->threads = (uint32_t)v;
+        break;
+    case 'F':
+        if (zpi_parse_u64(optarg, 0, 1u << 20, 0, &v) != 0)
+            *bad = "--features", *range = "0 to 1048576";
+        h5o->features = (uint32_t)v;
+        break;
+    case 'K': h5o->tokens = 1; break;
+    case 'h':
+        gen_usage(stdout);
+        return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+    default:
+        fprintf(stderr, "(zephon gen --help lists the options)\n");
+        return 2;
+    }
+    return -1;
+}
+
+/* Parse the options into A. Returns -1 to go on, or the exit status (help
+ * printed: 0; a usage error: 2, printed). */
+static int gen_parse(int argc, char **argv, gen_args *a)
 {
     static const struct option opts[] = {
         {"out", required_argument, NULL, 'o'},
@@ -111,120 +187,85 @@ int cli_cmd_gen(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    zpi_gen_config o;
-    zpi_gen_config_init(&o);
-    uint64_t v = 0;
-    int c, h5 = 0, shards_set = 0;
-    zpi_h5_sample_opts h5o;
-    zpi_h5_sample_opts_init(&h5o);
+    zpi_gen_config_init(&a->o);
+    zpi_h5_sample_opts_init(&a->h5o);
+    const zpi_gen_config *o = &a->o;
+    int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         const char *bad = NULL, *range = NULL;
-        switch (c) {
-        case 'o': o.out = optarg; break;
-        case 'n':
-            if (zpi_parse_u64(optarg, 1, 1000000, 0, &v) != 0)
-                bad = "--shards", range = "1 to 1000000";
-            o.shards = (uint32_t)v;
-            shards_set = 1;
-            break;
-        case 's':
-            if (zpi_parse_u64(optarg, 1, (uint64_t)1 << 40, 0, &v) != 0)
-                bad = "--samples-per-shard", range = "1 to 2^40";
-            o.samples_per_shard = v;
-            break;
-        case 'b':
-            if (parse_bytes(optarg, &o.total_bytes) != 0)
-                bad = "--bytes", range = "1 byte to 2^50 bytes";
-            break;
-        case 'l':
-            if (zpi_parse_u64(optarg, 1, 22, 0, &v) != 0)
-                bad = "--zstd-level", range = "1 to 22";
-            o.level = (int)v;
-            break;
-        case 'f':
-            if (!strcmp(optarg, "jsonl"))
-                o.zst = 0;
-            else if (!strcmp(optarg, "jsonl.zst"))
-                o.zst = 1;
-            else if (!strcmp(optarg, "h5"))
-                h5 = 1;
-            else
-                bad = "--format", range = "jsonl, jsonl.zst or h5";
-            break;
-        case 'S':
-            if (zpi_parse_u64(optarg, 0, UINT64_MAX, 0, &o.seed) != 0)
-                bad = "--seed", range = "0 to 2^64-1";
-            break;
-        case 'u': o.uneven = 1; break;
-        case 'H': o.hash = 1; break;
-        case 't':
-            if (zpi_parse_u64(optarg, 1, 1024, 0, &v) != 0)
-                bad = "--threads", range = "1 to 1024";
-            o.threads = (uint32_t)v;
-            break;
-        case 'F':
-            if (zpi_parse_u64(optarg, 0, 1u << 20, 0, &v) != 0)
-                bad = "--features", range = "0 to 1048576";
-            h5o.features = (uint32_t)v;
-            break;
-        case 'K': h5o.tokens = 1; break;
-        case 'h':
-            gen_usage(stdout);
-            return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
-        default:
-            fprintf(stderr, "(zephon gen --help lists the options)\n");
-            return 2;
-        }
+        int rc = gen_option(a, c, &bad, &range);
+        if (rc >= 0)
+            return rc;
         if (bad) {
             fprintf(stderr, "zephon gen: %s '%s': invalid value (%s)\n", bad, optarg, range);
             return 2;
         }
     }
-    if (!o.out || optind < argc) {
+    if (!o->out || optind < argc) {
         fprintf(stderr, "zephon gen: %s\n(zephon gen --help lists the options)\n",
-                !o.out ? "--out DIR is required" : "unexpected argument");
+                !o->out ? "--out DIR is required" : "unexpected argument");
         return 2;
     }
-    if (o.total_bytes && o.samples_per_shard) {
+    if (o->total_bytes && o->samples_per_shard) {
         fprintf(stderr, "zephon gen: give --samples-per-shard or --bytes, not both\n");
         return 2;
     }
-    if (h5) {
-        /* one HDF5 file: N records of about `per` bytes each */
-        uint64_t per = (uint64_t)h5o.features * 4 + 8 + h5o.text_bytes + 80 + (h5o.tokens ? 140 : 0);
-        uint64_t shards = shards_set ? o.shards : 1, n;
-        if (o.total_bytes)
-            n = o.total_bytes / per ? o.total_bytes / per : 1;
-        else if (o.samples_per_shard > UINT64_MAX / shards)
-            n = UINT64_MAX;
-        else
-            n = shards * (o.samples_per_shard ? o.samples_per_shard : 1000);
-        zpi_err msg;
-        double t0 = zpi_now();
-        if (zpi_hdf5_write_sample(o.out, n, o.seed, &h5o, &msg) != ZP_OK) {
-            fprintf(stderr, "zephon gen: %s\n", msg.msg);
-            return 1;
-        }
-        printf("generated %s (hdf5): %llu samples, /text%s%s%s in %.2f s\n", o.out,
-               (unsigned long long)n, h5o.features ? ", /features" : "", h5o.label ? ", /label" : "",
-               h5o.tokens ? ", /tokens" : "", zpi_now() - t0);
-        return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+    return -1;
+}
+
+/* --format h5: one HDF5 file of N records of about `per` bytes each. */
+static int gen_h5(const gen_args *a)
+{
+    const zpi_gen_config *o = &a->o;
+    const zpi_h5_sample_opts *h5o = &a->h5o;
+    uint64_t per = (uint64_t)h5o->features * 4 + 8 + h5o->text_bytes + 80 + (h5o->tokens ? 140 : 0);
+    uint64_t shards = a->shards_set ? o->shards : 1, n;
+    if (o->total_bytes)
+        n = o->total_bytes / per ? o->total_bytes / per : 1;
+    else if (o->samples_per_shard > UINT64_MAX / shards)
+        n = UINT64_MAX;
+    else
+        n = shards * (o->samples_per_shard ? o->samples_per_shard : 1000);
+    zpi_err msg;
+    double t0 = zpi_now();
+    if (zpi_hdf5_write_sample(o->out, n, o->seed, h5o, &msg) != ZP_OK) {
+        fprintf(stderr, "zephon gen: %s\n", msg.msg);
+        return 1;
     }
+    printf("generated %s (hdf5): %llu samples, /text%s%s%s in %.2f s\n", o->out,
+           (unsigned long long)n, h5o->features ? ", /features" : "", h5o->label ? ", /label" : "",
+           h5o->tokens ? ", /tokens" : "", zpi_now() - t0);
+    return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+}
+
+/* JSONL shards and their manifest. */
+static int gen_jsonl(const gen_args *a)
+{
+    const zpi_gen_config *o = &a->o;
     zpi_gen_result r;
     zpi_err err = {0};
-    if (zpi_gen(&o, &r, &err) != ZP_OK) {
+    if (zpi_gen(o, &r, &err) != ZP_OK) {
         fprintf(stderr, "zephon gen: %s\n", zpi_err_msg(&err));
         return 1;
     }
     free(r.manifest);
-    printf("generated %u shards (%s), %llu samples, %.1f MB of JSONL", o.shards,
-           o.zst ? "jsonl.zst" : "jsonl", (unsigned long long)r.samples,
+    printf("generated %u shards (%s), %llu samples, %.1f MB of JSONL", o->shards,
+           o->zst ? "jsonl.zst" : "jsonl", (unsigned long long)r.samples,
            (double)r.jsonl_bytes / 1e6);
-    if (o.zst)
+    if (o->zst)
         printf(" -> %.1f MB compressed (ratio %.2f, level %d)", (double)r.written_bytes / 1e6,
-               r.written_bytes ? (double)r.jsonl_bytes / (double)r.written_bytes : 0.0, o.level);
+               r.written_bytes ? (double)r.jsonl_bytes / (double)r.written_bytes : 0.0, o->level);
     printf("\nin %.2f s (%.0f MB/s of JSONL, %u threads); wrote %s/manifest.json\n", r.seconds,
-           r.gen_seconds > 0 ? (double)r.jsonl_bytes / 1e6 / r.gen_seconds : 0.0, r.threads, o.out);
+           r.gen_seconds > 0 ? (double)r.jsonl_bytes / 1e6 / r.gen_seconds : 0.0, r.threads, o->out);
     return cli_flush_stdout("zephon gen") == 0 ? 0 : 1;
+}
+
+int cli_cmd_gen(int argc, char **argv)
+{
+    gen_args a = {0};
+    int rc = gen_parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    return a.h5 ? gen_h5(&a) : gen_jsonl(&a);
 }

@@ -46,7 +46,16 @@ static void log_stderr(void *user, zp_log_level lvl, const char *msg)
         fprintf(stderr, "zephon index: %s\n", msg);
 }
 
-int cli_cmd_index(int argc, char **argv)
+/* The options of `zephon index`. */
+typedef struct index_args {
+    const char *out;
+    int hash, verbose;
+    zp_dataset_config cfg;
+} index_args;
+
+/* Parse the options into A. Returns -1 to go on, or the exit status (help
+ * printed: 0; a usage error: 2, printed). */
+static int index_parse(int argc, char **argv, index_args *a)
 {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -72,10 +81,8 @@ int cli_cmd_index(int argc, char **argv)
         {"insecure", no_argument, NULL, 256},
         {NULL, 0, NULL, 0},
     };
-    const char *out = NULL;
-    int hash = 0, verbose = 0;
-    zp_dataset_config cfg;
-    zp_dataset_config_init(&cfg);
+    zp_dataset_config *cfg = &a->cfg;
+    zp_dataset_config_init(cfg);
     optind = 0; /* full getopt re-initialisation (GNU) */
     int c;
     int li = 0;
@@ -84,14 +91,14 @@ int cli_cmd_index(int argc, char **argv)
         case 256: {
             char name[64];
             snprintf(name, sizeof name, "--%s", opts[li].name);
-            if (cli_storage_opt(&cfg.storage, "zephon index", name, optarg) < 0)
+            if (cli_storage_opt(&cfg->storage, "zephon index", name, optarg) < 0)
                 return 2;
             break;
         }
-        case 'o': out = optarg; break;
-        case 'H': hash = 1; break;
-        case 'E': cfg.allow_empty_shards = 1; break;
-        case 'v': verbose = 1; break;
+        case 'o': a->out = optarg; break;
+        case 'H': a->hash = 1; break;
+        case 'E': cfg->allow_empty_shards = 1; break;
+        case 'v': a->verbose = 1; break;
         case 'R': {
             uint64_t v;
             if (zpi_parse_u64(optarg, 1, SIZE_MAX / 2, 1, &v) != 0) {
@@ -101,58 +108,60 @@ int cli_cmd_index(int argc, char **argv)
                         optarg, errno == ERANGE ? "out of range" : "not a size", SIZE_MAX / 2);
                 return 2;
             }
-            cfg.max_record_bytes = (size_t)v;
+            cfg->max_record_bytes = (size_t)v;
             break;
         }
         case 'h': index_usage(stdout); return 0;
         default: index_usage(stderr); return 2;
         }
     }
-    if (!out || optind >= argc) {
-        fprintf(stderr, "zephon index: %s\n\n", !out ? "-o MANIFEST is required" : "no shards given");
+    if (!a->out || optind >= argc) {
+        fprintf(stderr, "zephon index: %s\n\n", !a->out ? "-o MANIFEST is required" : "no shards given");
         index_usage(stderr);
         return 2;
     }
-    cfg.log = log_stderr;
-    cfg.log_user = &verbose;
+    return -1;
+}
 
-    zp_dataset *ds = NULL;
-    zp_status st = zp_dataset_create(&cfg, &ds);
-    if (st != ZP_OK) {
-        fprintf(stderr, "zephon index: %s\n", ds ? zp_dataset_errmsg(ds) : zp_status_str(st));
-        zp_dataset_destroy(ds);
-        return 1;
-    }
-    int rc = 1;
-    /* never read the manifest being written (a glob or folder may hold it) */
-    if (zp_dataset_exclude(ds, out) != ZP_OK) {
+/* The shards given (argv[optind..]) added and indexed, the manifest
+ * written (never read as input: a glob or folder may hold it); T_INDEX and
+ * T_WRITE the time each took. 0, or -1 (printed). */
+static int index_write(zp_dataset *ds, const index_args *a, int argc, char **argv,
+                       double *t_index, double *t_write)
+{
+    if (zp_dataset_exclude(ds, a->out) != ZP_OK) {
         fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
-        goto out;
+        return -1;
     }
     double t0 = zpi_now();
     for (int i = optind; i < argc; i++) {
         if (zp_dataset_add(ds, argv[i]) != ZP_OK) {
             fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
-            goto out;
+            return -1;
         }
     }
     if (zp_dataset_index(ds) != ZP_OK) {
         fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
-        goto out;
+        return -1;
     }
-    double t_index = zpi_now() - t0;
+    *t_index = zpi_now() - t0;
     double t1 = zpi_now();
-    if (zp_dataset_write_manifest(ds, out, hash) != ZP_OK) {
+    if (zp_dataset_write_manifest(ds, a->out, a->hash) != ZP_OK) {
         fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
-        goto out;
+        return -1;
     }
-    double t_write = zpi_now() - t1;
+    *t_write = zpi_now() - t1;
+    return 0;
+}
 
+/* What was indexed: each shard (with -v), the totals, the manifest. */
+static void index_print(zp_dataset *ds, const index_args *a, double t_index, double t_write)
+{
     size_t n = zp_dataset_num_shards(ds);
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         bytes += zp_dataset_shard_bytes(ds, i);
-        if (verbose)
+        if (a->verbose)
             printf("  %s: %llu samples, %llu bytes\n", zp_dataset_shard_name(ds, i),
                    (unsigned long long)zp_dataset_shard_samples(ds, i),
                    (unsigned long long)zp_dataset_shard_bytes(ds, i));
@@ -161,12 +170,34 @@ int cli_cmd_index(int argc, char **argv)
     printf("indexed %zu shards, %llu samples, %.1f MB on disk in %.2f s (%.0f MB/s)", n,
            (unsigned long long)zp_dataset_num_samples(ds), mb, t_index,
            t_index > 0 ? mb / t_index : 0.0);
-    if (hash)
+    if (a->hash)
         printf(", hashed in %.2f s", t_write);
-    printf("\nwrote %s (fingerprint %016llx)\n", out,
+    printf("\nwrote %s (fingerprint %016llx)\n", a->out,
            (unsigned long long)zp_dataset_fingerprint(ds));
-    rc = 0;
-out:
+}
+
+int cli_cmd_index(int argc, char **argv)
+{
+    index_args a = {0};
+    int rc = index_parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    a.cfg.log = log_stderr;
+    a.cfg.log_user = &a.verbose;
+
+    zp_dataset *ds = NULL;
+    zp_status st = zp_dataset_create(&a.cfg, &ds);
+    if (st != ZP_OK) {
+        fprintf(stderr, "zephon index: %s\n", ds ? zp_dataset_errmsg(ds) : zp_status_str(st));
+        zp_dataset_destroy(ds);
+        return 1;
+    }
+    double t_index = 0, t_write = 0;
+    rc = 1;
+    if (index_write(ds, &a, argc, argv, &t_index, &t_write) == 0) {
+        index_print(ds, &a, t_index, t_write);
+        rc = 0;
+    }
     zp_dataset_destroy(ds);
     return rc;
 }

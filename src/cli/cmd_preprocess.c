@@ -193,6 +193,97 @@ static int need_value(int argc, char **argv, int i)
     return 0;
 }
 
+/* One option A (the name, without its =value) with its value V (NULL
+ * when it takes none); ARG as given. 0 ok, 1 help, 2 usage error
+ * (printed). */
+static int parse_option(opts *o, const char *a, const char *v, const char *arg)
+{
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        return 1;
+    } else if (!strcmp(a, "--out")) {
+        o->pc.out_dir = v;
+    } else if (!strcmp(a, "--data")) {
+        o->specs[o->n_specs++] = v;
+    } else if (!strcmp(a, "--format")) {
+        if (!strcmp(v, "h5") || !strcmp(v, "hdf5"))
+            o->pc.format = ZP_PREPROCESS_HDF5;
+        else if (!strcmp(v, "megatron"))
+            o->pc.format = ZP_PREPROCESS_MEGATRON;
+        else {
+            fprintf(stderr, CMD ": --format '%s': must be h5 or megatron\n", v);
+            return 2;
+        }
+    } else if (!strcmp(a, "--tokenizer")) {
+        o->pc.tokenizer = v;
+    } else if (!strcmp(a, "--field")) {
+        if (!*v) {
+            fprintf(stderr, CMD ": --field: must not be empty\n");
+            return 2;
+        }
+        o->pc.field = v;
+    } else if (!strcmp(a, "--threads")) {
+        uint64_t n;
+        if (zpi_parse_u64(v, 1, 1024, 0, &n) != 0) {
+            fprintf(stderr, CMD ": --threads '%s': must be an integer from 1 to 1024\n", v);
+            return 2;
+        }
+        o->pc.threads = (int)n;
+    } else if (!strcmp(a, "--on-bad-record")) {
+        if (!strcmp(v, "fail"))
+            o->pc.skip_bad_records = 0;
+        else if (!strcmp(v, "skip"))
+            o->pc.skip_bad_records = 1;
+        else {
+            fprintf(stderr, CMD ": --on-bad-record '%s': must be fail or skip\n", v);
+            return 2;
+        }
+    } else if (!strcmp(a, "--shared")) {
+        o->shared = v;
+    } else if (!strcmp(a, "--append-eot")) {
+        o->pc.append_eot = 1;
+    } else if (!strcmp(a, "--force")) {
+        o->pc.force = 1;
+    } else if (!strcmp(a, "--hash")) {
+        o->pc.hash = 1;
+    } else if (!strcmp(a, "--progress")) {
+        o->progress = 1;
+    } else if (!strcmp(a, "--no-progress")) {
+        o->progress = 0;
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+        o->quiet = 1;
+    } else if (a[0] == '-' && a[1]) {
+        fprintf(stderr, CMD ": unknown option '%s'\n", arg);
+        return 2;
+    } else {
+        o->specs[o->n_specs++] = a;
+    }
+    return 0;
+}
+
+/* The options that go together. 0 ok, 2 usage error (printed). */
+static int check_options(const opts *o)
+{
+    if (!o->n_specs) {
+        fprintf(stderr, CMD ": no input (give shards, folders, globs or manifests)\n");
+        return 2;
+    }
+    if (!o->shared && (!o->pc.out_dir || !o->pc.out_dir[0])) {
+        fprintf(stderr, CMD ": --out DIR is required\n");
+        return 2;
+    }
+    if (o->shared) {
+        if (o->pc.format == ZP_PREPROCESS_MEGATRON) {
+            fprintf(stderr, CMD ": --shared writes one HDF5 file: not with --format megatron\n");
+            return 2;
+        }
+        if (o->pc.out_dir) {
+            fprintf(stderr, CMD ": --shared FILE and --out DIR: give one of them\n");
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* 0 ok, 1 help, 2 usage error (printed). */
 static int parse(opts *o, int argc, char **argv)
 {
@@ -228,85 +319,11 @@ static int parse(opts *o, int argc, char **argv)
             fprintf(stderr, CMD ": %s takes no value\n", a);
             return 2;
         }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            return 1;
-        } else if (!strcmp(a, "--out")) {
-            o->pc.out_dir = v;
-        } else if (!strcmp(a, "--data")) {
-            o->specs[o->n_specs++] = v;
-        } else if (!strcmp(a, "--format")) {
-            if (!strcmp(v, "h5") || !strcmp(v, "hdf5"))
-                o->pc.format = ZP_PREPROCESS_HDF5;
-            else if (!strcmp(v, "megatron"))
-                o->pc.format = ZP_PREPROCESS_MEGATRON;
-            else {
-                fprintf(stderr, CMD ": --format '%s': must be h5 or megatron\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--tokenizer")) {
-            o->pc.tokenizer = v;
-        } else if (!strcmp(a, "--field")) {
-            if (!*v) {
-                fprintf(stderr, CMD ": --field: must not be empty\n");
-                return 2;
-            }
-            o->pc.field = v;
-        } else if (!strcmp(a, "--threads")) {
-            uint64_t n;
-            if (zpi_parse_u64(v, 1, 1024, 0, &n) != 0) {
-                fprintf(stderr, CMD ": --threads '%s': must be an integer from 1 to 1024\n", v);
-                return 2;
-            }
-            o->pc.threads = (int)n;
-        } else if (!strcmp(a, "--on-bad-record")) {
-            if (!strcmp(v, "fail"))
-                o->pc.skip_bad_records = 0;
-            else if (!strcmp(v, "skip"))
-                o->pc.skip_bad_records = 1;
-            else {
-                fprintf(stderr, CMD ": --on-bad-record '%s': must be fail or skip\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--shared")) {
-            o->shared = v;
-        } else if (!strcmp(a, "--append-eot")) {
-            o->pc.append_eot = 1;
-        } else if (!strcmp(a, "--force")) {
-            o->pc.force = 1;
-        } else if (!strcmp(a, "--hash")) {
-            o->pc.hash = 1;
-        } else if (!strcmp(a, "--progress")) {
-            o->progress = 1;
-        } else if (!strcmp(a, "--no-progress")) {
-            o->progress = 0;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            o->quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, CMD ": unknown option '%s'\n", argv[i]);
-            return 2;
-        } else {
-            o->specs[o->n_specs++] = a;
-        }
+        int rc = parse_option(o, a, v, argv[i]);
+        if (rc != 0)
+            return rc;
     }
-    if (!o->n_specs) {
-        fprintf(stderr, CMD ": no input (give shards, folders, globs or manifests)\n");
-        return 2;
-    }
-    if (!o->shared && (!o->pc.out_dir || !o->pc.out_dir[0])) {
-        fprintf(stderr, CMD ": --out DIR is required\n");
-        return 2;
-    }
-    if (o->shared) {
-        if (o->pc.format == ZP_PREPROCESS_MEGATRON) {
-            fprintf(stderr, CMD ": --shared writes one HDF5 file: not with --format megatron\n");
-            return 2;
-        }
-        if (o->pc.out_dir) {
-            fprintf(stderr, CMD ": --shared FILE and --out DIR: give one of them\n");
-            return 2;
-        }
-    }
-    return 0;
+    return check_options(o);
 }
 
 /* Build the input dataset (every spec; not indexed: counts come as the

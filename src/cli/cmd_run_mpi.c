@@ -290,15 +290,12 @@ static uint64_t auto_every(const cli_run_opts *o, zp_dataset *ds)
     return every ? every : 1;
 }
 
-static int run_ranks(cli_run_opts *o, zp_mpi *m)
+/* The dataset, the same on every rank: rank 0 indexes (or reads the
+ * manifest); the others get its bytes. With a mixture, each part's shard
+ * count. 0, or the exit status. */
+static int open_dataset(cli_run_opts *o, zp_mpi *m, zp_dataset **out)
 {
     int rank = zp_mpi_rank(m);
-    if (o->rank_set && rank == 0)
-        fprintf(stderr, "zephon run: under MPI the rank and world size come from the "
-                        "communicator: --rank/--world-size ignored\n");
-    zp_mpi_worksource_config(m, &o->ws);
-
-    /* rank 0 indexes (or reads the manifest); the others get its bytes */
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
@@ -346,13 +343,75 @@ static int run_ranks(cli_run_opts *o, zp_mpi *m)
         zp_dataset_destroy(ds);
         return 1;
     }
+    *out = ds;
+    return 0;
+}
+
+/* The ranks agree on the dataset and the settings; 0, or 1 (printed). */
+static int agree_settings(cli_run_opts *o, zp_mpi *m, zp_dataset *ds)
+{
     char *extra = extra_settings(o);
     /* agree on the packing the pipeline will use (tokenize turns it on) */
     o->pc.pack = !o->tok_id[0] ? ZP_PACK_RECORDS : o->pack ? o->pack : ZP_PACK_CONCAT;
-    st = zp_mpi_agree(m, ds, &o->ws, &o->pc, extra ? extra : "?");
+    zp_status st = zp_mpi_agree(m, ds, &o->ws, &o->pc, extra ? extra : "?");
     free(extra);
     if (st != ZP_OK) {
-        fprintf(stderr, "zephon run: rank %d: %s: %s\n", rank, zp_status_str(st), zp_mpi_errmsg(m));
+        fprintf(stderr, "zephon run: rank %d: %s: %s\n", zp_mpi_rank(m), zp_status_str(st),
+                zp_mpi_errmsg(m));
+        return 1;
+    }
+    return 0;
+}
+
+/* The final report (rank 0's): marked partial after a stop, written to
+ * --report DIR, printed (its text, or its verdict); destroyed. Returns rc,
+ * or 1 when it could not be written or printed. */
+static int final_report(const cli_run_opts *o, const cli_run_result *res, zp_cluster_report *rep,
+                        int rc)
+{
+    /* a run that a signal (or a failed output) stopped: every format
+     * of the report says so */
+    if (res->stop)
+        zp_cluster_report_set_partial(
+            rep, res->stop != CLI_RUN_STOP_OUTPUT ? cli_run_signal_name(res->stop) : NULL,
+            res->stop != CLI_RUN_STOP_OUTPUT ? NULL : "an output could not be written",
+            res->batches);
+    if (o->report_dir) {
+        char err[512];
+        if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
+            fprintf(stderr, "zephon run: report: %s\n", err);
+            rc = 1;
+        }
+    }
+    if (!o->json) {
+        char *text = NULL;
+        if (o->report_dir && zp_cluster_report_render(rep, ZP_MPI_TEXT, &text, NULL) == ZP_OK)
+            fputs(text, stdout);
+        else
+            printf("%s\n", zp_cluster_report_verdict(rep));
+        free(text);
+        if (o->report_dir)
+            printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
+    }
+    if (cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
+        rc = 1;
+    zp_cluster_report_destroy(rep);
+    return rc;
+}
+
+static int run_ranks(cli_run_opts *o, zp_mpi *m)
+{
+    int rank = zp_mpi_rank(m);
+    if (o->rank_set && rank == 0)
+        fprintf(stderr, "zephon run: under MPI the rank and world size come from the "
+                        "communicator: --rank/--world-size ignored\n");
+    zp_mpi_worksource_config(m, &o->ws);
+
+    zp_dataset *ds = NULL;
+    int orc = open_dataset(o, m, &ds);
+    if (orc != 0)
+        return orc;
+    if (agree_settings(o, m, ds) != 0) {
         zp_dataset_destroy(ds);
         return 1;
     }
@@ -378,36 +437,8 @@ static int run_ranks(cli_run_opts *o, zp_mpi *m)
     if (cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
         rc = 1;
 
-    zp_cluster_report *rep = r.final;
-    if (rep) {
-        /* a run that a signal (or a failed output) stopped: every format
-         * of the report says so */
-        if (res.stop)
-            zp_cluster_report_set_partial(
-                rep, res.stop != CLI_RUN_STOP_OUTPUT ? cli_run_signal_name(res.stop) : NULL,
-                res.stop != CLI_RUN_STOP_OUTPUT ? NULL : "an output could not be written",
-                res.batches);
-        if (o->report_dir) {
-            char err[512];
-            if (zp_cluster_report_write(rep, o->report_dir, err, sizeof err) != ZP_OK) {
-                fprintf(stderr, "zephon run: report: %s\n", err);
-                rc = 1;
-            }
-        }
-        if (!o->json) {
-            char *text = NULL;
-            if (o->report_dir && zp_cluster_report_render(rep, ZP_MPI_TEXT, &text, NULL) == ZP_OK)
-                fputs(text, stdout);
-            else
-                printf("%s\n", zp_cluster_report_verdict(rep));
-            free(text);
-            if (o->report_dir)
-                printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
-        }
-        if (cli_flush_stdout("zephon run") != 0 && (rc == 0 || rc > 128))
-            rc = 1;
-        zp_cluster_report_destroy(rep);
-    }
+    if (r.final)
+        rc = final_report(o, &res, r.final, rc);
     cli_run_result_free(&res);
     zp_dataset_destroy(ds);
     return rc;

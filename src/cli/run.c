@@ -421,128 +421,246 @@ static int local_stop(int out_failed)
     return sig ? sig : out_failed ? CLI_RUN_STOP_OUTPUT : 0;
 }
 
-int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
-{
-    int rc = 1;
-    zp_worksource *ws = NULL;
-    zp_pipeline *p = NULL;
-    cli_out ids = {0}, dig = {0}, smp = {0};
-    const cli_run_hooks *hk = o->hooks;
-    int started = 0, out_failed = 0, save_failed = 0;
-    uint64_t saved_at = UINT64_MAX; /* batches delivered at the last save */
-    char why[1024] = "";
-    memset(res, 0, sizeof *res);
-    static int quiet_flag;
-    quiet_flag = o->quiet;
+/* One run of cli_run_pipeline: its inputs, its handles and outputs, and
+ * what the steps below share. */
+typedef struct run_ctx {
+    cli_run_opts *o;
+    zp_dataset *ds;
+    cli_run_result *res;
+    const cli_run_hooks *hk;
+    int *quiet_flag; /* the log's user pointer */
+    zp_worksource *ws;
+    zp_pipeline *p;
+    strip_ctx sc; /* the strip transform's (lives as long as the pipeline) */
+    cli_out ids, dig, smp;
+    int started, out_failed, save_failed;
+    uint64_t saved_at; /* batches delivered at the last save */
+    char why[1024];
+    /* the delivery loop's clocks */
+    int tty;
+    double t0, last_progress, last_observe;
+} run_ctx;
 
-    zp_status st = zp_worksource_create(ds, &o->ws, &ws);
-    if (st == ZP_ERR_STATE && !hk && cli_run_signal()) {
+/* A step of the run returns RUN_GO to go on, or the exit status the run
+ * ends with (after run_close). */
+#define RUN_GO (-1)
+
+/* The pipeline failed with st: its message (the hooks' once started), and
+ * the last state saved. Returns 1. */
+static int run_pipeline_error(run_ctx *x, zp_status st)
+{
+    cli_run_opts *o = x->o;
+    const cli_run_hooks *hk = x->hk;
+    fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st),
+            hk && x->started ? hk->errmsg(hk->user, x->p) : zp_pipeline_errmsg(x->p));
+    if (o->save_state && x->saved_at != UINT64_MAX)
+        fprintf(stderr, "zephon run: %s keeps the state after batch %llu (the state of a failed "
+                        "stream is not saved)\n",
+                o->save_state, (unsigned long long)x->saved_at);
+    return 1;
+}
+
+/* This rank's worksource, at --start-epoch. */
+static int run_make_worksource(run_ctx *x)
+{
+    cli_run_opts *o = x->o;
+    cli_run_result *res = x->res;
+    zp_status st = zp_worksource_create(x->ds, &o->ws, &x->ws);
+    if (st == ZP_ERR_STATE && !x->hk && cli_run_signal()) {
         /* a signal ended the downloads of shards being counted: a stop */
         res->stop = cli_run_signal();
         fprintf(stderr, "zephon run: stopped by %s before the first batch\n",
                 cli_run_signal_name(res->stop));
-        rc = 0;
-        goto out;
+        return 0;
     }
     if (st != ZP_OK) {
-        const char *msg = ws ? zp_worksource_errmsg(ws) : "";
+        const char *msg = x->ws ? zp_worksource_errmsg(x->ws) : "";
         fprintf(stderr, "zephon run: worksource: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
                 msg);
-        goto out;
+        return 1;
     }
-    if (cli_run_check_epochs(o, zp_worksource_samples_per_rank(ws)) != 0) {
-        rc = 2;
-        goto out;
-    }
+    if (cli_run_check_epochs(o, zp_worksource_samples_per_rank(x->ws)) != 0)
+        return 2;
     if (o->start_epoch) {
         zp_worksource_state s0 = {o->ws.seed, (uint32_t)o->start_epoch, 0};
-        zp_worksource_set_state(ws, &s0);
+        zp_worksource_set_state(x->ws, &s0);
     }
+    return RUN_GO;
+}
+
+/* The pipeline and its operators: strip, tokenize, pack, prefetch,
+ * observability. */
+static int run_make_pipeline(run_ctx *x)
+{
+    cli_run_opts *o = x->o;
     o->pc.log = log_to_stderr;
-    o->pc.log_user = &quiet_flag;
+    o->pc.log_user = x->quiet_flag;
     if (o->tok_id[0] && o->pack)
         o->pc.pack = o->pack;
-    st = zp_pipeline_create(ws, &o->pc, &p);
+    zp_status st = zp_pipeline_create(x->ws, &o->pc, &x->p);
     if (st != ZP_OK) {
-        const char *msg = p ? zp_pipeline_errmsg(p) : "";
+        const char *msg = x->p ? zp_pipeline_errmsg(x->p) : "";
         fprintf(stderr, "zephon run: bad settings: %s%s%s\n", zp_status_str(st), *msg ? ": " : "",
                 msg);
-        zp_pipeline_destroy(p);
-        p = NULL;
-        goto out;
+        zp_pipeline_destroy(x->p);
+        x->p = NULL;
+        return 1;
     }
-    strip_ctx sc = {o->field, o->tok_id[0] == '\0'};
-    if (o->map_strip && (st = zp_pipeline_map_transform(p, map_strip, &sc, o->map_parallelism, "strip")) != ZP_OK)
-        goto perr;
+    zp_pipeline *p = x->p;
+    x->sc = (strip_ctx){o->field, o->tok_id[0] == '\0'};
+    if (o->map_strip && (st = zp_pipeline_map_transform(p, map_strip, &x->sc, o->map_parallelism, "strip")) != ZP_OK)
+        return run_pipeline_error(x, st);
     zp_tokenizer_config tc;
     zp_tokenizer_config_init(&tc);
     tc.eot = (int32_t)o->tok_eot;
     tc.bos = (int32_t)o->tok_bos;
     if (o->tok_id[0] &&
         (st = zp_pipeline_tokenize_config(p, o->tok_id, &tc, o->field, o->tok_parallelism)) != ZP_OK)
-        goto perr;
+        return run_pipeline_error(x, st);
     if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
-        goto perr;
+        return run_pipeline_error(x, st);
     if (o->prefetch_buffer &&
         (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
-        goto perr;
+        return run_pipeline_error(x, st);
     int observing = o->observe >= 0 || o->metrics_out;
     if (observing && (st = zp_pipeline_enable_observability(p)) != ZP_OK)
-        goto perr;
-    double last_observe = zpi_now();
+        return run_pipeline_error(x, st);
+    x->last_observe = zpi_now();
+    return RUN_GO;
+}
 
+/* The files of --emit-ids, --emit-samples and --emit-digest. */
+static int run_open_outputs(run_ctx *x)
+{
+    const cli_run_opts *o = x->o;
     char path[PATH_MAX];
     if (o->emit_ids) {
         if (zpi_mkdir_p(o->emit_ids, 0777) != 0) {
             fprintf(stderr, "zephon run: cannot create folder '%s': %s\n", o->emit_ids,
                     strerror(errno));
-            goto out;
+            return 1;
         }
         zpi_fmt(path, sizeof path, "%s/rank-%u.ids", o->emit_ids, o->ws.rank);
-        if (cli_out_open(&ids, path) != 0)
-            goto out;
+        if (cli_out_open(&x->ids, path) != 0)
+            return 1;
     }
     if (o->emit_samples) {
         if (zpi_mkdir_p(o->emit_samples, 0777) != 0) {
             fprintf(stderr, "zephon run: cannot create folder '%s': %s\n", o->emit_samples,
                     strerror(errno));
-            goto out;
+            return 1;
         }
         zpi_fmt(path, sizeof path, "%s/rank-%u.samples", o->emit_samples, o->ws.rank);
-        if (cli_out_open(&smp, path) != 0)
-            goto out;
+        if (cli_out_open(&x->smp, path) != 0)
+            return 1;
     }
     if (o->emit_digest) {
         if (o->ws.world_size > 1)
             zpi_fmt(path, sizeof path, "%s.rank-%u", o->emit_digest, o->ws.rank);
         else
             zpi_fmt(path, sizeof path, "%s", o->emit_digest);
-        if (cli_out_open(&dig, path) != 0)
-            goto out;
+        if (cli_out_open(&x->dig, path) != 0)
+            return 1;
     }
+    return RUN_GO;
+}
 
-    if (restore_and_skip(o, p, why, sizeof why) != 0) {
-        fprintf(stderr, "zephon run: %s\n", why);
-        goto out;
+/* A restored state or skipped batches, then the hooks' start. */
+static int run_start(run_ctx *x)
+{
+    const cli_run_hooks *hk = x->hk;
+    if (restore_and_skip(x->o, x->p, x->why, sizeof x->why) != 0) {
+        fprintf(stderr, "zephon run: %s\n", x->why);
+        return 1;
     }
-
     if (hk) {
-        started = 1;
-        if (hk->start(hk->user, p, NULL) != 0)
-            goto out;
+        x->started = 1;
+        if (hk->start(hk->user, x->p, NULL) != 0)
+            return 1;
     }
-    int tty = !o->quiet && isatty(STDERR_FILENO);
-    double t0 = zpi_now(), t_first = 0, last_progress = t0;
+    return RUN_GO;
+}
+
+/* A batch's lines in the --emit-* files: written whole, or the run stops
+ * at the first failing write. */
+static void run_emit(run_ctx *x, const zp_batch *b)
+{
+    const zp_dataset *ds = x->ds;
+    cli_out *ids = &x->ids, *smp = &x->smp, *dig = &x->dig;
+    if (ids->f)
+        for (size_t i = 0; i < b->n_samples && !ids->failed; i++)
+            cli_out_printf(ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
+                          (unsigned long long)b->samples[i].record);
+    if (smp->f)
+        for (size_t i = 0; i < b->n_samples && !smp->failed; i++) {
+            const zp_sample *s = &b->samples[i];
+            cli_out_printf(smp, "%llu %u %u %llu %d %s:%llu\n", (unsigned long long)b->index,
+                          s->epoch, s->part, (unsigned long long)s->pass, s->padded,
+                          zp_dataset_shard_name(ds, s->shard), (unsigned long long)s->record);
+        }
+    if (dig->f)
+        cli_out_printf(dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
+                      (unsigned long long)zp_batch_digest(b));
+}
+
+/* After a batch: --step-time, the hooks' step, the periodic state, the
+ * periodic snapshots, the outputs' failures, the progress line. */
+static void run_after_step(run_ctx *x)
+{
+    cli_run_opts *o = x->o;
+    cli_run_result *res = x->res;
+    zp_pipeline *p = x->p;
+    if (o->step_time > 0)
+        sleep_interruptible(o->step_time);
+    if (x->hk)
+        x->hk->step(x->hk->user, p, res->batches);
+    if (o->save_state && o->save_every && res->batches % o->save_every == 0 && !x->save_failed) {
+        /* a state that cannot be written stops the run (as an output) */
+        if (save_state(o, p, 0) < 0)
+            x->save_failed = x->out_failed = 1;
+        else
+            x->saved_at = res->batches;
+    }
+    if (o->observe > 0 && zpi_now() - x->last_observe >= o->observe) {
+        x->last_observe = zpi_now();
+        cli_run_print_observe(o, p, stdout);
+        if (cli_flush_stdout("zephon run") != 0)
+            x->out_failed = 1;
+    }
+    x->out_failed |= x->ids.failed | x->dig.failed | x->smp.failed;
+    if (x->tty) {
+        double t = zpi_now();
+        if (t - x->last_progress >= 1.0) {
+            x->last_progress = t;
+            zp_pipeline_counts c;
+            zp_pipeline_get_counts(p, &c);
+            fprintf(stderr, "\r%llu batches, %llu samples, %.0f samples/s   ",
+                    (unsigned long long)res->batches, (unsigned long long)c.samples,
+                    (double)c.samples / (t - x->t0));
+        }
+    }
+}
+
+/* Batches until --max-batches, the end of the stream or a stop. */
+static int run_loop(run_ctx *x)
+{
+    cli_run_result *res = x->res;
+    const cli_run_hooks *hk = x->hk;
+    zp_pipeline *p = x->p;
+    x->tty = !x->o->quiet && isatty(STDERR_FILENO);
+    x->t0 = zpi_now();
+    x->last_progress = x->t0;
+    double t_first = 0;
     const zp_batch *b;
-    while (res->batches < o->max_batches) {
-        int stop = local_stop(out_failed);
+    while (res->batches < x->o->max_batches) {
+        int stop = local_stop(x->out_failed);
         if (hk)
             stop = hk->stop(hk->user, stop);
         if (stop) {
             res->stop = stop;
             break;
         }
-        st = hk ? hk->next(hk->user, p, &b) : zp_pipeline_next(p, &b);
+        zp_status st = hk ? hk->next(hk->user, p, &b) : zp_pipeline_next(p, &b);
         if (st == ZP_END) {
             /* the ranks' stop vote may have ended the stream: its reason */
             if (hk && (stop = hk->stop(hk->user, stop)) != 0)
@@ -556,60 +674,27 @@ int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
             break;
         }
         if (st != ZP_OK)
-            goto perr;
+            return run_pipeline_error(x, st);
         if (res->batches == 0)
-            t_first = zpi_now() - t0;
+            t_first = zpi_now() - x->t0;
         res->batches++;
         res->bytes += batch_bytes(b);
-        /* a batch's lines are written whole, or the run stops at the
-         * first failing write */
-        if (ids.f)
-            for (size_t i = 0; i < b->n_samples && !ids.failed; i++)
-                cli_out_printf(&ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
-                              (unsigned long long)b->samples[i].record);
-        if (smp.f)
-            for (size_t i = 0; i < b->n_samples && !smp.failed; i++) {
-                const zp_sample *x = &b->samples[i];
-                cli_out_printf(&smp, "%llu %u %u %llu %d %s:%llu\n", (unsigned long long)b->index,
-                              x->epoch, x->part, (unsigned long long)x->pass, x->padded,
-                              zp_dataset_shard_name(ds, x->shard), (unsigned long long)x->record);
-            }
-        if (dig.f)
-            cli_out_printf(&dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
-                          (unsigned long long)zp_batch_digest(b));
-        if (o->step_time > 0)
-            sleep_interruptible(o->step_time);
-        if (hk)
-            hk->step(hk->user, p, res->batches);
-        if (o->save_state && o->save_every && res->batches % o->save_every == 0 && !save_failed) {
-            /* a state that cannot be written stops the run (as an output) */
-            if (save_state(o, p, 0) < 0)
-                save_failed = out_failed = 1;
-            else
-                saved_at = res->batches;
-        }
-        if (o->observe > 0 && zpi_now() - last_observe >= o->observe) {
-            last_observe = zpi_now();
-            cli_run_print_observe(o, p, stdout);
-            if (cli_flush_stdout("zephon run") != 0)
-                out_failed = 1;
-        }
-        out_failed |= ids.failed | dig.failed | smp.failed;
-        if (tty) {
-            double t = zpi_now();
-            if (t - last_progress >= 1.0) {
-                last_progress = t;
-                zp_pipeline_counts c;
-                zp_pipeline_get_counts(p, &c);
-                fprintf(stderr, "\r%llu batches, %llu samples, %.0f samples/s   ",
-                        (unsigned long long)res->batches, (unsigned long long)c.samples,
-                        (double)c.samples / (t - t0));
-            }
-        }
+        run_emit(x, b);
+        run_after_step(x);
     }
-    res->seconds = zpi_now() - t0;
+    res->seconds = zpi_now() - x->t0;
     res->first_batch_seconds = t_first;
-    if (tty)
+    return RUN_GO;
+}
+
+/* After the last batch: why the run stopped, the counts, the last
+ * snapshots, the final state, the metrics document. */
+static int run_finish(run_ctx *x)
+{
+    cli_run_opts *o = x->o;
+    cli_run_result *res = x->res;
+    zp_pipeline *p = x->p;
+    if (x->tty)
         fprintf(stderr, "\r%*s\r", 60, "");
     if (res->stop && res->stop != CLI_RUN_STOP_OUTPUT)
         fprintf(stderr, "zephon run: stopped by %s after %llu batches; outputs are complete up to "
@@ -619,23 +704,24 @@ int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
         fprintf(stderr, "zephon run: stopped after %llu batches: an output could not be written\n",
                 (unsigned long long)res->batches);
     zp_pipeline_get_counts(p, &res->counts);
-    part_counts(o, p, ws, res);
+    part_counts(o, p, x->ws, res);
     if (o->observe >= 0)
         cli_run_print_observe(o, p, stdout);
-    rc = 0;
+    int rc = 0;
     /* the state after the last delivered batch: at the end, after a stop
      * by a signal or by --max-batches (not after an error: the periodic
      * state is kept then) */
-    if (o->save_state && !save_failed && saved_at != res->batches) {
+    if (o->save_state && !x->save_failed && x->saved_at != res->batches) {
         int sv = save_state(o, p, 1);
         if (sv < 0)
             rc = 1;
-        else if (sv == 0 && !o->quiet && !hk)
+        else if (sv == 0 && !o->quiet && !x->hk)
             fprintf(stderr, "zephon run: state after batch %llu written to %s\n",
                     (unsigned long long)res->batches, o->save_state);
     }
     if (o->metrics_out) {
         /* one document per rank, named as --emit-digest's files are */
+        char path[PATH_MAX];
         if (o->ws.world_size > 1)
             zpi_fmt(path, sizeof path, "%s.rank-%u", o->metrics_out, o->ws.rank);
         else
@@ -643,33 +729,52 @@ int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
         if (cli_run_write_metrics(p, path, res->stop) != 0)
             rc = 1;
     }
-    res->padded_per_epoch = zp_worksource_padded(ws);
-    res->dropped_per_epoch = zp_worksource_dropped(ws);
-    goto out;
-perr:
-    fprintf(stderr, "zephon run: %s: %s\n", zp_status_str(st),
-            hk && started ? hk->errmsg(hk->user, p) : zp_pipeline_errmsg(p));
-    if (o->save_state && saved_at != UINT64_MAX)
-        fprintf(stderr, "zephon run: %s keeps the state after batch %llu (the state of a failed "
-                        "stream is not saved)\n",
-                o->save_state, (unsigned long long)saved_at);
-    rc = 1;
-out:
-    /* every file closed, whichever failed */
-    if (cli_out_close(&ids) + cli_out_close(&dig) + cli_out_close(&smp) != 0) /* each 0 or -1 */
+    res->padded_per_epoch = zp_worksource_padded(x->ws);
+    res->dropped_per_epoch = zp_worksource_dropped(x->ws);
+    return rc;
+}
+
+/* Every file closed, whichever failed; the exit status (a stop's, the
+ * hooks'); the handles destroyed. */
+static int run_close(run_ctx *x, int rc)
+{
+    cli_run_result *res = x->res;
+    const cli_run_hooks *hk = x->hk;
+    if (cli_out_close(&x->ids) + cli_out_close(&x->dig) + cli_out_close(&x->smp) != 0) /* each 0 or -1 */
         rc = 1;
     if (res->stop == CLI_RUN_STOP_OUTPUT)
         rc = 1;
     else if (res->stop && rc == 0)
         rc = 128 + res->stop;
     if (hk) {
-        if (!started)
-            hk->start(hk->user, NULL, why[0] ? why : NULL);
-        rc = hk->finish(hk->user, started ? p : NULL, rc);
+        if (!x->started)
+            hk->start(hk->user, NULL, x->why[0] ? x->why : NULL);
+        rc = hk->finish(hk->user, x->started ? x->p : NULL, rc);
     }
-    zp_pipeline_destroy(p);
-    zp_worksource_destroy(ws);
+    zp_pipeline_destroy(x->p);
+    zp_worksource_destroy(x->ws);
     return rc;
+}
+
+int cli_run_pipeline(cli_run_opts *o, zp_dataset *ds, cli_run_result *res)
+{
+    static int quiet_flag;
+    run_ctx x = {.o = o, .ds = ds, .res = res, .hk = o->hooks, .quiet_flag = &quiet_flag,
+                 .saved_at = UINT64_MAX};
+    memset(res, 0, sizeof *res);
+    quiet_flag = o->quiet;
+    int rc = run_make_worksource(&x);
+    if (rc == RUN_GO)
+        rc = run_make_pipeline(&x);
+    if (rc == RUN_GO)
+        rc = run_open_outputs(&x);
+    if (rc == RUN_GO)
+        rc = run_start(&x);
+    if (rc == RUN_GO)
+        rc = run_loop(&x);
+    if (rc == RUN_GO)
+        rc = run_finish(&x);
+    return run_close(&x, rc);
 }
 
 /* The index store folder of `zephon run`: $XDG_CACHE_HOME/zephon/index
