@@ -148,6 +148,65 @@ static inline uint64_t seq_ptr(const mg_reader *m, uint64_t i)
     return (uint64_t)rd_i64(m->idx + MG_HEADER + 4 * m->n_seq + 8 * i);
 }
 
+/* The first of n tokens at src (of dtype t) that is not a token id: 1 with
+ * its index in *bad and its value written into val (index 0 and "?" when
+ * none is). */
+static int first_bad(zp_dtype t, const unsigned char *src, size_t n, size_t *bad, char *val,
+                     size_t valcap)
+{
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = src + i * zp_dtype_size(t);
+        int ok = 1;
+        switch (t) {
+        case ZP_DTYPE_I8:
+            ok = *(const int8_t *)p >= 0;
+            if (!ok)
+                snprintf(val, valcap, "%d", *(const int8_t *)p);
+            break;
+        case ZP_DTYPE_I16:
+            ok = *(const int16_t *)(const void *)p >= 0;
+            if (!ok)
+                snprintf(val, valcap, "%d", *(const int16_t *)(const void *)p);
+            break;
+        case ZP_DTYPE_I32:
+            ok = *(const int32_t *)(const void *)p >= 0;
+            if (!ok)
+                snprintf(val, valcap, "%d", *(const int32_t *)(const void *)p);
+            break;
+        case ZP_DTYPE_I64: {
+            int64_t v = *(const int64_t *)(const void *)p;
+            ok = v >= 0 && v <= INT32_MAX;
+            if (!ok)
+                snprintf(val, valcap, "%lld", (long long)v);
+            break;
+        }
+        case ZP_DTYPE_F32: {
+            float v = *(const float *)(const void *)p;
+            ok = v >= 0.0f && v < 2147483648.0f && (float)(int32_t)v == v;
+            if (!ok)
+                snprintf(val, valcap, "%.9g", (double)v);
+            break;
+        }
+        case ZP_DTYPE_F64: {
+            double v = *(const double *)(const void *)p;
+            ok = v >= 0.0 && v <= (double)INT32_MAX && (double)(int32_t)v == v;
+            if (!ok)
+                snprintf(val, valcap, "%.17g", v);
+            break;
+        }
+        default:
+            break;
+        }
+        if (!ok) {
+            *bad = i;
+            return 1;
+        }
+    }
+    *bad = 0;
+    snprintf(val, valcap, "?");
+    return 1;
+}
+
 /* Convert n tokens at src (aligned: every pointer is a multiple of the
  * token size) into dst. 0, or 1 with the first bad token's index in *bad
  * and its value written into val. */
@@ -241,57 +300,7 @@ static int convert(zp_dtype t, const unsigned char *src, size_t n, int32_t *dst,
         return 1;
     }
     /* the first bad one, for the message */
-    for (i = 0; i < n; i++) {
-        const unsigned char *p = src + i * zp_dtype_size(t);
-        int ok = 1;
-        switch (t) {
-        case ZP_DTYPE_I8:
-            ok = *(const int8_t *)p >= 0;
-            if (!ok)
-                snprintf(val, valcap, "%d", *(const int8_t *)p);
-            break;
-        case ZP_DTYPE_I16:
-            ok = *(const int16_t *)(const void *)p >= 0;
-            if (!ok)
-                snprintf(val, valcap, "%d", *(const int16_t *)(const void *)p);
-            break;
-        case ZP_DTYPE_I32:
-            ok = *(const int32_t *)(const void *)p >= 0;
-            if (!ok)
-                snprintf(val, valcap, "%d", *(const int32_t *)(const void *)p);
-            break;
-        case ZP_DTYPE_I64: {
-            int64_t v = *(const int64_t *)(const void *)p;
-            ok = v >= 0 && v <= INT32_MAX;
-            if (!ok)
-                snprintf(val, valcap, "%lld", (long long)v);
-            break;
-        }
-        case ZP_DTYPE_F32: {
-            float v = *(const float *)(const void *)p;
-            ok = v >= 0.0f && v < 2147483648.0f && (float)(int32_t)v == v;
-            if (!ok)
-                snprintf(val, valcap, "%.9g", (double)v);
-            break;
-        }
-        case ZP_DTYPE_F64: {
-            double v = *(const double *)(const void *)p;
-            ok = v >= 0.0 && v <= (double)INT32_MAX && (double)(int32_t)v == v;
-            if (!ok)
-                snprintf(val, valcap, "%.17g", v);
-            break;
-        }
-        default:
-            break;
-        }
-        if (!ok) {
-            *bad = i;
-            return 1;
-        }
-    }
-    *bad = 0;
-    snprintf(val, valcap, "?");
-    return 1;
+    return first_bad(t, src, n, bad, val, valcap);
 }
 
 static zp_status mg_read(zpi_reader *r, zpi_read_req *req, zpi_err *err)
@@ -534,6 +543,100 @@ static zp_status check_header(mg_reader *m, int fd, uint64_t size, uint64_t *n_d
     return ZP_OK;
 }
 
+/* The .idx of shard NAME at IDX_PATH: its header and size first, then
+ * the whole of it mapped and checked; *IFD its descriptor (closed by the
+ * caller), *BIN_END the byte where its sequences end in the .bin. */
+static zp_status load_idx(mg_reader *m, const char *idx_path, const char *name, int *ifd,
+                          uint64_t *bin_end, zpi_err *err)
+{
+    uint64_t idx_size = 0, n_doc = 0;
+    int has_modes = 0;
+    zp_status st;
+    if ((st = open_file(idx_path, name, "index", ifd, &idx_size, err)) != ZP_OK)
+        return st;
+    if ((st = check_header(m, *ifd, idx_size, &n_doc, &has_modes, err)) != ZP_OK)
+        return st;
+#if SIZE_MAX < UINT64_MAX
+    if (idx_size > SIZE_MAX)
+        return zpi_err_set(err, ZP_ERR_LIMIT, "shard '%s': '%s' is too large to map", name,
+                           m->idx_name);
+#endif
+    m->idx_len = (size_t)idx_size;
+    void *p = mmap(NULL, m->idx_len, PROT_READ, MAP_PRIVATE, *ifd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        return zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                           "shard '%s': cannot map '%s': %s", name, idx_path, strerror(e));
+    }
+    m->idx = p;
+    (void)madvise(m->idx, m->idx_len, MADV_SEQUENTIAL); /* the checks scan it once */
+    if ((st = check_idx(m, n_doc, has_modes, bin_end, err)) != ZP_OK)
+        return st;
+    (void)madvise(m->idx, m->idx_len, MADV_NORMAL);
+    return ZP_OK;
+}
+
+/* The .bin is BIN_SIZE bytes where the .idx says BIN_END: the message. */
+static zp_status bin_size_error(const mg_reader *m, const char *name, uint64_t bin_size,
+                                uint64_t bin_end, zpi_err *err)
+{
+    if (bin_size < bin_end) {
+        /* the first sequence that does not fit, for the message */
+        uint64_t i = 0;
+        while (i + 1 < m->n_seq && seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz <= bin_size)
+            i++;
+        zpi_err_set(err, ZP_ERR_FORMAT,
+                    "shard '%s': '%s' says sequence %llu ends at byte %llu but '%s' has %llu "
+                    "bytes (truncated?)", name, m->idx_name, (unsigned long long)i,
+                    (unsigned long long)(seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz),
+                    name, (unsigned long long)bin_size);
+    } else {
+        zpi_err_set(err, ZP_ERR_FORMAT,
+                    "shard '%s': '%s' has %llu bytes but '%s' says its %llu sequences end at "
+                    "byte %llu", name, name, (unsigned long long)bin_size, m->idx_name,
+                    (unsigned long long)m->n_seq, (unsigned long long)bin_end);
+    }
+    return ZP_ERR_FORMAT;
+}
+
+/* The .bin of shard NAME at PATH: exactly as long as the sequences
+ * (BIN_END), hashed when the manifest has a hash (*HASH), mapped; *BFD its
+ * descriptor (closed by the caller), *BIN_SIZE its size. */
+static zp_status load_bin(mg_reader *m, const char *path, const char *name,
+                          const zpi_load_limits *lim, uint64_t bin_end, int *bfd,
+                          uint64_t *bin_size, uint64_t *hash, zpi_err *err)
+{
+    zp_status st;
+    if ((st = open_file(path, name, "data file", bfd, bin_size, err)) != ZP_OK)
+        return st;
+    if (*bin_size != bin_end)
+        return bin_size_error(m, name, *bin_size, bin_end, err);
+#if SIZE_MAX < UINT64_MAX
+    if (*bin_size > SIZE_MAX)
+        return zpi_err_set(err, ZP_ERR_LIMIT, "shard '%s': '%s' is too large to map", name, name);
+#endif
+    if (lim->has_xxh64) {
+        uint64_t at = 0;
+        int e = zpi_xxh64_fd(*bfd, hash, &at);
+        if (e)
+            return zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                               "shard '%s': cannot hash '%s': %s at byte %llu", name, path,
+                               strerror(e), (unsigned long long)at);
+    }
+    if (*bin_size > 0) {
+        m->bin_len = (size_t)*bin_size;
+        void *p = mmap(NULL, m->bin_len, PROT_READ, MAP_PRIVATE, *bfd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            m->bin_len = 0;
+            return zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
+                               "shard '%s': cannot map '%s': %s", name, path, strerror(e));
+        }
+        m->bin = p;
+    }
+    return ZP_OK;
+}
+
 static zp_status mg_load(const char *path, const char *name, const zpi_load_limits *lim,
                          zpi_shard *out, zpi_err *err)
 {
@@ -552,86 +655,11 @@ static zp_status mg_load(const char *path, const char *name, const zpi_load_limi
     m->base.close = mg_close;
     m->max_record_bytes = lim->max_record_bytes;
 
-    /* the .idx: header and size first, then the whole of it */
-    uint64_t idx_size = 0, bin_size = 0, n_doc = 0, bin_end = 0;
-    int has_modes = 0;
-    if ((st = open_file(idx_path, name, "index", &ifd, &idx_size, err)) != ZP_OK)
+    uint64_t bin_size = 0, bin_end = 0, hash = 0;
+    if ((st = load_idx(m, idx_path, name, &ifd, &bin_end, err)) != ZP_OK)
         goto fail;
-    if ((st = check_header(m, ifd, idx_size, &n_doc, &has_modes, err)) != ZP_OK)
+    if ((st = load_bin(m, path, name, lim, bin_end, &bfd, &bin_size, &hash, err)) != ZP_OK)
         goto fail;
-#if SIZE_MAX < UINT64_MAX
-    if (idx_size > SIZE_MAX) {
-        st = zpi_err_set(err, ZP_ERR_LIMIT, "shard '%s': '%s' is too large to map", name,
-                         m->idx_name);
-        goto fail;
-    }
-#endif
-    m->idx_len = (size_t)idx_size;
-    void *p = mmap(NULL, m->idx_len, PROT_READ, MAP_PRIVATE, ifd, 0);
-    if (p == MAP_FAILED) {
-        int e = errno;
-        st = zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
-                         "shard '%s': cannot map '%s': %s", name, idx_path, strerror(e));
-        goto fail;
-    }
-    m->idx = p;
-    (void)madvise(m->idx, m->idx_len, MADV_SEQUENTIAL); /* the checks scan it once */
-    if ((st = check_idx(m, n_doc, has_modes, &bin_end, err)) != ZP_OK)
-        goto fail;
-    (void)madvise(m->idx, m->idx_len, MADV_NORMAL);
-
-    /* the .bin: exactly as long as the sequences */
-    if ((st = open_file(path, name, "data file", &bfd, &bin_size, err)) != ZP_OK)
-        goto fail;
-    if (bin_size != bin_end) {
-        if (bin_size < bin_end) {
-            /* the first sequence that does not fit, for the message */
-            uint64_t i = 0;
-            while (i + 1 < m->n_seq && seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz <= bin_size)
-                i++;
-            zpi_err_set(err, ZP_ERR_FORMAT,
-                        "shard '%s': '%s' says sequence %llu ends at byte %llu but '%s' has %llu "
-                        "bytes (truncated?)", name, m->idx_name, (unsigned long long)i,
-                        (unsigned long long)(seq_ptr(m, i) + (uint64_t)seq_len(m, i) * m->isz),
-                        name, (unsigned long long)bin_size);
-        } else {
-            zpi_err_set(err, ZP_ERR_FORMAT,
-                        "shard '%s': '%s' has %llu bytes but '%s' says its %llu sequences end at "
-                        "byte %llu", name, name, (unsigned long long)bin_size, m->idx_name,
-                        (unsigned long long)m->n_seq, (unsigned long long)bin_end);
-        }
-        st = ZP_ERR_FORMAT;
-        goto fail;
-    }
-#if SIZE_MAX < UINT64_MAX
-    if (bin_size > SIZE_MAX) {
-        st = zpi_err_set(err, ZP_ERR_LIMIT, "shard '%s': '%s' is too large to map", name, name);
-        goto fail;
-    }
-#endif
-    uint64_t hash = 0;
-    if (lim->has_xxh64) {
-        uint64_t at = 0;
-        int e = zpi_xxh64_fd(bfd, &hash, &at);
-        if (e) {
-            st = zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
-                             "shard '%s': cannot hash '%s': %s at byte %llu", name, path,
-                             strerror(e), (unsigned long long)at);
-            goto fail;
-        }
-    }
-    if (bin_size > 0) {
-        m->bin_len = (size_t)bin_size;
-        p = mmap(NULL, m->bin_len, PROT_READ, MAP_PRIVATE, bfd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
-            m->bin_len = 0;
-            st = zpi_err_set(err, e == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
-                             "shard '%s': cannot map '%s': %s", name, path, strerror(e));
-            goto fail;
-        }
-        m->bin = p;
-    }
     close(bfd);
     bfd = -1;
     close(ifd);

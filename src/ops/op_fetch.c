@@ -244,18 +244,78 @@ out:
     free(rows);
 }
 
-void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c)
+/* fetch_delay_us (fault injection): a pause before each chunk. */
+static void fetch_delay(const zpi_op_env *env)
 {
-    zpi_err err;
-    zpi_json *json = zpi_worker_json(w, c);
-    if (!json)
-        return;
     if (env->fetch_delay_us) {
         struct timespec ts = {(time_t)(env->fetch_delay_us / 1000000u),
                               (long)(env->fetch_delay_us % 1000000u) * 1000L};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
     }
+}
+
+/* Record i of chunk c from its pinned shard of JSONL lines: its JSON
+ * kept, parsed, the tokenize field copied; a bad record reported. 0 with
+ * *LEN_OUT its length, or -1 when the chunk failed. */
+static int fetch_record(const zpi_op_env *env, zpi_json *json, zpi_chunk *c, size_t i,
+                        const zpi_shard *sh, size_t *len_out)
+{
+    const zp_sample *s = &c->samples[i];
+    zpi_rec *r = &c->recs[i];
+    memset(r, 0, sizeof *r);
+    if (s->record >= sh->n_records) {
+        zpi_chunk_fail(c, ZP_ERR_FORMAT,
+                       "shard '%s': record %llu out of range (%llu records; stale manifest?)",
+                       zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record,
+                       (unsigned long long)sh->n_records);
+        return -1;
+    }
+    uint64_t a = sh->offsets[s->record], b = sh->offsets[s->record + 1];
+    size_t len = (size_t)(b - a - 1);
+    /* With tokenize and no map, later operators read only the text:
+     * parse the record where it lies in the pinned shard (its buffer has
+     * ZPI_JSON_PADDING readable bytes past the end) and copy the text
+     * alone; the JSON is copied only when the text is missing, for
+     * tokenize's message. Otherwise the chunk keeps a copy of the JSON. */
+    if (!env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK)
+        return -1;
+    zpi_err jerr;
+    zp_status st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off,
+                                  len, &jerr);
+    if (st != ZP_OK) {
+        char m[ZPI_ERRMAX];
+        zpi_fmt(m, sizeof m, "shard '%s' line %llu (record %llu): %s",
+                zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
+                (unsigned long long)s->record, jerr.msg);
+        zpi_op_bad_record(env, c, i, st, m);
+    } else if (env->tok) {
+        /* keep the tokenize field now, so tokenize needs no second parse */
+        const char *txt;
+        size_t tn;
+        if (zpi_json_get_string(json, env->tok_field, &txt, &tn) == ZP_OK) {
+            if (zpi_arena_append(&c->text, &c->text_len, &c->text_cap, txt, tn, &r->text_off) !=
+                ZP_OK) {
+                zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a text field");
+                return -1;
+            }
+            r->text_len = tn;
+            r->flags |= ZPI_REC_TEXT;
+        } else if (env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK) {
+            return -1;
+        }
+    }
+    *len_out = len;
+    return 0;
+}
+
+void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c)
+{
+    zpi_err err;
+    zpi_json *json = zpi_worker_json(w, c);
+    if (!json)
+        return;
+    fetch_delay(env);
     pinset ps = {.n = 0, .cache_end_ns = 0};
     /* First pin the chunk's shards (up to the pin set's size) that no other
      * task is loading, loading those not cached: tasks that start together
@@ -295,49 +355,9 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
                 t_rec = zpi_now_ns();
             continue;
         }
-        zpi_rec *r = &c->recs[i];
-        memset(r, 0, sizeof *r);
-        if (s->record >= sh->n_records) {
-            zpi_chunk_fail(c, ZP_ERR_FORMAT,
-                           "shard '%s': record %llu out of range (%llu records; stale manifest?)",
-                           zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record,
-                           (unsigned long long)sh->n_records);
+        size_t len;
+        if (fetch_record(env, json, c, i, sh, &len) != 0)
             break;
-        }
-        uint64_t a = sh->offsets[s->record], b = sh->offsets[s->record + 1];
-        size_t len = (size_t)(b - a - 1);
-        /* With tokenize and no map, later operators read only the text:
-         * parse the record where it lies in the pinned shard (its buffer has
-         * ZPI_JSON_PADDING readable bytes past the end) and copy the text
-         * alone; the JSON is copied only when the text is missing, for
-         * tokenize's message. Otherwise the chunk keeps a copy of the JSON. */
-        if (!env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK)
-            break;
-        zpi_err jerr;
-        st = zpi_json_parse(json, env->text_only ? sh->data + a : c->json + r->json_off, len,
-                            &jerr);
-        if (st != ZP_OK) {
-            char m[ZPI_ERRMAX];
-            zpi_fmt(m, sizeof m, "shard '%s' line %llu (record %llu): %s",
-                    zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record + 1,
-                    (unsigned long long)s->record, jerr.msg);
-            zpi_op_bad_record(env, c, i, st, m);
-        } else if (env->tok) {
-            /* keep the tokenize field now, so tokenize needs no second parse */
-            const char *txt;
-            size_t tn;
-            if (zpi_json_get_string(json, env->tok_field, &txt, &tn) == ZP_OK) {
-                if (zpi_arena_append(&c->text, &c->text_len, &c->text_cap, txt, tn, &r->text_off) !=
-                    ZP_OK) {
-                    zpi_chunk_fail(c, ZP_ERR_NOMEM, "out of memory copying a text field");
-                    break;
-                }
-                r->text_len = tn;
-                r->flags |= ZPI_REC_TEXT;
-            } else if (env->text_only && keep_json(c, r, sh->data + a, len) != ZP_OK) {
-                break;
-            }
-        }
         bytes += len;
         if (ot) {
             uint64_t t = zpi_now_ns();
