@@ -195,11 +195,9 @@ def main():
             with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
                 lines = fh.read().split("\n")
             sizes.append((len(lines), f))
-            start = None
+            start = None  # a function's body: from "{" to "}", both alone at column 0
             for i, line in enumerate(lines):
-                if line == "{" and i and lines[i - 1][:1].isalpha() or (
-                        line.endswith(")") is False and line[:1].isalpha() and line.endswith("{")
-                        and "(" in line and not line.startswith(("struct", "typedef", "enum", "static const", "const"))):
+                if line == "{":
                     start = i
                 elif line == "}" and start is not None:
                     if i - start - 1 > 100:
