@@ -264,7 +264,10 @@ static zp_status add_manifest_entry(void *user, size_t i, const zpi_manifest_ent
             return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
         }
     }
-    if (!fmt) {
+    if (!fmt && remote) { /* name is the URL without credentials or query */
+        st = zpi_ds_fail(ds, ZP_ERR_FORMAT, "%s: shard '%s': no \"format\" and an unknown file suffix",
+                         c->what, name ? name : "(a URL)");
+    } else if (!fmt) {
         st = zpi_ds_fail(ds, ZP_ERR_FORMAT,
                          "%s: shard '%s': no \"format\" and an unknown file suffix (nor a "
                          "Megatron prefix: no '%s.bin' + '%s.idx')",
