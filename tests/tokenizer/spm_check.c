@@ -48,6 +48,13 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 int main(int argc, char **argv)
 {
     int norm = 0, bench = 0;
@@ -61,16 +68,17 @@ int main(int argc, char **argv)
     }
     char err[1024];
     zp_tokenizer *tok = NULL;
-    double t0 = now();
+    double t0 = now(), tc0 = cpu_now();
     zp_status st = zp_tokenizer_create(argv[1], NULL, &tok, err, sizeof err);
-    double load_s = now() - t0;
+    double load_s = now() - t0, load_cpu = cpu_now() - tc0;
     if (st != ZP_OK) {
         printf("ERROR %s\n", err);
         return 1;
     }
     if (argc == 2) {
-        printf("%zu %d %d %.4f\n", zp_tokenizer_vocab_size(tok), (int)zp_tokenizer_eot(tok),
-               (int)zpi_spm_bos(tok->spm), load_s);
+        /* load time: wall clock, then CPU time of the thread */
+        printf("%zu %d %d %.4f %.4f\n", zp_tokenizer_vocab_size(tok), (int)zp_tokenizer_eot(tok),
+               (int)zpi_spm_bos(tok->spm), load_s, load_cpu);
         zp_tokenizer_destroy(tok);
         return 0;
     }
@@ -89,8 +97,9 @@ int main(int argc, char **argv)
     size_t cap = 1 << 16;
     int32_t *ids = malloc(cap * sizeof *ids), *ids2 = malloc(cap * sizeof *ids2);
     if (bench) {
-        double secs = atof(argv[3]), t = now(), total = 0;
-        size_t bytes = 0;
+        double secs = atof(argv[3]), t = now(), c0 = cpu_now(), total = 0;
+        size_t bytes = 0, tokens = 0;
+        int passes = 0;
         do {
             for (size_t p = 0; p + 4 <= len;) {
                 uint32_t n;
@@ -106,11 +115,16 @@ int main(int argc, char **argv)
                     return 3;
                 bytes += n;
                 p += n;
+                if (passes == 0)
+                    tokens += got;
             }
+            passes++;
             total = now() - t;
         } while (total < secs);
-        printf("%.2f MB/s (%zu bytes in %.3f s), load %.4f s\n", bytes / total / 1e6, bytes,
-               total, load_s);
+        double cpu = cpu_now() - c0;
+        printf("%.2f MB/s (CPU %.2f MB/s; %zu bytes in %.3f s, %d passes), %zu tokens a pass, "
+               "load %.4f s\n", bytes / total / 1e6, bytes / cpu / 1e6, bytes, total, passes,
+               tokens, load_s);
         return 0;
     }
     FILE *out = fopen(argv[3], "w");

@@ -4,7 +4,8 @@ equal Google SentencePiece's (Python sentencepiece, pinned by tools/tokref.sh)
 for BPE and Unigram models trained here with Debian's spm_train, on the
 hostile corpus (tests/data/tokenizer/corpus.jsonl), cases of our own (invalid
 UTF-8, special-piece strings as text, long words and lines, NFKC) and 5,000
-random strings from a fixed seed; and models Zephon does not support (WORD,
+random strings from a fixed seed, and 24 long documents (Unigram path scores
+past the rescaling threshold); and models Zephon does not support (WORD,
 CHAR, broken files) are refused naming what.
 
 Invalid UTF-8: SentencePiece's C++ (given bytes) replaces each byte that does
@@ -127,6 +128,30 @@ def own_cases():
     return c
 
 
+def long_documents(root, r):
+    """Documents long enough that Unigram path scores pass SentencePiece's
+    rescaling threshold (100000) several times: word-heavy prose (segments
+    seen again and again with other path scores: the segment cache's margin
+    test), corpus lines and random strings; 24 documents of 20 KB to 400 KB."""
+    lines = corpus(root)
+    docs = []
+    for i in range(24):
+        target = r.choice([20_000, 60_000, 150_000, 400_000])
+        parts, n = [], 0
+        while n < target:
+            k = r.random()
+            if k < 0.7:
+                p = " ".join(r.choice(WORDS) for _ in range(r.randint(5, 40))).encode() + b". "
+            elif k < 0.85:
+                p = r.choice(lines) + b" "
+            else:
+                p = rand_string(r) + b" "
+            parts.append(p)
+            n += len(p)
+        docs.append(b"".join(parts))
+    return docs
+
+
 def training_text(root, r):
     lines = [t.decode("utf-8", "replace") for t in corpus(root)]
     out = []
@@ -210,6 +235,7 @@ def main():
         strings = corpus(root) + own_cases()
         rs = random.Random(1234)
         strings += [rand_string(rs) for _ in range(5000)]
+        strings += long_documents(root, random.Random(77))
         in_path = os.path.join(tmp, "strings.bin")
         write_strings(in_path, strings)
         ref_py = os.path.join(tmp, "ref.py")

@@ -42,6 +42,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,30 +158,47 @@ static int da_build_node(da_builder *b, int32_t node, const da_key *k, size_t lo
         }
     }
     start[nl] = hi;
-    /* a base whose child slots are all free (slot 0 is the root): a single
-     * child takes the first free slot; nodes of several children search
-     * from where the last one was placed, so that the holes left behind
-     * are not scanned again and again (quadratic time) */
+    /* a base whose child slots are all free (slot 0 is the root). A single
+     * child takes the first free slot (free_from only moves forward). A node
+     * of several children tries a bounded number of bases from where the
+     * last such node was placed, then goes past every used unit (the holes
+     * it leaves are filled by single children later): linear time, where an
+     * unbounded search is quadratic for large vocabularies */
+    if (da_reserve(b, b->t.n + 512) != 0)
+        return -1;
     uint32_t pos = b->free_from;
     while (pos < b->cap && b->t.u[pos].check >= 0)
         pos++;
     b->free_from = pos;
-    if (nl > 1 && b->multi_from > pos)
-        pos = b->multi_from;
-    uint32_t base = pos > labels[0] ? pos - labels[0] : 1;
-    for (;;) {
-        if (da_reserve(b, base + 256 + 1) != 0)
-            return -1;
-        int ok = base + labels[0] != 0;
-        for (int i = 0; ok && i < nl; i++)
-            ok = b->t.u[base + labels[i]].check < 0;
-        if (ok)
-            break;
-        base++;
-    }
-    b->t.u[node].base = (int32_t)base;
-    if (nl > 1)
+    uint32_t base;
+    if (nl == 1) {
+        base = pos - labels[0]; /* pos >= 256: see da_build */
+    } else {
+        if (b->multi_from > pos)
+            pos = b->multi_from;
+        base = pos > labels[0] ? pos - labels[0] : 1;
+        int found = 0;
+        for (int tries = 0; tries < 64; tries++, base++) {
+            if (da_reserve(b, base + 256 + 1) != 0)
+                return -1;
+            int ok = base + labels[0] != 0;
+            for (int i = 0; ok && i < nl; i++)
+                ok = b->t.u[base + labels[i]].check < 0;
+            if (ok) {
+                found = 1;
+                break;
+            }
+        }
+        if (!found) {
+            base = b->t.n; /* every unit from here on is free */
+            if (da_reserve(b, base + 256 + 1) != 0)
+                return -1;
+        }
         b->multi_from = base + labels[0];
+    }
+    if (da_reserve(b, base + 256 + 1) != 0)
+        return -1;
+    b->t.u[node].base = (int32_t)base;
     for (int i = 0; i < nl; i++) {
         b->t.u[base + labels[i]].check = node;
         if (base + labels[i] + 1 > b->t.n)
@@ -203,7 +221,9 @@ static int da_build(da_trie *out, da_key *keys, size_t n)
         return -1;
     b.t.u[0].check = 0; /* the root: never a child */
     b.t.n = 1;
-    b.free_from = 1;
+    /* single children search free units from 256 on (a unit below could
+     * hold only smaller labels: scanning it again and again is quadratic) */
+    b.free_from = 256;
     if (da_build_node(&b, 0, keys, 0, n, 0) != 0) {
         free(b.t.u);
         return -1;
@@ -229,6 +249,7 @@ struct zpi_spm {
     int has_user;  /* USER_DEFINED pieces exist */
     int has_unused;
     float min_score; /* over NORMAL pieces (Unigram) */
+    double smax;     /* the largest |score| of a Unigram lattice node */
     float unk_score;
     int32_t byte_id[256]; /* <0xXX> pieces (byte_fallback) */
 
@@ -879,6 +900,14 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
         }
     }
     m->unk_score = m->min_score - 10.0f;
+    m->smax = fabs((double)m->unk_score);
+    for (size_t i = 0; i < r->n; i++) {
+        const raw_piece *pc = &r->pc[i];
+        double a = pc->type == PT_NORMAL ? fabs((double)pc->score)
+                   : pc->type == PT_USER ? fabs(0.1 * ((double)pc->len - 1)) : 0.0;
+        if (a > m->smax)
+            m->smax = a;
+    }
     if (unk < 0 && !r->byte_fallback) {
         free(pk);
         free(rk);
@@ -1010,7 +1039,8 @@ zp_status zpi_spm_load_file(zp_tokenizer *t, const char *path, zpi_err *err)
 typedef struct cache_slot {
     uint8_t klen;
     uint8_t nids;
-    uint8_t pad[6];
+    uint8_t pad[2];
+    float mu; /* Unigram: the path's margin (see uni_cached) */
     uint8_t data[CACHE_DATA];
 } cache_slot;
 
@@ -1036,7 +1066,14 @@ struct zpi_spm_enc {
     /* Unigram: per byte position */
     float *best;
     int32_t *from, *bid, *path;
+    double *dbest, *dgap; /* the exact Viterbi: best and second-best candidate */
+    uint32_t *nchar;      /* characters before the position */
     size_t vit_cap;
+    /* Unigram: the path of a segment (ids before byte fallback, lengths) */
+    int32_t *pid;
+    uint32_t *plen;
+    size_t pcap;
+    float uh; /* the path score at the current segment's start */
     /* BPE */
     bpe_sym *sym;
     size_t sym_cap;
@@ -1087,7 +1124,7 @@ zpi_spm_enc *zpi_spm_enc_create(const zp_tokenizer *t)
         }
     }
     size_t nsets = 0;
-    if (e->m->model_type == MT_BPE && e->m->seg_mode != 0 && t->cfg.cache_entries >= CACHE_WAYS &&
+    if (e->m->seg_mode != 0 && t->cfg.cache_entries >= CACHE_WAYS &&
         t->cfg.cache_max_piece_bytes >= 2) {
         nsets = 1;
         while (nsets * 2 * CACHE_WAYS <= t->cfg.cache_entries)
@@ -1116,6 +1153,11 @@ void zpi_spm_enc_destroy(zpi_spm_enc *e)
     free(e->from);
     free(e->bid);
     free(e->path);
+    free(e->dbest);
+    free(e->dgap);
+    free(e->nchar);
+    free(e->pid);
+    free(e->plen);
     free(e->sym);
     free(e->heap);
     free(e->rev);
@@ -1131,7 +1173,7 @@ size_t zpi_spm_enc_memory(const zpi_spm_enc *e)
     if (!e)
         return 0;
     size_t slots = e->ctag ? ((size_t)e->cset_mask + 1) * CACHE_WAYS : 0;
-    return sizeof *e + e->norm_cap + e->vit_cap * 16 + e->sym_cap * sizeof(bpe_sym) +
+    return sizeof *e + e->norm_cap + e->vit_cap * 36 + e->pcap * 8 + e->sym_cap * sizeof(bpe_sym) +
            e->heap_cap * sizeof(bpe_pair) + e->seg_cap * 4 +
            slots * (sizeof(uint32_t) + sizeof(cache_slot)) +
            (e->rev ? (size_t)e->m->n_pieces * 8 : 0);
@@ -1352,27 +1394,89 @@ static int vit_reserve(zpi_spm_enc *e, size_t n)
     size_t c = e->vit_cap ? e->vit_cap : 256;
     while (c < n)
         c *= 2;
-    float *b = realloc(e->best, c * sizeof *b);
+    void *b = realloc(e->best, c * sizeof *e->best);
     if (b)
         e->best = b;
-    int32_t *f = realloc(e->from, c * sizeof *f);
+    void *f = realloc(e->from, c * sizeof *e->from);
     if (f)
         e->from = f;
-    int32_t *d = realloc(e->bid, c * sizeof *d);
+    void *d = realloc(e->bid, c * sizeof *e->bid);
     if (d)
         e->bid = d;
-    int32_t *p = realloc(e->path, c * sizeof *p);
+    void *p = realloc(e->path, c * sizeof *e->path);
     if (p)
         e->path = p;
-    if (!b || !f || !d || !p)
+    void *db = realloc(e->dbest, c * sizeof *e->dbest);
+    if (db)
+        e->dbest = db;
+    void *dg = realloc(e->dgap, c * sizeof *e->dgap);
+    if (dg)
+        e->dgap = dg;
+    void *nc = realloc(e->nchar, c * sizeof *e->nchar);
+    if (nc)
+        e->nchar = nc;
+    if (!b || !f || !d || !p || !db || !dg || !nc)
         return -1;
     e->vit_cap = c;
     return 0;
 }
 
-/* Viterbi over s[0..n) (n >= 1); the ids (byte fallback applied) go to out
- * (room for n ids). Returns the count, or (size_t)-1 (out of memory). */
-static size_t unigram(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
+static int path_reserve(zpi_spm_enc *e, size_t n)
+{
+    if (n <= e->pcap)
+        return 0;
+    size_t c = e->pcap ? e->pcap : 256;
+    while (c < n)
+        c *= 2;
+    void *a = realloc(e->pid, c * sizeof *e->pid);
+    if (a)
+        e->pid = a;
+    void *b = realloc(e->plen, c * sizeof *e->plen);
+    if (b)
+        e->plen = b;
+    if (!a || !b)
+        return -1;
+    e->pcap = c;
+    return 0;
+}
+
+/* The score of a Unigram lattice node: a user-defined piece 0.1 * (length
+ * - 1), an unknown character unk_score, others their score; float values
+ * as SentencePiece's. */
+static inline float uni_score(const struct zpi_spm *m, int32_t id, size_t length)
+{
+    if (id == m->unk_id)
+        return m->unk_score; /* the unknown piece is no lattice piece */
+    if (m->type[id] == PT_USER)
+        return (float)(0.1 * (double)((int)length - 1));
+    return m->score[id];
+}
+
+/* Backtrack from n through from[]/bid[] into e->pid/e->plen (in order).
+ * Returns the number of pieces or (size_t)-1 (out of memory). */
+static size_t uni_backtrack(zpi_spm_enc *e, size_t n)
+{
+    int32_t *path = e->path;
+    size_t cnt = 0;
+    for (size_t end = n; end > 0; end = (size_t)e->from[end])
+        path[cnt++] = (int32_t)end;
+    if (path_reserve(e, cnt + 1) != 0)
+        return (size_t)-1;
+    size_t start = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        size_t end = (size_t)path[cnt - 1 - i];
+        e->pid[i] = e->bid[end];
+        e->plen[i] = (uint32_t)(end - start);
+        start = end;
+    }
+    return cnt;
+}
+
+/* Viterbi over s[0..n) (n >= 1) as SentencePiece computes it, in float,
+ * the path score at s being *h (updated to the score at the end); the
+ * best path goes to e->pid/e->plen. Returns its length or (size_t)-1 (out
+ * of memory). */
+static size_t uni_float(zpi_spm_enc *e, const uint8_t *s, size_t n, float *h)
 {
     const struct zpi_spm *m = e->m;
     if (vit_reserve(e, n + 1) != 0)
@@ -1381,7 +1485,7 @@ static size_t unigram(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
     int32_t *from = e->from, *bid = e->bid;
     for (size_t i = 0; i <= n; i++)
         from[i] = -1;
-    best[0] = 0.0f;
+    best[0] = *h;
     const da_unit *u = m->pieces.u;
     const uint32_t un = m->pieces.n;
     const float *score = m->score;
@@ -1441,17 +1545,105 @@ static size_t unigram(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
         }
         st += mblen;
     }
-    int32_t *path = e->path;
-    size_t cnt = 0;
-    for (size_t end = n; end > 0; end = (size_t)from[end])
-        path[cnt++] = (int32_t)end;
-    size_t o = 0, start = 0;
-    while (cnt > 0) {
-        size_t end = (size_t)path[--cnt];
-        put_id(m, bid[end], s + start, end - start, out, &o);
-        start = end;
+    *h = best[n];
+    return uni_backtrack(e, n);
+}
+
+static inline void relax_exact(zpi_spm_enc *e, size_t end, size_t st, int32_t v, double cand)
+{
+    double *best = e->dbest, *gap = e->dgap;
+    if (e->from[end] == -1) {
+        best[end] = cand;
+        gap[end] = INFINITY;
+        e->from[end] = (int32_t)st;
+        e->bid[end] = v;
+    } else if (cand > best[end]) {
+        if (cand - best[end] < gap[end])
+            gap[end] = cand - best[end];
+        best[end] = cand;
+        e->from[end] = (int32_t)st;
+        e->bid[end] = v;
+    } else if (best[end] - cand < gap[end]) {
+        gap[end] = best[end] - cand;
+    }
+}
+
+/* The same lattice in double arithmetic from 0 (exact but for rounding far
+ * below what matters here; ties to the earlier start): the best path goes
+ * to e->pid/e->plen, and *mu gets its margin: the least, over the path's
+ * nodes, of (best - second-best candidate) / (2 * characters before the
+ * node); *chars the segment's characters. */
+static size_t uni_exact(zpi_spm_enc *e, const uint8_t *s, size_t n, double *mu, size_t *chars)
+{
+    const struct zpi_spm *m = e->m;
+    if (vit_reserve(e, n + 1) != 0)
+        return (size_t)-1;
+    double *best = e->dbest, *gap = e->dgap;
+    int32_t *from = e->from;
+    uint32_t *nchar = e->nchar;
+    for (size_t i = 0; i <= n; i++)
+        from[i] = -1;
+    best[0] = 0.0;
+    nchar[0] = 0;
+    const da_unit *u = m->pieces.u;
+    const uint32_t un = m->pieces.n;
+    size_t st = 0;
+    uint32_t k_here = 0;
+    while (st < n) {
+        double here = best[st];
+        size_t mblen = one_char_len(s + st, n - st);
+        int single = 0;
+        int32_t node = 0;
+        for (size_t k = st; k < n; k++) {
+            uint32_t nx = (uint32_t)u[node].base + s[k];
+            if (nx >= un || u[nx].check != node)
+                break;
+            node = (int32_t)nx;
+            int32_t v = u[nx].val;
+            if (v < 0 || m->type[v] == PT_UNUSED)
+                continue;
+            size_t end = k + 1;
+            if (end - st == mblen)
+                single = 1;
+            relax_exact(e, end, st, v, (double)uni_score(m, v, end - st) + here);
+        }
+        if (!single)
+            relax_exact(e, st + mblen, st, m->unk_id, (double)m->unk_score + here);
+        st += mblen;
+        nchar[st] = ++k_here;
+    }
+    *chars = k_here;
+    double mn = INFINITY;
+    for (size_t end = n; end > 0; end = (size_t)from[end]) {
+        double g = gap[end] / (2.0 * nchar[end]);
+        if (g < mn)
+            mn = g;
+    }
+    *mu = mn;
+    return uni_backtrack(e, n);
+}
+
+/* Emit the pieces e->pid/e->plen[0..np) of s into out (byte fallback). */
+static size_t uni_emit(const zpi_spm_enc *e, const uint8_t *s, size_t np, int32_t *out)
+{
+    size_t o = 0, at = 0;
+    for (size_t i = 0; i < np; i++) {
+        put_id(e->m, e->pid[i], s + at, e->plen[i], out, &o);
+        at += e->plen[i];
     }
     return o;
+}
+
+/* Viterbi over the whole text s[0..n) (n >= 1) from path score 0; the ids
+ * (byte fallback applied) go to out (room for n ids). Returns the count, or
+ * (size_t)-1 (out of memory). */
+static size_t unigram(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
+{
+    float h = 0.0f;
+    size_t np = uni_float(e, s, n, &h);
+    if (np == (size_t)-1)
+        return (size_t)-1;
+    return uni_emit(e, s, np, out);
 }
 
 /* ------------------------------------------------------------ BPE */
@@ -1637,8 +1829,10 @@ static inline size_t cache_set(const zpi_spm_enc *e, uint64_t h)
     return (size_t)(((uint32_t)h >> 8) & e->cset_mask) * CACHE_WAYS;
 }
 
-static inline int cache_get(const zpi_spm_enc *e, const uint8_t *p, size_t n, uint64_t h,
-                            int32_t *out, size_t *nout)
+/* The slot holding p[0..n), or NULL. Its data: the key (padded to 4
+ * bytes), nids int32 ids, then (Unigram) nids uint8 piece lengths. */
+static inline const cache_slot *cache_get(const zpi_spm_enc *e, const uint8_t *p, size_t n,
+                                          uint64_t h)
 {
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
     size_t base = cache_set(e, h);
@@ -1646,19 +1840,17 @@ static inline int cache_get(const zpi_spm_enc *e, const uint8_t *p, size_t n, ui
         if (e->ctag[base + (size_t)w] != tag)
             continue;
         const cache_slot *s = &e->cslot[base + (size_t)w];
-        if (s->klen == n && memcmp(s->data, p, n) == 0) {
-            memcpy(out, s->data + align4(n), (size_t)s->nids * sizeof(int32_t));
-            *nout = s->nids;
-            return 1;
-        }
+        if (s->klen == n && memcmp(s->data, p, n) == 0)
+            return s;
     }
-    return 0;
+    return NULL;
 }
 
 static inline void cache_put(zpi_spm_enc *e, const uint8_t *p, size_t n, uint64_t h,
-                             const int32_t *ids, size_t nids)
+                             const int32_t *ids, size_t nids, const uint32_t *lens, float mu,
+                             size_t chars)
 {
-    if (align4(n) + nids * sizeof(int32_t) > CACHE_DATA)
+    if (align4(n) + nids * (sizeof(int32_t) + (lens ? 1 : 0)) > CACHE_DATA || chars > 255)
         return;
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
     size_t base = cache_set(e, h);
@@ -1671,8 +1863,86 @@ static inline void cache_put(zpi_spm_enc *e, const uint8_t *p, size_t n, uint64_
     cache_slot *s = &e->cslot[base + (size_t)w];
     s->klen = (uint8_t)n;
     s->nids = (uint8_t)nids;
+    s->pad[0] = (uint8_t)chars;
+    s->mu = mu;
     memcpy(s->data, p, n);
     memcpy(s->data + align4(n), ids, nids * sizeof(int32_t));
+    if (lens)
+        for (size_t i = 0; i < nids; i++)
+            s->data[align4(n) + nids * sizeof(int32_t) + i] = (uint8_t)lens[i];
+}
+
+/* ------------------------------------------------------------ Unigram by segments
+ * Where no piece crosses a segment boundary, every path of the whole text's
+ * lattice goes through each boundary, and what SentencePiece computes after
+ * a boundary depends only on the (float) path score h there. The float
+ * Viterbi of a segment from h picks the exact best path whenever, at each
+ * node of that path, the best candidate beats the others by more than twice
+ * the rounding error any candidate can carry: at most (characters before
+ * the node) * u * M, with u = 2^-24 and M a bound of every value (|h| +
+ * characters * the largest score). The cache keeps a segment's exact path
+ * (uni_exact, from 0) with its margin mu (the least gap / (2 * characters)
+ * over the path's nodes); a cached path is used when mu > M * 2^-23 (twice
+ * the bound) and no rescaling can happen inside the segment (M < 100000),
+ * its end score being the float sum along the path as SentencePiece's;
+ * otherwise (near-ties, rescaling, long segments) the segment runs the float
+ * Viterbi itself. test_spm_parity checks long documents (scores to 100000
+ * and past) against the reference. */
+
+static inline int uni_usable(const struct zpi_spm *m, float h, double mu, size_t chars)
+{
+    double bound = fabs((double)h) + (double)chars * m->smax + 1.0;
+    return bound < 100000.0 && mu > bound * 0x1p-23 + 1e-6;
+}
+
+/* Encode segment s[0..n) (n >= 1) from e->uh into out (byte fallback).
+ * Returns the count or (size_t)-1 (out of memory). */
+static size_t uni_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
+{
+    const struct zpi_spm *m = e->m;
+    float h = e->uh;
+    if (h < -100000.0f || h > 100000.0f)
+        h = 0.0f; /* SentencePiece's rescaling at the segment's first position */
+    size_t np = (size_t)-1;
+    if (e->ctag && n <= e->cache_max) {
+        uint64_t hh = zpi_tok_hash(s, n);
+        const cache_slot *c = cache_get(e, s, n, hh);
+        if (c) {
+            if (uni_usable(m, h, c->mu, c->pad[0])) {
+                np = c->nids;
+                if (path_reserve(e, np + 1) != 0)
+                    return (size_t)-1;
+                memcpy(e->pid, c->data + align4(n), np * sizeof(int32_t));
+                const uint8_t *lens = c->data + align4(n) + np * sizeof(int32_t);
+                for (size_t i = 0; i < np; i++)
+                    e->plen[i] = lens[i];
+            }
+        } else {
+            double mu;
+            size_t chars;
+            np = uni_exact(e, s, n, &mu, &chars);
+            if (np == (size_t)-1)
+                return (size_t)-1;
+            /* a float at most mu: the test stays on the safe side */
+            float muf = (float)mu;
+            if ((double)muf > mu)
+                muf = nextafterf(muf, 0.0f);
+            cache_put(e, s, n, hh, e->pid, np, e->plen, muf, chars);
+            if (!uni_usable(m, h, muf, chars))
+                np = (size_t)-1;
+        }
+        if (np != (size_t)-1) {
+            for (size_t i = 0; i < np; i++)
+                h = uni_score(m, e->pid[i], e->plen[i]) + h;
+            e->uh = h;
+            return uni_emit(e, s, np, out);
+        }
+    }
+    np = uni_float(e, s, n, &h);
+    if (np == (size_t)-1)
+        return (size_t)-1;
+    e->uh = h;
+    return uni_emit(e, s, np, out);
 }
 
 /* ------------------------------------------------------------ encode */
@@ -1711,13 +1981,17 @@ static int encode_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, emitter *o
         return -1;
     size_t k;
     if (m->model_type == MT_UNIGRAM) {
-        k = unigram(e, s, n, e->seg);
+        k = m->seg_mode == 0 ? unigram(e, s, n, e->seg) : uni_segment(e, s, n, e->seg);
     } else if (e->ctag && n <= e->cache_max) {
         uint64_t h = zpi_tok_hash(s, n);
-        if (!cache_get(e, s, n, h, e->seg, &k)) {
+        const cache_slot *c = cache_get(e, s, n, h);
+        if (c) {
+            k = c->nids;
+            memcpy(e->seg, c->data + align4(n), k * sizeof(int32_t));
+        } else {
             k = bpe(e, s, n, e->seg);
             if (k != (size_t)-1)
-                cache_put(e, s, n, h, e->seg, k);
+                cache_put(e, s, n, h, e->seg, k, NULL, 0.0f, 0);
         }
     } else {
         k = bpe(e, s, n, e->seg);
@@ -1743,9 +2017,9 @@ zp_status zpi_spm_encode(zpi_spm_enc *e, const char *text, size_t len, int32_t *
         return ZP_ERR_NOMEM;
     emitter o = {ids, cap, 0, 0};
     const uint8_t *s = e->norm;
-    /* Unigram: one Viterbi over the whole text, as SentencePiece (its float
-     * path scores depend on everything before) */
-    if (n > 0 && (m->seg_mode == 0 || m->model_type == MT_UNIGRAM)) {
+    e->uh = 0.0f;
+    /* one segment when pieces may cross U+2581 boundaries */
+    if (n > 0 && m->seg_mode == 0) {
         if (encode_segment(e, s, n, &o) != 0)
             return ZP_ERR_NOMEM;
     } else if (n > 0) {

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""bench_spm.py - SentencePiece .model encoding speed, Zephon against Python
+sentencepiece, one thread each, in one run (issue 21 item 4).
+
+usage (with tools/tokref.sh's venv Python, which has sentencepiece):
+  bench_spm.py SPM_CHECK TEXT.jsonl OUTDIR [MEGABYTES=4] [SECS=3]
+
+SPM_CHECK: the tests' helper (build/<dir>/spm_check). TEXT.jsonl: the
+benchmark text of bench/tokenizer/gen_text.mjs ({"text": ...} per line).
+OUTDIR keeps the models between runs: a Unigram and a BPE model (vocab
+8,000) trained by Debian's spm_train on the text's first 2 MB, and a
+Unigram model of 262,144 pieces (the trained one plus synthetic pieces
+appended as ModelProto field 1) to time loading a large vocabulary.
+
+Prints per model: Zephon and sentencepiece MB/s (wall clock and CPU time of
+the thread), the ratio of CPU-time figures, both token counts (they must be
+equal: the script fails otherwise), and load times.
+"""
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import time
+
+import sentencepiece as spm
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def docs_of(path, limit):
+    out, n = [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            t = json.loads(line)["text"].encode("utf-8", "surrogatepass")
+            out.append(t)
+            n += len(t)
+            if n >= limit:
+                break
+    return out
+
+
+def varint(v):
+    b = bytearray()
+    while True:
+        c = v & 0x7F
+        v >>= 7
+        if v:
+            b.append(c | 0x80)
+        else:
+            b.append(c)
+            return bytes(b)
+
+
+def piece_msg(text, score):
+    body = b"\x0a" + varint(len(text)) + text + b"\x15" + struct.pack("<f", score)
+    return b"\x0a" + varint(len(body)) + body
+
+
+def big_model(src, dst, total):
+    """src's pieces plus synthetic ones (letters, U+2581-led) up to total."""
+    sp = spm.SentencePieceProcessor(model_file=src)
+    have = set(sp.id_to_piece(i) for i in range(sp.get_piece_size()))
+    r = random.Random(262144)
+    extra = []
+    letters = "abcdefghijklmnopqrstuvwxyz\u00e9\u00fc\u4e00\u4e8c\u0430\u0431"
+    while len(have) < total:
+        w = ("\u2581" if r.random() < 0.6 else "") + "".join(
+            r.choice(letters) for _ in range(r.randint(2, 12)))
+        if w in have:
+            continue
+        have.add(w)
+        extra.append(piece_msg(w.encode(), -20.0 - r.random() * 5))
+    with open(dst, "wb") as f:
+        f.write(open(src, "rb").read())
+        f.write(b"".join(extra))
+
+
+def main():
+    if len(sys.argv) < 4:
+        fail("usage: bench_spm.py SPM_CHECK TEXT.jsonl OUTDIR [MEGABYTES] [SECS]")
+    helper, text, outdir = sys.argv[1], sys.argv[2], sys.argv[3]
+    mb = float(sys.argv[4]) if len(sys.argv) > 4 else 4.0
+    secs = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
+    os.makedirs(outdir, exist_ok=True)
+    docs = docs_of(text, int(mb * 1e6))
+    nbytes = sum(len(d) for d in docs)
+    train_txt = os.path.join(outdir, "train.txt")
+    if not os.path.exists(train_txt):
+        with open(train_txt, "w", encoding="utf-8") as f:
+            for d in docs_of(text, 2_000_000):
+                for line in d.decode("utf-8", "replace").split("\n"):
+                    if line.strip():
+                        f.write(line + "\n")
+    in_path = os.path.join(outdir, "docs.bin")
+    with open(in_path, "wb") as f:
+        for d in docs:
+            f.write(struct.pack("<I", len(d)) + d)
+    print("text: %s, %d documents, %.2f MB; one thread each; MB/s = input bytes / time"
+          % (os.path.basename(text), len(docs), nbytes / 1e6), flush=True)
+    print("%-8s %12s %12s %12s %12s %8s %10s %10s %9s %9s" % (
+        "model", "zephon", "(CPU)", "spm py", "(CPU)", "x (CPU)", "tokens", "spm tokens",
+        "load", "spm load"))
+    models = []
+    for mt in ("unigram", "bpe"):
+        prefix = os.path.join(outdir, mt)
+        if not os.path.exists(prefix + ".model"):
+            subprocess.run(["spm_train", "--input=" + train_txt, "--model_prefix=" + prefix,
+                            "--model_type=" + mt, "--vocab_size=8000", "--minloglevel=2",
+                            "--num_threads=2", "--input_sentence_size=0",
+                            "--character_coverage=0.9995", "--byte_fallback=true"],
+                           check=True, stdout=subprocess.DEVNULL)
+        models.append((mt, prefix + ".model"))
+    big = os.path.join(outdir, "unigram262k.model")
+    if not os.path.exists(big):
+        big_model(models[0][1], big, 262144)
+    for name, model in models:
+        p = subprocess.run([helper, "--bench", model, in_path, str(secs)],
+                           stdout=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            fail("%s: spm_check exited %d: %s" % (name, p.returncode, p.stdout))
+        z = p.stdout.split()
+        zw, zc, ztok, zload = float(z[0]), float(z[3]), int(z[z.index("tokens") - 1]), float(z[-2])
+        t0 = time.perf_counter()
+        sp = spm.SentencePieceProcessor(model_file=model)
+        sload = time.perf_counter() - t0
+        w0, c0, done, stok, passes = time.perf_counter(), time.thread_time(), 0, 0, 0
+        while True:
+            for d in docs:
+                ids = sp.encode(d)
+                if passes == 0:
+                    stok += len(ids)
+            done += nbytes
+            passes += 1
+            if time.perf_counter() - w0 >= secs:
+                break
+        sw = done / (time.perf_counter() - w0) / 1e6
+        sc = done / (time.thread_time() - c0) / 1e6
+        print("%-8s %12.2f %12.2f %12.2f %12.2f %8.1f %10d %10d %8.3fs %8.3fs" % (
+            name, zw, zc, sw, sc, zc / sc, ztok, stok, zload, sload), flush=True)
+        if ztok != stok:
+            fail("%s: token counts differ (zephon %d, sentencepiece %d)" % (name, ztok, stok))
+    loads = []
+    for _ in range(5):
+        p = subprocess.run([helper, big], stdout=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            fail("262k model: %s" % p.stdout)
+        loads.append((float(p.stdout.split()[-1]), float(p.stdout.split()[-2])))
+    t0 = time.perf_counter()
+    sp = spm.SentencePieceProcessor(model_file=big)
+    sload = time.perf_counter() - t0
+    loads.sort()
+    print("load of a %d-piece Unigram model (%.1f MB): zephon %.3f s CPU (wall %.3f s; median "
+          "of 5), sentencepiece %.3f s wall" % (sp.get_piece_size(), os.path.getsize(big) / 1e6,
+                                                loads[2][0], loads[2][1], sload))
+
+
+if __name__ == "__main__":
+    main()
