@@ -11,6 +11,7 @@
  * Ownership and threads: a zpi_hf_enc belongs to one zp_encoder (one
  * thread at a time) and owns its buffers; the tokenizer is only read.
  */
+#include "base/tokenizer/hf_encode.h"
 #include "base/tokenizer/hf_internal.h"
 
 #include <stdlib.h>

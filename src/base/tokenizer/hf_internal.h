@@ -1,6 +1,7 @@
 /*
  * hf_internal.h - the data of a tokenizer.json tokenizer, shared by
- * hf_json.c (loading) and hf_encode.c (encoding). Private; see hf_json.h.
+ * hf_json.c (loading) and hf_encode.c (encoding). Private; see hf_json.h
+ * and hf_encode.h. Includes neither (they are the nodes above it).
  */
 #ifndef ZP_TOKENIZER_HF_INTERNAL_H
 #define ZP_TOKENIZER_HF_INTERNAL_H
@@ -8,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/tokenizer/hf_json.h"
 #include "base/tokenizer/pretok.h"
 #include "base/tokenizer/tok_internal.h"
 
@@ -96,6 +96,12 @@ struct zpi_hf {
 
     size_t max_factor, max_extra; /* zpi_hf_max_ids = len * factor + extra */
 };
+
+/* An upper bound of the ids zp_encode() gives for len bytes of text. */
+static inline size_t zpi_hf_max_ids(const struct zpi_hf *m, size_t len)
+{
+    return len * m->max_factor + m->max_extra;
+}
 
 /* Byte-level core (tok_encode.c): the GPT-2 path's encoding of one piece
  * (any length >= 1) and of a whole text with t->pretok. */

@@ -12,6 +12,7 @@
  * Ownership: the zp_tokenizer owns the struct zpi_hf built here (t->hf) and
  * the tables filled by zpi_tok_build_*; zpi_hf_destroy() frees the former.
  */
+#include "base/tokenizer/hf_json.h"
 #include "base/tokenizer/hf_internal.h"
 
 #include <errno.h>
@@ -1330,11 +1331,6 @@ static void compute_bound(struct zpi_hf *h)
     }
     h->max_factor = f;
     h->max_extra = extra + 1;
-}
-
-size_t zpi_hf_max_ids(const struct zpi_hf *m, size_t len)
-{
-    return len * m->max_factor + m->max_extra;
 }
 
 zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_err *err)

@@ -24,6 +24,9 @@
  * Ownership: the zp_tokenizer owns its struct zpi_hf (t->hf); each
  * zp_encoder owns one zpi_hf_enc (scratch, the SentencePiece-style BPE
  * cache), used by one thread at a time; the model is only read.
+ *
+ * This header: the loader (hf_json.c). hf_encode.h: the encoder
+ * (hf_encode.c). hf_internal.h: the model's data, which both read.
  */
 #ifndef ZP_TOKENIZER_HF_JSON_H
 #define ZP_TOKENIZER_HF_JSON_H
@@ -35,7 +38,6 @@
 #include "zephon/tokenizer.h"
 
 struct zpi_hf;
-typedef struct zpi_hf_enc zpi_hf_enc;
 
 /* Does path name a tokenizer.json (a file whose name ends with ".json", or
  * a folder holding tokenizer.json)? */
@@ -50,18 +52,5 @@ int zpi_hf_is_json_path(const char *path);
 zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_err *err);
 void zpi_hf_destroy(struct zpi_hf *m);
 size_t zpi_hf_memory(const struct zpi_hf *m);
-
-/* An upper bound of the ids zp_encode() gives for len bytes of text. */
-size_t zpi_hf_max_ids(const struct zpi_hf *m, size_t len);
-
-/* Per-encoder state. NULL when out of memory. */
-zpi_hf_enc *zpi_hf_enc_create(const zp_tokenizer *t);
-void zpi_hf_enc_destroy(zpi_hf_enc *e);
-size_t zpi_hf_enc_memory(const zpi_hf_enc *e);
-
-/* zp_encode() of a tokenizer.json tokenizer. ids: room for
- * zpi_hf_max_ids(len) ids. */
-zp_status zpi_hf_encode(zp_encoder *enc, zpi_hf_enc *he, const char *text, size_t len,
-                        int32_t *ids, size_t *n_ids);
 
 #endif

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/tokenizer/tok_internal.h"
+#include "base/tokenizer/utf8.h"
 #include "base/tokenizer/unicode_tables.h"
 
 #define ZPI_SCAN_INLINE static inline __attribute__((always_inline))

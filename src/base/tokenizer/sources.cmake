@@ -3,7 +3,9 @@
 
 list(APPEND ZEPHON_SOURCES
   src/base/tokenizer/tok_vocab.c
+  src/base/tokenizer/tok_build.c
   src/base/tokenizer/tok_encode.c
+  src/base/tokenizer/encoder.c
   src/base/tokenizer/tok_ident.c
   src/base/tokenizer/tok_gpt2_data.c
   src/base/tokenizer/pretok.c

@@ -8,80 +8,23 @@
  * borrows the (immutable) zp_tokenizer. One encoder is used by one thread at
  * a time; the tokenizer is only read.
  */
-#include "base/tokenizer/tok_internal.h"
+#include "base/tokenizer/tok_encode_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/tokenizer/pretok_scan.h"
-#include "base/tokenizer/spm_model.h"
-#include "base/tokenizer/hf_internal.h"
 
-/* Pieces up to this many bytes are merged by the simple quadratic loop
- * (scratch inside the encoder); longer ones by the heap merge. */
-#define SHORT_MAX 128
 /* Long-merge scratch above this many positions is freed after use, so that
  * one huge piece does not keep megabytes resident in the encoder. */
 #define LONG_KEEP 4096
 
-/* Cache: sets of CACHE_WAYS slots of 64 bytes (one cache line); the tags of
- * a set are stored together in ctag. A slot holds the piece bytes followed
- * (4-aligned) by its ids; pieces that do not fit are not cached. */
-#define CACHE_WAYS 4
-#define CACHE_DATA 60
-
-/* Entries of the per-encoder pair cache (8 bytes each); PAIR_NONE is the
- * rank stored for "these two never merge" (ranks are below it). */
-#define PAIR_CACHE_BITS 13
-#define PAIR_CACHE (1u << PAIR_CACHE_BITS)
+/* The rank stored in the pair cache for "these two never merge" (ranks are
+ * below it). */
 #define PAIR_NONE ZPI_TOK_ID_MASK
 
 /* Pieces found ahead of their lookups (zp_encode). */
 #define BATCH 16
-
-typedef struct cache_slot {
-    uint8_t klen;
-    uint8_t nids;
-    uint8_t pad[2];
-    uint8_t data[CACHE_DATA];
-} cache_slot;
-
-struct zp_encoder {
-    const zp_tokenizer *tok; /* borrowed */
-    int tiktoken;            /* whole-piece lookup first */
-    /* Merges-list mode (no whole-piece rule): whether BPE of token id's own
-     * bytes gives back id, learnt the first time a piece is a whole token:
-     * 2 bits per id, 0 not known yet, SELF_YES, SELF_NO. A piece that is a
-     * token known to merge back into itself is that token, without the cache
-     * or a merge: exactly what BPE gives. NULL: not used. Owned. */
-    uint8_t *self;
-    size_t cache_max;        /* longest cached piece (bytes), 0: no cache */
-    size_t short_max;        /* longest piece for bpe_short, <= SHORT_MAX */
-    size_t hash_max;         /* longest piece that is hashed (whole-token lookup, cache) */
-
-    /* short merge: rank of each adjacent pair */
-    uint32_t srank[SHORT_MAX];
-
-    /* direct-mapped cache of pair-map lookups (slot format of the pair
-     * map; rank PAIR_NONE: no merge). BPE of text reuses few pairs over and
-     * over: this keeps them in L1/L2 instead of the megabytes-large map. */
-    uint64_t pcache[PAIR_CACHE];
-
-    /* long merge, one entry per byte position, lcap positions, owned */
-    size_t lcap;
-    uint32_t *lid, *lnext, *lprev, *where;
-    uint64_t *lheap;
-
-    /* cache, owned */
-    uint32_t *ctag;     /* nsets * CACHE_WAYS tags, 0 = empty */
-    cache_slot *cslot;  /* nsets * CACHE_WAYS slots */
-    uint32_t cset_mask; /* nsets - 1 */
-    uint32_t cvictim;   /* round-robin replacement */
-
-    void *pscratch; /* the pre-tokenizer's per-thread scratch, owned */
-    zpi_spm_enc *spm; /* kind SPM: the SentencePiece encoder, owned */
-    zpi_hf_enc *hf;   /* a tokenizer.json: its pipeline's state (hf_encode.c), owned */
-};
 
 /* ------------------------------------------------------------ scanner
  * pretok_scan.h: the scanners are inlined into zp_encode's loop, one copy
@@ -408,41 +351,14 @@ static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t 
     return n <= e->short_max ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
 }
 
-zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
+zp_status zpi_tok_bpe_init(zp_encoder *e, int whole_first)
 {
-    if (!out)
-        return ZP_ERR_INVALID;
-    *out = NULL;
-    if (!tok)
-        return ZP_ERR_INVALID;
-    zp_encoder *e = calloc(1, sizeof *e);
-    if (!e)
-        return ZP_ERR_NOMEM;
-    e->tok = tok;
-    if (tok->kind == ZPI_TOK_KIND_SPM) {
-        e->spm = zpi_spm_enc_create(tok);
-        if (!e->spm) {
-            free(e);
-            return ZP_ERR_NOMEM;
-        }
-        *out = e;
-        return ZP_OK;
-    }
-    if (tok->hf) {
-        e->hf = zpi_hf_enc_create(tok);
-        if (!e->hf) {
-            zp_encoder_destroy(e);
-            return ZP_ERR_NOMEM;
-        }
-    }
-    /* whole-piece lookup first: tiktoken, and tokenizer.json ignore_merges */
-    e->tiktoken = tok->mode == ZPI_TOK_TIKTOKEN || (tok->hf && tok->hf->ignore_merges);
+    const zp_tokenizer *tok = e->tok;
+    e->tiktoken = whole_first;
     if (!e->tiktoken && tok->kind == ZPI_TOK_KIND_BYTE_BPE) {
         e->self = calloc((size_t)tok->n_ids / 4 + 1, 1);
-        if (!e->self) {
-            zp_encoder_destroy(e);
+        if (!e->self)
             return ZP_ERR_NOMEM;
-        }
     }
     e->short_max = SHORT_MAX;
     size_t nsets = 0;
@@ -454,53 +370,44 @@ zp_status zp_encoder_create(const zp_tokenizer *tok, zp_encoder **out)
     if (nsets) {
         e->ctag = calloc(nsets * CACHE_WAYS, sizeof *e->ctag);
         e->cslot = malloc(nsets * CACHE_WAYS * sizeof *e->cslot);
-        if (!e->ctag || !e->cslot) {
-            zp_encoder_destroy(e);
+        if (!e->ctag || !e->cslot)
             return ZP_ERR_NOMEM;
-        }
         e->cset_mask = (uint32_t)(nsets - 1);
         size_t mx = tok->cfg.cache_max_piece_bytes;
         e->cache_max = mx > CACHE_DATA - 4 ? CACHE_DATA - 4 : mx;
     }
-    if (zpi_pretok_scratch_create(tok->pretok, &e->pscratch) != ZP_OK) {
-        zp_encoder_destroy(e);
+    if (zpi_pretok_scratch_create(tok->pretok, &e->pscratch) != ZP_OK)
         return ZP_ERR_NOMEM;
-    }
     e->hash_max = e->cache_max;
     if ((e->tiktoken || e->self) && tok->max_token_len > e->hash_max)
         e->hash_max = tok->max_token_len;
-    *out = e;
     return ZP_OK;
+}
+
+void zpi_tok_bpe_free(zp_encoder *e)
+{
+    long_release(e);
+    zpi_pretok_scratch_destroy(e->pscratch);
+    free(e->ctag);
+    free(e->cslot);
+    free(e->self);
+    e->pscratch = NULL;
+    e->ctag = NULL;
+    e->cslot = NULL;
+    e->self = NULL;
+}
+
+size_t zpi_tok_bpe_memory(const zp_encoder *e)
+{
+    size_t slots = e->ctag ? ((size_t)e->cset_mask + 1) * CACHE_WAYS : 0;
+    return e->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
+           slots * (sizeof(uint32_t) + sizeof(cache_slot)) +
+           (e->self ? (size_t)e->tok->n_ids / 4 + 1 : 0);
 }
 
 void zpi_encoder_set_short_max(zp_encoder *enc, size_t n)
 {
     enc->short_max = n > SHORT_MAX ? SHORT_MAX : n;
-}
-
-void zp_encoder_destroy(zp_encoder *enc)
-{
-    if (!enc)
-        return;
-    long_release(enc);
-    zpi_spm_enc_destroy(enc->spm);
-    zpi_hf_enc_destroy(enc->hf);
-    zpi_pretok_scratch_destroy(enc->pscratch);
-    free(enc->ctag);
-    free(enc->cslot);
-    free(enc->self);
-    free(enc);
-}
-
-size_t zp_encoder_memory(const zp_encoder *enc)
-{
-    if (!enc)
-        return 0;
-    size_t slots = enc->ctag ? ((size_t)enc->cset_mask + 1) * CACHE_WAYS : 0;
-    return sizeof *enc + enc->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
-           slots * (sizeof(uint32_t) + sizeof(cache_slot)) +
-           (enc->self ? (size_t)enc->tok->n_ids / 4 + 1 : 0) + zpi_spm_enc_memory(enc->spm) +
-           zpi_hf_enc_memory(enc->hf);
 }
 
 /* The piece that starts at s[i] (i < len) under scanner kind (a constant
@@ -591,20 +498,6 @@ static zp_status encode_byte_bpe(zp_encoder *enc, const uint8_t *s, size_t len, 
     return st;
 }
 
-zp_status zp_encode(zp_encoder *enc, const char *text, size_t len, int32_t *ids, size_t *n_ids)
-{
-    if (n_ids)
-        *n_ids = 0;
-    if (!enc || !n_ids || (len && (!text || !ids)))
-        return ZP_ERR_INVALID;
-    if (enc->hf)
-        return zpi_hf_encode(enc, enc->hf, text, len, ids, n_ids);
-    if (enc->spm)
-        return zpi_spm_encode(enc->spm, text, len, ids, zpi_spm_max_ids(enc->tok->spm, len),
-                              n_ids);
-    return encode_byte_bpe(enc, (const uint8_t *)text, len, ids, n_ids);
-}
-
 /* For hf_encode.c: one piece of any length >= 1 (the byte-level model of a
  * tokenizer.json whose pre-tokenizer the loop below cannot run), and a
  * whole text with t->pretok. Room for n ids / len ids. */
@@ -622,13 +515,4 @@ zp_status zpi_tok_encode_bytes(zp_encoder *enc, const char *text, size_t len, in
                                size_t *n_ids)
 {
     return encode_byte_bpe(enc, (const uint8_t *)text, len, ids, n_ids);
-}
-
-size_t zp_encode_max_ids(const zp_tokenizer *tok, size_t len)
-{
-    if (tok && tok->hf)
-        return zpi_hf_max_ids(tok->hf, len);
-    if (tok && tok->spm)
-        return zpi_spm_max_ids(tok->spm, len);
-    return len;
 }

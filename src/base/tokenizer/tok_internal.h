@@ -17,6 +17,7 @@
 #include "zephon/tokenizer.h"
 #include "base/error.h"
 #include "base/tokenizer/pretok.h"
+#include "base/tokenizer/utf8.h"
 
 #define ZPI_TOK_NONE UINT32_MAX
 /* Ids and ranks must stay below this: a pair-map slot packs two ids and a
@@ -259,49 +260,6 @@ static inline __attribute__((always_inline)) uint32_t zpi_tok_find(const zp_toke
     }
 }
 
-/* ------------------------------------------------------------ UTF-8 */
-
-/* Decode one UTF-8 character at s[0..n) (n >= 1). Returns its length, or 0
- * when s does not start with a valid sequence: overlong forms, surrogates
- * (ED A0..BF), code points above U+10FFFF, stray continuation bytes and
- * truncated sequences are invalid. *cp gets the code point. */
-static inline size_t zpi_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
-{
-    uint32_t b = s[0];
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    if (b < 0xC2)
-        return 0;
-    if (b < 0xE0) {
-        if (n < 2 || (s[1] & 0xC0) != 0x80)
-            return 0;
-        *cp = ((b & 0x1F) << 6) | (s[1] & 0x3Fu);
-        return 2;
-    }
-    if (b < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
-            return 0;
-        uint32_t c = ((b & 0x0F) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
-        if (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))
-            return 0;
-        *cp = c;
-        return 3;
-    }
-    if (b < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        uint32_t c = ((b & 0x07) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
-                     (s[3] & 0x3Fu);
-        if (c < 0x10000 || c > 0x10FFFF)
-            return 0;
-        *cp = c;
-        return 4;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ memory */
 
 /* Zeroed memory for a large, randomly accessed table: tables of 2 MiB and
@@ -322,6 +280,9 @@ zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size
                             zpi_err *err);
 /* Allocate the pair map for up to max_pairs pairs. */
 zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, zpi_err *err);
+/* One merge (a, b) -> rank, after zpi_tok_build_pairs_begin (the map grows
+ * when needed). 0, or -1 when the map could not grow. */
+int zpi_tok_build_pair(zp_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank);
 /* tiktoken semantics: enter every split of every mapped token into two
  * mapped tokens, with rank = id of the whole token. */
 zp_status zpi_tok_build_all_splits(zp_tokenizer *t, zpi_err *err);
