@@ -792,16 +792,78 @@ static void test_bad_vocab_paths(void **state)
     }
     free(m);
     expect_error(q, ZP_ERR_FORMAT, "not in vocab.json");
-    /* giving a file of the folder */
+    /* giving a file of the folder: vocab.json (named so, merges.txt beside
+     * it) or a token -> id map under another name is not a tokenizer.json */
     expect_error(v2, ZP_ERR_INVALID, "folder");
-    /* malformed .tiktoken files */
+    expect_error(m2, ZP_ERR_INVALID, "folder");
+    {
+        char v3[600];
+        snprintf(v3, sizeof v3, "%s/gpt2-vocab.json", g_tmpdir);
+        copy_file(v2, v3);
+        expect_error(v3, ZP_ERR_INVALID, "give the folder that holds vocab.json and merges.txt");
+        write_file(v3, " \n{ \"a\\\"b\" : -1}", 18);
+        expect_error(v3, ZP_ERR_INVALID, "give the folder");
+    }
+    /* ... while a tokenizer.json document under any .json name (vocab.json
+     * too, without a merges.txt beside it) is one */
+    {
+        static const char doc[] =
+            "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
+            "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, "
+            "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": true, "
+            "\"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, \"ab\": 3, \"</s>\": 4}, "
+            "\"merges\": [\"a b\"]}}";
+        static const char conf[] = "{\"eos_token\": \"</s>\"}";
+        const char *names[] = {"tokenizer.json", "my-model.json", "vocab.json"};
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            char d[600], f[700], c[700];
+            snprintf(d, sizeof d, "%s/tj%zu", g_tmpdir, k);
+            mkdir(d, 0700);
+            snprintf(f, sizeof f, "%s/%s", d, names[k]);
+            snprintf(c, sizeof c, "%s/tokenizer_config.json", d);
+            write_file(f, doc, sizeof doc - 1);
+            write_file(c, conf, sizeof conf - 1);
+            zp_tokenizer *tj = NULL;
+            char e2[512] = "";
+            zp_status st = zp_tokenizer_create(f, NULL, &tj, e2, sizeof e2);
+            if (st != ZP_OK)
+                print_error("create(%s): %s\n", f, e2);
+            assert_int_equal(st, ZP_OK);
+            assert_int_equal(zp_tokenizer_eot(tj), 4);
+            assert_non_null(strstr(zp_tokenizer_ident(tj), "tokenizer.json"));
+            zp_encoder *en = NULL;
+            assert_int_equal(zp_encoder_create(tj, &en), ZP_OK);
+            int32_t ids[16];
+            size_t nid = 0;
+            assert_int_equal(zp_encode(en, "abab", 4, ids, &nid), ZP_OK);
+            assert_int_equal(nid, 2);
+            assert_int_equal(ids[0], 3);
+            assert_int_equal(ids[1], 3);
+            zp_encoder_destroy(en);
+            zp_tokenizer_destroy(tj);
+        }
+    }
+    /* malformed .tiktoken files, named with their pattern (PATTERN:PATH; a
+     * bare rank file that reads is refused asking for it) */
     snprintf(p, sizeof p, "%s/bad.tiktoken", g_tmpdir);
+    snprintf(q, sizeof q, "gpt2:%s", p);
     write_file(p, "IQ== 0\nIg== one\n", 16);
-    expect_error(p, ZP_ERR_FORMAT, ":2: rank");
-    write_file(p, "IQ== 0\n!!!! 1\n", 14);
-    expect_error(p, ZP_ERR_FORMAT, ":2: invalid base64");
+    expect_error(q, ZP_ERR_FORMAT, ":2: expected '<base64 token> <rank>'");
+    {
+        /* the 256 bytes, then a token that is not base64 (line 257) */
+        FILE *f = fopen(p, "wb");
+        for (int b = 0; b < 256; b++) {
+            uint8_t c = (uint8_t)b;
+            char line[16];
+            b64(&c, 1, line);
+            fprintf(f, "%s %d\n", line, b);
+        }
+        fputs("!!!! 256\n", f);
+        fclose(f);
+    }
+    expect_error(q, ZP_ERR_FORMAT, ":257: invalid base64");
     write_file(p, "IQ== 0\nIQ== 1\n", 14);
-    expect_error(p, ZP_ERR_FORMAT, "not a tiktoken rank file");
+    expect_error(q, ZP_ERR_FORMAT, "not a tiktoken rank file");
     /* all 256 bytes but one token twice */
     {
         FILE *f = fopen(p, "wb");
@@ -814,7 +876,7 @@ static void test_bad_vocab_paths(void **state)
         fputs("IQ== 256\n", f);
         fclose(f);
     }
-    expect_error(p, ZP_ERR_FORMAT, "same bytes");
+    expect_error(q, ZP_ERR_FORMAT, "same bytes");
     /* 255 bytes only */
     {
         FILE *f = fopen(p, "wb");
@@ -826,7 +888,7 @@ static void test_bad_vocab_paths(void **state)
         }
         fclose(f);
     }
-    expect_error(p, ZP_ERR_FORMAT, "byte 0xC8");
+    expect_error(q, ZP_ERR_FORMAT, "byte 0xC8");
 }
 
 /* ------------------------------------------------------------ threads */

@@ -96,6 +96,59 @@ static zp_status map_file(const char *path, char **buf, size_t *len, int *mapped
     return read_file(path, buf, len, err);
 }
 
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* Does the .json file at path hold a token -> id map (the vocab.json of a
+ * vocab.json + merges.txt pair) rather than a tokenizer.json document? It
+ * does when it is named vocab.json with a merges.txt beside it, or when the
+ * first member of its top-level object has a number as its value (a
+ * tokenizer.json's members are strings, objects, arrays or null). Reads at
+ * most the first 4 KiB. */
+static int is_vocab_map(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (strcmp(base, "vocab.json") == 0) {
+        char m[4096];
+        struct stat sb;
+        zpi_fmt(m, sizeof m, "%.*smerges.txt", (int)(base - path), path);
+        if (stat(m, &sb) == 0 && S_ISREG(sb.st_mode))
+            return 1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    const char *p = buf, *e = buf + n;
+    if (e - p >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
+    p = skip_ws(p, e);
+    if (p == e || *p++ != '{')
+        return 0;
+    p = skip_ws(p, e);
+    if (p == e || *p++ != '"')
+        return 0;
+    while (p < e && *p != '"')
+        p += *p == '\\' ? 2 : 1;
+    if (p >= e)
+        return 0;
+    p++;
+    p = skip_ws(p, e);
+    if (p == e || *p++ != ':')
+        return 0;
+    p = skip_ws(p, e);
+    return p < e && (*p == '-' || (*p >= '0' && *p <= '9'));
+}
+
 int zpi_hf_is_json_path(const char *path)
 {
     struct stat sb;
@@ -107,7 +160,7 @@ int zpi_hf_is_json_path(const char *path)
         zpi_fmt(p, sizeof p, "%s/tokenizer.json", path);
         return stat(p, &sb) == 0;
     }
-    return n >= 5 && strcmp(path + n - 5, ".json") == 0;
+    return n >= 5 && strcmp(path + n - 5, ".json") == 0 && !is_vocab_map(path);
 }
 
 /* ------------------------------------------------------------ JSON scanner

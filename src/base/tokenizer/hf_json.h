@@ -39,8 +39,10 @@
 
 struct zpi_hf;
 
-/* Does path name a tokenizer.json (a file whose name ends with ".json", or
- * a folder holding tokenizer.json)? */
+/* Does path name a tokenizer.json: a folder holding tokenizer.json, or a
+ * file whose name ends with ".json" that is not a token -> id map (the
+ * vocab.json of a vocab.json + merges.txt pair: named vocab.json with a
+ * merges.txt beside it, or an object whose first member is a number)? */
 int zpi_hf_is_json_path(const char *path);
 
 /* Load path (a tokenizer.json, or a folder holding one) into t (zeroed but
