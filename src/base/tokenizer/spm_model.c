@@ -268,6 +268,10 @@ struct zpi_spm {
     const char *cm_pool;
     uint32_t cm_pool_len;
     uint8_t cm_first[256]; /* 1: some key starts with this byte */
+    /* 1: an ASCII byte that no key is, nor starts with followed by another
+     * ASCII byte (letters that start only keys with combining marks): before
+     * an ASCII byte or at the end it is copied as it is */
+    uint8_t cm_plain[128];
     size_t max_repl;       /* longest replacement string */
     /* the most normalized bytes per input byte: grow_num / grow_den (>= 3:
      * a space becomes U+2581, an invalid byte U+FFFD) */
@@ -710,6 +714,18 @@ static zp_status cm_load(struct zpi_spm *m, const uint8_t *cm, size_t len, const
         uint32_t id = root ^ c;
         m->cm_first[c] = id < m->cm_n && cm_label(m->cm_units[id]) == c;
     }
+    for (unsigned c = 1; c < 128; c++) {
+        if (!m->cm_first[c])
+            continue;
+        uint32_t id = root ^ c, u = m->cm_units[id], nid = id ^ cm_offset(u);
+        int plain = !((u >> 8) & 1);
+        for (unsigned d = 0; plain && d < 128; d++) {
+            uint32_t id2 = nid ^ d;
+            if (id2 < m->cm_n && cm_label(m->cm_units[id2]) == d)
+                plain = 0;
+        }
+        m->cm_plain[c] = (uint8_t)plain;
+    }
     return ZP_OK;
 }
 
@@ -1034,7 +1050,7 @@ zp_status zpi_spm_load_file(zp_tokenizer *t, const char *path, zpi_err *err)
 /* ------------------------------------------------------------ encoder state */
 
 #define CACHE_WAYS 4
-#define CACHE_DATA 120
+#define CACHE_DATA 56 /* a slot is one 64-byte cache line */
 
 typedef struct cache_slot {
     uint8_t klen;
@@ -1126,13 +1142,16 @@ zpi_spm_enc *zpi_spm_enc_create(const zp_tokenizer *t)
     size_t nsets = 0;
     if (e->m->seg_mode != 0 && t->cfg.cache_entries >= CACHE_WAYS &&
         t->cfg.cache_max_piece_bytes >= 2) {
+        /* twice cache_entries slots of 64 bytes (2 MiB at the default): most
+         * segments are short words; a segment whose key and ids do not fit
+         * a slot is encoded each time */
         nsets = 1;
-        while (nsets * 2 * CACHE_WAYS <= t->cfg.cache_entries)
+        while (nsets * CACHE_WAYS <= t->cfg.cache_entries)
             nsets *= 2;
     }
     if (nsets) {
         e->ctag = calloc(nsets * CACHE_WAYS, sizeof *e->ctag);
-        e->cslot = malloc(nsets * CACHE_WAYS * sizeof *e->cslot);
+        e->cslot = aligned_alloc(64, nsets * CACHE_WAYS * sizeof *e->cslot);
         if (!e->ctag || !e->cslot) {
             zpi_spm_enc_destroy(e);
             return NULL;
@@ -1309,7 +1328,9 @@ static size_t normalize(zpi_spm_enc *e, const uint8_t *s, size_t len)
         size_t spn;
         uint8_t c0 = s[i];
         size_t c;
-        if (c0 < 0x80 && !(m->cm_units && m->cm_first[c0]) && !m->has_user) {
+        if (c0 < 0x80 && !m->has_user &&
+            (!(m->cm_units && m->cm_first[c0]) ||
+             (m->cm_plain[c0] && (i + 1 == len || s[i + 1] < 0x80)))) {
             /* fast path: an ASCII byte no rule starts with */
             if (c0 == ' ') {
                 if (!prev_space) {
@@ -1757,11 +1778,88 @@ static void reseg(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t id, int32_
     put_id(m, id, s, n, out, o);
 }
 
+#define BPE_SMALL 24
+
+/* The trie node of piece a + b (a's node given), or -1. */
+static inline int32_t pair_node(const struct zpi_spm *m, int32_t anode, const uint8_t *b,
+                                size_t blen)
+{
+    if (anode < 0)
+        return -1;
+    int32_t node = da_walk(&m->pieces, anode, b, blen);
+    if (node < 0 || m->pieces.u[node].val < 0)
+        return -1;
+    return node;
+}
+
+/* BPE of a segment of at most BPE_SMALL characters without UNUSED pieces:
+ * the same merges as bpe() (highest score, leftmost on ties) on small
+ * arrays, each step a scan instead of a heap. Returns the count of ids. */
+static size_t bpe_small(const struct zpi_spm *m, const uint8_t *s, size_t n, int32_t *out)
+{
+    uint32_t start[BPE_SMALL], len[BPE_SMALL];
+    int32_t node[BPE_SMALL], pnode[BPE_SMALL];
+    uint8_t frz[BPE_SMALL];
+    uint32_t pkey[BPE_SMALL]; /* score_order of the pair's piece + 1, 0: none */
+    size_t ns = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = 0;
+        if (m->has_user)
+            l = user_match(m, s + i, n - i);
+        frz[ns] = l > 0;
+        if (!l)
+            l = one_char_len(s + i, n - i);
+        start[ns] = (uint32_t)i;
+        len[ns] = (uint32_t)l;
+        node[ns] = da_walk(&m->pieces, 0, s + i, l);
+        ns++;
+        i += l;
+    }
+    for (size_t i = 0; i + 1 < ns; i++) {
+        pnode[i] = frz[i] || frz[i + 1] ? -1 : pair_node(m, node[i], s + start[i + 1], len[i + 1]);
+        pkey[i] = pnode[i] < 0 ? 0 : score_order(m->score[m->pieces.u[pnode[i]].val]) + 1;
+    }
+    while (ns > 1) {
+        size_t bi = 0;
+        uint32_t bk = 0;
+        for (size_t i = 0; i + 1 < ns; i++)
+            if (pkey[i] > bk) {
+                bk = pkey[i];
+                bi = i;
+            }
+        if (bk == 0)
+            break;
+        len[bi] += len[bi + 1];
+        node[bi] = pnode[bi];
+        size_t rest = ns - bi - 2; /* symbols after bi + 1 */
+        memmove(start + bi + 1, start + bi + 2, rest * sizeof *start);
+        memmove(len + bi + 1, len + bi + 2, rest * sizeof *len);
+        memmove(node + bi + 1, node + bi + 2, rest * sizeof *node);
+        memmove(frz + bi + 1, frz + bi + 2, rest);
+        if (rest > 0) {
+            memmove(pnode + bi + 1, pnode + bi + 2, (rest - 1) * sizeof *pnode);
+            memmove(pkey + bi + 1, pkey + bi + 2, (rest - 1) * sizeof *pkey);
+        }
+        ns--;
+        for (size_t i = bi > 0 ? bi - 1 : 0; i <= bi && i + 1 < ns; i++) {
+            pnode[i] = frz[i] || frz[i + 1] ? -1
+                       : pair_node(m, node[i], s + start[i + 1], len[i + 1]);
+            pkey[i] = pnode[i] < 0 ? 0 : score_order(m->score[m->pieces.u[pnode[i]].val]) + 1;
+        }
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < ns; i++)
+        put_id(m, piece_id(m, s + start[i], len[i], node[i]), s + start[i], len[i], out, &o);
+    return o;
+}
+
 /* BPE of s[0..n) (n >= 1); the ids (byte fallback applied) go to out (room
  * for n ids). Returns the count or (size_t)-1 (out of memory). */
 static size_t bpe(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
 {
     const struct zpi_spm *m = e->m;
+    if (n <= BPE_SMALL && !m->has_unused)
+        return bpe_small(m, s, n, out);
     if (grow((void **)&e->sym, &e->sym_cap, n, sizeof *e->sym) != 0 ||
         grow((void **)&e->heap, &e->heap_cap, n + 8, sizeof *e->heap) != 0)
         return (size_t)-1;
