@@ -191,6 +191,11 @@ int zpy_nexter_next(zpy_nexter *n, zp_status *st, const zp_batch **b)
     pthread_mutex_unlock(&n->mu);
     if (wait_flag(&n->mu, &n->done_cv, &n->done) != 0)
         return -1; /* the call keeps running: the next next() takes it */
+    /* A signal that came while the call ended is raised here, before the
+     * result is taken: the batch stays for the next next(). Raised later,
+     * in the caller's Python code, it would lose the batch. */
+    if (PyErr_CheckSignals() < 0)
+        return -1;
     pthread_mutex_lock(&n->mu);
     *st = n->st;
     *b = n->b;
