@@ -15,3 +15,13 @@ add_test(NAME bench_tokenizers
           sh ${CMAKE_CURRENT_LIST_DIR}/../bench/tokenizers/run.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(bench_tokenizers PROPERTIES TIMEOUT 1800 RUN_SERIAL TRUE
   LABELS "tokref;bench;nosan")
+
+# `zephon tokenize --tokenizer X docs.jsonl` prints the reference's ids for the
+# tokenizer.json files of Llama 3, Qwen 3, Gemma 3, Llama 2, GPT-4o and for
+# cl100k_base / o200k_base (tests/tokenizer/cli_parity.py, references from
+# tools/tokref.sh; issue 21's "done when").
+if(TARGET zephon_cli)
+  add_test(NAME test_tokenize_cli_parity
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/tokenizer/test_cli_parity.sh $<TARGET_FILE:zephon_cli>)
+  set_tests_properties(test_tokenize_cli_parity PROPERTIES TIMEOUT 600 LABELS "tokenizer;tokref")
+endif()
