@@ -5,7 +5,8 @@ sentencepiece, one thread each, in one run (issue 21 item 4).
 usage (with tools/tokref.sh's venv Python, which has sentencepiece):
   bench_spm.py SPM_CHECK TEXT.jsonl OUTDIR [MEGABYTES=4] [SECS=3]
 
-SPM_CHECK: the tests' helper (build/<dir>/spm_check). TEXT.jsonl: the
+SPM_CHECK: the tests' helper (build/<dir>/spm_check), or several as
+LABEL=PATH,LABEL=PATH (e.g. builds before and after a change: one row each). TEXT.jsonl: the
 benchmark text of bench/tokenizer/gen_text.mjs ({"text": ...} per line).
 OUTDIR keeps the models between runs: a Unigram and a BPE model (vocab
 8,000) trained by Debian's spm_train on the text's first 2 MB, and a
@@ -85,7 +86,9 @@ def big_model(src, dst, total):
 def main():
     if len(sys.argv) < 4:
         fail("usage: bench_spm.py SPM_CHECK TEXT.jsonl OUTDIR [MEGABYTES] [SECS]")
-    helper, text, outdir = sys.argv[1], sys.argv[2], sys.argv[3]
+    helpers = [h.split("=", 1) if "=" in h else ["zephon", h] for h in sys.argv[1].split(",")]
+    helper = helpers[-1][1]
+    text, outdir = sys.argv[2], sys.argv[3]
     mb = float(sys.argv[4]) if len(sys.argv) > 4 else 4.0
     secs = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
     os.makedirs(outdir, exist_ok=True)
@@ -104,7 +107,7 @@ def main():
             f.write(struct.pack("<I", len(d)) + d)
     print("text: %s, %d documents, %.2f MB; one thread each; MB/s = input bytes / time"
           % (os.path.basename(text), len(docs), nbytes / 1e6), flush=True)
-    print("%-8s %12s %12s %12s %12s %8s %10s %10s %9s %9s" % (
+    print("%-18s %12s %12s %12s %12s %8s %10s %10s %9s %9s" % (
         "model", "zephon", "(CPU)", "spm py", "(CPU)", "x (CPU)", "tokens", "spm tokens",
         "load", "spm load"))
     models = []
@@ -121,12 +124,6 @@ def main():
     if not os.path.exists(big):
         big_model(models[0][1], big, 262144)
     for name, model in models:
-        p = subprocess.run([helper, "--bench", model, in_path, str(secs)],
-                           stdout=subprocess.PIPE, text=True)
-        if p.returncode != 0:
-            fail("%s: spm_check exited %d: %s" % (name, p.returncode, p.stdout))
-        z = p.stdout.split()
-        zw, zc, ztok, zload = float(z[0]), float(z[3]), int(z[z.index("tokens") - 1]), float(z[-2])
         t0 = time.perf_counter()
         sp = spm.SentencePieceProcessor(model_file=model)
         sload = time.perf_counter() - t0
@@ -142,10 +139,19 @@ def main():
                 break
         sw = done / (time.perf_counter() - w0) / 1e6
         sc = done / (time.thread_time() - c0) / 1e6
-        print("%-8s %12.2f %12.2f %12.2f %12.2f %8.1f %10d %10d %8.3fs %8.3fs" % (
-            name, zw, zc, sw, sc, zc / sc, ztok, stok, zload, sload), flush=True)
-        if ztok != stok:
-            fail("%s: token counts differ (zephon %d, sentencepiece %d)" % (name, ztok, stok))
+        for label, path in helpers:
+            p = subprocess.run([path, "--bench", model, in_path, str(secs)],
+                               stdout=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                fail("%s: spm_check exited %d: %s" % (name, p.returncode, p.stdout))
+            z = p.stdout.split()
+            zw, zc = float(z[0]), float(z[3])
+            ztok, zload = int(z[z.index("tokens") - 1]), float(z[-2])
+            print("%-18s %12.2f %12.2f %12.2f %12.2f %8.1f %10d %10d %8.3fs %8.3fs" % (
+                name + " " + label, zw, zc, sw, sc, zc / sc, ztok, stok, zload, sload),
+                flush=True)
+            if ztok != stok:
+                fail("%s: token counts differ (zephon %d, sentencepiece %d)" % (name, ztok, stok))
     loads = []
     for _ in range(5):
         p = subprocess.run([helper, big], stdout=subprocess.PIPE, text=True)

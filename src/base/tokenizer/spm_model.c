@@ -1098,6 +1098,8 @@ struct zpi_spm_enc {
     uint32_t *rev;     /* UNUSED piece id -> left length of the last pair that formed it */
     uint32_t *rev_gen; /* generation of rev[] entries */
     uint32_t gen;
+    size_t *cut; /* ends of the text's segments */
+    size_t cut_cap;
     /* segment ids (before byte fallback) */
     int32_t *seg;
     size_t seg_cap;
@@ -1184,6 +1186,7 @@ void zpi_spm_enc_destroy(zpi_spm_enc *e)
     free(e->seg);
     free(e->ctag);
     free(e->cslot);
+    free(e->cut);
     free(e);
 }
 
@@ -1799,9 +1802,10 @@ static size_t bpe_small(const struct zpi_spm *m, const uint8_t *s, size_t n, int
 {
     uint32_t start[BPE_SMALL], len[BPE_SMALL];
     int32_t node[BPE_SMALL], pnode[BPE_SMALL];
+    int8_t next[BPE_SMALL], prev[BPE_SMALL]; /* -1: none */
     uint8_t frz[BPE_SMALL];
-    uint32_t pkey[BPE_SMALL]; /* score_order of the pair's piece + 1, 0: none */
-    size_t ns = 0;
+    uint32_t pkey[BPE_SMALL]; /* the pair (i, next[i]): score_order + 1, 0: none */
+    int ns = 0;
     for (size_t i = 0; i < n;) {
         size_t l = 0;
         if (m->has_user)
@@ -1812,43 +1816,43 @@ static size_t bpe_small(const struct zpi_spm *m, const uint8_t *s, size_t n, int
         start[ns] = (uint32_t)i;
         len[ns] = (uint32_t)l;
         node[ns] = da_walk(&m->pieces, 0, s + i, l);
+        prev[ns] = (int8_t)(ns - 1);
+        next[ns] = (int8_t)(i + l < n ? ns + 1 : -1);
         ns++;
         i += l;
     }
-    for (size_t i = 0; i + 1 < ns; i++) {
-        pnode[i] = frz[i] || frz[i + 1] ? -1 : pair_node(m, node[i], s + start[i + 1], len[i + 1]);
-        pkey[i] = pnode[i] < 0 ? 0 : score_order(m->score[m->pieces.u[pnode[i]].val]) + 1;
-    }
-    while (ns > 1) {
-        size_t bi = 0;
+#define SMALL_PAIR(i)                                                                              \
+    do {                                                                                           \
+        int j_ = next[i];                                                                          \
+        pnode[i] = j_ < 0 || frz[i] || frz[j_] ? -1                                                \
+                   : pair_node(m, node[i], s + start[j_], len[j_]);                                \
+        pkey[i] = pnode[i] < 0 ? 0 : score_order(m->score[m->pieces.u[pnode[i]].val]) + 1;        \
+    } while (0)
+    for (int i = 0; i < ns; i++)
+        SMALL_PAIR(i);
+    for (;;) {
+        int bi = -1;
         uint32_t bk = 0;
-        for (size_t i = 0; i + 1 < ns; i++)
+        for (int i = 0; i >= 0; i = next[i])
             if (pkey[i] > bk) {
                 bk = pkey[i];
                 bi = i;
             }
-        if (bk == 0)
+        if (bi < 0)
             break;
-        len[bi] += len[bi + 1];
+        int j = next[bi];
+        len[bi] += len[j];
         node[bi] = pnode[bi];
-        size_t rest = ns - bi - 2; /* symbols after bi + 1 */
-        memmove(start + bi + 1, start + bi + 2, rest * sizeof *start);
-        memmove(len + bi + 1, len + bi + 2, rest * sizeof *len);
-        memmove(node + bi + 1, node + bi + 2, rest * sizeof *node);
-        memmove(frz + bi + 1, frz + bi + 2, rest);
-        if (rest > 0) {
-            memmove(pnode + bi + 1, pnode + bi + 2, (rest - 1) * sizeof *pnode);
-            memmove(pkey + bi + 1, pkey + bi + 2, (rest - 1) * sizeof *pkey);
-        }
-        ns--;
-        for (size_t i = bi > 0 ? bi - 1 : 0; i <= bi && i + 1 < ns; i++) {
-            pnode[i] = frz[i] || frz[i + 1] ? -1
-                       : pair_node(m, node[i], s + start[i + 1], len[i + 1]);
-            pkey[i] = pnode[i] < 0 ? 0 : score_order(m->score[m->pieces.u[pnode[i]].val]) + 1;
-        }
+        next[bi] = next[j];
+        if (next[j] >= 0)
+            prev[next[j]] = (int8_t)bi;
+        SMALL_PAIR(bi);
+        if (prev[bi] >= 0)
+            SMALL_PAIR(prev[bi]);
     }
+#undef SMALL_PAIR
     size_t o = 0;
-    for (size_t i = 0; i < ns; i++)
+    for (int i = 0; i >= 0; i = next[i])
         put_id(m, piece_id(m, s + start[i], len[i], node[i]), s + start[i], len[i], out, &o);
     return o;
 }
@@ -1995,7 +1999,8 @@ static inline int uni_usable(const struct zpi_spm *m, float h, double mu, size_t
 
 /* Encode segment s[0..n) (n >= 1) from e->uh into out (byte fallback).
  * Returns the count or (size_t)-1 (out of memory). */
-static size_t uni_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *out)
+static size_t uni_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, uint64_t hh,
+                          int32_t *out)
 {
     const struct zpi_spm *m = e->m;
     float h = e->uh;
@@ -2003,7 +2008,6 @@ static size_t uni_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, int32_t *o
         h = 0.0f; /* SentencePiece's rescaling at the segment's first position */
     size_t np = (size_t)-1;
     if (e->ctag && n <= e->cache_max) {
-        uint64_t hh = zpi_tok_hash(s, n);
         const cache_slot *c = cache_get(e, s, n, hh);
         if (c) {
             if (uni_usable(m, h, c->mu, c->pad[0])) {
@@ -2070,18 +2074,18 @@ static inline void emit_ids(const struct zpi_spm *m, emitter *o, const int32_t *
     }
 }
 
-/* Encode the normalized segment s[0..n) (n >= 1) and emit its ids.
+/* Encode the normalized segment s[0..n) (n >= 1; h: its hash when the
+ * cache is on and n <= cache_max) and emit its ids.
  * Returns 0 or -1 (out of memory). */
-static int encode_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, emitter *o)
+static int encode_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, uint64_t h, emitter *o)
 {
     const struct zpi_spm *m = e->m;
     if (grow((void **)&e->seg, &e->seg_cap, n + 1, sizeof *e->seg) != 0)
         return -1;
     size_t k;
     if (m->model_type == MT_UNIGRAM) {
-        k = m->seg_mode == 0 ? unigram(e, s, n, e->seg) : uni_segment(e, s, n, e->seg);
+        k = m->seg_mode == 0 ? unigram(e, s, n, e->seg) : uni_segment(e, s, n, h, e->seg);
     } else if (e->ctag && n <= e->cache_max) {
-        uint64_t h = zpi_tok_hash(s, n);
         const cache_slot *c = cache_get(e, s, n, h);
         if (c) {
             k = c->nids;
@@ -2098,6 +2102,24 @@ static int encode_segment(zpi_spm_enc *e, const uint8_t *s, size_t n, emitter *o
         return -1;
     emit_ids(m, o, e->seg, k);
     return 0;
+}
+
+#define PREFETCH_AHEAD 4
+
+/* The hash of segment s[a..b) when cached, its cache set prefetched. */
+static inline uint64_t seg_hash_prefetch(const zpi_spm_enc *e, const uint8_t *s, size_t a,
+                                         size_t b)
+{
+    if (!e->ctag || b - a > e->cache_max)
+        return 0;
+    uint64_t h = zpi_tok_hash(s + a, b - a);
+    size_t set = cache_set(e, h);
+    __builtin_prefetch(&e->ctag[set]);
+    __builtin_prefetch(&e->cslot[set]);
+    __builtin_prefetch(&e->cslot[set + 1]);
+    __builtin_prefetch(&e->cslot[set + 2]);
+    __builtin_prefetch(&e->cslot[set + 3]);
+    return h;
 }
 
 static inline int is_space_sym(const uint8_t *s, size_t n, size_t i)
@@ -2118,10 +2140,12 @@ zp_status zpi_spm_encode(zpi_spm_enc *e, const char *text, size_t len, int32_t *
     e->uh = 0.0f;
     /* one segment when pieces may cross U+2581 boundaries */
     if (n > 0 && m->seg_mode == 0) {
-        if (encode_segment(e, s, n, &o) != 0)
+        if (encode_segment(e, s, n, 0, &o) != 0)
             return ZP_ERR_NOMEM;
     } else if (n > 0) {
-        size_t start = 0, i = 0;
+        /* the segments' ends first, then the segments, the cache sets of
+         * the one PREFETCH_AHEAD further fetched meanwhile */
+        size_t nc = 0, start = 0, i = 0;
         while (i < n) {
             const uint8_t *q = memchr(s + i, 0xE2, n - i);
             if (!q)
@@ -2140,14 +2164,31 @@ zp_status zpi_spm_encode(zpi_spm_enc *e, const char *text, size_t len, int32_t *
                 cut = i + 3 < n && !is_space_sym(s, n, i + 3) ? i + 3 : 0;
             }
             if (cut > start) {
-                if (encode_segment(e, s + start, cut - start, &o) != 0)
+                if (nc == e->cut_cap &&
+                    grow((void **)&e->cut, &e->cut_cap, nc + 2, sizeof *e->cut) != 0)
                     return ZP_ERR_NOMEM;
+                e->cut[nc++] = cut;
                 start = cut;
             }
             i += 3;
         }
-        if (start < n && encode_segment(e, s + start, n - start, &o) != 0)
+        if (grow((void **)&e->cut, &e->cut_cap, nc + 2, sizeof *e->cut) != 0)
             return ZP_ERR_NOMEM;
+        e->cut[nc++] = n;
+        const size_t *cut = e->cut;
+        uint64_t hq[PREFETCH_AHEAD + 1];
+        for (size_t j = 0; j < nc && j < PREFETCH_AHEAD; j++)
+            hq[j] = seg_hash_prefetch(e, s, j ? cut[j - 1] : 0, cut[j]);
+        start = 0;
+        for (size_t j = 0; j < nc; j++) {
+            if (j + PREFETCH_AHEAD < nc)
+                hq[(j + PREFETCH_AHEAD) % (PREFETCH_AHEAD + 1)] = seg_hash_prefetch(
+                    e, s, cut[j + PREFETCH_AHEAD - 1], cut[j + PREFETCH_AHEAD]);
+            uint64_t h = hq[j % (PREFETCH_AHEAD + 1)];
+            if (encode_segment(e, s + start, cut[j] - start, h, &o) != 0)
+                return ZP_ERR_NOMEM;
+            start = cut[j];
+        }
     }
     *n_ids = o.n;
     return o.n > cap ? ZP_ERR_LIMIT : ZP_OK;
