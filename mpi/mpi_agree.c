@@ -270,30 +270,21 @@ static zp_status bcast_extra(zp_mpi *m, int src, const char *extra, char *buf, s
                          "MPI_Bcast (extra settings)");
 }
 
-zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
-                       const zp_pipeline_config *pc, const char *extra)
+/* This rank's record of the settings to agree on; *ds_bytes: the dataset's
+ * bytes (0 without one). */
+static void agree_record(uint64_t rec[F_N], uint64_t *ds_bytes, const zp_dataset *ds,
+                         const zp_worksource_config *ws, const zp_pipeline_config *pc,
+                         const char *extra)
 {
-    ZPI_MPI_USABLE(m);
-    zp_status local = ZP_OK;
-    if (ws && (ws->rank != (uint32_t)m->rank || ws->world_size != (uint32_t)m->size))
-        local = zpi_mpi_fail(m, ZP_ERR_INVALID,
-                             "worksource rank %u / world size %u do not match the communicator "
-                             "(rank %d of %d): use zp_mpi_worksource_config()",
-                             ws->rank, ws->world_size, m->rank, m->size);
-    zp_status st = zpi_mpi_agree_status(m, local);
-    if (st != ZP_OK)
-        return st;
-
-    uint64_t rec[F_N];
-    memset(rec, 0, sizeof rec);
-    uint64_t ds_bytes = 0;
+    memset(rec, 0, F_N * sizeof *rec);
+    *ds_bytes = 0;
     if (ds) {
         rec[F_PRESENT] |= 1;
         rec[F_DS_FP] = zp_dataset_fingerprint(ds);
         rec[F_DS_SHARDS] = zp_dataset_num_shards(ds);
         rec[F_DS_SAMPLES] = zp_dataset_num_samples(ds);
         for (size_t i = 0; i < zp_dataset_num_shards(ds); i++)
-            ds_bytes += zp_dataset_shard_bytes(ds, i);
+            *ds_bytes += zp_dataset_shard_bytes(ds, i);
     }
     if (ws) {
         rec[F_PRESENT] |= 2;
@@ -318,48 +309,82 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         rec[F_PRESENT] |= 8;
         rec[F_EXTRA] = fnv1a(extra);
     }
-    /* min of v and of ~v (= ~max v) in one reduction */
-    uint64_t in[2 * F_N], res[2 * F_N];
-    for (int f = 0; f < F_N; f++) {
-        in[f] = rec[f];
-        in[F_N + f] = ~rec[f];
-    }
-    st = zpi_mpi_check(m, zpi_coll_allreduce(m, in, res, 2 * F_N, MPI_UINT64_T, MPI_MIN),
-                       "MPI_Allreduce (startup agreement)");
-    if (st != ZP_OK)
-        return st;
-    int differ = 0;
-    for (int f = 0; f < F_N; f++)
-        differ |= res[f] != ~res[F_N + f];
-    if (!differ) {
-        zpi_mpi_info_free(&m->info);
-        memset(&m->info, 0, sizeof m->info);
-        m->info.have_dataset = ds != NULL;
-        m->info.have_ws = ws != NULL;
-        m->info.have_pc = pc != NULL;
-        m->info.ds_shards = rec[F_DS_SHARDS];
-        m->info.ds_samples = rec[F_DS_SAMPLES];
-        m->info.ds_fingerprint = rec[F_DS_FP];
-        m->info.ds_bytes = ds_bytes;
-        memcpy(m->info.data, m->data, sizeof m->info.data);
-        if (ws) {
-            m->info.ws = *ws;
-            m->info.ws.parts = NULL; /* borrowed by the caller: only the count is kept */
-        }
-        if (pc)
-            m->info.pc = *pc;
-        if (extra && !(m->info.extra = strdup(extra)))
-            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "zp_mpi_agree: out of memory copying the extra settings");
-        return zpi_mpi_agree_status(m, local);
-    }
+}
 
-    /* A mismatch (every rank is here): gather every rank's values so that
-     * every rank can name the ranks that differ. */
+/* Every rank agrees: keep what was agreed in m->info. */
+static zp_status agree_keep(zp_mpi *m, const uint64_t rec[F_N], uint64_t ds_bytes,
+                            const zp_dataset *ds, const zp_worksource_config *ws,
+                            const zp_pipeline_config *pc, const char *extra)
+{
+    zp_status local = ZP_OK;
+    zpi_mpi_info_free(&m->info);
+    memset(&m->info, 0, sizeof m->info);
+    m->info.have_dataset = ds != NULL;
+    m->info.have_ws = ws != NULL;
+    m->info.have_pc = pc != NULL;
+    m->info.ds_shards = rec[F_DS_SHARDS];
+    m->info.ds_samples = rec[F_DS_SAMPLES];
+    m->info.ds_fingerprint = rec[F_DS_FP];
+    m->info.ds_bytes = ds_bytes;
+    memcpy(m->info.data, m->data, sizeof m->info.data);
+    if (ws) {
+        m->info.ws = *ws;
+        m->info.ws.parts = NULL; /* borrowed by the caller: only the count is kept */
+    }
+    if (pc)
+        m->info.pc = *pc;
+    if (extra && !(m->info.extra = strdup(extra)))
+        local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "zp_mpi_agree: out of memory copying the extra settings");
+    return zpi_mpi_agree_status(m, local);
+}
+
+/* Append "extra settings differ: ..." to msg: the ranks holding rank 0's
+ * text, and those holding the text of the first rank that differs; both
+ * texts shown (a collective: every rank calls it). */
+static void describe_extra(zp_mpi *m, const uint64_t *all, int *ranks, const char *extra,
+                           char *msg, size_t cap)
+{
+    int other = 0;
+    for (int i = 1; i < m->size && !other; i++)
+        if (all[(size_t)i * F_N + F_EXTRA] != all[F_EXTRA])
+            other = i;
+    char a[200], b[200], la[96], lb[96];
+    size_t na = 0, nb = 0, nrest = 0;
+    for (int i = 0; i < m->size; i++) {
+        uint64_t v = all[(size_t)i * F_N + F_EXTRA];
+        if (v == all[F_EXTRA])
+            ranks[na++] = i;
+    }
+    zpi_mpi_ranklist(la, sizeof la, ranks, na);
+    for (int i = 0; i < m->size; i++) {
+        uint64_t v = all[(size_t)i * F_N + F_EXTRA];
+        if (v == all[(size_t)other * F_N + F_EXTRA])
+            ranks[nb++] = i;
+        else if (v != all[F_EXTRA])
+            nrest++;
+    }
+    zpi_mpi_ranklist(lb, sizeof lb, ranks, nb);
+    if (bcast_extra(m, 0, extra, a, sizeof a) == ZP_OK &&
+        bcast_extra(m, other, extra, b, sizeof b) == ZP_OK) {
+        size_t len = strlen(msg);
+        zpi_fmt(msg + len, cap - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
+                 len ? "; " : "", na > 1 ? "s" : "", la, a, nb > 1 ? "s" : "", lb, b,
+                 nrest ? " (and other variants)" : "");
+    }
+}
+
+/* A mismatch (every rank is here; res: the min of each field, then the
+ * min of its complement): gather every rank's values so that every rank
+ * can name the ranks that differ. */
+static zp_status agree_mismatch(zp_mpi *m, const uint64_t rec[F_N], const uint64_t res[2 * F_N],
+                                const char *extra)
+{
     uint64_t *all = malloc((size_t)m->size * F_N * sizeof *all);
     int *ranks = malloc((size_t)m->size * sizeof *ranks);
-    local = (all && ranks) ? ZP_OK
-                           : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory naming differing ranks");
-    st = zpi_mpi_agree_status(m, local);
+    zp_status local = (all && ranks) ? ZP_OK
+                                     : zpi_mpi_fail(m, ZP_ERR_NOMEM,
+                                                    "out of memory naming differing ranks");
+    zp_status st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
         st = zpi_mpi_check(m, zpi_coll_allgather(m, rec, all, F_N, MPI_UINT64_T),
                            "MPI_Allgather (startup agreement)");
@@ -386,40 +411,46 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
         }
         describe_field(msg, sizeof msg, all, m->size, f, ranks);
     }
-    if (extra_differs) {
-        /* the ranks holding rank 0's text, and those holding the text of
-         * the first rank that differs; both texts shown */
-        int other = 0;
-        for (int i = 1; i < m->size && !other; i++)
-            if (all[(size_t)i * F_N + F_EXTRA] != all[F_EXTRA])
-                other = i;
-        char a[200], b[200], la[96], lb[96];
-        size_t na = 0, nb = 0, nrest = 0;
-        for (int i = 0; i < m->size; i++) {
-            uint64_t v = all[(size_t)i * F_N + F_EXTRA];
-            if (v == all[F_EXTRA])
-                ranks[na++] = i;
-        }
-        zpi_mpi_ranklist(la, sizeof la, ranks, na);
-        for (int i = 0; i < m->size; i++) {
-            uint64_t v = all[(size_t)i * F_N + F_EXTRA];
-            if (v == all[(size_t)other * F_N + F_EXTRA])
-                ranks[nb++] = i;
-            else if (v != all[F_EXTRA])
-                nrest++;
-        }
-        zpi_mpi_ranklist(lb, sizeof lb, ranks, nb);
-        if (bcast_extra(m, 0, extra, a, sizeof a) == ZP_OK &&
-            bcast_extra(m, other, extra, b, sizeof b) == ZP_OK) {
-            size_t len = strlen(msg);
-            zpi_fmt(msg + len, sizeof msg - len, "%sextra settings differ: rank%s %s: '%s', rank%s %s: '%s'%s",
-                     len ? "; " : "", na > 1 ? "s" : "", la, a, nb > 1 ? "s" : "", lb, b,
-                     nrest ? " (and other variants)" : "");
-        }
-    }
+    if (extra_differs)
+        describe_extra(m, all, ranks, extra, msg, sizeof msg);
     free(all);
     free(ranks);
     return zpi_mpi_fail(m, ZP_ERR_MISMATCH, "%s", msg);
+}
+
+zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_config *ws,
+                       const zp_pipeline_config *pc, const char *extra)
+{
+    ZPI_MPI_USABLE(m);
+    zp_status local = ZP_OK;
+    if (ws && (ws->rank != (uint32_t)m->rank || ws->world_size != (uint32_t)m->size))
+        local = zpi_mpi_fail(m, ZP_ERR_INVALID,
+                             "worksource rank %u / world size %u do not match the communicator "
+                             "(rank %d of %d): use zp_mpi_worksource_config()",
+                             ws->rank, ws->world_size, m->rank, m->size);
+    zp_status st = zpi_mpi_agree_status(m, local);
+    if (st != ZP_OK)
+        return st;
+
+    uint64_t rec[F_N];
+    uint64_t ds_bytes;
+    agree_record(rec, &ds_bytes, ds, ws, pc, extra);
+    /* min of v and of ~v (= ~max v) in one reduction */
+    uint64_t in[2 * F_N], res[2 * F_N];
+    for (int f = 0; f < F_N; f++) {
+        in[f] = rec[f];
+        in[F_N + f] = ~rec[f];
+    }
+    st = zpi_mpi_check(m, zpi_coll_allreduce(m, in, res, 2 * F_N, MPI_UINT64_T, MPI_MIN),
+                       "MPI_Allreduce (startup agreement)");
+    if (st != ZP_OK)
+        return st;
+    int differ = 0;
+    for (int f = 0; f < F_N; f++)
+        differ |= res[f] != ~res[F_N + f];
+    if (!differ)
+        return agree_keep(m, rec, ds_bytes, ds, ws, pc, extra);
+    return agree_mismatch(m, rec, res, extra);
 }
 
 /* ------------------------------------------------------------ dataset broadcast */

@@ -289,11 +289,12 @@ static int h5_close(h5out *h)
     return bad ? -1 : 0;
 }
 
-zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preprocess_config *cfg,
-                                   const char *path, zp_preprocess_stats *total)
+/* Checks the call and creates the preprocessor (collective) writing to
+ * the folder of path (dir: its buffer, cap 4096). On an error *pp is
+ * NULL. */
+static zp_status shared_begin(zp_mpi *m, zp_dataset *ds, const zp_preprocess_config *cfg,
+                              const char *path, char *dir, zp_preprocess **pp)
 {
-    if (!m || m->failed_create)
-        return m ? m->err.code : ZP_ERR_INVALID;
     if (m->solo)
         return zpi_mpi_fail(m, ZP_ERR_INVALID,
                             "zp_mpi_preprocess_shared needs MPI (MPI-IO): the handle is a world of "
@@ -305,25 +306,30 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
     if (st != ZP_OK)
         return st;
     /* the library needs an output folder for its names: the file's */
-    char dir[4096];
-    zpi_fmt(dir, sizeof dir, "%s", path);
+    zpi_fmt(dir, 4096, "%s", path);
     char *sl = strrchr(dir, '/');
     if (sl)
         sl[sl == dir ? 1 : 0] = '\0';
     else
-        zpi_fmt(dir, sizeof dir, ".");
+        zpi_fmt(dir, 4096, ".");
     zp_preprocess_config c = *cfg;
     c.out_dir = dir;
     c.format = ZP_PREPROCESS_HDF5;
     c.shard_stride = 1;
     c.shard_offset = 0;
-    zp_preprocess *pp = NULL;
-    st = agree(m, zp_preprocess_create(&c, ds, &pp), pp, NULL);
+    st = agree(m, zp_preprocess_create(&c, ds, pp), *pp, NULL);
     if (st != ZP_OK) {
-        zp_preprocess_destroy(pp);
-        return st;
+        zp_preprocess_destroy(*pp);
+        *pp = NULL;
     }
-    /* an existing file is refused unless force */
+    return st;
+}
+
+/* Refuses an existing file unless force, and names the .part file after
+ * rank 0's pid (collective). */
+static zp_status shared_part(zp_mpi *m, const zp_preprocess_config *cfg, const char *path,
+                             char *part, size_t cap)
+{
     zp_status local = ZP_OK;
     char msg[ZPI_ERRMAX] = "";
     struct stat sb;
@@ -331,40 +337,63 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
         local = ZP_ERR_STATE;
         zpi_fmt(msg, sizeof msg, "'%s' exists", path);
     }
-    st = zp_mpi_agree_status(m, local, msg);
+    zp_status st = zp_mpi_agree_status(m, local, msg);
     /* the .part name: rank 0's pid */
     long pid = (long)getpid();
     if (st == ZP_OK)
         st = agree(m, zpi_mpi_check(m, MPI_Bcast(&pid, 1, MPI_LONG, 0, m->comm), "MPI_Bcast"),
                    NULL, zp_mpi_errmsg(m));
-    char part[4200];
-    zpi_fmt(part, sizeof part, "%s.part.%ld", path, pid);
+    zpi_fmt(part, cap, "%s.part.%ld", path, pid);
+    return st;
+}
 
-    /* HDF5 quietly: its messages are copied into ours */
-    H5E_auto2_t old_fn = NULL;
-    void *old_data = NULL;
-    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-
-    h5out h = {-1, -1, -1, -1};
-    int created = 0;
-    if (st == ZP_OK) {
-        local = h5_create(m, part, path, zp_preprocess_dtype(pp), zp_preprocess_tokenizer(pp),
-                          &h);
-        created = h.file >= 0;
-        st = agree(m, local, NULL, zp_mpi_errmsg(m));
+/* Writes one round's ntok tokens and ndocs document ends of this rank at
+ * their place in the file, after those of the rounds done and of the lower
+ * ranks (cnt: every rank's document and token counts; collective). */
+static zp_status write_round(zp_mpi *m, h5out *h, const char *path, const uint64_t *cnt,
+                             const void *tok, uint64_t ntok, uint64_t *off, uint64_t ndocs,
+                             uint64_t *docs_done, uint64_t *toks_done)
+{
+    size_t size = (size_t)m->size, rank = (size_t)m->rank;
+    uint64_t dbase = *docs_done, tbase = *toks_done, dall = *docs_done, tall = *toks_done;
+    for (size_t r = 0; r < size; r++) {
+        if (r < rank) {
+            dbase += cnt[2 * r];
+            tbase += cnt[2 * r + 1];
+        }
+        dall += cnt[2 * r];
+        tall += cnt[2 * r + 1];
     }
-    size_t n = zp_dataset_num_shards(ds);
+    hsize_t ve[1] = {tall}, oe[1] = {dall + 1};
+    zp_status local = ZP_OK;
+    if (H5Dset_extent(h->values, ve) < 0 || H5Dset_extent(h->offsets, oe) < 0)
+        local = h5fail(m, path, "H5Dset_extent");
+    /* document ends, as offsets into the whole file */
+    for (uint64_t d = 1; local == ZP_OK && d <= ndocs; d++)
+        off[d] += tbase;
+    if (local == ZP_OK &&
+        (write_range(h->values, h->vtype, tbase, ntok, tok) != 0 ||
+         write_range(h->offsets, H5T_NATIVE_UINT64, dbase + 1, ndocs, off + 1) != 0))
+        local = h5fail(m, path, "H5Dwrite");
+    zp_status st = agree(m, local, NULL, zp_mpi_errmsg(m));
+    *docs_done = dall;
+    *toks_done = tall;
+    return st;
+}
+
+/* Encodes the n shards by rounds of one shard a rank (shard k * size +
+ * rank in round k) and writes each round into the file (collective). */
+static zp_status write_shards(zp_mpi *m, zp_preprocess *pp, size_t n, h5out *h, const char *path)
+{
     size_t size = (size_t)m->size, rank = (size_t)m->rank;
     uint64_t docs_done = 0, toks_done = 0;
     uint64_t *cnt = calloc(2 * size, sizeof *cnt);
-    if (st == ZP_OK)
-        st = agree(m, cnt ? ZP_OK : ZP_ERR_NOMEM, NULL, "out of memory");
+    zp_status st = agree(m, cnt ? ZP_OK : ZP_ERR_NOMEM, NULL, "out of memory");
     for (size_t k = 0; st == ZP_OK && k * size < n; k++) {
         size_t i = k * size + rank;
         void *tok = NULL;
         uint64_t *off = NULL, ntok = 0, ndocs = 0;
-        local = ZP_OK;
+        zp_status local = ZP_OK;
         if (i < n)
             local = zp_preprocess_encode_shard(pp, i, &tok, &ntok, &off, &ndocs);
         st = agree(m, local, pp, NULL);
@@ -375,57 +404,74 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
                                                       m->comm),
                                      "MPI_Allgather"),
                        NULL, zp_mpi_errmsg(m));
-        if (st == ZP_OK) {
-            uint64_t dbase = docs_done, tbase = toks_done, dall = docs_done, tall = toks_done;
-            for (size_t r = 0; r < size; r++) {
-                if (r < rank) {
-                    dbase += cnt[2 * r];
-                    tbase += cnt[2 * r + 1];
-                }
-                dall += cnt[2 * r];
-                tall += cnt[2 * r + 1];
-            }
-            hsize_t ve[1] = {tall}, oe[1] = {dall + 1};
-            local = ZP_OK;
-            if (H5Dset_extent(h.values, ve) < 0 || H5Dset_extent(h.offsets, oe) < 0)
-                local = h5fail(m, path, "H5Dset_extent");
-            /* document ends, as offsets into the whole file */
-            for (uint64_t d = 1; local == ZP_OK && d <= ndocs; d++)
-                off[d] += tbase;
-            if (local == ZP_OK &&
-                (write_range(h.values, h.vtype, tbase, ntok, tok) != 0 ||
-                 write_range(h.offsets, H5T_NATIVE_UINT64, dbase + 1, ndocs, off + 1) != 0))
-                local = h5fail(m, path, "H5Dwrite");
-            st = agree(m, local, NULL, zp_mpi_errmsg(m));
-            docs_done = dall;
-            toks_done = tall;
-        }
+        if (st == ZP_OK)
+            st = write_round(m, h, path, cnt, tok, ntok, off, ndocs, &docs_done, &toks_done);
         free(tok);
         free(off);
     }
     free(cnt);
-    /* close (collective), then rank 0 renames; on failure the .part goes */
-    if (created) {
-        local = h5_close(&h) != 0 ? h5fail(m, path, "H5Fclose") : ZP_OK;
-        zp_status cs = agree(m, local, NULL, zp_mpi_errmsg(m));
-        if (st == ZP_OK)
-            st = cs;
-        local = ZP_OK;
-        if (m->rank == 0) {
-            if (st == ZP_OK && rename(part, path) != 0) {
-                int e = errno;
-                local = zpi_mpi_fail(m, ZP_ERR_IO, "cannot rename '%s' to '%s': %s", part, path,
-                                     strerror(e));
-            }
-            if (st != ZP_OK || local != ZP_OK)
-                unlink(part);
+    return st;
+}
+
+/* Closes the file (collective), then rank 0 renames the part to path; on
+ * a failure (st, or here) the .part goes. */
+static zp_status shared_close(zp_mpi *m, h5out *h, const char *part, const char *path,
+                              zp_status st)
+{
+    zp_status local = h5_close(h) != 0 ? h5fail(m, path, "H5Fclose") : ZP_OK;
+    zp_status cs = agree(m, local, NULL, zp_mpi_errmsg(m));
+    if (st == ZP_OK)
+        st = cs;
+    local = ZP_OK;
+    if (m->rank == 0) {
+        if (st == ZP_OK && rename(part, path) != 0) {
+            int e = errno;
+            local = zpi_mpi_fail(m, ZP_ERR_IO, "cannot rename '%s' to '%s': %s", part, path,
+                                 strerror(e));
         }
-        if (st == ZP_OK)
-            st = agree(m, local, NULL, zp_mpi_errmsg(m));
+        if (st != ZP_OK || local != ZP_OK)
+            unlink(part);
     }
+    if (st == ZP_OK)
+        st = agree(m, local, NULL, zp_mpi_errmsg(m));
+    return st;
+}
+
+zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preprocess_config *cfg,
+                                   const char *path, zp_preprocess_stats *total)
+{
+    if (!m || m->failed_create)
+        return m ? m->err.code : ZP_ERR_INVALID;
+    char dir[4096];
+    zp_preprocess *pp = NULL;
+    zp_status st = shared_begin(m, ds, cfg, path, dir, &pp);
+    if (st != ZP_OK)
+        return st;
+    char part[4200];
+    st = shared_part(m, cfg, path, part, sizeof part);
+
+    /* HDF5 quietly: its messages are copied into ours */
+    H5E_auto2_t old_fn = NULL;
+    void *old_data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+
+    h5out h = {-1, -1, -1, -1};
+    int created = 0;
+    if (st == ZP_OK) {
+        zp_status local = h5_create(m, part, path, zp_preprocess_dtype(pp),
+                                    zp_preprocess_tokenizer(pp), &h);
+        created = h.file >= 0;
+        st = agree(m, local, NULL, zp_mpi_errmsg(m));
+    }
+    if (st == ZP_OK)
+        st = write_shards(m, pp, zp_dataset_num_shards(ds), &h, path);
+    if (created)
+        st = shared_close(m, &h, part, path, st);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
     zp_preprocess_stats s;
     zp_preprocess_get_stats(pp, &s);
+    struct stat sb;
     if (m->rank == 0 && st == ZP_OK && stat(path, &sb) == 0)
         s.bytes_out = (uint64_t)sb.st_size;
     zp_status rs = reduce_stats(m, &s, total);

@@ -328,11 +328,10 @@ static void describe_death(zpy_mapop *op, prworker *w, char *out, size_t cap)
     }
 }
 
-/* Process runner: the chunk goes to a free worker through its shared
- * memory; one round trip (a byte each way over pipes) per chunk. */
-static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_status *status)
+/* Waits for a free worker and marks it busy; NULL (recs[0]'s error set,
+ * *ret its status) when the pipeline closes or no worker is left. */
+static prworker *take_worker(zpy_mapop *op, zp_record *const *recs, zp_status *ret)
 {
-    zpy_mapop *op = user;
     pthread_mutex_lock(&op->mu);
     prworker *w = NULL;
     while (!op->failed && !atomic_load(&op->closing)) {
@@ -347,18 +346,23 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
         pthread_mutex_unlock(&op->mu);
         if (atomic_load(&op->closing)) {
             zp_record_error(recs[0], "the pipeline is closing");
-            return ZP_ERR_STATE;
+            *ret = ZP_ERR_STATE;
+            return NULL;
         }
         zp_record_error(recs[0], "process runner: a worker process died or could not be "
                                  "started earlier");
-        return ZP_ERR_CALLBACK;
+        *ret = ZP_ERR_CALLBACK;
+        return NULL;
     }
     w->busy = 1;
     pthread_mutex_unlock(&op->mu);
+    return w;
+}
 
-    zp_status ret = ZP_OK;
-    char why[160];
-    /* request */
+/* Writes the request (the records' payloads) into w's shared memory;
+ * *needp: its size. */
+static zp_status put_request(prworker *w, zp_record *const *recs, size_t n, size_t *needp)
+{
     size_t need = RQ_HDR + 16 * n;
     for (size_t i = 0; i < n; i++) {
         size_t len;
@@ -366,11 +370,11 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
         record_payload(recs[i], &len, &kind);
         need += len;
     }
+    *needp = need;
     if (shm_reserve(w->memfd, &w->map, &w->map_len, need + RS_HDR + 16 * n) != 0) {
         zp_record_error(recs[0], "process runner: cannot grow shared memory to %zu bytes: %s",
                         need, strerror(errno));
-        ret = ZP_ERR_NOMEM;
-        goto done;
+        return ZP_ERR_NOMEM;
     }
     uint64_t *hdr = (uint64_t *)w->map;
     hdr[0] = need;
@@ -385,10 +389,15 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
         memcpy(w->map + off, s, len);
         off += len;
     }
-    uint64_t t0 = now_ns();
+    return ZP_OK;
+}
+
+/* One round trip: 'r' to w and its answer back; 0, or 1 when w died
+ * (note, WORKER_NOTE_MAX + 1 bytes: its last words, if it said any). */
+static int round_trip(prworker *w, char *note)
+{
     char c = 'r';
     int died = write_full(w->req_w, &c, 1) != 0 || read_full(w->resp_r, &c, 1) != 0;
-    char note[WORKER_NOTE_MAX + 1] = "";
     if (!died && c == 'e') { /* the worker's last words, then it exits */
         uint16_t nlen = 0;
         if (read_full(w->resp_r, &nlen, sizeof nlen) == 0 && nlen <= WORKER_NOTE_MAX &&
@@ -396,52 +405,84 @@ static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_st
             note[nlen] = 0;
         died = 1;
     }
-    if (died) {
-        int pid = (int)w->pid;
-        describe_death(op, w, why, sizeof why);
-        if (note[0])
-            zp_record_error(recs[0],
-                            "process runner: worker process %d failed while transforming %zu "
-                            "records: %s (it %s)", pid, n, note, why);
-        else
-            zp_record_error(recs[0],
-                            "process runner: worker process %d %s while transforming %zu records",
-                            pid, why, n);
-        pthread_mutex_lock(&op->mu);
-        w->dead = 1;
-        op->failed = 1;
-        pthread_cond_broadcast(&op->cv);
-        pthread_mutex_unlock(&op->mu);
-        return ZP_ERR_CALLBACK;
-    }
-    uint64_t t1 = now_ns();
+    return died;
+}
+
+/* w died while transforming the n records: the error names it and why,
+ * and the runner fails (w stays busy: no chunk goes to it again). */
+static zp_status worker_died(zpy_mapop *op, prworker *w, zp_record *const *recs, size_t n,
+                             const char *note)
+{
+    char why[160];
+    int pid = (int)w->pid;
+    describe_death(op, w, why, sizeof why);
+    if (note[0])
+        zp_record_error(recs[0],
+                        "process runner: worker process %d failed while transforming %zu "
+                        "records: %s (it %s)", pid, n, note, why);
+    else
+        zp_record_error(recs[0],
+                        "process runner: worker process %d %s while transforming %zu records",
+                        pid, why, n);
+    pthread_mutex_lock(&op->mu);
+    w->dead = 1;
+    op->failed = 1;
+    pthread_cond_broadcast(&op->cv);
+    pthread_mutex_unlock(&op->mu);
+    return ZP_ERR_CALLBACK;
+}
+
+/* Reads w's response (after the request of need bytes) into the records,
+ * each one's status into status; wait_ns: the round trip's time. */
+static zp_status get_response(prworker *w, zp_record *const *recs, size_t n, size_t need,
+                              uint64_t wait_ns, zp_status *status)
+{
     /* response: the worker may have grown the memory */
     size_t rbase = align8(need);
     struct stat sb;
     if (fstat(w->memfd, &sb) == 0 && (size_t)sb.st_size > w->map_len &&
         shm_reserve(w->memfd, &w->map, &w->map_len, (size_t)sb.st_size) != 0) {
         zp_record_error(recs[0], "process runner: cannot map the response: %s", strerror(errno));
-        ret = ZP_ERR_NOMEM;
-        goto done;
+        return ZP_ERR_NOMEM;
     }
     uint64_t *rh = (uint64_t *)(w->map + rbase);
     if (rh[1] != n || rh[0] > w->map_len) {
         zp_record_error(recs[0], "process runner: malformed response from worker %d", (int)w->pid);
-        ret = ZP_ERR_INTERNAL;
-        goto done;
+        return ZP_ERR_INTERNAL;
     }
     w->calls++;
     w->records += n;
     w->busy_ns += rh[2];
-    w->wait_ns += t1 - t0;
-    off = rbase + RS_HDR + 16 * n;
+    w->wait_ns += wait_ns;
+    size_t off = rbase + RS_HDR + 16 * n;
     for (size_t i = 0; i < n; i++) {
         uint64_t kind = rh[3 + 2 * i], len = rh[4 + 2 * i];
         const char *p = (const char *)w->map + off;
         off += len;
         status[i] = apply_result(recs[i], kind, p, len);
     }
-done:
+    return ZP_OK;
+}
+
+/* Process runner: the chunk goes to a free worker through its shared
+ * memory; one round trip (a byte each way over pipes) per chunk. */
+static zp_status process_map(void *user, zp_record *const *recs, size_t n, zp_status *status)
+{
+    zpy_mapop *op = user;
+    zp_status ret;
+    prworker *w = take_worker(op, recs, &ret);
+    if (!w)
+        return ret;
+    size_t need;
+    ret = put_request(w, recs, n, &need);
+    if (ret == ZP_OK) {
+        uint64_t t0 = now_ns();
+        char note[WORKER_NOTE_MAX + 1] = "";
+        if (round_trip(w, note) != 0)
+            return worker_died(op, w, recs, n, note);
+        uint64_t t1 = now_ns();
+        ret = get_response(w, recs, n, need, t1 - t0, status);
+    }
     pthread_mutex_lock(&op->mu);
     w->busy = 0;
     pthread_cond_broadcast(&op->cv); /* a task waiting for a worker, or zpy_mapop_reap */

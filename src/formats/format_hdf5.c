@@ -278,89 +278,88 @@ static uint64_t direct_addr(h5_reader *r, hid_t d, uint64_t bytes)
     return at;
 }
 
-/* A dataset member of the root: its field. */
-static zp_status load_dataset(lctx *L, h5_reader *r, hid_t d, const char *mname, zpi_field *f,
-                              h5_field *hf, const char **n_from)
+/* A string dataset's field (t: its type, closed here). */
+static zp_status load_strings(lctx *L, h5_reader *r, hid_t d, hid_t t, int rank, zpi_field *f,
+                              h5_field *hf)
 {
     const char *path = hf->path;
-    hf->dset = d;
-    hf->direct_addr = hf->direct_offs_addr = UINT64_MAX;
-    zp_status st = check_storage(L, d, path);
-    if (st != ZP_OK)
-        return st;
-    int rank;
-    hsize_t dims[1 + ZPI_MAX_DIMS];
-    if ((st = get_dims(L, d, path, &rank, dims)) != ZP_OK)
-        return st;
-    hid_t t = H5Dget_type(d);
-    if (t < 0)
-        H5FAIL(L, "H5Dget_type", "dataset '%s'", path);
-    H5T_class_t cls = H5Tget_class(t);
-    zpi_fmt(f->name, sizeof f->name, "%s", mname);
-    hf->dset = d;
-    if (cls == H5T_STRING) {
-        htri_t var = H5Tis_variable_str(t);
-        H5T_cset_t cs = H5Tget_cset(t);
-        size_t sz = H5Tget_size(t);
-        H5T_str_t pad = H5Tget_strpad(t);
-        H5Tclose(t);
-        if (rank != 1)
-            LFAIL(L, ZP_ERR_UNSUPPORTED, "dataset '%s': strings of %d dimensions (1 is read)",
-                  path, rank);
-        if (var < 0 || (cs != H5T_CSET_ASCII && cs != H5T_CSET_UTF8))
-            LFAIL(L, ZP_ERR_UNSUPPORTED, "dataset '%s': strings of an unknown character set",
-                  path);
-        f->kind = ZPI_FIELD_TEXT;
-        if (var > 0) {
-            hf->kind = K_TEXT_VLEN;
-            hf->disk_base = 1;
-            if ((st = vlen_layout(L, r, d, hf)) != ZP_OK)
-                return st;
-            hf->memtype = H5Tcopy(H5T_C_S1);
-            if (hf->memtype < 0 || H5Tset_size(hf->memtype, H5T_VARIABLE) < 0 ||
-                H5Tset_cset(hf->memtype, cs) < 0)
-                H5FAIL(L, "H5Tset_size", "dataset '%s'", path);
-        } else {
-            if (sz == 0 || sz > ((size_t)1 << 20))
-                LFAIL(L, ZP_ERR_UNSUPPORTED, "dataset '%s': fixed-length strings of %zu bytes "
-                      "(1 to 1 MiB are read)", path, sz);
-            hf->kind = K_TEXT_FIXED;
-            hf->str_size = sz;
-            hf->spacepad = pad == H5T_STR_SPACEPAD;
-            hf->memtype = H5Tcopy(H5T_C_S1);
-            if (hf->memtype < 0 || H5Tset_size(hf->memtype, sz) < 0 ||
-                H5Tset_cset(hf->memtype, cs) < 0 || H5Tset_strpad(hf->memtype, H5T_STR_NULLPAD) < 0)
-                H5FAIL(L, "H5Tset_size", "dataset '%s'", path);
-        }
-        return set_n(L, r, n_from, path, dims[0]);
-    }
-    if (cls == H5T_VLEN) {
-        hid_t base = H5Tget_super(t);
-        H5Tclose(t);
-        if (base < 0)
-            H5FAIL(L, "H5Tget_super", "dataset '%s'", path);
-        H5T_class_t bc = H5Tget_class(base);
-        zp_dtype dt = bc == H5T_INTEGER ? zpi_h5_dtype_of(base) : ZP_DTYPE_NONE;
-        H5Tclose(base);
-        if (dt == ZP_DTYPE_NONE)
-            LFAIL(L, ZP_ERR_UNSUPPORTED,
-                  "dataset '%s': variable-length sequences of %s (integers are read, as tokens)",
-                  path, zpi_h5_class_name(bc));
-        if (rank != 1)
-            LFAIL(L, ZP_ERR_UNSUPPORTED,
-                  "dataset '%s': variable-length sequences in %d dimensions (1 is read)", path, rank);
-        f->kind = ZPI_FIELD_TOKENS;
-        f->dtype = dt;
-        hf->kind = K_TOK_VLEN;
-        hf->disk_base = zp_dtype_size(dt);
+    zp_status st;
+    htri_t var = H5Tis_variable_str(t);
+    H5T_cset_t cs = H5Tget_cset(t);
+    size_t sz = H5Tget_size(t);
+    H5T_str_t pad = H5Tget_strpad(t);
+    H5Tclose(t);
+    if (rank != 1)
+        LFAIL(L, ZP_ERR_UNSUPPORTED, "dataset '%s': strings of %d dimensions (1 is read)",
+              path, rank);
+    if (var < 0 || (cs != H5T_CSET_ASCII && cs != H5T_CSET_UTF8))
+        LFAIL(L, ZP_ERR_UNSUPPORTED, "dataset '%s': strings of an unknown character set",
+              path);
+    f->kind = ZPI_FIELD_TEXT;
+    if (var > 0) {
+        hf->kind = K_TEXT_VLEN;
+        hf->disk_base = 1;
         if ((st = vlen_layout(L, r, d, hf)) != ZP_OK)
             return st;
-        hf->elem_size = zp_dtype_size(dt);
-        hf->memtype = H5Tvlen_create(zpi_h5_native_of(dt));
-        if (hf->memtype < 0)
-            H5FAIL(L, "H5Tvlen_create", "dataset '%s'", path);
-        return set_n(L, r, n_from, path, dims[0]);
+        hf->memtype = H5Tcopy(H5T_C_S1);
+        if (hf->memtype < 0 || H5Tset_size(hf->memtype, H5T_VARIABLE) < 0 ||
+            H5Tset_cset(hf->memtype, cs) < 0)
+            H5FAIL(L, "H5Tset_size", "dataset '%s'", path);
+    } else {
+        if (sz == 0 || sz > ((size_t)1 << 20))
+            LFAIL(L, ZP_ERR_UNSUPPORTED, "dataset '%s': fixed-length strings of %zu bytes "
+                  "(1 to 1 MiB are read)", path, sz);
+        hf->kind = K_TEXT_FIXED;
+        hf->str_size = sz;
+        hf->spacepad = pad == H5T_STR_SPACEPAD;
+        hf->memtype = H5Tcopy(H5T_C_S1);
+        if (hf->memtype < 0 || H5Tset_size(hf->memtype, sz) < 0 ||
+            H5Tset_cset(hf->memtype, cs) < 0 || H5Tset_strpad(hf->memtype, H5T_STR_NULLPAD) < 0)
+            H5FAIL(L, "H5Tset_size", "dataset '%s'", path);
     }
+    return ZP_OK;
+}
+
+/* A dataset of variable-length integer sequences: a tokens field (t: its
+ * type, closed here). */
+static zp_status load_sequences(lctx *L, h5_reader *r, hid_t d, hid_t t, int rank, zpi_field *f,
+                                h5_field *hf)
+{
+    const char *path = hf->path;
+    zp_status st;
+    hid_t base = H5Tget_super(t);
+    H5Tclose(t);
+    if (base < 0)
+        H5FAIL(L, "H5Tget_super", "dataset '%s'", path);
+    H5T_class_t bc = H5Tget_class(base);
+    zp_dtype dt = bc == H5T_INTEGER ? zpi_h5_dtype_of(base) : ZP_DTYPE_NONE;
+    H5Tclose(base);
+    if (dt == ZP_DTYPE_NONE)
+        LFAIL(L, ZP_ERR_UNSUPPORTED,
+              "dataset '%s': variable-length sequences of %s (integers are read, as tokens)",
+              path, zpi_h5_class_name(bc));
+    if (rank != 1)
+        LFAIL(L, ZP_ERR_UNSUPPORTED,
+              "dataset '%s': variable-length sequences in %d dimensions (1 is read)", path, rank);
+    f->kind = ZPI_FIELD_TOKENS;
+    f->dtype = dt;
+    hf->kind = K_TOK_VLEN;
+    hf->disk_base = zp_dtype_size(dt);
+    if ((st = vlen_layout(L, r, d, hf)) != ZP_OK)
+        return st;
+    hf->elem_size = zp_dtype_size(dt);
+    hf->memtype = H5Tvlen_create(zpi_h5_native_of(dt));
+    if (hf->memtype < 0)
+        H5FAIL(L, "H5Tvlen_create", "dataset '%s'", path);
+    return ZP_OK;
+}
+
+/* A dataset of numbers, a record of dims[1..rank-1] each: a fixed field
+ * (t: its type, of class cls, closed here). */
+static zp_status load_fixed(lctx *L, h5_reader *r, hid_t d, hid_t t, H5T_class_t cls, int rank,
+                            const hsize_t *dims, zpi_field *f, h5_field *hf)
+{
+    const char *path = hf->path;
     zp_dtype dt = zpi_h5_dtype_of(t);
     size_t tsz = H5Tget_size(t);
     H5Tclose(t);
@@ -395,6 +394,37 @@ static zp_status load_dataset(lctx *L, h5_reader *r, hid_t d, const char *mname,
     hf->memtype = H5Tcopy(zpi_h5_native_of(dt));
     if (hf->memtype < 0)
         H5FAIL(L, "H5Tcopy", "dataset '%s'", path);
+    return ZP_OK;
+}
+
+/* A dataset member of the root: its field. */
+static zp_status load_dataset(lctx *L, h5_reader *r, hid_t d, const char *mname, zpi_field *f,
+                              h5_field *hf, const char **n_from)
+{
+    const char *path = hf->path;
+    hf->dset = d;
+    hf->direct_addr = hf->direct_offs_addr = UINT64_MAX;
+    zp_status st = check_storage(L, d, path);
+    if (st != ZP_OK)
+        return st;
+    int rank;
+    hsize_t dims[1 + ZPI_MAX_DIMS];
+    if ((st = get_dims(L, d, path, &rank, dims)) != ZP_OK)
+        return st;
+    hid_t t = H5Dget_type(d);
+    if (t < 0)
+        H5FAIL(L, "H5Dget_type", "dataset '%s'", path);
+    H5T_class_t cls = H5Tget_class(t);
+    zpi_fmt(f->name, sizeof f->name, "%s", mname);
+    hf->dset = d;
+    if (cls == H5T_STRING)
+        st = load_strings(L, r, d, t, rank, f, hf);
+    else if (cls == H5T_VLEN)
+        st = load_sequences(L, r, d, t, rank, f, hf);
+    else
+        st = load_fixed(L, r, d, t, cls, rank, dims, f, hf);
+    if (st != ZP_OK)
+        return st;
     return set_n(L, r, n_from, path, dims[0]);
 }
 

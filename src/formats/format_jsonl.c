@@ -415,94 +415,162 @@ static int load_zst_whole(int fd, const struct stat *sb, const char *path, const
     return 1;
 }
 
-static zp_status load_zst_bufs(const char *path, const char *name, const zpi_load_limits *lim,
-                               zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err)
-{
-    memset(out, 0, sizeof *out);
+/* The streaming path's state: the open shard, the decoder and its input
+ * buffer, the decoded bytes and their line index. */
+typedef struct {
     int fd;
     struct stat sb;
-    zp_status st = open_shard(path, name, &fd, &sb, err);
+    int own_in;
+    char *inbuf;
+    ZSTD_DCtx *dctx;
+    XXH64_state_t *h;
+    char *data;
+    size_t len, cap;
+    zpi_line_index ix;
+    size_t limit;     /* the decoded size that tells a shard too big */
+    size_t min_space; /* free room wanted before a decoding call */
+} zst_stream;
+
+/* Sets up the streaming path (s->fd and s->sb already open); zst_end
+ * releases what it took, whether it fails or not. */
+static zp_status zst_begin(zst_stream *s, const char *name, const zpi_load_limits *lim,
+                           zpi_load_bufs *bufs, zpi_err *err)
+{
+    s->inbuf = scratch(bufs, READ_CHUNK, &s->own_in);
+    s->dctx = ZSTD_createDCtx();
+    s->len = 0;
+    take_spare(bufs, &s->data, &s->cap);
+    zpi_line_index_init(&s->ix, name, lim);
+    s->limit = lim->max_shard_bytes < SIZE_MAX - ZPI_JSON_PADDING - 1 ? lim->max_shard_bytes + 1
+                                                                      : lim->max_shard_bytes;
+    s->min_space = ZSTD_DStreamOutSize();
+    zp_status st = hash_begin(lim, name, &s->h, err);
     if (st != ZP_OK)
         return st;
-    if (load_zst_whole(fd, &sb, path, name, lim, bufs, out, err, &st)) {
-        close(fd);
-        return st;
-    }
-    if (lseek(fd, 0, SEEK_SET) != 0) {
-        int e = errno;
-        zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot seek '%s': %s", name, path, strerror(e));
-        close(fd);
-        return ZP_ERR_IO;
-    }
-
-    int own_in;
-    char *inbuf = scratch(bufs, READ_CHUNK, &own_in);
-    ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    char *data;
-    size_t len = 0, cap;
-    take_spare(bufs, &data, &cap);
-    zpi_line_index ix;
-    zpi_line_index_init(&ix, name, lim);
-    XXH64_state_t *h;
-    if ((st = hash_begin(lim, name, &h, err)) != ZP_OK)
-        goto done;
-    if (!inbuf || !dctx) {
-        st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
-        goto done;
-    }
+    if (!s->inbuf || !s->dctx)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
     /* Frames may use windows up to the shard limit (e.g. zstd --long), and
      * no more: a hostile header cannot make us reserve more than that. */
-    {
-        int wl = log2_ceil(lim->max_shard_bytes);
-        ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
-        if (!ZSTD_isError(b.error) && wl > b.upperBound)
-            wl = b.upperBound;
-        if (wl > 27) /* 27 is the default; only ever raise it */
-            (void)ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, wl);
-    }
+    int wl = log2_ceil(lim->max_shard_bytes);
+    ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
+    if (!ZSTD_isError(b.error) && wl > b.upperBound)
+        wl = b.upperBound;
+    if (wl > 27) /* 27 is the default; only ever raise it */
+        (void)ZSTD_DCtx_setParameter(s->dctx, ZSTD_d_windowLogMax, wl);
+    return ZP_OK;
+}
 
-    const size_t limit = lim->max_shard_bytes < SIZE_MAX - ZPI_JSON_PADDING - 1
-                             ? lim->max_shard_bytes + 1
-                             : lim->max_shard_bytes;
-    const size_t min_space = ZSTD_DStreamOutSize();
+static zp_status zst_end(zst_stream *s, zp_status st, const char *path, zpi_shard *out,
+                         zpi_err *err)
+{
+    close(s->fd);
+    ZSTD_freeDCtx(s->dctx);
+    if (s->own_in)
+        free(s->inbuf);
+    uint64_t hv;
+    const uint64_t *hash = hash_end(s->h, &hv);
+    return end_load(st, &s->ix, s->data, s->len, s->cap, path, hash, out, err);
+}
+
+/* First guess of the decoded size, from the first chunk read (r bytes):
+ * the first frame's content size when its header says, and at least 4x
+ * the file (text compresses 3-5x). Untouched capacity costs no memory, and
+ * glibc grows large blocks with mremap, not copies. */
+static size_t zst_first_guess(const char *inbuf, ssize_t r, const struct stat *sb,
+                              size_t min_space, size_t limit)
+{
+    unsigned long long fcs =
+        r > 0 ? ZSTD_getFrameContentSize(inbuf, (size_t)r) : ZSTD_CONTENTSIZE_UNKNOWN;
+    uint64_t guess = (uint64_t)sb->st_size * 4;
+    if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR && fcs > guess)
+        guess = fcs;
+    if (guess < min_space)
+        guess = min_space;
+    if (guess > limit)
+        guess = limit;
+    return (size_t)guess;
+}
+
+/* The error of a failed ZSTD_decompressStream call (ret), on the input
+ * chunk at file bytes [from, to). */
+static zp_status zst_frame_error(const char *name, const zpi_load_limits *lim,
+                                 const zpi_line_index *ix, uint64_t from, uint64_t to,
+                                 size_t ret, zpi_err *err)
+{
+    if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge) {
+        return zpi_err_set(err, ZP_ERR_LIMIT,
+                           "shard '%s': zstd frame needs a window larger than "
+                           "max_shard_bytes "
+                           "(%zu bytes) after line %zu (decoded byte %zu, file bytes "
+                           "%llu-%llu): %s", name, lim->max_shard_bytes, ix->n, ix->line_start,
+                           (unsigned long long)from, (unsigned long long)to,
+                           ZSTD_getErrorName(ret));
+    }
+    return zpi_err_set(err, ZP_ERR_FORMAT,
+                       "shard '%s': corrupt zstd frame after line %zu (decoded byte "
+                       "%zu, file bytes %llu-%llu): %s", name, ix->n, ix->line_start,
+                       (unsigned long long)from, (unsigned long long)to, ZSTD_getErrorName(ret));
+}
+
+/* After the last chunk (consumed: the file's bytes; last_ret: the last
+ * decoding call's): a frame left unfinished is an error; an empty file
+ * gets its (empty) buffer; the sizes and times go to out. */
+static zp_status zst_finish(const char *name, const zpi_line_index *ix, size_t last_ret,
+                            uint64_t consumed, double t_read, double t_dec, char **data,
+                            size_t *cap, zpi_shard *out, zpi_err *err)
+{
+    if (last_ret != 0) {
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': truncated zstd frame after line %zu (decoded byte %zu, "
+                           "file byte %llu)", name, ix->n, ix->line_start,
+                           (unsigned long long)consumed);
+    }
+    if (!*data) { /* empty file */
+        zp_status st = resize(data, cap, 0, 0, name, err);
+        if (st != ZP_OK)
+            return st;
+    }
+    out->file_bytes = consumed;
+    out->read_seconds = t_read;
+    out->decompress_seconds = t_dec;
+    return ZP_OK;
+}
+
+/* The streaming loop: reads the shard by chunks, decodes them into
+ * s->data (grown as needed) and indexes the lines as they come. */
+static zp_status zst_decode(zst_stream *s, const char *name, const zpi_load_limits *lim,
+                            zpi_shard *out, zpi_err *err)
+{
+    char *const inbuf = s->inbuf;
+    zpi_line_index *const ix = &s->ix;
+    const size_t limit = s->limit, min_space = s->min_space;
+    char *data = s->data;
+    size_t len = s->len, cap = s->cap;
+    zp_status st = ZP_OK;
     ZSTD_inBuffer in = {inbuf, 0, 0};
     uint64_t consumed = 0; /* compressed bytes consumed before the current chunk */
     int eof = 0, need_flush = 0, first = 1;
     size_t last_ret = 0;
     double t_read = 0, t_dec = 0;
-
     for (;;) {
         if (in.pos == in.size && !need_flush) {
             if (eof)
                 break;
             consumed += in.size;
-            ssize_t r = timed_read(fd, inbuf, READ_CHUNK, &t_read, name, consumed, err);
+            ssize_t r = timed_read(s->fd, inbuf, READ_CHUNK, &t_read, name, consumed, err);
             if (r < 0) {
                 st = ZP_ERR_IO;
                 goto done;
             }
-            if (h)
-                XXH64_update(h, inbuf, (size_t)r);
+            if (s->h)
+                XXH64_update(s->h, inbuf, (size_t)r);
             in.size = (size_t)r;
             in.pos = 0;
             if ((size_t)r < READ_CHUNK)
                 eof = 1;
             if (first) {
-                /* First guess of the decoded size: the first frame's content
-                 * size when its header says, and at least 4x the file (text
-                 * compresses 3-5x). Untouched capacity costs no memory, and
-                 * glibc grows large blocks with mremap, not copies. */
-                unsigned long long fcs = r > 0 ? ZSTD_getFrameContentSize(inbuf, (size_t)r)
-                                               : ZSTD_CONTENTSIZE_UNKNOWN;
-                uint64_t guess = (uint64_t)sb.st_size * 4;
-                if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR &&
-                    fcs > guess)
-                    guess = fcs;
-                if (guess < min_space)
-                    guess = min_space;
-                if (guess > limit)
-                    guess = limit;
-                st = resize(&data, &cap, (size_t)guess, 0, name, err);
+                st = resize(&data, &cap, zst_first_guess(inbuf, r, &s->sb, min_space, limit), 0,
+                            name, err);
                 if (st != ZP_OK)
                     goto done;
                 first = 0;
@@ -522,24 +590,10 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
         ZSTD_outBuffer ob = {data, cap, len};
         const size_t in_pos0 = in.pos;
         double t0 = zpi_now();
-        size_t ret = ZSTD_decompressStream(dctx, &ob, &in);
+        size_t ret = ZSTD_decompressStream(s->dctx, &ob, &in);
         t_dec += zpi_now() - t0;
         if (ZSTD_isError(ret)) {
-            if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge) {
-                st = zpi_err_set(err, ZP_ERR_LIMIT,
-                                 "shard '%s': zstd frame needs a window larger than "
-                                 "max_shard_bytes "
-                                 "(%zu bytes) after line %zu (decoded byte %zu, file bytes "
-                                 "%llu-%llu): %s", name, lim->max_shard_bytes, ix.n, ix.line_start,
-                                 (unsigned long long)(consumed + in_pos0),
-                                 (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
-            } else {
-                st = zpi_err_set(err, ZP_ERR_FORMAT,
-                                 "shard '%s': corrupt zstd frame after line %zu (decoded byte "
-                                 "%zu, file bytes %llu-%llu): %s", name, ix.n, ix.line_start,
-                                 (unsigned long long)(consumed + in_pos0),
-                                 (unsigned long long)(consumed + in.size), ZSTD_getErrorName(ret));
-            }
+            st = zst_frame_error(name, lim, ix, consumed + in_pos0, consumed + in.size, ret, err);
             goto done;
         }
         len = ob.pos;
@@ -549,37 +603,44 @@ static zp_status load_zst_bufs(const char *path, const char *name, const zpi_loa
         need_flush = ob.pos == ob.size && ret != 0;
         last_ret = ret;
         if (len > lim->max_shard_bytes) {
-            st = too_big(name, lim, ix.n + 1, err);
+            st = too_big(name, lim, ix->n + 1, err);
             goto done;
         }
-        st = zpi_line_index_feed(&ix, data, len, err);
+        st = zpi_line_index_feed(ix, data, len, err);
         if (st != ZP_OK)
             goto done;
     }
     consumed += in.size;
-    if (last_ret != 0) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT,
-                         "shard '%s': truncated zstd frame after line %zu (decoded byte %zu, file "
-                         "byte %llu)", name, ix.n, ix.line_start, (unsigned long long)consumed);
-        goto done;
-    }
-    if (!data) { /* empty file */
-        st = resize(&data, &cap, 0, 0, name, err);
-        if (st != ZP_OK)
-            goto done;
-    }
-    out->file_bytes = consumed;
-    out->read_seconds = t_read;
-    out->decompress_seconds = t_dec;
-
+    st = zst_finish(name, ix, last_ret, consumed, t_read, t_dec, &data, &cap, out, err);
 done:
-    close(fd);
-    ZSTD_freeDCtx(dctx);
-    if (own_in)
-        free(inbuf);
-    uint64_t hv;
-    const uint64_t *hash = hash_end(h, &hv);
-    return end_load(st, &ix, data, len, cap, path, hash, out, err);
+    s->data = data;
+    s->len = len;
+    s->cap = cap;
+    return st;
+}
+
+static zp_status load_zst_bufs(const char *path, const char *name, const zpi_load_limits *lim,
+                               zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err)
+{
+    memset(out, 0, sizeof *out);
+    zst_stream s;
+    zp_status st = open_shard(path, name, &s.fd, &s.sb, err);
+    if (st != ZP_OK)
+        return st;
+    if (load_zst_whole(s.fd, &s.sb, path, name, lim, bufs, out, err, &st)) {
+        close(s.fd);
+        return st;
+    }
+    if (lseek(s.fd, 0, SEEK_SET) != 0) {
+        int e = errno;
+        zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot seek '%s': %s", name, path, strerror(e));
+        close(s.fd);
+        return ZP_ERR_IO;
+    }
+    st = zst_begin(&s, name, lim, bufs, err);
+    if (st == ZP_OK)
+        st = zst_decode(&s, name, lim, out, err);
+    return zst_end(&s, st, path, out, err);
 }
 
 static zp_status load_zst(const char *path, const char *name, const zpi_load_limits *lim,

@@ -223,6 +223,143 @@ static int slice(spanlist *l, const spanlist *all, uint64_t lo, uint64_t hi)
     return 0;
 }
 
+/* The error for a state that holds some ranks of its world only. */
+static zp_status held_error(const zpi_state *s, uint32_t rank, uint32_t world_size, zpi_err *err)
+{
+    char held[64];
+    if (s->n_ranks == 1)
+        zpi_fmt(held, sizeof held, "rank %" PRIu32, s->ranks[0].rank);
+    else
+        zpi_fmt(held, sizeof held, "%zu ranks", s->n_ranks);
+    if (world_size == s->world_size)
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "the state holds %s of %" PRIu32 " only, not rank %" PRIu32
+                           ": restore each rank's own state, or the job state of all %" PRIu32,
+                           held, s->world_size, rank, s->world_size);
+    return zpi_err_set(err, ZP_ERR_INVALID,
+                       "the state holds %s of %" PRIu32 " only; restoring on %" PRIu32
+                       " ranks needs the job state of all %" PRIu32,
+                       held, s->world_size, world_size, s->world_size);
+}
+
+/* The epochs [*e0, *e1] that the job state's ranks still have to read;
+ * an error when the ranks were not saved after the same batch. */
+static zp_status epoch_range(const zpi_state *s, uint32_t *e0, uint32_t *e1, zpi_err *err)
+{
+    *e0 = UINT32_MAX;
+    *e1 = 0;
+    for (size_t k = 0; k < s->n_ranks; k++) {
+        const zpi_rank_state *r = &s->ranks[k];
+        ZPI_RETURN_ERR_IF(r->next_batch != s->ranks[0].next_batch, err, ZP_ERR_INVALID,
+                          "rank %" PRIu32 "'s next_batch %" PRIu64 " differs from rank %" PRIu32
+                          "'s %" PRIu64 ": not a job state saved after one batch",
+                          r->rank, r->next_batch, s->ranks[0].rank, s->ranks[0].next_batch);
+        if (r->epoch < *e0)
+            *e0 = r->epoch;
+        if (r->epoch > *e1)
+            *e1 = r->epoch;
+        if (r->n_plans && r->plans[r->n_plans - 1].epoch > *e1)
+            *e1 = r->plans[r->n_plans - 1].epoch;
+    }
+    return ZP_OK;
+}
+
+/* Appends to o the plan of epoch e for rank of world_size: its share of
+ * the samples every rank has left in e; nonzero when out of memory. */
+static int plan_epoch(zpi_rank_state *o, const zpi_state *s, uint32_t rank, uint32_t world_size,
+                      uint32_t e)
+{
+    uint64_t n = s->epoch_samples;
+    spanlist all = {0}, mine = {0};
+    int bad = 0;
+    for (size_t k = 0; !bad && k < s->n_ranks; k++)
+        bad = add_remaining(&all, s, &s->ranks[k], e) != 0;
+    uint64_t l = all.total, w = world_size;
+    uint64_t per = l / w + (s->remainder == ZP_REMAINDER_PAD && l % w ? 1 : 0);
+    uint64_t lo = rank * per, hi = lo + per;
+    if (lo > l)
+        lo = l;
+    if (hi > l)
+        hi = l;
+    if (!bad)
+        bad = slice(&mine, &all, lo, hi) != 0;
+    if (!bad && s->remainder == ZP_REMAINDER_PAD) {
+        /* padding repeats the epoch's first samples, k counting up over
+         * the ranks left short */
+        uint64_t k0 = rank * per - lo;
+        bad = sl_push(&mine, n + k0, per - (hi - lo), 0, 0) != 0;
+    }
+    free(all.v);
+    zpi_epoch_plan *pl = &o->plans[o->n_plans++];
+    pl->epoch = e;
+    pl->n = mine.n;
+    pl->spans = mine.v ? mine.v : zpi_state_alloc_n(0, sizeof(zpi_span));
+    bad |= !pl->spans;
+    return bad;
+}
+
+/* Rank 0's share of the job's totals: the sums of every rank's counts. */
+static void add_totals(zpi_rank_state *o, const zpi_state *s)
+{
+    for (size_t k = 0; k < s->n_ranks; k++) {
+        const zpi_rank_state *r = &s->ranks[k];
+        for (size_t i = 0; i < s->n_parts; i++) {
+            o->part_samples[i] += r->part_samples[i];
+            o->part_tokens[i] += r->part_tokens[i];
+        }
+#define X(f) o->counts.f += r->counts.f;
+        COUNT_FIELDS(X)
+#undef X
+    }
+}
+
+/* Rank 0's skips: the skipped ranges of every rank, overlapping ones
+ * joined; nonzero when out of memory. */
+static int join_skips(zpi_rank_state *o, const zpi_state *s)
+{
+    size_t cap = 0;
+    for (size_t k = 0; k < s->n_ranks; k++)
+        cap += s->ranks[k].n_skips;
+    free(o->skips);
+    o->skips = zpi_state_alloc_n(cap, sizeof *o->skips);
+    int bad = !o->skips;
+    for (size_t k = 0; !bad && k < s->n_ranks; k++)
+        for (size_t i = 0; i < s->ranks[k].n_skips; i++)
+            o->skips[o->n_skips++] = s->ranks[k].skips[i];
+    /* sort by first (insertion: few ranges), then join */
+    for (size_t i = 1; !bad && i < o->n_skips; i++)
+        for (size_t j = i; j > 0 && o->skips[j].first < o->skips[j - 1].first; j--) {
+            zpi_skip t = o->skips[j];
+            o->skips[j] = o->skips[j - 1];
+            o->skips[j - 1] = t;
+        }
+    size_t m = 0;
+    for (size_t i = 0; !bad && i < o->n_skips; i++) {
+        zpi_skip *x = &o->skips[i];
+        zpi_skip *y = m ? &o->skips[m - 1] : NULL;
+        if (y && x->first <= y->last) {
+            if (x->last > y->last)
+                y->last = x->last;
+            y->samples += x->samples;
+            y->tokens += x->tokens;
+            if (x->from_epoch < y->from_epoch ||
+                (x->from_epoch == y->from_epoch && x->from_position < y->from_position)) {
+                y->from_epoch = x->from_epoch;
+                y->from_position = x->from_position;
+            }
+            if (x->to_epoch > y->to_epoch ||
+                (x->to_epoch == y->to_epoch && x->to_position > y->to_position)) {
+                y->to_epoch = x->to_epoch;
+                y->to_position = x->to_position;
+            }
+        } else {
+            o->skips[m++] = *x;
+        }
+    }
+    o->n_skips = m;
+    return bad;
+}
+
 zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_size,
                               zpi_rank_state *out, zpi_err *err)
 {
@@ -241,36 +378,10 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
                                                  rank);
             }
     }
-    if (s->n_ranks != s->world_size) {
-        char held[64];
-        if (s->n_ranks == 1)
-            zpi_fmt(held, sizeof held, "rank %" PRIu32, s->ranks[0].rank);
-        else
-            zpi_fmt(held, sizeof held, "%zu ranks", s->n_ranks);
-        if (world_size == s->world_size)
-            return zpi_err_set(err, ZP_ERR_INVALID,
-                               "the state holds %s of %" PRIu32 " only, not rank %" PRIu32
-                               ": restore each rank's own state, or the job state of all %" PRIu32,
-                               held, s->world_size, rank, s->world_size);
-        return zpi_err_set(err, ZP_ERR_INVALID,
-                           "the state holds %s of %" PRIu32 " only; restoring on %" PRIu32
-                           " ranks needs the job state of all %" PRIu32,
-                           held, s->world_size, world_size, s->world_size);
-    }
-    uint32_t e0 = UINT32_MAX, e1 = 0;
-    for (size_t k = 0; k < s->n_ranks; k++) {
-        const zpi_rank_state *r = &s->ranks[k];
-        ZPI_RETURN_ERR_IF(r->next_batch != s->ranks[0].next_batch, err, ZP_ERR_INVALID,
-                          "rank %" PRIu32 "'s next_batch %" PRIu64 " differs from rank %" PRIu32
-                          "'s %" PRIu64 ": not a job state saved after one batch",
-                          r->rank, r->next_batch, s->ranks[0].rank, s->ranks[0].next_batch);
-        if (r->epoch < e0)
-            e0 = r->epoch;
-        if (r->epoch > e1)
-            e1 = r->epoch;
-        if (r->n_plans && r->plans[r->n_plans - 1].epoch > e1)
-            e1 = r->plans[r->n_plans - 1].epoch;
-    }
+    if (s->n_ranks != s->world_size)
+        return held_error(s, rank, world_size, err);
+    uint32_t e0, e1;
+    ZPI_FORWARD_IF_ERR(epoch_range(s, &e0, &e1, err));
     zpi_rank_state o = {0};
     o.rank = rank;
     o.next_batch = s->ranks[0].next_batch;
@@ -281,86 +392,12 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     o.plans = zpi_state_alloc_n((size_t)(e1 - e0) + 1, sizeof *o.plans);
     o.skips = zpi_state_alloc_n(0, sizeof *o.skips);
     int bad = !o.part_samples || !o.part_tokens || !o.plans || !o.skips;
-    uint64_t n = s->epoch_samples;
-    for (uint64_t e = e0; !bad && e <= e1; e++) {
-        spanlist all = {0}, mine = {0};
-        for (size_t k = 0; !bad && k < s->n_ranks; k++)
-            bad = add_remaining(&all, s, &s->ranks[k], (uint32_t)e) != 0;
-        uint64_t l = all.total, w = world_size;
-        uint64_t per = l / w + (s->remainder == ZP_REMAINDER_PAD && l % w ? 1 : 0);
-        uint64_t lo = rank * per, hi = lo + per;
-        if (lo > l)
-            lo = l;
-        if (hi > l)
-            hi = l;
-        if (!bad)
-            bad = slice(&mine, &all, lo, hi) != 0;
-        if (!bad && s->remainder == ZP_REMAINDER_PAD) {
-            /* padding repeats the epoch's first samples, k counting up over
-             * the ranks left short */
-            uint64_t k0 = rank * per - lo;
-            bad = sl_push(&mine, n + k0, per - (hi - lo), 0, 0) != 0;
-        }
-        free(all.v);
-        zpi_epoch_plan *pl = &o.plans[o.n_plans++];
-        pl->epoch = (uint32_t)e;
-        pl->n = mine.n;
-        pl->spans = mine.v ? mine.v : zpi_state_alloc_n(0, sizeof(zpi_span));
-        bad |= !pl->spans;
-    }
+    for (uint64_t e = e0; !bad && e <= e1; e++)
+        bad = plan_epoch(&o, s, rank, world_size, (uint32_t)e);
     if (!bad && rank == 0) {
         /* rank 0 carries the job's totals */
-        for (size_t k = 0; k < s->n_ranks; k++) {
-            const zpi_rank_state *r = &s->ranks[k];
-            for (size_t i = 0; i < s->n_parts; i++) {
-                o.part_samples[i] += r->part_samples[i];
-                o.part_tokens[i] += r->part_tokens[i];
-            }
-#define X(f) o.counts.f += r->counts.f;
-            COUNT_FIELDS(X)
-#undef X
-        }
-        /* the skipped ranges of every rank, overlapping ones joined */
-        size_t cap = 0;
-        for (size_t k = 0; k < s->n_ranks; k++)
-            cap += s->ranks[k].n_skips;
-        free(o.skips);
-        o.skips = zpi_state_alloc_n(cap, sizeof *o.skips);
-        bad = !o.skips;
-        for (size_t k = 0; !bad && k < s->n_ranks; k++)
-            for (size_t i = 0; i < s->ranks[k].n_skips; i++)
-                o.skips[o.n_skips++] = s->ranks[k].skips[i];
-        /* sort by first (insertion: few ranges), then join */
-        for (size_t i = 1; !bad && i < o.n_skips; i++)
-            for (size_t j = i; j > 0 && o.skips[j].first < o.skips[j - 1].first; j--) {
-                zpi_skip t = o.skips[j];
-                o.skips[j] = o.skips[j - 1];
-                o.skips[j - 1] = t;
-            }
-        size_t m = 0;
-        for (size_t i = 0; !bad && i < o.n_skips; i++) {
-            zpi_skip *x = &o.skips[i];
-            zpi_skip *y = m ? &o.skips[m - 1] : NULL;
-            if (y && x->first <= y->last) {
-                if (x->last > y->last)
-                    y->last = x->last;
-                y->samples += x->samples;
-                y->tokens += x->tokens;
-                if (x->from_epoch < y->from_epoch ||
-                    (x->from_epoch == y->from_epoch && x->from_position < y->from_position)) {
-                    y->from_epoch = x->from_epoch;
-                    y->from_position = x->from_position;
-                }
-                if (x->to_epoch > y->to_epoch ||
-                    (x->to_epoch == y->to_epoch && x->to_position > y->to_position)) {
-                    y->to_epoch = x->to_epoch;
-                    y->to_position = x->to_position;
-                }
-            } else {
-                o.skips[m++] = *x;
-            }
-        }
-        o.n_skips = m;
+        add_totals(&o, s);
+        bad = join_skips(&o, s);
     }
     if (bad) {
         zpi_rank_state_clear(&o);
