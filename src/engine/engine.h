@@ -19,7 +19,7 @@
  *    inside the spawning call).
  *  - The consumer never touches the engine while it runs: it reads the
  *    output queue (outq.h), and observability reads counters with one
- *    writer each (observe_internal.h).
+ *    writer each (obs_counters.h).
  */
 #ifndef ZP_ENGINE_H
 #define ZP_ENGINE_H
