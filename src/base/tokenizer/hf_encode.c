@@ -891,6 +891,142 @@ static inline int is_numeric_at(const uint8_t *p, size_t n, size_t i, size_t *l)
     return (zpi_uni_class(cp) & ZPI_CLS_MASK) == ZPI_CLS_NUMBER;
 }
 
+/* The stages of pt_run, one per pre-tokenizer kind: pt (stage k) on
+ * p[0..n), its pieces to stage k + 1 (through the feeder f, which pt_run
+ * set up for stage k + 1). */
+static void pt_split_regex(zpi_hf_enc *e, size_t k, const hf_pt *pt, feeder *f, const uint8_t *p,
+                           size_t n, int first)
+{
+    size_t pos = 0;
+    if (pt->behavior == HF_B_ISOLATED && !pt->invert) {
+        while (pos < n && e->st == ZP_OK) {
+            size_t end = zpi_pretok_next(pt->re, (const char *)p, n, pos, e->scr[k]);
+            pt_run(e, k + 1, p + pos, end - pos, first && pos == 0);
+            pos = end;
+        }
+        return;
+    }
+    while (pos < n && e->st == ZP_OK) {
+        int m = 0;
+        size_t end = zpi_pretok_find(pt->re, (const char *)p, n, pos, e->scr[k], &m);
+        fd_feed(f, pos, end, pt->invert ? !m : m);
+        pos = end;
+    }
+    fd_end(f);
+}
+
+static void pt_split_string(const hf_pt *pt, feeder *f, const uint8_t *p, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        const uint8_t *q = memmem(p + pos, n - pos, pt->str, pt->slen);
+        if (!q)
+            break;
+        size_t j = (size_t)(q - p);
+        if (j > pos)
+            fd_feed(f, pos, j, 0);
+        fd_feed(f, j, j + pt->slen, 1);
+        pos = j + pt->slen;
+    }
+    if (pos < n)
+        fd_feed(f, pos, n, 0);
+    fd_end(f);
+}
+
+static void pt_digits(const hf_pt *pt, feeder *f, const uint8_t *p, size_t n)
+{
+    f->beh = pt->individual ? HF_B_ISOLATED : HF_B_CONTIGUOUS;
+    size_t i = 0, last = 0;
+    while (i < n) {
+        size_t l;
+        if (is_numeric_at(p, n, i, &l)) {
+            if (i > last)
+                fd_feed(f, last, i, 0);
+            fd_feed(f, i, i + l, 1);
+            last = i + l;
+        }
+        i += l;
+    }
+    if (n > last)
+        fd_feed(f, last, n, 0);
+    fd_end(f);
+}
+
+static void pt_metaspace(zpi_hf_enc *e, size_t k, const hf_pt *pt, feeder *f, const uint8_t *p,
+                         size_t n, int first)
+{
+    buf *b = &e->ptb[k];
+    if (buf_reserve(b, n * pt->replen + pt->replen + 1) != 0) {
+        e->st = ZP_ERR_NOMEM;
+        return;
+    }
+    /* ' ' -> the replacement, written after room for a prepended one */
+    size_t o = pt->replen;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == ' ') {
+            memcpy(b->p + o, pt->rep, pt->replen);
+            o += pt->replen;
+        } else {
+            b->p[o++] = p[i];
+        }
+    }
+    const uint8_t *q = b->p + pt->replen;
+    o -= pt->replen;
+    int starts = o >= pt->replen && memcmp(q, pt->rep, pt->replen) == 0;
+    if (!starts && (pt->scheme == HF_PREPEND_ALWAYS ||
+                    (pt->scheme == HF_PREPEND_FIRST && first))) {
+        memcpy(b->p, pt->rep, pt->replen);
+        q = b->p;
+        o += pt->replen;
+    }
+    if (!pt->split) {
+        pt_run(e, k + 1, q, o, first);
+        return;
+    }
+    f->p = q;
+    f->beh = HF_B_MERGED_NEXT;
+    size_t pos = 0;
+    while (pos < o) {
+        const uint8_t *r = memmem(q + pos, o - pos, pt->rep, pt->replen);
+        if (!r)
+            break;
+        size_t j = (size_t)(r - q);
+        if (j > pos)
+            fd_feed(f, pos, j, 0);
+        fd_feed(f, j, j + pt->replen, 1);
+        pos = j + pt->replen;
+    }
+    if (pos < o)
+        fd_feed(f, pos, o, 0);
+    fd_end(f);
+}
+
+/* ByteLevel, the last stage. */
+static void pt_bytelevel(zpi_hf_enc *e, size_t k, const hf_pt *pt, const uint8_t *p, size_t n)
+{
+    if (pt->add_prefix_space && p[0] != ' ') {
+        buf *b = &e->ptb[k];
+        if (buf_reserve(b, n + 2) != 0) {
+            e->st = ZP_ERR_NOMEM;
+            return;
+        }
+        b->p[0] = ' ';
+        memcpy(b->p + 1, p, n);
+        p = b->p;
+        n++;
+    }
+    if (!pt->re) {
+        model(e, p, n);
+        return;
+    }
+    size_t pos = 0;
+    while (pos < n && e->st == ZP_OK) {
+        size_t end = zpi_pretok_next(pt->re, (const char *)p, n, pos, e->scr[k]);
+        model(e, p + pos, end - pos);
+        pos = end;
+    }
+}
+
 static void pt_run(zpi_hf_enc *e, size_t k, const uint8_t *p, size_t n, int first)
 {
     const struct zpi_hf *h = e->h;
@@ -903,131 +1039,21 @@ static void pt_run(zpi_hf_enc *e, size_t k, const uint8_t *p, size_t n, int firs
     const hf_pt *pt = &h->pt[k];
     feeder f = {e, k + 1, p, first, pt->behavior, 0, 0, 0, 0, 0};
     switch (pt->kind) {
-    case HF_P_SPLIT_REGEX: {
-        size_t pos = 0;
-        if (pt->behavior == HF_B_ISOLATED && !pt->invert) {
-            while (pos < n && e->st == ZP_OK) {
-                size_t end = zpi_pretok_next(pt->re, (const char *)p, n, pos, e->scr[k]);
-                pt_run(e, k + 1, p + pos, end - pos, first && pos == 0);
-                pos = end;
-            }
-            return;
-        }
-        while (pos < n && e->st == ZP_OK) {
-            int m = 0;
-            size_t end = zpi_pretok_find(pt->re, (const char *)p, n, pos, e->scr[k], &m);
-            fd_feed(&f, pos, end, pt->invert ? !m : m);
-            pos = end;
-        }
-        fd_end(&f);
+    case HF_P_SPLIT_REGEX:
+        pt_split_regex(e, k, pt, &f, p, n, first);
         return;
-    }
-    case HF_P_SPLIT_STRING: {
-        size_t pos = 0;
-        while (pos < n) {
-            const uint8_t *q = memmem(p + pos, n - pos, pt->str, pt->slen);
-            if (!q)
-                break;
-            size_t j = (size_t)(q - p);
-            if (j > pos)
-                fd_feed(&f, pos, j, 0);
-            fd_feed(&f, j, j + pt->slen, 1);
-            pos = j + pt->slen;
-        }
-        if (pos < n)
-            fd_feed(&f, pos, n, 0);
-        fd_end(&f);
+    case HF_P_SPLIT_STRING:
+        pt_split_string(pt, &f, p, n);
         return;
-    }
-    case HF_P_DIGITS: {
-        f.beh = pt->individual ? HF_B_ISOLATED : HF_B_CONTIGUOUS;
-        size_t i = 0, last = 0;
-        while (i < n) {
-            size_t l;
-            if (is_numeric_at(p, n, i, &l)) {
-                if (i > last)
-                    fd_feed(&f, last, i, 0);
-                fd_feed(&f, i, i + l, 1);
-                last = i + l;
-            }
-            i += l;
-        }
-        if (n > last)
-            fd_feed(&f, last, n, 0);
-        fd_end(&f);
+    case HF_P_DIGITS:
+        pt_digits(pt, &f, p, n);
         return;
-    }
-    case HF_P_METASPACE: {
-        buf *b = &e->ptb[k];
-        if (buf_reserve(b, n * pt->replen + pt->replen + 1) != 0) {
-            e->st = ZP_ERR_NOMEM;
-            return;
-        }
-        /* ' ' -> the replacement, written after room for a prepended one */
-        size_t o = pt->replen;
-        for (size_t i = 0; i < n; i++) {
-            if (p[i] == ' ') {
-                memcpy(b->p + o, pt->rep, pt->replen);
-                o += pt->replen;
-            } else {
-                b->p[o++] = p[i];
-            }
-        }
-        const uint8_t *q = b->p + pt->replen;
-        o -= pt->replen;
-        int starts = o >= pt->replen && memcmp(q, pt->rep, pt->replen) == 0;
-        if (!starts && (pt->scheme == HF_PREPEND_ALWAYS ||
-                        (pt->scheme == HF_PREPEND_FIRST && first))) {
-            memcpy(b->p, pt->rep, pt->replen);
-            q = b->p;
-            o += pt->replen;
-        }
-        if (!pt->split) {
-            pt_run(e, k + 1, q, o, first);
-            return;
-        }
-        f.p = q;
-        f.beh = HF_B_MERGED_NEXT;
-        size_t pos = 0;
-        while (pos < o) {
-            const uint8_t *r = memmem(q + pos, o - pos, pt->rep, pt->replen);
-            if (!r)
-                break;
-            size_t j = (size_t)(r - q);
-            if (j > pos)
-                fd_feed(&f, pos, j, 0);
-            fd_feed(&f, j, j + pt->replen, 1);
-            pos = j + pt->replen;
-        }
-        if (pos < o)
-            fd_feed(&f, pos, o, 0);
-        fd_end(&f);
+    case HF_P_METASPACE:
+        pt_metaspace(e, k, pt, &f, p, n, first);
         return;
-    }
-    default: { /* HF_P_BYTELEVEL, the last stage */
-        if (pt->add_prefix_space && p[0] != ' ') {
-            buf *b = &e->ptb[k];
-            if (buf_reserve(b, n + 2) != 0) {
-                e->st = ZP_ERR_NOMEM;
-                return;
-            }
-            b->p[0] = ' ';
-            memcpy(b->p + 1, p, n);
-            p = b->p;
-            n++;
-        }
-        if (!pt->re) {
-            model(e, p, n);
-            return;
-        }
-        size_t pos = 0;
-        while (pos < n && e->st == ZP_OK) {
-            size_t end = zpi_pretok_next(pt->re, (const char *)p, n, pos, e->scr[k]);
-            model(e, p + pos, end - pos);
-            pos = end;
-        }
+    default: /* HF_P_BYTELEVEL, the last stage */
+        pt_bytelevel(e, k, pt, p, n);
         return;
-    }
     }
 }
 

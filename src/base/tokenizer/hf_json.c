@@ -461,6 +461,98 @@ static int jbool(json_t *o, const char *k, int dflt)
     return dflt;
 }
 
+/* The vocab or the merges of the model, read in the one pass: the end of
+ * the value, or NULL when it does not read (the span is then read again
+ * later, for the error in the order of the checks). A repeated member: the
+ * last one counts. */
+static const char *read_model_data(loader *L, int is_vocab, const char *mv, const char *e)
+{
+    const char *end = NULL;
+    span rest = {mv, (size_t)(e - mv)};
+    if (is_vocab) {
+        free(L->kbuf);
+        free(L->ve);
+        L->kbuf = NULL;
+        L->ve = NULL;
+        L->kbuf_len = L->n_ve = 0;
+        L->max_id = 0;
+        L->vocab_done = scan_vocab(L, rest, &end, NULL) == ZP_OK;
+    } else {
+        free(L->mstr);
+        free(L->mlen);
+        L->mstr = NULL;
+        L->mlen = NULL;
+        L->n_m = 0;
+        L->merges_done = read_merges(L, rest, &end, NULL) == ZP_OK;
+    }
+    if (end && !(is_vocab ? L->vocab_done : L->merges_done))
+        end = NULL;
+    return end;
+}
+
+/* The model object (s at its '{'): the vocab and merges' spans (read in
+ * passing), the other members parsed into L->model_opts. */
+static zp_status scan_model(loader *L, js *s, zpi_err *err)
+{
+    L->have_model = 1;
+    L->model_opts = json_object();
+    s->p++;
+    js_ws(s);
+    if (s->p < s->e && *s->p == '}') {
+        s->p++;
+    } else {
+        for (;;) {
+            js_ws(s);
+            const char *mk = s->p;
+            if (js_skip(s) != 0)
+                ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+            long ml = -1;
+            uint8_t mkey[64];
+            if (s->p - mk <= (long)sizeof mkey) {
+                js t = {mk, s->p};
+                ml = js_string(&t, mkey);
+            }
+            if (js_expect(s, ':') != 0)
+                ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+            js_ws(s);
+            const char *mv = s->p;
+            /* the vocab and the merges are read here, in one pass; when
+             * that fails, the span is kept and read again later (for the
+             * error, in the order of the checks) */
+            int is_vocab = ml == 5 && memcmp(mkey, "vocab", 5) == 0;
+            int is_merges = ml == 6 && memcmp(mkey, "merges", 6) == 0;
+            const char *end = NULL;
+            if (is_vocab || is_merges)
+                end = read_model_data(L, is_vocab, mv, s->e);
+            if (end)
+                s->p = end;
+            if (!end && js_skip(s) != 0)
+                ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+            span sp = {mv, (size_t)(s->p - mv)};
+            if (is_vocab) {
+                L->model_vocab = sp;
+            } else if (is_merges) {
+                L->model_merges = sp;
+            } else if (ml > 0) {
+                json_t *v = span_json(&sp);
+                if (!v)
+                    ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+                mkey[ml] = 0;
+                json_object_set_new(L->model_opts, (const char *)mkey, v);
+            }
+            js_ws(s);
+            if (s->p < s->e && *s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (js_expect(s, '}') != 0)
+                ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
+            break;
+        }
+    }
+    return ZP_OK;
+}
+
 /* Top level and the model object: record spans. */
 static zp_status scan_top(loader *L, const char *buf, size_t len, zpi_err *err)
 {
@@ -490,79 +582,9 @@ static zp_status scan_top(loader *L, const char *buf, size_t len, zpi_err *err)
         const char *vs = s.p;
 #define KEY(lit) (kl == (long)sizeof lit - 1 && memcmp(key, lit, sizeof lit - 1) == 0)
         if (KEY("model") && s.p < s.e && *s.p == '{') {
-            L->have_model = 1;
-            L->model_opts = json_object();
-            s.p++;
-            js_ws(&s);
-            if (s.p < s.e && *s.p == '}') {
-                s.p++;
-            } else {
-                for (;;) {
-                    js_ws(&s);
-                    const char *mk = s.p;
-                    if (js_skip(&s) != 0)
-                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
-                    long ml = -1;
-                    uint8_t mkey[64];
-                    if (s.p - mk <= (long)sizeof mkey) {
-                        js t = {mk, s.p};
-                        ml = js_string(&t, mkey);
-                    }
-                    if (js_expect(&s, ':') != 0)
-                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
-                    js_ws(&s);
-                    const char *mv = s.p;
-                    /* the vocab and the merges are read here, in one pass; when
-                     * that fails, the span is kept and read again later (for the
-                     * error, in the order of the checks) */
-                    int is_vocab = ml == 5 && memcmp(mkey, "vocab", 5) == 0;
-                    int is_merges = ml == 6 && memcmp(mkey, "merges", 6) == 0;
-                    const char *end = NULL;
-                    span rest = {mv, (size_t)(s.e - mv)};
-                    if (is_vocab) { /* a repeated member: the last one counts */
-                        free(L->kbuf);
-                        free(L->ve);
-                        L->kbuf = NULL;
-                        L->ve = NULL;
-                        L->kbuf_len = L->n_ve = 0;
-                        L->max_id = 0;
-                        L->vocab_done = scan_vocab(L, rest, &end, NULL) == ZP_OK;
-                    } else if (is_merges) {
-                        free(L->mstr);
-                        free(L->mlen);
-                        L->mstr = NULL;
-                        L->mlen = NULL;
-                        L->n_m = 0;
-                        L->merges_done = read_merges(L, rest, &end, NULL) == ZP_OK;
-                    }
-                    if (end && !(is_vocab ? L->vocab_done : L->merges_done))
-                        end = NULL;
-                    if (end)
-                        s.p = end;
-                    if (!end && js_skip(&s) != 0)
-                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
-                    span sp = {mv, (size_t)(s.p - mv)};
-                    if (is_vocab) {
-                        L->model_vocab = sp;
-                    } else if (is_merges) {
-                        L->model_merges = sp;
-                    } else if (ml > 0) {
-                        json_t *v = span_json(&sp);
-                        if (!v)
-                            ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
-                        mkey[ml] = 0;
-                        json_object_set_new(L->model_opts, (const char *)mkey, v);
-                    }
-                    js_ws(&s);
-                    if (s.p < s.e && *s.p == ',') {
-                        s.p++;
-                        continue;
-                    }
-                    if (js_expect(&s, '}') != 0)
-                        ERR(ZP_ERR_FORMAT, "%s: invalid JSON in \"model\"", L->path);
-                    break;
-                }
-            }
+            zp_status st = scan_model(L, &s, err);
+            if (st != ZP_OK)
+                return st;
         } else {
             if (js_skip(&s) != 0)
                 ERR(ZP_ERR_FORMAT, "%s: invalid JSON near byte %zu", L->path,
@@ -955,6 +977,72 @@ static int parse_behavior(const char *b)
     return -1;
 }
 
+/* A Split pre-tokenizer (n) into *p. */
+static zp_status parse_split(hf_pt *p, json_t *n, const char *path, zpi_err *err)
+{
+    json_t *pat = json_object_get(n, "pattern");
+    const char *re = json_is_object(pat) ? jstr(pat, "Regex") : NULL;
+    const char *str = json_is_object(pat) ? jstr(pat, "String") : NULL;
+    p->behavior = parse_behavior(jstr(n, "behavior"));
+    p->invert = jbool(n, "invert", 0);
+    if (p->behavior < 0)
+        ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split: behavior '%s' is not supported", path,
+            jstr(n, "behavior") ? jstr(n, "behavior") : "(none)");
+    if (re) {
+        p->kind = HF_P_SPLIT_REGEX;
+        zp_status st = zpi_pretok_create(re, &p->re, err);
+        if (st != ZP_OK) {
+            zpi_err_prefix(err, "%s: pre_tokenizer Split", path);
+            return st;
+        }
+    } else if (str) {
+        if (!*str)
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split with an empty String pattern is not "
+                "supported", path);
+        if (p->invert)
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split with a String pattern and invert: "
+                "true is not supported", path);
+        p->kind = HF_P_SPLIT_STRING;
+        p->str = strdup(str);
+        p->slen = strlen(str);
+    } else {
+        ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split needs a String or Regex pattern", path);
+    }
+    return ZP_OK;
+}
+
+/* A Metaspace pre-tokenizer (n) into *p. */
+static zp_status parse_metaspace(hf_pt *p, json_t *n, const char *path, zpi_err *err)
+{
+    p->kind = HF_P_METASPACE;
+    const char *r = jstr(n, "replacement");
+    if (!r)
+        r = "\xE2\x96\x81";
+    uint32_t cp;
+    size_t rl = strlen(r);
+    if (rl == 0 || rl > 4 || zpi_utf8_decode((const uint8_t *)r, rl, &cp) != rl)
+        ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Metaspace: replacement must be one character",
+            path);
+    memcpy(p->rep, r, rl);
+    p->replen = rl;
+    const char *sch = jstr(n, "prepend_scheme");
+    if (sch) {
+        if (strcmp(sch, "always") == 0)
+            p->scheme = HF_PREPEND_ALWAYS;
+        else if (strcmp(sch, "first") == 0)
+            p->scheme = HF_PREPEND_FIRST;
+        else if (strcmp(sch, "never") == 0)
+            p->scheme = HF_PREPEND_NEVER;
+        else
+            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Metaspace: prepend_scheme '%s' is not "
+                "supported", path, sch);
+    } else {
+        p->scheme = jbool(n, "add_prefix_space", 1) ? HF_PREPEND_ALWAYS : HF_PREPEND_NEVER;
+    }
+    p->split = jbool(n, "split", 1);
+    return ZP_OK;
+}
+
 static zp_status parse_pt(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err)
 {
     if (json_is_null(n))
@@ -979,34 +1067,9 @@ static zp_status parse_pt(struct zpi_hf *h, json_t *n, const char *path, zpi_err
     hf_pt p;
     memset(&p, 0, sizeof p);
     if (strcmp(type, "Split") == 0) {
-        json_t *pat = json_object_get(n, "pattern");
-        const char *re = json_is_object(pat) ? jstr(pat, "Regex") : NULL;
-        const char *str = json_is_object(pat) ? jstr(pat, "String") : NULL;
-        p.behavior = parse_behavior(jstr(n, "behavior"));
-        p.invert = jbool(n, "invert", 0);
-        if (p.behavior < 0)
-            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split: behavior '%s' is not supported", path,
-                jstr(n, "behavior") ? jstr(n, "behavior") : "(none)");
-        if (re) {
-            p.kind = HF_P_SPLIT_REGEX;
-            zp_status st = zpi_pretok_create(re, &p.re, err);
-            if (st != ZP_OK) {
-                zpi_err_prefix(err, "%s: pre_tokenizer Split", path);
-                return st;
-            }
-        } else if (str) {
-            if (!*str)
-                ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split with an empty String pattern is not "
-                    "supported", path);
-            if (p.invert)
-                ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split with a String pattern and invert: "
-                    "true is not supported", path);
-            p.kind = HF_P_SPLIT_STRING;
-            p.str = strdup(str);
-            p.slen = strlen(str);
-        } else {
-            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Split needs a String or Regex pattern", path);
-        }
+        zp_status st = parse_split(&p, n, path, err);
+        if (st != ZP_OK)
+            return st;
     } else if (strcmp(type, "ByteLevel") == 0) {
         p.kind = HF_P_BYTELEVEL;
         p.add_prefix_space = jbool(n, "add_prefix_space", 1);
@@ -1019,32 +1082,9 @@ static zp_status parse_pt(struct zpi_hf *h, json_t *n, const char *path, zpi_err
         p.kind = HF_P_DIGITS;
         p.individual = jbool(n, "individual_digits", 0);
     } else if (strcmp(type, "Metaspace") == 0) {
-        p.kind = HF_P_METASPACE;
-        const char *r = jstr(n, "replacement");
-        if (!r)
-            r = "\xE2\x96\x81";
-        uint32_t cp;
-        size_t rl = strlen(r);
-        if (rl == 0 || rl > 4 || zpi_utf8_decode((const uint8_t *)r, rl, &cp) != rl)
-            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Metaspace: replacement must be one character",
-                path);
-        memcpy(p.rep, r, rl);
-        p.replen = rl;
-        const char *sch = jstr(n, "prepend_scheme");
-        if (sch) {
-            if (strcmp(sch, "always") == 0)
-                p.scheme = HF_PREPEND_ALWAYS;
-            else if (strcmp(sch, "first") == 0)
-                p.scheme = HF_PREPEND_FIRST;
-            else if (strcmp(sch, "never") == 0)
-                p.scheme = HF_PREPEND_NEVER;
-            else
-                ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Metaspace: prepend_scheme '%s' is not "
-                    "supported", path, sch);
-        } else {
-            p.scheme = jbool(n, "add_prefix_space", 1) ? HF_PREPEND_ALWAYS : HF_PREPEND_NEVER;
-        }
-        p.split = jbool(n, "split", 1);
+        zp_status st = parse_metaspace(&p, n, path, err);
+        if (st != ZP_OK)
+            return st;
     } else {
         ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer type '%s' is not supported (supported: Sequence, "
             "Split, ByteLevel, Digits, Metaspace)", path, type);
@@ -1386,6 +1426,219 @@ static void compute_bound(struct zpi_hf *h)
     h->max_extra = extra + 1;
 }
 
+/* The model's options: type BPE, no dropout, no prefix or suffix;
+ * ignore_merges, byte_fallback, fuse_unk; *unk: unk_token or NULL. */
+static zp_status model_options(struct zpi_hf *h, json_t *mo, int has_merges, const char *fpath,
+                               const char **unk, zpi_err *err)
+{
+    const char *mtype = jstr(mo, "type");
+    if (mtype && strcmp(mtype, "BPE") != 0)
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: model type '%s' is not supported (only BPE)",
+                           fpath, mtype);
+    if (!mtype && !has_merges)
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: a model without \"type\" or \"merges\" is not "
+                           "supported (only BPE)", fpath);
+    json_t *dr = json_object_get(mo, "dropout");
+    if (dr && !json_is_null(dr) && !(json_is_number(dr) && json_number_value(dr) == 0.0))
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with dropout is not supported "
+                           "(encoding would be random)", fpath);
+    const char *csp = jstr(mo, "continuing_subword_prefix");
+    const char *ews = jstr(mo, "end_of_word_suffix");
+    if ((csp && *csp) || (ews && *ews))
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with %s '%s' is not supported",
+                           fpath, csp && *csp ? "continuing_subword_prefix" : "end_of_word_suffix",
+                           csp && *csp ? csp : ews);
+    h->ignore_merges = jbool(mo, "ignore_merges", 0);
+    h->byte_fallback = jbool(mo, "byte_fallback", 0);
+    h->fuse_unk = jbool(mo, "fuse_unk", 0);
+    *unk = jstr(mo, "unk_token");
+    return ZP_OK;
+}
+
+/* The normalizer and the pre-tokenizer (jn, jp: their JSON, or NULL);
+ * whether the model is byte-level. */
+static zp_status components(struct zpi_hf *h, const loader *L, json_t *jn, json_t *jp,
+                            json_t *ja, const char *fpath, zpi_err *err)
+{
+    if ((L->normalizer.p && !jn) || (L->pre_tokenizer.p && !jp) || (L->added_tokens.p && !ja))
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON", fpath);
+    zp_status st;
+    if (jn && (st = parse_norm(h, jn, fpath, err)) != ZP_OK)
+        return st;
+    if (jp && (st = parse_pt(h, jp, fpath, err)) != ZP_OK)
+        return st;
+    for (size_t i = 0; i < h->n_pt; i++) {
+        if (h->pt[i].kind == HF_P_BYTELEVEL) {
+            if (i + 1 != h->n_pt)
+                return zpi_err_set(err, ZP_ERR_FORMAT, "%s: pre_tokenizer ByteLevel followed by "
+                                   "other pre-tokenizers is not supported", fpath);
+            h->bytelevel = 1;
+        }
+    }
+    if (h->bytelevel && h->byte_fallback)
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with byte_fallback and a ByteLevel "
+                           "pre_tokenizer is not supported", fpath);
+    return ZP_OK;
+}
+
+/* added_tokens (ja: its JSON, or NULL) -> h->added; *max_id grows to
+ * their largest id. */
+static zp_status read_added(struct zpi_hf *h, json_t *ja, const char *fpath, uint32_t *max_id,
+                            zpi_err *err)
+{
+    size_t blob_need = 0;
+    if (ja && !json_is_array(ja))
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: added_tokens is not an array", fpath);
+    if (ja) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(ja, i, v)
+        {
+            json_t *idv = json_object_get(v, "id");
+            const char *c = jstr(v, "content");
+            if (!json_is_integer(idv) || json_integer_value(idv) < 0 ||
+                json_integer_value(idv) >= ZPI_TOK_MAX_IDS - 1 || !c || !*c)
+                return zpi_err_set(err, ZP_ERR_FORMAT, "%s: added_tokens[%zu] needs an \"id\" "
+                                   "and a non-empty \"content\"", fpath, i);
+            blob_need += strlen(c) + 1;
+            if ((uint32_t)json_integer_value(idv) > *max_id)
+                *max_id = (uint32_t)json_integer_value(idv);
+        }
+        h->added = calloc(json_array_size(ja) + 1, sizeof *h->added);
+        h->added_blob = malloc(blob_need + 1);
+        if (!h->added || !h->added_blob)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+        size_t bo = 0;
+        json_array_foreach(ja, i, v)
+        {
+            const char *c = jstr(v, "content");
+            size_t cl = strlen(c);
+            hf_added *a = &h->added[h->n_added++];
+            memcpy(h->added_blob + bo, c, cl);
+            a->s = h->added_blob + bo;
+            a->len = (uint32_t)cl;
+            h->added_blob[bo + cl] = '\0';
+            bo += cl + 1;
+            a->id = (uint32_t)json_integer_value(json_object_get(v, "id"));
+            a->special = (uint8_t)jbool(v, "special", 0);
+            a->lstrip = (uint8_t)jbool(v, "lstrip", 0);
+            a->rstrip = (uint8_t)jbool(v, "rstrip", 0);
+            a->single_word = (uint8_t)jbool(v, "single_word", 0);
+            a->normalized = (uint8_t)jbool(v, "normalized", !a->special);
+        }
+    }
+    return ZP_OK;
+}
+
+/* The vocabulary's tokens into t's tables (byte-level spelling decoded
+ * when the model is byte-level). */
+static zp_status add_vocab(zp_tokenizer *t, const struct zpi_hf *h, loader *L, const char *fpath,
+                           zpi_err *err)
+{
+    /* the map's slots are a cache miss each: the slot of the entry PF_AHEAD
+     * ahead is prefetched (its bytes decoded then) */
+#define PF_AHEAD 8
+#define NOT_IN_MAP 0x80000000u /* in ve[].id: outside the byte-level alphabet */
+    for (size_t j = 0; j < L->n_ve + PF_AHEAD; j++) {
+        if (j < L->n_ve) {
+            uint8_t *k = L->kbuf + L->ve[j].off;
+            size_t kl = L->ve[j].len;
+            if (h->bytelevel) {
+                long bl = bytelevel_decode(&L->bm, k, kl);
+                if (bl > 0)
+                    L->ve[j].len = (uint32_t)bl;
+                else
+                    L->ve[j].id |= NOT_IN_MAP; /* an added token: kept as is */
+            }
+            if (!(L->ve[j].id & NOT_IN_MAP) && L->ve[j].len > 0)
+                __builtin_prefetch(&t->vmap[zpi_tok_hash(k, L->ve[j].len) & t->vmap_mask]);
+        }
+        if (j < PF_AHEAD)
+            continue;
+        size_t i = j - PF_AHEAD;
+        uint8_t *k = L->kbuf + L->ve[i].off;
+        size_t kl = L->ve[i].len;
+        int in_map = !(L->ve[i].id & NOT_IN_MAP);
+        uint32_t id = L->ve[i].id & ~NOT_IN_MAP;
+        if (kl == 0)
+            return zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.vocab has an empty token (id %u)",
+                               fpath, id);
+        if (zpi_tok_build_add(t, id, k, kl, in_map, err) != ZP_OK)
+            return zpi_err_prefix(err, "%s: model.vocab", fpath);
+    }
+    return ZP_OK;
+}
+#undef PF_AHEAD
+#undef NOT_IN_MAP
+
+/* The added tokens that model.vocab lacks into t's tables; unk's id. */
+static zp_status add_added(zp_tokenizer *t, struct zpi_hf *h, const char *unk, const char *fpath,
+                           zpi_err *err)
+{
+    for (size_t i = 0; i < h->n_added; i++) {
+        hf_added *a = &h->added[i];
+        if (t->span[a->id].off != ZPI_TOK_NONE) {
+            const zpi_tok_span *sp = &t->span[a->id];
+            if (!h->bytelevel &&
+                (sp->len != a->len || memcmp(t->blob + sp->off, a->s, a->len) != 0))
+                return zpi_err_set(err, ZP_ERR_FORMAT, "%s: added token '%s' has id %u, which "
+                                   "model.vocab gives to another token", fpath, a->s, a->id);
+            continue;
+        }
+        if (zpi_tok_build_add(t, a->id, (const uint8_t *)a->s, a->len, 0, err) != ZP_OK)
+            return zpi_err_prefix(err, "%s: added_tokens", fpath);
+    }
+    if (unk) {
+        uint32_t u = find_bytes(t, (const uint8_t *)unk, strlen(unk));
+        if (u == ZPI_TOK_NONE)
+            return zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.unk_token '%s' is not in "
+                               "model.vocab", fpath, unk);
+        h->unk_id = u;
+    }
+    return ZP_OK;
+}
+
+/* The model's kind and its derived tables: byte-level (whether the core
+ * loop runs the pre-tokenizer) or SentencePiece style. */
+static zp_status finish_model(zp_tokenizer *t, struct zpi_hf *h, const char *fpath, zpi_err *err)
+{
+    if (h->bytelevel) {
+        t->kind = ZPI_TOK_KIND_BYTE_BPE;
+        t->mode = ZPI_TOK_HF_MERGES;
+        /* the core loop runs the pre-tokenizer itself when it is one pattern
+         * that covers the text */
+        const hf_pt *p0 = &h->pt[0];
+        if (h->n_pt == 1 && p0->re && !p0->add_prefix_space) {
+            h->core_fast = 1;
+        } else if (h->n_pt == 2 && p0->kind == HF_P_SPLIT_REGEX && !h->pt[1].re &&
+                   !h->pt[1].add_prefix_space &&
+                   ((p0->behavior == HF_B_ISOLATED && !p0->invert) ||
+                    (p0->behavior == HF_B_REMOVED && p0->invert &&
+                     zpi_pretok_get_kind(p0->re) != ZPI_PRETOK_REGEX))) {
+            h->core_fast = 1;
+        }
+        if (h->core_fast) { /* t->pretok owns it from now on */
+            t->pretok = p0->re;
+            h->given = p0->re;
+        }
+        int32_t eot_keep = t->eot;
+        if (t->eot < 0)
+            t->eot = 0; /* zpi_tok_build_finish wants one */
+        zp_status st = zpi_tok_build_finish(t, err);
+        t->eot = eot_keep;
+        if (st != ZP_OK)
+            return zpi_err_prefix(err, "%s", fpath);
+        return ZP_OK;
+    } else {
+        t->kind = ZPI_TOK_KIND_SP_BPE;
+        t->mode = ZPI_TOK_HF_MERGES;
+        if (h->byte_fallback && !h->all_byte_toks) {
+            /* as tokenizers: a character whose bytes are not all tokens becomes unk */
+        }
+        return sp_finish(h, t, err);
+    }
+}
+
 zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_err *err)
 {
     char fpath[4096], dir[4096];
@@ -1419,66 +1672,17 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
     if (st != ZP_OK)
         goto out;
 
-    /* model options */
-    json_t *mo = L.model_opts;
-    const char *mtype = jstr(mo, "type");
-    if (mtype && strcmp(mtype, "BPE") != 0) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model type '%s' is not supported (only BPE)",
-                         fpath, mtype);
+    const char *unk = NULL;
+    st = model_options(h, L.model_opts, L.model_merges.p != NULL, fpath, &unk, err);
+    if (st != ZP_OK)
         goto out;
-    }
-    if (!mtype && !L.model_merges.p) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: a model without \"type\" or \"merges\" is not "
-                         "supported (only BPE)", fpath);
-        goto out;
-    }
-    json_t *dr = json_object_get(mo, "dropout");
-    if (dr && !json_is_null(dr) && !(json_is_number(dr) && json_number_value(dr) == 0.0)) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with dropout is not supported "
-                         "(encoding would be random)", fpath);
-        goto out;
-    }
-    const char *csp = jstr(mo, "continuing_subword_prefix");
-    const char *ews = jstr(mo, "end_of_word_suffix");
-    if ((csp && *csp) || (ews && *ews)) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with %s '%s' is not supported",
-                         fpath, csp && *csp ? "continuing_subword_prefix" : "end_of_word_suffix",
-                         csp && *csp ? csp : ews);
-        goto out;
-    }
-    h->ignore_merges = jbool(mo, "ignore_merges", 0);
-    h->byte_fallback = jbool(mo, "byte_fallback", 0);
-    h->fuse_unk = jbool(mo, "fuse_unk", 0);
-    const char *unk = jstr(mo, "unk_token");
 
-    /* components */
     jn = span_json(&L.normalizer);
     jp = span_json(&L.pre_tokenizer);
     ja = span_json(&L.added_tokens);
     jpost = span_json(&L.post_processor);
-    if ((L.normalizer.p && !jn) || (L.pre_tokenizer.p && !jp) || (L.added_tokens.p && !ja)) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: invalid JSON", fpath);
+    if ((st = components(h, &L, jn, jp, ja, fpath, err)) != ZP_OK)
         goto out;
-    }
-    if (jn && (st = parse_norm(h, jn, fpath, err)) != ZP_OK)
-        goto out;
-    if (jp && (st = parse_pt(h, jp, fpath, err)) != ZP_OK)
-        goto out;
-    for (size_t i = 0; i < h->n_pt; i++) {
-        if (h->pt[i].kind == HF_P_BYTELEVEL) {
-            if (i + 1 != h->n_pt) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: pre_tokenizer ByteLevel followed by "
-                                 "other pre-tokenizers is not supported", fpath);
-                goto out;
-            }
-            h->bytelevel = 1;
-        }
-    }
-    if (h->bytelevel && h->byte_fallback) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model BPE with byte_fallback and a ByteLevel "
-                         "pre_tokenizer is not supported", fpath);
-        goto out;
-    }
 
     /* vocab */
     if (!L.vocab_done) {
@@ -1487,120 +1691,15 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
             goto out;
     }
     uint32_t max_id = L.max_id;
-    /* added tokens */
-    size_t blob_need = 0;
-    if (ja && !json_is_array(ja)) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: added_tokens is not an array", fpath);
+    if ((st = read_added(h, ja, fpath, &max_id, err)) != ZP_OK)
         goto out;
-    }
-    if (ja) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(ja, i, v)
-        {
-            json_t *idv = json_object_get(v, "id");
-            const char *c = jstr(v, "content");
-            if (!json_is_integer(idv) || json_integer_value(idv) < 0 ||
-                json_integer_value(idv) >= ZPI_TOK_MAX_IDS - 1 || !c || !*c) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: added_tokens[%zu] needs an \"id\" "
-                                 "and a non-empty \"content\"", fpath, i);
-                goto out;
-            }
-            blob_need += strlen(c) + 1;
-            if ((uint32_t)json_integer_value(idv) > max_id)
-                max_id = (uint32_t)json_integer_value(idv);
-        }
-        h->added = calloc(json_array_size(ja) + 1, sizeof *h->added);
-        h->added_blob = malloc(blob_need + 1);
-        if (!h->added || !h->added_blob) {
-            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        size_t bo = 0;
-        json_array_foreach(ja, i, v)
-        {
-            const char *c = jstr(v, "content");
-            size_t cl = strlen(c);
-            hf_added *a = &h->added[h->n_added++];
-            memcpy(h->added_blob + bo, c, cl);
-            a->s = h->added_blob + bo;
-            a->len = (uint32_t)cl;
-            h->added_blob[bo + cl] = '\0';
-            bo += cl + 1;
-            a->id = (uint32_t)json_integer_value(json_object_get(v, "id"));
-            a->special = (uint8_t)jbool(v, "special", 0);
-            a->lstrip = (uint8_t)jbool(v, "lstrip", 0);
-            a->rstrip = (uint8_t)jbool(v, "rstrip", 0);
-            a->single_word = (uint8_t)jbool(v, "single_word", 0);
-            a->normalized = (uint8_t)jbool(v, "normalized", !a->special);
-        }
-    }
     st = zpi_tok_build_begin(t, max_id + 1, err);
     if (st != ZP_OK)
         goto out;
-    /* the map's slots are a cache miss each: the slot of the entry PF_AHEAD
-     * ahead is prefetched (its bytes decoded then) */
-#define PF_AHEAD 8
-#define NOT_IN_MAP 0x80000000u /* in ve[].id: outside the byte-level alphabet */
-    for (size_t j = 0; j < L.n_ve + PF_AHEAD; j++) {
-        if (j < L.n_ve) {
-            uint8_t *k = L.kbuf + L.ve[j].off;
-            size_t kl = L.ve[j].len;
-            if (h->bytelevel) {
-                long bl = bytelevel_decode(&L.bm, k, kl);
-                if (bl > 0)
-                    L.ve[j].len = (uint32_t)bl;
-                else
-                    L.ve[j].id |= NOT_IN_MAP; /* an added token: kept as is */
-            }
-            if (!(L.ve[j].id & NOT_IN_MAP) && L.ve[j].len > 0)
-                __builtin_prefetch(&t->vmap[zpi_tok_hash(k, L.ve[j].len) & t->vmap_mask]);
-        }
-        if (j < PF_AHEAD)
-            continue;
-        size_t i = j - PF_AHEAD;
-        uint8_t *k = L.kbuf + L.ve[i].off;
-        size_t kl = L.ve[i].len;
-        int in_map = !(L.ve[i].id & NOT_IN_MAP);
-        uint32_t id = L.ve[i].id & ~NOT_IN_MAP;
-        if (kl == 0) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.vocab has an empty token (id %u)",
-                             fpath, id);
-            goto out;
-        }
-        st = zpi_tok_build_add(t, id, k, kl, in_map, err);
-        if (st != ZP_OK) {
-            zpi_err_prefix(err, "%s: model.vocab", fpath);
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < h->n_added; i++) {
-        hf_added *a = &h->added[i];
-        if (t->span[a->id].off != ZPI_TOK_NONE) {
-            const zpi_tok_span *sp = &t->span[a->id];
-            if (!h->bytelevel &&
-                (sp->len != a->len || memcmp(t->blob + sp->off, a->s, a->len) != 0)) {
-                st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: added token '%s' has id %u, which "
-                                 "model.vocab gives to another token", fpath, a->s, a->id);
-                goto out;
-            }
-            continue;
-        }
-        st = zpi_tok_build_add(t, a->id, (const uint8_t *)a->s, a->len, 0, err);
-        if (st != ZP_OK) {
-            zpi_err_prefix(err, "%s: added_tokens", fpath);
-            goto out;
-        }
-    }
-    if (unk) {
-        uint32_t u = find_bytes(t, (const uint8_t *)unk, strlen(unk));
-        if (u == ZPI_TOK_NONE) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: model.unk_token '%s' is not in "
-                             "model.vocab", fpath, unk);
-            goto out;
-        }
-        h->unk_id = u;
-    }
+    if ((st = add_vocab(t, h, &L, fpath, err)) != ZP_OK)
+        goto out;
+    if ((st = add_added(t, h, unk, fpath, err)) != ZP_OK)
+        goto out;
     if ((st = scan_merges(&L, t, h->bytelevel, err)) != ZP_OK)
         goto out;
     if (build_matcher(h, &h->raw, 0) != ZP_OK || build_matcher(h, &h->normd, 1) != ZP_OK) {
@@ -1614,44 +1713,7 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
         goto out;
     compute_bound(h);
     t->match_special_ok = 1;
-    if (h->bytelevel) {
-        t->kind = ZPI_TOK_KIND_BYTE_BPE;
-        t->mode = ZPI_TOK_HF_MERGES;
-        /* the core loop runs the pre-tokenizer itself when it is one pattern
-         * that covers the text */
-        const hf_pt *p0 = &h->pt[0];
-        if (h->n_pt == 1 && p0->re && !p0->add_prefix_space) {
-            h->core_fast = 1;
-        } else if (h->n_pt == 2 && p0->kind == HF_P_SPLIT_REGEX && !h->pt[1].re &&
-                   !h->pt[1].add_prefix_space &&
-                   ((p0->behavior == HF_B_ISOLATED && !p0->invert) ||
-                    (p0->behavior == HF_B_REMOVED && p0->invert &&
-                     zpi_pretok_get_kind(p0->re) != ZPI_PRETOK_REGEX))) {
-            h->core_fast = 1;
-        }
-        if (h->core_fast) { /* t->pretok owns it from now on */
-            t->pretok = p0->re;
-            h->given = p0->re;
-        }
-        int32_t eot_keep = t->eot;
-        if (t->eot < 0)
-            t->eot = 0; /* zpi_tok_build_finish wants one */
-        st = zpi_tok_build_finish(t, err);
-        t->eot = eot_keep;
-        if (st != ZP_OK) {
-            zpi_err_prefix(err, "%s", fpath);
-            goto out;
-        }
-    } else {
-        t->kind = ZPI_TOK_KIND_SP_BPE;
-        t->mode = ZPI_TOK_HF_MERGES;
-        if (h->byte_fallback && !h->all_byte_toks) {
-            /* as tokenizers: a character whose bytes are not all tokens becomes unk */
-        }
-        st = sp_finish(h, t, err);
-        if (st != ZP_OK)
-            goto out;
-    }
+    st = finish_model(t, h, fpath, err);
 out:
     if (mapped)
         munmap(buf, len);

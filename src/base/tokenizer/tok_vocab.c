@@ -201,6 +201,116 @@ static zp_status load_gpt2(zp_tokenizer *t, zpi_err *err)
 
 /* ------------------------------------------------------------ Hugging Face */
 
+/* vocab.json's ids: each an integer in range; the largest id and the
+ * longest key. */
+static zp_status hf_vocab_scan(json_t *root, const char *vpath, json_int_t *max_id,
+                               size_t *max_key, zpi_err *err)
+{
+    const char *key;
+    json_t *val;
+    *max_id = -1;
+    *max_key = 0;
+    json_object_foreach(root, key, val)
+    {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= ZPI_TOK_MAX_IDS - 1)
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "%s: the id of token '%.64s' is not an integer in [0, %u)", vpath,
+                               key, ZPI_TOK_MAX_IDS - 1);
+        if (json_integer_value(val) > *max_id)
+            *max_id = json_integer_value(val);
+        size_t kl = strlen(key);
+        if (kl > *max_key)
+            *max_key = kl;
+    }
+    if (*max_id < 255)
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: %zu tokens, not a byte-level BPE vocabulary",
+                           vpath, json_object_size(root));
+    return ZP_OK;
+}
+
+/* The tokens of vocab.json (byte-level spelling decoded; tmp: room for the
+ * longest key), and <|endoftext|>: vocab.json's, else id n_ids - 1. */
+static zp_status hf_vocab_add(zp_tokenizer *t, json_t *root, const byte_map *m, uint8_t *tmp,
+                              uint32_t n_ids, const char *vpath, zpi_err *err)
+{
+    const char *key;
+    json_t *val;
+    zp_status st;
+    json_object_foreach(root, key, val)
+    {
+        uint32_t id = (uint32_t)json_integer_value(val);
+        size_t kl = strlen(key);
+        long bl = bytelevel_decode(m, (const uint8_t *)key, kl, tmp);
+        if (bl > 0)
+            st = zpi_tok_build_add(t, id, tmp, (size_t)bl, 1, err);
+        else /* an added token outside the byte-level alphabet: kept as is */
+            st = zpi_tok_build_add(t, id, (const uint8_t *)key, kl, 0, err);
+        if (st != ZP_OK)
+            return zpi_err_prefix(err, "%s: token '%.64s'", vpath, key);
+    }
+    json_t *eotv = json_object_get(root, EOT_TEXT);
+    if (eotv) {
+        t->eot = (int32_t)json_integer_value(eotv);
+        return ZP_OK;
+    }
+    t->eot = (int32_t)(n_ids - 1);
+    return zpi_tok_build_add(t, n_ids - 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0, err);
+}
+
+/* merges.txt: one "A B" per line, rank = line order; merge_id[rank] is the
+ * id the merge makes. tmp: room for 2 KiB + 16. */
+static zp_status hf_merges(zp_tokenizer *t, const byte_map *m, const char *mbuf, size_t mlen,
+                           uint8_t *tmp, uint32_t n_ids, const char *mpath, zpi_err *err)
+{
+    zp_status st = zpi_tok_build_pairs_begin(t, n_ids, err);
+    if (st != ZP_OK)
+        return st;
+    size_t n_lines = 1;
+    for (size_t i = 0; i < mlen; i++)
+        n_lines += mbuf[i] == '\n';
+    if (n_lines >= ZPI_TOK_MAX_IDS)
+        return zpi_err_set(err, ZP_ERR_FORMAT, "%s: too many merges (at most %u)", mpath,
+                           ZPI_TOK_MAX_IDS - 1);
+    t->merge_cap = (uint32_t)n_lines;
+    t->merge_id = malloc(n_lines * sizeof *t->merge_id);
+    if (!t->merge_id) {
+        t->merge_cap = 0;
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+    }
+    size_t pos = 0, n, lineno = 0;
+    uint32_t rank = 0;
+    const char *line;
+    while ((line = next_line(mbuf, mlen, &pos, &n)) != NULL) {
+        lineno++;
+        if (n == 0 || (lineno == 1 && n >= 8 && memcmp(line, "#version", 8) == 0))
+            continue;
+        const char *sp = memchr(line, ' ', n);
+        if (!sp || sp == line || sp + 1 == line + n ||
+            memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1) || n > 2048)
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "%s:%zu: expected two tokens separated by one space", mpath, lineno);
+        size_t la = (size_t)(sp - line);
+        long a = bytelevel_decode(m, (const uint8_t *)line, la, tmp);
+        long b = a <= 0 ? -1
+                        : bytelevel_decode(m, (const uint8_t *)sp + 1, n - la - 1, tmp + a);
+        if (a <= 0 || b <= 0)
+            return zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: token outside the byte-level alphabet",
+                               mpath, lineno);
+        uint32_t ia = zpi_tok_find(t, tmp, (size_t)a, zpi_tok_hash(tmp, (size_t)a));
+        uint32_t ib = zpi_tok_find(t, tmp + a, (size_t)b, zpi_tok_hash(tmp + a, (size_t)b));
+        uint32_t im = zpi_tok_find(t, tmp, (size_t)(a + b), zpi_tok_hash(tmp, (size_t)(a + b)));
+        if (ia == ZPI_TOK_NONE || ib == ZPI_TOK_NONE || im == ZPI_TOK_NONE)
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "%s:%zu: merge '%.*s' uses or makes a token not in vocab.json",
+                               mpath, lineno, (int)(n > 200 ? 200 : n), line);
+        t->merge_id[rank] = im;
+        if (zpi_tok_build_pair(t, ia, ib, rank++) != 0)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the merge table");
+    }
+    return ZP_OK;
+}
+
 static zp_status load_hf(zp_tokenizer *t, const char *dir, zpi_err *err)
 {
     char vpath[4096], mpath[4096];
@@ -228,122 +338,23 @@ static zp_status load_hf(zp_tokenizer *t, const char *dir, zpi_err *err)
                              jerr.text);
         goto out;
     }
-    const char *key;
-    json_t *val;
-    json_int_t max_id = -1;
-    size_t max_key = 0;
-    json_object_foreach(root, key, val)
-    {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-            json_integer_value(val) >= ZPI_TOK_MAX_IDS - 1) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT,
-                             "%s: the id of token '%.64s' is not an integer in [0, %u)", vpath, key,
-                             ZPI_TOK_MAX_IDS - 1);
-            goto out;
-        }
-        if (json_integer_value(val) > max_id)
-            max_id = json_integer_value(val);
-        size_t kl = strlen(key);
-        if (kl > max_key)
-            max_key = kl;
-    }
-    if (max_id < 255) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: %zu tokens, not a byte-level BPE vocabulary",
-                         vpath, json_object_size(root));
+    json_int_t max_id;
+    size_t max_key;
+    st = hf_vocab_scan(root, vpath, &max_id, &max_key, err);
+    if (st != ZP_OK)
         goto out;
-    }
-    json_t *eotv = json_object_get(root, EOT_TEXT);
-    uint32_t n_ids = (uint32_t)max_id + 1 + (eotv ? 0 : 1);
+    uint32_t n_ids = (uint32_t)max_id + 1 + (json_object_get(root, EOT_TEXT) ? 0 : 1);
     st = zpi_tok_build_begin(t, n_ids, err);
     tmp = malloc(max_key + 2 * 1024 + 16);
     if (st == ZP_OK && !tmp) {
         st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
     }
+    if (st == ZP_OK)
+        st = hf_vocab_add(t, root, &m, tmp, n_ids, vpath, err);
     if (st != ZP_OK)
         goto out;
-    json_object_foreach(root, key, val)
-    {
-        uint32_t id = (uint32_t)json_integer_value(val);
-        size_t kl = strlen(key);
-        long bl = bytelevel_decode(&m, (const uint8_t *)key, kl, tmp);
-        if (bl > 0)
-            st = zpi_tok_build_add(t, id, tmp, (size_t)bl, 1, err);
-        else /* an added token outside the byte-level alphabet: kept as is */
-            st = zpi_tok_build_add(t, id, (const uint8_t *)key, kl, 0, err);
-        if (st != ZP_OK) {
-            zpi_err_prefix(err, "%s: token '%.64s'", vpath, key);
-            goto out;
-        }
-    }
-    if (eotv) {
-        t->eot = (int32_t)json_integer_value(eotv);
-    } else {
-        t->eot = (int32_t)(n_ids - 1);
-        st = zpi_tok_build_add(t, n_ids - 1, (const uint8_t *)EOT_TEXT, sizeof EOT_TEXT - 1, 0,
-                               err);
-        if (st != ZP_OK)
-            goto out;
-    }
     t->mode = ZPI_TOK_HF_MERGES;
-
-    /* merges.txt: one "A B" per line, rank = line order; merge_id[rank] is
-     * the id the merge makes. */
-    st = zpi_tok_build_pairs_begin(t, n_ids, err);
-    if (st != ZP_OK)
-        goto out;
-    size_t n_lines = 1;
-    for (size_t i = 0; i < mlen; i++)
-        n_lines += mbuf[i] == '\n';
-    if (n_lines >= ZPI_TOK_MAX_IDS) {
-        st = zpi_err_set(err, ZP_ERR_FORMAT, "%s: too many merges (at most %u)", mpath,
-                         ZPI_TOK_MAX_IDS - 1);
-        goto out;
-    }
-    t->merge_cap = (uint32_t)n_lines;
-    t->merge_id = malloc(n_lines * sizeof *t->merge_id);
-    if (!t->merge_id) {
-        t->merge_cap = 0;
-        st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    size_t pos = 0, n, lineno = 0;
-    uint32_t rank = 0;
-    const char *line;
-    while ((line = next_line(mbuf, mlen, &pos, &n)) != NULL) {
-        lineno++;
-        if (n == 0 || (lineno == 1 && n >= 8 && memcmp(line, "#version", 8) == 0))
-            continue;
-        const char *sp = memchr(line, ' ', n);
-        if (!sp || sp == line || sp + 1 == line + n ||
-            memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1) || n > 2048) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT,
-                             "%s:%zu: expected two tokens separated by one space", mpath, lineno);
-            goto out;
-        }
-        size_t la = (size_t)(sp - line);
-        long a = bytelevel_decode(&m, (const uint8_t *)line, la, tmp);
-        long b = a <= 0 ? -1
-                        : bytelevel_decode(&m, (const uint8_t *)sp + 1, n - la - 1, tmp + a);
-        if (a <= 0 || b <= 0) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT, "%s:%zu: token outside the byte-level alphabet",
-                             mpath, lineno);
-            goto out;
-        }
-        uint32_t ia = zpi_tok_find(t, tmp, (size_t)a, zpi_tok_hash(tmp, (size_t)a));
-        uint32_t ib = zpi_tok_find(t, tmp + a, (size_t)b, zpi_tok_hash(tmp + a, (size_t)b));
-        uint32_t im = zpi_tok_find(t, tmp, (size_t)(a + b), zpi_tok_hash(tmp, (size_t)(a + b)));
-        if (ia == ZPI_TOK_NONE || ib == ZPI_TOK_NONE || im == ZPI_TOK_NONE) {
-            st = zpi_err_set(err, ZP_ERR_FORMAT,
-                             "%s:%zu: merge '%.*s' uses or makes a token not in vocab.json", mpath,
-                             lineno, (int)(n > 200 ? 200 : n), line);
-            goto out;
-        }
-        t->merge_id[rank] = im;
-        if (zpi_tok_build_pair(t, ia, ib, rank++) != 0) {
-            st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the merge table");
-            goto out;
-        }
-    }
+    st = hf_merges(t, &m, mbuf, mlen, tmp, n_ids, mpath, err);
 out:
     json_decref(root);
     free(tmp);
