@@ -3,7 +3,7 @@
  * one JSON array of token ids per input record, on its own line.
  *
  *   zephon tokenize [--tokenizer gpt2|DIR|FILE.tiktoken] [--field text]
- *                   [--threads N] [FILE|-]
+ *                   [--threads N] [--match-special] [FILE|-]
  *
  * FILE may be plain JSONL or zstd-compressed (recognised by its magic
  * number, so compressed standard input works too). Blank lines are skipped
@@ -53,7 +53,8 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: zephon tokenize [--tokenizer NAME] [--field NAME] [--threads N] [FILE|-]\n"
+    fputs("usage: zephon tokenize [--tokenizer NAME] [--field NAME] [--threads N]\n"
+          "                       [--match-special] [FILE|-]\n"
           "\n"
           "Reads JSONL (one JSON object per line; plain or zstd-compressed) from FILE or\n"
           "standard input and prints, for each record, the token ids of its text field as\n"
@@ -65,6 +66,9 @@ static void usage(FILE *f)
           "  --field NAME      the string field to tokenize (default \"text\")\n"
           "  --threads N       threads that parse and encode (1-1024; default: OpenMP's\n"
           "                    default, OMP_NUM_THREADS or the number of CPUs)\n"
+          "  --match-special   special tokens' strings in the text (\"<|endoftext|>\") are\n"
+          "                    those tokens; by default they are ordinary text, as in\n"
+          "                    training data (zp_tokenizer_config.match_special)\n"
           "\n"
           "Blank lines are skipped. Exit status: 0 ok, 1 bad input or error, 2 usage.\n",
           f);
@@ -357,6 +361,7 @@ static const zpi_oteam_ops team_ops = {team_take, team_work, team_put};
 typedef struct opts {
     const char *tokname, *field, *path;
     int nt;
+    int match_special; /* --match-special */
 } opts;
 
 /* Parse the arguments into o. -1: go on; else the exit status (help: 0,
@@ -367,6 +372,7 @@ static int parse_args(int argc, char **argv, opts *o)
     o->tokname = "gpt2";
     o->field = "text";
     o->path = NULL;
+    o->match_special = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -385,6 +391,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 o->field = argv[++i];
             else
                 threads_arg = argv[++i];
+        } else if (strcmp(a, "--match-special") == 0) {
+            o->match_special = 1;
         } else if (strncmp(a, "--tokenizer=", 12) == 0) {
             o->tokname = a + 12;
         } else if (strncmp(a, "--field=", 8) == 0) {
@@ -430,7 +438,10 @@ static int setup(run *r, const opts *o, zp_tokenizer **tok, id_text *idt, size_t
         fprintf(stderr, "zephon tokenize: out of memory\n");
         return -1;
     }
-    zp_status st = zp_tokenizer_create(o->tokname, NULL, tok, err, sizeof err);
+    zp_tokenizer_config tc;
+    zp_tokenizer_config_init(&tc);
+    tc.match_special = o->match_special;
+    zp_status st = zp_tokenizer_create(o->tokname, &tc, tok, err, sizeof err);
     if (st != ZP_OK) {
         fprintf(stderr, "zephon tokenize: %s\n", err);
         return -1;

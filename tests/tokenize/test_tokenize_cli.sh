@@ -133,6 +133,32 @@ if [[ -w /dev/full ]]; then
     fi
 fi
 
+# --match-special: special tokens' strings are those tokens (a tokenizer.json
+# written here: <s> id 1, special); by default they are ordinary text; a
+# tokenizer that cannot match them (gpt2) refuses the option
+mkdir -p "$tmp/tj"
+cat > "$tmp/tj/tokenizer.json" <<'TJ'
+{"version": "1.0", "added_tokens": [{"id": 1, "content": "<s>", "single_word": false,
+ "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+ "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,
+ "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true,
+  "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "a": 3, "b": 4, "ab": 5, "<": 6, "s": 7, ">": 8},
+  "merges": ["a b"]}}
+TJ
+echo '{"eos_token": "</s>"}' > "$tmp/tj/tokenizer_config.json"
+echo '{"text": "ab<s>ab"}' > "$tmp/special.jsonl"
+out=$("$Z" tokenize --tokenizer "$tmp/tj" "$tmp/special.jsonl" 2>&1)
+[[ $out == "[5,6,7,8,5]" ]] && ok "special token as text by default" || fail "default: $out"
+out=$("$Z" tokenize --tokenizer "$tmp/tj" --match-special "$tmp/special.jsonl" 2>&1)
+[[ $out == "[5,1,5]" ]] && ok "--match-special" || fail "--match-special: $out"
+"$Z" tokenize --match-special "$tmp/special.jsonl" > /dev/null 2> "$tmp/err"
+rc=$?
+if [[ $rc -eq 1 ]] && grep -qF "match_special" "$tmp/err"; then
+    ok "--match-special refused for gpt2"
+else
+    fail "--match-special with gpt2: exit $rc, message: $(cat "$tmp/err")"
+fi
+
 # Usage errors: exit status 2, naming the option and the value
 for a in "--threads 0" "--threads 1025" "--threads x" "--threads=-1" "--threads" "--bogus"; do
     "$Z" tokenize $a "$corpus" > /dev/null 2> "$tmp/err"
