@@ -272,6 +272,10 @@ struct zpi_spm {
      * ASCII byte (letters that start only keys with combining marks): before
      * an ASCII byte or at the end it is copied as it is */
     uint8_t cm_plain[128];
+    /* normalize()'s runs (without user-defined pieces): 1: an ASCII byte
+     * other than a space that no charsmap key starts with; 2: one that
+     * cm_plain allows before an ASCII byte or the end; 0: others */
+    uint8_t ascii_copy[128];
     size_t max_repl;       /* longest replacement string */
     /* the most normalized bytes per input byte: grow_num / grow_den (>= 3:
      * a space becomes U+2581, an invalid byte U+FFFD) */
@@ -843,6 +847,10 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
     zp_status st = cm_load(m, r->charsmap, r->charsmap_len, name, err);
     if (st != ZP_OK)
         return st;
+    for (unsigned c = 0; c < 128; c++)
+        m->ascii_copy[c] = c == ' ' ? 0
+                           : !(m->cm_units && m->cm_first[c]) ? 1
+                           : m->cm_plain[c] ? 2 : 0;
 
     m->score = malloc(r->n * sizeof *m->score);
     m->type = malloc(r->n);
@@ -1340,11 +1348,22 @@ static size_t normalize(zpi_spm_enc *e, const uint8_t *s, size_t len)
                     put_piece(m, &o, &c0, 1);
                     prev_space = 1;
                 }
+                i++;
             } else {
-                o.p[o.n++] = c0;
+                /* and the run of such bytes (other than spaces) after it,
+                 * copied as they are, within the room checked above */
+                size_t j = i + 1, lim = e->norm_cap - o.n - step_max + i + 1;
+                if (lim > len)
+                    lim = len;
+                const uint8_t *cp = m->ascii_copy;
+                while (j < lim && s[j] < 0x80 &&
+                       (cp[s[j]] == 1 || (cp[s[j]] == 2 && (j + 1 == len || s[j + 1] < 0x80))))
+                    j++;
+                memcpy(o.p + o.n, s + i, j - i);
+                o.n += j - i;
+                i = j;
                 prev_space = 0;
             }
-            i++;
             if (!m->remove_extra_ws)
                 prev_space = 0;
             continue;
