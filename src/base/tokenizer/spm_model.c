@@ -96,13 +96,24 @@ typedef struct da_key {
     const uint8_t *p;
     uint32_t len;
     int32_t id;
+    uint64_t pre; /* the first 8 bytes, big-endian, zero-padded (keys hold no NUL) */
 } da_key;
+
+static uint64_t key_prefix(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++)
+        v = (v << 8) | (i < n ? p[i] : 0);
+    return v;
+}
 
 static int key_cmp(const void *a, const void *b)
 {
     const da_key *x = a, *y = b;
+    if (x->pre != y->pre)
+        return x->pre < y->pre ? -1 : 1;
     size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->p, y->p, n);
+    int c = n > 8 ? memcmp(x->p + 8, y->p + 8, n - 8) : 0;
     if (c)
         return c;
     return x->len < y->len ? -1 : x->len > y->len;
@@ -871,7 +882,7 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
         m->score[i] = pc->score;
         m->type[i] = (uint8_t)pc->type;
         int normal = pc->type == PT_NORMAL || pc->type == PT_USER || pc->type == PT_UNUSED;
-        da_key key = {pc->p, pc->len, (int32_t)i};
+        da_key key = {pc->p, pc->len, (int32_t)i, key_prefix(pc->p, pc->len)};
         const char *bad = NULL;
         if (pc->score != pc->score || pc->score > FLT_MAX || pc->score < -FLT_MAX)
             bad = "has a score that is NaN or infinite";
