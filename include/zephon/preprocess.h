@@ -83,6 +83,13 @@ typedef struct zp_preprocess_config {
      * readers drop a trailing EOT, so both train identically through
      * Zephon. */
     int append_eot;
+    /* Optional tokenizer settings, as zp_tokenizer_create() takes them (read
+     * at create, borrowed until then): eot/bos override the ids append_eot
+     * stores after / before each document (ZP_TOKEN_DEFAULT: the tokenizer's
+     * own; bos -1: none). NULL (default): zp_tokenizer_config_init's. A
+     * run over the output gives its tokenize the same overrides, so that
+     * the readers drop the stored EOT and BOS. */
+    const zp_tokenizer_config *tokenizer_config;
     /* Encoding threads; 0 (default): omp_get_max_threads(). At most 1024. */
     int threads;
     /* 0 (default): a bad record (not JSON, not an object, text field

@@ -267,7 +267,9 @@ zp_status zp_preprocess_create(const zp_preprocess_config *cfg, zp_dataset *ds,
     c->tokenizer = pp->tok_id;
     c->field = pp->field;
     char terr[512];
-    zp_status st = zp_tokenizer_create(c->tokenizer, NULL, &pp->tok, terr, sizeof terr);
+    zp_status st = zp_tokenizer_create(c->tokenizer, c->tokenizer_config, &pp->tok, terr,
+                                       sizeof terr);
+    c->tokenizer_config = NULL; /* borrowed until here */
     if (st != ZP_OK)
         return zpi_err_set(&pp->err, st, "tokenizer '%s': %s", c->tokenizer, terr);
     pp->dtype = zp_tokenizer_vocab_size(pp->tok) <= 65536 ? ZP_DTYPE_U16 : ZP_DTYPE_I32;

@@ -58,6 +58,9 @@ static void usage(FILE *f)
           "  --append-eot         store the EOT id after each document, and the BOS before it\n"
           "                       when the tokenizer adds one (for Megatron\n"
           "                       trainers; Zephon trains the same either way)\n"
+          "  --eot ID, --bos ID|none  with --append-eot: the ids stored after / before each\n"
+          "                       document instead of the tokenizer's (give `zephon run` the\n"
+          "                       same --eot/--bos)\n"
           "  --threads N          encoding threads (default: OMP_NUM_THREADS or the CPUs)\n"
           "  --on-bad-record P    fail (default) or skip: a bad record (bad JSON, text field\n"
           "                       missing or not a string) is written as an empty document\n"
@@ -179,6 +182,7 @@ typedef struct opts {
     const char **specs;
     size_t n_specs;
     zp_preprocess_config pc;
+    zp_tokenizer_config tc; /* --eot, --bos (pc.tokenizer_config points here when given) */
     const char *shared;
     int progress; /* -1 auto, 0 off, 1 on */
     int quiet;
@@ -239,6 +243,21 @@ static int parse_option(opts *o, const char *a, const char *v, const char *arg)
         }
     } else if (!strcmp(a, "--shared")) {
         o->shared = v;
+    } else if (!strcmp(a, "--eot") || !strcmp(a, "--bos")) {
+        int bos = a[2] == 'b';
+        uint64_t n;
+        if (bos && (!strcmp(v, "none") || !strcmp(v, "-1"))) {
+            o->tc.bos = -1;
+        } else if (zpi_parse_u64(v, 0, INT32_MAX, 0, &n) != 0) {
+            fprintf(stderr, CMD ": %s '%s': must be a token id (0 to %d)%s\n", a, v, INT32_MAX,
+                    bos ? " or none" : "");
+            return 2;
+        } else if (bos) {
+            o->tc.bos = (int32_t)n;
+        } else {
+            o->tc.eot = (int32_t)n;
+        }
+        o->pc.tokenizer_config = &o->tc;
     } else if (!strcmp(a, "--append-eot")) {
         o->pc.append_eot = 1;
     } else if (!strcmp(a, "--force")) {
@@ -271,6 +290,11 @@ static int check_options(const opts *o)
         fprintf(stderr, CMD ": --out DIR is required\n");
         return 2;
     }
+    if (o->pc.tokenizer_config && !o->pc.append_eot) {
+        fprintf(stderr, CMD ": --eot and --bos set the ids that --append-eot stores around each "
+                        "document: give --append-eot too\n");
+        return 2;
+    }
     if (o->shared) {
         if (o->pc.format == ZP_PREPROCESS_MEGATRON) {
             fprintf(stderr, CMD ": --shared writes one HDF5 file: not with --format megatron\n");
@@ -289,6 +313,7 @@ static int parse(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
     zp_preprocess_config_init(&o->pc);
+    zp_tokenizer_config_init(&o->tc);
     o->progress = -1;
     o->specs = calloc((size_t)argc + 1, sizeof *o->specs);
     if (!o->specs) {
@@ -310,7 +335,7 @@ static int parse(opts *o, int argc, char **argv)
         int takes = !strcmp(a, "--out") || !strcmp(a, "--format") || !strcmp(a, "--tokenizer") ||
                     !strcmp(a, "--field") || !strcmp(a, "--threads") ||
                     !strcmp(a, "--on-bad-record") || !strcmp(a, "--shared") ||
-                    !strcmp(a, "--data");
+                    !strcmp(a, "--data") || !strcmp(a, "--eot") || !strcmp(a, "--bos");
         if (takes && !v) {
             if (need_value(argc, argv, i) != 0)
                 return 2;

@@ -13,6 +13,7 @@
 #     --on-bad-record skip keeps the record count (empty documents);
 #     empty texts give empty documents;
 #  5. bad flags and inputs (exit 2 / 1 with a message).
+#  (1b. --eot/--bos: the stored boundary ids and a run with the same ones.)
 set -u
 Z=${1:?usage: test_preprocess.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -157,6 +158,31 @@ printf '%s\n' '{"body": "alpha beta"}' '{"body": "gamma"}' > "$B/f.jsonl"
 "$Z" preprocess --out "$T/ob6" --format $f --field body "$B/f.jsonl" >"$T/out" 2>&1; rc=$?
 check "--field body: exit 0, summary line" '[[ $rc -eq 0 ]] && grep -q "1 shards, 2 documents, .* tokens" "$T/out"'
 
+# 1b. --eot/--bos with --append-eot: those ids are stored around each
+# document (the first id of the first document is the BOS, every document
+# ends with the EOT), and a run given the same overrides reads the batches
+# of tokenize-on-the-fly with them
+for f in $formats; do
+  o="$T/o-$f-eotbos"
+  "$Z" preprocess --quiet --out "$o" --format $f --append-eot --eot 50000 --bos 50001 "$M" >"$T/out" 2>&1 || bad "$f --eot/--bos: preprocess: $(cat "$T/out")"
+  if [[ $f == megatron ]]; then
+    check "megatron --eot/--bos: BOS first, EOT last, one of each per document" \
+      'python3 - "$o/shard-00000.bin" "$(samples "$o/manifest.json" | cut -d" " -f1)" <<PY
+import struct, sys
+d = open(sys.argv[1], "rb").read(); ids = struct.unpack("<%dH" % (len(d) // 2), d)
+n = int(sys.argv[2])
+sys.exit(0 if ids[0] == 50001 and ids[-1] == 50000 and ids.count(50001) == n and ids.count(50000) == n else 1)
+PY'
+  fi
+  "$Z" run "$M" --quiet --tokenize gpt2 --eot 50000 --bos 50001 --seq-len 255 --microbatch 4 --seed 3 --emit-digest "$T/a.txt" >/dev/null 2>"$T/err" || bad "run text --eot/--bos: $(cat "$T/err")"
+  "$Z" run --data "$o/manifest.json" --quiet --tokenize gpt2 --eot 50000 --bos 50001 --seq-len 255 --microbatch 4 --seed 3 --emit-digest "$T/b.txt" >/dev/null 2>"$T/err" || bad "$f --eot/--bos: run: $(cat "$T/err")"
+  check "$f --eot/--bos: the batches of tokenize-on-the-fly with the same overrides" '[[ -s "$T/a.txt" ]] && cmp -s "$T/a.txt" "$T/b.txt"'
+  "$Z" run "$M" --quiet --tokenize gpt2 --seq-len 255 --microbatch 4 --seed 3 --emit-digest "$T/c.txt" >/dev/null 2>"$T/err"
+  check "$f --eot/--bos: other batches than the defaults'" '! cmp -s "$T/a.txt" "$T/c.txt"'
+done
+"$Z" preprocess --quiet --out "$T/o-badeot" --append-eot --eot 60000 "$M" >"$T/out" 2>&1; rc=$?
+check "--eot outside the vocabulary: exit 1, named ($rc)" '[[ $rc -eq 1 ]] && grep -q "60000" "$T/out"'
+
 # 5. bad flags and inputs
 usage_err() { # description, args...
   local d=$1; shift
@@ -172,6 +198,9 @@ usage_err "--on-bad-record maybe" --out "$T/x" --on-bad-record maybe "$M"
 usage_err "unknown option" --out "$T/x" --bogus "$M"
 usage_err "--out without value" "$M" --out
 usage_err "--append-eot=1" --out "$T/x" --append-eot=1 "$M"
+usage_err "--eot without --append-eot" --out "$T/x" --eot 5 "$M"
+usage_err "--eot abc" --out "$T/x" --append-eot --eot abc "$M"
+usage_err "--bos -2" --out "$T/x" --append-eot --bos -2 "$M"
 usage_err "--shared with --format megatron" --shared "$T/x.h5" --format megatron "$M"
 "$Z" preprocess --out "$T/x" "$T/nonexistent.jsonl" >"$T/out" 2>&1; rc=$?
 check "missing input: exit 1, named" '[[ $rc -eq 1 ]] && grep -q "nonexistent.jsonl" "$T/out"'
