@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -466,9 +468,49 @@ static zp_status try_run(const char *spec, const char *tok, logbuf *log, char *m
     return st;
 }
 
+/* An HDF5 shard named directly, its record count from the index store
+ * (filled by an earlier index: no load now, so the dataset has not read
+ * the shard's attribute zephon_tokenizer): zp_pipeline_tokenize accepts
+ * tok, and the run fails at the shard's first read with what the read
+ * found (ZP_ERR_MISMATCH naming both identities), or ends (ZP_END). */
+static zp_status try_run_stored(const char *spec, const char *store, const char *tok, char *msg,
+                                size_t cap)
+{
+    zp_dataset_config dc;
+    zp_dataset_config_init(&dc);
+    dc.index_store_dir = store;
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(&dc, &ds), ZP_OK);
+    if (zp_dataset_add(ds, spec) != ZP_OK)
+        fail_msg("add '%s': %s", spec, zp_dataset_errmsg(ds));
+    assert_int_equal(zp_dataset_index(ds), ZP_OK);
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = 0;
+    zp_worksource *ws;
+    assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+    zp_pipeline_config pc;
+    zp_pipeline_config_init(&pc);
+    pc.microbatch_size = 1;
+    pc.epochs = 1;
+    zp_pipeline *p;
+    assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+    zp_status st = zp_pipeline_tokenize(p, tok, "text", 1);
+    if (st != ZP_OK)
+        fail_msg("tokenize: %s", zp_pipeline_errmsg(p));
+    assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 64), ZP_OK);
+    static run_out o;
+    st = run_all(p, &o);
+    snprintf(msg, cap, "%s", zp_pipeline_errmsg(p));
+    free_pipe(p, ws, ds);
+    return st;
+}
+
 /* Preprocessed shards record their tokenizer (HDF5 attribute and manifest,
  * a Megatron pair's PREFIX.tokenizer and manifest); a run with another
- * tokenizer is refused naming both; one with the same gives the batches of
+ * tokenizer is refused naming both (an HDF5 file named directly through
+ * its attribute: at zp_pipeline_tokenize when the index read the file, at
+ * its first read when the count came from the index store); one with the same gives the batches of
  * the text; a pair without its record is accepted with a warning. A
  * Megatron prefix names the pair. */
 static void test_shards_record_tokenizer(void **state)
@@ -497,7 +539,9 @@ static void test_shards_record_tokenizer(void **state)
         char *bin = zpt_path(out, fmt ? "docs.bin" : "docs.h5");
         char *prefix = zpt_path(out, "docs");
         const char *specs[3] = {man, bin, prefix};
-        for (int k = 0; k < (fmt ? 3 : 1); k++) {
+        /* HDF5: the manifest and the file named directly (its attribute
+         * zephon_tokenizer); Megatron: the manifest, the .bin, the prefix */
+        for (int k = 0; k < (fmt ? 3 : 2); k++) {
             /* the same tokenizer: the batches of the text */
             log.text[0] = '\0';
             assert_int_equal(try_run(specs[k], "gpt2", &log, msg, sizeof msg, &o), ZP_OK);
@@ -509,6 +553,23 @@ static void test_shards_record_tokenizer(void **state)
                              ZP_ERR_MISMATCH);
             if (!strstr(msg, "'gpt2'") || !strstr(msg, "'tiktoken:gpt2:xxh64:"))
                 fail_msg("%s: %s", specs[k], msg);
+        }
+        if (!fmt) {
+            /* the file named directly, its count from the index store: the
+             * attribute is compared when the shard is read */
+            char *store = zpt_path(d, "store");
+            assert_int_equal(mkdir(store, 0700), 0);
+            /* the store keeps no entry for a file changed in the last 2 s */
+            struct timeval tv[2] = {{time(NULL) - 10, 0}, {time(NULL) - 10, 0}};
+            assert_int_equal(utimes(bin, tv), 0);
+            assert_int_equal(try_run_stored(bin, store, "gpt2", msg, sizeof msg), ZP_END);
+            assert_int_equal(try_run_stored(bin, store, other, msg, sizeof msg),
+                             ZP_ERR_MISMATCH);
+            if (!strstr(msg, "'gpt2'") || !strstr(msg, "'tiktoken:gpt2:xxh64:") ||
+                !strstr(msg, "zephon_tokenizer"))
+                fail_msg("stored count: %s", msg);
+            assert_int_equal(try_run_stored(bin, store, "gpt2", msg, sizeof msg), ZP_END);
+            free(store);
         }
         if (fmt) {
             /* the pair's record alone (no manifest) says so ... */

@@ -32,6 +32,7 @@
 #include "io/fetcher.h"
 #include "data/index_store.h"
 #include "data/manifest.h"
+#include "formats/reader.h"
 #include "formats/unfinished.h"
 #include "io/storage.h"
 #include "base/util.h"
@@ -450,6 +451,13 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
     zp_status st = s->fmt->load(path, s->name, &s->lim, &sh, &err);
     if (s->identity)
         zpi_fetcher_release(ds->fetcher, &pin, st == ZP_ERR_FORMAT && s->has_hash);
+    /* a pre-tokenized HDF5 shard's record of its tokenizer (attribute
+     * zephon_tokenizer), for zp_pipeline_tokenize's check */
+    if (st == ZP_OK && sh.rd && sh.rd->tokenizer && !s->tokenizer &&
+        !(s->tokenizer = zpi_strdup(sh.rd->tokenizer))) {
+        zpi_shard_free(&sh);
+        st = zpi_err_set(&err, ZP_ERR_NOMEM, "out of memory");
+    }
     if (st == ZP_OK) {
         set_count(ds, s, sh.file_bytes, sh.n_records);
         zpi_dataset_log(ds, ZP_LOG_DEBUG, "indexed shard '%s': %llu records in %.3f s", s->name,

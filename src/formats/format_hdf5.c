@@ -66,6 +66,7 @@ static void h5_free(h5_reader *r)
     if (r->gc_init)
         pthread_mutex_destroy(&r->gc_mu);
     free(r->name);
+    free(r->tokenizer);
     free(r);
 }
 
@@ -662,11 +663,49 @@ static zp_status load_fields(lctx *L, h5_reader *r)
     return ZP_OK;
 }
 
+/* The root attribute zephon_tokenizer (a string: the identity of the
+ * tokenizer that zephon preprocess used) into r->tokenizer, when there is
+ * one that reads (under the lock). Anything else leaves it NULL: the
+ * attribute is a record for a check, not part of the data. */
+static void read_tokenizer_attr(h5_reader *r)
+{
+    if (H5Aexists(r->file, "zephon_tokenizer") <= 0)
+        return;
+    hid_t a = H5Aopen(r->file, "zephon_tokenizer", H5P_DEFAULT);
+    hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
+    hid_t mt = -1;
+    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && H5Tis_variable_str(ft) > 0) {
+        char *v = NULL;
+        mt = H5Tcopy(H5T_C_S1);
+        if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &v) >= 0 && v) {
+            r->tokenizer = strdup(v);
+            H5free_memory(v);
+        }
+    } else if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
+        size_t n = H5Tget_size(ft);
+        char *v = n > 0 && n < 4096 ? calloc(n + 1, 1) : NULL;
+        mt = H5Tcopy(H5T_C_S1);
+        if (v && mt >= 0 && H5Tset_size(mt, n + 1) >= 0 && H5Aread(a, mt, v) >= 0 && v[0])
+            r->tokenizer = v;
+        else
+            free(v);
+    }
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (a >= 0)
+        H5Aclose(a);
+    r->base.tokenizer = r->tokenizer;
+}
+
 /* Everything of the load that calls HDF5 (under the lock). */
 static zp_status load_locked(lctx *L, const char *path, const zpi_load_limits *lim, h5_reader *r)
 {
     ZPI_FORWARD_IF_ERR(open_file(L, path, lim, r));
-    return load_fields(L, r);
+    ZPI_FORWARD_IF_ERR(load_fields(L, r));
+    read_tokenizer_attr(r);
+    return ZP_OK;
 }
 
 

@@ -66,6 +66,7 @@ typedef struct h5_reader {
     uint64_t n;
     size_t max_record_bytes;
     char *name; /* shard name, for messages */
+    char *tokenizer; /* the attribute zephon_tokenizer, or NULL (base.tokenizer) */
     int fd;     /* the file, for the checks of variable-length data (pread) */
     uint64_t file_size;
     size_t sizeof_addr, sizeof_size; /* of the file's addresses and lengths */

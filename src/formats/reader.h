@@ -101,6 +101,10 @@ typedef struct zpi_read_req {
 typedef struct zpi_reader zpi_reader;
 struct zpi_reader {
     const zpi_schema *schema; /* owned by the reader */
+    /* The shard's record of the tokenizer that made its token field (HDF5:
+     * the root attribute zephon_tokenizer that zephon preprocess writes,
+     * zp_tokenizer_ident()); NULL: none. Owned by the reader. */
+    const char *tokenizer;
     /* Deliver the records of req into req->out (put_text, put_tokens,
      * fixed_row). Reads consecutive records
      * with one selection (HDF5: one H5Dread per field for all of req's

@@ -123,6 +123,29 @@ static const zpi_field *numeric_text_field(const zpi_op_env *env, const zpi_sche
 
 /* The shard's fields against the chunk's and the pipeline's: 0, or -1 with
  * the chunk failed. */
+/* A pre-tokenized shard that records the tokenizer that made it (HDF5: its
+ * attribute zephon_tokenizer) and names another identity than the
+ * pipeline's is refused naming both: its ids would be read as other tokens.
+ * A record that is not an identity (older zephon wrote the id as given, a
+ * path) is accepted, as zp_pipeline_tokenize accepts it (api/pipeline.c
+ * is_identity: BUILTIN or KIND:xxh64:HASH). zp_pipeline_tokenize already
+ * checked the shards whose record the dataset learnt when it indexed them;
+ * this covers the others (counts from the index store, the manifest). */
+static int check_shard_tokenizer(const zpi_op_env *env, zpi_chunk *c, const zpi_shard *sh,
+                                 const char *name)
+{
+    const char *rec = sh->rd->tokenizer;
+    const char *mine = zp_tokenizer_ident(env->tok);
+    if (!rec || !mine || strcmp(rec, mine) == 0 || (!strstr(rec, ":xxh64:") && strpbrk(rec, "/.")))
+        return 0;
+    zpi_chunk_fail(c, ZP_ERR_MISMATCH,
+                   "shard '%s' was pre-tokenized with the tokenizer '%s' (its attribute "
+                   "zephon_tokenizer), this pipeline's is '%s': its ids would be read as other "
+                   "tokens (tokenize with the tokenizer that made it)",
+                   name, rec, mine);
+    return -1;
+}
+
 static int check_fields(const zpi_op_env *env, zpi_chunk *c, const zpi_shard *sh, const char *name)
 {
     zp_status st = zpi_chunk_set_schema(c, sh->rd->schema);
@@ -167,7 +190,7 @@ static int check_fields(const zpi_op_env *env, zpi_chunk *c, const zpi_shard *sh
                        name);
         return -1;
     }
-    return 0;
+    return has_tokens ? check_shard_tokenizer(env, c, sh, name) : 0;
 }
 
 /* Reads every sample of chunk c from row i on that lies in shard sh (read
