@@ -152,7 +152,11 @@ static void write_sentencepiece(const char *dir)
     for (unsigned b = 0; b < 256; b++)
         fprintf(f, ", \"<0x%02X>\": %u", b, 3 + b);
     static const char *pieces[] = {"\xe2\x96\x81", "a", "b", "c", "1", "ab", "abc",
-                                   "\xe2\x96\x81" "a", "\xe2\x96\x81" "ab", "\xc3\xa9", "\xe4\xb8\xad"};
+                                   "\xe2\x96\x81"
+                                   "a",
+                                   "\xe2\x96\x81"
+                                   "ab",
+                                   "\xc3\xa9", "\xe4\xb8\xad"};
     size_t np = sizeof pieces / sizeof pieces[0];
     for (size_t i = 0; i < np; i++)
         fprintf(f, ", \"%s\": %zu", pieces[i], 259 + i);
