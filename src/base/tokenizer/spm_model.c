@@ -824,7 +824,10 @@ static zp_status add_span(zp_tokenizer *t, uint32_t id, const raw_piece *pc, zpi
     return ZP_OK;
 }
 
-static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zpi_err *err)
+/* The model's settings from r (its types checked) and the charsmap: a new
+ * t->spm. */
+static zp_status model_settings(zp_tokenizer *t, const raw_model *r, const char *name,
+                                zpi_err *err)
 {
     if (r->model_type == MT_WORD || r->model_type == MT_CHAR)
         ERR(ZP_ERR_UNSUPPORTED, "%s: trainer_spec.model_type %s is not supported (only BPE and "
@@ -855,6 +858,11 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
     size_t nl = r->nm_name_len < sizeof m->name - 1 ? r->nm_name_len : sizeof m->name - 1;
     memcpy(m->name, r->nm_name ? (const char *)r->nm_name : "", nl);
     m->name[nl] = '\0';
+    /* trainer_spec ids: -1 disables; SentencePiece checks them against the
+     * pieces' types when it trains; an id out of range means none here */
+    m->bos_id = r->bos_id >= 0 && (uint64_t)r->bos_id < r->n ? (int32_t)r->bos_id : -1;
+    m->eos_id = r->eos_id >= 0 && (uint64_t)r->eos_id < r->n ? (int32_t)r->eos_id : -1;
+    m->pad_id = r->pad_id >= 0 && (uint64_t)r->pad_id < r->n ? (int32_t)r->pad_id : -1;
     zp_status st = cm_load(m, r->charsmap, r->charsmap_len, name, err);
     if (st != ZP_OK)
         return st;
@@ -862,7 +870,95 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
         m->ascii_copy[c] = c == ' ' ? 0
                            : !(m->cm_units && m->cm_first[c]) ? 1
                            : m->cm_plain[c] ? 2 : 0;
+    return ZP_OK;
+}
 
+/* Why SentencePiece refuses the piece, or NULL. */
+static const char *piece_problem(const raw_piece *pc)
+{
+    if (pc->score != pc->score || pc->score > FLT_MAX || pc->score < -FLT_MAX)
+        return "has a score that is NaN or infinite";
+    if (pc->len >= 8000)
+        return "is 8000 bytes or longer";
+    if (memchr(pc->p, 0, pc->len) && !(pc->len == 1 && pc->type == PT_UNUSED))
+        return "holds a NUL byte";
+    return NULL;
+}
+
+/* The largest |score| of a Unigram lattice node (uni_usable). */
+static double unigram_smax(const struct zpi_spm *m, const raw_model *r)
+{
+    double mx = fabs((double)m->unk_score);
+    for (size_t i = 0; i < r->n; i++) {
+        const raw_piece *pc = &r->pc[i];
+        double a = pc->type == PT_NORMAL ? fabs((double)pc->score)
+                   : pc->type == PT_USER ? fabs(0.1 * ((double)pc->len - 1)) : 0.0;
+        if (a > mx)
+            mx = a;
+    }
+    return mx;
+}
+
+/* The piece tries from the keys pk (NORMAL, USER_DEFINED, UNUSED) and rk
+ * (the others); a piece defined twice is refused. */
+static zp_status build_tries(struct zpi_spm *m, const raw_model *r, da_key *pk, size_t npk,
+                             da_key *rk, size_t nrk, const char *name, zpi_err *err)
+{
+    /* duplicates: SentencePiece refuses a piece twice in the same map */
+    int rc = da_build(&m->pieces, pk, npk);
+    if (rc == 0)
+        rc = da_build(&m->reserved, rk, nrk);
+    if (rc != 0) {
+        ERR(ZP_ERR_NOMEM, "%s: out of memory for the piece trie", name);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        da_key *k = pass ? rk : pk;
+        size_t n = pass ? nrk : npk;
+        for (size_t i = 1; i < n; i++) {
+            if (k[i].len == k[i - 1].len && memcmp(k[i].p, k[i - 1].p, k[i].len) == 0) {
+                int a = k[i - 1].id, b = k[i].id;
+                ERR(ZP_ERR_FORMAT, "%s: piece '%.*s' is defined twice (ids %d and %d)", name,
+                    (int)r->pc[b].len, (const char *)r->pc[b].p, a < b ? a : b, a < b ? b : a);
+            }
+        }
+    }
+    /* a string both in pieces and reserved: SentencePiece looks the reserved
+     * one up first; refused here rather than handled */
+    for (size_t i = 0; i < nrk; i++) {
+        int32_t nd = da_walk(&m->pieces, 0, rk[i].p, rk[i].len);
+        if (nd >= 0 && m->pieces.u[nd].val >= 0) {
+            int32_t a = m->pieces.u[nd].val;
+            ERR(ZP_ERR_UNSUPPORTED, "%s: piece '%.*s' is defined twice with different types "
+                "(ids %d and %d): not supported", name, (int)rk[i].len, (const char *)rk[i].p,
+                a, rk[i].id);
+        }
+    }
+    return ZP_OK;
+}
+
+/* The tokenizer's id table (zp_decode). */
+static zp_status build_spans(zp_tokenizer *t, const raw_model *r, const char *name, zpi_err *err)
+{
+    t->n_ids = (uint32_t)r->n;
+    t->span = malloc(r->n * sizeof *t->span);
+    t->blob_cap = r->n * 8 + 64;
+    t->blob = malloc(t->blob_cap);
+    if (!t->span || !t->blob)
+        ERR(ZP_ERR_NOMEM, "%s: out of memory", name);
+    for (size_t i = 0; i < r->n; i++) {
+        zp_status st = add_span(t, (uint32_t)i, &r->pc[i], err);
+        if (st != ZP_OK)
+            return st;
+    }
+    return ZP_OK;
+}
+
+static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zpi_err *err)
+{
+    zp_status st = model_settings(t, r, name, err);
+    if (st != ZP_OK)
+        return st;
+    struct zpi_spm *m = t->spm;
     m->score = malloc(r->n * sizeof *m->score);
     m->type = malloc(r->n);
     da_key *pk = malloc(r->n * sizeof *pk);
@@ -883,13 +979,7 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
         m->type[i] = (uint8_t)pc->type;
         int normal = pc->type == PT_NORMAL || pc->type == PT_USER || pc->type == PT_UNUSED;
         da_key key = {pc->p, pc->len, (int32_t)i, key_prefix(pc->p, pc->len)};
-        const char *bad = NULL;
-        if (pc->score != pc->score || pc->score > FLT_MAX || pc->score < -FLT_MAX)
-            bad = "has a score that is NaN or infinite";
-        else if (pc->len >= 8000)
-            bad = "is 8000 bytes or longer";
-        else if (memchr(pc->p, 0, pc->len) && !(pc->len == 1 && pc->type == PT_UNUSED))
-            bad = "holds a NUL byte";
+        const char *bad = piece_problem(pc);
         if (bad) {
             free(pk);
             free(rk);
@@ -935,14 +1025,7 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
         }
     }
     m->unk_score = m->min_score - 10.0f;
-    m->smax = fabs((double)m->unk_score);
-    for (size_t i = 0; i < r->n; i++) {
-        const raw_piece *pc = &r->pc[i];
-        double a = pc->type == PT_NORMAL ? fabs((double)pc->score)
-                   : pc->type == PT_USER ? fabs(0.1 * ((double)pc->len - 1)) : 0.0;
-        if (a > m->smax)
-            m->smax = a;
-    }
+    m->smax = unigram_smax(m, r);
     if (unk < 0 && !r->byte_fallback) {
         free(pk);
         free(rk);
@@ -955,66 +1038,20 @@ static zp_status build_model(zp_tokenizer *t, raw_model *r, const char *name, zp
             name, nbytes);
     }
     m->unk_id = unk;
-    /* trainer_spec ids: -1 disables; SentencePiece checks them against the
-     * pieces' types when it trains; an id out of range means none here */
-    m->bos_id = r->bos_id >= 0 && (uint64_t)r->bos_id < r->n ? (int32_t)r->bos_id : -1;
-    m->eos_id = r->eos_id >= 0 && (uint64_t)r->eos_id < r->n ? (int32_t)r->eos_id : -1;
-    m->pad_id = r->pad_id >= 0 && (uint64_t)r->pad_id < r->n ? (int32_t)r->pad_id : -1;
-    /* duplicates: SentencePiece refuses a piece twice in the same map */
-    int rc = da_build(&m->pieces, pk, npk);
-    if (rc == 0)
-        rc = da_build(&m->reserved, rk, nrk);
-    if (rc != 0) {
-        free(pk);
-        free(rk);
-        ERR(ZP_ERR_NOMEM, "%s: out of memory for the piece trie", name);
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        da_key *k = pass ? rk : pk;
-        size_t n = pass ? nrk : npk;
-        for (size_t i = 1; i < n; i++) {
-            if (k[i].len == k[i - 1].len && memcmp(k[i].p, k[i - 1].p, k[i].len) == 0) {
-                int a = k[i - 1].id, b = k[i].id;
-                free(pk);
-                free(rk);
-                ERR(ZP_ERR_FORMAT, "%s: piece '%.*s' is defined twice (ids %d and %d)", name,
-                    (int)r->pc[b].len, (const char *)r->pc[b].p, a < b ? a : b, a < b ? b : a);
-            }
-        }
-    }
-    /* a string both in pieces and reserved: SentencePiece looks the reserved
-     * one up first; refused here rather than handled */
-    for (size_t i = 0; i < nrk; i++) {
-        int32_t nd = da_walk(&m->pieces, 0, rk[i].p, rk[i].len);
-        if (nd >= 0 && m->pieces.u[nd].val >= 0) {
-            int32_t a = m->pieces.u[nd].val;
-            free(pk);
-            free(rk);
-            ERR(ZP_ERR_UNSUPPORTED, "%s: piece '%.*s' is defined twice with different types "
-                "(ids %d and %d): not supported", name, (int)rk[i].len, (const char *)rk[i].p,
-                a, rk[i].id);
-        }
-    }
+    st = build_tries(m, r, pk, npk, rk, nrk, name, err);
     free(pk);
     free(rk);
+    if (st != ZP_OK)
+        return st;
     m->seg_mode = cross ? 0 : (m->ws_suffix ? 2 : 1);
     if (!m->escape_ws)
         m->seg_mode = 0; /* spaces stay spaces: no U+2581 boundaries */
     if (m->model_type == MT_BPE && m->has_unused)
         m->seg_mode = 0; /* UNUSED resegmentation depends on the whole text */
 
-    /* the tokenizer's id table (zp_decode) */
-    t->n_ids = (uint32_t)r->n;
-    t->span = malloc(r->n * sizeof *t->span);
-    t->blob_cap = r->n * 8 + 64;
-    t->blob = malloc(t->blob_cap);
-    if (!t->span || !t->blob)
-        ERR(ZP_ERR_NOMEM, "%s: out of memory", name);
-    for (size_t i = 0; i < r->n; i++) {
-        st = add_span(t, (uint32_t)i, &r->pc[i], err);
-        if (st != ZP_OK)
-            return st;
-    }
+    st = build_spans(t, r, name, err);
+    if (st != ZP_OK)
+        return st;
     t->eot = m->eos_id;
     t->bos = m->bos_id;
     return ZP_OK;
