@@ -13,6 +13,11 @@ list(APPEND ZEPHON_SOURCES
   src/base/tokenizer/tok_tiktoken_data.c
   src/base/tokenizer/unicode_tables.c
   src/base/tokenizer/spm_model.c
+  src/base/tokenizer/spm_proto.c
+  src/base/tokenizer/spm_trie.c
+  src/base/tokenizer/spm_norm.c
+  src/base/tokenizer/spm_unigram.c
+  src/base/tokenizer/spm_bpe.c
   src/base/tokenizer/hf_json.c
   src/base/tokenizer/hf_encode.c
 )
