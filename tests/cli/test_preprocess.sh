@@ -89,9 +89,10 @@ for sig in INT TERM; do
   OB="$T/ob-$sig"
   "$Z" preprocess --out "$OB" --format $f --threads 1 --progress "$T/big" >"$T/sout" 2>"$T/serr" &
   pid=$!
-  # wait until it is writing (a temporary file), then signal it
+  # wait until it is writing (a temporary file) and has shown its progress
+  # line (a busy machine may take longer than any fixed sleep), then signal it
   for _ in $(seq 100); do ls "$OB" 2>/dev/null | grep -q zptmp && break; sleep 0.05; done
-  sleep 0.3
+  for _ in $(seq 150); do grep -q "MB/s" "$T/serr" 2>/dev/null && break; sleep 0.1; done
   kill -s $sig $pid
   for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   kill -0 $pid 2>/dev/null && { kill -9 $pid; bad "SIG$sig: still running after 10 s"; }
