@@ -13,9 +13,12 @@ OUTDIR keeps the models between runs: a Unigram and a BPE model (vocab
 Unigram model of 262,144 pieces (the trained one plus synthetic pieces
 appended as ModelProto field 1) to time loading a large vocabulary.
 
-Prints per model: Zephon and sentencepiece MB/s (wall clock and CPU time of
-the thread), the ratio of CPU-time figures, both token counts (they must be
-equal: the script fails otherwise), and load times.
+Prints per model: Zephon, sentencepiece and HF tokenizers MB/s (wall clock
+and CPU time of the thread; HF: the model converted by hf_of_spm, one
+encode() per document in this thread), the ratios of CPU-time figures
+(Zephon / sentencepiece, Zephon / HF), the token counts (Zephon's and
+sentencepiece's must be equal: the script fails otherwise), the documents
+where HF's ids differ from sentencepiece's, and load times.
 """
 import json
 import os
@@ -26,6 +29,7 @@ import sys
 import time
 
 import sentencepiece as spm
+from tokenizers import Tokenizer, Regex, models, normalizers, pre_tokenizers
 
 
 def fail(msg):
@@ -83,6 +87,78 @@ def big_model(src, dst, total):
         f.write(b"".join(extra))
 
 
+def pb_fields(buf):
+    i = 0
+    while i < len(buf):
+        key, i = varint_at(buf, i)
+        f, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = varint_at(buf, i)
+        elif wt == 1:
+            v, i = buf[i:i + 8], i + 8
+        elif wt == 2:
+            n, i = varint_at(buf, i)
+            v, i = buf[i:i + n], i + n
+        elif wt == 5:
+            v, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        yield f, wt, v
+
+def varint_at(b, i):
+    r = s = 0
+    while True:
+        c = b[i]; i += 1
+        r |= (c & 0x7F) << s; s += 7
+        if not c & 0x80:
+            return r, i
+
+def hf_of_spm(path):
+    """The HF tokenizers equivalent of a .model, built from its pieces as
+    tokenizers' SentencePieceUnigramTokenizer.from_spm (Unigram) and
+    transformers' SentencePieceExtractor (BPE merges from the pieces, by
+    score) do, without protobuf: the charsmap is read by pb_fields."""
+    buf = open(path, "rb").read()
+    cm, remove_ws = b"", True
+    for f, wt, v in pb_fields(buf):
+        if f == 3:
+            for f2, wt2, v2 in pb_fields(v):
+                if f2 == 2: cm = bytes(v2)
+                if f2 == 4: remove_ws = v2 != 0
+    sp = spm.SentencePieceProcessor(model_file=path)
+    n = sp.get_piece_size()
+    pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(n)]
+    unk = sp.unk_id()
+    bf = any(sp.is_byte(i) for i in range(n))
+    t = sp_type(path)
+    if t == 1:
+        tok = Tokenizer(models.Unigram(pieces, unk, bf))
+    else:
+        vocab = {p: i for i, (p, _) in enumerate(pieces)}
+        merges = []
+        for merge, (_, score) in zip(vocab, pieces):
+            local = [(merge[:k], merge[k:], score) for k in range(1, len(merge))
+                     if merge[:k] in vocab and merge[k:] in vocab]
+            local.sort(key=lambda x: (vocab[x[0]], vocab[x[1]]))
+            merges += local
+        merges.sort(key=lambda x: x[2], reverse=True)
+        tok = Tokenizer(models.BPE(vocab, [(a, b) for a, b, _ in merges], unk_token=pieces[unk][0],
+                                   fuse_unk=True, byte_fallback=bf))
+    norm = [normalizers.Precompiled(cm)] if cm else []
+    if remove_ws:
+        norm += [normalizers.Strip(), normalizers.Replace(Regex(" {2,}"), " ")]
+    tok.normalizer = normalizers.Sequence(norm)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    return tok, sp
+
+def sp_type(path):
+    for f, wt, v in pb_fields(open(path, "rb").read()):
+        if f == 2:
+            for f2, wt2, v2 in pb_fields(v):
+                if f2 == 3: return v2
+    return 1
+
+
 def main():
     if len(sys.argv) < 4:
         fail("usage: bench_spm.py SPM_CHECK TEXT.jsonl OUTDIR [MEGABYTES] [SECS]")
@@ -107,9 +183,9 @@ def main():
             f.write(struct.pack("<I", len(d)) + d)
     print("text: %s, %d documents, %.2f MB; one thread each; MB/s = input bytes / time"
           % (os.path.basename(text), len(docs), nbytes / 1e6), flush=True)
-    print("%-18s %12s %12s %12s %12s %8s %10s %10s %9s %9s" % (
-        "model", "zephon", "(CPU)", "spm py", "(CPU)", "x (CPU)", "tokens", "spm tokens",
-        "load", "spm load"))
+    print("%-18s %8s %8s %8s %8s %8s %8s %7s %7s %9s %9s %7s %8s %8s" % (
+        "model", "zephon", "(CPU)", "spm py", "(CPU)", "hf py", "(CPU)", "x spm", "x hf",
+        "tokens", "spm tok", "hf diff", "load", "spm load"))
     models = []
     for mt in ("unigram", "bpe"):
         prefix = os.path.join(outdir, mt)
@@ -139,6 +215,19 @@ def main():
                 break
         sw = done / (time.perf_counter() - w0) / 1e6
         sc = done / (time.thread_time() - c0) / 1e6
+        hf, _ = hf_of_spm(model)
+        sdocs = [d.decode("utf-8", "surrogatepass") for d in docs]
+        hdiff = sum(1 for d, s in zip(docs, sdocs)
+                    if hf.encode(s, add_special_tokens=False).ids != sp.encode(d))
+        w0, c0, done = time.perf_counter(), time.thread_time(), 0
+        while True:
+            for s in sdocs:
+                hf.encode(s, add_special_tokens=False)
+            done += nbytes
+            if time.perf_counter() - w0 >= secs:
+                break
+        hw = done / (time.perf_counter() - w0) / 1e6
+        hc = done / (time.thread_time() - c0) / 1e6
         for label, path in helpers:
             p = subprocess.run([path, "--bench", model, in_path, str(secs)],
                                stdout=subprocess.PIPE, text=True)
@@ -147,9 +236,9 @@ def main():
             z = p.stdout.split()
             zw, zc = float(z[0]), float(z[3])
             ztok, zload = int(z[z.index("tokens") - 1]), float(z[-2])
-            print("%-18s %12.2f %12.2f %12.2f %12.2f %8.1f %10d %10d %8.3fs %8.3fs" % (
-                name + " " + label, zw, zc, sw, sc, zc / sc, ztok, stok, zload, sload),
-                flush=True)
+            print("%-18s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.1f %7.1f %9d %9d %7d %7.3fs %7.3fs"
+                  % (name + " " + label, zw, zc, sw, sc, hw, hc, zc / sc, zc / hc, ztok, stok,
+                     hdiff, zload, sload), flush=True)
             if ztok != stok:
                 fail("%s: token counts differ (zephon %d, sentencepiece %d)" % (name, ztok, stok))
     loads = []
