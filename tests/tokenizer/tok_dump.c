@@ -11,6 +11,8 @@
  * a second pass over all records (one thread), by the clock and by the
  * thread's CPU time.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
