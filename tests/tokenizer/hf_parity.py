@@ -53,6 +53,9 @@ def cases():
           "\u0915\u094d\u0937 \u0928\u092e\u0938\u094d\u0924\u0947", "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645",
           "\u3053\u3093\u306b\u3061\u306f\u4e16\u754c", "\ud55c\uad6d\uc5b4", "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
           "x\u0000y\u0001z\u007f", "   ", " ", "", "\u2581leading", "a\u2581\u2581b", "<0x0A>"]
+    c += ["abc <mask> ab", "x <mask>y", "<mask>", "<mask><mask>", "  <mask>  x", "x\t<mask>\ty",
+          "a\u3000<mask>\u3000b", "\u2581<mask>\u2581", "a [MASK] x b", "[MASK] x", "[MASK]  x  y",
+          "a[MASK] xb", "\uff3bMASK\uff3d x"]
     for s in SPECIALS:
         c += [s, f"a{s}b", f" {s} ", f"{s}{s}", f"text {s}\n"]
     return c
@@ -128,6 +131,22 @@ def variants(base):
     d["added_tokens"].append({"id": 3, "content": "<0x00>", "single_word": False, "lstrip": True,
                               "rstrip": True, "normalized": False, "special": False})
     v["llama2-split-unk"] = d
+    # An added token with lstrip/rstrip under Llama 2's SentencePiece-style
+    # normalizer (Prepend and Replace " " -> U+2581): tokenizers matches a
+    # normalized added token by its content through the normalizer
+    # ("\u2581<mask>" here), in the normalized text, where the stripped spaces
+    # are U+2581 already; a non-normalized one by its content in the raw text.
+    for norm in (True, False):
+        e = json.loads(json.dumps(l2))
+        e["added_tokens"].append({"id": 32000, "content": "<mask>", "single_word": False,
+                                  "lstrip": True, "rstrip": True, "normalized": norm,
+                                  "special": False})
+        e["added_tokens"].append({"id": 32001, "content": "[MASK] x", "single_word": False,
+                                  "lstrip": False, "rstrip": True, "normalized": norm,
+                                  "special": False})
+        if norm:  # NFKC first, as the fuzz target's sp.json: "\uff3bMASK\uff3d x" matches
+            e["normalizer"]["normalizers"].insert(0, {"type": "NFKC"})
+        v["llama2-added-strip-" + ("normalized" if norm else "raw")] = e
     return v
 
 

@@ -436,6 +436,32 @@ static int normalize(zpi_hf_enc *e, const uint8_t *s, size_t n, const uint8_t **
     return 0;
 }
 
+int zpi_hf_normalize_string(const struct zpi_hf *h, const char *s, size_t n, char **out,
+                            size_t *on)
+{
+    zpi_hf_enc *e = calloc(1, sizeof *e);
+    if (!e)
+        return -1;
+    e->h = h;
+    const uint8_t *q;
+    size_t qn;
+    int r = normalize(e, (const uint8_t *)s, n, &q, &qn);
+    if (r == 0) {
+        *out = malloc(qn + 1);
+        if (*out) {
+            memcpy(*out, q, qn);
+            (*out)[qn] = '\0';
+            *on = qn;
+        } else {
+            r = -1;
+        }
+    }
+    free(e->nb[0].p);
+    free(e->nb[1].p);
+    free(e);
+    return r;
+}
+
 /* ------------------------------------------------------------ SentencePiece-style BPE */
 
 static inline uint32_t pair_rank(zpi_hf_enc *e, uint32_t a, uint32_t b)
@@ -1073,7 +1099,7 @@ static long match_at(const struct zpi_hf *h, const hf_matcher *m, const uint8_t 
         while (a < b) {
             size_t mid = (a + b) / 2;
             const hf_added *t = &h->added[m->idx[mid]];
-            if (t->len <= k || (uint8_t)t->s[k] < c)
+            if (t->mlen <= k || (uint8_t)t->m[k] < c)
                 a = mid + 1;
             else
                 b = mid;
@@ -1083,7 +1109,7 @@ static long match_at(const struct zpi_hf *h, const hf_matcher *m, const uint8_t 
         while (a < b) {
             size_t mid = (a + b) / 2;
             const hf_added *t = &h->added[m->idx[mid]];
-            if ((uint8_t)t->s[k] <= c)
+            if ((uint8_t)t->m[k] <= c)
                 a = mid + 1;
             else
                 b = mid;
@@ -1091,7 +1117,7 @@ static long match_at(const struct zpi_hf *h, const hf_matcher *m, const uint8_t 
         lo = l2;
         hi = a;
         k++;
-        if (lo < hi && h->added[m->idx[lo]].len == k)
+        if (lo < hi && h->added[m->idx[lo]].mlen == k)
             best = (long)m->idx[lo];
     }
     return best;
@@ -1143,7 +1169,7 @@ static void added_split(zpi_hf_enc *e, const hf_matcher *m, const uint8_t *s, si
             continue;
         }
         const hf_added *tk = &h->added[a];
-        size_t start = i, stop = i + tk->len;
+        size_t start = i, stop = i + tk->mlen;
         i = stop;
         if (tk->special && !h->match_special)
             continue;

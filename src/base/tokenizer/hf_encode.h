@@ -23,4 +23,11 @@ size_t zpi_hf_enc_memory(const zpi_hf_enc *e);
 zp_status zpi_hf_encode(zp_encoder *enc, zpi_hf_enc *he, const char *text, size_t len,
                         int32_t *ids, size_t *n_ids);
 
+/* The tokenizer's normalizer over s[0..n) (valid UTF-8) into *out (malloc,
+ * NUL-terminated; *on bytes): a normalized added token's pattern, as
+ * tokenizers builds its normalized trie. -1 when out of memory. */
+struct zpi_hf;
+int zpi_hf_normalize_string(const struct zpi_hf *h, const char *s, size_t n, char **out,
+                            size_t *on);
+
 #endif

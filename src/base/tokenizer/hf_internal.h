@@ -45,6 +45,11 @@ typedef struct hf_added {
     uint32_t id;
     const char *s; /* content, in the added blob */
     uint32_t len;
+    /* what the matcher looks for: the content, or for a normalized token
+     * the content through the normalizer (as tokenizers builds its
+     * normalized trie), in the normalized blob */
+    const char *m;
+    uint32_t mlen;
     uint8_t special, lstrip, rstrip, single_word, normalized;
 } hf_added;
 
@@ -80,6 +85,8 @@ struct zpi_hf {
     hf_added *added;
     size_t n_added;
     char *added_blob;
+    char *added_nblob; /* the normalized tokens' hf_added.m */
+    size_t added_nblob_len;
     hf_matcher raw, normd; /* normalized=false / normalized=true tokens */
 
     /* SentencePiece-style model */

@@ -13,6 +13,7 @@
  * the tables filled by zpi_tok_build_*; zpi_hf_destroy() frees the former.
  */
 #include "base/tokenizer/hf_json.h"
+#include "base/tokenizer/hf_encode.h"
 #include "base/tokenizer/hf_internal.h"
 
 #include <errno.h>
@@ -1107,12 +1108,69 @@ static const struct zpi_hf *g_sort_hf; /* qsort context (load is single-threaded
 static int cmp_added(const void *a, const void *b, void *ctx)
 {
     const struct zpi_hf *h = ctx;
-    const hf_added *x = &h->added[*(const uint32_t *)a], *y = &h->added[*(const uint32_t *)b];
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->s, y->s, n);
+    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
+    const hf_added *x = &h->added[ia], *y = &h->added[ib];
+    size_t n = x->mlen < y->mlen ? x->mlen : y->mlen;
+    int c = memcmp(x->m, y->m, n);
     if (c)
         return c;
-    return x->len < y->len ? -1 : x->len > y->len;
+    if (x->mlen != y->mlen)
+        return x->mlen < y->mlen ? -1 : 1;
+    /* the same pattern (normalized tokens may share one): the first of
+     * tokenizers' pattern order wins, special tokens then the others, each
+     * in the file's order */
+    if (x->special != y->special)
+        return x->special ? -1 : 1;
+    return ia < ib ? -1 : ia > ib;
+}
+
+/* Each added token's pattern (hf_added.m): its content, or for a
+ * normalized token the content through the normalizer. */
+static zp_status added_patterns(struct zpi_hf *h, const char *fpath, zpi_err *err)
+{
+    size_t cap = 0, *off = calloc(h->n_added + 1, sizeof *off);
+    if (!off)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < h->n_added; i++) {
+        hf_added *a = &h->added[i];
+        a->m = a->s;
+        a->mlen = a->len;
+        if (!a->normalized || h->n_norm == 0)
+            continue;
+        char *q;
+        size_t qn;
+        if (zpi_hf_normalize_string(h, a->s, a->len, &q, &qn) != 0) {
+            free(off);
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+        }
+        if (qn == 0 || qn > UINT32_MAX) {
+            free(q);
+            free(off);
+            return zpi_err_set(err, ZP_ERR_FORMAT, "%s: added token '%s' (normalized) is "
+                               "empty after the normalizer: not supported", fpath, a->s);
+        }
+        if (h->added_nblob_len + qn + 1 > cap) {
+            size_t c2 = (cap ? cap * 2 : 256) + qn + 1;
+            char *nb = realloc(h->added_nblob, c2);
+            if (!nb) {
+                free(q);
+                free(off);
+                return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+            }
+            h->added_nblob = nb;
+            cap = c2;
+        }
+        memcpy(h->added_nblob + h->added_nblob_len, q, qn + 1);
+        off[i] = h->added_nblob_len + 1; /* 0: not normalized */
+        a->mlen = (uint32_t)qn;
+        h->added_nblob_len += qn + 1;
+        free(q);
+    }
+    for (size_t i = 0; i < h->n_added; i++)
+        if (off[i])
+            h->added[i].m = h->added_nblob + off[i] - 1;
+    free(off);
+    return ZP_OK;
 }
 
 static zp_status build_matcher(struct zpi_hf *h, hf_matcher *m, int normalized)
@@ -1129,7 +1187,7 @@ static zp_status build_matcher(struct zpi_hf *h, hf_matcher *m, int normalized)
     m->one_first = -2; /* none yet */
     for (size_t i = 0; i < h->n_added; i++)
         if (h->added[i].normalized == normalized) {
-            int c = (uint8_t)h->added[i].s[0];
+            int c = (uint8_t)h->added[i].m[0];
             m->idx[m->n++] = (uint32_t)i;
             m->first[c] = 1;
             m->n_act += !h->added[i].special || h->match_special;
@@ -1702,12 +1760,14 @@ zp_status zpi_hf_load(zp_tokenizer *t, const char *path, int match_special, zpi_
         goto out;
     if ((st = scan_merges(&L, t, h->bytelevel, err)) != ZP_OK)
         goto out;
+    if (h->unicode_norm && (st = build_nf_table(h, err)) != ZP_OK)
+        goto out;
+    if ((st = added_patterns(h, fpath, err)) != ZP_OK)
+        goto out;
     if (build_matcher(h, &h->raw, 0) != ZP_OK || build_matcher(h, &h->normd, 1) != ZP_OK) {
         st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (h->unicode_norm && (st = build_nf_table(h, err)) != ZP_OK)
-        goto out;
     st = read_config(h, t, dir, jpost, err);
     if (st != ZP_OK)
         goto out;
@@ -1748,6 +1808,7 @@ void zpi_hf_destroy(struct zpi_hf *h)
     free(h->pt);
     free(h->added);
     free(h->added_blob);
+    free(h->added_nblob);
     free(h->raw.idx);
     free(h->normd.idx);
     free(h->nf_unsafe);
@@ -1760,6 +1821,7 @@ size_t zpi_hf_memory(const struct zpi_hf *h)
     if (!h)
         return 0;
     size_t n = sizeof *h + h->n_added * sizeof *h->added + (h->raw.n + h->normd.n) * 4;
+    n += h->added_nblob_len;
     if (h->nf_unsafe)
         n += 0x110000 / 8;
     return n;
