@@ -25,6 +25,19 @@ static zp_status observability_off(zp_pipeline *p, const char *call)
                        call);
 }
 
+/* What every snapshot checks first: a pipeline, somewhere to write, and
+ * observability on; `call` names the public function in the message. */
+static zp_status snapshot_check(zp_pipeline *p, const void *out, const char *call)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    if (!out)
+        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", call);
+    if (!zpi_pipeline_observing(p))
+        return observability_off(p, call);
+    return ZP_OK;
+}
+
 /* The running engine's counters, or NULL before the first next(). */
 static zpi_obs *obs_of(const zp_pipeline *p)
 {
@@ -71,12 +84,9 @@ static void require_started(const zpi_obs *o, uint64_t *now, double *wall)
 
 zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
 {
-    if (!p)
-        return ZP_ERR_INVALID;
-    if (!m)
-        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
-    if (!zpi_pipeline_observing(p))
-        return observability_off(p, __func__);
+    zp_status st = snapshot_check(p, m, __func__);
+    if (st != ZP_OK)
+        return st;
     memset(m, 0, sizeof *m);
     fill_parts(p, m);
     zpi_engine *e = zpi_pipeline_engine(p);
@@ -151,12 +161,9 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
 
 zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
 {
-    if (!p)
-        return ZP_ERR_INVALID;
-    if (!f)
-        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
-    if (!zpi_pipeline_observing(p))
-        return observability_off(p, __func__);
+    zp_status st = snapshot_check(p, f, __func__);
+    if (st != ZP_OK)
+        return st;
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->open_ns);
     zp_hist_init(&f->record_ns);
@@ -197,12 +204,9 @@ zp_status zp_pipeline_fetch_timing_snapshot(zp_pipeline *p, zp_fetch_timing *f)
 
 zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timing *f)
 {
-    if (!p)
-        return ZP_ERR_INVALID;
-    if (!f)
-        return zpi_err_set(zpi_pipeline_err(p), ZP_ERR_INVALID, "%s: out = NULL", __func__);
-    if (!zpi_pipeline_observing(p))
-        return observability_off(p, __func__);
+    zp_status st = snapshot_check(p, f, __func__);
+    if (st != ZP_OK)
+        return st;
     memset(f, 0, sizeof *f);
     zp_hist_init(&f->latency_ns);
     zpi_obs *o = obs_of(p);
