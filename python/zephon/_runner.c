@@ -277,11 +277,13 @@ static int shm_reserve(int fd, unsigned char **map, size_t *map_len, size_t want
     return 0;
 }
 
-static int read_full(int fd, void *buf, size_t n)
+/* All n bytes through fd (writing when `out`, else reading), across EINTR
+ * and short transfers; -1 on an error or an early end. */
+static int transfer_full(int fd, void *buf, size_t n, int out)
 {
     unsigned char *p = buf;
     while (n) {
-        ssize_t r = read(fd, p, n);
+        ssize_t r = out ? write(fd, p, n) : read(fd, p, n);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -292,19 +294,14 @@ static int read_full(int fd, void *buf, size_t n)
     return 0;
 }
 
+static int read_full(int fd, void *buf, size_t n)
+{
+    return transfer_full(fd, buf, n, 0);
+}
+
 static int write_full(int fd, const void *buf, size_t n)
 {
-    const unsigned char *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
+    return transfer_full(fd, (void *)buf, n, 1);
 }
 
 static void describe_death(zpy_mapop *op, prworker *w, char *out, size_t cap)
