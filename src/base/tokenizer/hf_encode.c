@@ -941,22 +941,30 @@ static void pt_split_regex(zpi_hf_enc *e, size_t k, const hf_pt *pt, feeder *f, 
     fd_end(f);
 }
 
-static void pt_split_string(const hf_pt *pt, feeder *f, const uint8_t *p, size_t n)
+/* p[0, n) fed as the pieces between occurrences of lit (0) and the
+ * occurrences themselves (1), then the feeder ended. */
+static void feed_literal_split(feeder *f, const uint8_t *p, size_t n, const void *lit,
+                               size_t llen)
 {
     size_t pos = 0;
     while (pos < n) {
-        const uint8_t *q = memmem(p + pos, n - pos, pt->str, pt->slen);
+        const uint8_t *q = memmem(p + pos, n - pos, lit, llen);
         if (!q)
             break;
         size_t j = (size_t)(q - p);
         if (j > pos)
             fd_feed(f, pos, j, 0);
-        fd_feed(f, j, j + pt->slen, 1);
-        pos = j + pt->slen;
+        fd_feed(f, j, j + llen, 1);
+        pos = j + llen;
     }
     if (pos < n)
         fd_feed(f, pos, n, 0);
     fd_end(f);
+}
+
+static void pt_split_string(const hf_pt *pt, feeder *f, const uint8_t *p, size_t n)
+{
+    feed_literal_split(f, p, n, pt->str, pt->slen);
 }
 
 static void pt_digits(const hf_pt *pt, feeder *f, const uint8_t *p, size_t n)
@@ -1011,20 +1019,7 @@ static void pt_metaspace(zpi_hf_enc *e, size_t k, const hf_pt *pt, feeder *f, co
     }
     f->p = q;
     f->beh = HF_B_MERGED_NEXT;
-    size_t pos = 0;
-    while (pos < o) {
-        const uint8_t *r = memmem(q + pos, o - pos, pt->rep, pt->replen);
-        if (!r)
-            break;
-        size_t j = (size_t)(r - q);
-        if (j > pos)
-            fd_feed(f, pos, j, 0);
-        fd_feed(f, j, j + pt->replen, 1);
-        pos = j + pt->replen;
-    }
-    if (pos < o)
-        fd_feed(f, pos, o, 0);
-    fd_end(f);
+    feed_literal_split(f, q, o, pt->rep, pt->replen);
 }
 
 /* ByteLevel, the last stage. */
