@@ -888,27 +888,46 @@ out:
 
 /* ------------------------------------------------------------ components */
 
-static zp_status parse_norm(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err)
+typedef zp_status (*component_parser)(struct zpi_hf *h, json_t *n, const char *path,
+                                      zpi_err *err);
+
+/* What the normalizer and pre_tokenizer parsers share: null is none, a
+ * "type" is required, a Sequence is its `members` parsed in order by `one`.
+ * *type is the type left for the caller to parse, NULL when n is done. */
+static zp_status component_head(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err,
+                                const char *what, const char *members, component_parser one,
+                                const char **type)
 {
+    *type = NULL;
     if (json_is_null(n))
         return ZP_OK;
-    const char *type = jstr(n, "type");
-    if (!type)
-        ERR(ZP_ERR_FORMAT, "%s: normalizer without a \"type\"", path);
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *a = json_object_get(n, "normalizers");
+    const char *t = jstr(n, "type");
+    if (!t)
+        ERR(ZP_ERR_FORMAT, "%s: %s without a \"type\"", path, what);
+    if (strcmp(t, "Sequence") == 0) {
+        json_t *a = json_object_get(n, members);
         if (!json_is_array(a))
-            ERR(ZP_ERR_FORMAT, "%s: normalizer Sequence without \"normalizers\"", path);
+            ERR(ZP_ERR_FORMAT, "%s: %s Sequence without \"%s\"", path, what, members);
         size_t i;
         json_t *v;
         json_array_foreach(a, i, v)
         {
-            zp_status st = parse_norm(h, v, path, err);
+            zp_status st = one(h, v, path, err);
             if (st != ZP_OK)
                 return st;
         }
         return ZP_OK;
     }
+    *type = t;
+    return ZP_OK;
+}
+
+static zp_status parse_norm(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err)
+{
+    const char *type;
+    zp_status head = component_head(h, n, path, err, "normalizer", "normalizers", parse_norm, &type);
+    if (head != ZP_OK || !type)
+        return head;
     hf_norm nm;
     memset(&nm, 0, sizeof nm);
     if (strcmp(type, "Prepend") == 0) {
@@ -1046,25 +1065,10 @@ static zp_status parse_metaspace(hf_pt *p, json_t *n, const char *path, zpi_err 
 
 static zp_status parse_pt(struct zpi_hf *h, json_t *n, const char *path, zpi_err *err)
 {
-    if (json_is_null(n))
-        return ZP_OK;
-    const char *type = jstr(n, "type");
-    if (!type)
-        ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer without a \"type\"", path);
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *a = json_object_get(n, "pretokenizers");
-        if (!json_is_array(a))
-            ERR(ZP_ERR_FORMAT, "%s: pre_tokenizer Sequence without \"pretokenizers\"", path);
-        size_t i;
-        json_t *v;
-        json_array_foreach(a, i, v)
-        {
-            zp_status st = parse_pt(h, v, path, err);
-            if (st != ZP_OK)
-                return st;
-        }
-        return ZP_OK;
-    }
+    const char *type;
+    zp_status head = component_head(h, n, path, err, "pre_tokenizer", "pretokenizers", parse_pt, &type);
+    if (head != ZP_OK || !type)
+        return head;
     hf_pt p;
     memset(&p, 0, sizeof p);
     if (strcmp(type, "Split") == 0) {
