@@ -676,28 +676,6 @@ static zp_status scan_vocab(loader *L, span sp, const char **end, zpi_err *err)
     return ZP_OK;
 }
 
-/* Insert slot value v (zpi_tok_pair_key << ZPI_TOK_ID_BITS | rank) into the
- * pair map; an existing pair keeps the lower rank. */
-static void pair_put(zp_tokenizer *t, uint64_t v)
-{
-    uint64_t key = v >> ZPI_TOK_ID_BITS;
-    uint32_t i = zpi_tok_pair_home(t, key);
-    for (;;) {
-        uint64_t s = t->pmap[i];
-        if ((s >> ZPI_TOK_ID_BITS) == key) {
-            if ((v & ZPI_TOK_ID_MASK) < (s & ZPI_TOK_ID_MASK))
-                t->pmap[i] = v;
-            return;
-        }
-        if (s == 0) {
-            t->pmap[i] = v;
-            t->pmap_count++;
-            return;
-        }
-        i = (i + 1) & t->pmap_mask;
-    }
-}
-
 static uint32_t find_bytes(const zp_tokenizer *t, const uint8_t *p, size_t n)
 {
     if (n == 0)
@@ -879,7 +857,7 @@ static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err 
     for (uint32_t i = 0; i < n; i++) {
         if (i + 16 < n)
             __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, pv[i + 16] >> ZPI_TOK_ID_BITS)], 1);
-        pair_put(t, pv[i]);
+        zpi_tok_build_pair_insert(t, pv[i]);
     }
 out:
     free(pv);

@@ -142,7 +142,7 @@ zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, zpi_err *
 
 /* Insert slot value v without growing (the caller made room). An existing
  * pair keeps the lower rank. */
-static void pair_insert(zp_tokenizer *t, uint64_t v)
+void zpi_tok_build_pair_insert(zp_tokenizer *t, uint64_t v)
 {
     uint64_t key = v >> ZPI_TOK_ID_BITS;
     uint32_t i = zpi_tok_pair_home(t, key);
@@ -185,7 +185,7 @@ int zpi_tok_build_pair(zp_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank)
 {
     if (pairs_reserve(t, 1) != 0)
         return -1;
-    pair_insert(t, pair_slot(a, b, rank));
+    zpi_tok_build_pair_insert(t, pair_slot(a, b, rank));
     return 0;
 }
 
@@ -215,7 +215,7 @@ static int insert_pairs_sorted(zp_tokenizer *t, const uint64_t *v, size_t n)
         tmp[cnt[BUCKET(v[i])]++] = v[i];
 #undef BUCKET
     for (size_t i = 0; i < n; i++)
-        pair_insert(t, tmp[i]);
+        zpi_tok_build_pair_insert(t, tmp[i]);
     free(cnt);
     free(tmp);
     return 0;

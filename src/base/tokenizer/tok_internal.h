@@ -283,6 +283,10 @@ zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, zpi_err *
 /* One merge (a, b) -> rank, after zpi_tok_build_pairs_begin (the map grows
  * when needed). 0, or -1 when the map could not grow. */
 int zpi_tok_build_pair(zp_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank);
+/* Slot value v (zpi_tok_pair_key(a, b) << ZPI_TOK_ID_BITS | rank) into the
+ * pair map without growing it (the caller made room, e.g. with
+ * zpi_tok_build_pairs_begin); an existing pair keeps the lower rank. */
+void zpi_tok_build_pair_insert(zp_tokenizer *t, uint64_t v);
 /* tiktoken semantics: enter every split of every mapped token into two
  * mapped tokens, with rank = id of the whole token. */
 zp_status zpi_tok_build_all_splits(zp_tokenizer *t, zpi_err *err);
