@@ -180,6 +180,42 @@ ZPI_SCAN_INLINE size_t zpi_scan_space_nl(const uint8_t *s, size_t i, size_t n, s
     return i;
 }
 
+/* \p{N}{1,max}: the number at s[i] (clen bytes) and up to max - 1 more;
+ * the end. */
+ZPI_SCAN_INLINE size_t zpi_scan_digits(const uint8_t *s, size_t i, size_t n, size_t clen,
+                                       unsigned max)
+{
+    size_t l;
+    i += clen;
+    for (unsigned k = 1; k < max && i < n; k++) {
+        if (zpi_scan_cls4(s, i, n, &l) != ZPI_CLS_NUMBER)
+            break;
+        i += l;
+    }
+    return i;
+}
+
+/* [^\s\p{L}\p{N}]+ from the character at s[i] (clen bytes, of that class);
+ * the end. */
+ZPI_SCAN_INLINE size_t zpi_scan_other_run(const uint8_t *s, size_t i, size_t n, size_t clen)
+{
+    size_t l;
+    i += clen;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            if ((zpi_uni_blocks[c] & ZPI_CLS_MASK) != ZPI_CLS_OTHER)
+                break;
+            i++;
+        } else {
+            if (zpi_scan_cls4(s, i, n, &l) != ZPI_CLS_OTHER)
+                break;
+            i += l;
+        }
+    }
+    return i;
+}
+
 /* ------------------------------------------------------------ cl100k, Qwen 2
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,3} |
  *    ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
@@ -201,13 +237,7 @@ ZPI_SCAN_INLINE size_t zpi_scan_cl100k_t(const uint8_t *s, size_t i, size_t n,
         goto letters;
     }
     if (cls == ZPI_CLS_NUMBER) {
-        i += clen;
-        for (unsigned k = 1; k < max_digits && i < n; k++) {
-            if (zpi_scan_cls4(s, i, n, &l) != ZPI_CLS_NUMBER)
-                break;
-            i += l;
-        }
-        return i;
+        return zpi_scan_digits(s, i, n, clen, max_digits);
     }
     /* [^\r\n\p{L}\p{N}]\p{L}+ */
     if (b != '\r' && b != '\n' && i + clen < n &&
@@ -226,19 +256,7 @@ ZPI_SCAN_INLINE size_t zpi_scan_cl100k_t(const uint8_t *s, size_t i, size_t n,
         }
     }
     /* [^\s\p{L}\p{N}]+[\r\n]* */
-    i += clen;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            if ((zpi_uni_blocks[c] & ZPI_CLS_MASK) != ZPI_CLS_OTHER)
-                break;
-            i++;
-        } else {
-            if (zpi_scan_cls4(s, i, n, &l) != ZPI_CLS_OTHER)
-                break;
-            i += l;
-        }
-    }
+    i = zpi_scan_other_run(s, i, n, clen);
     while (i < n && (s[i] == '\r' || s[i] == '\n'))
         i++;
     return i;
@@ -341,13 +359,7 @@ ZPI_SCAN_INLINE size_t zpi_scan_o200k(const uint8_t *s, size_t i, size_t n)
         }
     }
     if (c4 == ZPI_CLS_NUMBER) {
-        i += clen;
-        for (unsigned k = 1; k < 3 && i < n; k++) {
-            if (zpi_scan_cls4(s, i, n, &l) != ZPI_CLS_NUMBER)
-                break;
-            i += l;
-        }
-        return i;
+        return zpi_scan_digits(s, i, n, clen, 3);
     }
     if (c4 == ZPI_CLS_SPACE) {
         if (b == ' ' && i + 1 < n && zpi_scan_cls4(s, i + 1, n, &l) == ZPI_CLS_OTHER) {
@@ -358,19 +370,7 @@ ZPI_SCAN_INLINE size_t zpi_scan_o200k(const uint8_t *s, size_t i, size_t n)
         }
     }
     /* [^\s\p{L}\p{N}]+[\r\n/]* */
-    i += clen;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            if ((zpi_uni_blocks[c] & ZPI_CLS_MASK) != ZPI_CLS_OTHER)
-                break;
-            i++;
-        } else {
-            if (zpi_scan_cls4(s, i, n, &l) != ZPI_CLS_OTHER)
-                break;
-            i += l;
-        }
-    }
+    i = zpi_scan_other_run(s, i, n, clen);
     while (i < n && (s[i] == '\r' || s[i] == '\n' || s[i] == '/'))
         i++;
     return i;
