@@ -801,7 +801,10 @@ static void test_bad_vocab_paths(void **state)
         snprintf(v3, sizeof v3, "%s/gpt2-vocab.json", g_tmpdir);
         copy_file(v2, v3);
         expect_error(v3, ZP_ERR_INVALID, "give the folder that holds vocab.json and merges.txt");
-        write_file(v3, " \n{ \"a\\\"b\" : -1}", 18);
+        {
+            static const char map[] = " \n{ \"a\\\"b\" : -1}";
+            write_file(v3, map, sizeof map - 1);
+        }
         expect_error(v3, ZP_ERR_INVALID, "give the folder");
     }
     /* ... while a tokenizer.json document under any .json name (vocab.json
