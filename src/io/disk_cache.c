@@ -283,6 +283,16 @@ static void scan_free(dc_scan *s)
     memset(s, 0, sizeof *s);
 }
 
+/* What to do when the cache's file system is full (ENOSPC, EDQUOT); "" for
+ * any other errno. Appended to every message of a failed write. */
+static const char *full_hint(int en)
+{
+    return en == ENOSPC || en == EDQUOT
+               ? ": the cache's file system is full: free space there, or give a smaller cache "
+                 "limit or another cache folder"
+               : "";
+}
+
 /* Lists the folder (locks held): complete files, live reservations; deletes
  * the temporary files of dead or missing locks and dead lock files. */
 static zp_status scan(zpi_disk_cache *c, dc_scan *s, zpi_err *err)
@@ -658,8 +668,10 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
     }
     uint64_t nonce = new_nonce(c);
     int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return zpi_err_set(err, ZP_ERR_IO, "%s: cannot create: %s", p, strerror(errno));
+    if (fd < 0) {
+        int ce = errno;
+        return zpi_err_set(err, ZP_ERR_IO, "%s: cannot create: %s%s", p, strerror(ce), full_hint(ce));
+    }
     char line[512];
     zpi_fmt(line, sizeof line, "zdc1 %s %ld %016" PRIx64 " %" PRIu64 "\n", c->host, (long)c->pid,
             nonce, size);
@@ -669,15 +681,16 @@ static zp_status acquire_locked(zpi_disk_cache *c, const char *key, uint64_t siz
     close(fd);
     if (w != (ssize_t)ll) {
         unlink(p);
-        return zpi_err_set(err, ZP_ERR_IO, "%s: cannot write: %s", p,
-                           w < 0 ? strerror(en) : "short write");
+        return zpi_err_set(err, ZP_ERR_IO, "%s: cannot write: %s%s", p,
+                           w < 0 ? strerror(en) : "short write", w < 0 ? full_hint(en) : "");
     }
     part_path(c, e->path, sizeof e->path, key, nonce);
     fd = open(e->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         en = errno;
         unlink(p);
-        return zpi_err_set(err, ZP_ERR_IO, "%s: cannot create: %s", e->path, strerror(en));
+        return zpi_err_set(err, ZP_ERR_IO, "%s: cannot create: %s%s", e->path, strerror(en),
+                           full_hint(en));
     }
     c->st.bytes_in_cache = total + size;
     c->st.misses++;
@@ -745,8 +758,9 @@ zp_status zpi_dc_commit(zpi_disk_cache *c, zpi_dc_entry *e, zpi_err *err)
         return s;
     }
     if (fdatasync(e->fd) != 0 && errno != EINVAL && errno != EROFS) {
-        zp_status s = zpi_err_set(err, ZP_ERR_IO, "%s: cannot flush: %s", e->path,
-                                  strerror(errno));
+        int fe = errno;
+        zp_status s = zpi_err_set(err, ZP_ERR_IO, "%s: cannot flush: %s%s", e->path,
+                                  strerror(fe), full_hint(fe));
         zpi_dc_abort(c, e);
         return s;
     }
