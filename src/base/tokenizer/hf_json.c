@@ -354,9 +354,26 @@ static void byte_map_init(byte_map *m)
     }
 }
 
+/* The byte of the byte-level character at s[*i] (advancing *i past it), or
+ * -1 when it is not one. The alphabet is below U+0144: one byte, or two
+ * with a lead byte C2..C5. */
+static inline int bytelevel_char(const byte_map *m, const uint8_t *s, size_t n, size_t *i)
+{
+    unsigned c = s[*i];
+    if (c < 0x80) {
+        *i += 1;
+        return m->u2b[c];
+    }
+    if (c >= 0xC2 && c <= 0xC5 && *i + 1 < n && (s[*i + 1] & 0xC0) == 0x80) {
+        unsigned cp = (c & 0x1Fu) << 6 | (s[*i + 1] & 0x3Fu);
+        *i += 2;
+        return cp < 324 ? m->u2b[cp] : -1;
+    }
+    return -1;
+}
+
 /* In place: byte-level string -> bytes. Returns the byte count, or -1 (s
- * unchanged). The alphabet is below U+0144: one byte, or two with a lead
- * byte C2..C5. */
+ * unchanged: the whole string is checked before any byte is written). */
 static long bytelevel_decode(const byte_map *m, uint8_t *s, size_t n)
 {
     size_t i = 0, o = 0;
@@ -368,40 +385,12 @@ static long bytelevel_decode(const byte_map *m, uint8_t *s, size_t n)
             return -1;
     return (long)n;
 multi:
-    while (i < n) { /* check first */
-        unsigned c = s[i];
-        int b;
-        if (c < 0x80) {
-            b = m->u2b[c];
-            i++;
-        } else if (c >= 0xC2 && c <= 0xC5 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
-            unsigned cp = (c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
-            b = cp < 324 ? m->u2b[cp] : -1;
-            i += 2;
-        } else {
+    while (i < n) /* check first */
+        if (bytelevel_char(m, s, n, &i) < 0)
             return -1;
-        }
-        if (b < 0)
-            return -1;
-    }
     i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        int b;
-        if (c < 0x80) {
-            b = m->u2b[c];
-            i++;
-        } else if (c >= 0xC2 && c <= 0xC5 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
-            unsigned cp = (c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
-            b = cp < 324 ? m->u2b[cp] : -1;
-            i += 2;
-        } else {
-            return -1;
-        }
-        if (b < 0)
-            return -1;
-        s[o++] = (uint8_t)b;
-    }
+    while (i < n)
+        s[o++] = (uint8_t)bytelevel_char(m, s, n, &i);
     return (long)o;
 }
 
