@@ -22,6 +22,14 @@
  *                                growth of the process's resident set after
  *                                creating the tokenizer + one encoder, and
  *                                after that encoder encoded the whole text
+ *
+ *   bench_tokenizer --interleaved TEXT.jsonl ROUNDS TOKENIZER...
+ *
+ * Ratios that the machine's load cannot skew: each round encodes the text
+ * once with every TOKENIZER in turn (one thread, a new encoder each time),
+ * so that all of them meet the same conditions; prints one line per
+ * tokenizer: "interleaved NAME CPU_MBPS RATIO", the best pass's MB per CPU
+ * second and its ratio to the first TOKENIZER's.
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -155,22 +163,56 @@ static double timed_threads(const zp_tokenizer *tok, const doc *docs, size_t n_d
     return dt;
 }
 
-int main(int argc, char **argv)
+static int load_docs(const char *path, doc **out, size_t *n_out, size_t *bytes_out);
+
+static int interleaved(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: bench_tokenizer TEXT.jsonl [PASSES] [TOKENIZER]\n");
+    if (argc < 5) {
+        fprintf(stderr, "usage: bench_tokenizer --interleaved TEXT.jsonl ROUNDS TOKENIZER...\n");
         return 2;
     }
-    int passes = argc > 2 ? atoi(argv[2]) : 3;
-    const char *tid = argc > 3 ? argv[3] : "gpt2";
-    if (passes < 1)
-        passes = 1;
-
-    /* load the documents */
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        perror(argv[1]);
+    doc *docs;
+    size_t n_docs, bytes;
+    if (load_docs(argv[2], &docs, &n_docs, &bytes) != 0)
         return 1;
+    int rounds = atoi(argv[3]) < 1 ? 1 : atoi(argv[3]);
+    int nt = argc - 4;
+    zp_tokenizer **tok = calloc((size_t)nt, sizeof *tok);
+    double *best = malloc((size_t)nt * sizeof *best);
+    char err[512];
+    for (int k = 0; k < nt; k++) {
+        if (zp_tokenizer_create(argv[4 + k], NULL, &tok[k], err, sizeof err) != ZP_OK) {
+            fprintf(stderr, "bench_tokenizer: %s: %s\n", argv[4 + k], err);
+            return 1;
+        }
+        best[k] = 1e30;
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < nt; k++) {
+            size_t tokens;
+            double cpu;
+            timed_threads(tok[k], docs, n_docs, bytes, 1, &tokens, &cpu);
+            if (cpu < best[k])
+                best[k] = cpu;
+        }
+    }
+    for (int k = 0; k < nt; k++) {
+        printf("interleaved %s %.2f %.3f\n", argv[4 + k], (double)bytes / best[k] / 1e6,
+               best[0] / best[k]);
+        zp_tokenizer_destroy(tok[k]);
+    }
+    free(tok);
+    free(best);
+    return 0;
+}
+
+/* The documents of a JSONL file (one {"text": ...} per line). */
+static int load_docs(const char *path, doc **out, size_t *n_out, size_t *bytes_out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return -1;
     }
     size_t cap = 16, n_docs = 0, bytes = 0;
     doc *docs = malloc(cap * sizeof *docs);
@@ -182,8 +224,8 @@ int main(int argc, char **argv)
         json_t *o = json_loadb(line, (size_t)got, JSON_ALLOW_NUL, &jerr);
         json_t *t = o ? json_object_get(o, "text") : NULL;
         if (!json_is_string(t)) {
-            fprintf(stderr, "%s:%zu: no text\n", argv[1], n_docs + 1);
-            return 1;
+            fprintf(stderr, "%s:%zu: no text\n", path, n_docs + 1);
+            return -1;
         }
         if (n_docs == cap) {
             cap *= 2;
@@ -200,6 +242,29 @@ int main(int argc, char **argv)
     }
     free(line);
     fclose(f);
+    *out = docs;
+    *n_out = n_docs;
+    *bytes_out = bytes;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--interleaved") == 0)
+        return interleaved(argc, argv);
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_tokenizer TEXT.jsonl [PASSES] [TOKENIZER]\n");
+        return 2;
+    }
+    int passes = argc > 2 ? atoi(argv[2]) : 3;
+    const char *tid = argc > 3 ? argv[3] : "gpt2";
+    if (passes < 1)
+        passes = 1;
+
+    doc *docs;
+    size_t n_docs, bytes;
+    if (load_docs(argv[1], &docs, &n_docs, &bytes) != 0)
+        return 1;
 
     /* load time */
     double lt[20];

@@ -16,6 +16,13 @@ ill-formed subpart by U+FFFD (as Rust's String::from_utf8_lossy), so the
 reference for such a record is the encoding of bytes.decode('utf-8',
 'replace'), which follows the same rule.
 
+Whole tokens: for the byte-level files without ignore_merges (Qwen 3,
+GPT-4o), every vocabulary token that is valid UTF-8 is also a record of its
+own, encoded with the file's model under a ByteLevel pre-tokenizer that
+does not split, so that each token's own bytes are one piece: Zephon takes such a
+piece as the token only where BPE of its bytes gives it back (a table made
+at load), and a wrong entry of that table shows here.
+
 Exit status 1 on any difference (the first ones are printed), 2 when a
 reference is missing (the suite must not skip silently).
 """
@@ -150,6 +157,33 @@ def variants(base):
     return v
 
 
+def bytelevel_decoder():
+    """GPT-2's byte-level alphabet, character -> byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def vocab_texts(path):
+    """Every token of a byte-level model.vocab whose bytes are valid UTF-8."""
+    dec = bytelevel_decoder()
+    with open(path, encoding="utf-8") as f:
+        vocab = json.load(f)["model"]["vocab"]
+    out = []
+    for tok in sorted(vocab, key=vocab.get):
+        try:
+            out.append(bytes(dec[c] for c in tok).decode("utf-8"))
+        except (KeyError, UnicodeDecodeError):
+            pass
+    return out
+
+
 def records_bytes(texts):
     return b"".join(struct.pack("<I", len(t)) + t for t in texts)
 
@@ -198,12 +232,34 @@ def main():
             with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
                 json.dump(j, f, ensure_ascii=False)
             todo.append((name, os.path.join(d, "tokenizer.json")))
+    for m in ("qwen3", "gpt4o"):
+        if m in wanted:
+            p = os.path.join(base, f"tokenizer-{m}/models/tokenizer.json")
+            vt = vocab_texts(p)
+            # no split: each record reaches the model as one piece
+            with open(p, encoding="utf-8") as f:
+                j = json.load(f)
+            j["normalizer"] = None
+            j["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False,
+                                  "trim_offsets": False, "use_regex": False}
+            p = os.path.join(tmp, f"{m}-whole.json")
+            with open(p, "w", encoding="utf-8") as f:
+                json.dump(j, f, ensure_ascii=False)
+            vin = os.path.join(tmp, f"vocab-{m}.bin")
+            with open(vin, "wb") as f:
+                f.write(records_bytes([t.encode("utf-8") for t in vt]))
+            todo.append((m + "-vocab", p, vin, vt))
     bad_total = 0
-    for name, path in todo:
+    for item in todo:
+        name, path = item[0], item[1]
+        rin, rtext = (item[2], item[3]) if len(item) > 2 else (inp, refs_text)
         tok = Tokenizer.from_file(path)
         tok.encode_special_tokens = True
-        refs = [e.ids for e in tok.encode_batch(refs_text, add_special_tokens=False)]
-        r = subprocess.run([args.tok_dump, path, inp], capture_output=True)
+        refs = [e.ids for e in tok.encode_batch(rtext, add_special_tokens=False)]
+        if len(item) > 2:
+            multi = sum(1 for x in refs if len(x) > 1)
+            print(f"{name}: {multi} of {len(refs)} tokens are not their own encoding")
+        r = subprocess.run([args.tok_dump, path, rin], capture_output=True)
         if r.returncode != 0:
             print(f"{name}: tok_dump failed: {r.stderr.decode(errors='replace')}")
             bad_total += 1
@@ -215,7 +271,7 @@ def main():
             if got != ref:
                 bad += 1
                 if bad <= 5:
-                    print(f"{name}: record {i} {recs[i][:80]!r}\n  reference {ref[:40]}\n  zephon    {got[:40]}")
+                    print(f"{name}: record {i} {rtext[i][:80]!r}\n  reference {ref[:40]}\n  zephon    {got[:40]}")
         ntok = sum(len(x) for x in refs)
         print(f"{name}: {len(refs) - bad}/{len(refs)} records identical ({ntok} reference ids)")
         bad_total += bad

@@ -1655,6 +1655,10 @@ static zp_status finish_model(zp_tokenizer *t, struct zpi_hf *h, const char *fpa
             t->eot = 0; /* zpi_tok_build_finish wants one */
         zp_status st = zpi_tok_build_finish(t, err);
         t->eot = eot_keep;
+        /* without ignore_merges a whole token is taken as it is only where
+         * BPE of its bytes gives it back */
+        if (st == ZP_OK && !h->ignore_merges)
+            st = zpi_tok_whole_table(t, err);
         if (st != ZP_OK)
             return zpi_err_prefix(err, "%s", fpath);
         return ZP_OK;

@@ -48,7 +48,7 @@ zp_status zpi_tok_build_begin(zp_tokenizer *t, uint32_t max_ids, zpi_err *err)
         ERR(ZP_ERR_FORMAT, "vocabulary has %u ids (at most %u supported)", max_ids,
             ZPI_TOK_MAX_IDS);
     t->span = malloc((size_t)max_ids * sizeof *t->span);
-    uint32_t cap = next_pow2_u32((uint64_t)max_ids * 2);
+    uint32_t cap = next_pow2_u32((uint64_t)max_ids * 8 / 5 + 1);
     t->vmap = zpi_tok_table_alloc((size_t)cap * sizeof *t->vmap);
     t->blob_cap = (size_t)max_ids * 8 + 64;
     t->blob = malloc(t->blob_cap);
@@ -84,12 +84,12 @@ zp_status zpi_tok_build_add(zp_tokenizer *t, uint32_t id, const uint8_t *p, size
         if (n > UINT16_MAX)
             ERR(ZP_ERR_FORMAT, "id %u: token of %zu bytes (at most %u)", id, n, UINT16_MAX);
         uint32_t i = (uint32_t)h & t->vmap_mask;
-        while (t->vmap[i].id1 != 0)
+        while (t->vmap[i].key >> ZPI_TOK_ID_BITS != 0)
             i = (i + 1) & t->vmap_mask;
         t->vmap[i].head = zpi_tok_head(p, n);
-        t->vmap[i].id1 = id + 1;
-        t->vmap[i].len = (uint16_t)n;
-        t->vmap[i].tag = (uint16_t)(h >> 48);
+        t->vmap[i].off = (uint32_t)t->blob_len;
+        t->vmap[i].key = id | (n < ZPI_VSLOT_LONG ? (uint32_t)n : ZPI_VSLOT_LONG)
+                                  << ZPI_TOK_ID_BITS;
         t->vmap_count++;
     }
     if (t->blob_len + n > t->blob_cap) {
@@ -134,7 +134,7 @@ static int pmap_alloc(zp_tokenizer *t, uint32_t cap)
 
 zp_status zpi_tok_build_pairs_begin(zp_tokenizer *t, size_t max_pairs, zpi_err *err)
 {
-    if (pmap_alloc(t, next_pow2_u32((uint64_t)max_pairs * 2 + 1)) != 0)
+    if (pmap_alloc(t, next_pow2_u32((uint64_t)max_pairs * 8 / 5 + 1)) != 0)
         ERR(ZP_ERR_NOMEM, "out of memory for the merge table");
     t->pmap_count = 0;
     return ZP_OK;
@@ -167,11 +167,11 @@ static uint64_t pair_slot(uint32_t a, uint32_t b, uint32_t rank)
     return (zpi_tok_pair_key(a, b) << ZPI_TOK_ID_BITS) | rank;
 }
 
-/* Make room for n more pairs at load <= 1/2. Returns 0 or -1. */
+/* Make room for n more pairs at load <= 5/8. Returns 0 or -1. */
 static int pairs_reserve(zp_tokenizer *t, size_t n)
 {
     uint64_t cap = (uint64_t)t->pmap_mask + 1;
-    while (((uint64_t)t->pmap_count + n) * 2 > cap)
+    while (((uint64_t)t->pmap_count + n) * 8 > cap * 5)
         cap *= 2;
     if (cap == (uint64_t)t->pmap_mask + 1)
         return 0;

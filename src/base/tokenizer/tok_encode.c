@@ -52,6 +52,26 @@ static inline uint32_t pair_rank(zp_encoder *e, uint32_t a, uint32_t b)
     return r;
 }
 
+/* pair_rank() of (a, b) into *ab and of (b, c) into *bc: both pair-cache
+ * misses are prefetched from the pair map before either is looked up, so
+ * that their memory latencies overlap. */
+static inline void pair_rank2(zp_encoder *e, uint32_t a, uint32_t b, uint32_t c, uint32_t *ab,
+                              uint32_t *bc)
+{
+    const zp_tokenizer *t = e->tok;
+    uint64_t k1 = zpi_tok_pair_key(a, b), k2 = zpi_tok_pair_key(b, c);
+    uint32_t i1 = (uint32_t)((k1 * 0xD6E8FEB86659FD93ULL) >> (64 - PAIR_CACHE_BITS));
+    uint32_t i2 = (uint32_t)((k2 * 0xD6E8FEB86659FD93ULL) >> (64 - PAIR_CACHE_BITS));
+    int miss1 = (e->pcache[i1] >> ZPI_TOK_ID_BITS) != k1;
+    int miss2 = (e->pcache[i2] >> ZPI_TOK_ID_BITS) != k2;
+    if (miss1)
+        __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, k1)]);
+    if (miss2)
+        __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, k2)]);
+    *ab = pair_rank(e, a, b);
+    *bc = pair_rank(e, b, c);
+}
+
 /* Quadratic merge of p[0..n), n <= SHORT_MAX, into out (room for n ids).
  * Returns the id count. */
 static size_t bpe_short(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
@@ -81,9 +101,12 @@ static size_t bpe_short(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
         for (i = bi + 1; i + 2 < m; i++)
             rk[i] = rk[i + 1];
         m--;
-        if (bi + 1 < m)
+        if (bi > 0 && bi + 1 < m)
+            pair_rank2(e, (uint32_t)out[bi - 1], (uint32_t)out[bi], (uint32_t)out[bi + 1],
+                       &rk[bi - 1], &rk[bi]);
+        else if (bi + 1 < m)
             rk[bi] = pair_rank(e, (uint32_t)out[bi], (uint32_t)out[bi + 1]);
-        if (bi > 0)
+        else if (bi > 0)
             rk[bi - 1] = pair_rank(e, (uint32_t)out[bi - 1], (uint32_t)out[bi]);
     }
     return m;
@@ -289,19 +312,6 @@ static inline void cache_put(zp_encoder *e, const uint8_t *p, size_t n, uint64_t
 
 /* ------------------------------------------------------------ encoder */
 
-#define SELF_YES 1u
-#define SELF_NO 2u
-
-static inline unsigned self_get(const zp_encoder *e, uint32_t id)
-{
-    return (e->self[id >> 2] >> ((id & 3) * 2)) & 3u;
-}
-
-static inline void self_set(zp_encoder *e, uint32_t id, unsigned v)
-{
-    e->self[id >> 2] = (uint8_t)(e->self[id >> 2] | v << ((id & 3) * 2));
-}
-
 static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h, int32_t *out);
 
 /* Encode one piece p[0..n), n >= 2, into out (room for n ids). h is
@@ -313,24 +323,9 @@ static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, uin
     const zp_tokenizer *t = e->tok;
     if (e->tiktoken && n <= t->max_token_len) {
         uint32_t id = zpi_tok_find(t, p, n, h);
-        if (id != ZPI_TOK_NONE) {
+        if (id != ZPI_TOK_NONE && zpi_tok_whole_ok(t, id)) {
             out[0] = (int32_t)id;
             return 1;
-        }
-    } else if (e->self && n <= t->max_token_len) {
-        uint32_t id = zpi_tok_find(t, p, n, h);
-        if (id != ZPI_TOK_NONE) {
-            unsigned k = self_get(e, id);
-            if (k == SELF_YES) {
-                out[0] = (int32_t)id;
-                return 1;
-            }
-            if (k == 0) {
-                size_t m = encode_cached(e, p, n, h, out);
-                if (m != (size_t)-1)
-                    self_set(e, id, m == 1 && (uint32_t)out[0] == id ? SELF_YES : SELF_NO);
-                return m;
-            }
         }
     }
     return encode_cached(e, p, n, h, out);
@@ -354,12 +349,7 @@ static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t 
 zp_status zpi_tok_bpe_init(zp_encoder *e, int whole_first)
 {
     const zp_tokenizer *tok = e->tok;
-    e->tiktoken = whole_first;
-    if (!e->tiktoken && tok->kind == ZPI_TOK_KIND_BYTE_BPE) {
-        e->self = calloc((size_t)tok->n_ids / 4 + 1, 1);
-        if (!e->self)
-            return ZP_ERR_NOMEM;
-    }
+    e->tiktoken = whole_first || tok->whole;
     e->short_max = SHORT_MAX;
     size_t nsets = 0;
     if (tok->cfg.cache_entries >= CACHE_WAYS && tok->cfg.cache_max_piece_bytes >= 2) {
@@ -379,7 +369,7 @@ zp_status zpi_tok_bpe_init(zp_encoder *e, int whole_first)
     if (zpi_pretok_scratch_create(tok->pretok, &e->pscratch) != ZP_OK)
         return ZP_ERR_NOMEM;
     e->hash_max = e->cache_max;
-    if ((e->tiktoken || e->self) && tok->max_token_len > e->hash_max)
+    if (e->tiktoken && tok->max_token_len > e->hash_max)
         e->hash_max = tok->max_token_len;
     return ZP_OK;
 }
@@ -390,19 +380,58 @@ void zpi_tok_bpe_free(zp_encoder *e)
     zpi_pretok_scratch_destroy(e->pscratch);
     free(e->ctag);
     free(e->cslot);
-    free(e->self);
     e->pscratch = NULL;
     e->ctag = NULL;
     e->cslot = NULL;
-    e->self = NULL;
 }
 
 size_t zpi_tok_bpe_memory(const zp_encoder *e)
 {
     size_t slots = e->ctag ? ((size_t)e->cset_mask + 1) * CACHE_WAYS : 0;
     return e->lcap * (4 * sizeof(uint32_t) + sizeof(uint64_t)) +
-           slots * (sizeof(uint32_t) + sizeof(cache_slot)) +
-           (e->self ? (size_t)e->tok->n_ids / 4 + 1 : 0);
+           slots * (sizeof(uint32_t) + sizeof(cache_slot));
+}
+
+zp_status zpi_tok_whole_table(zp_tokenizer *t, zpi_err *err)
+{
+    zp_encoder *e = calloc(1, sizeof *e); /* no cache, no whole-piece rule */
+    uint8_t *whole = calloc((size_t)t->n_ids / 8 + 1, 1);
+    int32_t *out = malloc(((size_t)t->max_token_len + 1) * sizeof *out);
+    zp_status st = ZP_OK;
+    if (!e || !whole || !out) {
+        st = ZP_ERR_NOMEM;
+        goto done;
+    }
+    e->tok = t;
+    e->short_max = SHORT_MAX;
+    for (uint32_t id = 0; id < t->n_ids; id++) {
+        const zpi_tok_span *sp = &t->span[id];
+        if (sp->off == ZPI_TOK_NONE)
+            continue;
+        const uint8_t *p = t->blob + sp->off;
+        size_t n = sp->len;
+        if (n == 1 || zpi_tok_find(t, p, n, zpi_tok_hash(p, n)) != id) {
+            continue; /* one byte: never merged; not found: never a whole piece */
+        }
+        size_t m = n <= SHORT_MAX ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+        if (m == (size_t)-1) {
+            st = ZP_ERR_NOMEM;
+            goto done;
+        }
+        if (m == 1 && (uint32_t)out[0] == id)
+            whole[id >> 3] = (uint8_t)(whole[id >> 3] | 1u << (id & 7));
+    }
+    t->whole = whole;
+    whole = NULL;
+done:
+    if (e)
+        long_release(e);
+    free(e);
+    free(whole);
+    free(out);
+    if (st != ZP_OK)
+        zpi_err_set(err, st, "out of memory for the whole-token table");
+    return st;
 }
 
 void zpi_encoder_set_short_max(zp_encoder *enc, size_t n)
@@ -450,7 +479,7 @@ encode_loop(zp_encoder *enc, int kind, const uint8_t *s, size_t len, int32_t *id
             if (n >= 2 && n <= enc->hash_max) {
                 uint64_t h = zpi_tok_hash(s + i, n);
                 hash[nb] = h;
-                if (enc->tiktoken || enc->self)
+                if (enc->tiktoken)
                     __builtin_prefetch(&t->vmap[(uint32_t)h & t->vmap_mask]);
                 else if (enc->ctag)
                     __builtin_prefetch(&enc->ctag[cache_set(enc, h)]);

@@ -25,7 +25,7 @@ struct zpi_hf_enc;
 #define CACHE_DATA 60
 
 /* Entries of the per-encoder pair cache (8 bytes each). */
-#define PAIR_CACHE_BITS 13
+#define PAIR_CACHE_BITS 16
 #define PAIR_CACHE (1u << PAIR_CACHE_BITS)
 
 typedef struct cache_slot {
@@ -37,13 +37,9 @@ typedef struct cache_slot {
 
 struct zp_encoder {
     const zp_tokenizer *tok; /* borrowed */
-    int tiktoken;            /* whole-piece lookup first */
-    /* Merges-list mode (no whole-piece rule): whether BPE of token id's own
-     * bytes gives back id, learnt the first time a piece is a whole token:
-     * 2 bits per id, 0 not known yet, SELF_YES, SELF_NO. A piece that is a
-     * token known to merge back into itself is that token, without the cache
-     * or a merge: exactly what BPE gives. NULL: not used. Owned. */
-    uint8_t *self;
+    /* whole-piece lookup first: always in tiktoken mode and with
+     * ignore_merges; in merges-list mode for the tokens of tok->whole */
+    int tiktoken;
     size_t cache_max;        /* longest cached piece (bytes), 0: no cache */
     size_t short_max;        /* longest piece for bpe_short, <= SHORT_MAX */
     size_t hash_max;         /* longest piece that is hashed (whole-token lookup, cache) */
@@ -73,7 +69,7 @@ struct zp_encoder {
 };
 
 /* The byte-level BPE part of a zeroed encoder whose tok is set: the cache,
- * the self bits (merges-list mode), the pre-tokenizer's scratch.
+ * the pre-tokenizer's scratch.
  * whole_first: whole-piece lookup before BPE (tiktoken, ignore_merges).
  * ZP_ERR_NOMEM: the caller frees with zpi_tok_bpe_free. */
 zp_status zpi_tok_bpe_init(zp_encoder *e, int whole_first);

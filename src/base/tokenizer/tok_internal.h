@@ -41,12 +41,15 @@ typedef enum zpi_tok_mode {
 
 /* bytes -> id map slot (16 bytes). head: zpi_tok_head() of the token, which
  * decides equality by itself for tokens of up to 8 bytes; longer tokens also
- * compare their bytes after the 8th in the blob. id1 == 0: empty. */
+ * compare their bytes after the 8th at blob + off (one memory access, not
+ * two through span). key: the id in its low ZPI_TOK_ID_BITS bits, above them
+ * the length, ZPI_VSLOT_LONG for ZPI_VSLOT_LONG bytes and more (span has the
+ * length); key >> ZPI_TOK_ID_BITS == 0: empty. */
+#define ZPI_VSLOT_LONG 2047u
 typedef struct zpi_vslot {
     uint64_t head;
-    uint32_t id1; /* id + 1 */
-    uint16_t len;
-    uint16_t tag; /* hash bits 48..63, a filter for long tokens */
+    uint32_t off;
+    uint32_t key;
 } zpi_vslot;
 
 /* id -> bytes: blob[off .. off+len). off == ZPI_TOK_NONE: no such id (a hole
@@ -93,7 +96,7 @@ struct zp_tokenizer {
     uint8_t *blob;      /* token bytes, owned */
     size_t blob_len, blob_cap;
 
-    /* bytes -> id: open addressing, linear probing, load <= 1/2. Only tokens
+    /* bytes -> id: open addressing, linear probing, load <= 5/8. Only tokens
      * that BPE can produce are in it (not special tokens such as the
      * <|endoftext|> of rank files). Owned. */
     zpi_vslot *vmap;
@@ -101,7 +104,7 @@ struct zp_tokenizer {
     uint32_t vmap_count;
 
     /* (left id, right id) -> merge rank: open addressing, linear probing,
-     * load <= 1/2. Slot = 1 << 63 | left << 42 | right << 21 | rank; 0 is
+     * load <= 5/8. Slot = 1 << 63 | left << 42 | right << 21 | rank; 0 is
      * empty. Owned. */
     uint64_t *pmap;
     uint32_t pmap_mask;
@@ -116,6 +119,13 @@ struct zp_tokenizer {
     /* rank of the merge of two single bytes, [first << 8 | second]: the
      * first round of every merge, without hashing. 65536 entries. Owned. */
     uint32_t *bp_rank;
+
+    /* Merges-list mode without ignore_merges (zpi_tok_whole_table): bit id
+     * set when BPE of token id's own bytes gives back id alone, so that a
+     * piece equal to such a token is that token without a merge, exactly as
+     * BPE would give it. NULL: not computed (tiktoken mode and ignore_merges
+     * take every whole token). n_ids bits. Owned. */
+    uint8_t *whole;
 };
 
 /* ------------------------------------------------------------ hashing */
@@ -243,18 +253,20 @@ static inline __attribute__((always_inline)) uint32_t zpi_tok_find(const zp_toke
                                                                     uint64_t h)
 {
     uint64_t head = zpi_tok_head(p, n);
-    uint16_t tag = (uint16_t)(h >> 48);
+    uint32_t want = n < ZPI_VSLOT_LONG ? (uint32_t)n : ZPI_VSLOT_LONG;
     uint32_t i = (uint32_t)h & t->vmap_mask;
     for (;;) {
         const zpi_vslot *s = &t->vmap[i];
-        if (s->id1 == 0)
+        uint32_t len = s->key >> ZPI_TOK_ID_BITS;
+        if (len == 0)
             return ZPI_TOK_NONE;
-        if (s->head == head && s->len == n) {
+        if (s->head == head && len == want) {
+            uint32_t id = s->key & ZPI_TOK_ID_MASK;
             if (n <= 8)
-                return s->id1 - 1;
-            if (s->tag == tag &&
-                zpi_tok_eq(t->blob + t->span[s->id1 - 1].off + 8, p + 8, n - 8))
-                return s->id1 - 1;
+                return id;
+            if ((want < ZPI_VSLOT_LONG || t->span[id].len == n) &&
+                zpi_tok_eq(t->blob + s->off + 8, p + 8, n - 8))
+                return id;
         }
         i = (i + 1) & t->vmap_mask;
     }
@@ -292,6 +304,15 @@ void zpi_tok_build_pair_insert(zp_tokenizer *t, uint64_t v);
 zp_status zpi_tok_build_all_splits(zp_tokenizer *t, zpi_err *err);
 /* Checks (all 256 byte tokens present) and the derived tables. */
 zp_status zpi_tok_build_finish(zp_tokenizer *t, zpi_err *err);
+
+/* Sets t->whole for a finished byte-level vocabulary in merges-list mode:
+ * BPE of every token's bytes, once at load (tok_encode.c). */
+zp_status zpi_tok_whole_table(zp_tokenizer *t, zpi_err *err);
+
+static inline int zpi_tok_whole_ok(const zp_tokenizer *t, uint32_t id)
+{
+    return !t->whole || (t->whole[id >> 3] >> (id & 7) & 1u);
+}
 
 /* ------------------------------------------------------------ identity
  * (tok_ident.c) */

@@ -453,6 +453,7 @@ void zp_tokenizer_destroy(zp_tokenizer *tok)
     free(tok->pmap);
     free(tok->merge_id);
     free(tok->bp_rank);
+    free(tok->whole);
     zpi_spm_destroy(tok->spm);
     zpi_hf_destroy(tok->hf);
     free(tok);
