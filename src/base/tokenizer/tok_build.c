@@ -304,5 +304,18 @@ zp_status zpi_tok_build_finish(zp_tokenizer *t, zpi_err *err)
                 (uint32_t)s & ZPI_TOK_ID_MASK;
     }
     free(byte_of);
+    /* the pair filter: 8 bits per pair at least, a power of two of words */
+    uint32_t words = next_pow2_u32(((uint64_t)t->pmap_count * 8 + 63) / 64);
+    t->pfilter = zpi_tok_table_alloc((size_t)words * sizeof *t->pfilter);
+    if (!t->pfilter)
+        ERR(ZP_ERR_NOMEM, "out of memory");
+    t->pfilter_mask = words - 1;
+    for (uint32_t i = 0; i <= t->pmap_mask; i++) {
+        uint64_t s = t->pmap[i];
+        if (s == 0)
+            continue;
+        uint64_t h = zpi_tok_pfilter_hash(s >> ZPI_TOK_ID_BITS);
+        t->pfilter[(uint32_t)(h >> 32) & t->pfilter_mask] |= zpi_tok_pfilter_bits(h);
+    }
     return ZP_OK;
 }

@@ -47,13 +47,13 @@ static inline uint32_t pair_rank(zp_encoder *e, uint32_t a, uint32_t b)
         uint32_t r = (uint32_t)s & ZPI_TOK_ID_MASK;
         return r == PAIR_NONE ? ZPI_TOK_NONE : r;
     }
-    uint32_t r = zpi_tok_pair(e->tok, a, b);
+    uint32_t r = zpi_tok_pair_maybe(e->tok, key) ? zpi_tok_pair(e->tok, a, b) : ZPI_TOK_NONE;
     e->pcache[i] = (key << ZPI_TOK_ID_BITS) | (r == ZPI_TOK_NONE ? PAIR_NONE : r);
     return r;
 }
 
-/* pair_rank() of (a, b) into *ab and of (b, c) into *bc: both pair-cache
- * misses are prefetched from the pair map before either is looked up, so
+/* pair_rank() of (a, b) into *ab and of (b, c) into *bc: the filter words
+ * of both pair-cache misses are prefetched before either is looked up, so
  * that their memory latencies overlap. */
 static inline void pair_rank2(zp_encoder *e, uint32_t a, uint32_t b, uint32_t c, uint32_t *ab,
                               uint32_t *bc)
@@ -64,10 +64,10 @@ static inline void pair_rank2(zp_encoder *e, uint32_t a, uint32_t b, uint32_t c,
     uint32_t i2 = (uint32_t)((k2 * 0xD6E8FEB86659FD93ULL) >> (64 - PAIR_CACHE_BITS));
     int miss1 = (e->pcache[i1] >> ZPI_TOK_ID_BITS) != k1;
     int miss2 = (e->pcache[i2] >> ZPI_TOK_ID_BITS) != k2;
-    if (miss1)
-        __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, k1)]);
-    if (miss2)
-        __builtin_prefetch(&t->pmap[zpi_tok_pair_home(t, k2)]);
+    if (miss1 && t->pfilter)
+        __builtin_prefetch(&t->pfilter[(uint32_t)(zpi_tok_pfilter_hash(k1) >> 32) & t->pfilter_mask]);
+    if (miss2 && t->pfilter)
+        __builtin_prefetch(&t->pfilter[(uint32_t)(zpi_tok_pfilter_hash(k2) >> 32) & t->pfilter_mask]);
     *ab = pair_rank(e, a, b);
     *bc = pair_rank(e, b, c);
 }

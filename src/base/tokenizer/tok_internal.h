@@ -111,6 +111,14 @@ struct zp_tokenizer {
     uint32_t pmap_count;
     unsigned pmap_shift; /* 64 - log2(capacity) */
 
+    /* Which pairs the pair map may hold: a Bloom filter of two bits in one
+     * 64-bit word per pair (about 8 to 16 bits per pair, so a few hundred
+     * KiB where the map is megabytes), made by zpi_tok_build_finish. Most
+     * pairs that BPE looks up are absent, and this answers them without
+     * touching the map. NULL: not made (look in the map). Owned. */
+    uint64_t *pfilter;
+    uint32_t pfilter_mask; /* words - 1 */
+
     /* rank -> merged id, for merges.txt vocabularies (rank = merge line);
      * NULL when rank == merged id (tiktoken). merge_cap entries. Owned. */
     uint32_t *merge_id;
@@ -209,6 +217,23 @@ static inline uint32_t zpi_tok_pair(const zp_tokenizer *t, uint32_t a, uint32_t 
 }
 
 /* The id a merge of rank `rank` makes. */
+/* The filter word and bits of a pair key (zpi_tok_pair_key). */
+static inline uint64_t zpi_tok_pfilter_hash(uint64_t key) { return key * 0xA24BAED4963EE407ULL; }
+
+static inline uint64_t zpi_tok_pfilter_bits(uint64_t h)
+{
+    return (1ULL << (h & 63)) | (1ULL << ((h >> 6) & 63));
+}
+
+/* 0 when the pair map cannot hold the pair of key; 1 when it may. */
+static inline int zpi_tok_pair_maybe(const zp_tokenizer *t, uint64_t key)
+{
+    if (!t->pfilter)
+        return 1;
+    uint64_t h = zpi_tok_pfilter_hash(key), m = zpi_tok_pfilter_bits(h);
+    return (t->pfilter[(uint32_t)(h >> 32) & t->pfilter_mask] & m) == m;
+}
+
 static inline uint32_t zpi_tok_merged(const zp_tokenizer *t, uint32_t rank)
 {
     return t->merge_id ? t->merge_id[rank] : rank;

@@ -454,6 +454,7 @@ void zp_tokenizer_destroy(zp_tokenizer *tok)
     free(tok->merge_id);
     free(tok->bp_rank);
     free(tok->whole);
+    free(tok->pfilter);
     zpi_spm_destroy(tok->spm);
     zpi_hf_destroy(tok->hf);
     free(tok);
@@ -471,7 +472,9 @@ size_t zp_tokenizer_memory(const zp_tokenizer *tok)
            ((size_t)tok->vmap_mask + 1) * sizeof *tok->vmap +
            (tok->pmap ? ((size_t)tok->pmap_mask + 1) * sizeof *tok->pmap : 0) +
            (size_t)tok->merge_cap * sizeof *tok->merge_id +
-           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0) + zpi_spm_memory(tok->spm) +
+           (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0) +
+           (tok->pfilter ? ((size_t)tok->pfilter_mask + 1) * sizeof *tok->pfilter : 0) +
+           (tok->whole ? (size_t)tok->n_ids / 8 + 1 : 0) + zpi_spm_memory(tok->spm) +
            zpi_hf_memory(tok->hf);
 }
 
