@@ -120,6 +120,12 @@ def variants(base):
         {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
          "use_regex": False}]}
     v["gpt4o-digits-nfkc"] = b
+    # Two ids swapped: the merges' ids no longer step by 0 or 1, so Zephon
+    # keeps its plain rank -> id table instead of the packed one.
+    s = json.loads(json.dumps(g))
+    inv = {i: k for k, i in s["model"]["vocab"].items()}
+    s["model"]["vocab"][inv[1000]], s["model"]["vocab"][inv[150000]] = 150000, 1000
+    v["gpt4o-ids-swapped"] = s
     with open(os.path.join(base, "tokenizer-llama2/models/tokenizer.json"), encoding="utf-8") as f:
         l2 = json.load(f)
     c = json.loads(json.dumps(l2))  # Metaspace instead of the Prepend/Replace normalizer

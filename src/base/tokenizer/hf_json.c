@@ -841,6 +841,7 @@ static zp_status scan_merges(loader *L, zp_tokenizer *t, int bytelevel, zpi_err 
         }
     }
     t->merge_cap = n;
+    zpi_tok_pack_merges(t);
     if ((st = zpi_tok_build_pairs_begin(t, n, err)) != ZP_OK)
         goto out;
     for (uint32_t i = 0; i < n; i++) {

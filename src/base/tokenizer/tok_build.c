@@ -261,6 +261,32 @@ zp_status zpi_tok_build_all_splits(zp_tokenizer *t, zpi_err *err)
     return ZP_OK;
 }
 
+void zpi_tok_pack_merges(zp_tokenizer *t)
+{
+    const uint32_t *id = t->merge_id;
+    uint32_t n = t->merge_cap;
+    if (!id || n == 0)
+        return;
+    for (uint32_t r = 1; r < n; r++)
+        if ((r & 63) && id[r] != id[r - 1] && id[r] != id[r - 1] + 1)
+            return;
+    uint32_t nb = (n + 63) / 64;
+    zpi_merge_block *b = calloc(nb, sizeof *b);
+    if (!b)
+        return;
+    for (uint32_t r = 0; r < n; r++) {
+        if ((r & 63) == 0)
+            b[r >> 6].base = id[r];
+        else if (id[r] != id[r - 1])
+            b[r >> 6].inc |= 1ULL << (r & 63);
+    }
+    free(t->merge_id);
+    t->merge_id = NULL;
+    t->merge_cap = 0;
+    t->mblock = b;
+    t->mblock_n = nb;
+}
+
 zp_status zpi_tok_build_finish(zp_tokenizer *t, zpi_err *err)
 {
     for (unsigned b = 0; b < 256; b++) {

@@ -452,6 +452,7 @@ void zp_tokenizer_destroy(zp_tokenizer *tok)
     free(tok->vmap);
     free(tok->pmap);
     free(tok->merge_id);
+    free(tok->mblock);
     free(tok->bp_rank);
     free(tok->whole);
     free(tok->pfilter);
@@ -472,6 +473,7 @@ size_t zp_tokenizer_memory(const zp_tokenizer *tok)
            ((size_t)tok->vmap_mask + 1) * sizeof *tok->vmap +
            (tok->pmap ? ((size_t)tok->pmap_mask + 1) * sizeof *tok->pmap : 0) +
            (size_t)tok->merge_cap * sizeof *tok->merge_id +
+           (size_t)tok->mblock_n * sizeof *tok->mblock +
            (tok->bp_rank ? 65536 * sizeof *tok->bp_rank : 0) +
            (tok->pfilter ? ((size_t)tok->pfilter_mask + 1) * sizeof *tok->pfilter : 0) +
            (tok->whole ? (size_t)tok->n_ids / 8 + 1 : 0) + zpi_spm_memory(tok->spm) +
