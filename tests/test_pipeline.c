@@ -1122,6 +1122,128 @@ static void test_pipeline_pad_mode_one_doc_per_row(void **state)
     zp_tokenizer_destroy(tok);
 }
 
+/* The document-masking outputs of one batch, recomputed from its
+ * segment_ids (and the rule for continued positions) and compared. */
+static void check_masking(const zp_batch *b, zp_position_mode pm, int32_t eot,
+                          const int32_t *prev_last_pos, int32_t prev_last_tok)
+{
+    const size_t in = b->cols - 1;
+    assert_non_null(b->position_ids);
+    assert_non_null(b->cu_seqlens);
+    assert_non_null(b->doc_counts);
+    size_t n = 0;
+    int32_t maxlen = 0;
+    for (size_t r = 0; r < b->rows; r++) {
+        const int32_t *sg = b->segment_ids + r * b->cols, *po = b->position_ids + r * b->cols;
+        const int32_t *t = b->tokens + r * b->cols;
+        /* positions: consecutive within a segment, 0 at every start but the
+         * row's first in continue mode */
+        for (size_t c = 1; c < b->cols; c++)
+            assert_int_equal(po[c], sg[c] != sg[c - 1] ? 0 : po[c - 1] + 1);
+        if (pm == ZP_POSITIONS_RESTART || sg[0] < 0) {
+            assert_int_equal(po[0], 0);
+        } else if (r == 0 && prev_last_pos && *prev_last_pos >= 0 && t[0] == prev_last_tok &&
+                   !(t[0] == eot && sg[1] != sg[0])) {
+            /* the carry is the previous row's last token, at its position */
+            assert_int_equal(po[0], *prev_last_pos);
+        }
+        if (r > 0 && pm == ZP_POSITIONS_CONTINUE && sg[0] >= 0 &&
+            !(t[0] == eot && (b->cols < 2 || sg[1] != sg[0])))
+            assert_int_equal(po[0], b->position_ids[r * b->cols - 1]);
+        int32_t docs = 0;
+        for (size_t c = 0; c < in; c++) {
+            if (c > 0 && sg[c] == sg[c - 1])
+                continue;
+            int32_t at = (int32_t)(r * in + c);
+            assert_true(n < b->n_cu_seqlens);
+            assert_int_equal(b->cu_seqlens[n], at);
+            if (n > 0 && at - b->cu_seqlens[n - 1] > maxlen)
+                maxlen = at - b->cu_seqlens[n - 1];
+            n++;
+            docs += sg[c] >= 0;
+        }
+        assert_int_equal(b->doc_counts[r], docs);
+    }
+    int32_t end = (int32_t)(b->rows * in);
+    if (end - b->cu_seqlens[n - 1] > maxlen)
+        maxlen = end - b->cu_seqlens[n - 1];
+    assert_int_equal(b->n_cu_seqlens, n + 1);
+    assert_int_equal(b->cu_seqlens[n], end);
+    assert_int_equal(b->max_seqlen, maxlen);
+}
+
+static void test_pipeline_doc_masking(void **state)
+{
+    fixture *f = *state;
+    int32_t eot = 50256;
+    const unsigned all = ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS;
+    for (int mode = 0; mode < 3; mode++) {
+        zp_position_mode pm = mode == 1 ? ZP_POSITIONS_CONTINUE : ZP_POSITIONS_RESTART;
+        uint64_t dig[2] = {0, 0};
+        for (int threads = 1; threads <= 2; threads++) {
+            run_cfg r = default_run();
+            r.tokenize = 1;
+            r.threads = threads;
+            r.microbatch = 3;
+            r.seq_len = 17;
+            r.pack = mode == 2 ? ZP_PACK_PAD : ZP_PACK_CONCAT;
+            zp_worksource *ws;
+            zp_pipeline *p = make_pipeline(f, &r, &ws);
+            assert_int_equal(zp_pipeline_doc_masking(p, all, pm), ZP_OK);
+            const zp_batch *b;
+            int32_t last_pos = -1, last_tok = -1;
+            uint64_t docs_in_rows = 0, h = 0;
+            zp_status st;
+            while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
+                check_masking(b, pm, eot, r.pack == ZP_PACK_CONCAT ? &last_pos : NULL, last_tok);
+                size_t lr = b->rows - 1;
+                last_pos = b->loss_mask[lr * b->cols + b->cols - 1]
+                               ? b->position_ids[lr * b->cols + b->cols - 1]
+                               : -1;
+                last_tok = b->tokens[lr * b->cols + b->cols - 1];
+                for (size_t i = 0; i < b->rows; i++)
+                    docs_in_rows += (uint64_t)b->doc_counts[i];
+                h = XXH64(&(uint64_t){zp_batch_digest(b)}, sizeof(uint64_t), h);
+                if (r.pack == ZP_PACK_PAD) {
+                    /* one document a row: positions 0.. of it */
+                    for (size_t i = 0; i < b->rows_filled; i++)
+                        assert_int_equal(b->doc_counts[i], 1);
+                }
+            }
+            assert_int_equal(st, ZP_END);
+            assert_true(docs_in_rows >= f->total);
+            dig[threads - 1] = h;
+            zp_pipeline_destroy(p);
+            zp_worksource_destroy(ws);
+        }
+        assert_true(dig[0] == dig[1]); /* the same with any thread count */
+    }
+    /* not asked: nothing delivered, and bad arguments are refused */
+    run_cfg r = default_run();
+    r.tokenize = 1;
+    zp_worksource *ws;
+    zp_pipeline *p = make_pipeline(f, &r, &ws);
+    assert_int_equal(zp_pipeline_doc_masking(p, 8, ZP_POSITIONS_RESTART), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_pipeline_errmsg(p), "unknown flags 0x8"));
+    assert_int_equal(zp_pipeline_doc_masking(p, all, (zp_position_mode)7), ZP_ERR_INVALID);
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_OK);
+    assert_null(b->position_ids);
+    assert_null(b->cu_seqlens);
+    assert_null(b->doc_counts);
+    assert_int_equal(b->n_cu_seqlens, 0);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    /* without tokenize: refused at the first next() */
+    r = default_run();
+    p = make_pipeline(f, &r, &ws);
+    assert_int_equal(zp_pipeline_doc_masking(p, all, ZP_POSITIONS_RESTART), ZP_OK);
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_pipeline_errmsg(p), "need a tokenize operator"));
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+}
+
 static void test_pipeline_tokens_deterministic_across_threads(void **state)
 {
     fixture *f = *state;
@@ -1159,6 +1281,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_concat_tokens_in_equal_tokens_out),
         cmocka_unit_test(test_pipeline_pad_mode_one_doc_per_row),
         cmocka_unit_test(test_pipeline_tokens_deterministic_across_threads),
+        cmocka_unit_test(test_pipeline_doc_masking),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

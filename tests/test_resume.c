@@ -90,6 +90,8 @@ typedef struct setup_t {
     uint64_t seed;
     size_t seq_len;
     uint32_t epochs;
+    unsigned masking; /* ZP_OUT_* (zp_pipeline_doc_masking), 0 none */
+    zp_position_mode positions;
 } setup_t;
 
 typedef struct run_t {
@@ -130,6 +132,8 @@ static void run_open(run_t *r, const setup_t *s)
     if (s->mode != ZP_PACK_RECORDS) {
         assert_int_equal(zp_pipeline_tokenize(r->p, "gpt2", "text", 2), ZP_OK);
         assert_int_equal(zp_pipeline_pack(r->p, s->mode, s->seq_len), ZP_OK);
+        if (s->masking)
+            assert_int_equal(zp_pipeline_doc_masking(r->p, s->masking, s->positions), ZP_OK);
     }
 }
 
@@ -156,6 +160,8 @@ static uint64_t batch_hash(const zp_batch *b)
         XXH64_update(h, b->tokens, n * sizeof *b->tokens);
         XXH64_update(h, b->loss_mask, n);
         XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+        uint64_t d = zp_batch_digest(b); /* with the document-masking outputs */
+        XXH64_update(h, &d, sizeof d);
     }
     for (size_t i = 0; i < b->n_samples; i++) {
         XXH64_update(h, &b->samples[i].global_id, sizeof b->samples[i].global_id);
@@ -217,9 +223,22 @@ static void checkpoint_every_batch(const setup_t *ref_setup, int stride)
 static void test_concat_every_batch(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
     g_epoch_draws = 300; /* 500 batches of long documents cross an epoch */
     checkpoint_every_batch(&s, g_stride);
+    g_epoch_draws = 1200;
+}
+
+/* Document masking with continued positions: a restored stream's first
+ * row continues its document's position from the saved carry (issue 22). */
+static void test_concat_masking_every_batch(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0,
+                 ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS,
+                 ZP_POSITIONS_CONTINUE};
+    g_epoch_draws = 300;
+    checkpoint_every_batch(&s, g_stride * 5);
     g_epoch_draws = 1200;
 }
 
@@ -227,14 +246,14 @@ static void test_records_every_batch(void **state)
 {
     (void)state;
     g_epoch_draws = 1200;
-    setup_t s = {ZP_PACK_RECORDS, 2, 64, 2, 0, 1, 6, 0, 0};
+    setup_t s = {ZP_PACK_RECORDS, 2, 64, 2, 0, 1, 6, 0, 0, 0, ZP_POSITIONS_RESTART};
     checkpoint_every_batch(&s, g_stride * 7);
 }
 
 static void test_pad_every_batch(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_PAD, 2, 64, 2, 0, 1, 7, 24, 0};
+    setup_t s = {ZP_PACK_PAD, 2, 64, 2, 0, 1, 7, 24, 0, 0, ZP_POSITIONS_RESTART};
     checkpoint_every_batch(&s, g_stride * 7);
 }
 
@@ -242,7 +261,7 @@ static void test_pad_every_batch(void **state)
 static void test_other_settings_refused(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_CONCAT, 1, 64, 2, 0, 1, 5, 32, 0};
+    setup_t s = {ZP_PACK_CONCAT, 1, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
     run_t r;
     run_open(&r, &s);
     const zp_batch *b;
@@ -280,7 +299,7 @@ static void test_other_settings_refused(void **state)
 static void test_other_spelling(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 5, 0, 0};
+    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 5, 0, 0, 0, ZP_POSITIONS_RESTART};
     run_t r;
     run_open(&r, &s);
     const zp_batch *b;
@@ -343,7 +362,7 @@ static void test_other_spelling(void **state)
 static void test_skip_range(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
     run_t r;
     run_open(&r, &s);
     uint64_t hash[200];
@@ -414,7 +433,7 @@ static void elastic(zp_pack_mode mode)
     char *states[4];
     size_t lens[4];
     for (uint32_t r = 0; r < W; r++) {
-        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1};
+        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
         run_t run;
         run_open(&run, &s);
         for (uint32_t i = 0; i < 10 + 3 * r; i++) {
@@ -437,7 +456,7 @@ static void elastic(zp_pack_mode mode)
     /* again, in lock step: 12 batches each */
     n_got = 0;
     for (uint32_t r = 0; r < W; r++) {
-        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1};
+        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
         run_t run;
         run_open(&run, &s);
         for (int i = 0; i < 12; i++) {
@@ -457,7 +476,7 @@ static void elastic(zp_pack_mode mode)
         free(states[r]);
     /* a rank's own state does not restore on another world size */
     for (uint32_t r = 0; r < W2; r++) {
-        setup_t s = {mode, 1, 32, 1, r, W2, 9, 32, 1};
+        setup_t s = {mode, 1, 32, 1, r, W2, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
         run_t run;
         run_open(&run, &s);
         zp_status st = zp_pipeline_state_restore(run.p, job, strlen(job));
@@ -475,7 +494,7 @@ static void elastic(zp_pack_mode mode)
     }
     free(job);
     /* what the epoch holds: its 1200 draws */
-    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 9, 32, 1};
+    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
     run_t ref;
     run_open(&ref, &s);
     uint64_t want[1200];
@@ -515,6 +534,7 @@ int main(int argc, char **argv)
         g_stride = atoi(env);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concat_every_batch),
+        cmocka_unit_test(test_concat_masking_every_batch),
         cmocka_unit_test(test_records_every_batch),
         cmocka_unit_test(test_pad_every_batch),
         cmocka_unit_test(test_other_settings_refused),

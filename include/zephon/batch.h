@@ -59,7 +59,39 @@ typedef struct zp_batch {
      * mode, the rest zero). 0 for JSON datasets. */
     size_t n_arrays;
     const zp_array *arrays;
+
+    /* Document masking (token modes; each NULL / 0 unless asked for with
+     * zp_pipeline_doc_masking). docs/packing.md has a worked example.
+     * position_ids: rows x cols like tokens: each token's position in its
+     *   document, 0 at each document start in the row (ZP_POSITIONS_RESTART;
+     *   ZP_POSITIONS_CONTINUE: the row's first document, cut from the row
+     *   before, goes on from its position there); a padding run counts
+     *   0, 1, ... on its own.
+     * cu_seqlens: n_cu_seqlens int32 offsets over the inputs
+     *   (tokens[:, :-1]) flattened row by row, rows x (cols - 1) positions:
+     *   0, the start of every other document or padding run, and at each
+     *   row start, then rows x (cols - 1). Sequence k is
+     *   [cu_seqlens[k], cu_seqlens[k+1]); max_seqlen is the longest. As
+     *   FlashAttention's variable-length kernels take them.
+     * doc_counts: rows int32: the documents with a token among the row's
+     *   inputs (padding runs not counted). */
+    const int32_t *position_ids;
+    const int32_t *cu_seqlens;
+    size_t n_cu_seqlens;
+    int32_t max_seqlen;
+    const int32_t *doc_counts;
 } zp_batch;
+
+/* Outputs of zp_pipeline_doc_masking (flags). */
+#define ZP_OUT_POSITION_IDS 1u
+#define ZP_OUT_CU_SEQLENS 2u /* with max_seqlen */
+#define ZP_OUT_DOC_COUNTS 4u
+
+/* Positions of a row's first document when the row before cut it. */
+typedef enum zp_position_mode {
+    ZP_POSITIONS_RESTART = 0, /* 0, as Megatron's reset_position_ids (default) */
+    ZP_POSITIONS_CONTINUE = 1 /* its position in the document, as if uncut */
+} zp_position_mode;
 
 /* Counts of what the stream did, for reports. */
 typedef struct zp_pipeline_counts {

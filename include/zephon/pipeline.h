@@ -109,6 +109,13 @@ ZP_API zp_status zp_pipeline_tokenize_config(zp_pipeline *p, const char *tokeniz
 ZP_API zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size);
 ZP_API zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len);
 ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
+/* Token modes: also deliver the document-masking outputs named by
+ * `outputs` (ZP_OUT_* flags, zephon/batch.h; 0 turns them off), computed
+ * in the pipeline's packing thread; positions: ZP_POSITIONS_RESTART or
+ * _CONTINUE. A run that does not ask pays nothing. ZP_ERR_INVALID on an
+ * unknown flag or mode; zp_pipeline_next() refuses them without tokenize. */
+ZP_API zp_status zp_pipeline_doc_masking(zp_pipeline *p, unsigned outputs,
+                                         zp_position_mode positions);
 
 /* Deliver the next batch. Blocks until one is ready.
  * @return ZP_OK with *out set (borrowed until the next call);
@@ -121,7 +128,9 @@ ZP_API zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out);
 
 /* A digest of the batch's contents (XXH64, seed 0): record mode: each
  * row's length (uint64) then the rows' bytes; token modes: tokens,
- * loss_mask and segment_ids; then each fixed-shape field's name and bytes.
+ * loss_mask and segment_ids, then the document-masking outputs delivered
+ * (position_ids; cu_seqlens and max_seqlen; doc_counts); then each
+ * fixed-shape field's name and bytes.
  * What `zephon run --emit-digest` prints: equal streams, equal digests. */
 ZP_API uint64_t zp_batch_digest(const zp_batch *b);
 

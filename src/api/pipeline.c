@@ -30,6 +30,8 @@ struct zp_pipeline {
     zp_tokenizer_config tok_cfg; /* as given (eot/bos/match_special recorded in states) */
     size_t prefetch_buffer, prefetch_parallelism;
     int observe;
+    unsigned masking;           /* ZP_OUT_* asked for (zp_pipeline_doc_masking) */
+    zp_position_mode positions;
 
     /* the run */
     int started; /* the first next() was called */
@@ -341,6 +343,22 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
     return ZP_OK;
 }
 
+zp_status zp_pipeline_doc_masking(zp_pipeline *p, unsigned outputs, zp_position_mode positions)
+{
+    const unsigned all = ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS;
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_doc_masking"));
+    ZPI_RETURN_ERR_IF(outputs & ~all, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_doc_masking: outputs = 0x%x: unknown flags 0x%x (ZP_OUT_*)",
+                      outputs, outputs & ~all);
+    ZPI_RETURN_ERR_IF(positions != ZP_POSITIONS_RESTART && positions != ZP_POSITIONS_CONTINUE,
+                      &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_doc_masking: positions = %d: must be ZP_POSITIONS_RESTART "
+                      "or ZP_POSITIONS_CONTINUE", (int)positions);
+    p->masking = outputs;
+    p->positions = positions;
+    return ZP_OK;
+}
+
 zp_status zp_pipeline_enable_observability(zp_pipeline *p)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_enable_observability"));
@@ -358,6 +376,9 @@ static zp_status start(zp_pipeline *p)
                       "pack = %d (%s): token packing needs a tokenize operator "
                       "(zp_pipeline_tokenize)",
                       (int)p->cfg.pack, pack_name((int)p->cfg.pack));
+    ZPI_RETURN_ERR_IF(!p->tok && p->masking, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_doc_masking: the document-masking outputs need a "
+                      "tokenize operator (zp_pipeline_tokenize)");
     p->started = 1;
     zp_worksource_state at;
     zp_worksource_get_state(p->ws, &at);
@@ -388,8 +409,15 @@ static zp_status start(zp_pipeline *p)
         return zpi_err_copy(&p->err, &p->fatal);
     }
     size_t rows = p->cfg.microbatch_size, cols = p->tok ? p->cfg.seq_len + 1 : 0;
+    if (p->masking && (uint64_t)rows * p->cfg.seq_len > INT32_MAX) {
+        zpi_err_set(&p->fatal, ZP_ERR_INVALID,
+                    "zp_pipeline_doc_masking: microbatch_size x seq_len = %zu x %zu is over "
+                    "2^31 - 1 positions, which int32 cu_seqlens and position_ids cannot hold",
+                    rows, p->cfg.seq_len);
+        return zpi_err_copy(&p->err, &p->fatal);
+    }
     p->q_ready = 1;
-    zp_status st = zpi_outq_init(&p->q, p->cfg.prefetch_batches + 2, rows, cols);
+    zp_status st = zpi_outq_init(&p->q, p->cfg.prefetch_batches + 2, rows, cols, p->masking);
     if (st != ZP_OK) {
         zpi_err_set(&p->fatal, st,
                     "cannot start the pipeline: out of memory for %zu batch buffers of %zu x %zu",
@@ -423,6 +451,8 @@ static zp_status start(zp_pipeline *p)
                  .first_index = ck->next_batch,
                  .first_offset = ck->restored ? ck->at.token_offset : 0,
                  .first_carry = ck->restored && ck->at.carry,
+                 .masking = p->tok ? p->masking : 0,
+                 .positions = p->positions,
                  .ds = zp_worksource_dataset(p->ws)},
         .prefetch_buffer = p->prefetch_buffer,
         .prefetch_parallelism = p->prefetch_parallelism,
@@ -528,6 +558,14 @@ uint64_t zp_batch_digest(const zp_batch *b)
         XXH64_update(h, b->tokens, n * sizeof *b->tokens);
         XXH64_update(h, b->loss_mask, n);
         XXH64_update(h, b->segment_ids, n * sizeof *b->segment_ids);
+        if (b->position_ids)
+            XXH64_update(h, b->position_ids, n * sizeof *b->position_ids);
+        if (b->cu_seqlens) {
+            XXH64_update(h, b->cu_seqlens, b->n_cu_seqlens * sizeof *b->cu_seqlens);
+            XXH64_update(h, &b->max_seqlen, sizeof b->max_seqlen);
+        }
+        if (b->doc_counts)
+            XXH64_update(h, b->doc_counts, b->rows * sizeof *b->doc_counts);
     }
     /* fixed-shape fields (HDF5): every array's bytes, with its name */
     for (size_t k = 0; k < b->n_arrays; k++) {

@@ -16,6 +16,10 @@ static void buf_free(zpi_batchbuf *bb)
     free(bb->tokens);
     free(bb->mask);
     free(bb->seg);
+    free(bb->pos);
+    free(bb->cu);
+    free(bb->ndocs);
+    free(bb->rowpos);
     for (int k = 0; k < 16; k++)
         free(bb->fixed[k]);
     free(bb->part_samples);
@@ -47,6 +51,19 @@ static zpi_batchbuf *buf_new(zpi_outq *q)
         bb->mask = malloc(rows * cols);
         bb->seg = malloc(rows * cols * sizeof *bb->seg);
         ok = ok && bb->tokens && bb->mask && bb->seg;
+        if (q->masking & ZP_OUT_POSITION_IDS) {
+            bb->pos = malloc(rows * cols * sizeof *bb->pos);
+            bb->rowpos = malloc(rows * sizeof *bb->rowpos);
+            ok = ok && bb->pos && bb->rowpos;
+        }
+        if (q->masking & ZP_OUT_CU_SEQLENS) {
+            bb->cu = malloc((rows * (cols - 1) + 1) * sizeof *bb->cu);
+            ok = ok && bb->cu;
+        }
+        if (q->masking & ZP_OUT_DOC_COUNTS) {
+            bb->ndocs = malloc(rows * sizeof *bb->ndocs);
+            ok = ok && bb->ndocs;
+        }
     } else {
         bb->offsets = malloc((rows + 1) * sizeof *bb->offsets);
         ok = ok && bb->offsets;
@@ -59,9 +76,10 @@ static zpi_batchbuf *buf_new(zpi_outq *q)
     return bb;
 }
 
-zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols)
+zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols, unsigned masking)
 {
     memset(q, 0, sizeof *q);
+    q->masking = cols ? masking : 0;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->ready_cv, NULL);
     pthread_cond_init(&q->free_cv, NULL);

@@ -50,6 +50,11 @@ typedef struct zpi_batchbuf {
     int32_t *tokens;   /* token modes: rows * cols */
     uint8_t *mask;
     int32_t *seg;
+    /* document masking (zp_pipeline_doc_masking), when asked: */
+    int32_t *pos;      /* rows * cols */
+    int32_t *cu;       /* rows * (cols - 1) + 1 */
+    int32_t *ndocs;    /* rows */
+    int64_t *rowpos;   /* rows: the document position of each row's first token */
     zp_array arrays[16];      /* fixed-shape fields (reader.h), b.n_arrays of them */
     unsigned char *fixed[16]; /* their data: rows * item_bytes each */
     size_t fixed_cap[16];
@@ -69,6 +74,7 @@ typedef struct zpi_outq {
     size_t n_bufs;             /* buffers in rotation (not kept) */
     size_t n_kept;
     size_t rows, cols;         /* shape of new buffers */
+    unsigned masking;          /* ZP_OUT_* arrays new buffers have */
     zpi_fifo free, ready;
     zpi_batchbuf *held;        /* handed to the consumer */
     int closed;                /* producers get no more buffers */
@@ -81,9 +87,10 @@ typedef struct zpi_outq {
 void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d);
 
 /* Sets up n_bufs buffers for batches of `rows` rows: record rows when cols
- * is 0, else token rows of `cols` tokens. On failure the queue can still be
- * given to zpi_outq_fini. */
-zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols);
+ * is 0, else token rows of `cols` tokens, with the document-masking arrays
+ * of `masking` (ZP_OUT_* flags). On failure the queue can still be given to
+ * zpi_outq_fini. */
+zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols, unsigned masking);
 void zpi_outq_fini(zpi_outq *q);
 
 /* Producer: take a free buffer, waiting while all are in use. When

@@ -3,6 +3,7 @@
  */
 #include "output/packer.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,6 +163,73 @@ static void part_tokens(zpi_packer *pk, const zp_sample *s, uint64_t n)
         pk->cur->part_tokens[s->part] += n;
 }
 
+/* The row's first token is at position `at` of its document (for
+ * ZP_POSITIONS_CONTINUE). */
+static inline void row_starts_at(zpi_packer *pk, size_t row, uint64_t at)
+{
+    if (pk->cur->rowpos)
+        pk->cur->rowpos[row] = (int64_t)at;
+}
+
+/* position_ids of the batch: 0 at each segment start in a row, the first
+ * segment of a real row from its document position in continue mode. */
+static void position_ids(const zpi_packer *pk, zpi_batchbuf *bb)
+{
+    const size_t rows = bb->b.rows, cols = bb->b.cols;
+    const int cont = pk->set.positions == ZP_POSITIONS_CONTINUE;
+    for (size_t r = 0; r < rows; r++) {
+        const int32_t *sg = bb->seg + r * cols;
+        int32_t *po = bb->pos + r * cols;
+        int64_t p = cont && sg[0] >= 0 ? bb->rowpos[r] : 0;
+        po[0] = (int32_t)(p < INT32_MAX ? p : INT32_MAX);
+        for (size_t c = 1; c < cols; c++) {
+            p = sg[c] != sg[c - 1] ? 0 : p + 1;
+            po[c] = (int32_t)(p < INT32_MAX ? p : INT32_MAX);
+        }
+    }
+    bb->b.position_ids = bb->pos;
+}
+
+/* cu_seqlens, max_seqlen and doc_counts over the inputs (the first cols - 1
+ * positions of each row): a sequence starts at each row start and where
+ * the segment id changes. */
+static void sequences(const zpi_packer *pk, zpi_batchbuf *bb)
+{
+    const size_t rows = bb->b.rows, cols = bb->b.cols, in = cols - 1;
+    size_t n = 0;
+    int32_t last = 0, maxlen = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const int32_t *sg = bb->seg + r * cols;
+        int32_t docs = 0;
+        for (size_t c = 0; c < in; c++) {
+            if (c > 0 && sg[c] == sg[c - 1])
+                continue;
+            int32_t at = (int32_t)(r * in + c);
+            if (bb->cu) {
+                if (n > 0 && at - last > maxlen)
+                    maxlen = at - last;
+                bb->cu[n++] = at;
+                last = at;
+            }
+            docs += sg[c] >= 0;
+        }
+        if (bb->ndocs)
+            bb->ndocs[r] = docs;
+    }
+    if (bb->cu) {
+        int32_t end = (int32_t)(rows * in);
+        if (n > 0 && end - last > maxlen)
+            maxlen = end - last;
+        bb->cu[n++] = end;
+        bb->b.cu_seqlens = bb->cu;
+        bb->b.n_cu_seqlens = n;
+        bb->b.max_seqlen = maxlen;
+    }
+    if (bb->ndocs)
+        bb->b.doc_counts = bb->ndocs;
+    (void)pk;
+}
+
 static void push_batch(zpi_packer *pk, int last_in_epoch)
 {
     zpi_batchbuf *bb = pk->cur;
@@ -182,6 +250,10 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
         size_t at = pk->row * b->cols + pk->col, n = b->rows * b->cols;
         pad_range(pk, bb, at < n ? at : n, n);
         arrays_finish(pk, bb, b->rows, filled);
+        if (bb->pos)
+            position_ids(pk, bb);
+        if (bb->cu || bb->ndocs)
+            sequences(pk, bb);
     } else {
         b->data = bb->data;
         b->offsets = bb->offsets;
@@ -276,6 +348,9 @@ static zp_status concat_room(zpi_packer *pk, const zp_sample *s, uint64_t pos)
         bb->seg[at] = 0;
         pk->col = 1;
         pk->seg = carry == pk->set.eot ? 1 : 0;
+        /* the carry is this document's token pos - 1, or (pos 0) the
+         * previous document's EOT, alone in its segment: position 0 */
+        row_starts_at(pk, pk->row, pos > 0 ? pos - 1 : 0);
     }
     if (!pk->cur)
         return begin_batch(pk, epoch);
@@ -347,6 +422,7 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
             pk->cur->seg[0] = 0;
             pk->col = 1;
             pk->seg = carry == pk->set.eot ? 1 : 0;
+            row_starts_at(pk, 0, pos > 0 ? pos - 1 : 0);
         }
     } else if (s->token_offset > 0) {
         /* carried over by an elastic resume: the rest of the document */
@@ -366,6 +442,8 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         if (k > total - pos)
             k = total - pos;
         size_t at = pk->row * cols + pk->col;
+        if (pk->col == 0)
+            row_starts_at(pk, pk->row, pos);
         size_t from_doc = pos + k <= n ? k : n - pos; /* the span may end with EOT */
         doc_copy(pk, bb->tokens + at, t, hb, pos, from_doc);
         if (from_doc < k)
@@ -401,6 +479,7 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     const size_t hb = pk->set.bos >= 0, n = hb + r->tok_len;
     size_t total = n + 1, keep = total < cols ? total : cols;
     int32_t *row = bb->tokens + pk->row * cols;
+    row_starts_at(pk, pk->row, 0);
     size_t from_doc = keep < n ? keep : n;
     doc_copy(pk, row, c->tok + r->tok_off, hb, 0, from_doc);
     if (keep > n)

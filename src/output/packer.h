@@ -25,6 +25,8 @@ typedef struct zpi_pack_settings {
     int32_t eot;        /* token modes: separator and padding token */
     int32_t bos;        /* token modes: put before each document, -1 none */
     size_t nparts;      /* mixture parts (per-part counts in each batch) */
+    unsigned masking;   /* token modes: ZP_OUT_* document-masking outputs */
+    zp_position_mode positions;
     /* Restored state (zephon/state.h): the first batch's index, and for the
      * first document packed the tokens already delivered and whether the
      * first row starts with the previous row's last token. */
