@@ -88,7 +88,7 @@ python_step() {
   /usr/bin/python3 -m venv --system-site-packages build/venv || return 1
   build/venv/bin/pip install -q ./python >$vlog 2>&1 || { tail -30 $vlog; return 1; }
   (cd python/tests && ZEPHON_BIN="$PWD/../../build/test-release/zephon" \
-     ../../build/venv/bin/python -m unittest test_examples test_api test_interrupt) >build/venv-tests.log 2>&1 ||
+     ../../build/venv/bin/python -m unittest test_examples test_api test_interrupt test_masking) >build/venv-tests.log 2>&1 ||
     { tail -40 build/venv-tests.log; return 1; }
   other=$(pyenv which python3 2>/dev/null || echo /usr/bin/python3)
   echo "=== [python] sdist, wheel from the sdist, install into build/venv2 ($other, $("$other" -V 2>&1))"
@@ -99,7 +99,7 @@ python_step() {
     build/venv2/bin/pip install -q build/py-dist/zephon-*.whl; } >build/venv2.log 2>&1 ||
     { tail -30 build/venv2.log; return 1; }
   (cd python/tests && ZEPHON_BIN="$PWD/../../build/test-release/zephon" \
-     ../../build/venv2/bin/python -m unittest test_api test_interrupt) >build/venv2-tests.log 2>&1 ||
+     ../../build/venv2/bin/python -m unittest test_api test_interrupt test_masking) >build/venv2-tests.log 2>&1 ||
     { tail -40 build/venv2-tests.log; return 1; }
 }
 

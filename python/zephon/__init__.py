@@ -260,6 +260,22 @@ class Pipeline(_core.Pipeline):
         self._pack(mode, seq_len)
         return self
 
+    def doc_masking(self, position_ids=True, cu_seqlens=True, doc_counts=True,
+                    positions="restart"):
+        """Token modes: also deliver the document-masking outputs, computed
+        in the pipeline's threads and viewed without a copy (Batch.position_ids,
+        .cu_seqlens, .max_seqlen, .doc_counts; docs/packing.md).
+
+        positions: "restart" (0 at every document start in a row, as
+        Megatron's reset_position_ids) or "continue" (a row's first document,
+        cut from the row before, goes on from its position there)."""
+        if positions not in ("restart", "continue"):
+            raise ValueError(f"doc_masking: positions = {positions!r}: must be 'restart' or "
+                             "'continue'")
+        outputs = (1 if position_ids else 0) | (2 if cu_seqlens else 0) | (4 if doc_counts else 0)
+        self._doc_masking(outputs, positions == "continue")
+        return self
+
     def options(self, prefetch_batches=None, runner=None):
         """prefetch_batches: finished batches buffered ahead of the loop.
         runner: "thread" (default) or "process" (Python map_transforms in
@@ -378,7 +394,9 @@ class Batch(_core.Batch):
     and keep it valid for as long as any of them lives.
 
     Token modes: tokens (int32 [rows, seq_len + 1]), inputs/targets (views
-    tokens[:, :-1] / tokens[:, 1:]), loss_mask (uint8), segment_ids (int32).
+    tokens[:, :-1] / tokens[:, 1:]), loss_mask (uint8), segment_ids (int32);
+    with Pipeline.doc_masking(): position_ids, cu_seqlens, max_seqlen,
+    doc_counts.
     Record mode: records (list of bytes, copies), data (uint8) and offsets
     (uint64) views. Fixed-shape HDF5 fields: arrays (dict name -> array).
     """
@@ -412,6 +430,36 @@ class Batch(_core.Batch):
     def segment_ids(self):
         """int32 [rows, seq_len + 1]: the document number within the row, -1 on padding (a view)."""
         return self._arr("segment_ids")
+
+    def _masking(self, name):
+        if name not in self._info()["masking"]:
+            raise AttributeError(f"{name}: not delivered (Pipeline.doc_masking({name}=True))")
+        return self._arr(name)
+
+    @property
+    def position_ids(self):
+        """int32 [rows, seq_len + 1]: each token's position in its document within the
+        row (Pipeline.doc_masking; a view)."""
+        return self._masking("position_ids")
+
+    @property
+    def cu_seqlens(self):
+        """int32 [n]: sequence starts over the inputs (tokens[:, :-1]) flattened row by
+        row, then rows * seq_len: every document piece and padding run of a row
+        is one sequence (Pipeline.doc_masking; a view)."""
+        return self._masking("cu_seqlens")
+
+    @property
+    def max_seqlen(self):
+        """The longest sequence of cu_seqlens (Pipeline.doc_masking)."""
+        self._masking("cu_seqlens")
+        return self._info()["max_seqlen"]
+
+    @property
+    def doc_counts(self):
+        """int32 [rows]: documents with a token among each row's inputs
+        (Pipeline.doc_masking; a view)."""
+        return self._masking("doc_counts")
 
     @property
     def data(self):
@@ -463,9 +511,12 @@ class Batch(_core.Batch):
         """The batch's arrays as torch tensors sharing its memory."""
         import torch
 
-        mode = self._info()["mode"]
-        names = ["tokens", "loss_mask", "segment_ids"] if mode != "records" else ["data", "offsets"]
+        info = self._info()
+        names = (["tokens", "loss_mask", "segment_ids"] + info["masking"]
+                 if info["mode"] != "records" else ["data", "offsets"])
         out = {n: torch.from_numpy(self._arr(n)) for n in names}
+        if "cu_seqlens" in info["masking"]:
+            out["max_seqlen"] = info["max_seqlen"]
         out.update({n: torch.from_numpy(a) for n, a in self.arrays.items()})
         return out
 
@@ -473,6 +524,8 @@ class Batch(_core.Batch):
         """batch["tokens"], batch["loss_mask"], ..., or a fixed-shape field."""
         if name in ("tokens", "loss_mask", "segment_ids", "data", "offsets"):
             return self._arr(name)
+        if name in ("position_ids", "cu_seqlens", "doc_counts"):
+            return self._masking(name)
         return self.arrays[name]
 
     def __repr__(self):

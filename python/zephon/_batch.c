@@ -132,7 +132,8 @@ static PyObject *new_view(BatchObject *self, const void *data, zp_dtype t, int n
 }
 
 /* view(name): a buffer over the batch's memory: "tokens", "loss_mask",
- * "segment_ids" (token modes), "data", "offsets" (record mode), or a
+ * "segment_ids", and when asked for "position_ids", "cu_seqlens",
+ * "doc_counts" (token modes), "data", "offsets" (record mode), or a
  * fixed-shape field by its name. */
 static PyObject *Batch_view(BatchObject *self, PyObject *args)
 {
@@ -148,6 +149,14 @@ static PyObject *Batch_view(BatchObject *self, PyObject *args)
             return new_view(self, b->loss_mask, ZP_DTYPE_U8, 2, shape);
         if (strcmp(name, "segment_ids") == 0)
             return new_view(self, b->segment_ids, ZP_DTYPE_I32, 2, shape);
+        if (strcmp(name, "position_ids") == 0 && b->position_ids)
+            return new_view(self, b->position_ids, ZP_DTYPE_I32, 2, shape);
+        if (strcmp(name, "cu_seqlens") == 0 && b->cu_seqlens) {
+            shape[0] = b->n_cu_seqlens;
+            return new_view(self, b->cu_seqlens, ZP_DTYPE_I32, 1, shape);
+        }
+        if (strcmp(name, "doc_counts") == 0 && b->doc_counts)
+            return new_view(self, b->doc_counts, ZP_DTYPE_I32, 1, shape);
     } else {
         if (strcmp(name, "data") == 0) {
             shape[0] = b->rows ? b->offsets[b->rows] : 0;
@@ -178,11 +187,21 @@ static PyObject *Batch_info(BatchObject *self, PyObject *unused)
         PyList_Append(arrays, s);
         Py_XDECREF(s);
     }
-    return Py_BuildValue("{sKsIsisssnsnsnsN}", "index", (unsigned long long)b->index, "epoch",
-                         b->epoch, "last_in_epoch", b->last_in_epoch, "mode",
+    PyObject *masking = PyList_New(0);
+    const char *mnames[3] = {"position_ids", "cu_seqlens", "doc_counts"};
+    const void *mdata[3] = {b->position_ids, b->cu_seqlens, b->doc_counts};
+    for (int k = 0; masking && k < 3; k++) {
+        if (!mdata[k])
+            continue;
+        PyObject *s = PyUnicode_FromString(mnames[k]);
+        PyList_Append(masking, s);
+        Py_XDECREF(s);
+    }
+    return Py_BuildValue("{sKsIsisssnsnsnsNsNsi}", "index", (unsigned long long)b->index,
+                         "epoch", b->epoch, "last_in_epoch", b->last_in_epoch, "mode",
                          modes[b->mode <= 2 ? b->mode : 0], "rows", (Py_ssize_t)b->rows, "cols",
                          (Py_ssize_t)b->cols, "rows_filled", (Py_ssize_t)b->rows_filled, "arrays",
-                         arrays);
+                         arrays, "masking", masking, "max_seqlen", (int)b->max_seqlen);
 }
 
 /* samples(): [(shard, record, global_id, epoch, position, padded, part)] */

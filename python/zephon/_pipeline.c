@@ -226,6 +226,17 @@ static PyObject *Pipeline_pack(zpy_PipelineObject *self, PyObject *args)
     CALL_OR_RAISE(self, zp_pipeline_pack(self->p, m, (size_t)seq));
 }
 
+static PyObject *Pipeline_doc_masking(zpy_PipelineObject *self, PyObject *args)
+{
+    unsigned int outputs;
+    int cont;
+    if (!PyArg_ParseTuple(args, "Ip", &outputs, &cont))
+        return NULL;
+    CALL_OR_RAISE(self, zp_pipeline_doc_masking(self->p, outputs,
+                                                cont ? ZP_POSITIONS_CONTINUE
+                                                     : ZP_POSITIONS_RESTART));
+}
+
 static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
 {
     Py_ssize_t pb;
@@ -440,6 +451,7 @@ static PyMethodDef Pipeline_methods[] = {
     {"_tokenize", (PyCFunction)Pipeline_tokenize, METH_VARARGS, NULL},
     {"_batch", (PyCFunction)Pipeline_batch, METH_VARARGS, NULL},
     {"_pack", (PyCFunction)Pipeline_pack, METH_VARARGS, NULL},
+    {"_doc_masking", (PyCFunction)Pipeline_doc_masking, METH_VARARGS, NULL},
     {"_options", (PyCFunction)Pipeline_options, METH_VARARGS, NULL},
     {"_enable_observability", (PyCFunction)Pipeline_enable_obs, METH_NOARGS, NULL},
     {"_next", (PyCFunction)Pipeline_next, METH_NOARGS, NULL},

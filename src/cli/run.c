@@ -519,6 +519,12 @@ static int run_make_pipeline(run_ctx *x)
         return run_pipeline_error(x, st);
     if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
         return run_pipeline_error(x, st);
+    if (o->doc_masking &&
+        (st = zp_pipeline_doc_masking(p, ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS |
+                                             ZP_OUT_DOC_COUNTS,
+                                      o->doc_masking == 2 ? ZP_POSITIONS_CONTINUE
+                                                          : ZP_POSITIONS_RESTART)) != ZP_OK)
+        return run_pipeline_error(x, st);
     if (o->prefetch_buffer &&
         (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
         return run_pipeline_error(x, st);
@@ -679,6 +685,14 @@ static int run_loop(run_ctx *x)
             t_first = zpi_now() - x->t0;
         res->batches++;
         res->bytes += batch_bytes(b);
+        if (b->doc_counts) {
+            for (size_t i = 0; i < b->rows_filled; i++)
+                res->mask_docs += (uint64_t)b->doc_counts[i];
+            res->mask_rows += b->rows_filled;
+            res->mask_seqs += b->n_cu_seqlens - 1;
+            if (b->max_seqlen > res->mask_max_seqlen)
+                res->mask_max_seqlen = b->max_seqlen;
+        }
         run_emit(x, b);
         run_after_step(x);
     }

@@ -65,6 +65,9 @@ void cli_run_usage(FILE *f)
         "  --field NAME            text field (default text)\n"
         "  --pack concat|pad       token packing (default concat)\n"
         "  --seq-len N             tokens per row minus one (default 2048)\n"
+        "  --doc-masking[=continue] also make position_ids, cu_seqlens and per-row document\n"
+        "                          counts (positions restart at each row's first document,\n"
+        "                          or continue a cut one; docs/packing.md)\n"
         "  --microbatch N          rows per batch (default 32)\n"
         "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
         "                          with P loads at once (default P 1; default off)\n"
@@ -463,6 +466,13 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
             return -1;
         }
         used = 2;
+    } else if (!strcmp(a, "--doc-masking") || !strcmp(a, "--doc-masking=restart")) {
+        o->doc_masking = 1;
+    } else if (!strcmp(a, "--doc-masking=continue")) {
+        o->doc_masking = 2;
+    } else if (!strncmp(a, "--doc-masking=", 14)) {
+        fprintf(stderr, "zephon run: %s: --doc-masking takes =restart or =continue\n", a);
+        return -1;
     } else if (!strcmp(a, "--seq-len"))
         NUM(o->pc.seq_len, 1, MAX_ROWS);
     else if (!strcmp(a, "--microbatch"))

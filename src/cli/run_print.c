@@ -179,6 +179,11 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                r->stop ? "true" : "false");
         if (r->stop && r->stop != CLI_RUN_STOP_OUTPUT)
             printf(",\"signal\":\"%s\"", cli_run_signal_name(r->stop));
+        if (o->doc_masking)
+            printf(",\"doc_masking\":{\"rows\":%llu,\"documents\":%llu,\"sequences\":%llu,"
+                   "\"max_seqlen\":%d}",
+                   (unsigned long long)r->mask_rows, (unsigned long long)r->mask_docs,
+                   (unsigned long long)r->mask_seqs, (int)r->mask_max_seqlen);
         if (r->n_parts > 1)
             print_parts(o, r);
         printf("}\n");
@@ -203,6 +208,12 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                (unsigned long long)r->counts.padded, (unsigned long long)r->padded_per_epoch,
                (unsigned long long)r->dropped_per_epoch, (unsigned long long)r->counts.skipped,
                (unsigned long long)r->counts.truncated_tokens);
+    if (o->doc_masking)
+        printf("  doc masking: %llu documents in %llu filled rows (%.2f a row), %llu sequences "
+               "in cu_seqlens, the longest %d\n",
+               (unsigned long long)r->mask_docs, (unsigned long long)r->mask_rows,
+               r->mask_rows ? (double)r->mask_docs / (double)r->mask_rows : 0.0,
+               (unsigned long long)r->mask_seqs, (int)r->mask_max_seqlen);
     if (r->n_parts > 1)
         print_parts(o, r);
 }

@@ -80,6 +80,7 @@ typedef struct cli_run_opts {
     uint64_t prefetch_buffer, prefetch_parallelism; /* --prefetch N[:P]; 0: off */
     const char *field;
     zp_pack_mode pack; /* 0: default */
+    int doc_masking;   /* --doc-masking: 0 off, 1 restart, 2 continue positions */
     double step_time;
     uint64_t max_batches;
     const char *emit_ids, *emit_digest;
@@ -114,6 +115,10 @@ typedef struct cli_run_result {
     zp_pipeline_counts counts;
     uint64_t padded_per_epoch, dropped_per_epoch;
     int stop; /* 0: ran to its end; a signal number; CLI_RUN_STOP_OUTPUT */
+    /* --doc-masking: rows and their documents, sequences of cu_seqlens,
+     * the longest sequence */
+    uint64_t mask_rows, mask_docs, mask_seqs;
+    int32_t mask_max_seqlen;
     cli_run_part_count *parts; /* malloc'd, n_parts entries when a mixture has 2+ parts */
     size_t n_parts;
 } cli_run_result;
