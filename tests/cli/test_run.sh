@@ -3,7 +3,8 @@
 #  1. digests identical across threads 1/2/4 and different parallelism;
 #  2. --emit-ids: exactly once across ranks (world sizes 1..4), equal counts;
 #  3. tokenized runs deterministic too;
-#  4. bad settings and bad data give a clear error and a nonzero exit.
+#  4. bad settings and bad data give a clear error and a nonzero exit;
+#  5. --doc-masking.
 set -u
 Z=${1:?usage: test_run.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -93,5 +94,21 @@ check "truncated zstd: nonzero exit, names shard" '[[ $rc -ne 0 ]] && grep -q "t
 : > "$T/empty.jsonl"
 "$Z" run "$T/empty.jsonl" --quiet >/dev/null 2>"$T/err"; rc=$?
 check "empty shard: nonzero exit, names shard" '[[ $rc -ne 0 ]] && grep -q "empty.jsonl" "$T/err"'
+
+# 5. --doc-masking (docs/packing.md): reported, deterministic across threads,
+#    in the digests, refused without tokenize or with a bad value
+dm=(--quiet --seed 3 --tokenize gpt2 --seq-len 63 --microbatch 4)
+"$Z" run "$M" "${dm[@]}" --threads 1 --emit-digest "$T/dm0.txt" >/dev/null || bad "run without --doc-masking"
+"$Z" run "$M" "${dm[@]}" --threads 1 --doc-masking --emit-digest "$T/dm1.txt" >"$T/out" || bad "run --doc-masking"
+"$Z" run "$M" "${dm[@]}" --threads 4 --doc-masking --emit-digest "$T/dm2.txt" >/dev/null || bad "run --doc-masking threads 4"
+"$Z" run "$M" "${dm[@]}" --threads 2 --doc-masking=continue --emit-digest "$T/dm3.txt" --json >"$T/json" || bad "run --doc-masking=continue"
+check "doc masking: summary line" 'grep -Eq "doc masking: [0-9]+ documents in [0-9]+ filled rows .*the longest [0-9]+" "$T/out"'
+check "doc masking: equal digests with 1 and 4 threads" 'cmp -s "$T/dm1.txt" "$T/dm2.txt"'
+check "doc masking: the digests cover the outputs" '! cmp -s "$T/dm0.txt" "$T/dm1.txt" && ! cmp -s "$T/dm1.txt" "$T/dm3.txt"'
+check "doc masking: --json" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1]))[\"doc_masking\"]; assert d[\"documents\"] > 0 and 0 < d[\"max_seqlen\"] <= 63" "$T/json"'
+"$Z" run "$M" --quiet --doc-masking >/dev/null 2>"$T/err"; rc=$?
+check "doc masking without --tokenize: exit 1, says why" '[[ $rc -eq 1 ]] && grep -q "need a tokenize operator" "$T/err"'
+"$Z" run "$M" --quiet --tokenize gpt2 --doc-masking=sideways >/dev/null 2>"$T/err"; rc=$?
+check "--doc-masking=sideways: usage error" '[[ $rc -eq 2 ]] && grep -q "restart or =continue" "$T/err"'
 
 finish
