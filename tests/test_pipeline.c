@@ -100,6 +100,17 @@ static run_cfg default_run(void)
     return r;
 }
 
+/* default_run() tokenizing into rows of seq_len + 1 tokens. */
+static run_cfg token_run(int threads, size_t microbatch, size_t seq_len)
+{
+    run_cfg r = default_run();
+    r.tokenize = 1;
+    r.threads = threads;
+    r.microbatch = microbatch;
+    r.seq_len = seq_len;
+    return r;
+}
+
 static atomic_long map_calls;
 
 /* Strips surrounding spaces of "text" (a deterministic transform). */
@@ -999,12 +1010,8 @@ static void test_pipeline_concat_tokens_in_equal_tokens_out(void **state)
     assert_int_equal(zp_encoder_create(tok, &enc), ZP_OK);
     int32_t eot = zp_tokenizer_eot(tok);
     for (int threads = 1; threads <= 2; threads++) {
-        run_cfg r = default_run();
-        r.tokenize = 1;
-        r.threads = threads;
+        run_cfg r = token_run(threads, 3, 17);
         r.tok_par = 2;
-        r.microbatch = 3;
-        r.seq_len = 17;
         zp_worksource *ws;
         zp_pipeline *p = make_pipeline(f, &r, &ws);
         assert_int_equal(zp_pipeline_eot(p), eot);
@@ -1181,11 +1188,7 @@ static void test_pipeline_doc_masking(void **state)
         zp_position_mode pm = mode == 1 ? ZP_POSITIONS_CONTINUE : ZP_POSITIONS_RESTART;
         uint64_t dig[2] = {0, 0};
         for (int threads = 1; threads <= 2; threads++) {
-            run_cfg r = default_run();
-            r.tokenize = 1;
-            r.threads = threads;
-            r.microbatch = 3;
-            r.seq_len = 17;
+            run_cfg r = token_run(threads, 3, 17);
             r.pack = mode == 2 ? ZP_PACK_PAD : ZP_PACK_CONCAT;
             zp_worksource *ws;
             zp_pipeline *p = make_pipeline(f, &r, &ws);
