@@ -9,6 +9,7 @@
  *
  * Thread safety: the consumer's thread, like the pipeline.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,9 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
         if (!st->part_names[i])
             return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
     }
+    const zpi_sched *sc = zpi_worksource_schedule(ws);
+    if (sc && zpi_sched_copy(&st->sched, sc) != ZP_OK)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
 
     zpi_rank_state *r = &st->ranks[0];
     r->rank = wc->rank;
@@ -202,6 +206,62 @@ static zp_status check_parts(const zpi_state *st, zp_worksource *ws, zpi_err *er
     return ZP_OK;
 }
 
+/* The schedule a restored pipeline draws by (docs/mixtures.md, "Resuming
+ * with another schedule"): the state's schedule (or, for a state without
+ * one, its parts' weights) when this pipeline's configured schedule is what
+ * it follows; otherwise the state's phases before the draw past everything
+ * the job delivered (zpi_state_high_water), and the configured schedule
+ * from there on. That needs the whole job's positions: a state of every
+ * rank. Sets it on the worksource. */
+static zp_status restore_schedule(const zpi_state *st, zp_worksource *ws, zpi_err *err)
+{
+    const zpi_sched *cfg = zpi_worksource_config_schedule(ws);
+    if (!cfg || st->n_parts != cfg->n_parts)
+        return ZP_OK; /* no mixture (check_parts refuses other part counts) */
+    zpi_sched old, use;
+    memset(&old, 0, sizeof old);
+    memset(&use, 0, sizeof use);
+    zp_status rc = ZP_OK;
+    if (st->sched.n_phases) {
+        rc = zpi_sched_copy(&old, &st->sched);
+    } else {
+        /* a state without a schedule drew by its parts' weights (as used) */
+        int same = cfg->n_phases == 1;
+        for (size_t i = 0; same && i < cfg->n_parts; i++) {
+            double u = zp_worksource_phase_weight(ws, 0, i), w = st->part_weights[i];
+            same = u == w || (u - w < 1e-12 * w && w - u < 1e-12 * w);
+        }
+        if (same)
+            return zpi_worksource_set_schedule(ws, cfg) == ZP_OK
+                       ? ZP_OK
+                       : zpi_err_set(err, ZP_ERR_NOMEM, "%s", zp_worksource_errmsg(ws));
+        rc = zpi_sched_from_config(st->part_weights, (const char *const *)st->part_names,
+                                   st->n_parts, NULL, 0, &old, err);
+    }
+    if (rc == ZP_OK && zpi_sched_follows(&old, cfg)) {
+        rc = zpi_sched_copy(&use, &old);
+    } else if (rc == ZP_OK) {
+        if (st->n_ranks != st->world_size)
+            rc = zpi_err_set(err, ZP_ERR_INVALID,
+                             "the mixture's weight schedule differs from the state's: a resume "
+                             "that changes the schedule needs the job state of all %" PRIu32
+                             " ranks (zp_mpi_state_save, zephon state merge), which says "
+                             "where the whole job stands; this state holds %zu",
+                             st->world_size, st->n_ranks);
+        else {
+            uint64_t cut = zpi_state_high_water(st);
+            rc = zpi_sched_cut(&old, cfg, cut < old.since ? old.since : cut, &use, err);
+        }
+    }
+    if (rc == ZP_OK && zpi_worksource_set_schedule(ws, &use) != ZP_OK)
+        rc = zpi_err_set(err, ZP_ERR_INVALID, "%s", zp_worksource_errmsg(ws));
+    if (rc != ZP_OK && !err->code)
+        zpi_err_set(err, rc, "out of memory for the schedule");
+    zpi_sched_clear(&old);
+    zpi_sched_clear(&use);
+    return rc;
+}
+
 zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len)
 {
     if (!p)
@@ -226,6 +286,8 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
     zp_status rc = zpi_state_parse(json, len, &st, &err);
     if (rc == ZP_OK)
         rc = zpi_state_check(&st, &err);
+    if (rc == ZP_OK && st.n_parts == zp_worksource_num_parts(ws))
+        rc = restore_schedule(&st, ws, &err);
     if (rc == ZP_OK && (rc = settings_for(p, &st, &mine)) != ZP_OK)
         zpi_err_set(&err, rc, "out of memory");
     if (rc == ZP_OK && (rc = zpi_state_check_settings(&st, mine, &err)) == ZP_ERR_MISMATCH)
@@ -250,6 +312,8 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
     }
     if (rc != ZP_OK && !err.code)
         zpi_err_set(&err, rc, "%s", zp_worksource_errmsg(ws));
+    if (rc != ZP_OK && zpi_worksource_config_schedule(ws)) /* back to the configured one */
+        zpi_worksource_set_schedule(ws, zpi_worksource_config_schedule(ws));
     /* the bookkeeping: counts, parts, the skips that came with the state */
     zpi_skip *skips = NULL;
     const size_t n_req = ck->n_skips - ck->n_prior_skips;

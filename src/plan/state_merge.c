@@ -52,6 +52,12 @@ static int job_diff(const zpi_state *a, const zpi_state *b, char *msg, size_t ca
                            b->part_names[i], b->part_weights[i], a->part_names[i],
                            a->part_weights[i]),
                    1;
+    if (a->sched.n_phases != b->sched.n_phases || a->sched.since != b->sched.since ||
+        (a->sched.n_phases && !zpi_sched_same_draws(&a->sched, &b->sched)))
+        return zpi_fmt(msg, cap, "a schedule of %zu phases since draw %" PRIu64
+                       ", %zu phases since draw %" PRIu64 " in",
+                       b->sched.n_phases, b->sched.since, a->sched.n_phases, a->sched.since),
+               1;
     return 0;
 }
 
@@ -107,10 +113,13 @@ zp_status zpi_state_merge(const zpi_state *const *in, size_t n, zpi_state *out, 
         out->settings = zpi_strdup(a->settings);
         out->part_names = zpi_state_alloc_n(a->n_parts, sizeof(char *));
         out->part_weights = zpi_state_dup_n(a->part_weights, a->n_parts, sizeof(double));
+        memset(&out->sched, 0, sizeof out->sched);
         out->n_parts = 0;
         out->n_ranks = 0;
         out->ranks = zpi_state_alloc_n(w, sizeof *out->ranks);
         int bad = !out->settings || !out->part_names || !out->part_weights || !out->ranks;
+        if (!bad && a->sched.n_phases)
+            bad = zpi_sched_copy(&out->sched, &a->sched) != ZP_OK;
         for (size_t i = 0; !bad && i < a->n_parts; i++) {
             out->part_names[i] = zpi_strdup(a->part_names[i]);
             out->n_parts = i + 1;
