@@ -191,6 +191,14 @@ static uint64_t parts_hash(const zp_worksource_config *ws)
         h = fnv1a_bytes(h, &shards, sizeof shards);
         h = fnv1a_bytes(h, &p->weight, sizeof p->weight);
     }
+    /* the weight schedule's phases: start, linear_every, weights */
+    for (size_t k = 0; k < ws->n_phases && ws->phases; k++) {
+        const zp_mix_phase *ph = &ws->phases[k];
+        h = fnv1a_bytes(h, &ph->start, sizeof ph->start);
+        h = fnv1a_bytes(h, &ph->linear_every, sizeof ph->linear_every);
+        for (size_t i = 0; i < ws->n_parts && ph->weights; i++)
+            h = fnv1a_bytes(h, &ph->weights[i], sizeof ph->weights[i]);
+    }
     return h;
 }
 

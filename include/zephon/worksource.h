@@ -119,6 +119,8 @@ typedef struct zp_sample {
     uint64_t token_offset; /* token modes: tokens of this document already
                               delivered before an elastic resume (the packer
                               starts there and does not list it again); 0 */
+    uint32_t phase;     /* the weight schedule's phase of its draw
+                           (zp_worksource_phase_of); 0 without a schedule */
 } zp_sample;
 
 /* Resumable state: continue the identical stream with set_state(). */

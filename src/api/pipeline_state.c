@@ -96,6 +96,18 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
         memcpy(r->part_samples, ck->part_samples, np * sizeof *r->part_samples);
         memcpy(r->part_tokens, ck->part_tokens, np * sizeof *r->part_tokens);
     }
+    if (st->sched.n_phases > 1 || (st->sched.n_phases && st->sched.since)) {
+        /* per phase, with a weight schedule (the state writes it then) */
+        r->n_phases = st->sched.n_phases;
+        r->phase_samples = calloc(r->n_phases * np, sizeof *r->phase_samples);
+        if (!r->phase_samples)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+        for (size_t k = 0; ck->phase_samples && ck->nparts == np && k < ck->nphases &&
+                           k < r->n_phases;
+             k++)
+            memcpy(r->phase_samples + k * np, ck->phase_samples + k * np,
+                   np * sizeof *r->phase_samples);
+    }
     /* skipped ranges already passed (or restored with the state) */
     r->skips = ck->n_skips ? calloc(ck->n_skips, sizeof *r->skips) : NULL;
     if (ck->n_skips && !r->skips)
@@ -346,6 +358,20 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         ck->part_samples = ps;
         ck->part_tokens = pt;
         ck->nparts = rs.n_parts;
+        /* per phase: the phases the restored schedule keeps (pipeline.c
+         * sizes the array to the schedule at the start) */
+        free(ck->phase_samples);
+        ck->phase_samples = NULL;
+        ck->nphases = 0;
+        if (rs.n_phases && rs.n_parts &&
+            (ck->phase_samples = calloc(rs.n_phases * rs.n_parts, sizeof *ck->phase_samples))) {
+            size_t keep = rs.n_phases < zp_worksource_num_phases(ws)
+                              ? rs.n_phases
+                              : zp_worksource_num_phases(ws);
+            memcpy(ck->phase_samples, rs.phase_samples,
+                   keep * rs.n_parts * sizeof *ck->phase_samples);
+            ck->nphases = keep;
+        }
         ps = pt = NULL;
         ck->base = rs.counts;
         ck->next_batch = rs.next_batch;
@@ -404,6 +430,27 @@ zp_status zp_pipeline_skip_batches(zp_pipeline *p, uint64_t first, uint64_t last
     a[at].first = first;
     a[at].last = last;
     ck->n_skips++;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_phase_counts(const zp_pipeline *p, size_t phase, size_t part,
+                                   uint64_t *samples)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    zp_pipeline *mp = (zp_pipeline *)p;
+    zpi_ckpt *ck = zpi_pipeline_ckpt(mp);
+    zp_worksource *ws = zpi_pipeline_ws(p);
+    size_t np = zp_worksource_num_parts(ws), nph = zp_worksource_num_phases(ws);
+    ZPI_RETURN_ERR_IF(part >= np || phase >= nph, zpi_pipeline_err(mp), ZP_ERR_INVALID,
+                      "zp_pipeline_phase_counts: phase %zu, part %zu: the mixture has %zu "
+                      "phase(s) and %zu part(s)",
+                      phase, part, nph, np);
+    uint64_t s = 0;
+    if (ck->phase_samples && phase < ck->nphases && part < ck->nparts)
+        s = ck->phase_samples[phase * ck->nparts + part];
+    if (samples)
+        *samples = s;
     return ZP_OK;
 }
 

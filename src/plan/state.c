@@ -37,6 +37,7 @@ void zpi_rank_state_clear(zpi_rank_state *r)
     free(r->plans);
     free(r->part_samples);
     free(r->part_tokens);
+    free(r->phase_samples);
     free(r->skips);
     memset(r, 0, sizeof *r);
 }
@@ -79,13 +80,16 @@ zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src)
     zpi_rank_state r = *src;
     r.plans = NULL;
     r.part_samples = r.part_tokens = NULL;
+    r.phase_samples = NULL;
     r.skips = NULL;
     r.n_plans = 0;
     r.plans = zpi_state_alloc_n(src->n_plans, sizeof *r.plans);
     r.part_samples = zpi_state_dup_n(src->part_samples, src->n_parts, sizeof(uint64_t));
     r.part_tokens = zpi_state_dup_n(src->part_tokens, src->n_parts, sizeof(uint64_t));
     r.skips = zpi_state_dup_n(src->skips, src->n_skips, sizeof *r.skips);
-    int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips;
+    r.phase_samples = zpi_state_dup_n(src->phase_samples, src->n_phases * src->n_parts,
+                                      sizeof(uint64_t));
+    int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips || !r.phase_samples;
     for (size_t i = 0; !bad && i < src->n_plans; i++) {
         r.plans[i] = src->plans[i];
         r.plans[i].spans = zpi_state_dup_n(src->plans[i].spans, src->plans[i].n, sizeof(zpi_span));

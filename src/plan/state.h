@@ -54,6 +54,8 @@ typedef struct zpi_rank_state {
     zpi_epoch_plan *plans;
     size_t n_parts;        /* realized counts per part (owned arrays) */
     uint64_t *part_samples, *part_tokens;
+    size_t n_phases;       /* with a weight schedule: samples delivered per */
+    uint64_t *phase_samples; /* phase and part, [n_phases * n_parts] (owned; 0: none) */
     size_t n_skips;        /* ascending (owned) */
     zpi_skip *skips;
     zp_pipeline_counts counts; /* what was delivered before */

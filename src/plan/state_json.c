@@ -184,6 +184,15 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
     e |= put_u64_array(b, r->part_samples, r->n_parts);
     e |= zpi_buf_puts(b, ",\n      \"part_tokens\": ");
     e |= put_u64_array(b, r->part_tokens, r->n_parts);
+    if (r->n_phases) {
+        /* with a weight schedule: per phase, per part */
+        e |= zpi_buf_puts(b, ",\n      \"phase_samples\": [");
+        for (size_t k = 0; k < r->n_phases; k++) {
+            e |= zpi_buf_puts(b, k ? ", " : "");
+            e |= put_u64_array(b, r->phase_samples + k * r->n_parts, r->n_parts);
+        }
+        e |= zpi_buf_puts(b, "]");
+    }
     e |= zpi_buf_puts(b, ",\n      \"skipped\": [");
     for (size_t i = 0; i < r->n_skips; i++) {
         const zpi_skip *x = &r->skips[i];
@@ -461,7 +470,8 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
 {
     static const char *const known[] = {"rank",         "next_batch",  "epoch",   "position",
                                         "token_offset", "carry",       "plans",   "part_samples",
-                                        "part_tokens",  "skipped",     "counts",  NULL};
+                                        "part_tokens",  "skipped",     "counts",
+                                        "phase_samples", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", rp);
     ZPI_FORWARD_IF_ERR(only_known(o, rp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "rank", &r->rank, err));
@@ -488,6 +498,32 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     r->n_parts = n_parts;
     ZPI_FORWARD_IF_ERR(parse_u64_array(o, rp, "part_samples", n_parts, &r->part_samples, err));
     ZPI_FORWARD_IF_ERR(parse_u64_array(o, rp, "part_tokens", n_parts, &r->part_tokens, err));
+    json_t *phs = json_object_get(o, "phase_samples");
+    if (phs) {
+        path_of(p, sizeof p, rp, "phase_samples");
+        ZPI_RETURN_ERR_IF(!json_is_array(phs) || json_array_size(phs) > ZPI_SCHED_MAX_PHASES,
+                          err, ZP_ERR_FORMAT, "%s: not an array of at most %u phases", p,
+                          ZPI_SCHED_MAX_PHASES);
+        const size_t m = json_array_size(phs);
+        r->phase_samples = zpi_state_alloc_n(m * n_parts, sizeof(uint64_t));
+        ZPI_RETURN_ERR_IF(!r->phase_samples, err, ZP_ERR_NOMEM, "%s: out of memory", p);
+        r->n_phases = m;
+        for (size_t k = 0; k < m; k++) {
+            char q[340];
+            uint64_t *row = NULL;
+            zpi_fmt(q, sizeof q, "[%zu]", k);
+            json_t *wrap = json_pack("{s:O}", q, json_array_get(phs, k));
+            zp_status pst = wrap ? parse_u64_array(wrap, p, q, n_parts, &row, err)
+                                 : zpi_err_set(err, ZP_ERR_NOMEM, "%s: out of memory", p);
+            json_decref(wrap);
+            if (pst != ZP_OK) {
+                free(row);
+                return pst;
+            }
+            memcpy(r->phase_samples + k * n_parts, row, n_parts * sizeof *row);
+            free(row);
+        }
+    }
 
     ZPI_FORWARD_IF_ERR(get_kind(o, rp, "skipped", JSON_ARRAY, "an array", &arr, err));
     r->skips = zpi_state_alloc_n(json_array_size(arr), sizeof *r->skips);

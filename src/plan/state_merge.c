@@ -316,6 +316,8 @@ static void add_totals(zpi_rank_state *o, const zpi_state *s)
             o->part_samples[i] += r->part_samples[i];
             o->part_tokens[i] += r->part_tokens[i];
         }
+        for (size_t i = 0; i < r->n_phases * s->n_parts && i < o->n_phases * s->n_parts; i++)
+            o->phase_samples[i] += r->phase_samples[i];
 #define X(f) o->counts.f += r->counts.f;
         COUNT_FIELDS(X)
 #undef X
@@ -400,7 +402,10 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     o.part_tokens = zpi_state_alloc_n(s->n_parts, sizeof(uint64_t));
     o.plans = zpi_state_alloc_n((size_t)(e1 - e0) + 1, sizeof *o.plans);
     o.skips = zpi_state_alloc_n(0, sizeof *o.skips);
-    int bad = !o.part_samples || !o.part_tokens || !o.plans || !o.skips;
+    for (size_t k = 0; k < s->n_ranks; k++)
+        o.n_phases = s->ranks[k].n_phases > o.n_phases ? s->ranks[k].n_phases : o.n_phases;
+    o.phase_samples = zpi_state_alloc_n(o.n_phases * s->n_parts, sizeof(uint64_t));
+    int bad = !o.part_samples || !o.part_tokens || !o.plans || !o.skips || !o.phase_samples;
     for (uint64_t e = e0; !bad && e <= e1; e++)
         bad = plan_epoch(&o, s, rank, world_size, (uint32_t)e);
     if (!bad && rank == 0) {

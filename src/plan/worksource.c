@@ -929,6 +929,7 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
     out->position = position;
     out->padded = padded;
     out->part = part;
+    out->phase = ws->mix ? (uint32_t)ws_phase(ws, (uint64_t)G) : 0;
     out->token_offset = token_offset;
     return ZP_OK;
 }
