@@ -73,7 +73,8 @@ typedef struct zp_mix_phase {
                                `start`), in constant steps of linear_every draws,
                                each drawn by the weights interpolated at its
                                middle draw, rounded to integers with a total of
-                               1,000,000 */
+                               10^4, 10^5 or 10^6, the first that keeps every
+                               share within 1% of the interpolated one */
 } zp_mix_phase;
 
 typedef struct zp_worksource_config {

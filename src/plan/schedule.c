@@ -61,22 +61,45 @@ size_t zpi_sched_phase_at(const zpi_sched *s, uint64_t g)
     return lo;
 }
 
-/* The weights of a linear ramp's sub-phase: the shares a (total ta) and b
- * (total tb) interpolated at t in [0, 1], times ZPI_SCHED_RAMP_TOTAL,
- * rounded, at least 1. Every intermediate is kept in memory (volatile) so
- * that no compiler fuses a multiply-add: every machine computes the same. */
+/* The share of part i interpolated between a (total ta) and b (total tb)
+ * at t in [0, 1]. Every intermediate is kept in memory (volatile) so that
+ * no compiler fuses a multiply-add: every machine computes the same. */
+static double ramp_share(const uint32_t *a, uint64_t ta, const uint32_t *b, uint64_t tb, double t,
+                         size_t i)
+{
+    volatile double fa = (double)a[i] / (double)ta;
+    volatile double fb = (double)b[i] / (double)tb;
+    volatile double d = fb - fa;
+    volatile double dt = d * t;
+    volatile double f = fa + dt;
+    return f;
+}
+
+/* The weights of a linear ramp's sub-phase: the interpolated shares times
+ * a total R, rounded, at least 1, with R the first of 10^4, 10^5 and
+ * ZPI_SCHED_RAMP_TOTAL (10^6) for which every part's share as drawn is
+ * within 1% of its interpolated share (10^6 otherwise). A small total
+ * keeps the phase's quota schedule short (its create walks one period). */
 static void ramp_weights(const uint32_t *a, uint64_t ta, const uint32_t *b, uint64_t tb,
                          double t, size_t np, double *out)
 {
-    for (size_t i = 0; i < np; i++) {
-        volatile double fa = (double)a[i] / (double)ta;
-        volatile double fb = (double)b[i] / (double)tb;
-        volatile double d = fb - fa;
-        volatile double dt = d * t;
-        volatile double f = fa + dt;
-        volatile double x = f * ZPI_SCHED_RAMP_TOTAL;
-        double r = nearbyint(x);
-        out[i] = r < 1.0 ? 1.0 : r;
+    static const double totals[] = {1e4, 1e5, ZPI_SCHED_RAMP_TOTAL};
+    for (size_t k = 0; k < sizeof totals / sizeof totals[0]; k++) {
+        double sum = 0.0;
+        for (size_t i = 0; i < np; i++) {
+            volatile double x = ramp_share(a, ta, b, tb, t, i) * totals[k];
+            double r = nearbyint(x);
+            out[i] = r < 1.0 ? 1.0 : r;
+            sum += out[i];
+        }
+        int ok = 1;
+        for (size_t i = 0; ok && i < np; i++) {
+            double f = ramp_share(a, ta, b, tb, t, i);
+            volatile double u = out[i] / sum;
+            ok = f > 0.0 && fabs(u - f) <= 0.01 * f;
+        }
+        if (ok)
+            return;
     }
 }
 

@@ -33,7 +33,8 @@
 /* At most this many constant phases (linear ramps included). */
 #define ZPI_SCHED_MAX_PHASES 1024u
 /* A linear ramp's sub-phase weights are its interpolated shares rounded
- * to integers with this total. */
+ * to integers with a total of 10^4, 10^5 or this, the first that keeps
+ * every share within 1% of the interpolated one. */
 #define ZPI_SCHED_RAMP_TOTAL 1000000.0
 
 typedef struct zpi_sched {
