@@ -212,6 +212,30 @@ zp_status zpi_sched_from_config(const double *part_weights, const char *const *n
     return st;
 }
 
+zp_status zpi_sched_counts(const zpi_sched *s, uint64_t g, uint64_t *counts, zpi_err *err)
+{
+    const size_t np = s->n_parts;
+    double *w = calloc(np ? np : 1, sizeof *w);
+    uint64_t *c = calloc(np ? np : 1, sizeof *c);
+    zp_status st = w && c ? ZP_OK : zpi_err_set(err, ZP_ERR_NOMEM, "schedule: out of memory");
+    memset(counts, 0, np * sizeof *counts);
+    for (size_t k = 0; st == ZP_OK && k < s->n_phases && s->start[k] < g; k++) {
+        uint64_t end = k + 1 < s->n_phases && s->start[k + 1] < g ? s->start[k + 1] : g;
+        for (size_t i = 0; i < np; i++)
+            w[i] = (double)s->w[k * np + i];
+        zpi_mix *m = NULL;
+        st = zpi_mix_create(w, NULL, np, &m, err);
+        if (st == ZP_OK)
+            st = zpi_mix_counts(m, end - s->start[k], c);
+        for (size_t i = 0; st == ZP_OK && i < np; i++)
+            counts[i] += c[i];
+        zpi_mix_destroy(m);
+    }
+    free(w);
+    free(c);
+    return st;
+}
+
 static int same_phase(const zpi_sched *a, size_t i, const zpi_sched *b, size_t j)
 {
     return !memcmp(a->w + i * a->n_parts, b->w + j * b->n_parts, a->n_parts * sizeof *a->w);

@@ -77,6 +77,11 @@ int zpi_sched_follows(const zpi_sched *s, const zpi_sched *cfg);
 zp_status zpi_sched_cut(const zpi_sched *old, const zpi_sched *cfg, uint64_t cut,
                         zpi_sched *out, zpi_err *err);
 
+/* counts[0 .. n_parts): each part's draws among draws [0, g) under s
+ * (builds each phase's quota schedule up to g's: for reports, not for the
+ * data path). ZP_ERR_NOMEM. */
+zp_status zpi_sched_counts(const zpi_sched *s, uint64_t g, uint64_t *counts, zpi_err *err);
+
 /* The phase in force at draw g. */
 size_t zpi_sched_phase_at(const zpi_sched *s, uint64_t g);
 

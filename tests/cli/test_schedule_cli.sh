@@ -11,7 +11,8 @@
 #     runs no sample repeated or left out (each part's samples are the same
 #     set as a run configured with the schedule that was followed), the new
 #     weights hold from draw 450 (a phase starts there), and the per-phase
-#     counts continue through the state;
+#     counts continue through the state (and `zephon state show` lists
+#     them, and the parts' passes by the schedule followed);
 #  4. bad schedules are refused naming the file and the field, exit 2.
 set -u
 Z=$(realpath "${1:?usage: test_schedule_cli.sh PATH_TO_ZEPHON}")
@@ -90,6 +91,9 @@ for p in ph:
         assert abs(x['samples'] - x['weight'] * p['samples']) < 1, p
 EOF"
 check "the state after the change records the cut (since 450)" 'grep -q "\"since\": 450" "$T/s2.json"'
+"$Z" state show "$T/s2.json" > "$T/show.txt" 2>&1
+check "zephon state show: the schedule followed and each phase's proportions, the passes by it" \
+  'grep -q "schedule (7 phases; the configured one followed from draw 450)" "$T/show.txt" && grep -q "phase 2 from draw 450: 50 samples" "$T/show.txt" && grep -q "each part.s pass at draw 2000 of the mixture: a pass 2 " "$T/show.txt"'
 # the reference: the schedule that was followed, written as a mixture file
 mix mref.json '[{"at": 400, "weights": {"a": 0.1, "b": 0.3, "c": 0.6}},
                 {"at": 450, "weights": [0.185, 0.11, 0.705]},
