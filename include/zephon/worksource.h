@@ -25,6 +25,11 @@
  *    stream does not depend on the world size: ranks read contiguous
  *    ranges of it. Without parts the dataset is one part of weight 1 and
  *    the stream is the plain shuffled epoch described above.
+ *  - Weight schedules (docs/mixtures.md, "Weight schedules"): the weights
+ *    may change at given draws (zp_mix_phase: steps or linear ramps); each
+ *    phase is drawn by its own quota schedule from its first draw (every
+ *    prefix of every phase within one sample of its weights), and each
+ *    part's draws continue across phases (none repeated or skipped).
  *
  * Thread safety: a worksource is used by one thread at a time.
  */
