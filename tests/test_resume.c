@@ -692,6 +692,54 @@ static void test_schedule_changed_on_resume(void **state)
     free(st2);
 }
 
+/* A state saved without a schedule (by a run of the parts' weights alone,
+ * or by an earlier version) resumed with a schedule whose first change
+ * lies ahead: the same batches as a run that had the schedule from the
+ * start. */
+static void test_schedule_added_on_resume(void **state)
+{
+    (void)state;
+    zp_mix_phase pb[1] = {{500, g_w2, 0}};
+    g_epoch_draws = 200;
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 17, 0, 0};
+    run_t r;
+    g_phases = pb;
+    g_n_phases = 1;
+    run_open(&r, &s);
+    uint64_t hash[200];
+    const zp_batch *b;
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        hash[i] = batch_hash(b);
+    }
+    run_close(&r);
+    g_phases = NULL;
+    g_n_phases = 0;
+    run_open(&r, &s);
+    for (int i = 0; i < 70; i++)
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    char *st;
+    assert_int_equal(zp_pipeline_state_save(r.p, &st, NULL), ZP_OK);
+    run_close(&r);
+    assert_null(strstr(st, "\"schedule\""));
+    g_phases = pb;
+    g_n_phases = 1;
+    run_open(&r, &s);
+    if (zp_pipeline_state_restore(r.p, st, strlen(st)) != ZP_OK)
+        fail_msg("restore: %s", zp_pipeline_errmsg(r.p));
+    assert_int_equal(zp_worksource_num_phases(r.ws), 2);
+    for (int i = 70; i < 200; i++) {
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        if (batch_hash(b) != hash[i])
+            fail_msg("batch %d differs from the run with the schedule from the start", i);
+    }
+    run_close(&r);
+    free(st);
+    g_phases = NULL;
+    g_n_phases = 0;
+    g_epoch_draws = 1200;
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("ZT_RESUME_STRIDE"); /* the sanitizer runs */
@@ -710,6 +758,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_elastic_concat),
         cmocka_unit_test(test_schedule_every_batch),
         cmocka_unit_test(test_schedule_changed_on_resume),
+        cmocka_unit_test(test_schedule_added_on_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -237,18 +237,30 @@ static zp_status restore_schedule(const zpi_state *st, zp_worksource *ws, zpi_er
     if (st->sched.n_phases) {
         rc = zpi_sched_copy(&old, &st->sched);
     } else {
-        /* a state without a schedule drew by its parts' weights (as used) */
-        int same = cfg->n_phases == 1;
+        /* a state without a schedule drew by its parts' weights (as used):
+         * when they are this configuration's first weights, by those
+         * integer weights exactly */
+        int same = 1;
         for (size_t i = 0; same && i < cfg->n_parts; i++) {
             double u = zp_worksource_phase_weight(ws, 0, i), w = st->part_weights[i];
             same = u == w || (u - w < 1e-12 * w && w - u < 1e-12 * w);
         }
-        if (same)
+        if (same && cfg->n_phases == 1)
             return zpi_worksource_set_schedule(ws, cfg) == ZP_OK
                        ? ZP_OK
                        : zpi_err_set(err, ZP_ERR_NOMEM, "%s", zp_worksource_errmsg(ws));
-        rc = zpi_sched_from_config(st->part_weights, (const char *const *)st->part_names,
-                                   st->n_parts, NULL, 0, &old, err);
+        if (same) {
+            zpi_sched one = *cfg;
+            one.n_phases = 1;
+            one.since = 0;
+            rc = zpi_sched_copy(&old, &one);
+        } else {
+            /* other weights: the state's shares, made integers again (exact
+             * for weights given as integers or decimals of up to 6 places;
+             * rounded ones may come out a little different) */
+            rc = zpi_sched_from_config(st->part_weights, (const char *const *)st->part_names,
+                                       st->n_parts, NULL, 0, &old, err);
+        }
     }
     if (rc == ZP_OK && zpi_sched_follows(&old, cfg)) {
         rc = zpi_sched_copy(&use, &old);
