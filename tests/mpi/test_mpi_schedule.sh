@@ -12,7 +12,10 @@
 #     exactly those of an uninterrupted run configured with the schedule
 #     the job followed (the state's phases: the old ones before the draw
 #     past everything the 4 ranks delivered, 500, the new ones after), and
-#     the phase from 500 has the new schedule's weights.
+#     the phase from 500 has the new schedule's weights (the schedule is
+#     read from the job state that the resumed run saves every 50 steps).
+# In record mode and with token concat packing (documents cut by the save
+# continue from their token offsets; the cut counts them as delivered).
 set -u
 Z=$(realpath "${1:?usage: test_mpi_schedule.sh ZEPHON MPIRUN}")
 MPIRUN=${2:-mpirun}
@@ -34,69 +37,83 @@ EOF
 }
 mixfile "$T/m1.json" '[{"at": 300, "weights": [0.1, 0.3, 0.6]}, {"at": 900, "weights": [0.6, 0.2, 0.2], "linear": 100}]'
 mixfile "$T/m2.json" '[{"at": 200, "weights": [0.8, 0.1, 0.1]}, {"at": 1000, "weights": [0.2, 0.2, 0.6]}]'
-args=(--seed 4 --epochs 2 --quiet --threads 1 --microbatch 5)
+args=(--seed 4 --epochs 2 --quiet --threads 1)
 
 # Every non-padded draw (epoch part pass shard:record) of the --emit-samples
 # folders given, sorted; a draw listed twice shows twice.
-draws() { cat "$@" | awk '$5 == 0 {print $2, $3, $4, $6}' | sort; }
+# EPF: only that epoch's (token modes: the last epoch's end is not in lock
+# step, so its tail is not delivered; epoch 0 holds every change point).
+draws() { cat "$@" | awk -v e="$EPF" '$5 == 0 && (e == "" || $2 == e) {print $2, $3, $4, $6}' | sort; }
 
-run -np 4 "$Z" run --mixture "$T/m1.json" "${args[@]}" --emit-samples "$T/full" > "$T/full.out" 2> "$T/full.err"; rc=$?
-check "the uninterrupted 4-rank run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$T/full.err"
-draws "$T"/full/rank-*.samples > "$T/full.draws"
-check "it delivers the 1200 draws of both epochs once each" \
-  '[[ $(wc -l < "$T/full.draws") -eq 1200 && $(uniq -d "$T/full.draws" | wc -l) -eq 0 ]]'
+for mode in rec tok; do
+  if [[ $mode == rec ]]; then
+    margs=("${args[@]}" --microbatch 5); EPF=; want=1200
+  else
+    margs=("${args[@]}" --tokenize gpt2:1 --pack concat --seq-len 127 --microbatch 2); EPF=0; want=600
+  fi
+  d="$T/$mode"; mkdir -p "$d"
+  run -np 4 "$Z" run --mixture "$T/m1.json" "${margs[@]}" --emit-samples "$d/full" > "$d/full.out" 2> "$d/full.err"; rc=$?
+  check "$mode: the uninterrupted 4-rank run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/full.err"
+  draws "$d"/full/rank-*.samples > "$d/full.draws"
+  check "$mode: it delivers the $want draws of both epochs (tok: of epoch 0) once each" \
+    '[[ $(wc -l < "$d/full.draws") -eq $want && $(uniq -d "$d/full.draws" | wc -l) -eq 0 ]]'
 
-# 1. 4 ranks, 10 steps (50 draws each), the job state; 3 ranks resume it
-run -np 4 "$Z" run --mixture "$T/m1.json" "${args[@]}" --max-batches 10 --save-state "$T/s.json" \
-  --emit-samples "$T/r1" > "$T/r1.out" 2> "$T/r1.err"; rc=$?
-check "4 ranks, 10 steps, --save-state (rc $rc)" '[[ $rc -eq 0 && -s "$T/s.json" ]]' || tail -5 "$T/r1.err"
-check "the job state records the schedule" 'grep -q "\"schedule\": {\"since\": 0" "$T/s.json"'
-run -np 3 "$Z" run --mixture "$T/m1.json" "${args[@]}" --resume "$T/s.json" --emit-samples "$T/r2" \
-  > "$T/r2.out" 2> "$T/r2.err"; rc=$?
-check "3 ranks --resume the 4 ranks' state (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$T/r2.err"
-draws "$T"/r1/rank-*.samples "$T"/r2/rank-*.samples > "$T/both.draws"
-check "4 ranks then 3: every draw of both epochs once, as the uninterrupted run ($(wc -l < "$T/both.draws"), $(uniq -d "$T/both.draws" | wc -l) repeated)" \
-  'cmp -s "$T/both.draws" "$T/full.draws"'
-run -np 4 "$Z" run --mixture "$T/m1.json" "${args[@]}" --resume "$T/s.json" --emit-samples "$T/r3" \
-  > "$T/r3.out" 2> "$T/r3.err"; rc=$?
-same=$(( rc == 0 ))
-for r in 0 1 2 3; do
-  cat "$T/r1/rank-$r.samples" "$T/r3/rank-$r.samples" | cut -d' ' -f2- > "$T/cat.$r"
-  cut -d' ' -f2- "$T/full/rank-$r.samples" > "$T/ref.$r"
-  [[ -s "$T/r3/rank-$r.samples" ]] && cmp -s "$T/cat.$r" "$T/ref.$r" || same=0
+  # 1. 4 ranks, 10 steps, the job state; 3 ranks resume it
+  run -np 4 "$Z" run --mixture "$T/m1.json" "${margs[@]}" --max-batches 10 --save-state "$d/s.json" \
+    --emit-samples "$d/r1" > "$d/r1.out" 2> "$d/r1.err"; rc=$?
+  check "$mode: 4 ranks, 10 steps, --save-state (rc $rc)" '[[ $rc -eq 0 && -s "$d/s.json" ]]' || tail -5 "$d/r1.err"
+  check "$mode: the job state records the schedule" 'grep -q "\"schedule\": {\"since\": 0" "$d/s.json"'
+  run -np 3 "$Z" run --mixture "$T/m1.json" "${margs[@]}" --resume "$d/s.json" --emit-samples "$d/r2" \
+    > "$d/r2.out" 2> "$d/r2.err"; rc=$?
+  check "$mode: 3 ranks --resume the 4 ranks' state (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/r2.err"
+  draws "$d"/r1/rank-*.samples "$d"/r2/rank-*.samples > "$d/both.draws"
+  check "$mode: 4 ranks then 3: every draw once, as the uninterrupted run ($(wc -l < "$d/both.draws"), $(uniq -d "$d/both.draws" | wc -l) repeated)" \
+    'cmp -s "$d/both.draws" "$d/full.draws"'
+  run -np 4 "$Z" run --mixture "$T/m1.json" "${margs[@]}" --resume "$d/s.json" --emit-samples "$d/r3" \
+    > "$d/r3.out" 2> "$d/r3.err"; rc=$?
+  same=$(( rc == 0 ))
+  for r in 0 1 2 3; do
+    cat "$d/r1/rank-$r.samples" "$d/r3/rank-$r.samples" | cut -d' ' -f2- > "$d/cat.$r"
+    cut -d' ' -f2- "$d/full/rank-$r.samples" > "$d/ref.$r"
+    [[ -s "$d/r3/rank-$r.samples" ]] && cmp -s "$d/cat.$r" "$d/ref.$r" || same=0
 done
-check "4 ranks resumed on 4: each rank's exact stream across the change points (rc $rc)" '[[ $same -eq 1 ]]'
+check "$mode: 4 ranks resumed on 4: each rank's exact stream across the change points (rc $rc)" '[[ $same -eq 1 ]]'
 
 # 2. 3 ranks resume it with another schedule
-run -np 3 "$Z" run --mixture "$T/m2.json" "${args[@]}" --resume "$T/s.json" --emit-samples "$T/r4" \
-  --save-state "$T/s4.json" > "$T/r4.out" 2> "$T/r4.err"; rc=$?
-check "3 ranks --resume the state with another schedule (rc $rc)" '[[ $rc -eq 0 && -s "$T/s4.json" ]]' || tail -5 "$T/r4.err"
-check "the schedule followed: m1's phases before draw 500, m2's from 500 (0.8/0.1/0.1 restarted there)" \
-  "python3 - '$T/s4.json' <<'EOF'
+run -np 3 "$Z" run --mixture "$T/m2.json" "${margs[@]}" --resume "$d/s.json" --emit-samples "$d/r4" \
+  --save-state "$d/s4.json" --save-every 50 > "$d/r4.out" 2> "$d/r4.err"; rc=$?
+check "$mode: 3 ranks --resume the state with another schedule (rc $rc)" '[[ $rc -eq 0 && -s "$d/s4.json" ]]' || tail -5 "$d/r4.err"
+check "$mode: the schedule followed: m1's phases before the cut (500 with records), m2's from there (0.8/0.1/0.1 restarted)" \
+  "python3 - '$d/s4.json' <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))['schedule']
-assert s['since'] == 500, s
+C = s['since']  # past rank 3's delivered draws: in its range [450, 600)
+assert 450 < C <= 600, s
 starts = [p[0] for p in s['phases']]
-assert starts == [0, 300, 400, 500, 1000], starts
-assert s['phases'][3][1] == [8, 1, 1], s['phases'][3]
-assert s['phases'][4][1] == [1, 1, 3], s['phases'][4]
+old = [x for x in (0, 300, 400, 500, 600, 700, 800) if x < C]
+assert starts == old + [C, 1000], starts
+assert s['phases'][len(old)][1] == [8, 1, 1], s['phases']
+assert s['phases'][-1][1] == [1, 1, 3], s['phases']
 EOF"
 # the reference: the schedule followed, as a configuration (its integer weights)
-python3 - "$T/s4.json" "$T/mref.json" "$T" <<'EOF'
+python3 - "$d/s4.json" "$d/mref.json" "$T" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))['schedule']['phases']
 parts = [{"name": n, "data": f"{sys.argv[3]}/{n}", "weight": w} for n, w in zip("abc", s[0][1])]
 json.dump({"parts": parts, "epoch_samples": 600,
            "schedule": [{"at": at, "weights": w} for at, w in s[1:]]}, open(sys.argv[2], "w"))
 EOF
-run -np 4 "$Z" run --mixture "$T/mref.json" "${args[@]}" --emit-samples "$T/ref" > "$T/ref.out" 2> "$T/ref.err"; rc=$?
-draws "$T"/ref/rank-*.samples > "$T/ref.draws"
-draws "$T"/r1/rank-*.samples "$T"/r4/rank-*.samples > "$T/new.draws"
-check "no draw twice over both runs ($(uniq -d "$T/new.draws" | wc -l) repeated)" \
-  '[[ $(uniq -d "$T/new.draws" | wc -l) -eq 0 ]]'
-check "no draw lost: both runs deliver the draws of the schedule followed ($(wc -l < "$T/new.draws") of $(wc -l < "$T/ref.draws"), rc $rc)" \
-  '[[ $rc -eq 0 && -s "$T/ref.draws" ]] && cmp -s "$T/new.draws" "$T/ref.draws"'
-check "the draws differ from the old schedule's (the new weights took effect)" \
-  '! cmp -s "$T/new.draws" "$T/full.draws"'
+# (in record mode: the draws do not depend on the packing)
+run -np 4 "$Z" run --mixture "$d/mref.json" "${args[@]}" --microbatch 5 --emit-samples "$d/ref" > "$d/ref.out" 2> "$d/ref.err"; rc=$?
+draws "$d"/ref/rank-*.samples > "$d/ref.draws"
+draws "$d"/r1/rank-*.samples "$d"/r4/rank-*.samples > "$d/new.draws"
+check "$mode: no draw twice over both runs ($(uniq -d "$d/new.draws" | wc -l) repeated)" \
+  '[[ $(uniq -d "$d/new.draws" | wc -l) -eq 0 ]]'
+check "$mode: no draw lost: both runs deliver the draws of the schedule followed ($(wc -l < "$d/new.draws") of $(wc -l < "$d/ref.draws"), rc $rc)" \
+  '[[ $rc -eq 0 && -s "$d/ref.draws" ]] && cmp -s "$d/new.draws" "$d/ref.draws"'
+check "$mode: the draws differ from the old schedule's (the new weights took effect)" \
+  '! cmp -s "$d/new.draws" "$d/full.draws"'
+
+done
 
 finish
