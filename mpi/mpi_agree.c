@@ -149,7 +149,7 @@ static const char *const FIELD_NAME[F_N] = {
     "remainder",
     "epoch_samples",
     "mixture part count",
-    "mixture parts (names, shards, weights)",
+    "mixture parts (names, shards, weights, weight schedule)",
     "epochs",
     "microbatch_size",
     "seq_len",
@@ -338,6 +338,7 @@ static zp_status agree_keep(zp_mpi *m, const uint64_t rec[F_N], uint64_t ds_byte
     if (ws) {
         m->info.ws = *ws;
         m->info.ws.parts = NULL; /* borrowed by the caller: only the count is kept */
+        m->info.ws.phases = NULL; /* the same */
     }
     if (pc)
         m->info.pc = *pc;

@@ -14,7 +14,9 @@
 #     past everything the 4 ranks delivered, 500, the new ones after), and
 #     the phase from 500 has the new schedule's weights (the schedule is
 #     read from the job state that the resumed run saves every 50 steps).
-# In record mode and with token concat packing (documents cut by the save
+#  3. a rank started with another schedule stops every rank (the startup
+#     agreement hashes the schedule's phases).
+# 1 and 2 in record mode and with token concat packing (documents cut by the save
 # continue from their token offsets; the cut counts them as delivered).
 set -u
 Z=$(realpath "${1:?usage: test_mpi_schedule.sh ZEPHON MPIRUN}")
@@ -115,5 +117,11 @@ check "$mode: the draws differ from the old schedule's (the new weights took eff
   '! cmp -s "$d/new.draws" "$d/full.draws"'
 
 done
+
+# ranks given other schedules: refused by the startup agreement, on every rank
+run -np 2 "$Z" run --mixture "$T/m1.json" "${args[@]}" --microbatch 5 --max-batches 2 : \
+    -np 1 "$Z" run --mixture "$T/m2.json" "${args[@]}" --microbatch 5 --max-batches 2 > "$T/w.out" 2> "$T/w.err"; rc=$?
+check "another schedule on one rank: every rank fails naming the mixture's schedule ($rc)" \
+  '[[ $rc -ne 0 && $rc -ne 124 ]] && [[ $(grep -c "weight schedule" "$T/w.err") -eq 3 ]]' || head -3 "$T/w.err"
 
 finish
