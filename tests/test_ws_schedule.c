@@ -90,6 +90,7 @@ static void check_stream(zp_worksource *ws, uint64_t N, uint64_t draws)
         assert_int_equal(zp_worksource_phase_of(ws, G), k);
         zp_sample s;
         draw(ws, N, G, &s);
+        assert_int_equal(s.phase, k); /* each sample names its phase */
         assert_true(s.part < 3);
         assert_true(s.global_id >= part_first[s.part] &&
                     s.global_id < part_first[s.part] + part_size[s.part]);
