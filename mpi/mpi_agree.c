@@ -149,7 +149,7 @@ static const char *const FIELD_NAME[F_N] = {
     "remainder",
     "epoch_samples",
     "mixture part count",
-    "mixture parts (names, shards, weights)",
+    "mixture parts (names, shards, weights, weight schedule)",
     "epochs",
     "microbatch_size",
     "seq_len",
@@ -190,6 +190,14 @@ static uint64_t parts_hash(const zp_worksource_config *ws)
         h = fnv1a_bytes(h, name, strlen(name) + 1);
         h = fnv1a_bytes(h, &shards, sizeof shards);
         h = fnv1a_bytes(h, &p->weight, sizeof p->weight);
+    }
+    /* the weight schedule's phases: start, linear_every, weights */
+    for (size_t k = 0; k < ws->n_phases && ws->phases; k++) {
+        const zp_mix_phase *ph = &ws->phases[k];
+        h = fnv1a_bytes(h, &ph->start, sizeof ph->start);
+        h = fnv1a_bytes(h, &ph->linear_every, sizeof ph->linear_every);
+        for (size_t i = 0; i < ws->n_parts && ph->weights; i++)
+            h = fnv1a_bytes(h, &ph->weights[i], sizeof ph->weights[i]);
     }
     return h;
 }
@@ -330,6 +338,7 @@ static zp_status agree_keep(zp_mpi *m, const uint64_t rec[F_N], uint64_t ds_byte
     if (ws) {
         m->info.ws = *ws;
         m->info.ws.parts = NULL; /* borrowed by the caller: only the count is kept */
+        m->info.ws.phases = NULL; /* the same */
     }
     if (pc)
         m->info.pc = *pc;

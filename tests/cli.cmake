@@ -31,3 +31,7 @@ if(TARGET zephon_mpi)
       RUN_SERIAL TRUE)
   endif()
 endif()
+# Mixture weight schedules (a mixture file's "schedule"; docs/mixtures.md).
+add_test(NAME test_cli_schedule
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_schedule_cli.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_schedule PROPERTIES TIMEOUT 180 LABELS cli)

@@ -38,6 +38,8 @@ static char *g_spell; /* when set: the folder as run_open spells it */
 static int g_stride = 1;
 static uint64_t g_epoch_draws = 1200; /* draws per epoch */
 static zp_mix_part g_parts[3] = {{"web", 6, 0.5}, {"code", 3, 0.3}, {"books", 2, 0.2}};
+static const zp_mix_phase *g_phases; /* a weight schedule (docs/mixtures.md) */
+static size_t g_n_phases;
 
 /* Deterministic records of varied lengths: some far longer than a row. */
 static void write_shard(const char *name, int shard, int records, int salt)
@@ -120,6 +122,8 @@ static void run_open(run_t *r, const setup_t *s)
     wc.parts = g_parts;
     wc.n_parts = 3;
     wc.epoch_samples = g_epoch_draws;
+    wc.phases = g_phases;
+    wc.n_phases = g_n_phases;
     assert_int_equal(zp_worksource_create(r->ds, &wc, &r->ws), ZP_OK);
     zp_pipeline_config pc;
     zp_pipeline_config_init(&pc);
@@ -525,6 +529,236 @@ static void test_elastic_concat(void **state)
     elastic(ZP_PACK_CONCAT);
 }
 
+/* ------------------------------------------------------------ weight schedules */
+
+static const double g_w1[3] = {0.1, 0.3, 0.6}, g_w2[3] = {0.6, 0.2, 0.2};
+
+/* A schedule with a step (draw 120) and a linear ramp (to draw 320, steps
+ * of 40), crossing an epoch (300 draws): every state restored gives the
+ * same bytes, before, at and after the change points. Fails without
+ * schedules (the stream would follow 0.5/0.3/0.2 throughout: checked). */
+static void test_schedule_every_batch(void **state)
+{
+    (void)state;
+    zp_mix_phase ph[2] = {{120, g_w1, 0}, {320, g_w2, 40}};
+    g_phases = ph;
+    g_n_phases = 2;
+    g_epoch_draws = 300;
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    checkpoint_every_batch(&s, g_stride * 3);
+    /* the stream did change weights: phase 0, then the ramp from 0.1/0.3/0.6
+     * (draw 120) to 0.6/0.2/0.2 (draw 320) in 5 steps, then 0.6/0.2/0.2 */
+    run_t r;
+    run_open(&r, &s);
+    assert_int_equal(zp_worksource_num_phases(r.ws), 1 + 5 + 1);
+    uint64_t c[3] = {0, 0, 0};
+    for (uint64_t g = 120; g < 160; g++) {
+        zp_sample smp;
+        assert_int_equal(zp_worksource_sample(r.ws, 0, g, &smp), ZP_OK);
+        c[smp.part]++;
+    }
+    /* books at 0.6 + (0.2 - 0.6) x 0.1 = 0.56 (the middle of [120, 160)) */
+    assert_true(zp_worksource_phase_weight(r.ws, 1, 2) == 0.56);
+    assert_true(c[2] == 22 || c[2] == 23);
+    run_close(&r);
+    g_phases = NULL;
+    g_n_phases = 0;
+    g_epoch_draws = 1200;
+}
+
+/* Every sample delivered, as (part, pass, global id), for the check that
+ * none is repeated or left out. */
+typedef struct got_t {
+    uint64_t *key;
+    size_t n, cap;
+} got_t;
+
+static void got_batch(got_t *g, const zp_batch *b)
+{
+    for (size_t k = 0; k < b->n_samples; k++) {
+        if (g->n == g->cap) {
+            g->cap = g->cap ? 2 * g->cap : 1024;
+            g->key = realloc(g->key, g->cap * sizeof *g->key);
+        }
+        const zp_sample *s = &b->samples[k];
+        g->key[g->n++] = ((uint64_t)s->part << 56) | (s->pass << 32) | s->global_id;
+    }
+}
+
+/* Megatron-LM #457: a run resumed with new weights. Run 1 (0.5/0.3/0.2
+ * with a step at draw 600) delivers 70 batches of 4 records and saves; run
+ * 2 resumes that state with another schedule (0.1/0.3/0.6 from draw 100,
+ * 0.6/0.2/0.2 from draw 500). Over both runs: no sample repeated or left out
+ * (the delivered draws of each part are its draws 0 .. count - 1: the
+ * same samples as a worksource configured with the schedule that the run
+ * followed, the old phases before the cut and the new ones after), the
+ * part counts of the state are those draws, the new weights hold from the
+ * cut (the resumed position, draw 280) and a state saved after the change
+ * resumes byte-identically (the schedule it followed is in the state). */
+static void test_schedule_changed_on_resume(void **state)
+{
+    (void)state;
+    const double wa1[3] = {0.2, 0.2, 0.6};
+    zp_mix_phase pa[1] = {{600, wa1, 0}};
+    zp_mix_phase pb[2] = {{100, g_w1, 0}, {500, g_w2, 0}};
+    g_epoch_draws = 200;
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 13, 0, 0};
+    got_t got = {0};
+    run_t r;
+    g_phases = pa;
+    g_n_phases = 1;
+    run_open(&r, &s);
+    const zp_batch *b;
+    for (int i = 0; i < 70; i++) {
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        got_batch(&got, b);
+    }
+    char *st1;
+    assert_int_equal(zp_pipeline_state_save(r.p, &st1, NULL), ZP_OK);
+    run_close(&r);
+    assert_non_null(strstr(st1, "\"schedule\": {\"since\": 0"));
+
+    g_phases = pb;
+    g_n_phases = 2;
+    run_open(&r, &s);
+    if (zp_pipeline_state_restore(r.p, st1, strlen(st1)) != ZP_OK)
+        fail_msg("restore with a new schedule: %s", zp_pipeline_errmsg(r.p));
+    /* the schedule followed: the old one before draw 280, the new one from there */
+    assert_int_equal(zp_worksource_num_phases(r.ws), 3);
+    assert_int_equal(zp_worksource_phase_start(r.ws, 1), 280);
+    assert_true(zp_worksource_phase_weight(r.ws, 0, 0) == 0.5);
+    assert_true(zp_worksource_phase_weight(r.ws, 1, 2) == 0.6);
+    assert_int_equal(zp_worksource_phase_start(r.ws, 2), 500);
+    uint64_t hash[60];
+    char *st2 = NULL;
+    for (int i = 0; i < 120; i++) {
+        if (i == 40)
+            assert_int_equal(zp_pipeline_state_save(r.p, &st2, NULL), ZP_OK);
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        if (i >= 40 && i < 100)
+            hash[i - 40] = batch_hash(b);
+        got_batch(&got, b);
+    }
+    uint64_t part[3];
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(zp_pipeline_part_counts(r.p, i, &part[i], NULL), ZP_OK);
+    run_close(&r);
+    assert_non_null(strstr(st2, "\"schedule\": {\"since\": 280"));
+
+    /* the reference: the schedule that was followed, as a configuration */
+    const double w0[3] = {0.5, 0.3, 0.2};
+    zp_mix_phase ref_ph[2] = {{280, g_w1, 0}, {500, g_w2, 0}};
+    (void)w0;
+    g_phases = ref_ph;
+    g_n_phases = 2;
+    run_open(&r, &s);
+    const uint64_t total = 190 * 4;
+    uint64_t *want = calloc(total, sizeof *want);
+    uint64_t cnt[3] = {0, 0, 0};
+    for (uint64_t G = 0; G < total; G++) {
+        zp_sample smp;
+        assert_int_equal(zp_worksource_sample(r.ws, (uint32_t)(G / 200), G % 200, &smp), ZP_OK);
+        want[G] = ((uint64_t)smp.part << 56) | (smp.pass << 32) | smp.global_id;
+        cnt[smp.part]++;
+    }
+    run_close(&r);
+    assert_int_equal(got.n, total);
+    qsort(got.key, got.n, sizeof *got.key, cmp_u64);
+    qsort(want, total, sizeof *want, cmp_u64);
+    for (size_t i = 0; i < total; i++) {
+        if (i && got.key[i] == got.key[i - 1])
+            fail_msg("part %llu pass %llu sample %llu delivered twice",
+                     (unsigned long long)(got.key[i] >> 56),
+                     (unsigned long long)(got.key[i] >> 32 & 0xffffff),
+                     (unsigned long long)(got.key[i] & 0xffffffff));
+        assert_true(got.key[i] == want[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(part[i], cnt[i]);
+    /* from the cut: 0.1/0.3/0.6 of draws [280, 500) */
+    assert_int_equal(cnt[2], 56 /* 0.2 x 280 */ + 132 /* 0.6 x 220 */ + 52 /* 0.2 x 260 */);
+
+    /* a state saved after the change resumes exactly, with the new schedule */
+    g_phases = pb;
+    g_n_phases = 2;
+    run_open(&r, &s);
+    if (zp_pipeline_state_restore(r.p, st2, strlen(st2)) != ZP_OK)
+        fail_msg("restore after the change: %s", zp_pipeline_errmsg(r.p));
+    for (int i = 0; i < 60; i++) {
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        if (batch_hash(b) != hash[i])
+            fail_msg("resumed after the change: batch %d differs", 110 + i);
+    }
+    run_close(&r);
+    /* ... and with yet another schedule, the phases before draw 440 stay */
+    zp_mix_phase pc[1] = {{900, g_w1, 0}};
+    g_phases = pc;
+    g_n_phases = 1;
+    run_open(&r, &s);
+    assert_int_equal(zp_pipeline_state_restore(r.p, st2, strlen(st2)), ZP_OK);
+    assert_int_equal(zp_worksource_num_phases(r.ws), 4);
+    assert_int_equal(zp_worksource_phase_start(r.ws, 1), 280);
+    assert_int_equal(zp_worksource_phase_start(r.ws, 2), 440);
+    assert_true(zp_worksource_phase_weight(r.ws, 2, 0) == 0.5);
+    assert_int_equal(zp_worksource_phase_start(r.ws, 3), 900);
+    run_close(&r);
+    g_phases = NULL;
+    g_n_phases = 0;
+    g_epoch_draws = 1200;
+    free(want);
+    free(got.key);
+    free(st1);
+    free(st2);
+}
+
+/* A state saved without a schedule (by a run of the parts' weights alone,
+ * or by an earlier version) resumed with a schedule whose first change
+ * lies ahead: the same batches as a run that had the schedule from the
+ * start. */
+static void test_schedule_added_on_resume(void **state)
+{
+    (void)state;
+    zp_mix_phase pb[1] = {{500, g_w2, 0}};
+    g_epoch_draws = 200;
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 17, 0, 0};
+    run_t r;
+    g_phases = pb;
+    g_n_phases = 1;
+    run_open(&r, &s);
+    uint64_t hash[200];
+    const zp_batch *b;
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        hash[i] = batch_hash(b);
+    }
+    run_close(&r);
+    g_phases = NULL;
+    g_n_phases = 0;
+    run_open(&r, &s);
+    for (int i = 0; i < 70; i++)
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+    char *st;
+    assert_int_equal(zp_pipeline_state_save(r.p, &st, NULL), ZP_OK);
+    run_close(&r);
+    assert_null(strstr(st, "\"schedule\""));
+    g_phases = pb;
+    g_n_phases = 1;
+    run_open(&r, &s);
+    if (zp_pipeline_state_restore(r.p, st, strlen(st)) != ZP_OK)
+        fail_msg("restore: %s", zp_pipeline_errmsg(r.p));
+    assert_int_equal(zp_worksource_num_phases(r.ws), 2);
+    for (int i = 70; i < 200; i++) {
+        assert_int_equal(zp_pipeline_next(r.p, &b), ZP_OK);
+        if (batch_hash(b) != hash[i])
+            fail_msg("batch %d differs from the run with the schedule from the start", i);
+    }
+    run_close(&r);
+    free(st);
+    g_phases = NULL;
+    g_n_phases = 0;
+    g_epoch_draws = 1200;
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("ZT_RESUME_STRIDE"); /* the sanitizer runs */
@@ -542,6 +776,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_skip_range),
         cmocka_unit_test(test_elastic_records),
         cmocka_unit_test(test_elastic_concat),
+        cmocka_unit_test(test_schedule_every_batch),
+        cmocka_unit_test(test_schedule_changed_on_resume),
+        cmocka_unit_test(test_schedule_added_on_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,7 @@
 # libzephon, so they need no files and no other part of the library.
 # `test_worksource --bench` measures the lookup cost (not run by ctest).
 # test_ws_mixture: the WorkSource over a mixture (parts, passes, plans).
-foreach(t test_worksource test_ws_mixture)
+foreach(t test_worksource test_ws_mixture test_ws_schedule)
   zp_add_source_test(${t} SOURCES tests/${t}.c tests/fake_dataset.c src/plan/worksource.c
-                     src/plan/plan.c src/plan/mixture.c src/base/util.c src/base/error.c src/base/status.c)
+                     src/plan/plan.c src/plan/mixture.c src/plan/schedule.c src/base/util.c src/base/error.c src/base/status.c)
 endforeach()

@@ -62,6 +62,19 @@ typedef struct zp_part_metrics {
     double token_fraction;    /* tokens / the tokens of all parts (0 when none) */
 } zp_part_metrics;
 
+/* Phases of a mixture weight schedule listed in a snapshot (the first
+ * ones; docs/mixtures.md, "Weight schedules"). */
+#define ZP_OBS_MAX_PHASES 16
+
+/* One phase's realized proportions (zp_pipeline_phase_counts). */
+typedef struct zp_phase_metrics {
+    uint64_t start;   /* its first draw (zp_worksource_phase_start) */
+    uint64_t samples; /* samples delivered from its draws, all parts */
+    uint64_t part_samples[ZP_OBS_MAX_PARTS]; /* per part (the first n_parts) */
+    double weight[ZP_OBS_MAX_PARTS];         /* per part: its weight as used in
+                                                the phase (a fraction of 1) */
+} zp_phase_metrics;
+
 typedef struct zp_metrics_snapshot {
     double wall_seconds;          /* since the first next() */
     double time_to_first_batch;   /* seconds */
@@ -84,6 +97,13 @@ typedef struct zp_metrics_snapshot {
     uint32_t n_parts;
     uint32_t parts_total;
     zp_part_metrics parts[ZP_OBS_MAX_PARTS];
+    /* Realized proportions per phase of the weight schedule
+     * (zp_worksource_num_phases: 1 without a schedule): phases_total the
+     * schedule's phases, n_phases the entries filled (at most
+     * ZP_OBS_MAX_PHASES, the first ones). */
+    uint32_t n_phases;
+    uint32_t phases_total;
+    zp_phase_metrics phases[ZP_OBS_MAX_PHASES];
 } zp_metrics_snapshot;
 
 typedef struct zp_fetch_timing {

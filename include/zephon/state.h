@@ -59,6 +59,14 @@ ZP_API zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, siz
  * repeatable; ranges may not overlap (ZP_ERR_INVALID). */
 ZP_API zp_status zp_pipeline_skip_batches(zp_pipeline *p, uint64_t first, uint64_t last);
 
+/* Realized proportions per phase of the mixture's weight schedule
+ * (docs/mixtures.md, "Weight schedules"): the samples of `part` delivered
+ * from draws of `phase` (zp_worksource_num_phases() phases; 1 without a
+ * schedule), carried through a state like zp_pipeline_part_counts().
+ * @return ZP_OK; ZP_ERR_INVALID when phase or part is out of range. */
+ZP_API zp_status zp_pipeline_phase_counts(const zp_pipeline *p, size_t phase, size_t part,
+                                          uint64_t *samples);
+
 /* Realized mixture proportions: the samples and tokens (EOT separators
  * included) of each part delivered so far (skipped batches not counted).
  * @return ZP_OK; ZP_ERR_INVALID when part >= zp_worksource_num_parts(). */

@@ -25,6 +25,11 @@
  *    stream does not depend on the world size: ranks read contiguous
  *    ranges of it. Without parts the dataset is one part of weight 1 and
  *    the stream is the plain shuffled epoch described above.
+ *  - Weight schedules (docs/mixtures.md, "Weight schedules"): the weights
+ *    may change at given draws (zp_mix_phase: steps or linear ramps); each
+ *    phase is drawn by its own quota schedule from its first draw (every
+ *    prefix of every phase within one sample of its weights), and each
+ *    part's draws continue across phases (none repeated or skipped).
  *
  * Thread safety: a worksource is used by one thread at a time.
  */
@@ -57,6 +62,26 @@ typedef struct zp_mix_part {
                          ZP_ERR_INVALID naming the part, docs/mixtures.md) */
 } zp_mix_part;
 
+/* A phase of a mixture weight schedule (docs/mixtures.md, "Weight
+ * schedules"): from draw `start` of the mixture's stream on (draws counted
+ * across epochs: draw epoch * epoch_samples + g is position g of the
+ * epoch's stream), the parts are drawn by `weights`. */
+typedef struct zp_mix_phase {
+    uint64_t start;         /* the first draw of the phase; > 0 and above the
+                               previous phase's start (the parts' weights are
+                               the phase from draw 0) */
+    const double *weights;  /* n_parts weights as zp_mix_part.weight (borrowed
+                               for zp_worksource_create() only) */
+    uint64_t linear_every;  /* 0 (default): the weights change at `start` (a
+                               step). > 0: they move linearly from the previous
+                               phase's weights (at its start) to these (at
+                               `start`), in constant steps of linear_every draws,
+                               each drawn by the weights interpolated at its
+                               middle draw, rounded to integers with a total of
+                               10^4, 10^5 or 10^6, the first that keeps every
+                               share within 1% of the interpolated one */
+} zp_mix_phase;
+
 typedef struct zp_worksource_config {
     uint64_t seed;                 /* default 0 */
     uint32_t rank;                 /* this rank, default 0 */
@@ -72,6 +97,15 @@ typedef struct zp_worksource_config {
     size_t n_parts;
     /* Draws per epoch; 0 (default): the dataset's sample count. */
     uint64_t epoch_samples;
+    /* Weight schedule (needs n_parts >= 2): the phases after the first
+     * (draw 0, the parts' weights), ascending by start; borrowed for
+     * zp_worksource_create() only. Every prefix of every phase is within
+     * one sample of the phase's weights as used; each part continues its
+     * draws across phases (none repeated or skipped). At most 1023 phases,
+     * a linear one counting one per linear_every draws. n_phases 0
+     * (default): the parts' weights throughout. */
+    const zp_mix_phase *phases;
+    size_t n_phases;
 } zp_worksource_config;
 
 
@@ -91,6 +125,8 @@ typedef struct zp_sample {
     uint64_t token_offset; /* token modes: tokens of this document already
                               delivered before an elastic resume (the packer
                               starts there and does not list it again); 0 */
+    uint32_t phase;     /* the weight schedule's phase of its draw
+                           (zp_worksource_phase_of); 0 without a schedule */
 } zp_sample;
 
 /* Resumable state: continue the identical stream with set_state(). */
@@ -129,6 +165,17 @@ ZP_API uint64_t zp_worksource_samples_per_rank(const zp_worksource *ws);
 /* This rank's samples in `epoch` (samples_per_rank unless a restored state
  * gave that epoch its own plan). */
 ZP_API uint64_t zp_worksource_epoch_samples(const zp_worksource *ws, uint32_t epoch);
+/* The schedule's constant phases (1 without a schedule; a linear phase
+ * counts one per linear_every draws; a resume that changed the schedule
+ * keeps the phases the run followed before the change), the draw at which
+ * phase k starts (phase 0 at 0), and part i's weight as used in it (a
+ * fraction of 1). Out of range: 0. */
+ZP_API size_t zp_worksource_num_phases(const zp_worksource *ws);
+ZP_API uint64_t zp_worksource_phase_start(const zp_worksource *ws, size_t phase);
+ZP_API double zp_worksource_phase_weight(const zp_worksource *ws, size_t phase, size_t part);
+/* The phase that mixture draw `draw` (epoch * epoch_samples + position in
+ * the epoch's stream) belongs to. */
+ZP_API size_t zp_worksource_phase_of(const zp_worksource *ws, uint64_t draw);
 /* Draws per epoch (epoch_samples, or the dataset's sample count). */
 ZP_API uint64_t zp_worksource_draws_per_epoch(const zp_worksource *ws);
 

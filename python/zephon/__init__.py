@@ -89,6 +89,13 @@ class WorkSource(_core.WorkSource):
     rank and world_size come from `comm` (an mpi4py communicator) when it
     is given. mixture: [(name, shards, weight), ...] cuts the dataset's
     shards, in order, into parts drawn by weight (docs/mixtures.md).
+    schedule: weights that change during the run, as a mixture file's
+    "schedule" (docs/mixtures.md, "Weight schedules"): a list of
+    {"at": DRAW, "weights": [w, ...] or {name: w, ...}, "linear": EVERY}
+    (or of (at, weights, linear) tuples, linear 0 for a step); the
+    mixture's weights hold from draw 0. A pipeline resumed
+    (load_state_dict) with another schedule keeps what the state's run
+    drew and follows the new one from the draw past everything delivered.
 
     A WorkSource describes the plan; each Pipeline made from it follows its
     own copy from the start (to continue a stream, load_state_dict()).
@@ -96,7 +103,7 @@ class WorkSource(_core.WorkSource):
 
     def __init__(self, dataset, *, seed=0, rank=None, world_size=None, shuffle=True,
                  shuffle_block_shards=8, remainder="pad", mixture=None, epoch_samples=0,
-                 comm=None):
+                 schedule=None, comm=None):
         _check_ints("WorkSource", (("seed", seed, 64), ("epoch_samples", epoch_samples, 64),
                                    ("shuffle_block_shards", shuffle_block_shards, 32),
                                    ("rank", rank or 0, 32), ("world_size", world_size or 0, 32)))
@@ -108,7 +115,8 @@ class WorkSource(_core.WorkSource):
             rank, world_size = r, n
             # every rank must plan the same dataset with the same settings
             mine = (dataset.num_samples(), len(dataset.shards()), seed, bool(shuffle),
-                    shuffle_block_shards, remainder, repr(mixture), epoch_samples)
+                    shuffle_block_shards, remainder, repr(mixture), epoch_samples,
+                    repr(schedule))
             every = comm.allgather(mine)
             bad = [i for i, t in enumerate(every) if t != every[0]]
             if bad:
@@ -118,7 +126,8 @@ class WorkSource(_core.WorkSource):
         self._kw = dict(seed=seed, rank=0 if rank is None else rank,
                         world_size=1 if world_size is None else world_size, shuffle=shuffle,
                         shuffle_block_shards=shuffle_block_shards, remainder=remainder,
-                        parts=mixture, epoch_samples=epoch_samples)
+                        parts=mixture, epoch_samples=epoch_samples,
+                        phases=_schedule_phases(schedule, mixture))
         super().__init__(dataset, **self._kw)
         self.dataset = dataset
         self.comm = comm
@@ -127,6 +136,37 @@ class WorkSource(_core.WorkSource):
         """The same plan, at its start, for one pipeline: a pipeline moves its
         plan's state as it reads, so pipelines never share one."""
         return _core.WorkSource(self.dataset, **self._kw)
+
+
+def _schedule_phases(schedule, mixture):
+    """A schedule (docs/mixtures.md) as the extension's (start, [weights],
+    linear_every) tuples; weights given by name follow the mixture's
+    order."""
+    if schedule is None:
+        return None
+    names = [p[0] for p in (mixture or [])]
+    out = []
+    for k, ph in enumerate(schedule):
+        if isinstance(ph, dict):
+            unknown = set(ph) - {"at", "weights", "linear"}
+            if unknown:
+                raise ValueError(f"schedule[{k}]: unknown field {sorted(unknown)[0]!r} "
+                                 "(at, weights, linear)")
+            if "at" not in ph or "weights" not in ph:
+                raise ValueError(f"schedule[{k}]: needs 'at' (a draw count) and 'weights'")
+            at, w, lin = ph["at"], ph["weights"], ph.get("linear", 0)
+        else:
+            at, w, lin = (tuple(ph) + (0,))[:3]
+        if isinstance(w, dict):
+            missing = [n for n in names if n not in w]
+            extra = [n for n in w if n not in names]
+            if missing or extra:
+                raise ValueError(f"schedule[{k}].weights: " +
+                                 (f"no weight for part {missing[0]!r}" if missing
+                                  else f"{extra[0]!r} is not a part's name"))
+            w = [w[n] for n in names]
+        out.append((int(at), [float(x) for x in w], int(lin)))
+    return out
 
 
 def _core_status(name):

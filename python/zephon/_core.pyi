@@ -37,7 +37,8 @@ class WorkSource:
     def __init__(self, dataset: Dataset, seed: int = ..., rank: int = ..., world_size: int = ...,
                  shuffle: bool = ..., shuffle_block_shards: int = ..., remainder: str = ...,
                  parts: Optional[Sequence[tuple[Optional[str], int, float]]] = ...,
-                 epoch_samples: int = ...) -> None: ...
+                 epoch_samples: int = ...,
+                 phases: Optional[Sequence[tuple[int, Sequence[float], int]]] = ...) -> None: ...
     def info(self) -> dict[str, Any]:
         """The plan's settings and counts."""
     def samples(self, epoch: int, start: int, count: int, /) -> list[tuple[int, int, int, int]]:

@@ -186,21 +186,76 @@ static void WorkSource_dealloc(zpy_WorkSourceObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The phases of a weight schedule: [(start, [weights], linear_every)]
+ * into ph (n entries) and w (n * np weights). -1 with the exception set. */
+static int parse_phases(PyObject *phases, size_t np, zp_mix_phase **ph, double **w, size_t *n)
+{
+    PyObject *seq = PySequence_Fast(phases, "phases must be a list of (start, weights, linear)");
+    if (!seq)
+        return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    *ph = calloc((size_t)m + 1, sizeof **ph);
+    *w = calloc(((size_t)m + 1) * (np ? np : 1), sizeof **w);
+    if (!*ph || !*w) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(seq, k), *ws;
+        unsigned long long start, every;
+        if (!PyArg_ParseTuple(it, "KOK;phases[k] must be (start, weights, linear)", &start, &ws,
+                              &every)) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        PyObject *wl = PySequence_Fast(ws, "a phase's weights must be a list of numbers");
+        if (!wl) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if ((size_t)PySequence_Fast_GET_SIZE(wl) != np) {
+            PyErr_Format(PyExc_ValueError, "phases[%zd]: %zd weights for %zu parts", k,
+                         PySequence_Fast_GET_SIZE(wl), np);
+            Py_DECREF(wl);
+            Py_DECREF(seq);
+            return -1;
+        }
+        for (size_t i = 0; i < np; i++) {
+            double x = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(wl, (Py_ssize_t)i));
+            if (x == -1.0 && PyErr_Occurred()) {
+                Py_DECREF(wl);
+                Py_DECREF(seq);
+                return -1;
+            }
+            (*w)[(size_t)k * np + i] = x;
+        }
+        Py_DECREF(wl);
+        (*ph)[k].start = start;
+        (*ph)[k].weights = *w + (size_t)k * np;
+        (*ph)[k].linear_every = every;
+    }
+    *n = (size_t)m;
+    Py_DECREF(seq);
+    return 0;
+}
+
 /* WorkSource(dataset, seed, rank, world_size, shuffle, shuffle_block_shards,
  *            remainder ("pad"|"drop"), parts [(name, shards, weight)],
- *            epoch_samples) */
+ *            epoch_samples, phases [(start, [weights], linear_every)]) */
 static int WorkSource_init(zpy_WorkSourceObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"dataset", "seed", "rank", "world_size", "shuffle",
-                             "shuffle_block_shards", "remainder", "parts", "epoch_samples", NULL};
-    PyObject *dso, *parts = Py_None;
+                             "shuffle_block_shards", "remainder", "parts", "epoch_samples",
+                             "phases", NULL};
+    PyObject *dso, *parts = Py_None, *phases = Py_None;
     unsigned long long seed = 0, epoch_samples = 0;
     unsigned int rank = 0, world = 1, block = 8;
     int shuffle = 1;
     const char *rem = "pad";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|KIIpIsOK", kwlist, &zpy_DatasetType, &dso, &seed,
-                                     &rank, &world, &shuffle, &block, &rem, &parts,
-                                     &epoch_samples))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|KIIpIsOKO", kwlist, &zpy_DatasetType, &dso,
+                                     &seed, &rank, &world, &shuffle, &block, &rem, &parts,
+                                     &epoch_samples, &phases))
         return -1;
     zp_worksource_config cfg;
     zp_worksource_config_init(&cfg);
@@ -258,10 +313,22 @@ static int WorkSource_init(zpy_WorkSourceObject *self, PyObject *args, PyObject 
         cfg.n_parts = (size_t)n;
         Py_DECREF(seq);
     }
+    zp_mix_phase *ph = NULL;
+    double *phw = NULL;
+    if (phases != Py_None && parse_phases(phases, cfg.n_parts, &ph, &phw, &cfg.n_phases) != 0) {
+        free(ph);
+        free(phw);
+        free(mp);
+        Py_XDECREF(names);
+        return -1;
+    }
+    cfg.phases = ph;
     zpy_DatasetObject *d = (zpy_DatasetObject *)dso;
     zp_status st;
     Py_BEGIN_ALLOW_THREADS st = zp_worksource_create(d->ds, &cfg, &self->ws);
     Py_END_ALLOW_THREADS free(mp);
+    free(ph);
+    free(phw);
     Py_XDECREF(names);
     if (st != ZP_OK) {
         zpy_raise_status(st, zp_worksource_errmsg(self->ws));
@@ -286,14 +353,35 @@ static PyObject *WorkSource_info(zpy_WorkSourceObject *self, PyObject *unused)
             Py_DECREF(t);
         }
     }
-    return Py_BuildValue("{sKsIsIsisKsKsKsKsN}", "seed", (unsigned long long)c->seed, "rank",
+    PyObject *phases = PyList_New(0);
+    const size_t np = zp_worksource_num_parts(self->ws);
+    for (size_t k = 0; phases && parts && k < zp_worksource_num_phases(self->ws); k++) {
+        PyObject *w = PyList_New(0);
+        for (size_t i = 0; w && i < np; i++) {
+            PyObject *x = PyFloat_FromDouble(zp_worksource_phase_weight(self->ws, k, i));
+            if (x) {
+                PyList_Append(w, x);
+                Py_DECREF(x);
+            }
+        }
+        PyObject *t = w ? Py_BuildValue("(KN)",
+                                        (unsigned long long)zp_worksource_phase_start(self->ws, k),
+                                        w)
+                        : NULL;
+        if (t) {
+            PyList_Append(phases, t);
+            Py_DECREF(t);
+        }
+    }
+    return Py_BuildValue("{sKsIsIsisKsKsKsKsNsN}", "seed", (unsigned long long)c->seed, "rank",
                          c->rank, "world_size", c->world_size, "shuffle", c->shuffle,
                          "samples_per_rank",
                          (unsigned long long)zp_worksource_samples_per_rank(self->ws),
                          "draws_per_epoch",
                          (unsigned long long)zp_worksource_draws_per_epoch(self->ws), "padded",
                          (unsigned long long)zp_worksource_padded(self->ws), "dropped",
-                         (unsigned long long)zp_worksource_dropped(self->ws), "parts", parts);
+                         (unsigned long long)zp_worksource_dropped(self->ws), "parts", parts,
+                         "phases", phases);
 }
 
 static PyObject *WorkSource_samples(zpy_WorkSourceObject *self, PyObject *args)

@@ -65,6 +65,24 @@ static void fill_parts(const zp_pipeline *p, zp_metrics_snapshot *m)
             pm->tokens = t;
         }
     }
+    size_t nph = ws ? zp_worksource_num_phases(ws) : 0;
+    m->phases_total = (uint32_t)nph;
+    m->n_phases = (uint32_t)(nph < ZP_OBS_MAX_PHASES ? nph : ZP_OBS_MAX_PHASES);
+    for (uint32_t k = 0; k < m->n_phases; k++) {
+        zp_phase_metrics *ph = &m->phases[k];
+        ph->start = zp_worksource_phase_start(ws, k);
+        ph->samples = 0;
+        for (size_t i = 0; i < np; i++) {
+            uint64_t s = 0;
+            if (zp_pipeline_phase_counts(p, k, i, &s) != ZP_OK)
+                s = 0;
+            ph->samples += s;
+            if (i < ZP_OBS_MAX_PARTS) {
+                ph->part_samples[i] = s;
+                ph->weight[i] = zp_worksource_phase_weight(ws, k, i);
+            }
+        }
+    }
     m->parts_total = (uint32_t)np;
     m->n_parts = (uint32_t)(np < ZP_OBS_MAX_PARTS ? np : ZP_OBS_MAX_PARTS);
     for (uint32_t i = 0; i < m->n_parts; i++) {
@@ -298,6 +316,22 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
     if (j) {
         json_object_set_new(j, "parts", parts);
         json_object_set_new(j, "parts_total", json_integer((json_int_t)m->parts_total));
+        json_t *phases = json_array();
+        for (uint32_t k = 0; phases && k < m->n_phases && k < ZP_OBS_MAX_PHASES; k++) {
+            const zp_phase_metrics *ph = &m->phases[k];
+            json_t *pp = json_array();
+            for (uint32_t i = 0; pp && i < m->n_parts && i < ZP_OBS_MAX_PARTS; i++)
+                json_array_append_new(
+                    pp, json_pack("{s:f,s:I,s:f}", "weight", ph->weight[i], "samples",
+                                  (json_int_t)ph->part_samples[i], "fraction",
+                                  ph->samples ? (double)ph->part_samples[i] / (double)ph->samples
+                                              : 0.0));
+            json_array_append_new(phases, json_pack("{s:I,s:I,s:o}", "start", (json_int_t)ph->start,
+                                                    "samples", (json_int_t)ph->samples, "parts",
+                                                    pp ? pp : json_array()));
+        }
+        json_object_set_new(j, "phases", phases ? phases : json_array());
+        json_object_set_new(j, "phases_total", json_integer((json_int_t)m->phases_total));
     } else {
         json_decref(parts);
     }

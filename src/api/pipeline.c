@@ -138,6 +138,7 @@ void zp_pipeline_destroy(zp_pipeline *p)
     free(p->tok_id);
     free(p->tok_field);
     free(p->ck.part_samples);
+    free(p->ck.phase_samples);
     free(p->ck.part_tokens);
     free(p->ck.skips);
     free(p);
@@ -392,6 +393,21 @@ static zp_status start(zp_pipeline *p)
             return zpi_err_copy(&p->err, &p->fatal);
         }
     }
+    if (!ck->phase_samples || ck->nphases != zp_worksource_num_phases(p->ws)) {
+        /* per phase (a restored state's counts kept for the phases it has) */
+        size_t nph = zp_worksource_num_phases(p->ws), np = ck->nparts;
+        const size_t cells = nph * np;
+        uint64_t *a = calloc(cells ? cells : 1, sizeof *a);
+        if (!a) {
+            zpi_err_set(&p->fatal, ZP_ERR_NOMEM, "cannot start the pipeline: out of memory");
+            return zpi_err_copy(&p->err, &p->fatal);
+        }
+        for (size_t k = 0; ck->phase_samples && k < nph && k < ck->nphases; k++)
+            memcpy(a + k * np, ck->phase_samples + k * np, np * sizeof *a);
+        free(ck->phase_samples);
+        ck->phase_samples = a;
+        ck->nphases = nph;
+    }
     if (!ck->restored) {
         ck->at.valid = 1;
         ck->at.epoch = at.epoch;
@@ -475,6 +491,12 @@ static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
         for (size_t i = 0; i < ck->nparts; i++) {
             ck->part_samples[i] += bb->part_samples[i];
             ck->part_tokens[i] += bb->part_tokens[i];
+        }
+    if (ck->phase_samples)
+        for (size_t i = 0; i < bb->b.n_samples; i++) {
+            const zp_sample *s = &bb->b.samples[i];
+            if (s->phase < ck->nphases && s->part < ck->nparts)
+                ck->phase_samples[(size_t)s->phase * ck->nparts + s->part]++;
         }
 }
 

@@ -20,6 +20,8 @@ typedef struct zpi_ckpt {
     size_t nparts;
     uint64_t *part_samples;    /* [nparts] delivered per part (owned) */
     uint64_t *part_tokens;
+    size_t nphases;            /* the weight schedule's phases */
+    uint64_t *phase_samples;   /* [nphases * nparts] delivered per phase and part (owned) */
     zp_pipeline_counts base;   /* counts restored from a state */
     zp_pipeline_counts skipped; /* counts of the skipped batches */
     zpi_skip *skips;           /* ranges to skip (owned), ascending; samples, */

@@ -9,6 +9,7 @@
  *
  * Thread safety: the consumer's thread, like the pipeline.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,9 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
         if (!st->part_names[i])
             return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
     }
+    const zpi_sched *sc = zpi_worksource_schedule(ws);
+    if (sc && zpi_sched_copy(&st->sched, sc) != ZP_OK)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
 
     zpi_rank_state *r = &st->ranks[0];
     r->rank = wc->rank;
@@ -91,6 +95,18 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
     if (ck->part_samples && ck->nparts == np) {
         memcpy(r->part_samples, ck->part_samples, np * sizeof *r->part_samples);
         memcpy(r->part_tokens, ck->part_tokens, np * sizeof *r->part_tokens);
+    }
+    if (st->sched.n_phases > 1 || (st->sched.n_phases && st->sched.since)) {
+        /* per phase, with a weight schedule (the state writes it then) */
+        r->n_phases = st->sched.n_phases;
+        r->phase_samples = calloc(r->n_phases * np, sizeof *r->phase_samples);
+        if (!r->phase_samples)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+        for (size_t k = 0; ck->phase_samples && ck->nparts == np && k < ck->nphases &&
+                           k < r->n_phases;
+             k++)
+            memcpy(r->phase_samples + k * np, ck->phase_samples + k * np,
+                   np * sizeof *r->phase_samples);
     }
     /* skipped ranges already passed (or restored with the state) */
     r->skips = ck->n_skips ? calloc(ck->n_skips, sizeof *r->skips) : NULL;
@@ -202,6 +218,74 @@ static zp_status check_parts(const zpi_state *st, zp_worksource *ws, zpi_err *er
     return ZP_OK;
 }
 
+/* The schedule a restored pipeline draws by (docs/mixtures.md, "Resuming
+ * with another schedule"): the state's schedule (or, for a state without
+ * one, its parts' weights) when this pipeline's configured schedule is what
+ * it follows; otherwise the state's phases before the draw past everything
+ * the job delivered (zpi_state_high_water), and the configured schedule
+ * from there on. That needs the whole job's positions: a state of every
+ * rank. Sets it on the worksource. */
+static zp_status restore_schedule(const zpi_state *st, zp_worksource *ws, zpi_err *err)
+{
+    const zpi_sched *cfg = zpi_worksource_config_schedule(ws);
+    if (!cfg || st->n_parts != cfg->n_parts)
+        return ZP_OK; /* no mixture (check_parts refuses other part counts) */
+    zpi_sched old, use;
+    memset(&old, 0, sizeof old);
+    memset(&use, 0, sizeof use);
+    zp_status rc = ZP_OK;
+    if (st->sched.n_phases) {
+        rc = zpi_sched_copy(&old, &st->sched);
+    } else {
+        /* a state without a schedule drew by its parts' weights (as used):
+         * when they are this configuration's first weights, by those
+         * integer weights exactly */
+        int same = 1;
+        for (size_t i = 0; same && i < cfg->n_parts; i++) {
+            double u = zp_worksource_phase_weight(ws, 0, i), w = st->part_weights[i];
+            same = u == w || (u - w < 1e-12 * w && w - u < 1e-12 * w);
+        }
+        if (same && cfg->n_phases == 1)
+            return zpi_worksource_set_schedule(ws, cfg) == ZP_OK
+                       ? ZP_OK
+                       : zpi_err_set(err, ZP_ERR_NOMEM, "%s", zp_worksource_errmsg(ws));
+        if (same) {
+            zpi_sched one = *cfg;
+            one.n_phases = 1;
+            one.since = 0;
+            rc = zpi_sched_copy(&old, &one);
+        } else {
+            /* other weights: the state's shares, made integers again (exact
+             * for weights given as integers or decimals of up to 6 places;
+             * rounded ones may come out a little different) */
+            rc = zpi_sched_from_config(st->part_weights, (const char *const *)st->part_names,
+                                       st->n_parts, NULL, 0, &old, err);
+        }
+    }
+    if (rc == ZP_OK && zpi_sched_follows(&old, cfg)) {
+        rc = zpi_sched_copy(&use, &old);
+    } else if (rc == ZP_OK) {
+        if (st->n_ranks != st->world_size)
+            rc = zpi_err_set(err, ZP_ERR_INVALID,
+                             "the mixture's weight schedule differs from the state's: a resume "
+                             "that changes the schedule needs the job state of all %" PRIu32
+                             " ranks (zp_mpi_state_save, zephon state merge), which says "
+                             "where the whole job stands; this state holds %zu",
+                             st->world_size, st->n_ranks);
+        else {
+            uint64_t cut = zpi_state_high_water(st);
+            rc = zpi_sched_cut(&old, cfg, cut < old.since ? old.since : cut, &use, err);
+        }
+    }
+    if (rc == ZP_OK && zpi_worksource_set_schedule(ws, &use) != ZP_OK)
+        rc = zpi_err_set(err, ZP_ERR_INVALID, "%s", zp_worksource_errmsg(ws));
+    if (rc != ZP_OK && !err->code)
+        zpi_err_set(err, rc, "out of memory for the schedule");
+    zpi_sched_clear(&old);
+    zpi_sched_clear(&use);
+    return rc;
+}
+
 zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len)
 {
     if (!p)
@@ -226,6 +310,8 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
     zp_status rc = zpi_state_parse(json, len, &st, &err);
     if (rc == ZP_OK)
         rc = zpi_state_check(&st, &err);
+    if (rc == ZP_OK && st.n_parts == zp_worksource_num_parts(ws))
+        rc = restore_schedule(&st, ws, &err);
     if (rc == ZP_OK && (rc = settings_for(p, &st, &mine)) != ZP_OK)
         zpi_err_set(&err, rc, "out of memory");
     if (rc == ZP_OK && (rc = zpi_state_check_settings(&st, mine, &err)) == ZP_ERR_MISMATCH)
@@ -250,6 +336,8 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
     }
     if (rc != ZP_OK && !err.code)
         zpi_err_set(&err, rc, "%s", zp_worksource_errmsg(ws));
+    if (rc != ZP_OK && zpi_worksource_config_schedule(ws)) /* back to the configured one */
+        zpi_worksource_set_schedule(ws, zpi_worksource_config_schedule(ws));
     /* the bookkeeping: counts, parts, the skips that came with the state */
     zpi_skip *skips = NULL;
     const size_t n_req = ck->n_skips - ck->n_prior_skips;
@@ -282,6 +370,20 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         ck->part_samples = ps;
         ck->part_tokens = pt;
         ck->nparts = rs.n_parts;
+        /* per phase: the phases the restored schedule keeps (pipeline.c
+         * sizes the array to the schedule at the start) */
+        free(ck->phase_samples);
+        ck->phase_samples = NULL;
+        ck->nphases = 0;
+        if (rs.n_phases && rs.n_parts &&
+            (ck->phase_samples = calloc(rs.n_phases * rs.n_parts, sizeof *ck->phase_samples))) {
+            size_t keep = rs.n_phases < zp_worksource_num_phases(ws)
+                              ? rs.n_phases
+                              : zp_worksource_num_phases(ws);
+            memcpy(ck->phase_samples, rs.phase_samples,
+                   keep * rs.n_parts * sizeof *ck->phase_samples);
+            ck->nphases = keep;
+        }
         ps = pt = NULL;
         ck->base = rs.counts;
         ck->next_batch = rs.next_batch;
@@ -340,6 +442,27 @@ zp_status zp_pipeline_skip_batches(zp_pipeline *p, uint64_t first, uint64_t last
     a[at].first = first;
     a[at].last = last;
     ck->n_skips++;
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_phase_counts(const zp_pipeline *p, size_t phase, size_t part,
+                                   uint64_t *samples)
+{
+    if (!p)
+        return ZP_ERR_INVALID;
+    zp_pipeline *mp = (zp_pipeline *)p;
+    zpi_ckpt *ck = zpi_pipeline_ckpt(mp);
+    zp_worksource *ws = zpi_pipeline_ws(p);
+    size_t np = zp_worksource_num_parts(ws), nph = zp_worksource_num_phases(ws);
+    ZPI_RETURN_ERR_IF(part >= np || phase >= nph, zpi_pipeline_err(mp), ZP_ERR_INVALID,
+                      "zp_pipeline_phase_counts: phase %zu, part %zu: the mixture has %zu "
+                      "phase(s) and %zu part(s)",
+                      phase, part, nph, np);
+    uint64_t s = 0;
+    if (ck->phase_samples && phase < ck->nphases && part < ck->nparts)
+        s = ck->phase_samples[phase * ck->nparts + part];
+    if (samples)
+        *samples = s;
     return ZP_OK;
 }
 

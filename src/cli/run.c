@@ -209,6 +209,8 @@ int cli_run_set_parts(cli_run_opts *o)
     o->mix = NULL;
     o->ws.parts = NULL;
     o->ws.n_parts = 0;
+    o->ws.phases = NULL;
+    o->ws.n_phases = 0;
     for (size_t k = 0; k < o->n_parts; k++)
         if (o->parts[k].shards == 0) {
             fprintf(stderr, "zephon run: mixture part '%s' has no shards\n", o->parts[k].name);
@@ -227,6 +229,8 @@ int cli_run_set_parts(cli_run_opts *o)
     }
     o->ws.parts = o->mix;
     o->ws.n_parts = o->n_parts;
+    o->ws.phases = o->phases;
+    o->ws.n_phases = o->n_phases;
     return 0;
 }
 
@@ -382,6 +386,23 @@ static void part_counts(const cli_run_opts *o, zp_pipeline *p, zp_worksource *ws
         if (zp_pipeline_part_counts(p, k, &c->samples, &c->tokens) != ZP_OK)
             c->samples = c->tokens = 0;
     }
+    size_t m = zp_worksource_num_phases(ws);
+    if (m < 2)
+        return;
+    r->phase_start = calloc(m, sizeof *r->phase_start);
+    r->phase_weight = calloc(m * n, sizeof *r->phase_weight);
+    r->phase_samples = calloc(m * n, sizeof *r->phase_samples);
+    if (!r->phase_start || !r->phase_weight || !r->phase_samples)
+        return;
+    r->n_phases = m;
+    for (size_t k = 0; k < m; k++) {
+        r->phase_start[k] = zp_worksource_phase_start(ws, k);
+        for (size_t i = 0; i < n; i++) {
+            r->phase_weight[k * n + i] = zp_worksource_phase_weight(ws, k, i);
+            if (zp_pipeline_phase_counts(p, k, i, &r->phase_samples[k * n + i]) != ZP_OK)
+                r->phase_samples[k * n + i] = 0;
+        }
+    }
 }
 
 void cli_run_result_free(cli_run_result *r)
@@ -389,6 +410,13 @@ void cli_run_result_free(cli_run_result *r)
     free(r->parts);
     r->parts = NULL;
     r->n_parts = 0;
+    free(r->phase_start);
+    free(r->phase_weight);
+    free(r->phase_samples);
+    r->phase_start = NULL;
+    r->phase_weight = NULL;
+    r->phase_samples = NULL;
+    r->n_phases = 0;
 }
 
 /* ------------------------------------------------------------ the run */

@@ -213,6 +213,99 @@ static int mixture_part(cli_run_opts *o, const char *file, const char *dir, size
 #undef MERR
 }
 
+/* "schedule": [{"at": DRAW, "weights": [w, ...] or {"name": w, ...},
+ * "linear": EVERY}, ...] (docs/mixtures.md, "Weight schedules"), after the
+ * parts (the weights name them). */
+static int mixture_schedule(cli_run_opts *o, const char *file, json_t *sched)
+{
+#define SERR(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "zephon run: --mixture %s: schedule", file);                               \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        return -1;                                                                                 \
+    } while (0)
+    if (!json_is_array(sched))
+        SERR(": not a list of phases ([{\"at\": SAMPLES, \"weights\": ...}, ...])");
+    const size_t m = json_array_size(sched), np = o->n_parts;
+    if (m == 0)
+        return 0;
+    if (np < 2)
+        SERR(": a weight schedule needs 2 parts or more (%zu given)", np);
+    o->phases = calloc(m, sizeof *o->phases);
+    o->phase_w = calloc(m * np, sizeof *o->phase_w);
+    if (!o->phases || !o->phase_w) {
+        fprintf(stderr, "zephon run: out of memory\n");
+        return -1;
+    }
+    o->n_phases = m;
+    for (size_t k = 0; k < m; k++) {
+        json_t *ph = json_array_get(sched, k);
+        zp_mix_phase *p = &o->phases[k];
+        double *w = o->phase_w + k * np;
+        if (!json_is_object(ph))
+            SERR("[%zu]: not an object ({\"at\": ..., \"weights\": ..., \"linear\": ...})", k);
+        const char *key;
+        json_t *val;
+        json_object_foreach(ph, key, val) {
+            if (strcmp(key, "at") && strcmp(key, "weights") && strcmp(key, "linear"))
+                SERR("[%zu]: unknown field '%s' (at, weights, linear)", k, key);
+        }
+        json_t *at = json_object_get(ph, "at"), *ws = json_object_get(ph, "weights"),
+               *lin = json_object_get(ph, "linear");
+        if (!at || !json_is_integer(at) || json_integer_value(at) < 1)
+            SERR("[%zu].at: %s", k, at ? "not a whole number above 0 (a draw count: samples)"
+                                        : "missing (the draw, counted in samples, at which the "
+                                          "phase starts)");
+        p->start = (uint64_t)json_integer_value(at);
+        if (k > 0 && p->start <= o->phases[k - 1].start)
+            SERR("[%zu].at = %llu: must be above schedule[%zu].at = %llu", k,
+                 (unsigned long long)p->start, k - 1,
+                 (unsigned long long)o->phases[k - 1].start);
+        if (lin && (!json_is_integer(lin) || json_integer_value(lin) < 1))
+            SERR("[%zu].linear: not a whole number above 0 (draws per step of the ramp)", k);
+        p->linear_every = lin ? (uint64_t)json_integer_value(lin) : 0;
+        if (!ws)
+            SERR("[%zu].weights: missing (a list in the parts' order, or an object naming "
+                 "every part)",
+                 k);
+        if (json_is_array(ws)) {
+            if (json_array_size(ws) != np)
+                SERR("[%zu].weights: %zu weights for %zu parts", k, json_array_size(ws), np);
+            for (size_t i = 0; i < np; i++)
+                w[i] = json_is_number(json_array_get(ws, i))
+                           ? json_number_value(json_array_get(ws, i))
+                           : NAN;
+        } else if (json_is_object(ws)) {
+            for (size_t i = 0; i < np; i++) {
+                json_t *x = json_object_get(ws, o->parts[i].name);
+                if (!x)
+                    SERR("[%zu].weights: no weight for part '%s' (an object names every part)",
+                         k, o->parts[i].name);
+                w[i] = json_is_number(x) ? json_number_value(x) : NAN;
+            }
+            json_object_foreach(ws, key, val) {
+                size_t i = 0;
+                while (i < np && strcmp(o->parts[i].name, key))
+                    i++;
+                if (i == np)
+                    SERR("[%zu].weights: '%s' is not a part's name", k, key);
+            }
+        } else {
+            SERR("[%zu].weights: not a list or an object", k);
+        }
+        for (size_t i = 0; i < np; i++) {
+            const char *why = NULL;
+            if (check_weight(w[i], &why) != 0)
+                SERR("[%zu].weights: part '%s' = %g: %s", k, o->parts[i].name, w[i],
+                     isnan(w[i]) ? "not a number" : why);
+        }
+        p->weights = w;
+    }
+    return 0;
+#undef SERR
+}
+
 int cli_run_read_mixture(cli_run_opts *o, const char *path)
 {
     json_error_t je;
@@ -234,8 +327,10 @@ int cli_run_read_mixture(cli_run_opts *o, const char *path)
         goto out;
     }
     json_object_foreach(root, key, val) {
-        if (strcmp(key, "parts") && strcmp(key, "epoch_samples")) {
-            fprintf(stderr, "zephon run: --mixture %s: unknown field '%s' (parts, epoch_samples)\n",
+        if (strcmp(key, "parts") && strcmp(key, "epoch_samples") && strcmp(key, "schedule")) {
+            fprintf(stderr,
+                    "zephon run: --mixture %s: unknown field '%s' (parts, epoch_samples, "
+                    "schedule)\n",
                     path, key);
             goto out;
         }
@@ -264,6 +359,9 @@ int cli_run_read_mixture(cli_run_opts *o, const char *path)
     for (size_t k = 0; k < json_array_size(parts); k++)
         if (mixture_part(o, path, dir, k, json_array_get(parts, k)) != 0)
             goto out;
+    if (json_object_get(root, "schedule") &&
+        mixture_schedule(o, path, json_object_get(root, "schedule")) != 0)
+        goto out;
     rc = 0;
 out:
     free(dir);

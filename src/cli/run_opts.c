@@ -137,6 +137,11 @@ void cli_run_opts_free(cli_run_opts *o)
     free(o->specs);
     free(o->parts);
     free(o->mix);
+    free(o->phases);
+    free(o->phase_w);
+    o->phases = NULL;
+    o->phase_w = NULL;
+    o->n_phases = 0;
     free(o->skips);
     o->specs = NULL;
     o->parts = NULL;

@@ -118,6 +118,43 @@ int cli_run_write_state(const char *path, const char *data, size_t len)
 
 static double frac(uint64_t a, uint64_t total) { return total ? (double)a / (double)total : 0.0; }
 
+/* The realized proportions per phase of a weight schedule: a JSON member
+ * ("phases": [{"start", "samples", "parts": [{"weight", "samples",
+ * "fraction"}, ...]}, ...]), or one line per phase that delivered samples. */
+static void print_phases(const cli_run_opts *o, const cli_run_result *r)
+{
+    const size_t n = r->n_parts;
+    if (o->json)
+        printf(",\"phases\":[");
+    else
+        printf("  schedule: realized proportions per phase (fraction / weight as used)\n");
+    for (size_t k = 0; k < r->n_phases; k++) {
+        uint64_t t = 0;
+        for (size_t i = 0; i < n; i++)
+            t += r->phase_samples[k * n + i];
+        if (o->json) {
+            printf("%s{\"start\":%llu,\"samples\":%llu,\"parts\":[", k ? "," : "",
+                   (unsigned long long)r->phase_start[k], (unsigned long long)t);
+            for (size_t i = 0; i < n; i++)
+                printf("%s{\"weight\":%.15g,\"samples\":%llu,\"fraction\":%.6f}", i ? "," : "",
+                       r->phase_weight[k * n + i], (unsigned long long)r->phase_samples[k * n + i],
+                       frac(r->phase_samples[k * n + i], t));
+            printf("]}");
+            continue;
+        }
+        if (!t)
+            continue;
+        printf("    phase %zu from draw %llu: %llu samples:", k,
+               (unsigned long long)r->phase_start[k], (unsigned long long)t);
+        for (size_t i = 0; i < n; i++)
+            printf(" %s %.4f/%.4g", r->parts[i].name, frac(r->phase_samples[k * n + i], t),
+                   r->phase_weight[k * n + i]);
+        printf("\n");
+    }
+    if (o->json)
+        printf("]");
+}
+
 /* The mixture's realized proportions (2+ parts): a JSON member, or lines. */
 static void print_parts(const cli_run_opts *o, const cli_run_result *r)
 {
@@ -186,6 +223,8 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                    (unsigned long long)r->mask_seqs, (int)r->mask_max_seqlen);
         if (r->n_parts > 1)
             print_parts(o, r);
+        if (r->n_phases > 1)
+            print_phases(o, r);
         printf("}\n");
         return;
     }
@@ -216,6 +255,8 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                (unsigned long long)r->mask_seqs, (int)r->mask_max_seqlen);
     if (r->n_parts > 1)
         print_parts(o, r);
+    if (r->n_phases > 1)
+        print_phases(o, r);
 }
 
 /* ------------------------------------------------------------ observability */

@@ -67,6 +67,9 @@ typedef struct cli_run_opts {
     int positional;          /* specs given as positional arguments */
     const char *mixture_file; /* --mixture FILE */
     zp_mix_part *mix;        /* the worksource's parts (built with the dataset) */
+    zp_mix_phase *phases;    /* the mixture file's "schedule" (owned; weights in phase_w) */
+    size_t n_phases;
+    double *phase_w;         /* n_phases * n_parts weights (owned) */
     int epoch_samples_set;   /* --epoch-samples given (wins over the mixture file's) */
     zp_worksource_config ws;
     zp_pipeline_config pc;
@@ -121,6 +124,13 @@ typedef struct cli_run_result {
     int32_t mask_max_seqlen;
     cli_run_part_count *parts; /* malloc'd, n_parts entries when a mixture has 2+ parts */
     size_t n_parts;
+    /* with a weight schedule (2+ phases): per phase its first draw, and
+     * per phase and part the weight as used and the samples delivered
+     * (malloc'd, n_phases * n_parts) */
+    size_t n_phases;
+    uint64_t *phase_start;
+    double *phase_weight;
+    uint64_t *phase_samples;
 } cli_run_result;
 
 #endif

@@ -592,6 +592,27 @@ nomem:
     return zpi_err_set(err, ZP_ERR_NOMEM, "mixture of %zu parts: out of memory", n);
 }
 
+zp_status zpi_mix_quantize(const double *weights, const char *const *names, size_t n,
+                           uint32_t *W, zpi_err *err)
+{
+    if (n == 0 || n > ZPI_MIX_MAX_PARTS || !weights)
+        return zpi_err_set(err, ZP_ERR_INVALID, "mixture: %zu weights: 1 .. %u parts", n,
+                           ZPI_MIX_MAX_PARTS);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(weights[i]) || !(weights[i] > 0.0))
+            return zpi_err_set(err, ZP_ERR_INVALID,
+                               "weight %zu = %g: must be a positive finite number", i,
+                               weights[i]);
+    uint64_t *W64 = malloc(n * sizeof *W64);
+    if (!W64)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "mixture of %zu parts: out of memory", n);
+    uint64_t T = quantize(weights, names, n, W64, err);
+    for (size_t i = 0; T && i < n; i++)
+        W[i] = (uint32_t)W64[i];
+    free(W64);
+    return T ? ZP_OK : (err && err->code ? err->code : ZP_ERR_INVALID);
+}
+
 size_t zpi_mix_parts(const zpi_mix *m)
 {
     return m->n;
@@ -635,6 +656,15 @@ void zpi_mix_cursor_seek(zpi_mix_cursor *c, uint64_t g)
     load_checkpoint(c, (size_t)(r / m->K));
     while (c->r < r)
         step(c);
+}
+
+void zpi_mix_cursor_rebind(zpi_mix_cursor *c, const zpi_mix *m)
+{
+    c->m = m;
+    c->pos = 0;
+    c->q = 0;
+    if (m->n >= 2)
+        reset_period(c);
 }
 
 uint64_t zpi_mix_cursor_pos(const zpi_mix_cursor *c)

@@ -55,6 +55,11 @@ zp_status zpi_mix_create(const double *weights, const char *const *names, size_t
 /* Accepts NULL. */
 void zpi_mix_destroy(zpi_mix *m);
 
+/* The integer weights that zpi_mix_create() would draw by (reduced by
+ * their gcd) into W[0 .. n); the same errors as zpi_mix_create(). */
+zp_status zpi_mix_quantize(const double *weights, const char *const *names, size_t n,
+                           uint32_t *W, zpi_err *err);
+
 size_t zpi_mix_parts(const zpi_mix *m);
 /* T: the sum of the integer weights (the period). */
 uint64_t zpi_mix_period(const zpi_mix *m);
@@ -74,6 +79,9 @@ zp_status zpi_mix_cursor_create(const zpi_mix *m, zpi_mix_cursor **out);
 void zpi_mix_cursor_destroy(zpi_mix_cursor *c);
 /* Move to draw g: O(n + K log n) (the nearest checkpoint, then a walk). */
 void zpi_mix_cursor_seek(zpi_mix_cursor *c, uint64_t g);
+/* Bind the cursor to another mixture of as many parts (no allocation);
+ * it starts at draw 0. */
+void zpi_mix_cursor_rebind(zpi_mix_cursor *c, const zpi_mix *m);
 /* The draw the cursor is at. */
 uint64_t zpi_mix_cursor_pos(const zpi_mix_cursor *c);
 /* Draw at the cursor: its part, and how many draws of that part came before

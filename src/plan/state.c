@@ -37,6 +37,7 @@ void zpi_rank_state_clear(zpi_rank_state *r)
     free(r->plans);
     free(r->part_samples);
     free(r->part_tokens);
+    free(r->phase_samples);
     free(r->skips);
     memset(r, 0, sizeof *r);
 }
@@ -50,6 +51,7 @@ void zpi_state_clear(zpi_state *s)
         free(s->part_names ? s->part_names[i] : NULL);
     free(s->part_names);
     free(s->part_weights);
+    zpi_sched_clear(&s->sched);
     for (size_t i = 0; i < s->n_ranks; i++)
         zpi_rank_state_clear(&s->ranks[i]);
     free(s->ranks);
@@ -78,13 +80,16 @@ zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src)
     zpi_rank_state r = *src;
     r.plans = NULL;
     r.part_samples = r.part_tokens = NULL;
+    r.phase_samples = NULL;
     r.skips = NULL;
     r.n_plans = 0;
     r.plans = zpi_state_alloc_n(src->n_plans, sizeof *r.plans);
     r.part_samples = zpi_state_dup_n(src->part_samples, src->n_parts, sizeof(uint64_t));
     r.part_tokens = zpi_state_dup_n(src->part_tokens, src->n_parts, sizeof(uint64_t));
     r.skips = zpi_state_dup_n(src->skips, src->n_skips, sizeof *r.skips);
-    int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips;
+    r.phase_samples = zpi_state_dup_n(src->phase_samples, src->n_phases * src->n_parts,
+                                      sizeof(uint64_t));
+    int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips || !r.phase_samples;
     for (size_t i = 0; !bad && i < src->n_plans; i++) {
         r.plans[i] = src->plans[i];
         r.plans[i].spans = zpi_state_dup_n(src->plans[i].spans, src->plans[i].n, sizeof(zpi_span));
@@ -129,6 +134,57 @@ uint64_t zpi_state_rank_epoch_count(const zpi_state *s, const zpi_rank_state *r,
     uint64_t a, c;
     zpi_state_default_range(s->epoch_samples, s->world_size, s->remainder, r->rank, &a, &c);
     return c;
+}
+
+/* The highest real stream position (< N) among positions [0, upto) of the
+ * rank's sequence of `epoch`, plus 1; 0 when there is none. */
+static uint64_t rank_high(const zpi_state *s, const zpi_rank_state *r, uint32_t epoch,
+                          uint64_t upto)
+{
+    const uint64_t N = s->epoch_samples;
+    uint64_t hi = 0;
+    const zpi_epoch_plan *p = zpi_rank_find_plan(r, epoch);
+    if (!p) {
+        uint64_t a, c;
+        zpi_state_default_range(N, s->world_size, s->remainder, r->rank, &a, &c);
+        uint64_t n = upto < c ? upto : c;
+        if (n && a < N)
+            hi = (a + n < N ? a + n : N);
+        return hi;
+    }
+    for (size_t k = 0; k < p->n && upto; k++) {
+        const zpi_span *sp = &p->spans[k];
+        uint64_t n = upto < sp->count ? upto : sp->count;
+        upto -= n;
+        if (sp->start < N) {
+            uint64_t e = sp->start + n < N ? sp->start + n : N;
+            hi = e > hi ? e : hi;
+        }
+    }
+    return hi;
+}
+
+uint64_t zpi_state_high_water(const zpi_state *s)
+{
+    const uint64_t N = s->epoch_samples;
+    unsigned __int128 c = 0;
+    for (size_t i = 0; i < s->n_ranks; i++) {
+        const zpi_rank_state *r = &s->ranks[i];
+        /* the sample at `position` counts as delivered when part of it was */
+        uint64_t upto = r->position + (r->token_offset > 0 || r->carry);
+        unsigned __int128 g = (unsigned __int128)r->epoch * N + rank_high(s, r, r->epoch, upto);
+        c = g > c ? g : c;
+        /* a planned span whose first document was cut by an earlier save */
+        for (size_t k = 0; k < r->n_plans; k++) {
+            const zpi_epoch_plan *p = &r->plans[k];
+            for (size_t j = 0; j < p->n; j++)
+                if (p->spans[j].token_offset && p->spans[j].start < N) {
+                    g = (unsigned __int128)p->epoch * N + p->spans[j].start + 1;
+                    c = g > c ? g : c;
+                }
+        }
+    }
+    return c > UINT64_MAX ? UINT64_MAX : (uint64_t)c;
 }
 
 /* ------------------------------------------------------------ validation */

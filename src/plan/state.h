@@ -28,6 +28,7 @@
 
 #include "base/error.h"
 #include "plan/plan.h"
+#include "plan/schedule.h"
 #include "zephon/batch.h"
 
 /* Batches first .. last were made and not delivered. */
@@ -53,6 +54,8 @@ typedef struct zpi_rank_state {
     zpi_epoch_plan *plans;
     size_t n_parts;        /* realized counts per part (owned arrays) */
     uint64_t *part_samples, *part_tokens;
+    size_t n_phases;       /* with a weight schedule: samples delivered per */
+    uint64_t *phase_samples; /* phase and part, [n_phases * n_parts] (owned; 0: none) */
     size_t n_skips;        /* ascending (owned) */
     zpi_skip *skips;
     zp_pipeline_counts counts; /* what was delivered before */
@@ -71,6 +74,9 @@ typedef struct zpi_state {
     size_t n_parts;             /* owned arrays: the parts' names and weights */
     char **part_names;          /* (fractions of 1) */
     double *part_weights;
+    zpi_sched sched;            /* the weight schedule the run followed (owned;
+                                   n_phases 0: none recorded, the parts'
+                                   weights throughout) */
     size_t n_ranks;             /* ranks present, ascending by rank (owned) */
     zpi_rank_state *ranks;
 } zpi_state;
@@ -178,6 +184,15 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
  * remainder policy: [*start, *start + *count). */
 void zpi_state_default_range(uint64_t n, uint32_t world_size, int remainder, uint32_t rank,
                              uint64_t *start, uint64_t *count);
+
+/* The draw of the mixture's stream (epoch * N + position in the epoch's
+ * stream) past every draw that the ranks of s delivered, in part or whole:
+ * for each rank the highest real position among those before its
+ * `position` in its epoch (its `position` too when it carries a token
+ * offset), or the start of its epoch, and any planned span that starts
+ * with a token offset. A weight schedule changed at a resume applies from
+ * this draw on (docs/mixtures.md). */
+uint64_t zpi_state_high_water(const zpi_state *s);
 
 /* The state in words (zp_state_describe). *out malloc'd. */
 zp_status zpi_state_describe(const zpi_state *s, char **out, zpi_err *err);

@@ -87,6 +87,8 @@ static void describe_passes(zpi_buf *b, const zpi_state *s, const zpi_rank_state
     zpi_err e = {0};
     if (ok && s->n_parts == 1)
         cnt[0] = (uint64_t)G;
+    else if (ok && s->sched.n_phases)
+        ok = zpi_sched_counts(&s->sched, (uint64_t)G, cnt, &e) == ZP_OK;
     else if (ok)
         ok = zpi_mix_create(s->part_weights, (const char *const *)s->part_names, s->n_parts,
                             &mix, &e) == ZP_OK &&
@@ -181,6 +183,32 @@ zp_status zpi_state_describe(const zpi_state *s, char **out, zpi_err *err)
         zpi_buf_puts(&b, "parts:\n");
         for (size_t i = 0; i < s->n_parts; i++)
             zpi_buf_printf(&b, "  %s: weight %.6g\n", s->part_names[i], s->part_weights[i]);
+    }
+    if (s->sched.n_phases > 1 || s->sched.since) {
+        /* the weight schedule followed, with the samples each phase
+         * delivered over the ranks held and their proportions */
+        const size_t np = s->n_parts;
+        zpi_buf_printf(&b, "schedule (%zu phases; the configured one followed from draw %llu):\n",
+                       s->sched.n_phases, (unsigned long long)s->sched.since);
+        for (size_t k = 0; k < s->sched.n_phases; k++) {
+            uint64_t t = 0, wt = 0;
+            for (size_t i = 0; i < np; i++)
+                wt += s->sched.w[k * np + i];
+            uint64_t *cnt = zpi_state_alloc_n(np, sizeof(uint64_t));
+            for (size_t r = 0; cnt && r < s->n_ranks; r++)
+                for (size_t i = 0; k < s->ranks[r].n_phases && i < np; i++)
+                    cnt[i] += s->ranks[r].phase_samples[k * np + i];
+            for (size_t i = 0; cnt && i < np; i++)
+                t += cnt[i];
+            zpi_buf_printf(&b, "  phase %zu from draw %llu: %llu samples;", k,
+                           (unsigned long long)s->sched.start[k], (unsigned long long)t);
+            for (size_t i = 0; cnt && i < np; i++)
+                zpi_buf_printf(&b, " %s %.4f (weight %.4g)", s->part_names[i],
+                               t ? (double)cnt[i] / (double)t : 0.0,
+                               (double)s->sched.w[k * np + i] / (double)wt);
+            zpi_buf_puts(&b, "\n");
+            free(cnt);
+        }
     }
     for (size_t k = 0; k < s->n_ranks; k++)
         describe_rank(&b, s, &s->ranks[k]);

@@ -184,6 +184,15 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
     e |= put_u64_array(b, r->part_samples, r->n_parts);
     e |= zpi_buf_puts(b, ",\n      \"part_tokens\": ");
     e |= put_u64_array(b, r->part_tokens, r->n_parts);
+    if (r->n_phases) {
+        /* with a weight schedule: per phase, per part */
+        e |= zpi_buf_puts(b, ",\n      \"phase_samples\": [");
+        for (size_t k = 0; k < r->n_phases; k++) {
+            e |= zpi_buf_puts(b, k ? ", " : "");
+            e |= put_u64_array(b, r->phase_samples + k * r->n_parts, r->n_parts);
+        }
+        e |= zpi_buf_puts(b, "]");
+    }
     e |= zpi_buf_puts(b, ",\n      \"skipped\": [");
     for (size_t i = 0; i < r->n_skips; i++) {
         const zpi_skip *x = &r->skips[i];
@@ -264,7 +273,25 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
         e |= zpi_buf_put_json_str(&b, s->part_names[i]);
         e |= zpi_buf_printf(&b, ", \"weight\": %s}", num);
     }
-    e |= zpi_buf_puts(&b, s->n_parts ? "\n  ],\n  \"ranks\": [\n" : "],\n  \"ranks\": [\n");
+    e |= zpi_buf_puts(&b, s->n_parts ? "\n  ]," : "],");
+    if (s->sched.n_phases > 1 || (s->sched.n_phases && s->sched.since)) {
+        /* the weight schedule: only when there is one (states without one
+         * read as before) */
+        e |= zpi_buf_puts(&b, "\n  \"schedule\": {\"since\": ");
+        e |= put_u64(&b, s->sched.since);
+        e |= zpi_buf_puts(&b, ", \"phases\": [");
+        for (size_t k = 0; k < s->sched.n_phases && !e; k++) {
+            e |= zpi_buf_puts(&b, k ? ",\n    [" : "\n    [");
+            e |= put_u64(&b, s->sched.start[k]);
+            e |= zpi_buf_puts(&b, ", [");
+            for (size_t i = 0; i < s->sched.n_parts; i++)
+                e |= zpi_buf_printf(&b, i ? ", %" PRIu32 : "%" PRIu32,
+                                    s->sched.w[k * s->sched.n_parts + i]);
+            e |= zpi_buf_puts(&b, "]]");
+        }
+        e |= zpi_buf_puts(&b, "\n  ]},");
+    }
+    e |= zpi_buf_puts(&b, "\n  \"ranks\": [\n");
     for (size_t k = 0; k < s->n_ranks && !e; k++) {
         e |= put_rank(&b, &s->ranks[k]);
         e |= zpi_buf_puts(&b, k + 1 < s->n_ranks ? ",\n" : "\n");
@@ -443,7 +470,8 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
 {
     static const char *const known[] = {"rank",         "next_batch",  "epoch",   "position",
                                         "token_offset", "carry",       "plans",   "part_samples",
-                                        "part_tokens",  "skipped",     "counts",  NULL};
+                                        "part_tokens",  "skipped",     "counts",
+                                        "phase_samples", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", rp);
     ZPI_FORWARD_IF_ERR(only_known(o, rp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "rank", &r->rank, err));
@@ -470,6 +498,32 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     r->n_parts = n_parts;
     ZPI_FORWARD_IF_ERR(parse_u64_array(o, rp, "part_samples", n_parts, &r->part_samples, err));
     ZPI_FORWARD_IF_ERR(parse_u64_array(o, rp, "part_tokens", n_parts, &r->part_tokens, err));
+    json_t *phs = json_object_get(o, "phase_samples");
+    if (phs) {
+        path_of(p, sizeof p, rp, "phase_samples");
+        ZPI_RETURN_ERR_IF(!json_is_array(phs) || json_array_size(phs) > ZPI_SCHED_MAX_PHASES,
+                          err, ZP_ERR_FORMAT, "%s: not an array of at most %u phases", p,
+                          ZPI_SCHED_MAX_PHASES);
+        const size_t m = json_array_size(phs);
+        r->phase_samples = zpi_state_alloc_n(m * n_parts, sizeof(uint64_t));
+        ZPI_RETURN_ERR_IF(!r->phase_samples, err, ZP_ERR_NOMEM, "%s: out of memory", p);
+        r->n_phases = m;
+        for (size_t k = 0; k < m; k++) {
+            char q[340];
+            uint64_t *row = NULL;
+            zpi_fmt(q, sizeof q, "[%zu]", k);
+            json_t *wrap = json_pack("{s:O}", q, json_array_get(phs, k));
+            zp_status pst = wrap ? parse_u64_array(wrap, p, q, n_parts, &row, err)
+                                 : zpi_err_set(err, ZP_ERR_NOMEM, "%s: out of memory", p);
+            json_decref(wrap);
+            if (pst != ZP_OK) {
+                free(row);
+                return pst;
+            }
+            memcpy(r->phase_samples + k * n_parts, row, n_parts * sizeof *row);
+            free(row);
+        }
+    }
 
     ZPI_FORWARD_IF_ERR(get_kind(o, rp, "skipped", JSON_ARRAY, "an array", &arr, err));
     r->skips = zpi_state_alloc_n(json_array_size(arr), sizeof *r->skips);
@@ -511,11 +565,72 @@ static zp_status parse_hex64(const char *s, uint64_t *out)
     return ZP_OK;
 }
 
+/* "schedule": {"since": C, "phases": [[start, [w, ...]], ...]}: phase 0
+ * at draw 0, starts ascending, one positive integer weight per part with a
+ * total of at most 2^24. */
+static zp_status parse_schedule(json_t *o, zpi_state *s, zpi_err *err)
+{
+    static const char *const known[] = {"since", "phases", NULL};
+    ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "schedule: not an object");
+    ZPI_FORWARD_IF_ERR(only_known(o, "schedule", known, err));
+    ZPI_RETURN_ERR_IF(s->n_parts < 2, err, ZP_ERR_FORMAT,
+                      "schedule: a weight schedule needs 2 parts or more (the state has %zu)",
+                      s->n_parts);
+    json_t *arr;
+    ZPI_FORWARD_IF_ERR(get_kind(o, "schedule", "phases", JSON_ARRAY, "an array", &arr, err));
+    const size_t m = json_array_size(arr), np = s->n_parts;
+    ZPI_RETURN_ERR_IF(m == 0 || m > ZPI_SCHED_MAX_PHASES, err, ZP_ERR_FORMAT,
+                      "schedule.phases: %zu phases: must be 1 .. %u", m, ZPI_SCHED_MAX_PHASES);
+    zpi_sched *sc = &s->sched;
+    sc->start = zpi_state_alloc_n(m, sizeof *sc->start);
+    sc->w = zpi_state_alloc_n(m * np, sizeof *sc->w);
+    ZPI_RETURN_ERR_IF(!sc->start || !sc->w, err, ZP_ERR_NOMEM, "schedule: out of memory");
+    sc->n_parts = np;
+    sc->n_phases = m;
+    ZPI_FORWARD_IF_ERR(get_u64(o, "schedule", "since", UINT64_MAX, &sc->since, err));
+    for (size_t k = 0; k < m; k++) {
+        char p[64];
+        zpi_fmt(p, sizeof p, "schedule.phases[%zu]", k);
+        json_t *ph = json_array_get(arr, k);
+        ZPI_RETURN_ERR_IF(!json_is_array(ph) || json_array_size(ph) != 2 ||
+                              !json_is_array(json_array_get(ph, 1)),
+                          err, ZP_ERR_FORMAT, "%s: not [start, [weights]]", p);
+        char q[80];
+        zpi_fmt(q, sizeof q, "%s[0]", p);
+        ZPI_FORWARD_IF_ERR(as_u64(json_array_get(ph, 0), q, UINT64_MAX, &sc->start[k], err));
+        ZPI_RETURN_ERR_IF(k == 0 && sc->start[0] != 0, err, ZP_ERR_FORMAT,
+                          "%s: starts at draw %" PRIu64 ": the first phase starts at 0", p,
+                          sc->start[0]);
+        ZPI_RETURN_ERR_IF(k > 0 && sc->start[k] <= sc->start[k - 1], err, ZP_ERR_FORMAT,
+                          "%s: starts at draw %" PRIu64 ", not after the phase before (%" PRIu64
+                          ")",
+                          p, sc->start[k], sc->start[k - 1]);
+        json_t *wa = json_array_get(ph, 1);
+        ZPI_RETURN_ERR_IF(json_array_size(wa) != np, err, ZP_ERR_FORMAT,
+                          "%s: %zu weights for %zu parts", p, json_array_size(wa), np);
+        uint64_t t = 0;
+        for (size_t i = 0; i < np; i++) {
+            uint64_t x;
+            zpi_fmt(q, sizeof q, "%s[1][%zu]", p, i);
+            ZPI_FORWARD_IF_ERR(as_u64(json_array_get(wa, i), q, 1u << 24, &x, err));
+            ZPI_RETURN_ERR_IF(x == 0, err, ZP_ERR_FORMAT, "%s: 0: must be at least 1", q);
+            sc->w[k * np + i] = (uint32_t)x;
+            t += x;
+        }
+        ZPI_RETURN_ERR_IF(t > (1u << 24), err, ZP_ERR_FORMAT,
+                          "%s: weights total %" PRIu64 ": at most 16777216", p, t);
+    }
+    ZPI_RETURN_ERR_IF(sc->since > 0 && sc->start[zpi_sched_phase_at(sc, sc->since)] != sc->since,
+                      err, ZP_ERR_FORMAT,
+                      "schedule.since: %" PRIu64 ": no phase starts there", sc->since);
+    return ZP_OK;
+}
+
 static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
 {
     static const char *const known[] = {"version",       "seed",     "world_size", "epoch_samples",
                                         "remainder",     "settings_hash", "settings", "parts",
-                                        "ranks",         NULL};
+                                        "ranks",         "schedule", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(root), err, ZP_ERR_FORMAT,
                       "not a state: the text is not a JSON object");
     json_t *v = json_object_get(root, "version");
@@ -585,6 +700,9 @@ static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
                               "%s.name: \"%s\" is also parts[%zu]'s name", p, s->part_names[i],
                               j);
     }
+
+    if (json_object_get(root, "schedule"))
+        ZPI_FORWARD_IF_ERR(parse_schedule(json_object_get(root, "schedule"), s, err));
 
     ZPI_FORWARD_IF_ERR(get_kind(root, "", "ranks", JSON_ARRAY, "an array", &arr, err));
     s->ranks = zpi_state_alloc_n(json_array_size(arr), sizeof *s->ranks);

@@ -52,6 +52,12 @@ static int job_diff(const zpi_state *a, const zpi_state *b, char *msg, size_t ca
                            b->part_names[i], b->part_weights[i], a->part_names[i],
                            a->part_weights[i]),
                    1;
+    if (a->sched.n_phases != b->sched.n_phases || a->sched.since != b->sched.since ||
+        (a->sched.n_phases && !zpi_sched_same_draws(&a->sched, &b->sched)))
+        return zpi_fmt(msg, cap, "a schedule of %zu phases since draw %" PRIu64
+                       ", %zu phases since draw %" PRIu64 " in",
+                       b->sched.n_phases, b->sched.since, a->sched.n_phases, a->sched.since),
+               1;
     return 0;
 }
 
@@ -107,10 +113,13 @@ zp_status zpi_state_merge(const zpi_state *const *in, size_t n, zpi_state *out, 
         out->settings = zpi_strdup(a->settings);
         out->part_names = zpi_state_alloc_n(a->n_parts, sizeof(char *));
         out->part_weights = zpi_state_dup_n(a->part_weights, a->n_parts, sizeof(double));
+        memset(&out->sched, 0, sizeof out->sched);
         out->n_parts = 0;
         out->n_ranks = 0;
         out->ranks = zpi_state_alloc_n(w, sizeof *out->ranks);
         int bad = !out->settings || !out->part_names || !out->part_weights || !out->ranks;
+        if (!bad && a->sched.n_phases)
+            bad = zpi_sched_copy(&out->sched, &a->sched) != ZP_OK;
         for (size_t i = 0; !bad && i < a->n_parts; i++) {
             out->part_names[i] = zpi_strdup(a->part_names[i]);
             out->n_parts = i + 1;
@@ -307,6 +316,8 @@ static void add_totals(zpi_rank_state *o, const zpi_state *s)
             o->part_samples[i] += r->part_samples[i];
             o->part_tokens[i] += r->part_tokens[i];
         }
+        for (size_t i = 0; i < r->n_phases * s->n_parts && i < o->n_phases * s->n_parts; i++)
+            o->phase_samples[i] += r->phase_samples[i];
 #define X(f) o->counts.f += r->counts.f;
         COUNT_FIELDS(X)
 #undef X
@@ -391,7 +402,10 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     o.part_tokens = zpi_state_alloc_n(s->n_parts, sizeof(uint64_t));
     o.plans = zpi_state_alloc_n((size_t)(e1 - e0) + 1, sizeof *o.plans);
     o.skips = zpi_state_alloc_n(0, sizeof *o.skips);
-    int bad = !o.part_samples || !o.part_tokens || !o.plans || !o.skips;
+    for (size_t k = 0; k < s->n_ranks; k++)
+        o.n_phases = s->ranks[k].n_phases > o.n_phases ? s->ranks[k].n_phases : o.n_phases;
+    o.phase_samples = zpi_state_alloc_n(o.n_phases * s->n_parts, sizeof(uint64_t));
+    int bad = !o.part_samples || !o.part_tokens || !o.plans || !o.skips || !o.phase_samples;
     for (uint64_t e = e0; !bad && e <= e1; e++)
         bad = plan_epoch(&o, s, rank, world_size, (uint32_t)e);
     if (!bad && rank == 0) {

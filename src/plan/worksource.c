@@ -41,6 +41,7 @@
 #include "data/dataset_internal.h"
 #include "base/error.h"
 #include "plan/mixture.h"
+#include "plan/schedule.h"
 #include "base/util.h"
 #include "plan/worksource_internal.h"
 
@@ -111,9 +112,15 @@ struct zp_worksource {
     size_t nparts;
     ws_part *parts;
     zp_mix_part *part_cfg; /* the copied config's parts */
-    zpi_mix *mix;          /* NULL with one part */
+    zpi_mix *mix;          /* NULL with one part; else phase 0's (mixes[0]) */
+    zpi_sched sched;       /* the schedule's constant phases (2+ parts) */
+    zpi_sched cfg_sched;   /* the configured schedule (sched unless a resume changed it) */
+    zpi_mix **mixes;       /* [sched.n_phases] */
+    uint64_t *base;        /* [n_phases * nparts]: each part's draws before each phase */
+    size_t phase_hint;
     struct {
         zpi_mix_cursor *c;
+        size_t phase;
         uint64_t stamp;
     } cur[WS_CURSORS];
     uint64_t cur_clock;
@@ -331,13 +338,32 @@ static void ws_locate(const zp_worksource *ws, ws_part *pt, uint64_t pass, uint6
 
 /* ------------------------------------------------------------ mixture draws */
 
-/* Part and the part's draw index of mixture draw G (a cursor near G walks,
- * else the least recently used one seeks). */
-static void ws_draw(zp_worksource *ws, uint64_t G, uint32_t *part, uint64_t *n)
+/* The phase of mixture draw G. */
+static size_t ws_phase(zp_worksource *ws, uint64_t G)
 {
+    const zpi_sched *s = &ws->sched;
+    size_t k = ws->phase_hint;
+    if (k < s->n_phases && s->start[k] <= G && (k + 1 == s->n_phases || G < s->start[k + 1]))
+        return k;
+    return ws->phase_hint = zpi_sched_phase_at(s, G);
+}
+
+/* Part and the part's draw index of mixture draw G: draw G - start of its
+ * phase's quota schedule, after the part's draws of the phases before (a
+ * cursor of that phase near G walks, else the least recently used one
+ * seeks). */
+static void ws_draw(zp_worksource *ws, uint64_t G0, uint32_t *part, uint64_t *n)
+{
+    const size_t k = ws_phase(ws, G0);
+    const uint64_t G = G0 - ws->sched.start[k];
     int best = -1, lru = 0;
     uint64_t best_d = UINT64_MAX;
     for (int i = 0; i < WS_CURSORS; i++) {
+        if (ws->cur[i].phase != k) {
+            if (ws->cur[i].stamp < ws->cur[lru].stamp)
+                lru = i;
+            continue;
+        }
         uint64_t pos = zpi_mix_cursor_pos(ws->cur[i].c);
         if (pos <= G && G - pos <= WS_WALK_MAX && G - pos < best_d) {
             best = i;
@@ -348,6 +374,10 @@ static void ws_draw(zp_worksource *ws, uint64_t G, uint32_t *part, uint64_t *n)
     }
     if (best < 0) {
         best = lru;
+        if (ws->cur[best].phase != k) {
+            zpi_mix_cursor_rebind(ws->cur[best].c, ws->mixes[k]);
+            ws->cur[best].phase = k;
+        }
         zpi_mix_cursor_seek(ws->cur[best].c, G);
     }
     zpi_mix_cursor *c = ws->cur[best].c;
@@ -357,6 +387,7 @@ static void ws_draw(zp_worksource *ws, uint64_t G, uint32_t *part, uint64_t *n)
     while (zpi_mix_cursor_pos(c) < G)
         zpi_mix_cursor_next(c, &p, &d);
     zpi_mix_cursor_next(c, part, n);
+    *n += ws->base[k * ws->nparts + *part];
 }
 
 /* ------------------------------------------------------------ plans */
@@ -411,6 +442,74 @@ static void *ws_array(size_t n, size_t elem)
     return malloc(n * elem);
 }
 
+/* Frees the schedule's phases and mixtures. */
+static void ws_free_phases(zp_worksource *ws)
+{
+    for (size_t k = 0; ws->mixes && k < ws->sched.n_phases; k++)
+        zpi_mix_destroy(ws->mixes[k]);
+    free(ws->mixes);
+    free(ws->base);
+    zpi_sched_clear(&ws->sched);
+    ws->mixes = NULL;
+    ws->base = NULL;
+    ws->mix = NULL;
+    ws->phase_hint = 0;
+}
+
+/* Mixtures and part bases for schedule s (taken over: s is zeroed), in
+ * place of the worksource's; the cursors are bound to phase 0. On failure
+ * the worksource keeps its schedule (s is cleared). */
+static zp_status ws_use_schedule(zp_worksource *ws, zpi_sched *s)
+{
+    const size_t np = ws->nparts, m = s->n_phases;
+    zpi_mix **mixes = calloc(m, sizeof *mixes);
+    uint64_t *base = ws_array(m, np * sizeof *base);
+    double *w = ws_array(np, sizeof *w);
+    const char **names = ws_array(np, sizeof *names);
+    zp_status st = ZP_OK;
+    if (!mixes || !base || !w || !names)
+        st = zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for a schedule of %zu phases", m);
+    for (size_t p = 0; st == ZP_OK && p < np; p++)
+        names[p] = ws->parts[p].name;
+    for (size_t k = 0; st == ZP_OK && k < m; k++) {
+        for (size_t p = 0; p < np; p++)
+            w[p] = (double)s->w[k * np + p];
+        st = zpi_mix_create(w, names, np, &mixes[k], &ws->err);
+        if (st == ZP_OK && k == 0)
+            memset(base, 0, np * sizeof *base);
+        if (st == ZP_OK && k > 0) {
+            st = zpi_mix_counts(mixes[k - 1], s->start[k] - s->start[k - 1], base + k * np);
+            if (st != ZP_OK)
+                zpi_err_set(&ws->err, st, "out of memory for a mixture cursor");
+            for (size_t p = 0; st == ZP_OK && p < np; p++)
+                base[k * np + p] += base[(k - 1) * np + p];
+        }
+    }
+    free(w);
+    free(names);
+    if (st != ZP_OK) {
+        for (size_t k = 0; mixes && k < m; k++)
+            zpi_mix_destroy(mixes[k]);
+        free(mixes);
+        free(base);
+        zpi_sched_clear(s);
+        return st;
+    }
+    ws_free_phases(ws);
+    ws->sched = *s;
+    memset(s, 0, sizeof *s);
+    ws->mixes = mixes;
+    ws->base = base;
+    ws->mix = mixes[0];
+    for (int i = 0; i < WS_CURSORS; i++) {
+        if (ws->cur[i].c)
+            zpi_mix_cursor_rebind(ws->cur[i].c, mixes[0]);
+        ws->cur[i].phase = 0;
+        ws->cur[i].stamp = 0;
+    }
+    return ZP_OK;
+}
+
 /* Frees the plan's arrays (parts, epoch slots, cursors, plans, offsets). */
 static void free_plan(zp_worksource *ws)
 {
@@ -428,7 +527,8 @@ static void free_plan(zp_worksource *ws)
     free(ws->part_cfg);
     for (int i = 0; i < WS_CURSORS; i++)
         zpi_mix_cursor_destroy(ws->cur[i].c);
-    zpi_mix_destroy(ws->mix);
+    ws_free_phases(ws);
+    zpi_sched_clear(&ws->cfg_sched);
     ws_free_plans(ws);
     free(ws->off);
 }
@@ -526,15 +626,23 @@ static zp_status ws_offsets(zp_worksource *ws, zp_dataset *ds)
 }
 
 /* The mixture's schedule and cursors (2+ parts; the parts are named). */
-static zp_status ws_mixture(zp_worksource *ws, const double *w, size_t np)
+static zp_status ws_mixture(zp_worksource *ws, const double *w, size_t np,
+                            const zp_worksource_config *c)
 {
     const char **names = ws_array(np, sizeof *names);
     if (!names)
         return zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for %zu mixture parts", np);
     for (size_t p = 0; p < np; p++)
         names[p] = ws->parts[p].name;
-    zp_status st = zpi_mix_create(w, names, np, &ws->mix, &ws->err);
+    zpi_sched s;
+    zp_status st = zpi_sched_from_config(w, names, np, c->phases, c->n_phases, &s, &ws->err);
     free(names);
+    if (st == ZP_OK && zpi_sched_copy(&ws->cfg_sched, &s) != ZP_OK) {
+        zpi_sched_clear(&s);
+        st = zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for a schedule");
+    }
+    if (st == ZP_OK)
+        st = ws_use_schedule(ws, &s);
     for (int i = 0; i < WS_CURSORS && st == ZP_OK; i++)
         if (zpi_mix_cursor_create(ws->mix, &ws->cur[i].c) != ZP_OK)
             st = zpi_err_set(&ws->err, ZP_ERR_NOMEM, "out of memory for the mixture's cursors");
@@ -614,7 +722,11 @@ static zp_status ws_parts(zp_worksource *ws, const zp_worksource_config *c)
                          "cover every shard, in order)",
                          np, at, ws->nshards);
     if (st == ZP_OK && np > 1)
-        st = ws_mixture(ws, w, np);
+        st = ws_mixture(ws, w, np, c);
+    else if (st == ZP_OK && c->n_phases)
+        st = zpi_err_set(&ws->err, ZP_ERR_INVALID,
+                         "n_phases = %zu: a weight schedule needs a mixture of 2 parts or more",
+                         c->n_phases);
     free(w);
     return st;
 }
@@ -667,6 +779,8 @@ zp_status zp_worksource_create(zp_dataset *ds, const zp_worksource_config *cfg,
         return ws_fail(ws);
     ws->cfg = c;
     ws->cfg.parts = c.n_parts ? ws->part_cfg : NULL;
+    ws->cfg.phases = NULL; /* borrowed for create only */
+    ws->cfg.n_phases = 0;
     ws->ready = 1;
     return ZP_OK;
 }
@@ -721,9 +835,39 @@ zp_status zp_worksource_draw_counts(zp_worksource *ws, uint64_t draws, uint64_t 
         counts[0] = draws;
         return ZP_OK;
     }
-    zp_status st = zpi_mix_counts(ws->mix, draws, counts);
+    const size_t k = zpi_sched_phase_at(&ws->sched, draws);
+    zp_status st = zpi_mix_counts(ws->mixes[k], draws - ws->sched.start[k], counts);
     ZPI_RETURN_ERR_IF(st != ZP_OK, &ws->err, st, "out of memory for a mixture cursor");
+    for (size_t p = 0; p < ws->nparts; p++)
+        counts[p] += ws->base[k * ws->nparts + p];
     return ZP_OK;
+}
+
+size_t zp_worksource_num_phases(const zp_worksource *ws)
+{
+    return !ws || !ws->ready ? 0 : ws->mix ? ws->sched.n_phases : 1;
+}
+
+uint64_t zp_worksource_phase_start(const zp_worksource *ws, size_t phase)
+{
+    return ws && ws->mix && phase < ws->sched.n_phases ? ws->sched.start[phase] : 0;
+}
+
+double zp_worksource_phase_weight(const zp_worksource *ws, size_t phase, size_t part)
+{
+    if (!ws || !ws->ready || part >= ws->nparts)
+        return 0.0;
+    if (!ws->mix)
+        return phase == 0 ? 1.0 : 0.0;
+    if (phase >= ws->sched.n_phases)
+        return 0.0;
+    const zpi_mix *m = ws->mixes[phase];
+    return (double)zpi_mix_quantum(m, part) / (double)zpi_mix_period(m);
+}
+
+size_t zp_worksource_phase_of(const zp_worksource *ws, uint64_t draw)
+{
+    return ws && ws->mix ? zpi_sched_phase_at(&ws->sched, draw) : 0;
 }
 
 zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t position,
@@ -785,6 +929,7 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
     out->position = position;
     out->padded = padded;
     out->part = part;
+    out->phase = ws->mix ? (uint32_t)ws_phase(ws, (uint64_t)G) : 0;
     out->token_offset = token_offset;
     return ZP_OK;
 }
@@ -970,6 +1115,44 @@ zp_status zpi_worksource_set_plans(zp_worksource *ws, const zpi_epoch_plan *plan
 }
 
 size_t zpi_worksource_num_plans(const zp_worksource *ws) { return ws->nplans; }
+
+const zpi_sched *zpi_worksource_schedule(const zp_worksource *ws)
+{
+    return ws->ready && ws->mix ? &ws->sched : NULL;
+}
+
+const zpi_sched *zpi_worksource_config_schedule(const zp_worksource *ws)
+{
+    return ws->ready && ws->mix ? &ws->cfg_sched : NULL;
+}
+
+zp_status zpi_worksource_set_schedule(zp_worksource *ws, const zpi_sched *s)
+{
+    if (!ws->ready)
+        return ZP_ERR_STATE;
+    ZPI_RETURN_ERR_IF(!ws->mix, &ws->err, ZP_ERR_INVALID,
+                      "a weight schedule needs a mixture of 2 parts or more");
+    ZPI_RETURN_ERR_IF(s->n_parts != ws->nparts || s->n_phases == 0 || s->start[0] != 0,
+                      &ws->err, ZP_ERR_INVALID,
+                      "schedule: %zu parts, %zu phases (the mixture has %zu parts; phase 0 "
+                      "starts at draw 0)",
+                      s->n_parts, s->n_phases, ws->nparts);
+    for (size_t k = 1; k < s->n_phases; k++)
+        ZPI_RETURN_ERR_IF(s->start[k] <= s->start[k - 1], &ws->err, ZP_ERR_INVALID,
+                          "schedule: phase %zu starts at draw %llu, not after phase %zu (%llu)",
+                          k, (unsigned long long)s->start[k], k - 1,
+                          (unsigned long long)s->start[k - 1]);
+    zpi_sched c;
+    zp_status st = zpi_sched_copy(&c, s);
+    ZPI_RETURN_ERR_IF(st != ZP_OK, &ws->err, st, "out of memory for a schedule");
+    return ws_use_schedule(ws, &c);
+}
+
+uint64_t zpi_worksource_draw_of(const zp_worksource *ws, uint32_t epoch, uint64_t g)
+{
+    unsigned __int128 G = (unsigned __int128)epoch * ws->draws + g;
+    return G > UINT64_MAX ? UINT64_MAX : (uint64_t)G;
+}
 
 void zpi_worksource_plan(const zp_worksource *ws, size_t i, zpi_epoch_plan *out)
 {

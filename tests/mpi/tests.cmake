@@ -58,6 +58,14 @@ add_test(NAME test_mpi_elastic
 set_tests_properties(test_mpi_elastic PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
+# Mixture weight schedules under mpirun: elastic resume (4 ranks -> 3) across
+# the change points, each rank's exact stream (4 -> 4), and a resume with
+# another schedule (no draw repeated or lost; docs/mixtures.md).
+add_test(NAME test_mpi_schedule
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_schedule.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_schedule PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
 # A real single-node Slurm (munged, slurmctld, slurmd started and stopped by
 # the script) running slurm/zephon-smoke.sbatch. Needs root and the
 # slurm-wlm and munge packages (tools/deps.sh --slurm); not under sanitizers.
