@@ -544,7 +544,7 @@ static void test_schedule_every_batch(void **state)
     g_phases = ph;
     g_n_phases = 2;
     g_epoch_draws = 300;
-    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0};
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
     checkpoint_every_batch(&s, g_stride * 3);
     /* the stream did change weights: phase 0, then the ramp from 0.1/0.3/0.6
      * (draw 120) to 0.6/0.2/0.2 (draw 320) in 5 steps, then 0.6/0.2/0.2 */
@@ -602,7 +602,7 @@ static void test_schedule_changed_on_resume(void **state)
     zp_mix_phase pa[1] = {{600, wa1, 0}};
     zp_mix_phase pb[2] = {{100, g_w1, 0}, {500, g_w2, 0}};
     g_epoch_draws = 200;
-    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 13, 0, 0};
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 13, 0, 0, 0, ZP_POSITIONS_RESTART};
     got_t got = {0};
     run_t r;
     g_phases = pa;
@@ -720,7 +720,7 @@ static void test_schedule_added_on_resume(void **state)
     (void)state;
     zp_mix_phase pb[1] = {{500, g_w2, 0}};
     g_epoch_draws = 200;
-    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 17, 0, 0};
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 17, 0, 0, 0, ZP_POSITIONS_RESTART};
     run_t r;
     g_phases = pb;
     g_n_phases = 1;
