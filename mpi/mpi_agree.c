@@ -19,6 +19,8 @@ static const char *pack_name(zp_pack_mode p)
         return "concat";
     case ZP_PACK_PAD:
         return "pad";
+    case ZP_PACK_BESTFIT:
+        return "bestfit";
     }
     return "?";
 }

@@ -94,6 +94,7 @@ typedef struct setup_t {
     uint32_t epochs;
     unsigned masking; /* ZP_OUT_* (zp_pipeline_doc_masking), 0 none */
     zp_position_mode positions;
+    size_t window; /* ZP_PACK_BESTFIT: 0 the default */
 } setup_t;
 
 typedef struct run_t {
@@ -135,7 +136,10 @@ static void run_open(run_t *r, const setup_t *s)
     assert_int_equal(zp_pipeline_create(r->ws, &pc, &r->p), ZP_OK);
     if (s->mode != ZP_PACK_RECORDS) {
         assert_int_equal(zp_pipeline_tokenize(r->p, "gpt2", "text", 2), ZP_OK);
-        assert_int_equal(zp_pipeline_pack(r->p, s->mode, s->seq_len), ZP_OK);
+        if (s->mode == ZP_PACK_BESTFIT && s->window)
+            assert_int_equal(zp_pipeline_pack_bestfit(r->p, s->seq_len, s->window), ZP_OK);
+        else
+            assert_int_equal(zp_pipeline_pack(r->p, s->mode, s->seq_len), ZP_OK);
         if (s->masking)
             assert_int_equal(zp_pipeline_doc_masking(r->p, s->masking, s->positions), ZP_OK);
     }
@@ -227,7 +231,7 @@ static void checkpoint_every_batch(const setup_t *ref_setup, int stride)
 static void test_concat_every_batch(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART, 0};
     g_epoch_draws = 300; /* 500 batches of long documents cross an epoch */
     checkpoint_every_batch(&s, g_stride);
     g_epoch_draws = 1200;
@@ -240,7 +244,7 @@ static void test_concat_masking_every_batch(void **state)
     (void)state;
     setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0,
                  ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS,
-                 ZP_POSITIONS_CONTINUE};
+                 ZP_POSITIONS_CONTINUE, 0};
     g_epoch_draws = 300;
     checkpoint_every_batch(&s, g_stride * 5);
     g_epoch_draws = 1200;
@@ -250,22 +254,139 @@ static void test_records_every_batch(void **state)
 {
     (void)state;
     g_epoch_draws = 1200;
-    setup_t s = {ZP_PACK_RECORDS, 2, 64, 2, 0, 1, 6, 0, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_RECORDS, 2, 64, 2, 0, 1, 6, 0, 0, 0, ZP_POSITIONS_RESTART, 0};
     checkpoint_every_batch(&s, g_stride * 7);
 }
 
 static void test_pad_every_batch(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_PAD, 2, 64, 2, 0, 1, 7, 24, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_PAD, 2, 64, 2, 0, 1, 7, 24, 0, 0, ZP_POSITIONS_RESTART, 0};
     checkpoint_every_batch(&s, g_stride * 7);
+}
+
+static uint64_t draw_key(const zp_sample *s) { return s->global_id * 4096 + s->pass; }
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Best-fit packing: a state saved before every batch (most of them inside
+ * a window, some rows of it delivered) continues byte for byte, with
+ * other threads and chunk sizes; continued positions too (issue 22). */
+static void test_bestfit_every_batch(void **state)
+{
+    (void)state;
+    setup_t s = {ZP_PACK_BESTFIT, 2, 64, 2, 0, 1, 5, 48, 0,
+                 ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS,
+                 ZP_POSITIONS_CONTINUE, 37};
+    g_epoch_draws = 300;
+    checkpoint_every_batch(&s, g_stride * 3);
+    s.window = 0; /* the default window (256) */
+    s.masking = 0;
+    checkpoint_every_batch(&s, g_stride * 11);
+    g_epoch_draws = 1200;
+}
+
+/* What one epoch delivers: the within-document token pairs (input, target
+ * in one segment, the input not EOT) as sorted keys, the documents listed,
+ * and the counts. */
+typedef struct epoch_t {
+    uint64_t *pairs, *docs;
+    size_t n_pairs, n_docs;
+    zp_pipeline_counts c;
+    size_t rows_cut; /* rows whose first segment does not start a document */
+} epoch_t;
+
+static void one_epoch(const setup_t *s, epoch_t *o)
+{
+    run_t r;
+    run_open(&r, s);
+    int32_t eot = zp_pipeline_eot(r.p);
+    size_t cap = 1 << 20;
+    memset(o, 0, sizeof *o);
+    o->pairs = malloc(cap * sizeof *o->pairs);
+    o->docs = malloc(4096 * sizeof *o->docs);
+    const zp_batch *b;
+    zp_status st;
+    while ((st = zp_pipeline_next(r.p, &b)) == ZP_OK) {
+        for (size_t i = 0; i < b->n_samples; i++)
+            o->docs[o->n_docs++] = draw_key(&b->samples[i]);
+        for (size_t row = 0; row < b->rows; row++) {
+            const int32_t *t = b->tokens + row * b->cols;
+            const int32_t *sg = b->segment_ids + row * b->cols;
+            for (size_t c = 0; c + 1 < b->cols; c++)
+                if (sg[c] >= 0 && sg[c] == sg[c + 1] && t[c] != eot) {
+                    if (o->n_pairs == cap)
+                        o->pairs = realloc(o->pairs, (cap *= 2) * sizeof *o->pairs);
+                    o->pairs[o->n_pairs++] = (uint64_t)(uint32_t)t[c] << 32 | (uint32_t)t[c + 1];
+                }
+        }
+    }
+    assert_int_equal(st, ZP_END);
+    zp_pipeline_get_counts(r.p, &o->c);
+    run_close(&r);
+    qsort(o->pairs, o->n_pairs, sizeof *o->pairs, cmp_u64);
+    qsort(o->docs, o->n_docs, sizeof *o->docs, cmp_u64);
+}
+
+static void epoch_free(epoch_t *e)
+{
+    free(e->pairs);
+    free(e->docs);
+}
+
+/* Best-fit packing delivers every token of every document once an epoch:
+ * the same documents and the same within-document token pairs as concat
+ * (each once), the same token count; documents of up to seq_len + 1 tokens
+ * are never cut (the cut ones are exactly those longer, as pad mode with
+ * the same rows truncates); and any window gives the same. */
+static void test_bestfit_exactly_once(void **state)
+{
+    (void)state;
+    g_epoch_draws = 300;
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 40, 1, 0, ZP_POSITIONS_RESTART, 0};
+    epoch_t cat, bf, bf1, pad;
+    one_epoch(&s, &cat);
+    s.mode = ZP_PACK_PAD;
+    one_epoch(&s, &pad);
+    s.mode = ZP_PACK_BESTFIT;
+    s.window = 50;
+    one_epoch(&s, &bf);
+    s.window = 1;
+    s.threads = 3;
+    one_epoch(&s, &bf1);
+    const epoch_t *all[2] = {&bf, &bf1};
+    for (int k = 0; k < 2; k++) {
+        const epoch_t *e = all[k];
+        assert_int_equal(e->n_docs, cat.n_docs);
+        assert_memory_equal(e->docs, cat.docs, cat.n_docs * sizeof *cat.docs);
+        assert_int_equal(e->c.tokens, cat.c.tokens);
+        assert_int_equal(e->n_pairs, cat.n_pairs);
+        assert_memory_equal(e->pairs, cat.pairs, cat.n_pairs * sizeof *cat.pairs);
+        /* cut: the documents pad mode truncates (longer than a row) */
+        assert_int_equal(e->c.cut_documents, pad.c.cut_documents);
+        assert_int_equal(e->c.truncated_tokens, 0);
+    }
+    assert_true(pad.c.cut_documents > 0);
+    assert_true(cat.c.cut_documents > bf.c.cut_documents);
+    /* a window of one document pads more than a window of 50 */
+    assert_true(bf1.c.pad_tokens > bf.c.pad_tokens);
+    assert_true(bf.c.batches < bf1.c.batches);
+    epoch_free(&cat);
+    epoch_free(&pad);
+    epoch_free(&bf);
+    epoch_free(&bf1);
+    g_epoch_draws = 1200;
 }
 
 /* A state from other settings is refused, naming what differs. */
 static void test_other_settings_refused(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_CONCAT, 1, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_CONCAT, 1, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART, 0};
     run_t r;
     run_open(&r, &s);
     const zp_batch *b;
@@ -303,7 +424,7 @@ static void test_other_settings_refused(void **state)
 static void test_other_spelling(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 5, 0, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 5, 0, 0, 0, ZP_POSITIONS_RESTART, 0};
     run_t r;
     run_open(&r, &s);
     const zp_batch *b;
@@ -366,7 +487,7 @@ static void test_other_spelling(void **state)
 static void test_skip_range(void **state)
 {
     (void)state;
-    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART, 0};
     run_t r;
     run_open(&r, &s);
     uint64_t hash[200];
@@ -417,13 +538,6 @@ static void test_skip_range(void **state)
 }
 
 /* Draw identity within an epoch: (global id, pass). */
-static uint64_t draw_key(const zp_sample *s) { return s->global_id * 4096 + s->pass; }
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* 4 ranks deliver different amounts of epoch 0, save; 3 ranks restore the
  * job state and finish the epoch; every draw of the epoch is delivered
@@ -437,7 +551,7 @@ static void elastic(zp_pack_mode mode)
     char *states[4];
     size_t lens[4];
     for (uint32_t r = 0; r < W; r++) {
-        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
+        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 0};
         run_t run;
         run_open(&run, &s);
         for (uint32_t i = 0; i < 10 + 3 * r; i++) {
@@ -460,7 +574,7 @@ static void elastic(zp_pack_mode mode)
     /* again, in lock step: 12 batches each */
     n_got = 0;
     for (uint32_t r = 0; r < W; r++) {
-        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
+        setup_t s = {mode, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 0};
         run_t run;
         run_open(&run, &s);
         for (int i = 0; i < 12; i++) {
@@ -480,7 +594,7 @@ static void elastic(zp_pack_mode mode)
         free(states[r]);
     /* a rank's own state does not restore on another world size */
     for (uint32_t r = 0; r < W2; r++) {
-        setup_t s = {mode, 1, 32, 1, r, W2, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
+        setup_t s = {mode, 1, 32, 1, r, W2, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 0};
         run_t run;
         run_open(&run, &s);
         zp_status st = zp_pipeline_state_restore(run.p, job, strlen(job));
@@ -498,7 +612,7 @@ static void elastic(zp_pack_mode mode)
     }
     free(job);
     /* what the epoch holds: its 1200 draws */
-    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 9, 32, 1, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_RECORDS, 1, 64, 2, 0, 1, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 0};
     run_t ref;
     run_open(&ref, &s);
     uint64_t want[1200];
@@ -544,7 +658,7 @@ static void test_schedule_every_batch(void **state)
     g_phases = ph;
     g_n_phases = 2;
     g_epoch_draws = 300;
-    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0, 0, ZP_POSITIONS_RESTART, 0};
     checkpoint_every_batch(&s, g_stride * 3);
     /* the stream did change weights: phase 0, then the ramp from 0.1/0.3/0.6
      * (draw 120) to 0.6/0.2/0.2 (draw 320) in 5 steps, then 0.6/0.2/0.2 */
@@ -602,7 +716,7 @@ static void test_schedule_changed_on_resume(void **state)
     zp_mix_phase pa[1] = {{600, wa1, 0}};
     zp_mix_phase pb[2] = {{100, g_w1, 0}, {500, g_w2, 0}};
     g_epoch_draws = 200;
-    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 13, 0, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 13, 0, 0, 0, ZP_POSITIONS_RESTART, 0};
     got_t got = {0};
     run_t r;
     g_phases = pa;
@@ -720,7 +834,7 @@ static void test_schedule_added_on_resume(void **state)
     (void)state;
     zp_mix_phase pb[1] = {{500, g_w2, 0}};
     g_epoch_draws = 200;
-    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 17, 0, 0, 0, ZP_POSITIONS_RESTART};
+    setup_t s = {ZP_PACK_RECORDS, 1, 16, 2, 0, 1, 17, 0, 0, 0, ZP_POSITIONS_RESTART, 0};
     run_t r;
     g_phases = pb;
     g_n_phases = 1;
@@ -771,6 +885,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_concat_masking_every_batch),
         cmocka_unit_test(test_records_every_batch),
         cmocka_unit_test(test_pad_every_batch),
+        cmocka_unit_test(test_bestfit_every_batch),
+        cmocka_unit_test(test_bestfit_exactly_once),
         cmocka_unit_test(test_other_settings_refused),
         cmocka_unit_test(test_other_spelling),
         cmocka_unit_test(test_skip_range),

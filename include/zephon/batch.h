@@ -18,8 +18,13 @@ typedef enum zp_pack_mode {
     ZP_PACK_CONCAT = 1,  /* concatenate documents (each followed by EOT) and cut
                             rows of seq_len + 1 tokens; row k+1 starts with the
                             last token of row k (each token is a target once) */
-    ZP_PACK_PAD = 2      /* one document per row: its tokens + EOT, truncated to
+    ZP_PACK_PAD = 2,     /* one document per row: its tokens + EOT, truncated to
                             seq_len + 1 or padded (loss_mask 0) */
+    ZP_PACK_BESTFIT = 3  /* best-fit within a window of documents: a document
+                            of up to seq_len + 1 tokens is never cut, longer
+                            ones are cut into full rows first (overlapping by
+                            one token, as concat), the rest placed best-fit
+                            decreasing; rows padded (docs/packing.md) */
 } zp_pack_mode;
 
 /* A delivered batch. Borrowed from the pipeline: valid until the next
@@ -103,6 +108,9 @@ typedef struct zp_pipeline_counts {
     uint64_t tokens;      /* real tokens delivered, EOT separators included */
     uint64_t truncated_tokens; /* tokens cut by ZP_PACK_PAD */
     uint64_t pad_tokens;  /* padding tokens delivered */
+    uint64_t cut_documents; /* token modes: delivered documents split over
+                               rows (concat, bestfit) or truncated (pad);
+                               counted with the batch of their first token */
 } zp_pipeline_counts;
 
 #ifdef __cplusplus

@@ -108,6 +108,18 @@ ZP_API zp_status zp_pipeline_tokenize_config(zp_pipeline *p, const char *tokeniz
                                              size_t parallelism);
 ZP_API zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size);
 ZP_API zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len);
+/* Best-fit packing (ZP_PACK_BESTFIT) with a window of `window` positions
+ * of the rank's stream (documents; 1..ZP_PACK_WINDOW_MAX): a document of
+ * up to seq_len + 1 tokens (BOS and EOT counted) is never cut, longer ones
+ * are cut into full rows first, the rest placed best-fit decreasing within
+ * the window (docs/packing.md). zp_pipeline_pack(p, ZP_PACK_BESTFIT, ...)
+ * takes ZP_PACK_WINDOW_DEFAULT. The window's documents and their tokens are
+ * held until it is packed: memory grows with window x document length. */
+#define ZP_PACK_WINDOW_DEFAULT 256
+#define ZP_PACK_WINDOW_MAX (1u << 20)
+ZP_API zp_status zp_pipeline_pack_bestfit(zp_pipeline *p, size_t seq_len, size_t window);
+/* The best-fit window in use; 0 when the pipeline does not pack best-fit. */
+ZP_API size_t zp_pipeline_pack_window(const zp_pipeline *p);
 ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
 /* Token modes: also deliver the document-masking outputs named by
  * `outputs` (ZP_OUT_* flags, zephon/batch.h; 0 turns them off), computed

@@ -31,6 +31,7 @@ struct zp_pipeline {
     size_t prefetch_buffer, prefetch_parallelism;
     int observe;
     unsigned masking;           /* ZP_OUT_* asked for (zp_pipeline_doc_masking) */
+    size_t pack_window;         /* ZP_PACK_BESTFIT: positions per window (0: default) */
     zp_position_mode positions;
 
     /* the run */
@@ -66,6 +67,7 @@ static const char *pack_name(int mode)
     case ZP_PACK_RECORDS: return "records";
     case ZP_PACK_CONCAT: return "concat";
     case ZP_PACK_PAD: return "pad";
+    case ZP_PACK_BESTFIT: return "bestfit";
     default: return "unknown";
     }
 }
@@ -86,9 +88,10 @@ static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
                       "seq_len = %zu: must be 1..16777216", c->seq_len);
     ZPI_RETURN_ERR_IF(c->in_flight_chunks > 65536, e, ZP_ERR_INVALID,
                       "in_flight_chunks = %zu: must be 0..65536 (0: automatic)", c->in_flight_chunks);
-    ZPI_RETURN_ERR_IF((int)c->pack < ZP_PACK_RECORDS || (int)c->pack > ZP_PACK_PAD, e,
+    ZPI_RETURN_ERR_IF((int)c->pack < ZP_PACK_RECORDS || (int)c->pack > ZP_PACK_BESTFIT, e,
                       ZP_ERR_INVALID,
-                      "pack = %d: unknown pack mode (ZP_PACK_RECORDS, ZP_PACK_CONCAT or ZP_PACK_PAD)",
+                      "pack = %d: unknown pack mode (ZP_PACK_RECORDS, ZP_PACK_CONCAT, ZP_PACK_PAD "
+                      "or ZP_PACK_BESTFIT)",
                       (int)c->pack);
     ZPI_RETURN_ERR_IF((int)c->on_bad_record < ZP_BAD_RECORD_FAIL ||
                           (int)c->on_bad_record > ZP_BAD_RECORD_SKIP,
@@ -324,14 +327,34 @@ zp_status zp_pipeline_batch(zp_pipeline *p, size_t microbatch_size)
 zp_status zp_pipeline_pack(zp_pipeline *p, zp_pack_mode mode, size_t seq_len)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_pack"));
-    ZPI_RETURN_ERR_IF(mode != ZP_PACK_CONCAT && mode != ZP_PACK_PAD, &p->err, ZP_ERR_INVALID,
-                      "zp_pipeline_pack: mode = %d (%s): must be ZP_PACK_CONCAT or ZP_PACK_PAD",
+    ZPI_RETURN_ERR_IF(mode != ZP_PACK_CONCAT && mode != ZP_PACK_PAD && mode != ZP_PACK_BESTFIT,
+                      &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_pack: mode = %d (%s): must be ZP_PACK_CONCAT, ZP_PACK_PAD or "
+                      "ZP_PACK_BESTFIT",
                       (int)mode, pack_name((int)mode));
     ZPI_RETURN_ERR_IF(seq_len == 0 || seq_len > (1u << 24), &p->err, ZP_ERR_INVALID,
                       "zp_pipeline_pack: seq_len = %zu: must be 1..16777216", seq_len);
     p->cfg.pack = mode;
     p->cfg.seq_len = seq_len;
     return ZP_OK;
+}
+
+zp_status zp_pipeline_pack_bestfit(zp_pipeline *p, size_t seq_len, size_t window)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_pack_bestfit"));
+    ZPI_RETURN_ERR_IF(window == 0 || window > ZP_PACK_WINDOW_MAX, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_pack_bestfit: window = %zu: must be 1..%u documents", window,
+                      (unsigned)ZP_PACK_WINDOW_MAX);
+    ZPI_FORWARD_IF_ERR(zp_pipeline_pack(p, ZP_PACK_BESTFIT, seq_len));
+    p->pack_window = window;
+    return ZP_OK;
+}
+
+size_t zp_pipeline_pack_window(const zp_pipeline *p)
+{
+    if (!p || p->cfg.pack != ZP_PACK_BESTFIT)
+        return 0;
+    return p->pack_window ? p->pack_window : ZP_PACK_WINDOW_DEFAULT;
 }
 
 zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
@@ -414,6 +437,7 @@ static zp_status start(zp_pipeline *p)
         ck->at.position = at.position;
         ck->at.token_offset = 0;
         ck->at.carry = 0;
+        ck->at.rows = 0;
     }
 
     /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
@@ -460,6 +484,7 @@ static zp_status start(zp_pipeline *p)
         .pack = {.microbatch = rows,
                  .tokens = p->tok != NULL,
                  .mode = p->cfg.pack,
+                 .window = zp_pipeline_pack_window(p),
                  .seq_len = p->cfg.seq_len,
                  .eot = p->tok ? zp_tokenizer_eot(p->tok) : -1,
                  .bos = p->tok ? zp_tokenizer_bos(p->tok) : -1,
@@ -467,6 +492,7 @@ static zp_status start(zp_pipeline *p)
                  .first_index = ck->next_batch,
                  .first_offset = ck->restored ? ck->at.token_offset : 0,
                  .first_carry = ck->restored && ck->at.carry,
+                 .first_rows = ck->restored ? ck->at.rows : 0,
                  .masking = p->tok ? p->masking : 0,
                  .positions = p->positions,
                  .ds = zp_worksource_dataset(p->ws)},
@@ -640,6 +666,7 @@ static void sub_counts(zp_pipeline_counts *a, const zp_pipeline_counts *d)
     a->tokens -= d->tokens;
     a->truncated_tokens -= d->truncated_tokens;
     a->pad_tokens -= d->pad_tokens;
+    a->cut_documents -= d->cut_documents;
 }
 
 void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out)
@@ -737,6 +764,8 @@ zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_f
                    pack_name((int)(p->tok && p->cfg.pack == ZP_PACK_RECORDS ? ZP_PACK_CONCAT
                                                                             : p->cfg.pack)),
                    p->cfg.microbatch_size);
+    if (p->tok && p->cfg.pack == ZP_PACK_BESTFIT)
+        rc |= zpi_buf_printf(&b, ",\"pack_window\":%zu", zp_pipeline_pack_window(p));
     if (p->tok) {
         /* the tokenizer's identity (a built-in name, or a file's kind and
          * content hash: the same file moved is the same tokenizer), and the

@@ -63,6 +63,7 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
         r->position = ck->at.position;
         r->token_offset = ck->at.token_offset;
         r->carry = ck->at.carry;
+        r->window_rows = ck->at.rows;
     } else {
         zp_worksource_state w;
         zp_worksource_get_state(ws, &w);
@@ -392,6 +393,7 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         ck->at.position = rs.position;
         ck->at.token_offset = rs.token_offset;
         ck->at.carry = rs.carry;
+        ck->at.rows = rs.window_rows;
         ck->restored = 1;
     }
     free(skips);

@@ -545,7 +545,12 @@ static int run_make_pipeline(run_ctx *x)
     if (o->tok_id[0] &&
         (st = zp_pipeline_tokenize_config(p, o->tok_id, &tc, o->field, o->tok_parallelism)) != ZP_OK)
         return run_pipeline_error(x, st);
-    if (o->tok_id[0] && o->pack && (st = zp_pipeline_pack(p, o->pack, o->pc.seq_len)) != ZP_OK)
+    if (o->tok_id[0] && o->pack == ZP_PACK_BESTFIT)
+        st = zp_pipeline_pack_bestfit(p, o->pc.seq_len,
+                                      o->pack_window ? o->pack_window : ZP_PACK_WINDOW_DEFAULT);
+    else if (o->tok_id[0] && o->pack)
+        st = zp_pipeline_pack(p, o->pack, o->pc.seq_len);
+    if (st != ZP_OK)
         return run_pipeline_error(x, st);
     if (o->doc_masking &&
         (st = zp_pipeline_doc_masking(p, ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS |

@@ -63,7 +63,9 @@ void cli_run_usage(FILE *f)
         "  --bos ID|none           the id packed before each document (default: the\n"
         "                          tokenizer's, when its config adds one)\n"
         "  --field NAME            text field (default text)\n"
-        "  --pack concat|pad       token packing (default concat)\n"
+        "  --pack concat|pad|bestfit[:W] token packing (default concat); bestfit keeps\n"
+        "                          documents of up to seq_len + 1 tokens whole, packing\n"
+        "                          each window of W documents best-fit (default 256)\n"
         "  --seq-len N             tokens per row minus one (default 2048)\n"
         "  --doc-masking[=continue] also make position_ids, cu_seqlens and per-row document\n"
         "                          counts (positions restart at each row's first document,\n"
@@ -466,8 +468,19 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
             o->pack = ZP_PACK_CONCAT;
         else if (v && !strcmp(v, "pad"))
             o->pack = ZP_PACK_PAD;
-        else {
-            fprintf(stderr, "zephon run: --pack '%s': concat or pad\n", v ? v : "");
+        else if (v && !strcmp(v, "bestfit"))
+            o->pack = ZP_PACK_BESTFIT;
+        else if (v && !strncmp(v, "bestfit:", 8)) {
+            o->pack = ZP_PACK_BESTFIT;
+            if (zpi_parse_u64(v + 8, 1, ZP_PACK_WINDOW_MAX, 0, &o->pack_window) != 0) {
+                fprintf(stderr,
+                        "zephon run: --pack '%s': the window must be 1..%u documents\n", v,
+                        (unsigned)ZP_PACK_WINDOW_MAX);
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "zephon run: --pack '%s': concat, pad or bestfit[:WINDOW]\n",
+                    v ? v : "");
             return -1;
         }
         used = 2;

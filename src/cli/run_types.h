@@ -83,6 +83,7 @@ typedef struct cli_run_opts {
     uint64_t prefetch_buffer, prefetch_parallelism; /* --prefetch N[:P]; 0: off */
     const char *field;
     zp_pack_mode pack; /* 0: default */
+    uint64_t pack_window; /* --pack bestfit:N; 0: ZP_PACK_WINDOW_DEFAULT */
     int doc_masking;   /* --doc-masking: 0 off, 1 restart, 2 continue positions */
     double step_time;
     uint64_t max_batches;

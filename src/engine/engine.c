@@ -673,6 +673,7 @@ void zpi_engine_destroy(zpi_engine *e)
         free(e->chunks);
     }
     free(e->window);
+    zpi_packer_fini(&e->pk);
     zpi_shard_cache_destroy(e->cache);
     zpi_fetcher_destroy(e->fetcher);
     zpi_next_use_destroy(e->order);

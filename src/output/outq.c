@@ -205,6 +205,7 @@ void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d)
     a->tokens += d->tokens;
     a->truncated_tokens += d->truncated_tokens;
     a->pad_tokens += d->pad_tokens;
+    a->cut_documents += d->cut_documents;
 }
 
 void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeline_counts *extra)

@@ -37,6 +37,8 @@ typedef struct zpi_resume_pt {
     uint64_t position;
     uint64_t token_offset;
     int carry;
+    uint64_t rows; /* best-fit packing: position is the first of a window,
+                      rows of which were delivered */
 } zpi_resume_pt;
 
 /* A batch buffer: the zp_batch handed out plus the arrays it points into. */

@@ -18,6 +18,17 @@ void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
     pk->blocked_ns = blocked_ns;
     pk->next_index = set->first_index;
     pk->restore_pending = set->first_offset > 0 || set->first_carry;
+    pk->bf.skip_pending = set->mode == ZP_PACK_BESTFIT && set->first_rows > 0;
+}
+
+void zpi_packer_fini(zpi_packer *pk)
+{
+    free(pk->bf.docs);
+    free(pk->bf.tok);
+    free(pk->bf.pc);
+    free(pk->bf.room);
+    free(pk->bf.order);
+    memset(&pk->bf, 0, sizeof pk->bf);
 }
 
 void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out)
@@ -155,6 +166,7 @@ static void set_resume(zpi_packer *pk, const zp_sample *s, uint64_t offset, int 
     r->position = s->position;
     r->token_offset = offset;
     r->carry = carry;
+    r->rows = 0;
 }
 
 static void part_tokens(zpi_packer *pk, const zp_sample *s, uint64_t n)
@@ -438,6 +450,8 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         zpi_batchbuf *bb = pk->cur;
         if (pos == 0 && (st = add_sample(bb, &c->samples[i])) != ZP_OK)
             return st;
+        if (pos == 0 && total > cols - pk->col)
+            bb->delta.cut_documents++; /* it goes on in the next row */
         size_t k = cols - pk->col;
         if (k > total - pos)
             k = total - pos;
@@ -490,6 +504,7 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     bb->delta.tokens += keep;
     part_tokens(pk, &c->samples[i], keep);
     bb->delta.truncated_tokens += total - keep;
+    bb->delta.cut_documents += total > keep;
     zp_status st = arrays_put(pk, c, i, pk->row);
     if (st == ZP_OK)
         st = add_sample(bb, &c->samples[i]);
@@ -498,16 +513,255 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     return st;
 }
 
+/* ------------------------------------------------------------ best-fit packing
+ *
+ * The documents of a window (the rank's positions [k W, (k + 1) W) of an
+ * epoch, W = window) are gathered with their tokens as packed (BOS, tokens,
+ * EOT: L positions). A document longer than a row (L > seq_len + 1) is cut
+ * into full rows, row j holding its positions [j seq_len, j seq_len +
+ * seq_len + 1): consecutive rows overlap by one token, as concat's carry,
+ * so that each token is a target once. What is left of it (from the last
+ * full row's last token on: a piece of at least 2 positions, or nothing)
+ * and the documents that fit a row are placed best-fit decreasing: by
+ * length descending, ties in stream order, each into the open row with the
+ * least room that holds it (ties: the row opened first), or a new row. The
+ * window's rows go out in a fixed order: the full rows in stream order,
+ * then the bins in opening order, a bin's pieces in stream order; each row
+ * is padded as in pad mode. Nothing depends on timing or threads. */
+
+/* a before b: for the items, length descending then stream order; for the
+ * rows, row then stream order (by = 0 / 1) */
+static int bf_before(const zpi_bf_piece *a, const zpi_bf_piece *b, int by)
+{
+    if (by == 0 && a->len != b->len)
+        return a->len > b->len;
+    if (by == 1 && a->row != b->row)
+        return a->row < b->row;
+    return a->doc < b->doc;
+}
+
+/* Stable merge sort of idx[0..n) (tmp: n more) by bf_before. */
+static void bf_sort(const zpi_bf_piece *pc, size_t *idx, size_t *tmp, size_t n, int by)
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = bf_before(&pc[idx[j]], &pc[idx[i]], by) ? idx[j++] : idx[i++];
+            while (i < mid)
+                tmp[k++] = idx[i++];
+            while (j < hi)
+                tmp[k++] = idx[j++];
+        }
+        memcpy(idx, tmp, n * sizeof *idx);
+    }
+}
+
+static zp_status bf_piece(zpi_bf_window *w, size_t doc, size_t from, size_t len, size_t row)
+{
+    void *a = w->pc;
+    if (zpi_grow(&a, &w->pccap, w->npc + 1, sizeof *w->pc) != 0)
+        return ZP_ERR_NOMEM;
+    w->pc = a;
+    w->pc[w->npc++] = (zpi_bf_piece){.doc = doc, .from = from, .len = len, .row = row};
+    return ZP_OK;
+}
+
+/* One row of the window (pieces idx[a..b)), row r of it, into the batch. */
+static zp_status bf_row(zpi_packer *pk, const size_t *idx, size_t a, size_t b, size_t r)
+{
+    zpi_bf_window *w = &pk->bf;
+    const size_t cols = pk->set.seq_len + 1;
+    if (pk->cur && pk->row == pk->set.microbatch) {
+        /* the stream resumes at this window, r of its rows delivered */
+        zpi_resume_pt *rp = &pk->cur->resume;
+        rp->valid = 1;
+        rp->epoch = w->epoch;
+        rp->position = w->pos0;
+        rp->token_offset = 0;
+        rp->carry = 0;
+        rp->rows = r;
+        push_batch(pk, 0);
+    }
+    if (!pk->cur) {
+        zp_status st = begin_batch(pk, w->epoch);
+        if (st != ZP_OK)
+            return st;
+    }
+    zpi_batchbuf *bb = pk->cur;
+    const size_t at = pk->row * cols;
+    size_t col = 0;
+    row_starts_at(pk, pk->row, w->pc[idx[a]].from);
+    for (size_t k = a; k < b; k++) {
+        const zpi_bf_piece *p = &w->pc[idx[k]];
+        const zpi_bf_doc *d = &w->docs[p->doc];
+        memcpy(bb->tokens + at + col, w->tok + d->off + p->from, p->len * sizeof *w->tok);
+        memset(bb->mask + at + col, 1, p->len);
+        for (size_t j = 0; j < p->len; j++)
+            bb->seg[at + col + j] = (int32_t)(k - a);
+        if (p->from == 0) {
+            /* the document's first token (a resumed span's document was
+             * listed and counted when its first token went out) */
+            zp_status st = add_sample(bb, &d->s);
+            if (st != ZP_OK)
+                return st;
+            if (d->len > cols)
+                bb->delta.cut_documents++;
+        }
+        /* a piece from inside its document starts with the token the row
+         * before ended with (or a resumed span's last delivered one) */
+        size_t n = p->len - (p->from > 0);
+        bb->delta.tokens += n;
+        part_tokens(pk, &d->s, n);
+        col += p->len;
+    }
+    pad_range(pk, bb, at + col, at + cols);
+    pk->row++;
+    pk->col = 0;
+    return ZP_OK;
+}
+
+/* Packs the gathered window and puts its rows into batches. */
+static zp_status bf_window_done(zpi_packer *pk)
+{
+    zpi_bf_window *w = &pk->bf;
+    const size_t cols = pk->set.seq_len + 1, sl = pk->set.seq_len;
+    zp_status st;
+    w->open = 0;
+    w->npc = 0;
+    /* full rows, in stream order */
+    size_t nfull = 0, nitems = 0;
+    for (size_t d = 0; d < w->n; d++) {
+        size_t b = w->docs[d].start, L = w->docs[d].len;
+        while (L - b > cols) {
+            if ((st = bf_piece(w, d, b, cols, nfull++)) != ZP_OK)
+                return st;
+            b += sl;
+        }
+        if (b == 0 || L - b >= 2) {
+            if ((st = bf_piece(w, d, b, L - b, SIZE_MAX)) != ZP_OK)
+                return st;
+            nitems++;
+        }
+    }
+    void *a = w->order;
+    if (zpi_grow(&a, &w->ordercap, 2 * w->npc + 1, sizeof *w->order) != 0)
+        return ZP_ERR_NOMEM;
+    w->order = a;
+    a = w->room;
+    if (zpi_grow(&a, &w->roomcap, nitems + 1, sizeof *w->room) != 0)
+        return ZP_ERR_NOMEM;
+    w->room = a;
+    size_t *idx = w->order, *tmp = w->order + w->npc;
+    /* best-fit decreasing over the items */
+    size_t ni = 0;
+    for (size_t k = 0; k < w->npc; k++)
+        if (w->pc[k].row == SIZE_MAX)
+            idx[ni++] = k;
+    bf_sort(w->pc, idx, tmp, ni, 0);
+    size_t nbins = 0;
+    for (size_t k = 0; k < ni; k++) {
+        zpi_bf_piece *p = &w->pc[idx[k]];
+        size_t best = SIZE_MAX;
+        for (size_t j = 0; j < nbins; j++)
+            if (w->room[j] >= p->len && (best == SIZE_MAX || w->room[j] < w->room[best]))
+                best = j;
+        if (best == SIZE_MAX) {
+            best = nbins++;
+            w->room[best] = cols;
+        }
+        w->room[best] -= p->len;
+        p->row = nfull + best;
+    }
+    /* the rows in order, each row's pieces in stream order */
+    for (size_t k = 0; k < w->npc; k++)
+        idx[k] = k;
+    bf_sort(w->pc, idx, tmp, w->npc, 1);
+    const size_t rows = nfull + nbins;
+    size_t skip = 0;
+    if (w->skip_pending) {
+        w->skip_pending = 0;
+        skip = (size_t)pk->set.first_rows;
+        if (pk->set.first_rows > rows) {
+            const zp_sample *s = &w->docs[0].s;
+            return zpi_err_set(&pk->err, ZP_ERR_FORMAT,
+                               "state: window_rows = %llu for the best-fit window at epoch %u, "
+                               "position %llu, which packs into %zu rows (a state edited by "
+                               "hand, or saved for other data or another window?)",
+                               (unsigned long long)pk->set.first_rows, (unsigned)s->epoch,
+                               (unsigned long long)w->pos0, rows);
+        }
+    }
+    for (size_t k = 0, r = 0; k < w->npc; r++) {
+        size_t e = k;
+        while (e < w->npc && w->pc[idx[e]].row == w->pc[idx[k]].row)
+            e++;
+        if (r >= skip && (st = bf_row(pk, idx, k, e, r)) != ZP_OK)
+            return st;
+        k = e;
+    }
+    w->n = 0;
+    w->ntok = 0;
+    return ZP_OK;
+}
+
+/* Best-fit packing: one document into the window (the window before it
+ * packed first when it belongs to another). */
+static zp_status bf_add(zpi_packer *pk, const zpi_chunk *c, size_t i)
+{
+    zpi_bf_window *w = &pk->bf;
+    const zp_sample *s = &c->samples[i];
+    const uint64_t id = s->position / pk->set.window;
+    zp_status st;
+    if (w->open && (s->epoch != w->epoch || id != w->id) && (st = bf_window_done(pk)) != ZP_OK)
+        return st;
+    if (!w->open) {
+        w->open = 1;
+        w->epoch = s->epoch;
+        w->id = id;
+        w->pos0 = s->position;
+    }
+    const zpi_rec *r = &c->recs[i];
+    const int32_t *t = c->tok + r->tok_off;
+    const size_t hb = pk->set.bos >= 0, n = hb + r->tok_len, L = n + 1;
+    size_t start = 0;
+    if (s->token_offset > 0) {
+        /* carried over by an elastic resume: the rest of the document,
+         * from its last delivered token on */
+        if (s->token_offset > n)
+            return bad_offset(pk, s, s->token_offset, n, "a plan span's token_offset");
+        start = (size_t)s->token_offset - 1;
+    }
+    void *a = w->docs;
+    if (zpi_grow(&a, &w->cap, w->n + 1, sizeof *w->docs) != 0)
+        return ZP_ERR_NOMEM;
+    w->docs = a;
+    a = w->tok;
+    if (zpi_grow(&a, &w->tokcap, w->ntok + L, sizeof *w->tok) != 0)
+        return ZP_ERR_NOMEM;
+    w->tok = a;
+    int32_t *dst = w->tok + w->ntok;
+    doc_copy(pk, dst, t, hb, 0, n);
+    dst[n] = pk->set.eot;
+    w->docs[w->n++] = (zpi_bf_doc){.s = *s, .off = w->ntok, .len = L, .start = start};
+    w->ntok += L;
+    return ZP_OK;
+}
+
 zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
 {
     pk->pending.skipped += c->skipped;
     pk->pending.filtered += c->filtered;
     pk->last_epoch = c->epoch;
+    const int bestfit = pk->set.tokens && pk->set.mode == ZP_PACK_BESTFIT;
     for (size_t i = 0; i < c->n; i++) {
         if (c->recs[i].flags & (ZPI_REC_SKIP | ZPI_REC_DROP))
             continue;
         zp_status st;
-        if (!pk->set.tokens)
+        if (bestfit)
+            st = bf_add(pk, c, i);
+        else if (!pk->set.tokens)
             st = pack_record(pk, c, i);
         else if (pk->set.mode == ZP_PACK_PAD)
             st = pack_pad(pk, c, i);
@@ -516,6 +770,9 @@ zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
         if (st != ZP_OK)
             return st;
     }
+    /* a window never spans epochs */
+    if (bestfit && c->last_in_epoch && pk->bf.open)
+        return bf_window_done(pk);
     return ZP_OK;
 }
 
@@ -530,6 +787,7 @@ void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
     r->position = 0;
     r->token_offset = 0;
     r->carry = 0;
+    r->rows = 0;
     push_batch(pk, last_in_epoch);
 }
 
@@ -541,7 +799,7 @@ void zpi_pack_flush_full(zpi_packer *pk)
     int full;
     if (!set->tokens)
         full = pk->cur->b.rows == set->microbatch;
-    else if (set->mode == ZP_PACK_PAD)
+    else if (set->mode == ZP_PACK_PAD || set->mode == ZP_PACK_BESTFIT)
         full = pk->row == set->microbatch;
     else
         full = pk->row + 1 == set->microbatch && pk->col == set->seq_len + 1;

@@ -20,7 +20,8 @@
 typedef struct zpi_pack_settings {
     size_t microbatch;  /* rows per batch */
     int tokens;         /* token modes (a tokenize operator runs) */
-    zp_pack_mode mode;  /* token modes: ZP_PACK_CONCAT or ZP_PACK_PAD */
+    zp_pack_mode mode;  /* token modes: ZP_PACK_CONCAT, _PAD or _BESTFIT */
+    size_t window;      /* ZP_PACK_BESTFIT: the rank's positions per window (> 0) */
     size_t seq_len;     /* token modes: a row holds seq_len + 1 tokens */
     int32_t eot;        /* token modes: separator and padding token */
     int32_t bos;        /* token modes: put before each document, -1 none */
@@ -33,8 +34,40 @@ typedef struct zpi_pack_settings {
     uint64_t first_index;
     uint64_t first_offset;
     int first_carry;
+    uint64_t first_rows; /* ZP_PACK_BESTFIT: rows of the first window delivered */
     const zp_dataset *ds; /* for messages: the shards' names (borrowed; may be NULL) */
 } zpi_pack_settings;
+
+/* Best-fit packing: a document of the window (its tokens as packed, BOS,
+ * tokens, EOT, in the window's buffer) and a piece of one placed in a row. */
+typedef struct zpi_bf_doc {
+    zp_sample s;
+    size_t off, len; /* tokens [off, off + len) of the window's buffer */
+    size_t start;    /* first position to deliver: 0, or (an elastic resume's
+                        span with a token offset t) t - 1 */
+} zpi_bf_doc;
+
+typedef struct zpi_bf_piece {
+    size_t doc;       /* index in the window */
+    size_t from, len; /* positions [from, from + len) of the document */
+    size_t row;       /* row of the window: full rows first, then bins */
+} zpi_bf_piece;
+
+typedef struct zpi_bf_window {
+    int open;         /* documents gathered, not packed yet */
+    uint32_t epoch;
+    uint64_t id;      /* position / window */
+    uint64_t pos0;    /* position of its first document (the resume point) */
+    zpi_bf_doc *docs;
+    size_t n, cap;
+    int32_t *tok;
+    size_t ntok, tokcap;
+    zpi_bf_piece *pc; /* scratch of the packing */
+    size_t npc, pccap;
+    size_t *room, roomcap;
+    size_t *order, ordercap;
+    int skip_pending; /* a restored state: first_rows still to skip */
+} zpi_bf_window;
 
 typedef struct zpi_packer {
     zpi_pack_settings set;
@@ -50,15 +83,20 @@ typedef struct zpi_packer {
     int has_schema;             /* fixed-shape fields: the first schema met (a copy) */
     zpi_schema schema;
     zpi_err err;                /* the message of zpi_pack_chunk's failure */
+    zpi_bf_window bf;           /* ZP_PACK_BESTFIT */
 } zpi_packer;
 
 void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
                      zpi_ctr *blocked_ns);
+/* Frees what the packer allocated (best-fit windows). */
+void zpi_packer_fini(zpi_packer *pk);
 /* Feeds one completed chunk; may block waiting for a free batch buffer.
  * ZP_ERR_STATE when the queue was closed; ZP_ERR_NOMEM; ZP_ERR_FORMAT when
  * a restored state carries more tokens of a document than it has
  * (token_offset, naming the document and its length), with its message
- * in pk->err. */
+ * in pk->err. Best-fit packing gathers the documents of a window and packs
+ * it when the next window's first document arrives or the epoch's last
+ * chunk ends. */
 zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c);
 /* Pushes the batch being filled (end of an epoch). */
 void zpi_pack_flush(zpi_packer *pk, int last_in_epoch);

@@ -50,6 +50,10 @@ typedef struct zpi_rank_state {
     int carry;             /* concat packing: the next row starts with the last
                               token of the previous one (the sample's token
                               token_offset - 1, or EOT when token_offset is 0) */
+    uint64_t window_rows;  /* best-fit packing: `position` is the first of a
+                              window, whose first window_rows rows (as the
+                              window packs) were delivered ("window_rows" in
+                              the file, absent when 0) */
     size_t n_plans;        /* epochs that have a plan, ascending (owned) */
     zpi_epoch_plan *plans;
     size_t n_parts;        /* realized counts per part (owned arrays) */

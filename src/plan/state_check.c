@@ -124,7 +124,8 @@ static zp_status check_overlap(const zpi_state *s, const zpi_epoch_plan *const *
 }
 
 /* One rank's fields against each other and the state's. */
-static zp_status check_rank(const zpi_state *s, size_t k, int concat, zpi_err *err)
+static zp_status check_rank(const zpi_state *s, size_t k, int concat, int bestfit,
+                            zpi_err *err)
 {
     const zpi_rank_state *r = &s->ranks[k];
     uint64_t ps = 0;
@@ -141,15 +142,22 @@ static zp_status check_rank(const zpi_state *s, size_t k, int concat, zpi_err *e
                       "ranks[%zu].%s: a document carried over, but the settings pack no "
                       "token stream (pack is not concat)",
                       k, r->token_offset ? "token_offset" : "carry");
-    if (r->token_offset) {
+    ZPI_RETURN_ERR_IF(!bestfit && r->window_rows, err, ZP_ERR_FORMAT,
+                      "ranks[%zu].window_rows: %" PRIu64 " rows of a best-fit window, but the "
+                      "settings do not pack bestfit",
+                      k, r->window_rows);
+    if (r->token_offset || r->window_rows) {
         uint64_t a, c;
         const zpi_epoch_plan *p = zpi_rank_find_plan(r, r->epoch);
         zpi_state_default_range(s->epoch_samples, s->world_size, s->remainder, r->rank, &a, &c);
         uint64_t cnt = p ? zpi_plan_total(p) : c;
         ZPI_RETURN_ERR_IF(r->position >= cnt, err, ZP_ERR_FORMAT,
-                          "ranks[%zu].token_offset: %" PRIu64 " tokens of the sample at position "
+                          "ranks[%zu].%s: %" PRIu64 " %s at position "
                           "%" PRIu64 ", but the rank's epoch %" PRIu32 " ends at %" PRIu64,
-                          k, r->token_offset, r->position, r->epoch, cnt);
+                          k, r->token_offset ? "token_offset" : "window_rows",
+                          r->token_offset ? r->token_offset : r->window_rows,
+                          r->token_offset ? "tokens of the sample" : "rows of the window",
+                          r->position, r->epoch, cnt);
     }
     for (size_t i = 0; i < r->n_skips; i++) {
         const zpi_skip *x = &r->skips[i];
@@ -247,9 +255,10 @@ zp_status zpi_state_check(const zpi_state *s, zpi_err *err)
     json_t *pack = json_object_get(set, "pack");
     /* (settings that do not name the packing leave token offsets unchecked) */
     int concat = !pack || (json_is_string(pack) && !strcmp(json_string_value(pack), "concat"));
+    int bestfit = !pack || (json_is_string(pack) && !strcmp(json_string_value(pack), "bestfit"));
     json_decref(set);
     for (size_t k = 0; k < s->n_ranks && st == ZP_OK; k++)
-        st = check_rank(s, k, concat, err);
+        st = check_rank(s, k, concat, bestfit, err);
     /* the epochs any rank plans, each once */
     for (size_t k = 0; k < s->n_ranks && st == ZP_OK && s->n_ranks > 1; k++)
         for (size_t i = 0; i < s->ranks[k].n_plans && st == ZP_OK; i++) {

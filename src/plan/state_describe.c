@@ -31,6 +31,9 @@ static void describe_counts(zpi_buf *b, const char *indent, const zp_pipeline_co
                    " truncated); %" PRIu64 " bad records skipped, %" PRIu64 " filtered\n",
                    indent, c->batches, c->samples, c->padded, c->tokens, c->pad_tokens,
                    c->truncated_tokens, c->skipped, c->filtered);
+    if (c->cut_documents)
+        zpi_buf_printf(b, "%s%" PRIu64 " documents cut over rows or truncated\n", indent,
+                       c->cut_documents);
 }
 
 static void describe_parts(zpi_buf *b, const zpi_state *s, const char *indent,
@@ -119,6 +122,10 @@ static void describe_rank(zpi_buf *b, const zpi_state *s, const zpi_rank_state *
     if (r->token_offset)
         zpi_buf_printf(b, " (%" PRIu64 " tokens of that sample already delivered)",
                        r->token_offset);
+    if (r->window_rows)
+        zpi_buf_printf(b, " (a best-fit window starts there: its first %" PRIu64
+                          " rows already delivered)",
+                       r->window_rows);
     zpi_buf_printf(b, "%s\n", r->carry ? "; the next row carries the last token over" : "");
     for (size_t i = 0; i < r->n_plans; i++) {
         const zpi_epoch_plan *p = &r->plans[i];
@@ -221,6 +228,7 @@ zp_status zpi_state_describe(const zpi_state *s, char **out, zpi_err *err)
 #define X(f) c.f += r->counts.f;
             COUNT_FIELDS(X)
 #undef X
+            c.cut_documents += r->counts.cut_documents;
             for (size_t i = 0; ps && pt && i < s->n_parts; i++) {
                 ps[i] += r->part_samples[i];
                 pt[i] += r->part_tokens[i];

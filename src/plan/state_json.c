@@ -160,8 +160,14 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
     e |= put_u64(b, r->position);
     e |= zpi_buf_puts(b, ",\n      \"token_offset\": ");
     e |= put_u64(b, r->token_offset);
-    e |= zpi_buf_printf(b, ",\n      \"carry\": %s,\n      \"plans\": [",
-                        r->carry ? "true" : "false");
+    e |= zpi_buf_printf(b, ",\n      \"carry\": %s", r->carry ? "true" : "false");
+    if (r->window_rows) {
+        /* best-fit packing: rows of the window at `position` delivered
+         * (written only when set: states saved before it stay the same) */
+        e |= zpi_buf_puts(b, ",\n      \"window_rows\": ");
+        e |= put_u64(b, r->window_rows);
+    }
+    e |= zpi_buf_puts(b, ",\n      \"plans\": [");
     for (size_t i = 0; i < r->n_plans; i++) {
         const zpi_epoch_plan *p = &r->plans[i];
         e |= zpi_buf_printf(b, "%s\n        {\"epoch\": %" PRIu32 ", \"spans\": [", i ? "," : "",
@@ -219,6 +225,10 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
     sep = ", ";
     COUNT_FIELDS(X)
 #undef X
+    if (r->counts.cut_documents) { /* only when set, as window_rows */
+        e |= zpi_buf_puts(b, ", \"cut_documents\": ");
+        e |= put_u64(b, r->counts.cut_documents);
+    }
     e |= zpi_buf_puts(b, "}\n    }");
     return e ? -1 : 0;
 }
@@ -471,7 +481,7 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     static const char *const known[] = {"rank",         "next_batch",  "epoch",   "position",
                                         "token_offset", "carry",       "plans",   "part_samples",
                                         "part_tokens",  "skipped",     "counts",
-                                        "phase_samples", NULL};
+                                        "phase_samples", "window_rows", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", rp);
     ZPI_FORWARD_IF_ERR(only_known(o, rp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "rank", &r->rank, err));
@@ -479,6 +489,8 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "epoch", &r->epoch, err));
     ZPI_FORWARD_IF_ERR(get_u64(o, rp, "position", UINT64_MAX, &r->position, err));
     ZPI_FORWARD_IF_ERR(get_u64(o, rp, "token_offset", UINT64_MAX, &r->token_offset, err));
+    if (json_object_get(o, "window_rows")) /* optional: 0 when absent */
+        ZPI_FORWARD_IF_ERR(get_u64(o, rp, "window_rows", UINT64_MAX, &r->window_rows, err));
     char p[300];
     json_t *c = json_object_get(o, "carry");
     path_of(p, sizeof p, rp, "carry");
@@ -539,13 +551,16 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
 #define X(f) #f,
         COUNT_FIELDS(X)
 #undef X
-            NULL};
+            "cut_documents", NULL};
     ZPI_FORWARD_IF_ERR(get_kind(o, rp, "counts", JSON_OBJECT, "an object", &cnt, err));
     path_of(p, sizeof p, rp, "counts");
     ZPI_FORWARD_IF_ERR(only_known(cnt, p, cknown, err));
 #define X(f) ZPI_FORWARD_IF_ERR(get_u64(cnt, p, #f, UINT64_MAX, &r->counts.f, err));
     COUNT_FIELDS(X)
 #undef X
+    if (json_object_get(cnt, "cut_documents")) /* optional: 0 when absent */
+        ZPI_FORWARD_IF_ERR(
+            get_u64(cnt, p, "cut_documents", UINT64_MAX, &r->counts.cut_documents, err));
     return ZP_OK;
 }
 

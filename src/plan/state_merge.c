@@ -321,6 +321,7 @@ static void add_totals(zpi_rank_state *o, const zpi_state *s)
 #define X(f) o->counts.f += r->counts.f;
         COUNT_FIELDS(X)
 #undef X
+        o->counts.cut_documents += r->counts.cut_documents;
     }
 }
 
@@ -391,6 +392,17 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     }
     if (s->n_ranks != s->world_size)
         return held_error(s, rank, world_size, err);
+    for (size_t k = 0; k < s->n_ranks; k++)
+        /* which documents of the partly delivered window were delivered is
+         * not in the state: re-splitting it would repeat or lose some */
+        ZPI_RETURN_ERR_IF(s->ranks[k].window_rows, err, ZP_ERR_UNSUPPORTED,
+                          "ranks[%zu]: rank %" PRIu32 " stopped inside a best-fit window "
+                          "(epoch %" PRIu32 ", position %" PRIu64 ", %" PRIu64 " of its rows "
+                          "delivered): a state saved there resumes on %" PRIu32 " ranks only; "
+                          "restoring on %" PRIu32 " ranks needs a state saved at a window "
+                          "boundary of every rank (docs/packing.md)",
+                          k, s->ranks[k].rank, s->ranks[k].epoch, s->ranks[k].position,
+                          s->ranks[k].window_rows, s->world_size, world_size);
     uint32_t e0, e1;
     ZPI_FORWARD_IF_ERR(epoch_range(s, &e0, &e1, err));
     zpi_rank_state o = {0};
