@@ -643,6 +643,97 @@ static void test_elastic_concat(void **state)
     elastic(ZP_PACK_CONCAT);
 }
 
+static void test_elastic_bestfit(void **state)
+{
+    (void)state;
+    elastic(ZP_PACK_BESTFIT);
+}
+
+/* Collects a batch's within-document token pairs and listed documents
+ * (as one_epoch). */
+static void collect(epoch_t *o, const zp_batch *b, int32_t eot, size_t *cap)
+{
+    for (size_t i = 0; i < b->n_samples; i++)
+        o->docs[o->n_docs++] = draw_key(&b->samples[i]);
+    for (size_t row = 0; row < b->rows; row++) {
+        const int32_t *t = b->tokens + row * b->cols;
+        const int32_t *sg = b->segment_ids + row * b->cols;
+        for (size_t c = 0; c + 1 < b->cols; c++)
+            if (sg[c] >= 0 && sg[c] == sg[c + 1] && t[c] != eot) {
+                if (o->n_pairs == *cap)
+                    o->pairs = realloc(o->pairs, (*cap *= 2) * sizeof *o->pairs);
+                o->pairs[o->n_pairs++] = (uint64_t)(uint32_t)t[c] << 32 | (uint32_t)t[c + 1];
+            }
+    }
+}
+
+/* Best-fit packing under an elastic resume: 4 ranks stop inside their
+ * windows (some documents of a window delivered whole, some long ones in
+ * part), the job state restores on 1 rank, and the epoch's tokens are
+ * delivered exactly once: the same documents and within-document token
+ * pairs as one rank's uninterrupted concat epoch. */
+static void test_bestfit_elastic_tokens(void **state)
+{
+    (void)state;
+    g_epoch_draws = 1200;
+    const uint32_t W = 4;
+    setup_t ref = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 0};
+    epoch_t want, got;
+    one_epoch(&ref, &want);
+    size_t cap = 1 << 20;
+    memset(&got, 0, sizeof got);
+    got.pairs = malloc(cap * sizeof *got.pairs);
+    got.docs = malloc(4096 * sizeof *got.docs);
+    char *states[4];
+    size_t lens[4];
+    int mid = 0, part = 0;
+    for (uint32_t r = 0; r < W; r++) {
+        setup_t s = {ZP_PACK_BESTFIT, 2, 16, 2, r, W, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 37};
+        run_t run;
+        run_open(&run, &s);
+        int32_t eot = zp_pipeline_eot(run.p);
+        for (int i = 0; i < 15; i++) {
+            const zp_batch *b;
+            assert_int_equal(zp_pipeline_next(run.p, &b), ZP_OK);
+            collect(&got, b, eot, &cap);
+        }
+        assert_int_equal(zp_pipeline_state_save(run.p, &states[r], &lens[r]), ZP_OK);
+        mid += strstr(states[r], "\"window_rows\"") != NULL;
+        part += strstr(states[r], "\"window_done\": [[") != NULL;
+        run_close(&run);
+    }
+    assert_true(mid >= 2); /* most ranks stopped inside a window */
+    assert_true(part >= 2);
+    char *job = NULL, err[512];
+    if (zp_state_merge((const char *const *)states, lens, W, &job, NULL, err, sizeof err) != ZP_OK)
+        fail_msg("merge: %s", err);
+    for (uint32_t r = 0; r < W; r++)
+        free(states[r]);
+    setup_t s = {ZP_PACK_BESTFIT, 3, 32, 1, 0, 1, 9, 32, 1, 0, ZP_POSITIONS_RESTART, 37};
+    run_t run;
+    run_open(&run, &s);
+    int32_t eot = zp_pipeline_eot(run.p);
+    zp_status st = zp_pipeline_state_restore(run.p, job, strlen(job));
+    if (st != ZP_OK)
+        fail_msg("restore on 1 rank: %s", zp_pipeline_errmsg(run.p));
+    const zp_batch *b;
+    while ((st = zp_pipeline_next(run.p, &b)) == ZP_OK) {
+        assert_int_equal(b->epoch, 0);
+        collect(&got, b, eot, &cap);
+    }
+    assert_int_equal(st, ZP_END);
+    run_close(&run);
+    free(job);
+    qsort(got.pairs, got.n_pairs, sizeof *got.pairs, cmp_u64);
+    qsort(got.docs, got.n_docs, sizeof *got.docs, cmp_u64);
+    assert_int_equal(got.n_docs, want.n_docs);
+    assert_memory_equal(got.docs, want.docs, want.n_docs * sizeof *want.docs);
+    assert_int_equal(got.n_pairs, want.n_pairs);
+    assert_memory_equal(got.pairs, want.pairs, want.n_pairs * sizeof *want.pairs);
+    epoch_free(&want);
+    epoch_free(&got);
+}
+
 /* ------------------------------------------------------------ weight schedules */
 
 static const double g_w1[3] = {0.1, 0.3, 0.6}, g_w2[3] = {0.6, 0.2, 0.2};
@@ -892,6 +983,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_skip_range),
         cmocka_unit_test(test_elastic_records),
         cmocka_unit_test(test_elastic_concat),
+        cmocka_unit_test(test_elastic_bestfit),
+        cmocka_unit_test(test_bestfit_elastic_tokens),
         cmocka_unit_test(test_schedule_every_batch),
         cmocka_unit_test(test_schedule_changed_on_resume),
         cmocka_unit_test(test_schedule_added_on_resume),

@@ -144,6 +144,7 @@ void zp_pipeline_destroy(zp_pipeline *p)
     free(p->ck.phase_samples);
     free(p->ck.part_tokens);
     free(p->ck.skips);
+    free(p->ck.done);
     free(p);
 }
 
@@ -438,6 +439,7 @@ static zp_status start(zp_pipeline *p)
         ck->at.token_offset = 0;
         ck->at.carry = 0;
         ck->at.rows = 0;
+        ck->at.n_done = 0;
     }
 
     /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
@@ -506,13 +508,33 @@ static zp_status start(zp_pipeline *p)
     return ZP_OK;
 }
 
+/* ck->at = *at, with a copy of its list of delivered documents (the batch
+ * buffer's goes back to the queue). Out of memory: the list is left out,
+ * and a state saved then cannot be re-split (zpi_ckpt.done_lost). */
+static void take_at(zpi_ckpt *ck, const zpi_resume_pt *at)
+{
+    ck->at = *at;
+    ck->at.done = ck->done;
+    ck->done_lost = 0;
+    if (!at->n_done)
+        return;
+    void *a = ck->done;
+    if (zpi_grow(&a, &ck->done_cap, 2 * at->n_done, sizeof *ck->done) != 0) {
+        ck->at.n_done = 0;
+        ck->done_lost = 1;
+        return;
+    }
+    ck->done = ck->at.done = a;
+    memcpy(ck->done, at->done, 2 * at->n_done * sizeof *ck->done);
+}
+
 /* Resume point after a delivered batch. */
 static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
 {
     zpi_ckpt *ck = &p->ck;
     ck->next_batch = bb->b.index + 1;
     if (bb->resume.valid)
-        ck->at = bb->resume;
+        take_at(ck, &bb->resume);
     if (bb->part_samples)
         for (size_t i = 0; i < ck->nparts; i++) {
             ck->part_samples[i] += bb->part_samples[i];
@@ -550,7 +572,7 @@ static void note_skip(zp_pipeline *p, zpi_skip *sk, const zpi_batchbuf *bb)
     zpi_counts_add(&ck->skipped, &d);
     ck->next_batch = bb->b.index + 1;
     if (bb->resume.valid) {
-        ck->at = bb->resume;
+        take_at(ck, &bb->resume);
         sk->to_epoch = bb->resume.epoch;
         sk->to_position = bb->resume.position;
     }

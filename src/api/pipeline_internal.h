@@ -28,6 +28,9 @@ typedef struct zpi_ckpt {
     size_t n_skips;            /* tokens and the stream covered filled as they pass */
     size_t n_prior_skips;      /* the first n_prior_skips came with a restored state */
     int restored;              /* a state was restored */
+    uint64_t *done;            /* at.done's storage (owned) */
+    size_t done_cap;
+    int done_lost;             /* at.done could not be copied (out of memory) */
 } zpi_ckpt;
 
 zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p);

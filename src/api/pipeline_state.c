@@ -64,6 +64,15 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
         r->token_offset = ck->at.token_offset;
         r->carry = ck->at.carry;
         r->window_rows = ck->at.rows;
+        if (ck->done_lost)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state (the documents "
+                                                  "of the best-fit window delivered)");
+        if (ck->at.n_done) {
+            r->window_done = zpi_state_dup_n(ck->at.done, 2 * ck->at.n_done, sizeof(uint64_t));
+            if (!r->window_done)
+                return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
+            r->n_window_done = ck->at.n_done;
+        }
     } else {
         zp_worksource_state w;
         zp_worksource_get_state(ws, &w);
@@ -394,6 +403,14 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         ck->at.token_offset = rs.token_offset;
         ck->at.carry = rs.carry;
         ck->at.rows = rs.window_rows;
+        free(ck->done);
+        ck->done = rs.window_done; /* taken */
+        ck->done_cap = rs.n_window_done * 2;
+        ck->at.done = ck->done;
+        ck->at.n_done = rs.n_window_done;
+        ck->done_lost = 0;
+        rs.window_done = NULL;
+        rs.n_window_done = 0;
         ck->restored = 1;
     }
     free(skips);

@@ -20,6 +20,7 @@ static void buf_free(zpi_batchbuf *bb)
     free(bb->cu);
     free(bb->ndocs);
     free(bb->rowpos);
+    free(bb->done);
     for (int k = 0; k < 16; k++)
         free(bb->fixed[k]);
     free(bb->part_samples);

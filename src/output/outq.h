@@ -38,7 +38,11 @@ typedef struct zpi_resume_pt {
     uint64_t token_offset;
     int carry;
     uint64_t rows; /* best-fit packing: position is the first of a window,
-                      rows of which were delivered */
+                      rows of which were delivered; */
+    size_t n_done; /* and the documents of it delivered, n_done pairs */
+    uint64_t *done; /* (k, t): the one at position + k, whole (t = 0) or its
+                       first t tokens (borrowed from the batch buffer or the
+                       checkpoint's copy) */
 } zpi_resume_pt;
 
 /* A batch buffer: the zp_batch handed out plus the arrays it points into. */
@@ -62,6 +66,8 @@ typedef struct zpi_batchbuf {
     size_t fixed_cap[16];
     zp_pipeline_counts delta; /* what delivering this batch adds to the counts */
     zpi_resume_pt resume;     /* the stream's state after this batch */
+    uint64_t *done;           /* resume.done's storage (owned) */
+    size_t done_cap;
     uint64_t *part_samples;   /* [nparts] per mixture part: samples listed and */
     uint64_t *part_tokens;    /* tokens placed in this batch (NULL: none yet) */
     zpi_fifo_node node;       /* link in the free list or the ready FIFO */

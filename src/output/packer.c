@@ -167,6 +167,7 @@ static void set_resume(zpi_packer *pk, const zp_sample *s, uint64_t offset, int 
     r->token_offset = offset;
     r->carry = carry;
     r->rows = 0;
+    r->n_done = 0;
 }
 
 static void part_tokens(zpi_packer *pk, const zp_sample *s, uint64_t n)
@@ -568,6 +569,43 @@ static zp_status bf_piece(zpi_bf_window *w, size_t doc, size_t from, size_t len,
     return ZP_OK;
 }
 
+/* The window's documents delivered by its first r rows, into the resume
+ * point of the batch being filled: (k, 0) for a document at pos0 + k all of
+ * whose pieces are in them, (k, t) for one whose first pieces are (its
+ * first t positions delivered: the next piece starts at t - 1). A piece
+ * list is its document's full rows, then its rest: the delivered ones are
+ * always the first. */
+static zp_status bf_done_list(zpi_packer *pk, size_t r)
+{
+    zpi_bf_window *w = &pk->bf;
+    zpi_batchbuf *bb = pk->cur;
+    zpi_resume_pt *rp = &bb->resume;
+    rp->n_done = 0;
+    for (size_t d = 0, j = 0; d < w->n; d++) {
+        size_t g = j, nd = 0;
+        while (j < w->npc && w->pc[j].doc == d) {
+            nd += w->pc[j].row < r;
+            j++;
+        }
+        uint64_t t;
+        if (nd == j - g)
+            t = 0; /* whole (or nothing was left of it) */
+        else if (nd > 0)
+            t = w->pc[g + nd].from + 1;
+        else
+            continue;
+        void *a = bb->done;
+        if (zpi_grow(&a, &bb->done_cap, 2 * (rp->n_done + 1), sizeof *bb->done) != 0)
+            return ZP_ERR_NOMEM;
+        bb->done = a;
+        bb->done[2 * rp->n_done] = w->docs[d].s.position - w->pos0;
+        bb->done[2 * rp->n_done + 1] = t;
+        rp->n_done++;
+    }
+    rp->done = bb->done;
+    return ZP_OK;
+}
+
 /* One row of the window (pieces idx[a..b)), row r of it, into the batch. */
 static zp_status bf_row(zpi_packer *pk, const size_t *idx, size_t a, size_t b, size_t r)
 {
@@ -582,6 +620,9 @@ static zp_status bf_row(zpi_packer *pk, const size_t *idx, size_t a, size_t b, s
         rp->token_offset = 0;
         rp->carry = 0;
         rp->rows = r;
+        zp_status st = bf_done_list(pk, r);
+        if (st != ZP_OK)
+            return st;
         push_batch(pk, 0);
     }
     if (!pk->cur) {
@@ -788,6 +829,7 @@ void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
     r->token_offset = 0;
     r->carry = 0;
     r->rows = 0;
+    r->n_done = 0;
     push_batch(pk, last_in_epoch);
 }
 

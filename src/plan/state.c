@@ -39,6 +39,7 @@ void zpi_rank_state_clear(zpi_rank_state *r)
     free(r->part_tokens);
     free(r->phase_samples);
     free(r->skips);
+    free(r->window_done);
     memset(r, 0, sizeof *r);
 }
 
@@ -82,6 +83,7 @@ zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src)
     r.part_samples = r.part_tokens = NULL;
     r.phase_samples = NULL;
     r.skips = NULL;
+    r.window_done = NULL;
     r.n_plans = 0;
     r.plans = zpi_state_alloc_n(src->n_plans, sizeof *r.plans);
     r.part_samples = zpi_state_dup_n(src->part_samples, src->n_parts, sizeof(uint64_t));
@@ -89,7 +91,9 @@ zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src)
     r.skips = zpi_state_dup_n(src->skips, src->n_skips, sizeof *r.skips);
     r.phase_samples = zpi_state_dup_n(src->phase_samples, src->n_phases * src->n_parts,
                                       sizeof(uint64_t));
-    int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips || !r.phase_samples;
+    r.window_done = zpi_state_dup_n(src->window_done, 2 * src->n_window_done, sizeof(uint64_t));
+    int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips || !r.phase_samples ||
+              !r.window_done;
     for (size_t i = 0; !bad && i < src->n_plans; i++) {
         r.plans[i] = src->plans[i];
         r.plans[i].spans = zpi_state_dup_n(src->plans[i].spans, src->plans[i].n, sizeof(zpi_span));

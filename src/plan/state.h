@@ -54,6 +54,11 @@ typedef struct zpi_rank_state {
                               window, whose first window_rows rows (as the
                               window packs) were delivered ("window_rows" in
                               the file, absent when 0) */
+    size_t n_window_done;  /* and the documents of that window delivered, */
+    uint64_t *window_done; /* pairs (k, t): the document at position + k,
+                              whole (t = 0) or its first t tokens (owned; the
+                              elastic re-split leaves them out or continues
+                              them from token t - 1: "window_done") */
     size_t n_plans;        /* epochs that have a plan, ascending (owned) */
     zpi_epoch_plan *plans;
     size_t n_parts;        /* realized counts per part (owned arrays) */

@@ -166,6 +166,15 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
          * (written only when set: states saved before it stay the same) */
         e |= zpi_buf_puts(b, ",\n      \"window_rows\": ");
         e |= put_u64(b, r->window_rows);
+        e |= zpi_buf_puts(b, ",\n      \"window_done\": [");
+        for (size_t i = 0; i < r->n_window_done; i++) {
+            e |= zpi_buf_puts(b, i ? ", [" : "[");
+            e |= put_u64(b, r->window_done[2 * i]);
+            e |= zpi_buf_puts(b, ", ");
+            e |= put_u64(b, r->window_done[2 * i + 1]);
+            e |= zpi_buf_puts(b, "]");
+        }
+        e |= zpi_buf_puts(b, "]");
     }
     e |= zpi_buf_puts(b, ",\n      \"plans\": [");
     for (size_t i = 0; i < r->n_plans; i++) {
@@ -481,7 +490,7 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     static const char *const known[] = {"rank",         "next_batch",  "epoch",   "position",
                                         "token_offset", "carry",       "plans",   "part_samples",
                                         "part_tokens",  "skipped",     "counts",
-                                        "phase_samples", "window_rows", NULL};
+                                        "phase_samples", "window_rows", "window_done", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", rp);
     ZPI_FORWARD_IF_ERR(only_known(o, rp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "rank", &r->rank, err));
@@ -492,6 +501,28 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     if (json_object_get(o, "window_rows")) /* optional: 0 when absent */
         ZPI_FORWARD_IF_ERR(get_u64(o, rp, "window_rows", UINT64_MAX, &r->window_rows, err));
     char p[300];
+    json_t *wd = json_object_get(o, "window_done"); /* optional, with window_rows */
+    path_of(p, sizeof p, rp, "window_done");
+    ZPI_RETURN_ERR_IF(wd && !json_is_array(wd), err, ZP_ERR_FORMAT, "%s: not an array", p);
+    ZPI_RETURN_ERR_IF(wd && !r->window_rows, err, ZP_ERR_FORMAT,
+                      "%s: documents of a best-fit window, but no window_rows", p);
+    r->window_done = zpi_state_alloc_n(2 * (wd ? json_array_size(wd) : 0), sizeof(uint64_t));
+    ZPI_RETURN_ERR_IF(!r->window_done, err, ZP_ERR_NOMEM, "%s: out of memory", rp);
+    for (size_t i = 0; wd && i < json_array_size(wd); i++) {
+        json_t *x = json_array_get(wd, i);
+        char q[320];
+        zpi_fmt(q, sizeof q, "%s[%zu]", p, i);
+        ZPI_RETURN_ERR_IF(!json_is_array(x) || json_array_size(x) != 2, err, ZP_ERR_FORMAT,
+                          "%s: not [offset, tokens]", q);
+        uint64_t k, t;
+        ZPI_FORWARD_IF_ERR(as_u64(json_array_get(x, 0), q, UINT64_MAX, &k, err));
+        ZPI_FORWARD_IF_ERR(as_u64(json_array_get(x, 1), q, UINT64_MAX, &t, err));
+        ZPI_RETURN_ERR_IF(i > 0 && k <= r->window_done[2 * i - 2], err, ZP_ERR_FORMAT,
+                          "%s: offset %" PRIu64 " not above the one before", q, k);
+        r->window_done[2 * i] = k;
+        r->window_done[2 * i + 1] = t;
+        r->n_window_done = i + 1;
+    }
     json_t *c = json_object_get(o, "carry");
     path_of(p, sizeof p, rp, "carry");
     ZPI_RETURN_ERR_IF(!c, err, ZP_ERR_FORMAT, "%s: missing", p);

@@ -168,7 +168,18 @@ static int sl_push(spanlist *l, uint64_t start, uint64_t count, uint64_t tok, in
     return 0;
 }
 
-/* Old rank r's remaining real positions of epoch e, appended to l. */
+/* [a, a + c) less its padding positions (>= n), appended to l. */
+static int push_real(spanlist *l, uint64_t n, uint64_t a, uint64_t c, uint64_t tok)
+{
+    if (a >= n || !c)
+        return 0;
+    return sl_push(l, a, c > n - a ? n - a : c, tok, 1);
+}
+
+/* Old rank r's remaining real positions of epoch e, appended to l. A rank
+ * stopped inside a best-fit window (window_rows) leaves out the documents
+ * of it delivered whole and continues those delivered in part from their
+ * token offset (window_done). */
 static int add_remaining(spanlist *l, const zpi_state *s, const zpi_rank_state *r, uint32_t e)
 {
     if (r->epoch > e)
@@ -187,6 +198,10 @@ static int add_remaining(spanlist *l, const zpi_state *s, const zpi_rank_state *
     uint64_t skip = r->epoch == e ? r->position : 0;
     int first = r->epoch == e;
     uint64_t n = s->epoch_samples;
+    const uint64_t *wd = r->epoch == e && r->window_rows ? r->window_done : NULL;
+    const size_t nwd = wd ? r->n_window_done : 0;
+    size_t wi = 0;
+    uint64_t rel = 0; /* positions after r->position before this span's rest */
     for (size_t i = 0; i < ns; i++) {
         uint64_t a = sp[i].start, c = sp[i].count, tok = sp[i].token_offset;
         if (skip >= c) {
@@ -202,12 +217,18 @@ static int add_remaining(spanlist *l, const zpi_state *s, const zpi_rank_state *
         if (first && r->token_offset > tok)
             tok = r->token_offset;
         first = 0;
-        if (a >= n)
-            continue; /* padding: left out */
-        if (c > n - a)
-            c = n - a;
-        if (sl_push(l, a, c, tok, 1) != 0)
+        /* padding positions are left out (push_real) */
+        const uint64_t a0 = a, end = a + c;
+        for (; wi < nwd && wd[2 * wi] < rel + c; wi++) {
+            uint64_t at = a0 + (wd[2 * wi] - rel), t = wd[2 * wi + 1];
+            if (push_real(l, n, a, at - a, tok) != 0 || (t && push_real(l, n, at, 1, t) != 0))
+                return -1;
+            tok = 0;
+            a = at + 1;
+        }
+        if (push_real(l, n, a, end - a, tok) != 0)
             return -1;
+        rel += c;
     }
     return 0;
 }
@@ -392,17 +413,6 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     }
     if (s->n_ranks != s->world_size)
         return held_error(s, rank, world_size, err);
-    for (size_t k = 0; k < s->n_ranks; k++)
-        /* which documents of the partly delivered window were delivered is
-         * not in the state: re-splitting it would repeat or lose some */
-        ZPI_RETURN_ERR_IF(s->ranks[k].window_rows, err, ZP_ERR_UNSUPPORTED,
-                          "ranks[%zu]: rank %" PRIu32 " stopped inside a best-fit window "
-                          "(epoch %" PRIu32 ", position %" PRIu64 ", %" PRIu64 " of its rows "
-                          "delivered): a state saved there resumes on %" PRIu32 " ranks only; "
-                          "restoring on %" PRIu32 " ranks needs a state saved at a window "
-                          "boundary of every rank (docs/packing.md)",
-                          k, s->ranks[k].rank, s->ranks[k].epoch, s->ranks[k].position,
-                          s->ranks[k].window_rows, s->world_size, world_size);
     uint32_t e0, e1;
     ZPI_FORWARD_IF_ERR(epoch_range(s, &e0, &e1, err));
     zpi_rank_state o = {0};
