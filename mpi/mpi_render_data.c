@@ -66,6 +66,10 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
     JD(samples_per_second, "samples_per_s");
     JD(bytes_per_second, "bytes_per_s");
     JD(cache_hit_rate, "cache_hit_rate");
+    JU(pad_tokens);
+    JU(cut_documents);
+    JD(padding_fraction, "padding_fraction");
+    JD(cut_fraction, "cut_fraction");
     JU(win_batches);
     JD(win_seconds, "win_s");
     JD(win_fetch_per_batch, "win_fetch_per_batch_s");

@@ -47,6 +47,8 @@ static const metric_def METRICS[ZP_MPI_M_COUNT] = {
     D("bytes_per_s", bytes_per_second, ZPI_U_BYTE_RATE),
     D("slowest_shard_s", slowest_shard, ZPI_U_SECONDS),
     D("cache_hit_rate", cache_hit_rate, ZPI_U_FRACTION),
+    D("padding_fraction", padding_fraction, ZPI_U_FRACTION),
+    D("cut_fraction", cut_fraction, ZPI_U_FRACTION),
 };
 #undef U
 #undef D
@@ -177,6 +179,10 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
     s->samples_per_second = ratio((double)s->samples, s->wall);
     s->bytes_per_second = ratio((double)s->bytes_fetched, s->wall);
     s->cache_hit_rate = ratio((double)s->cache_hits, (double)(s->cache_hits + s->cache_misses));
+    s->pad_tokens = mt->pad_tokens;
+    s->cut_documents = mt->cut_documents;
+    s->padding_fraction = mt->padding_fraction;
+    s->cut_fraction = mt->cut_fraction;
     /* the window: the change since this rank's previous report */
     const zp_mpi_rank_stats *pv = m->have_prev ? &m->prev : NULL;
     uint64_t db = s->batches - (pv ? pv->batches : 0);
@@ -498,6 +504,8 @@ static void add_into(zp_mpi_rank_stats *t, const zp_mpi_rank_stats *s)
     t->ondemand += s->ondemand;
     t->ondemand_io += s->ondemand_io;
     t->hdf5_lock_wait += s->hdf5_lock_wait;
+    t->pad_tokens += s->pad_tokens;
+    t->cut_documents += s->cut_documents;
     if (s->slowest_shard > t->slowest_shard) {
         t->slowest_shard = s->slowest_shard;
         t->slowest_shard_index = s->slowest_shard_index;
@@ -520,6 +528,8 @@ static void derive(zp_mpi_rank_stats *t)
     t->samples_per_second = ratio((double)t->samples, t->wall);
     t->bytes_per_second = ratio((double)t->bytes_fetched, t->wall);
     t->cache_hit_rate = ratio((double)t->cache_hits, (double)(t->cache_hits + t->cache_misses));
+    t->padding_fraction = ratio((double)t->pad_tokens, (double)(t->tokens + t->pad_tokens));
+    t->cut_fraction = ratio((double)t->cut_documents, (double)t->samples);
     t->win_fetch_per_batch = NAN;
     t->win_stall_fraction = NAN;
 }

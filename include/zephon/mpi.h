@@ -362,6 +362,11 @@ typedef struct zp_mpi_rank_stats {
     double ondemand;          /* time in those reads */
     double ondemand_io;       /* of which in the format's read calls (HDF5, mmap copies) */
     double hdf5_lock_wait;    /* of which waiting for the process's HDF5 lock */
+    /* token packing (zp_metrics_snapshot): padding tokens delivered, documents
+     * cut over rows or truncated, and their fractions (padding / row tokens,
+     * cut / documents; totals over the ranks' sums) */
+    uint64_t pad_tokens, cut_documents;
+    double padding_fraction, cut_fraction;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
@@ -389,6 +394,8 @@ typedef enum zp_mpi_metric {
     ZP_MPI_M_BYTES_PER_SECOND,
     ZP_MPI_M_SLOWEST_SHARD,
     ZP_MPI_M_CACHE_HIT_RATE,
+    ZP_MPI_M_PADDING_FRACTION, /* token packing: padding / row tokens */
+    ZP_MPI_M_CUT_FRACTION,     /* token packing: documents cut / documents */
     ZP_MPI_M_COUNT
 } zp_mpi_metric;
 

@@ -104,6 +104,14 @@ typedef struct zp_metrics_snapshot {
     uint32_t n_phases;
     uint32_t phases_total;
     zp_phase_metrics phases[ZP_OBS_MAX_PHASES];
+    /* Token modes: how well the rows are used (zp_pipeline_counts):
+     * padding_fraction = pad_tokens / (tokens + pad_tokens) delivered;
+     * cut_fraction = cut_documents / samples (documents split over rows or
+     * truncated, docs/packing.md). 0 before any batch. */
+    uint64_t pad_tokens;
+    uint64_t cut_documents;
+    double padding_fraction;
+    double cut_fraction;
 } zp_metrics_snapshot;
 
 typedef struct zp_fetch_timing {

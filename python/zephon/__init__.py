@@ -294,10 +294,16 @@ class Pipeline(_core.Pipeline):
         self._batch(microbatch_size)
         return self
 
-    def pack(self, mode="concat", seq_len=2048):
+    def pack(self, mode="concat", seq_len=2048, window=None):
         """Token packing: "concat" (documents joined by EOT, rows of
-        seq_len + 1 tokens) or "pad" (one document per row)."""
-        self._pack(mode, seq_len)
+        seq_len + 1 tokens), "pad" (one document per row) or "bestfit"
+        (documents of up to seq_len + 1 tokens never cut, placed best-fit
+        within a window of `window` documents of the rank's stream, default
+        256; longer ones cut into full rows first; docs/packing.md)."""
+        if window is None:
+            self._pack(mode, seq_len)
+        else:
+            self._pack(mode, seq_len, window)
         return self
 
     def doc_masking(self, position_ids=True, cu_seqlens=True, doc_counts=True,

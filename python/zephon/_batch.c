@@ -180,7 +180,7 @@ static PyObject *Batch_info(BatchObject *self, PyObject *unused)
 {
     (void)unused;
     const zp_batch *b = self->b;
-    static const char *modes[] = {"records", "concat", "pad"};
+    static const char *modes[] = {"records", "concat", "pad", "bestfit"};
     PyObject *arrays = PyList_New(0);
     for (size_t k = 0; arrays && k < b->n_arrays; k++) {
         PyObject *s = PyUnicode_FromString(b->arrays[k].name);
@@ -199,7 +199,7 @@ static PyObject *Batch_info(BatchObject *self, PyObject *unused)
     }
     return Py_BuildValue("{sKsIsisssnsnsnsNsNsi}", "index", (unsigned long long)b->index,
                          "epoch", b->epoch, "last_in_epoch", b->last_in_epoch, "mode",
-                         modes[b->mode <= 2 ? b->mode : 0], "rows", (Py_ssize_t)b->rows, "cols",
+                         modes[b->mode <= 3 ? b->mode : 0], "rows", (Py_ssize_t)b->rows, "cols",
                          (Py_ssize_t)b->cols, "rows_filled", (Py_ssize_t)b->rows_filled, "arrays",
                          arrays, "masking", masking, "max_seqlen", (int)b->max_seqlen);
 }

@@ -211,9 +211,17 @@ static PyObject *Pipeline_batch(zpy_PipelineObject *self, PyObject *args)
 static PyObject *Pipeline_pack(zpy_PipelineObject *self, PyObject *args)
 {
     const char *mode;
-    Py_ssize_t seq;
-    if (!PyArg_ParseTuple(args, "sn", &mode, &seq) || zpy_nonneg("pack", "seq_len", seq))
+    Py_ssize_t seq, window = -1; /* -1: not given */
+    if (!PyArg_ParseTuple(args, "sn|n", &mode, &seq, &window) ||
+        zpy_nonneg("pack", "seq_len", seq) ||
+        (window != -1 && zpy_nonneg("pack", "window", window)))
         return NULL;
+    if (strcmp(mode, "bestfit") == 0)
+        CALL_OR_RAISE(self, zp_pipeline_pack_bestfit(self->p, (size_t)seq,
+                                                     window >= 0 ? (size_t)window
+                                                                 : ZP_PACK_WINDOW_DEFAULT));
+    if (window != -1)
+        return zpy_raise_status(ZP_ERR_INVALID, "pack: window is for mode 'bestfit' only");
     zp_pack_mode m;
     if (strcmp(mode, "concat") == 0)
         m = ZP_PACK_CONCAT;
@@ -222,7 +230,8 @@ static PyObject *Pipeline_pack(zpy_PipelineObject *self, PyObject *args)
     else if (strcmp(mode, "records") == 0)
         m = ZP_PACK_RECORDS;
     else
-        return zpy_raise_status(ZP_ERR_INVALID, "pack: mode must be 'concat', 'pad' or 'records'");
+        return zpy_raise_status(ZP_ERR_INVALID,
+                                "pack: mode must be 'concat', 'pad', 'bestfit' or 'records'");
     CALL_OR_RAISE(self, zp_pipeline_pack(self->p, m, (size_t)seq));
 }
 
@@ -390,13 +399,14 @@ static PyObject *Pipeline_counts(zpy_PipelineObject *self, PyObject *unused)
         return NULL;
     zp_pipeline_counts c;
     zp_pipeline_get_counts(self->p, &c);
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsn}", "batches", (unsigned long long)c.batches,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsn}", "batches", (unsigned long long)c.batches,
                          "samples", (unsigned long long)c.samples, "padded",
                          (unsigned long long)c.padded, "skipped", (unsigned long long)c.skipped,
                          "filtered", (unsigned long long)c.filtered, "tokens",
                          (unsigned long long)c.tokens, "truncated_tokens",
                          (unsigned long long)c.truncated_tokens, "pad_tokens",
-                         (unsigned long long)c.pad_tokens, "kept_batches",
+                         (unsigned long long)c.pad_tokens, "cut_documents",
+                         (unsigned long long)c.cut_documents, "kept_batches",
                          (Py_ssize_t)zp_pipeline_kept_batches(self->p));
 }
 

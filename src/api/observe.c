@@ -123,6 +123,11 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     m->batches = c.batches;
     m->samples = c.samples;
     m->tokens = c.tokens;
+    m->pad_tokens = c.pad_tokens;
+    m->cut_documents = c.cut_documents;
+    m->padding_fraction =
+        c.tokens + c.pad_tokens ? (double)c.pad_tokens / (double)(c.tokens + c.pad_tokens) : 0;
+    m->cut_fraction = c.samples ? (double)c.cut_documents / (double)c.samples : 0;
     uint64_t first = zpi_ctr_get(&o->first_batch_ns);
     m->time_to_first_batch = (double)first * 1e-9;
     m->stall_seconds = (double)zpi_ctr_get(&o->stall_ns) * 1e-9;
@@ -314,6 +319,10 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
                              pm->token_fraction));
     }
     if (j) {
+        json_object_set_new(j, "pad_tokens", json_integer((json_int_t)m->pad_tokens));
+        json_object_set_new(j, "cut_documents", json_integer((json_int_t)m->cut_documents));
+        json_object_set_new(j, "padding_fraction", json_real(m->padding_fraction));
+        json_object_set_new(j, "cut_fraction", json_real(m->cut_fraction));
         json_object_set_new(j, "parts", parts);
         json_object_set_new(j, "parts_total", json_integer((json_int_t)m->parts_total));
         json_t *phases = json_array();

@@ -201,9 +201,26 @@ static void print_parts(const cli_run_opts *o, const cli_run_result *r)
     }
 }
 
+/* Token modes: the packing and how well its rows are used. */
+static const char *pack_word(const cli_run_opts *o)
+{
+    return o->pack == ZP_PACK_PAD ? "pad" : o->pack == ZP_PACK_BESTFIT ? "bestfit" : "concat";
+}
+
+static void packing_fractions(const cli_run_result *r, double *pad, double *cut)
+{
+    uint64_t rowtok = r->counts.tokens + r->counts.pad_tokens;
+    *pad = rowtok ? (double)r->counts.pad_tokens / (double)rowtok : 0;
+    *cut = r->counts.samples ? (double)r->counts.cut_documents / (double)r->counts.samples : 0;
+}
+
 void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
 {
     double s = r->seconds > 0 ? r->seconds : 1e-9;
+    double padf, cutf;
+    packing_fractions(r, &padf, &cutf);
+    unsigned long long window =
+        o->pack == ZP_PACK_BESTFIT ? (o->pack_window ? o->pack_window : ZP_PACK_WINDOW_DEFAULT) : 0;
     if (o->json) {
         printf("{\"rank\":%u,\"world_size\":%u,\"batches\":%llu,\"samples\":%llu,\"seconds\":%.6f,"
                "\"samples_per_s\":%.1f,\"batches_per_s\":%.2f,\"mb_per_s\":%.2f,\"tokens\":%llu,"
@@ -216,6 +233,11 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                r->stop ? "true" : "false");
         if (r->stop && r->stop != CLI_RUN_STOP_OUTPUT)
             printf(",\"signal\":\"%s\"", cli_run_signal_name(r->stop));
+        if (r->counts.tokens)
+            printf(",\"packing\":{\"mode\":\"%s\",\"window\":%llu,\"pad_tokens\":%llu,"
+                   "\"cut_documents\":%llu,\"padding_fraction\":%.6f,\"cut_fraction\":%.6f}",
+                   pack_word(o), window, (unsigned long long)r->counts.pad_tokens,
+                   (unsigned long long)r->counts.cut_documents, padf, cutf);
         if (o->doc_masking)
             printf(",\"doc_masking\":{\"rows\":%llu,\"documents\":%llu,\"sequences\":%llu,"
                    "\"max_seqlen\":%d}",
@@ -247,6 +269,14 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                (unsigned long long)r->counts.padded, (unsigned long long)r->padded_per_epoch,
                (unsigned long long)r->dropped_per_epoch, (unsigned long long)r->counts.skipped,
                (unsigned long long)r->counts.truncated_tokens);
+    if (r->counts.tokens) {
+        printf("  packing %s", pack_word(o));
+        if (window)
+            printf(" (window %llu)", window);
+        printf(": padding %.2f%% of row tokens (%llu), %.2f%% of documents cut (%llu of %llu)\n",
+               100.0 * padf, (unsigned long long)r->counts.pad_tokens, 100.0 * cutf,
+               (unsigned long long)r->counts.cut_documents, (unsigned long long)r->counts.samples);
+    }
     if (o->doc_masking)
         printf("  doc masking: %llu documents in %llu filled rows (%.2f a row), %llu sequences "
                "in cu_seqlens, the longest %d\n",
