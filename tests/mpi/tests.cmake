@@ -58,6 +58,13 @@ add_test(NAME test_mpi_elastic
 set_tests_properties(test_mpi_elastic PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
+# Best-fit packing under mpirun: elastic resume (4 ranks -> 3) from states
+# saved inside windows, exact resume on 4 (docs/packing.md).
+add_test(NAME test_mpi_bestfit
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_bestfit.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_bestfit PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
 # Mixture weight schedules under mpirun: elastic resume (4 ranks -> 3) across
 # the change points, each rank's exact stream (4 -> 4), and a resume with
 # another schedule (no draw repeated or lost; docs/mixtures.md).

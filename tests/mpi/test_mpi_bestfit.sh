@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test_mpi_bestfit.sh ZEPHON MPIRUN - best-fit packing under mpirun
+# (docs/packing.md, "Best-fit packing"): a 3-part mixture, an epoch of 601
+# draws (the ranks' shares padded), --pack bestfit:8, two epochs.
+#  1. the uninterrupted 4-rank run delivers every draw of epoch 0 once;
+#  2. 4 ranks stop after 6 steps, inside their windows, and write the job
+#     state (window_rows, window_done); 3 ranks resume it: over both runs
+#     every draw of epoch 0 exactly once, as the uninterrupted run;
+#  3. 4 ranks resume it: each rank's batches, byte for byte (--emit-digest),
+#     are the uninterrupted run's.
+# Token-level exactly-once across an elastic resume is test_resume's
+# test_bestfit_elastic_tokens.
+set -u
+Z=$(realpath "${1:?usage: test_mpi_bestfit.sh ZEPHON MPIRUN}")
+MPIRUN=${2:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
+. "$(dirname "$0")/../testlib.sh"
+export XDG_CACHE_HOME="$T/cache"
+run() { timeout 120 "$MPIRUN" --oversubscribe --bind-to none "$@"; }
+
+"$Z" gen --out "$T/a" --shards 4 --samples-per-shard 80 --seed 1 >/dev/null || { echo "FAIL - gen a"; exit 1; }
+"$Z" gen --out "$T/b" --shards 3 --samples-per-shard 40 --seed 2 >/dev/null || { echo "FAIL - gen b"; exit 1; }
+"$Z" gen --out "$T/c" --shards 2 --samples-per-shard 20 --seed 3 >/dev/null || { echo "FAIL - gen c"; exit 1; }
+args=(--data "$T/a@0.5" --data "$T/b@0.3" --data "$T/c@0.2" --seed 4 --epoch-samples 601 --epochs 2
+      --quiet --threads 1 --tokenize gpt2:1 --pack bestfit:8 --seq-len 127 --microbatch 2)
+
+# The epoch-0 draws (part pass shard:record) of the non-padded samples in
+# the --emit-samples folders given, sorted; a draw listed twice shows twice.
+draws() { cat "$@" | awk '$2 == 0 && $5 == 0 {print $3, $4, $6}' | sort; }
+d="$T/bf"; mkdir -p "$d"
+
+run -np 4 "$Z" run "${args[@]}" --emit-samples "$d/full" --emit-digest "$d/full.dg" \
+  > "$d/full.out" 2> "$d/full.err"; rc=$?
+check "the uninterrupted 4-rank run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/full.err"
+draws "$d"/full/rank-*.samples > "$d/full.draws"
+check "it delivers the epoch's 601 draws once each" \
+  '[[ $(wc -l < "$d/full.draws") -eq 601 && $(uniq -d "$d/full.draws" | wc -l) -eq 0 ]]'
+
+run -np 4 "$Z" run "${args[@]}" --max-batches 6 --save-state "$d/s.json" \
+  --emit-samples "$d/r1" --emit-digest "$d/r1.dg" > "$d/r1.out" 2> "$d/r1.err"; rc=$?
+check "4 ranks, 6 steps, --save-state (rc $rc)" '[[ $rc -eq 0 && -s "$d/s.json" ]]' || tail -5 "$d/r1.err"
+check "the job state: ranks stopped inside a window, with the documents of it delivered" \
+  "python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+inside = [r for r in d[\"ranks\"] if r.get(\"window_rows\", 0) > 0]
+sys.exit(0 if len(d[\"ranks\"]) == 4 and len(inside) >= 2 and
+         all(\"window_done\" in r for r in inside) else 1)' '$d/s.json'"
+
+run -np 3 "$Z" run "${args[@]}" --resume "$d/s.json" --emit-samples "$d/r2" \
+  > "$d/r2.out" 2> "$d/r2.err"; rc=$?
+check "3 ranks --resume the 4 ranks' state (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/r2.err"
+draws "$d"/r1/rank-*.samples "$d"/r2/rank-*.samples > "$d/both.draws"
+dups=$(uniq -d "$d/both.draws" | wc -l)
+check "4 ranks then 3: no draw of the epoch twice ($dups repeated)" '[[ $dups -eq 0 ]]'
+check "4 ranks then 3: every draw of the epoch ($(wc -l < "$d/both.draws") of 601)" \
+  'cmp -s "$d/both.draws" "$d/full.draws"'
+
+run -np 4 "$Z" run "${args[@]}" --resume "$d/s.json" --emit-digest "$d/r3.dg" \
+  > "$d/r3.out" 2> "$d/r3.err"; rc=$?
+check "4 ranks --resume on 4 ranks (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/r3.err"
+same=$(( rc == 0 ))
+for r in 0 1 2 3; do
+  cat "$d/r1.dg.rank-$r" "$d/r3.dg.rank-$r" > "$d/cat.$r"
+  [[ -s "$d/r3.dg.rank-$r" ]] && cmp -s "$d/cat.$r" "$d/full.dg.rank-$r" || same=0
+done
+check "4 ranks resumed on 4: each rank's batches byte for byte" '[[ $same -eq 1 ]]'
+check "the summary names the packing and its fractions" 'grep -q "packing bestfit (window 8): padding" "$d/full.out"'
+
+finish
