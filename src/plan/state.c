@@ -176,6 +176,10 @@ uint64_t zpi_state_high_water(const zpi_state *s)
         const zpi_rank_state *r = &s->ranks[i];
         /* the sample at `position` counts as delivered when part of it was */
         uint64_t upto = r->position + (r->token_offset > 0 || r->carry);
+        /* best-fit packing: the documents of the window delivered (whole
+         * or in part) lie past `position` */
+        if (r->window_rows && r->n_window_done)
+            upto = r->position + r->window_done[2 * (r->n_window_done - 1)] + 1;
         unsigned __int128 g = (unsigned __int128)r->epoch * N + rank_high(s, r, r->epoch, upto);
         c = g > c ? g : c;
         /* a planned span whose first document was cut by an earlier save */

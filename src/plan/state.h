@@ -198,8 +198,8 @@ void zpi_state_default_range(uint64_t n, uint32_t world_size, int remainder, uin
  * stream) past every draw that the ranks of s delivered, in part or whole:
  * for each rank the highest real position among those before its
  * `position` in its epoch (its `position` too when it carries a token
- * offset), or the start of its epoch, and any planned span that starts
- * with a token offset. A weight schedule changed at a resume applies from
+ * offset; with best-fit packing, the last of window_done), or the start of
+ * its epoch, and any planned span that starts with a token offset. A weight schedule changed at a resume applies from
  * this draw on (docs/mixtures.md). */
 uint64_t zpi_state_high_water(const zpi_state *s);
 
