@@ -1138,6 +1138,63 @@ static void test_elastic_example(void **unused)
     zpi_state_clear(&s);
 }
 
+/* Best-fit packing's fields (docs/packing.md): window_rows and window_done
+ * round-trip and are written only when set; window_done without
+ * window_rows is refused; the elastic re-split leaves out the documents
+ * delivered whole and continues the others from their token offset. */
+static void test_bestfit_fields(void **unused)
+{
+    zpi_state s, p;
+    make_state(&s, 2, 10, ZP_REMAINDER_PAD, -1);
+    char *plain = render(&s);
+    assert_null(strstr(plain, "window"));
+    assert_null(strstr(plain, "cut_documents"));
+    /* rank 0 (positions 0..4) stopped in the window starting at 1:
+     * position 2 delivered whole, position 4 its first 10 tokens */
+    zpi_rank_state *r = &s.ranks[0];
+    r->position = 1;
+    r->window_rows = 3;
+    r->n_window_done = 2;
+    r->window_done = malloc(4 * sizeof *r->window_done);
+    const uint64_t wd[4] = {1, 0, 3, 10};
+    memcpy(r->window_done, wd, sizeof wd);
+    r->counts.cut_documents = 1;
+    char *a = render(&s);
+    assert_non_null(strstr(a, "\"window_rows\": 3,\n      \"window_done\": [[1, 0], [3, 10]]"));
+    assert_non_null(strstr(a, "\"cut_documents\": 1"));
+    zpi_err err = {0};
+    assert_int_equal(zpi_state_parse(a, strlen(a), &p, &err), ZP_OK);
+    char *b = render(&p);
+    assert_string_equal(a, b);
+    assert_int_equal(p.ranks[0].n_window_done, 2);
+    assert_int_equal(p.ranks[0].window_done[3], 10);
+    zpi_state_clear(&p);
+    /* window_done without window_rows: refused, naming the field */
+    char *bad = strdup(a);
+    char *w = strstr(bad, "\"window_rows\": 3");
+    memcpy(w, "\"window_rows\": 0", strlen("\"window_rows\": 0"));
+    assert_int_equal(zpi_state_parse(bad, strlen(bad), &p, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(zpi_err_msg(&err), "ranks[0].window_done"));
+    free(bad);
+    /* on 1 rank: rank 0's positions 1 and 3, 4 from token 10 on, then
+     * rank 1's 5 .. 9 (joined onto it); 2 (delivered whole) left out */
+    zpi_rank_state o;
+    assert_int_equal(zpi_state_rank_plan(&s, 0, 1, &o, &err), ZP_OK);
+    assert_int_equal(o.plans[0].n, 3);
+    const uint64_t want[9] = {1, 1, 0, 3, 1, 0, 4, 6, 10};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(o.plans[0].spans[i].start, want[3 * i]);
+        assert_int_equal(o.plans[0].spans[i].count, want[3 * i + 1]);
+        assert_int_equal(o.plans[0].spans[i].token_offset, want[3 * i + 2]);
+    }
+    assert_int_equal(o.window_rows, 0); /* the new rank starts its own windows */
+    zpi_rank_state_clear(&o);
+    free(plain);
+    free(a);
+    free(b);
+    zpi_state_clear(&s);
+}
+
 /* docs/state.md's example: its JSON is a state in the rendered form, and
  * its re-split on 3 ranks is the one the page describes. */
 static void test_doc_example(void **unused)
@@ -1427,6 +1484,7 @@ int main(void)
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_default_range),
         cmocka_unit_test(test_elastic_example),
+        cmocka_unit_test(test_bestfit_fields),
         cmocka_unit_test(test_doc_example),
         cmocka_unit_test(test_rank_plan_refuses),
         cmocka_unit_test(test_elastic_small),
