@@ -44,8 +44,10 @@ fi
 # one run: prints padding_fraction cut_fraction batches samples samples/s
 # tokens/s and the batch stage's busy seconds (the packer's CPU time)
 one() { # DATA PACK
+  rm -f "$D/m.json"
   "$Z" run "$1" --tokenize "gpt2:$THREADS" --threads "$THREADS" --seq-len 2048 --microbatch 8 \
-    --pack "$2" --epochs 1 --quiet --json --metrics-out "$D/m.json" 2>/dev/null | python3 -c '
+    --pack "$2" --epochs 1 --quiet --json --metrics-out "$D/m.json" > "$D/run.json" 2>/dev/null
+  python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]
 busy = [o["busy_seconds"] for o in m["operators"] if o["name"] == "batch"][0]
@@ -55,7 +57,7 @@ for line in sys.stdin:
         continue
     d = json.loads(line); p = d["packing"]
     print(p["padding_fraction"], p["cut_fraction"], d["batches"], d["samples"],
-          d["samples_per_s"], d["tokens"] / d["seconds"], busy)' "$D/m.json"
+          d["samples_per_s"], d["tokens"] / d["seconds"], busy)' "$D/m.json" < "$D/run.json"
 }
 
 # the packings interleaved, RUNS rounds: drift in the machine's load falls
