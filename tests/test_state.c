@@ -1189,6 +1189,17 @@ static void test_bestfit_fields(void **unused)
     }
     assert_int_equal(o.window_rows, 0); /* the new rank starts its own windows */
     zpi_rank_state_clear(&o);
+    /* the schedule's high water: past position 4 (delivered in part), not
+     * at position 1 (the window's start) */
+    uint64_t hw = zpi_state_high_water(&s);
+    r->n_window_done = 0;
+    uint64_t hw0 = zpi_state_high_water(&s);
+    r->n_window_done = 2;
+    assert_true(hw > hw0);
+    r->window_rows = 0;
+    r->n_window_done = 0;
+    s.ranks[0].position = 5; /* a rank that delivered positions 0 .. 4 */
+    assert_int_equal(hw, zpi_state_high_water(&s));
     free(plain);
     free(a);
     free(b);
