@@ -28,6 +28,7 @@ void zpi_packer_fini(zpi_packer *pk)
     free(pk->bf.pc);
     free(pk->bf.room);
     free(pk->bf.order);
+    free(pk->bf.rk);
     memset(&pk->bf, 0, sizeof pk->bf);
 }
 
@@ -526,9 +527,10 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
  * and the documents that fit a row are placed best-fit decreasing: by
  * length descending, ties in stream order, each into the open row with the
  * least room that holds it (ties: the row opened first), or a new row. The
- * window's rows go out in a fixed order: the full rows in stream order,
- * then the bins in opening order, a bin's pieces in stream order; each row
- * is padded as in pad mode. Nothing depends on timing or threads. */
+ * window's rows go out in a fixed order: by the last document (in stream
+ * order) each holds, ties in the order they were made (full rows in stream
+ * order, then the bins in opening order); a row's pieces in stream order;
+ * each row is padded as in pad mode. Nothing depends on timing or threads. */
 
 /* a before b: for the items, length descending then stream order; for the
  * rows, row then stream order (by = 0 / 1) */
@@ -715,11 +717,47 @@ static zp_status bf_window_done(zpi_packer *pk)
         w->room[best] -= p->len;
         p->row = nfull + best;
     }
+    /* The rows' order: by the last document (in stream order) each holds,
+     * ties in the order they were made (a long document's full rows, then
+     * the bins in opening order), so that the rows follow the stream. A
+     * long document's rest lies in a row whose last document is it or a
+     * later one, made after its full rows: its delivered pieces are always
+     * its first ones (bf_done_list). */
+    const size_t rows = nfull + nbins;
+    a = w->rk;
+    if (zpi_grow(&a, &w->rkcap, 4 * rows + 1, sizeof *w->rk) != 0)
+        return ZP_ERR_NOMEM;
+    w->rk = a;
+    size_t *key = w->rk, *ord = key + rows, *otmp = ord + rows, *rank = otmp + rows;
+    for (size_t r = 0; r < rows; r++) {
+        key[r] = 0;
+        ord[r] = r;
+    }
+    for (size_t k = 0; k < w->npc; k++)
+        if (w->pc[k].doc > key[w->pc[k].row])
+            key[w->pc[k].row] = w->pc[k].doc;
+    for (size_t span = 1; span < rows; span *= 2) { /* stable merge sort by key */
+        for (size_t lo = 0; lo < rows; lo += 2 * span) {
+            size_t mid = lo + span < rows ? lo + span : rows;
+            size_t hi = lo + 2 * span < rows ? lo + 2 * span : rows;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                otmp[o++] = key[ord[j]] < key[ord[i]] ? ord[j++] : ord[i++];
+            while (i < mid)
+                otmp[o++] = ord[i++];
+            while (j < hi)
+                otmp[o++] = ord[j++];
+        }
+        memcpy(ord, otmp, rows * sizeof *ord);
+    }
+    for (size_t r = 0; r < rows; r++)
+        rank[ord[r]] = r;
+    for (size_t k = 0; k < w->npc; k++)
+        w->pc[k].row = rank[w->pc[k].row];
     /* the rows in order, each row's pieces in stream order */
     for (size_t k = 0; k < w->npc; k++)
         idx[k] = k;
     bf_sort(w->pc, idx, tmp, w->npc, 1);
-    const size_t rows = nfull + nbins;
     size_t skip = 0;
     if (w->skip_pending) {
         w->skip_pending = 0;

@@ -66,6 +66,7 @@ typedef struct zpi_bf_window {
     size_t npc, pccap;
     size_t *room, roomcap;
     size_t *order, ordercap;
+    size_t *rk, rkcap; /* the rows' order */
     int skip_pending; /* a restored state: first_rows still to skip */
 } zpi_bf_window;
 
