@@ -442,7 +442,8 @@ void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                    "open_s,read_s,decompress_s,fetch_wait_s,transfer_s,sync_s,slowest_shard_s,"
                    "slowest_record_s,step_s,fetch_per_batch_s,samples_per_s,bytes_per_s,"
                    "cache_hit_frac,straggler,ondemand_reads,ondemand_bytes_B,ondemand_s,"
-                   "ondemand_io_s,hdf5_lock_wait_s\n");
+                   "ondemand_io_s,hdf5_lock_wait_s,pad_tokens,cut_documents,padding_frac,"
+                   "cut_frac\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
@@ -473,6 +474,10 @@ void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b)
         csv_num(b, s->ondemand, "%.6f");
         csv_num(b, s->ondemand_io, "%.6f");
         csv_num(b, s->hdf5_lock_wait, "%.6f");
+        zpi_sb_printf(b, ",%llu,%llu", (unsigned long long)s->pad_tokens,
+                      (unsigned long long)s->cut_documents);
+        csv_num(b, s->padding_fraction, "%.6f");
+        csv_num(b, s->cut_fraction, "%.6f");
         zpi_sb_puts(b, "\n");
     }
 }

@@ -7,7 +7,9 @@
 #     state (window_rows, window_done); 3 ranks resume it: over both runs
 #     every draw of epoch 0 exactly once, as the uninterrupted run;
 #  3. 4 ranks resume it: each rank's batches, byte for byte (--emit-digest),
-#     are the uninterrupted run's.
+#     are the uninterrupted run's;
+#  4. the summary line and the cluster report (--report: text, CSV, JSON)
+#     give the padding and cut-document fractions.
 # Token-level exactly-once across an elastic resume is test_resume's
 # test_bestfit_elastic_tokens.
 set -u
@@ -31,7 +33,7 @@ draws() { cat "$@" | awk '$2 == 0 && $5 == 0 {print $3, $4, $6}' | sort; }
 d="$T/bf"; mkdir -p "$d"
 
 run -np 4 "$Z" run "${args[@]}" --emit-samples "$d/full" --emit-digest "$d/full.dg" \
-  > "$d/full.out" 2> "$d/full.err"; rc=$?
+  --report "$d/rep" > "$d/full.out" 2> "$d/full.err"; rc=$?
 check "the uninterrupted 4-rank run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/full.err"
 draws "$d"/full/rank-*.samples > "$d/full.draws"
 check "it delivers the epoch's 601 draws once each" \
@@ -67,5 +69,13 @@ for r in 0 1 2 3; do
 done
 check "4 ranks resumed on 4: each rank's batches byte for byte" '[[ $same -eq 1 ]]'
 check "the summary names the packing and its fractions" 'grep -q "packing bestfit (window 8): padding" "$d/full.out"'
+check "the cluster report has the padding and cut-document fractions (text, CSV, JSON)" \
+  "grep -q '^  padding_fraction ' '$d/rep/report.txt' && grep -q '^  cut_fraction ' '$d/rep/report.txt' &&
+   head -1 '$d/rep/report.csv' | grep -q ',pad_tokens,cut_documents,padding_frac,cut_frac\$' &&
+   python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))[\"totals\"]
+sys.exit(0 if t[\"cut_documents\"] > 0 and 0 < t[\"cut_fraction\"] < 1 and
+         0 < t[\"padding_fraction\"] < 1 else 1)' '$d/rep/report.json'"
 
 finish
