@@ -245,7 +245,12 @@ static char *extra_settings(const cli_run_opts *o)
     /* the state's collectives run at the same steps on every rank: whether
      * and when states are saved must agree, as must what is resumed and
      * skipped (the mixture's parts are compared by zp_mpi_agree) */
-    int n = snprintf(s, cap,
+    int n = 0;
+    if (o->tok_id[0] && o->pack == ZP_PACK_BESTFIT) /* (only then: other runs' text as before) */
+        n = snprintf(s, cap, "pack_window=%llu ",
+                     (unsigned long long)(o->pack_window ? o->pack_window
+                                                         : ZP_PACK_WINDOW_DEFAULT));
+    n += snprintf(s + n, cap - (size_t)n,
                      "tokenize=%s field=%s map=%s start_epoch=%llu max_batches=%llu "
                      "report_every=%llu save_state=%s save_every=%llu resume=%s skip_batches=",
                      o->tok_id[0] ? o->tok_id : "none", o->field, o->map_strip ? "strip" : "none",

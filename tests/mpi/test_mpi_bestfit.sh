@@ -9,7 +9,8 @@
 #  3. 4 ranks resume it: each rank's batches, byte for byte (--emit-digest),
 #     are the uninterrupted run's;
 #  4. the summary line and the cluster report (--report: text, CSV, JSON)
-#     give the padding and cut-document fractions.
+#     give the padding and cut-document fractions;
+#  5. a rank given another window is refused by the startup agreement.
 # Token-level exactly-once across an elastic resume is test_resume's
 # test_bestfit_elastic_tokens.
 set -u
@@ -77,5 +78,11 @@ import json, sys
 t = json.load(open(sys.argv[1]))[\"totals\"]
 sys.exit(0 if t[\"cut_documents\"] > 0 and 0 < t[\"cut_fraction\"] < 1 and
          0 < t[\"padding_fraction\"] < 1 else 1)' '$d/rep/report.json'"
+
+# ranks given other windows: refused by the startup agreement, naming it
+run -np 2 "$Z" run "${args[@]}" --max-batches 2 : -np 1 "$Z" run "${args[@]}" --pack bestfit:16 \
+  --max-batches 2 > "$d/w.out" 2> "$d/w.err"; rc=$?
+check "another window on one rank: every rank fails naming pack_window ($rc)" \
+  '[[ $rc -ne 0 && $rc -ne 124 ]] && [[ $(grep -c "pack_window=8 .*pack_window=16" "$d/w.err") -eq 3 ]]'
 
 finish
