@@ -28,6 +28,9 @@ usage_error --epochs 99999999999999999999 --epochs 99999999999999999999
 usage_error --epochs 4294967296 --epochs 4294967296             # was: wrapped to 0 = without end
 usage_error --seq-len -1 --seq-len -1
 usage_error --seq-len 12abc --seq-len 12abc
+usage_error --pack bestfit:0 --pack bestfit:0                   # a window of no document
+usage_error --pack bestfit:8x --pack bestfit:8x
+usage_error --pack bestfit:1048577 --pack bestfit:1048577       # above ZP_PACK_WINDOW_MAX
 usage_error --prefetch 3:x --prefetch 3:x
 usage_error --prefetch 18446744073709551616 --prefetch 18446744073709551616
 usage_error --rank 4294967296 --rank 4294967296 --world-size 1  # was: wrapped to rank 0
