@@ -583,7 +583,7 @@ static zp_status bf_done_list(zpi_packer *pk, size_t r)
     zpi_batchbuf *bb = pk->cur;
     zpi_resume_pt *rp = &bb->resume;
     rp->n_done = 0;
-    for (size_t d = 0, j = 0; d < w->n; d++) {
+    for (size_t d = 0, j = 0; r > 0 && d < w->n; d++) { /* (r = 0: nothing delivered) */
         size_t g = j, nd = 0;
         while (j < w->npc && w->pc[j].doc == d) {
             nd += w->pc[j].row < r;
