@@ -16,15 +16,9 @@
 set -u
 Z=$(realpath "${1:?usage: test_mpi_bestfit.sh ZEPHON MPIRUN}")
 MPIRUN=${2:-mpirun}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
-. "$(dirname "$0")/../testlib.sh"
-export XDG_CACHE_HOME="$T/cache"
-run() { timeout 120 "$MPIRUN" --oversubscribe --bind-to none "$@"; }
+. "$(dirname "$0")/mpilib.sh"
 
-"$Z" gen --out "$T/a" --shards 4 --samples-per-shard 80 --seed 1 >/dev/null || { echo "FAIL - gen a"; exit 1; }
-"$Z" gen --out "$T/b" --shards 3 --samples-per-shard 40 --seed 2 >/dev/null || { echo "FAIL - gen b"; exit 1; }
-"$Z" gen --out "$T/c" --shards 2 --samples-per-shard 20 --seed 3 >/dev/null || { echo "FAIL - gen c"; exit 1; }
+gen_parts
 args=(--data "$T/a@0.5" --data "$T/b@0.3" --data "$T/c@0.2" --seed 4 --epoch-samples 601 --epochs 2
       --quiet --threads 1 --tokenize gpt2:1 --pack bestfit:8 --seq-len 127 --microbatch 2)
 

@@ -13,11 +13,7 @@
 set -u
 Z=$(realpath "${1:?usage: test_mpi_hdf5.sh ZEPHON MPIRUN}")
 MPIRUN=${2:-mpirun}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
-. "$(dirname "$0")/../testlib.sh"
-export XDG_CACHE_HOME="$T/cache"
-run() { timeout 120 "$MPIRUN" --oversubscribe --bind-to none "$@"; }
+. "$(dirname "$0")/mpilib.sh"
 
 "$Z" gen --format h5 --out "$T/f.h5" --shards 1 --samples-per-shard 1001 --features 8 --seed 2 \
   > "$T/gen.out" 2>&1 || { echo "FAIL - gen h5"; cat "$T/gen.out"; exit 1; }
