@@ -14,3 +14,8 @@ gen_parts() {
   "$Z" gen --out "$T/b" --shards 3 --samples-per-shard 40 --seed 2 >/dev/null || { echo "FAIL - gen b"; exit 1; }
   "$Z" gen --out "$T/c" --shards 2 --samples-per-shard 20 --seed 3 >/dev/null || { echo "FAIL - gen c"; exit 1; }
 }
+
+# The epoch-0 draws (part pass shard:record) of the non-padded samples in
+# the --emit-samples files given, one per line, sorted; a draw listed twice
+# shows twice.
+epoch0_draws() { cat "$@" | awk '$2 == 0 && $5 == 0 {print $3, $4, $6}' | sort; }

@@ -22,15 +22,12 @@ gen_parts
 args=(--data "$T/a@0.5" --data "$T/b@0.3" --data "$T/c@0.2" --seed 4 --epoch-samples 601 --epochs 2
       --quiet --threads 1 --tokenize gpt2:1 --pack bestfit:8 --seq-len 127 --microbatch 2)
 
-# The epoch-0 draws (part pass shard:record) of the non-padded samples in
-# the --emit-samples folders given, sorted; a draw listed twice shows twice.
-draws() { cat "$@" | awk '$2 == 0 && $5 == 0 {print $3, $4, $6}' | sort; }
 d="$T/bf"; mkdir -p "$d"
 
 run -np 4 "$Z" run "${args[@]}" --emit-samples "$d/full" --emit-digest "$d/full.dg" \
   --report "$d/rep" > "$d/full.out" 2> "$d/full.err"; rc=$?
 check "the uninterrupted 4-rank run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/full.err"
-draws "$d"/full/rank-*.samples > "$d/full.draws"
+epoch0_draws "$d"/full/rank-*.samples > "$d/full.draws"
 check "it delivers the epoch's 601 draws once each" \
   '[[ $(wc -l < "$d/full.draws") -eq 601 && $(uniq -d "$d/full.draws" | wc -l) -eq 0 ]]'
 
@@ -48,7 +45,7 @@ sys.exit(0 if len(d[\"ranks\"]) == 4 and len(inside) >= 2 and
 run -np 3 "$Z" run "${args[@]}" --resume "$d/s.json" --emit-samples "$d/r2" \
   > "$d/r2.out" 2> "$d/r2.err"; rc=$?
 check "3 ranks --resume the 4 ranks' state (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/r2.err"
-draws "$d"/r1/rank-*.samples "$d"/r2/rank-*.samples > "$d/both.draws"
+epoch0_draws "$d"/r1/rank-*.samples "$d"/r2/rank-*.samples > "$d/both.draws"
 dups=$(uniq -d "$d/both.draws" | wc -l)
 check "4 ranks then 3: no draw of the epoch twice ($dups repeated)" '[[ $dups -eq 0 ]]'
 check "4 ranks then 3: every draw of the epoch ($(wc -l < "$d/both.draws") of 601)" \

@@ -20,11 +20,6 @@ gen_parts
 mix=(--data "$T/a@0.5" --data "$T/b@0.3" --data "$T/c@0.2" --seed 4 --epoch-samples 601 --epochs 2
      --quiet --threads 1)
 
-# The epoch-0 draws (part pass shard:record) of the non-padded samples in
-# the --emit-samples folders given, one per line, sorted; a draw listed
-# twice shows twice.
-draws() { cat "$@" | awk '$2 == 0 && $5 == 0 {print $3, $4, $6}' | sort; }
-
 for mode in rec tok; do
   if [[ $mode == rec ]]; then
     args=("${mix[@]}" --microbatch 5); cut=10
@@ -34,7 +29,7 @@ for mode in rec tok; do
   d="$T/$mode"; mkdir -p "$d"
   run -np 4 "$Z" run "${args[@]}" --emit-samples "$d/full" > "$d/full.out" 2> "$d/full.err"; rc=$?
   check "$mode: the uninterrupted 4-rank run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/full.err"
-  draws "$d"/full/rank-*.samples > "$d/full.draws"
+  epoch0_draws "$d"/full/rank-*.samples > "$d/full.draws"
   check "$mode: the uninterrupted run delivers the epoch's 601 draws once each" \
     '[[ $(wc -l < "$d/full.draws") -eq 601 && $(uniq -d "$d/full.draws" | wc -l) -eq 0 ]]'
 
@@ -47,13 +42,13 @@ for mode in rec tok; do
   run -np 3 "$Z" run "${args[@]}" --resume "$d/s.json" --emit-samples "$d/r2" \
     > "$d/r2.out" 2> "$d/r2.err"; rc=$?
   check "$mode: 3 ranks --resume the 4 ranks' state (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/r2.err"
-  draws "$d"/r1/rank-*.samples "$d"/r2/rank-*.samples > "$d/both.draws"
+  epoch0_draws "$d"/r1/rank-*.samples "$d"/r2/rank-*.samples > "$d/both.draws"
   dups=$(uniq -d "$d/both.draws" | wc -l)
   check "$mode: 4 ranks then 3 ranks: no draw of the epoch twice ($dups repeated)" '[[ $dups -eq 0 ]]'
   check "$mode: 4 ranks then 3 ranks: every draw of the epoch ($(wc -l < "$d/both.draws") of 601)" \
     'cmp -s "$d/both.draws" "$d/full.draws"'
   check "$mode: the first run delivered part of the epoch only" \
-    '[[ $(draws "$d"/r1/rank-*.samples | wc -l) -gt 0 && $(draws "$d"/r1/rank-*.samples | wc -l) -lt 601 ]]'
+    '[[ $(epoch0_draws "$d"/r1/rank-*.samples | wc -l) -gt 0 && $(epoch0_draws "$d"/r1/rank-*.samples | wc -l) -lt 601 ]]'
   check "$mode: the epoch's draws per part: 300/180/120 (+-1)" "awk '{c[\$1]++} END {exit !(c[0]>=299 && c[0]<=301 && c[1]>=179 && c[1]<=181 && c[2]>=119 && c[2]<=121)}' '$d/both.draws'"
 
   # the same world size: every rank's exact stream
