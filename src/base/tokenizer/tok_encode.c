@@ -331,6 +331,13 @@ static inline size_t encode_piece(zp_encoder *e, const uint8_t *p, size_t n, uin
     return encode_cached(e, p, n, h, out);
 }
 
+/* BPE of p[0..n), n >= 2, without the cache: the quadratic merge up to
+ * short_max bytes, the heap merge above. */
+static inline size_t bpe_merge(zp_encoder *e, const uint8_t *p, size_t n, int32_t *out)
+{
+    return n <= e->short_max ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+}
+
 /* encode_piece() without the whole-piece rules: the cache, else BPE. */
 static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t h, int32_t *out)
 {
@@ -338,12 +345,12 @@ static size_t encode_cached(zp_encoder *e, const uint8_t *p, size_t n, uint64_t 
         size_t m;
         if (cache_get(e, p, n, h, out, &m))
             return m;
-        m = n <= e->short_max ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+        m = bpe_merge(e, p, n, out);
         if (m != (size_t)-1)
             cache_put(e, p, n, h, out, m);
         return m;
     }
-    return n <= e->short_max ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+    return bpe_merge(e, p, n, out);
 }
 
 zp_status zpi_tok_bpe_init(zp_encoder *e, int whole_first)
@@ -413,7 +420,7 @@ zp_status zpi_tok_whole_table(zp_tokenizer *t, zpi_err *err)
         if (n == 1 || zpi_tok_find(t, p, n, zpi_tok_hash(p, n)) != id) {
             continue; /* one byte: never merged; not found: never a whole piece */
         }
-        size_t m = n <= SHORT_MAX ? bpe_short(e, p, n, out) : bpe_long(e, p, n, out);
+        size_t m = bpe_merge(e, p, n, out);
         if (m == (size_t)-1) {
             st = ZP_ERR_NOMEM;
             goto done;
