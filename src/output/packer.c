@@ -207,7 +207,7 @@ static void position_ids(const zpi_packer *pk, zpi_batchbuf *bb)
 /* cu_seqlens, max_seqlen and doc_counts over the inputs (the first cols - 1
  * positions of each row): a sequence starts at each row start and where
  * the segment id changes. */
-static void sequences(const zpi_packer *pk, zpi_batchbuf *bb)
+static void sequences(zpi_batchbuf *bb)
 {
     const size_t rows = bb->b.rows, cols = bb->b.cols, in = cols - 1;
     size_t n = 0;
@@ -241,7 +241,6 @@ static void sequences(const zpi_packer *pk, zpi_batchbuf *bb)
     }
     if (bb->ndocs)
         bb->b.doc_counts = bb->ndocs;
-    (void)pk;
 }
 
 static void push_batch(zpi_packer *pk, int last_in_epoch)
@@ -267,7 +266,7 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
         if (bb->pos)
             position_ids(pk, bb);
         if (bb->cu || bb->ndocs)
-            sequences(pk, bb);
+            sequences(bb);
     } else {
         b->data = bb->data;
         b->offsets = bb->offsets;
