@@ -111,6 +111,16 @@ typedef struct zp_pipeline_counts {
     uint64_t cut_documents; /* token modes: delivered documents split over
                                rows (concat, bestfit) or truncated (pad);
                                counted with the batch of their first token */
+    /* Attention-cost balance (zp_pipeline_balance; 0 without): windows
+     * balanced, the sum of their rows' costs (zephon/balance.h), and the
+     * sums over windows of the costliest microbatch's cost times the
+     * window's microbatches, before and after: attn_peak_before /
+     * attn_cost is the mean max/mean ratio (1 = perfectly even). Counted
+     * with each window's last batch. */
+    uint64_t balance_windows;
+    uint64_t attn_cost;
+    uint64_t attn_peak_before;
+    uint64_t attn_peak_after;
 } zp_pipeline_counts;
 
 #ifdef __cplusplus

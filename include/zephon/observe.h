@@ -112,6 +112,13 @@ typedef struct zp_metrics_snapshot {
     uint64_t cut_documents;
     double padding_fraction;
     double cut_fraction;
+    /* Attention-cost balance (zp_pipeline_balance; zp_pipeline_counts):
+     * windows balanced and the max/mean ratio of the microbatches' costs
+     * in them before and after (cost-weighted mean over windows; 0 when no
+     * window was balanced). */
+    uint64_t balance_windows;
+    double attn_imbalance_before;
+    double attn_imbalance_after;
 } zp_metrics_snapshot;
 
 typedef struct zp_fetch_timing {

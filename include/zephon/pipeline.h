@@ -19,6 +19,7 @@
 #ifndef ZEPHON_PIPELINE_H
 #define ZEPHON_PIPELINE_H
 
+#include "balance.h"
 #include "batch.h"
 #include "common.h"
 #include "dataset.h"
@@ -128,6 +129,23 @@ ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
  * unknown flag or mode; zp_pipeline_next() refuses them without tokenize. */
 ZP_API zp_status zp_pipeline_doc_masking(zp_pipeline *p, unsigned outputs,
                                          zp_position_mode positions);
+/* Token modes: balance the attention cost (zephon/balance.h) within
+ * windows of `window` consecutive batches of the rank's stream (its
+ * gradient-accumulation microbatches of one step): the window's rows are
+ * given to its batches by zp_balance_rows, so that the costliest
+ * microbatch is as cheap as the window allows; each batch's rows stay in
+ * stream order, its samples are the documents whose first token is in its
+ * rows. An epoch's last window may be shorter. Every row is delivered
+ * exactly once, deterministically; a state saved inside a window resumes
+ * exactly (the window is packed again and its delivered batches skipped),
+ * but only a state saved at a window boundary can change the world size.
+ * An error is delivered after the last whole window. 0 or 1: off
+ * (default); at most ZP_BALANCE_WINDOW_MAX. The window's batches are held
+ * until it is complete: memory grows by `window` batch buffers. */
+#define ZP_BALANCE_WINDOW_MAX 4096u
+ZP_API zp_status zp_pipeline_balance(zp_pipeline *p, size_t window);
+/* The balance window in use (0: off). */
+ZP_API size_t zp_pipeline_balance_window(const zp_pipeline *p);
 
 /* Deliver the next batch. Blocks until one is ready.
  * @return ZP_OK with *out set (borrowed until the next call);

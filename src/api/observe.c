@@ -128,6 +128,9 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     m->padding_fraction =
         c.tokens + c.pad_tokens ? (double)c.pad_tokens / (double)(c.tokens + c.pad_tokens) : 0;
     m->cut_fraction = c.samples ? (double)c.cut_documents / (double)c.samples : 0;
+    m->balance_windows = c.balance_windows;
+    m->attn_imbalance_before = c.attn_cost ? (double)c.attn_peak_before / (double)c.attn_cost : 0;
+    m->attn_imbalance_after = c.attn_cost ? (double)c.attn_peak_after / (double)c.attn_cost : 0;
     uint64_t first = zpi_ctr_get(&o->first_batch_ns);
     m->time_to_first_batch = (double)first * 1e-9;
     m->stall_seconds = (double)zpi_ctr_get(&o->stall_ns) * 1e-9;
@@ -323,6 +326,12 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
         json_object_set_new(j, "cut_documents", json_integer((json_int_t)m->cut_documents));
         json_object_set_new(j, "padding_fraction", json_real(m->padding_fraction));
         json_object_set_new(j, "cut_fraction", json_real(m->cut_fraction));
+        if (m->balance_windows) {
+            json_object_set_new(j, "balance_windows",
+                                json_integer((json_int_t)m->balance_windows));
+            json_object_set_new(j, "attn_imbalance_before", json_real(m->attn_imbalance_before));
+            json_object_set_new(j, "attn_imbalance_after", json_real(m->attn_imbalance_after));
+        }
         json_object_set_new(j, "parts", parts);
         json_object_set_new(j, "parts_total", json_integer((json_int_t)m->parts_total));
         json_t *phases = json_array();

@@ -207,6 +207,10 @@ void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d)
     a->truncated_tokens += d->truncated_tokens;
     a->pad_tokens += d->pad_tokens;
     a->cut_documents += d->cut_documents;
+    a->balance_windows += d->balance_windows;
+    a->attn_cost += d->attn_cost;
+    a->attn_peak_before += d->attn_peak_before;
+    a->attn_peak_after += d->attn_peak_after;
 }
 
 void zpi_outq_finish(zpi_outq *q, zp_status st, const char *msg, const zp_pipeline_counts *extra)
