@@ -114,7 +114,7 @@ static void rich_state(zpi_state *s)
         r->n_skips = 1;
         r->skips[0] = (zpi_skip){.first = 100, .last = 109, .samples = 55, .tokens = 20480,
                                  .from_position = 4000, .to_position = 4055};
-        r->counts = (zp_pipeline_counts){119, 4300 + k, 2, 1, 3, 1572864, 10, 20, 0};
+        r->counts = (zp_pipeline_counts){119, 4300 + k, 2, 1, 3, 1572864, 10, 20, 0, 0, 0, 0, 0};
     }
     /* every rank plans epochs 0 and 1 alike (zpi_state_check): as many
      * positions each, none twice */

@@ -40,6 +40,9 @@ typedef struct zp_batch {
      * first token is in this batch, in stream order. */
     size_t n_samples;
     const zp_sample *samples;
+    /* sample_rows[i]: the row of samples[i]'s first token (token modes;
+     * record mode: i). */
+    const uint32_t *sample_rows;
 
     /* Record mode: rows records; row i is data[offsets[i] .. offsets[i+1]). */
     size_t rows;

@@ -11,6 +11,7 @@ static void buf_free(zpi_batchbuf *bb)
     if (!bb)
         return;
     free(bb->samples);
+    free(bb->srow);
     free(bb->data);
     free(bb->offsets);
     free(bb->tokens);

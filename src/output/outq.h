@@ -50,6 +50,8 @@ typedef struct zpi_batchbuf {
     zp_batch b;
     zp_sample *samples;
     size_t samples_cap;
+    uint32_t *srow;    /* the row of each sample's first token */
+    size_t srow_cap;
     char *data;
     size_t data_len, data_cap;
     uint64_t *offsets; /* record mode: rows + 1 */

@@ -250,6 +250,7 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
     b->index = pk->next_index++;
     b->last_in_epoch = last_in_epoch;
     b->samples = bb->samples;
+    b->sample_rows = bb->srow;
     if (pk->set.tokens) {
         b->tokens = bb->tokens;
         b->loss_mask = bb->mask;
@@ -279,7 +280,8 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
     zpi_outq_push(pk->q, bb);
 }
 
-static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
+/* Sample s, whose first token is in row `row`, to the batch's list. */
+static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s, size_t row)
 {
     if (bb->part_samples)
         bb->part_samples[s->part]++;
@@ -288,6 +290,11 @@ static zp_status add_sample(zpi_batchbuf *bb, const zp_sample *s)
     if (zpi_grow(&arr, &bb->samples_cap, b->n_samples + 1, sizeof *bb->samples) != 0)
         return ZP_ERR_NOMEM;
     bb->samples = arr;
+    arr = bb->srow;
+    if (zpi_grow(&arr, &bb->srow_cap, b->n_samples + 1, sizeof *bb->srow) != 0)
+        return ZP_ERR_NOMEM;
+    bb->srow = arr;
+    bb->srow[b->n_samples] = (uint32_t)row;
     bb->samples[b->n_samples++] = *s;
     if (s->padded)
         bb->delta.padded++;
@@ -326,7 +333,7 @@ static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
     zp_status st = arrays_put(pk, c, i, bb->b.rows);
     if (st != ZP_OK)
         return st;
-    st = add_sample(bb, &c->samples[i]);
+    st = add_sample(bb, &c->samples[i], bb->b.rows);
     if (st != ZP_OK)
         return st;
     bb->b.rows++;
@@ -449,7 +456,7 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         if (st != ZP_OK)
             return st;
         zpi_batchbuf *bb = pk->cur;
-        if (pos == 0 && (st = add_sample(bb, &c->samples[i])) != ZP_OK)
+        if (pos == 0 && (st = add_sample(bb, &c->samples[i], pk->row)) != ZP_OK)
             return st;
         if (pos == 0 && total > cols - pk->col)
             bb->delta.cut_documents++; /* it goes on in the next row */
@@ -508,7 +515,7 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     bb->delta.cut_documents += total > keep;
     zp_status st = arrays_put(pk, c, i, pk->row);
     if (st == ZP_OK)
-        st = add_sample(bb, &c->samples[i]);
+        st = add_sample(bb, &c->samples[i], pk->row);
     pk->row++;
     pk->col = 0;
     return st;
@@ -645,7 +652,7 @@ static zp_status bf_row(zpi_packer *pk, const size_t *idx, size_t a, size_t b, s
         if (p->from == 0) {
             /* the document's first token (a resumed span's document was
              * listed and counted when its first token went out) */
-            zp_status st = add_sample(bb, &d->s);
+            zp_status st = add_sample(bb, &d->s, pk->row);
             if (st != ZP_OK)
                 return st;
             if (d->len > cols)
