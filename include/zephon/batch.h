@@ -101,6 +101,10 @@ typedef enum zp_position_mode {
     ZP_POSITIONS_CONTINUE = 1 /* its position in the document, as if uncut */
 } zp_position_mode;
 
+/* The largest attention-cost balance window, in batches
+ * (zp_pipeline_balance). */
+#define ZP_BALANCE_WINDOW_MAX 4096u
+
 /* Counts of what the stream did, for reports. */
 typedef struct zp_pipeline_counts {
     uint64_t batches;     /* batches delivered */

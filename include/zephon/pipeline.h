@@ -142,7 +142,6 @@ ZP_API zp_status zp_pipeline_doc_masking(zp_pipeline *p, unsigned outputs,
  * An error is delivered after the last whole window. 0 or 1: off
  * (default); at most ZP_BALANCE_WINDOW_MAX. The window's batches are held
  * until it is complete: memory grows by `window` batch buffers. */
-#define ZP_BALANCE_WINDOW_MAX 4096u
 ZP_API zp_status zp_pipeline_balance(zp_pipeline *p, size_t window);
 /* The balance window in use (0: off). */
 ZP_API size_t zp_pipeline_balance_window(const zp_pipeline *p);

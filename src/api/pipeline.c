@@ -32,6 +32,7 @@ struct zp_pipeline {
     int observe;
     unsigned masking;           /* ZP_OUT_* asked for (zp_pipeline_doc_masking) */
     size_t pack_window;         /* ZP_PACK_BESTFIT: positions per window (0: default) */
+    size_t balance;             /* attention-cost balance window in batches (0/1: off) */
     zp_position_mode positions;
 
     /* the run */
@@ -358,6 +359,21 @@ size_t zp_pipeline_pack_window(const zp_pipeline *p)
     return p->pack_window ? p->pack_window : ZP_PACK_WINDOW_DEFAULT;
 }
 
+zp_status zp_pipeline_balance(zp_pipeline *p, size_t window)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_balance"));
+    ZPI_RETURN_ERR_IF(window > ZP_BALANCE_WINDOW_MAX, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_balance: window = %zu: must be 0..%u batches (0 or 1: off)",
+                      window, (unsigned)ZP_BALANCE_WINDOW_MAX);
+    p->balance = window > 1 ? window : 0;
+    return ZP_OK;
+}
+
+size_t zp_pipeline_balance_window(const zp_pipeline *p)
+{
+    return p ? p->balance : 0;
+}
+
 zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_options"));
@@ -401,6 +417,10 @@ static zp_status start(zp_pipeline *p)
                       "pack = %d (%s): token packing needs a tokenize operator "
                       "(zp_pipeline_tokenize)",
                       (int)p->cfg.pack, pack_name((int)p->cfg.pack));
+    ZPI_RETURN_ERR_IF(!p->tok && p->balance, &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_balance: window = %zu: attention-cost balance needs a "
+                      "tokenize operator (zp_pipeline_tokenize)",
+                      p->balance);
     ZPI_RETURN_ERR_IF(!p->tok && p->masking, &p->err, ZP_ERR_INVALID,
                       "zp_pipeline_doc_masking: the document-masking outputs need a "
                       "tokenize operator (zp_pipeline_tokenize)");
@@ -440,6 +460,7 @@ static zp_status start(zp_pipeline *p)
         ck->at.carry = 0;
         ck->at.rows = 0;
         ck->at.n_done = 0;
+        ck->bal_done = 0;
     }
 
     /* The engine ends at epoch start + epochs (exclusive, 32-bit): refuse
@@ -458,12 +479,18 @@ static zp_status start(zp_pipeline *p)
                     rows, p->cfg.seq_len);
         return zpi_err_copy(&p->err, &p->fatal);
     }
+    ZPI_RETURN_ERR_IF(ck->bal_done && ck->bal_done >= p->balance, &p->err, ZP_ERR_INVALID,
+                      "state: balance_done = %llu batches of an attention-balance window of "
+                      "%zu (a state edited by hand?)",
+                      (unsigned long long)ck->bal_done, p->balance);
     p->q_ready = 1;
-    zp_status st = zpi_outq_init(&p->q, p->cfg.prefetch_batches + 2, rows, cols, p->masking);
+    /* the balance window's batches are held until it is complete */
+    const size_t nbufs = p->cfg.prefetch_batches + 2 + p->balance;
+    zp_status st = zpi_outq_init(&p->q, nbufs, rows, cols, p->masking);
     if (st != ZP_OK) {
         zpi_err_set(&p->fatal, st,
                     "cannot start the pipeline: out of memory for %zu batch buffers of %zu x %zu",
-                    p->cfg.prefetch_batches + 2, rows, cols ? cols : (size_t)1);
+                    nbufs, rows, cols ? cols : (size_t)1);
         return zpi_err_copy(&p->err, &p->fatal);
     }
     zpi_engine_plan plan = {
@@ -495,6 +522,8 @@ static zp_status start(zp_pipeline *p)
                  .first_offset = ck->restored ? ck->at.token_offset : 0,
                  .first_carry = ck->restored && ck->at.carry,
                  .first_rows = ck->restored ? ck->at.rows : 0,
+                 .balance = p->tok ? p->balance : 0,
+                 .first_bal_done = ck->restored ? ck->bal_done : 0,
                  .masking = p->tok ? p->masking : 0,
                  .positions = p->positions,
                  .ds = zp_worksource_dataset(p->ws)},
@@ -535,6 +564,7 @@ static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
     ck->next_batch = bb->b.index + 1;
     if (bb->resume.valid)
         take_at(ck, &bb->resume);
+    ck->bal_done = bb->bal_done;
     if (bb->part_samples)
         for (size_t i = 0; i < ck->nparts; i++) {
             ck->part_samples[i] += bb->part_samples[i];
@@ -571,6 +601,7 @@ static void note_skip(zp_pipeline *p, zpi_skip *sk, const zpi_batchbuf *bb)
     d.batches = 1;
     zpi_counts_add(&ck->skipped, &d);
     ck->next_batch = bb->b.index + 1;
+    ck->bal_done = bb->bal_done;
     if (bb->resume.valid) {
         take_at(ck, &bb->resume);
         sk->to_epoch = bb->resume.epoch;
@@ -792,6 +823,8 @@ zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_f
                    p->cfg.microbatch_size);
     if (p->tok && p->cfg.pack == ZP_PACK_BESTFIT)
         rc |= zpi_buf_printf(&b, ",\"pack_window\":%zu", zp_pipeline_pack_window(p));
+    if (p->tok && p->balance) /* only when on: states saved before stay valid */
+        rc |= zpi_buf_printf(&b, ",\"balance\":%zu", p->balance);
     if (p->tok) {
         /* the tokenizer's identity (a built-in name, or a file's kind and
          * content hash: the same file moved is the same tokenizer), and the

@@ -31,6 +31,8 @@ typedef struct zpi_ckpt {
     uint64_t *done;            /* at.done's storage (owned) */
     size_t done_cap;
     int done_lost;             /* at.done could not be copied (out of memory) */
+    uint64_t bal_done;         /* batches of the attention-balance window in
+                                  progress delivered (at is its start) */
 } zpi_ckpt;
 
 zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p);

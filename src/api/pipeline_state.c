@@ -64,6 +64,7 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
         r->token_offset = ck->at.token_offset;
         r->carry = ck->at.carry;
         r->window_rows = ck->at.rows;
+        r->balance_done = ck->bal_done;
         if (ck->done_lost)
             return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state (the documents "
                                                   "of the best-fit window delivered)");
@@ -403,6 +404,7 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         ck->at.token_offset = rs.token_offset;
         ck->at.carry = rs.carry;
         ck->at.rows = rs.window_rows;
+        ck->bal_done = rs.balance_done;
         free(ck->done);
         ck->done = rs.window_done; /* taken */
         ck->done_cap = rs.n_window_done * 2;

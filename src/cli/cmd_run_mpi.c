@@ -250,6 +250,8 @@ static char *extra_settings(const cli_run_opts *o)
         n = snprintf(s, cap, "pack_window=%llu ",
                      (unsigned long long)(o->pack_window ? o->pack_window
                                                          : ZP_PACK_WINDOW_DEFAULT));
+    if (o->tok_id[0] && o->balance > 1)
+        n += snprintf(s + n, cap - (size_t)n, "balance=%llu ", (unsigned long long)o->balance);
     n += snprintf(s + n, cap - (size_t)n,
                      "tokenize=%s field=%s map=%s start_epoch=%llu max_batches=%llu "
                      "report_every=%llu save_state=%s save_every=%llu resume=%s skip_batches=",

@@ -558,6 +558,8 @@ static int run_make_pipeline(run_ctx *x)
                                       o->doc_masking == 2 ? ZP_POSITIONS_CONTINUE
                                                           : ZP_POSITIONS_RESTART)) != ZP_OK)
         return run_pipeline_error(x, st);
+    if (o->balance && (st = zp_pipeline_balance(p, o->balance)) != ZP_OK)
+        return run_pipeline_error(x, st);
     if (o->prefetch_buffer &&
         (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
         return run_pipeline_error(x, st);

@@ -70,6 +70,10 @@ void cli_run_usage(FILE *f)
         "  --doc-masking[=continue] also make position_ids, cu_seqlens and per-row document\n"
         "                          counts (positions restart at each row's first document,\n"
         "                          or continue a cut one; docs/packing.md)\n"
+        "  --balance K             balance the attention cost (the sum of squared\n"
+        "                          document lengths) over each K batches: rows move\n"
+        "                          between them so the costliest is as cheap as the\n"
+        "                          window allows (gradient accumulation; docs/packing.md)\n"
         "  --microbatch N          rows per batch (default 32)\n"
         "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
         "                          with P loads at once (default P 1; default off)\n"
@@ -491,7 +495,9 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
     } else if (!strncmp(a, "--doc-masking=", 14)) {
         fprintf(stderr, "zephon run: %s: --doc-masking takes =restart or =continue\n", a);
         return -1;
-    } else if (!strcmp(a, "--seq-len"))
+    } else if (!strcmp(a, "--balance"))
+        NUM(o->balance, 0, ZP_BALANCE_WINDOW_MAX);
+    else if (!strcmp(a, "--seq-len"))
         NUM(o->pc.seq_len, 1, MAX_ROWS);
     else if (!strcmp(a, "--microbatch"))
         NUM(o->pc.microbatch_size, 1, MAX_ROWS);

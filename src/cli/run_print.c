@@ -238,6 +238,13 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                    "\"cut_documents\":%llu,\"padding_fraction\":%.6f,\"cut_fraction\":%.6f}",
                    pack_word(o), window, (unsigned long long)r->counts.pad_tokens,
                    (unsigned long long)r->counts.cut_documents, padf, cutf);
+        if (r->counts.balance_windows && r->counts.attn_cost)
+            printf(",\"balance\":{\"window\":%llu,\"windows\":%llu,\"attn_cost\":%llu,"
+                   "\"imbalance_before\":%.6f,\"imbalance_after\":%.6f}",
+                   (unsigned long long)o->balance, (unsigned long long)r->counts.balance_windows,
+                   (unsigned long long)r->counts.attn_cost,
+                   (double)r->counts.attn_peak_before / (double)r->counts.attn_cost,
+                   (double)r->counts.attn_peak_after / (double)r->counts.attn_cost);
         if (o->doc_masking)
             printf(",\"doc_masking\":{\"rows\":%llu,\"documents\":%llu,\"sequences\":%llu,"
                    "\"max_seqlen\":%d}",
@@ -277,6 +284,13 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                100.0 * padf, (unsigned long long)r->counts.pad_tokens, 100.0 * cutf,
                (unsigned long long)r->counts.cut_documents, (unsigned long long)r->counts.samples);
     }
+    if (r->counts.balance_windows && r->counts.attn_cost)
+        printf("  attention balance (window %llu batches): costliest microbatch / mean %.3f "
+               "before, %.3f after, over %llu windows\n",
+               (unsigned long long)o->balance,
+               (double)r->counts.attn_peak_before / (double)r->counts.attn_cost,
+               (double)r->counts.attn_peak_after / (double)r->counts.attn_cost,
+               (unsigned long long)r->counts.balance_windows);
     if (o->doc_masking)
         printf("  doc masking: %llu documents in %llu filled rows (%.2f a row), %llu sequences "
                "in cu_seqlens, the longest %d\n",

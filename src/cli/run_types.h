@@ -85,6 +85,7 @@ typedef struct cli_run_opts {
     zp_pack_mode pack; /* 0: default */
     uint64_t pack_window; /* --pack bestfit:N; 0: ZP_PACK_WINDOW_DEFAULT */
     int doc_masking;   /* --doc-masking: 0 off, 1 restart, 2 continue positions */
+    uint64_t balance;  /* --balance K: attention-cost balance window (0: off) */
     double step_time;
     uint64_t max_batches;
     const char *emit_ids, *emit_digest;

@@ -429,11 +429,11 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
     note_drained(e, c);
     zp_status st = zpi_pack_chunk(&e->pk, c);
     if (st == ZP_OK && c->last_in_epoch) {
-        zpi_pack_flush(&e->pk, 1);
+        st = zpi_pack_flush(&e->pk, 1);
         /* An epoch that began at position 0 covered every record of this
          * rank's share: if all of them were bad, so are the next epochs
          * (an endless run would otherwise spin without delivering). */
-        if (e->full_epoch && all_skipped(e)) {
+        if (st == ZP_OK && e->full_epoch && all_skipped(e)) {
             finish_all_skipped(e);
             atomic_store(&e->stop, 1);
             st = ZP_ERR_FORMAT;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zephon/balance.h"
+#include "output/balance.h"
 
 uint64_t zp_row_cost(const int32_t *sg, size_t inputs)
 {
@@ -35,11 +35,6 @@ void zp_batch_row_costs(const zp_batch *b, uint64_t *cost)
                       ? zp_row_cost(b->segment_ids + r * b->cols, b->cols - 1)
                       : 0;
 }
-
-typedef struct by_cost {
-    uint64_t cost;
-    uint32_t row;
-} by_cost;
 
 /* cost descending, then row ascending: a total order, so qsort's result is
  * the same everywhere */
@@ -82,23 +77,15 @@ static int best_swap(const uint64_t *cost, const uint32_t *mem, const uint64_t *
     return found;
 }
 
-zp_status zp_balance_rows(const uint64_t *cost, size_t groups, size_t per, uint32_t *group,
-                          uint64_t *sums)
+void zpi_balance_assign(const uint64_t *cost, size_t groups, size_t per, uint32_t *group,
+                        uint64_t *sum, zpi_balance_ws *ws)
 {
-    if (!cost || !group || groups == 0 || per == 0 || groups > UINT32_MAX / per)
-        return ZP_ERR_INVALID;
     const size_t n = groups * per;
-    by_cost *ord = malloc(n * sizeof *ord);
-    uint32_t *mem = malloc(n * sizeof *mem); /* group g's rows: mem[g per ..] */
-    uint64_t *sum = calloc(groups, sizeof *sum);
-    size_t *cnt = calloc(groups, sizeof *cnt);
-    if (!ord || !mem || !sum || !cnt) {
-        free(ord);
-        free(mem);
-        free(sum);
-        free(cnt);
-        return ZP_ERR_NOMEM;
-    }
+    by_cost *ord = ws->ord;
+    uint32_t *mem = ws->mem; /* group g's rows: mem[g per ..] */
+    size_t *cnt = ws->cnt;
+    memset(sum, 0, groups * sizeof *sum);
+    memset(cnt, 0, groups * sizeof *cnt);
     for (size_t i = 0; i < n; i++)
         ord[i] = (by_cost){.cost = cost[i], .row = (uint32_t)i};
     qsort(ord, n, sizeof *ord, cmp_cost);
@@ -130,11 +117,45 @@ zp_status zp_balance_rows(const uint64_t *cost, size_t groups, size_t per, uint3
     }
     for (size_t i = 0; i < n; i++)
         group[mem[i]] = (uint32_t)(i / per);
+}
+
+int zpi_balance_ws_init(zpi_balance_ws *ws, size_t groups, size_t per)
+{
+    memset(ws, 0, sizeof *ws);
+    const size_t n = groups * per;
+    ws->ord = malloc(n * sizeof *ws->ord);
+    ws->mem = malloc(n * sizeof *ws->mem);
+    ws->cnt = malloc(groups * sizeof *ws->cnt);
+    if (!ws->ord || !ws->mem || !ws->cnt) {
+        zpi_balance_ws_fini(ws);
+        return -1;
+    }
+    return 0;
+}
+
+void zpi_balance_ws_fini(zpi_balance_ws *ws)
+{
+    free(ws->ord);
+    free(ws->mem);
+    free(ws->cnt);
+    memset(ws, 0, sizeof *ws);
+}
+
+zp_status zp_balance_rows(const uint64_t *cost, size_t groups, size_t per, uint32_t *group,
+                          uint64_t *sums)
+{
+    if (!cost || !group || groups == 0 || per == 0 || groups > UINT32_MAX / per)
+        return ZP_ERR_INVALID;
+    zpi_balance_ws ws;
+    uint64_t *sum = calloc(groups, sizeof *sum);
+    if (!sum || zpi_balance_ws_init(&ws, groups, per) != 0) {
+        free(sum);
+        return ZP_ERR_NOMEM;
+    }
+    zpi_balance_assign(cost, groups, per, group, sum, &ws);
     if (sums)
         memcpy(sums, sum, groups * sizeof *sum);
-    free(ord);
-    free(mem);
+    zpi_balance_ws_fini(&ws);
     free(sum);
-    free(cnt);
     return ZP_OK;
 }

@@ -12,6 +12,8 @@ static void buf_free(zpi_batchbuf *bb)
         return;
     free(bb->samples);
     free(bb->srow);
+    free(bb->racct);
+    free(bb->rpart);
     free(bb->data);
     free(bb->offsets);
     free(bb->tokens);
@@ -187,6 +189,14 @@ size_t zpi_outq_kept(zpi_outq *q)
     size_t n = q->n_kept;
     pthread_mutex_unlock(&q->mu);
     return n;
+}
+
+void zpi_outq_put_back(zpi_outq *q, zpi_batchbuf *bb)
+{
+    pthread_mutex_lock(&q->mu);
+    zpi_fifo_push(&q->free, &bb->node);
+    pthread_cond_signal(&q->free_cv);
+    pthread_mutex_unlock(&q->mu);
 }
 
 void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)

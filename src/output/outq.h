@@ -45,6 +45,12 @@ typedef struct zpi_resume_pt {
                        checkpoint's copy) */
 } zpi_resume_pt;
 
+/* What a row adds to the counts (attention balance moves rows between
+ * batches). */
+typedef struct zpi_rowacct {
+    uint64_t tokens, truncated, cut;
+} zpi_rowacct;
+
 /* A batch buffer: the zp_batch handed out plus the arrays it points into. */
 typedef struct zpi_batchbuf {
     zp_batch b;
@@ -68,6 +74,12 @@ typedef struct zpi_batchbuf {
     size_t fixed_cap[16];
     zp_pipeline_counts delta; /* what delivering this batch adds to the counts */
     zpi_resume_pt resume;     /* the stream's state after this batch */
+    uint64_t bal_done;        /* attention balance: this is batch bal_done - 1
+                                 of a window, the stream resumes at the
+                                 window's start (resume not valid); 0: at a
+                                 window boundary */
+    struct zpi_rowacct *racct; /* balance: per row, what it adds to the counts */
+    uint64_t *rpart;          /* balance: per row and mixture part, tokens */
     uint64_t *done;           /* resume.done's storage (owned) */
     size_t done_cap;
     uint64_t *part_samples;   /* [nparts] per mixture part: samples listed and */
@@ -107,6 +119,8 @@ void zpi_outq_fini(zpi_outq *q);
  * blocked_ns is given, the time spent waiting is added to it. ZP_ERR_STATE
  * (and *out NULL) once the queue is closed. */
 zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out);
+/* Producer: give back a buffer taken with zpi_outq_get_free, unused. */
+void zpi_outq_put_back(zpi_outq *q, zpi_batchbuf *bb);
 /* Producer: append a filled buffer to the ready FIFO. */
 void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb);
 /* Sets the final status once (later calls only wake the consumer); msg may

@@ -19,6 +19,35 @@ void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
     pk->next_index = set->first_index;
     pk->restore_pending = set->first_offset > 0 || set->first_carry;
     pk->bf.skip_pending = set->mode == ZP_PACK_BESTFIT && set->first_rows > 0;
+    if (set->balance) {
+        /* the restored window is packed again from its start: its
+         * delivered batches keep their numbers and are left out */
+        uint64_t done = set->first_bal_done <= set->first_index ? set->first_bal_done : 0;
+        pk->bal.skip = done;
+        pk->next_index = set->first_index - done;
+    }
+}
+
+static void bal_free(zpi_bal_window *w)
+{
+    free(w->b);
+    free(w->cost);
+    free(w->group);
+    free(w->dest);
+    free(w->sums);
+    free(w->fill);
+    zpi_balance_ws_fini(&w->ws);
+    free(w->tok);
+    free(w->seg);
+    free(w->mask);
+    free(w->rowpos);
+    free(w->racct);
+    free(w->rpart);
+    for (int k = 0; k < 16; k++)
+        free(w->fixed[k]);
+    free(w->smp);
+    free(w->sg);
+    memset(w, 0, sizeof *w);
 }
 
 void zpi_packer_fini(zpi_packer *pk)
@@ -30,6 +59,7 @@ void zpi_packer_fini(zpi_packer *pk)
     free(pk->bf.order);
     free(pk->bf.rk);
     memset(&pk->bf, 0, sizeof pk->bf);
+    bal_free(&pk->bal);
 }
 
 void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out)
@@ -56,6 +86,9 @@ static zp_status arrays_prepare(zpi_packer *pk, zpi_batchbuf *bb)
             bb->fixed[k] = d;
             bb->fixed_cap[k] = need;
         }
+        if (pk->set.balance && !pk->bal.fixed[k] &&
+            !(pk->bal.fixed[k] = malloc(pk->set.balance * need)))
+            return ZP_ERR_NOMEM;
         zp_array *a = &bb->arrays[na++];
         memset(a, 0, sizeof *a);
         a->name = f->name;
@@ -108,6 +141,45 @@ static void arrays_finish(zpi_packer *pk, zpi_batchbuf *bb, size_t rows, size_t 
     }
 }
 
+/* Attention balance: the batch's per-row accounts, and (once) the
+ * window's scratch. */
+static zp_status bal_prepare(zpi_packer *pk, zpi_batchbuf *bb)
+{
+    const size_t rows = pk->set.microbatch, cols = pk->set.seq_len + 1, K = pk->set.balance;
+    const size_t np = pk->set.nparts, n = K * rows;
+    if (!bb->racct && !(bb->racct = malloc(rows * sizeof *bb->racct)))
+        return ZP_ERR_NOMEM;
+    if (np && !bb->rpart && !(bb->rpart = malloc(rows * np * sizeof *bb->rpart)))
+        return ZP_ERR_NOMEM;
+    memset(bb->racct, 0, rows * sizeof *bb->racct);
+    if (np)
+        memset(bb->rpart, 0, rows * np * sizeof *bb->rpart);
+    zpi_bal_window *w = &pk->bal;
+    if (w->b)
+        return ZP_OK;
+    w->b = malloc(K * sizeof *w->b);
+    w->cost = malloc(n * sizeof *w->cost);
+    w->group = malloc(n * sizeof *w->group);
+    w->dest = malloc(n * sizeof *w->dest);
+    w->sums = malloc(K * sizeof *w->sums);
+    w->fill = malloc(K * sizeof *w->fill);
+    w->tok = malloc(n * cols * sizeof *w->tok);
+    w->seg = malloc(n * cols * sizeof *w->seg);
+    w->mask = malloc(n * cols);
+    w->rowpos = bb->rowpos ? malloc(n * sizeof *w->rowpos) : NULL;
+    w->racct = malloc(n * sizeof *w->racct);
+    w->rpart = np ? malloc(n * np * sizeof *w->rpart) : NULL;
+    if (!w->b || !w->cost || !w->group || !w->dest || !w->sums || !w->fill || !w->tok || !w->seg ||
+        !w->mask || (bb->rowpos && !w->rowpos) || !w->racct || (np && !w->rpart) ||
+        zpi_balance_ws_init(&w->ws, K, rows) != 0) {
+        uint64_t skip = w->skip;
+        bal_free(w);
+        w->skip = skip;
+        return ZP_ERR_NOMEM;
+    }
+    return ZP_OK;
+}
+
 static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
 {
     zpi_batchbuf *bb;
@@ -130,6 +202,9 @@ static zp_status begin_batch(zpi_packer *pk, uint32_t epoch)
         memset(bb->part_samples, 0, pk->set.nparts * sizeof *bb->part_samples);
         memset(bb->part_tokens, 0, pk->set.nparts * sizeof *bb->part_tokens);
     }
+    bb->bal_done = 0;
+    if (pk->set.balance && (st = bal_prepare(pk, bb)) != ZP_OK)
+        return st;
     if (pk->set.tokens) {
         /* no initialisation: every position is written, by a token or by
          * pad_range() when the row or the batch is closed */
@@ -173,8 +248,23 @@ static void set_resume(zpi_packer *pk, const zp_sample *s, uint64_t offset, int 
 
 static void part_tokens(zpi_packer *pk, const zp_sample *s, uint64_t n)
 {
-    if (pk->set.nparts && s->part < pk->set.nparts)
+    if (pk->set.nparts && s->part < pk->set.nparts) {
         pk->cur->part_tokens[s->part] += n;
+        if (pk->cur->rpart)
+            pk->cur->rpart[pk->row * pk->set.nparts + s->part] += n;
+    }
+}
+
+/* What the current row adds to the counts, for attention balance (which
+ * moves rows between batches; the batch's delta has it too). */
+static inline void row_acct(zpi_packer *pk, uint64_t tokens, uint64_t truncated, uint64_t cut)
+{
+    zpi_rowacct *a = pk->cur->racct;
+    if (a) {
+        a[pk->row].tokens += tokens;
+        a[pk->row].truncated += truncated;
+        a[pk->row].cut += cut;
+    }
 }
 
 /* The row's first token is at position `at` of its document (for
@@ -243,7 +333,202 @@ static void sequences(zpi_batchbuf *bb)
         bb->b.doc_counts = bb->ndocs;
 }
 
-static void push_batch(zpi_packer *pk, int last_in_epoch)
+/* The document-masking outputs, then the batch to the consumer. */
+static void publish(zpi_packer *pk, zpi_batchbuf *bb)
+{
+    if (pk->set.tokens && bb->pos)
+        position_ids(pk, bb);
+    if (pk->set.tokens && (bb->cu || bb->ndocs))
+        sequences(bb);
+    zpi_outq_push(pk->q, bb);
+}
+
+/* ------------------------------------------------------------ attention-cost balance
+ *
+ * The batches of a window (K consecutive batches of the rank's stream, or
+ * fewer at the end of an epoch) are held until it is complete. Then each
+ * row's cost (zp_row_cost) is taken, zpi_balance_assign gives every row a
+ * batch of the window, and the rows move there: each batch's rows in
+ * stream order (a padding-only row, the last of an epoch, stays last), its
+ * samples the documents whose first token is in its rows, in stream
+ * order, its counts those of its rows. A batch's index, epoch, skipped and
+ * filtered counts stay with its place in the window. The stream resumes at
+ * the window's start for every batch but the last (bal_done: the batches
+ * of the window delivered), at the next window for the last. */
+
+static void bal_publish_window(zpi_packer *pk)
+{
+    zpi_bal_window *w = &pk->bal;
+    const size_t n = w->n, rows = pk->set.microbatch, cols = pk->set.seq_len + 1;
+    const size_t np = pk->set.nparts, nr = n * rows;
+    /* the rows' costs, before */
+    uint64_t total = 0, max_before = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t sum = 0;
+        for (size_t r = 0; r < rows; r++) {
+            uint64_t c = zp_row_cost(w->b[j]->seg + r * cols, cols - 1);
+            w->cost[j * rows + r] = c;
+            sum += c;
+        }
+        total += sum;
+        if (sum > max_before)
+            max_before = sum;
+    }
+    zpi_balance_assign(w->cost, n, rows, w->group, w->sums, &w->ws);
+    uint64_t max_after = 0;
+    for (size_t j = 0; j < n; j++)
+        if (w->sums[j] > max_after)
+            max_after = w->sums[j];
+    /* each row's place: its batch's rows in stream order */
+    size_t *fill = w->fill;
+    memset(fill, 0, n * sizeof *fill);
+    for (size_t g = 0; g < nr; g++)
+        w->dest[g] = w->group[g] * rows + fill[w->group[g]]++;
+    /* copy the rows out, then into their places */
+    for (size_t j = 0; j < n; j++) {
+        zpi_batchbuf *bb = w->b[j];
+        memcpy(w->tok + j * rows * cols, bb->tokens, rows * cols * sizeof *w->tok);
+        memcpy(w->seg + j * rows * cols, bb->seg, rows * cols * sizeof *w->seg);
+        memcpy(w->mask + j * rows * cols, bb->mask, rows * cols);
+        if (w->rowpos)
+            memcpy(w->rowpos + j * rows, bb->rowpos, rows * sizeof *w->rowpos);
+        memcpy(w->racct + j * rows, bb->racct, rows * sizeof *w->racct);
+        if (np)
+            memcpy(w->rpart + j * rows * np, bb->rpart, rows * np * sizeof *w->rpart);
+        for (int k = 0; pk->has_schema && k < pk->schema.n; k++) {
+            const zpi_field *f = &pk->schema.f[k];
+            if (f->kind == ZPI_FIELD_FIXED)
+                memcpy(w->fixed[k] + j * rows * f->item_bytes, bb->fixed[k],
+                       rows * f->item_bytes);
+        }
+    }
+    for (size_t g = 0; g < nr; g++) {
+        zpi_batchbuf *bb = w->b[w->dest[g] / rows];
+        const size_t r = w->dest[g] % rows;
+        memcpy(bb->tokens + r * cols, w->tok + g * cols, cols * sizeof *w->tok);
+        memcpy(bb->seg + r * cols, w->seg + g * cols, cols * sizeof *w->seg);
+        memcpy(bb->mask + r * cols, w->mask + g * cols, cols);
+        if (w->rowpos)
+            bb->rowpos[r] = w->rowpos[g];
+        bb->racct[r] = w->racct[g];
+        if (np)
+            memcpy(bb->rpart + r * np, w->rpart + g * np, np * sizeof *w->rpart);
+        for (int k = 0; pk->has_schema && k < pk->schema.n; k++) {
+            const zpi_field *f = &pk->schema.f[k];
+            if (f->kind == ZPI_FIELD_FIXED)
+                memcpy(bb->fixed[k] + r * f->item_bytes, w->fixed[k] + g * f->item_bytes,
+                       f->item_bytes);
+        }
+    }
+    /* the samples, in stream order, each to its first token's batch */
+    w->nsmp = 0;
+    for (size_t j = 0; j < n; j++) {
+        const zpi_batchbuf *bb = w->b[j];
+        for (size_t i = 0; i < bb->b.n_samples; i++, w->nsmp++) {
+            w->smp[w->nsmp] = bb->samples[i];
+            w->sg[w->nsmp] = w->dest[j * rows + bb->srow[i]];
+        }
+    }
+    for (size_t j = 0; j < n; j++) {
+        zpi_batchbuf *bb = w->b[j];
+        bb->b.n_samples = 0;
+        if (bb->part_samples) {
+            memset(bb->part_samples, 0, np * sizeof *bb->part_samples);
+            memset(bb->part_tokens, 0, np * sizeof *bb->part_tokens);
+        }
+        zp_pipeline_counts *d = &bb->delta;
+        d->samples = d->padded = d->tokens = d->truncated_tokens = d->cut_documents = 0;
+        d->pad_tokens = 0;
+        size_t filled = 0;
+        for (size_t r = 0; r < rows; r++) {
+            d->tokens += bb->racct[r].tokens;
+            d->truncated_tokens += bb->racct[r].truncated;
+            d->cut_documents += bb->racct[r].cut;
+            for (size_t k = 0; k < np; k++)
+                bb->part_tokens[k] += bb->rpart[r * np + k];
+            size_t real = 0;
+            for (size_t c = 0; c < cols; c++)
+                real += bb->mask[r * cols + c];
+            d->pad_tokens += cols - real;
+            filled += real > 0;
+        }
+        bb->b.rows_filled = filled;
+    }
+    for (size_t i = 0; i < w->nsmp; i++) {
+        zpi_batchbuf *bb = w->b[w->sg[i] / rows];
+        /* (the buffers' sample arrays were grown to the window's total) */
+        bb->srow[bb->b.n_samples] = (uint32_t)(w->sg[i] % rows);
+        bb->samples[bb->b.n_samples++] = w->smp[i];
+        if (bb->part_samples && w->smp[i].part < np)
+            bb->part_samples[w->smp[i].part]++;
+        bb->delta.samples++;
+        bb->delta.padded += w->smp[i].padded != 0;
+    }
+    /* resume points, the window's figures, and out */
+    zpi_batchbuf *last = w->b[n - 1];
+    last->delta.balance_windows = 1;
+    last->delta.attn_cost = total;
+    last->delta.attn_peak_before = max_before * n;
+    last->delta.attn_peak_after = max_after * n;
+    for (size_t j = 0; j < n; j++) {
+        zpi_batchbuf *bb = w->b[j];
+        if (j + 1 < n) {
+            bb->resume.valid = 0;
+            bb->bal_done = j + 1;
+        }
+        if (w->skip > 0 && j + 1 < n && j < w->skip) {
+            /* a restored state delivered it: skipped, its counts with it */
+            zpi_outq_put_back(pk->q, bb);
+            continue;
+        }
+        publish(pk, bb);
+    }
+    w->skip = 0;
+    w->n = 0;
+}
+
+/* The window out when it is complete (room for its samples made first:
+ * moving them cannot fail). */
+static zp_status bal_out(zpi_packer *pk)
+{
+    zpi_bal_window *w = &pk->bal;
+    size_t total = 0;
+    for (size_t j = 0; j < w->n; j++)
+        total += w->b[j]->b.n_samples;
+    void *a = w->smp;
+    if (zpi_grow(&a, &w->smpcap, total + 1, sizeof *w->smp) != 0)
+        return ZP_ERR_NOMEM;
+    w->smp = a;
+    a = w->sg;
+    if (zpi_grow(&a, &w->sgcap, total + 1, sizeof *w->sg) != 0)
+        return ZP_ERR_NOMEM;
+    w->sg = a;
+    for (size_t j = 0; j < w->n; j++) {
+        zpi_batchbuf *b = w->b[j];
+        a = b->samples;
+        if (zpi_grow(&a, &b->samples_cap, total + 1, sizeof *b->samples) != 0)
+            return ZP_ERR_NOMEM;
+        b->samples = a;
+        a = b->srow;
+        if (zpi_grow(&a, &b->srow_cap, total + 1, sizeof *b->srow) != 0)
+            return ZP_ERR_NOMEM;
+        b->srow = a;
+        b->b.samples = b->samples;
+        b->b.sample_rows = b->srow;
+    }
+    bal_publish_window(pk);
+    return ZP_OK;
+}
+
+/* A finished batch into the window. */
+static zp_status bal_add(zpi_packer *pk, zpi_batchbuf *bb, int last_in_epoch)
+{
+    zpi_bal_window *w = &pk->bal;
+    w->b[w->n++] = bb;
+    return w->n < pk->set.balance && !last_in_epoch ? ZP_OK : bal_out(pk);
+}
+
+static zp_status push_batch(zpi_packer *pk, int last_in_epoch)
 {
     zpi_batchbuf *bb = pk->cur;
     zp_batch *b = &bb->b;
@@ -264,10 +549,6 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
         size_t at = pk->row * b->cols + pk->col, n = b->rows * b->cols;
         pad_range(pk, bb, at < n ? at : n, n);
         arrays_finish(pk, bb, b->rows, filled);
-        if (bb->pos)
-            position_ids(pk, bb);
-        if (bb->cu || bb->ndocs)
-            sequences(bb);
     } else {
         b->data = bb->data;
         b->offsets = bb->offsets;
@@ -277,7 +558,10 @@ static void push_batch(zpi_packer *pk, int last_in_epoch)
     bb->delta.filtered += pk->pending.filtered;
     memset(&pk->pending, 0, sizeof pk->pending);
     pk->cur = NULL;
-    zpi_outq_push(pk->q, bb);
+    if (pk->set.balance)
+        return bal_add(pk, bb, last_in_epoch);
+    publish(pk, bb);
+    return ZP_OK;
 }
 
 /* Sample s, whose first token is in row `row`, to the batch's list. */
@@ -306,7 +590,9 @@ static zp_status pack_record(zpi_packer *pk, const zpi_chunk *c, size_t i)
 {
     if (pk->cur && pk->cur->b.rows == pk->set.microbatch) {
         set_resume(pk, &c->samples[i], 0, 0);
-        push_batch(pk, 0);
+        zp_status st = push_batch(pk, 0);
+        if (st != ZP_OK)
+            return st;
     }
     if (!pk->cur) {
         zp_status st = begin_batch(pk, c->epoch);
@@ -354,8 +640,9 @@ static zp_status concat_room(zpi_packer *pk, const zp_sample *s, uint64_t pos)
             pk->row = pk->set.microbatch; /* for rows_filled */
             pk->col = 0;
             set_resume(pk, s, pos, 1);
-            push_batch(pk, 0);
-            zp_status st = begin_batch(pk, epoch);
+            zp_status st = push_batch(pk, 0);
+            if (st == ZP_OK)
+                st = begin_batch(pk, epoch);
             if (st != ZP_OK)
                 return st;
         } else {
@@ -458,8 +745,10 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         zpi_batchbuf *bb = pk->cur;
         if (pos == 0 && (st = add_sample(bb, &c->samples[i], pk->row)) != ZP_OK)
             return st;
-        if (pos == 0 && total > cols - pk->col)
+        if (pos == 0 && total > cols - pk->col) {
             bb->delta.cut_documents++; /* it goes on in the next row */
+            row_acct(pk, 0, 0, 1);
+        }
         size_t k = cols - pk->col;
         if (k > total - pos)
             k = total - pos;
@@ -476,6 +765,7 @@ static zp_status pack_concat(zpi_packer *pk, const zpi_chunk *c, size_t i)
         pk->col += k;
         pos += k;
         bb->delta.tokens += k;
+        row_acct(pk, k, 0, 0);
         part_tokens(pk, s, k);
     }
     if (pos0 < total)
@@ -488,7 +778,9 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     size_t cols = pk->set.seq_len + 1;
     if (pk->cur && pk->row == pk->set.microbatch) {
         set_resume(pk, &c->samples[i], 0, 0);
-        push_batch(pk, 0);
+        zp_status st = push_batch(pk, 0);
+        if (st != ZP_OK)
+            return st;
     }
     if (!pk->cur) {
         zp_status st = begin_batch(pk, c->epoch);
@@ -513,6 +805,7 @@ static zp_status pack_pad(zpi_packer *pk, const zpi_chunk *c, size_t i)
     part_tokens(pk, &c->samples[i], keep);
     bb->delta.truncated_tokens += total - keep;
     bb->delta.cut_documents += total > keep;
+    row_acct(pk, keep, total - keep, total > keep);
     zp_status st = arrays_put(pk, c, i, pk->row);
     if (st == ZP_OK)
         st = add_sample(bb, &c->samples[i], pk->row);
@@ -629,9 +922,10 @@ static zp_status bf_row(zpi_packer *pk, const size_t *idx, size_t a, size_t b, s
         rp->carry = 0;
         rp->rows = r;
         zp_status st = bf_done_list(pk, r);
+        if (st == ZP_OK)
+            st = push_batch(pk, 0);
         if (st != ZP_OK)
             return st;
-        push_batch(pk, 0);
     }
     if (!pk->cur) {
         zp_status st = begin_batch(pk, w->epoch);
@@ -655,13 +949,16 @@ static zp_status bf_row(zpi_packer *pk, const size_t *idx, size_t a, size_t b, s
             zp_status st = add_sample(bb, &d->s, pk->row);
             if (st != ZP_OK)
                 return st;
-            if (d->len > cols)
+            if (d->len > cols) {
                 bb->delta.cut_documents++;
+                row_acct(pk, 0, 0, 1);
+            }
         }
         /* a piece from inside its document starts with the token the row
          * before ended with (or a resumed span's last delivered one) */
         size_t n = p->len - (p->from > 0);
         bb->delta.tokens += n;
+        row_acct(pk, n, 0, 0);
         part_tokens(pk, &d->s, n);
         col += p->len;
     }
@@ -861,10 +1158,10 @@ zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c)
     return ZP_OK;
 }
 
-void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
+zp_status zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
 {
     if (!pk->cur)
-        return;
+        return pk->bal.n && last_in_epoch ? bal_out(pk) : ZP_OK; /* (the window as it is) */
     /* the end of an epoch: the stream resumes at the next one's start */
     zpi_resume_pt *r = &pk->cur->resume;
     r->valid = last_in_epoch && pk->last_epoch != UINT32_MAX;
@@ -874,7 +1171,7 @@ void zpi_pack_flush(zpi_packer *pk, int last_in_epoch)
     r->carry = 0;
     r->rows = 0;
     r->n_done = 0;
-    push_batch(pk, last_in_epoch);
+    return push_batch(pk, last_in_epoch);
 }
 
 void zpi_pack_flush_full(zpi_packer *pk)
@@ -892,6 +1189,6 @@ void zpi_pack_flush_full(zpi_packer *pk)
     if (full) {
         if (set->tokens && set->mode == ZP_PACK_CONCAT)
             pk->row = set->microbatch; /* for rows_filled */
-        push_batch(pk, 0);
+        (void)push_batch(pk, 0); /* a balance window stays held */
     }
 }

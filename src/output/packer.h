@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "ops/chunk.h"
+#include "output/balance.h"
 #include "output/outq.h"
 #include "formats/reader.h"
 #include "zephon/dataset.h"
@@ -35,6 +36,10 @@ typedef struct zpi_pack_settings {
     uint64_t first_offset;
     int first_carry;
     uint64_t first_rows; /* ZP_PACK_BESTFIT: rows of the first window delivered */
+    size_t balance;      /* token modes: attention-cost balance window in batches
+                            (0: off) */
+    uint64_t first_bal_done; /* restored: batches of the first balance window
+                                delivered (first_index counts them) */
     const zp_dataset *ds; /* for messages: the shards' names (borrowed; may be NULL) */
 } zpi_pack_settings;
 
@@ -70,6 +75,30 @@ typedef struct zpi_bf_window {
     int skip_pending; /* a restored state: first_rows still to skip */
 } zpi_bf_window;
 
+/* Attention-cost balance: the batches of a window, held until it is
+ * complete, and the scratch of moving its rows (sized for a whole window
+ * at the first batch, so that balancing cannot fail halfway). */
+typedef struct zpi_bal_window {
+    zpi_batchbuf **b;    /* the window's batches, in stream order */
+    size_t n;
+    uint64_t skip;       /* restored state: batches of the first window to leave out */
+    uint64_t *cost;      /* per row of the window (batch-major) */
+    uint32_t *group;     /* its batch after balancing */
+    size_t *dest;        /* its place after balancing (batch * rows + row) */
+    uint64_t *sums;      /* per batch */
+    size_t *fill;        /* per batch */
+    zpi_balance_ws ws;
+    int32_t *tok, *seg;  /* the window's rows, copied out */
+    uint8_t *mask;
+    int64_t *rowpos;
+    zpi_rowacct *racct;
+    uint64_t *rpart;
+    unsigned char *fixed[16];
+    zp_sample *smp;      /* the window's samples, in stream order, */
+    size_t *sg;          /* with the window row of each one's first token */
+    size_t nsmp, smpcap, sgcap;
+} zpi_bal_window;
+
 typedef struct zpi_packer {
     zpi_pack_settings set;
     zpi_outq *q;
@@ -85,6 +114,7 @@ typedef struct zpi_packer {
     zpi_schema schema;
     zpi_err err;                /* the message of zpi_pack_chunk's failure */
     zpi_bf_window bf;           /* ZP_PACK_BESTFIT */
+    zpi_bal_window bal;         /* attention-cost balance */
 } zpi_packer;
 
 void zpi_packer_init(zpi_packer *pk, const zpi_pack_settings *set, zpi_outq *q,
@@ -99,9 +129,11 @@ void zpi_packer_fini(zpi_packer *pk);
  * it when the next window's first document arrives or the epoch's last
  * chunk ends. */
 zp_status zpi_pack_chunk(zpi_packer *pk, const zpi_chunk *c);
-/* Pushes the batch being filled (end of an epoch). */
-void zpi_pack_flush(zpi_packer *pk, int last_in_epoch);
-/* Pushes the batch being filled only if it is full (before an error). */
+/* Pushes the batch being filled (end of an epoch), and the balance window
+ * it completes. */
+zp_status zpi_pack_flush(zpi_packer *pk, int last_in_epoch);
+/* Pushes the batch being filled only if it is full (before an error); a
+ * balance window it does not complete is not delivered. */
 void zpi_pack_flush_full(zpi_packer *pk);
 /* Moves the counts not yet attached to a batch into *out (zeroed first). */
 void zpi_packer_take_pending(zpi_packer *pk, zp_pipeline_counts *out);

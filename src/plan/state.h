@@ -59,6 +59,10 @@ typedef struct zpi_rank_state {
                               whole (t = 0) or its first t tokens (owned; the
                               elastic re-split leaves them out or continues
                               them from token t - 1: "window_done") */
+    uint64_t balance_done; /* attention-cost balance: the stream resumes at the
+                              start of a balance window (the fields above),
+                              whose first balance_done batches were delivered
+                              ("balance_done", absent when 0) */
     size_t n_plans;        /* epochs that have a plan, ascending (owned) */
     zpi_epoch_plan *plans;
     size_t n_parts;        /* realized counts per part (owned arrays) */

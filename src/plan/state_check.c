@@ -124,7 +124,7 @@ static zp_status check_overlap(const zpi_state *s, const zpi_epoch_plan *const *
 }
 
 /* One rank's fields against each other and the state's. */
-static zp_status check_rank(const zpi_state *s, size_t k, int concat, int bestfit,
+static zp_status check_rank(const zpi_state *s, size_t k, int concat, int bestfit, int64_t balance,
                             zpi_err *err)
 {
     const zpi_rank_state *r = &s->ranks[k];
@@ -142,6 +142,11 @@ static zp_status check_rank(const zpi_state *s, size_t k, int concat, int bestfi
                       "ranks[%zu].%s: a document carried over, but the settings pack no "
                       "token stream (pack is not concat)",
                       k, r->token_offset ? "token_offset" : "carry");
+    ZPI_RETURN_ERR_IF(balance >= 0 && r->balance_done >= (uint64_t)(balance > 1 ? balance : 1),
+                      err, ZP_ERR_FORMAT,
+                      "ranks[%zu].balance_done: %" PRIu64 " batches of an attention-balance "
+                      "window delivered, but the settings balance %s",
+                      k, r->balance_done, balance > 1 ? "fewer batches per window" : "no window");
     ZPI_RETURN_ERR_IF(!bestfit && r->window_rows, err, ZP_ERR_FORMAT,
                       "ranks[%zu].window_rows: %" PRIu64 " rows of a best-fit window, but the "
                       "settings do not pack bestfit",
@@ -256,9 +261,12 @@ zp_status zpi_state_check(const zpi_state *s, zpi_err *err)
     /* (settings that do not name the packing leave token offsets unchecked) */
     int concat = !pack || (json_is_string(pack) && !strcmp(json_string_value(pack), "concat"));
     int bestfit = !pack || (json_is_string(pack) && !strcmp(json_string_value(pack), "bestfit"));
+    /* the balance window: -1 unchecked (settings without "pack") */
+    json_t *bal = json_object_get(set, "balance");
+    int64_t balance = !pack ? -1 : json_is_integer(bal) ? (int64_t)json_integer_value(bal) : 0;
     json_decref(set);
     for (size_t k = 0; k < s->n_ranks && st == ZP_OK; k++)
-        st = check_rank(s, k, concat, bestfit, err);
+        st = check_rank(s, k, concat, bestfit, balance, err);
     /* the epochs any rank plans, each once */
     for (size_t k = 0; k < s->n_ranks && st == ZP_OK && s->n_ranks > 1; k++)
         for (size_t i = 0; i < s->ranks[k].n_plans && st == ZP_OK; i++) {

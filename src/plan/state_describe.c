@@ -126,6 +126,10 @@ static void describe_rank(zpi_buf *b, const zpi_state *s, const zpi_rank_state *
         zpi_buf_printf(b, " (a best-fit window starts there: its first %" PRIu64
                           " rows already delivered, %zu of its documents in whole or part)",
                        r->window_rows, r->n_window_done);
+    if (r->balance_done)
+        zpi_buf_printf(b, " (an attention-balance window starts there: its first %" PRIu64
+                          " batches already delivered)",
+                       r->balance_done);
     zpi_buf_printf(b, "%s\n", r->carry ? "; the next row carries the last token over" : "");
     for (size_t i = 0; i < r->n_plans; i++) {
         const zpi_epoch_plan *p = &r->plans[i];

@@ -176,6 +176,10 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
         }
         e |= zpi_buf_puts(b, "]");
     }
+    if (r->balance_done) { /* (written only when set, as window_rows) */
+        e |= zpi_buf_puts(b, ",\n      \"balance_done\": ");
+        e |= put_u64(b, r->balance_done);
+    }
     e |= zpi_buf_puts(b, ",\n      \"plans\": [");
     for (size_t i = 0; i < r->n_plans; i++) {
         const zpi_epoch_plan *p = &r->plans[i];
@@ -490,7 +494,8 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     static const char *const known[] = {"rank",         "next_batch",  "epoch",   "position",
                                         "token_offset", "carry",       "plans",   "part_samples",
                                         "part_tokens",  "skipped",     "counts",
-                                        "phase_samples", "window_rows", "window_done", NULL};
+                                        "phase_samples", "window_rows", "window_done",
+                                        "balance_done", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", rp);
     ZPI_FORWARD_IF_ERR(only_known(o, rp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "rank", &r->rank, err));
@@ -500,6 +505,9 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
     ZPI_FORWARD_IF_ERR(get_u64(o, rp, "token_offset", UINT64_MAX, &r->token_offset, err));
     if (json_object_get(o, "window_rows")) /* optional: 0 when absent */
         ZPI_FORWARD_IF_ERR(get_u64(o, rp, "window_rows", UINT64_MAX, &r->window_rows, err));
+    if (json_object_get(o, "balance_done")) /* optional: 0 when absent */
+        ZPI_FORWARD_IF_ERR(
+            get_u64(o, rp, "balance_done", ZP_BALANCE_WINDOW_MAX - 1, &r->balance_done, err));
     char p[300];
     json_t *wd = json_object_get(o, "window_done"); /* optional, with window_rows */
     path_of(p, sizeof p, rp, "window_done");

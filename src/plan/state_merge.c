@@ -413,6 +413,14 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     }
     if (s->n_ranks != s->world_size)
         return held_error(s, rank, world_size, err);
+    for (size_t k = 0; k < s->n_ranks; k++)
+        ZPI_RETURN_ERR_IF(s->ranks[k].balance_done, err, ZP_ERR_INVALID,
+                          "rank %" PRIu32 " was saved inside an attention-balance window (%" PRIu64
+                          " of its batches delivered): its rows went out in another order "
+                          "than the stream's, so only the same world size (%" PRIu32
+                          ") can resume it; save at a window boundary (a multiple of the "
+                          "balance window's batches) to change the world size",
+                          s->ranks[k].rank, s->ranks[k].balance_done, s->world_size);
     uint32_t e0, e1;
     ZPI_FORWARD_IF_ERR(epoch_range(s, &e0, &e1, err));
     zpi_rank_state o = {0};
