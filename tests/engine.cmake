@@ -1,3 +1,5 @@
 # Pipeline engine tests (label "engine": also run under TSan).
 zp_add_test(test_pipeline SOURCES tests/test_pipeline.c tests/testutil.c TIMEOUT 300 LABELS engine)
 zp_add_test(test_observe SOURCES tests/test_observe.c tests/testutil.c TIMEOUT 120 LABELS engine)
+# Attention-cost balance of packed rows (zephon/balance.h).
+zp_add_test(test_balance SOURCES tests/test_balance.c TIMEOUT 60)

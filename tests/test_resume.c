@@ -39,6 +39,7 @@ static int g_stride = 1;
 static uint64_t g_epoch_draws = 1200; /* draws per epoch */
 static zp_mix_part g_parts[3] = {{"web", 6, 0.5}, {"code", 3, 0.3}, {"books", 2, 0.2}};
 static const zp_mix_phase *g_phases; /* a weight schedule (docs/mixtures.md) */
+static size_t g_balance; /* zp_pipeline_balance window, 0 off */
 static size_t g_n_phases;
 
 /* Deterministic records of varied lengths: some far longer than a row. */
@@ -142,6 +143,8 @@ static void run_open(run_t *r, const setup_t *s)
             assert_int_equal(zp_pipeline_pack(r->p, s->mode, s->seq_len), ZP_OK);
         if (s->masking)
             assert_int_equal(zp_pipeline_doc_masking(r->p, s->masking, s->positions), ZP_OK);
+        if (g_balance)
+            assert_int_equal(zp_pipeline_balance(r->p, g_balance), ZP_OK);
     }
 }
 
@@ -964,6 +967,240 @@ static void test_schedule_added_on_resume(void **state)
     g_epoch_draws = 1200;
 }
 
+/* Attention-cost balance (issue 22): a state saved before every batch,
+ * most of them inside a balance window, continues byte for byte with
+ * other threads and chunk sizes; concat with continued positions, and
+ * best-fit, whose windows do not line up with the balance windows. */
+static void test_balance_every_batch(void **state)
+{
+    (void)state;
+    g_epoch_draws = 300;
+    g_balance = 3;
+    setup_t s = {ZP_PACK_CONCAT, 2, 64, 2, 0, 1, 5, 32, 0,
+                 ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS,
+                 ZP_POSITIONS_CONTINUE, 0};
+    checkpoint_every_batch(&s, g_stride * 2);
+    g_balance = 5;
+    setup_t bf = {ZP_PACK_BESTFIT, 2, 64, 2, 0, 1, 5, 48, 0, 0, ZP_POSITIONS_RESTART, 37};
+    checkpoint_every_batch(&bf, g_stride * 3);
+    g_balance = 0;
+    g_epoch_draws = 1200;
+}
+
+/* One row's bytes as a key. */
+static uint64_t row_key(const zp_batch *b, size_t r)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    XXH64_update(h, b->tokens + r * b->cols, b->cols * sizeof *b->tokens);
+    XXH64_update(h, b->loss_mask + r * b->cols, b->cols);
+    XXH64_update(h, b->segment_ids + r * b->cols, b->cols * sizeof *b->segment_ids);
+    uint64_t v = XXH64_digest(h);
+    XXH64_freeState(h);
+    return v;
+}
+
+/* What a stream delivers, window by window of K batches: the sorted row
+ * keys, the sorted documents, and the costliest batch's cost. */
+typedef struct balwin_t {
+    uint64_t rows[64], docs[512];
+    size_t n_rows, n_docs;
+    uint64_t max_cost, total;
+    uint32_t epoch;
+} balwin_t;
+
+static size_t balance_windows(const setup_t *s, size_t K, balwin_t *w, size_t max_w,
+                              zp_pipeline_counts *counts)
+{
+    run_t r;
+    run_open(&r, s);
+    size_t n = 0, in = 0;
+    uint64_t cost[16];
+    const zp_batch *b;
+    zp_status st;
+    uint64_t want_index = 0;
+    while ((st = zp_pipeline_next(r.p, &b)) == ZP_OK) {
+        assert_int_equal(b->index, want_index++);
+        assert_true(b->rows <= 16);
+        if (in == 0) {
+            assert_true(n < max_w);
+            memset(&w[n], 0, sizeof w[n]);
+            w[n].epoch = b->epoch;
+        }
+        balwin_t *x = &w[n];
+        zp_batch_row_costs(b, cost);
+        uint64_t sum = 0;
+        size_t filled = 0;
+        for (size_t i = 0; i < b->rows; i++) {
+            sum += cost[i];
+            x->rows[x->n_rows++] = row_key(b, i);
+            int real = 0;
+            for (size_t c = 0; c < b->cols; c++)
+                real |= b->loss_mask[i * b->cols + c];
+            /* the rows with a real token come first */
+            if (real)
+                assert_int_equal(filled++, i);
+        }
+        assert_int_equal(filled, b->rows_filled);
+        for (size_t i = 0; i < b->n_samples; i++) {
+            /* each listed document starts in its row: a segment begins there
+             * (or the row's first token is its BOS/first token) */
+            assert_true(b->sample_rows[i] < b->rows);
+            x->docs[x->n_docs++] = draw_key(&b->samples[i]);
+            if (i > 0 && s->mode != ZP_PACK_BESTFIT) /* stream order (best-fit: row order) */
+                assert_true(b->samples[i].position > b->samples[i - 1].position ||
+                            b->samples[i].epoch > b->samples[i - 1].epoch);
+        }
+        x->total += sum;
+        if (sum > x->max_cost)
+            x->max_cost = sum;
+        if (++in == K || b->last_in_epoch) {
+            qsort(x->rows, x->n_rows, sizeof *x->rows, cmp_u64);
+            qsort(x->docs, x->n_docs, sizeof *x->docs, cmp_u64);
+            n++;
+            in = 0;
+        }
+    }
+    assert_int_equal(st, ZP_END);
+    assert_int_equal(in, 0);
+    zp_pipeline_get_counts(r.p, counts);
+    run_close(&r);
+    return n;
+}
+
+/* Balanced windows hold exactly the rows and documents of the unbalanced
+ * stream's windows (each row delivered once), none costlier at its top;
+ * the counts agree; threads do not change it; a short last window at the
+ * epoch's end; and the figures in the counts are the windows'. */
+static void test_balance_exactly_once(void **state)
+{
+    (void)state;
+    g_epoch_draws = 300;
+    const size_t K = 4;
+    enum { MAXW = 2048 };
+    balwin_t *plain = calloc(MAXW, sizeof *plain), *bal = calloc(MAXW, sizeof *bal),
+             *bal3 = calloc(MAXW, sizeof *bal3);
+    zp_pack_mode modes[3] = {ZP_PACK_CONCAT, ZP_PACK_BESTFIT, ZP_PACK_PAD};
+    for (int m = 0; m < 3; m++) {
+        setup_t s = {modes[m], 2, 64, 2, 0, 1, 5, 64, 2, 0, ZP_POSITIONS_RESTART, 40};
+        zp_pipeline_counts cp, cb, cb3;
+        size_t np = balance_windows(&s, K, plain, MAXW, &cp);
+        g_balance = K;
+        size_t nb = balance_windows(&s, K, bal, MAXW, &cb);
+        s.threads = 3;
+        s.chunk = 5;
+        size_t nb3 = balance_windows(&s, K, bal3, MAXW, &cb3);
+        g_balance = 0;
+        assert_int_equal(np, nb);
+        assert_int_equal(nb, nb3);
+        assert_true(nb >= 4);
+        uint64_t peak_b = 0, peak_a = 0, total = 0;
+        int lower = 0;
+        for (size_t i = 0; i < nb; i++) {
+            assert_int_equal(plain[i].n_rows, bal[i].n_rows);
+            assert_memory_equal(plain[i].rows, bal[i].rows, bal[i].n_rows * sizeof(uint64_t));
+            assert_int_equal(plain[i].n_docs, bal[i].n_docs);
+            assert_memory_equal(plain[i].docs, bal[i].docs, bal[i].n_docs * sizeof(uint64_t));
+            assert_int_equal(plain[i].total, bal[i].total);
+            if (bal[i].max_cost > plain[i].max_cost)
+                fail_msg("mode %d window %zu: costliest batch %llu after, %llu before", m, i,
+                         (unsigned long long)bal[i].max_cost,
+                         (unsigned long long)plain[i].max_cost);
+            lower += bal[i].max_cost < plain[i].max_cost;
+            assert_memory_equal(&bal[i], &bal3[i], sizeof bal[i]);
+            size_t nbat = bal[i].n_rows / 4; /* microbatch 4 */
+            peak_b += plain[i].max_cost * nbat;
+            peak_a += bal[i].max_cost * nbat;
+            total += bal[i].total;
+        }
+        assert_true(lower > 0);
+        /* the epochs' last windows are short (the runs cross epochs) */
+        assert_true(nb > cb.batches / K);
+        cb.balance_windows = cb.attn_cost = cb.attn_peak_before = cb.attn_peak_after = 0;
+        assert_memory_equal(&cp, &cb, sizeof cp);
+        assert_int_equal(cb3.balance_windows, nb);
+        assert_int_equal(cb3.attn_cost, total);
+        assert_int_equal(cb3.attn_peak_before, peak_b);
+        assert_int_equal(cb3.attn_peak_after, peak_a);
+    }
+    free(plain);
+    free(bal);
+    free(bal3);
+    g_epoch_draws = 1200;
+}
+
+/* A job state saved inside a balance window resumes on its own world size
+ * only; at a window boundary it re-splits. Record mode refuses balance. */
+static void test_balance_elastic(void **state)
+{
+    (void)state;
+    const uint32_t W = 2;
+    g_epoch_draws = 300;
+    g_balance = 3;
+    for (int inside = 1; inside >= 0; inside--) {
+        char *states[2];
+        size_t lens[2];
+        for (uint32_t r = 0; r < W; r++) {
+            setup_t s = {ZP_PACK_CONCAT, 2, 16, 2, r, W, 9, 32, 2, 0, ZP_POSITIONS_RESTART, 0};
+            run_t run;
+            run_open(&run, &s);
+            for (int i = 0; i < (inside ? 4 : 6); i++) {
+                const zp_batch *b;
+                assert_int_equal(zp_pipeline_next(run.p, &b), ZP_OK);
+            }
+            assert_int_equal(zp_pipeline_state_save(run.p, &states[r], &lens[r]), ZP_OK);
+            assert_true((strstr(states[r], "\"balance_done\"") != NULL) == inside);
+            run_close(&run);
+        }
+        char *job = NULL, err[512];
+        if (zp_state_merge((const char *const *)states, lens, W, &job, NULL, err, sizeof err) !=
+            ZP_OK)
+            fail_msg("merge: %s", err);
+        setup_t s = {ZP_PACK_CONCAT, 1, 32, 1, 0, 3, 9, 32, 2, 0, ZP_POSITIONS_RESTART, 0};
+        run_t run;
+        run_open(&run, &s);
+        zp_status st = zp_pipeline_state_restore(run.p, job, strlen(job));
+        if (inside) {
+            assert_int_equal(st, ZP_ERR_INVALID);
+            assert_non_null(strstr(zp_pipeline_errmsg(run.p), "inside an attention-balance window"));
+        } else if (st != ZP_OK) {
+            fail_msg("restore at a window boundary on 3 ranks: %s", zp_pipeline_errmsg(run.p));
+        }
+        run_close(&run);
+        /* the same world size resumes it */
+        setup_t s1 = {ZP_PACK_CONCAT, 1, 32, 1, 1, W, 9, 32, 2, 0, ZP_POSITIONS_RESTART, 0};
+        run_open(&run, &s1);
+        if (zp_pipeline_state_restore(run.p, job, strlen(job)) != ZP_OK)
+            fail_msg("restore on %u ranks: %s", W, zp_pipeline_errmsg(run.p));
+        const zp_batch *b;
+        assert_int_equal(zp_pipeline_next(run.p, &b), ZP_OK);
+        assert_int_equal(b->index, inside ? 4 : 6);
+        run_close(&run);
+        /* another balance window is refused, naming it */
+        g_balance = 4;
+        run_open(&run, &s1);
+        assert_int_not_equal(zp_pipeline_state_restore(run.p, job, strlen(job)), ZP_OK);
+        assert_non_null(strstr(zp_pipeline_errmsg(run.p), "balance"));
+        run_close(&run);
+        g_balance = 3;
+        free(job);
+        for (uint32_t r = 0; r < W; r++)
+            free(states[r]);
+    }
+    g_balance = 0;
+    setup_t rec = {ZP_PACK_RECORDS, 1, 32, 1, 0, 1, 9, 32, 2, 0, ZP_POSITIONS_RESTART, 0};
+    run_t run;
+    run_open(&run, &rec);
+    assert_int_equal(zp_pipeline_balance(run.p, 4), ZP_OK);
+    assert_int_equal(zp_pipeline_balance(run.p, ZP_BALANCE_WINDOW_MAX + 1), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_pipeline_errmsg(run.p), "window = 4097"));
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(run.p, &b), ZP_ERR_INVALID);
+    assert_non_null(strstr(zp_pipeline_errmsg(run.p), "needs a tokenize operator"));
+    run_close(&run);
+    g_epoch_draws = 1200;
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("ZT_RESUME_STRIDE"); /* the sanitizer runs */
@@ -988,6 +1225,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_schedule_every_batch),
         cmocka_unit_test(test_schedule_changed_on_resume),
         cmocka_unit_test(test_schedule_added_on_resume),
+        cmocka_unit_test(test_balance_every_batch),
+        cmocka_unit_test(test_balance_exactly_once),
+        cmocka_unit_test(test_balance_elastic),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
