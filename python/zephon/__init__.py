@@ -322,6 +322,17 @@ class Pipeline(_core.Pipeline):
         self._doc_masking(outputs, positions == "continue")
         return self
 
+    def balance(self, window):
+        """Token modes: balance the attention cost (the sum of squared
+        document lengths of a row) over each `window` consecutive batches
+        (the microbatches of one optimizer step): rows move between them so
+        that the costliest is as cheap as the window allows; every row is
+        delivered once, deterministically, and state_dict() resumes exactly
+        (docs/packing.md). 0 or 1: off. counts() and metrics_snapshot() give
+        the max/mean ratio before and after."""
+        self._balance(int(window))
+        return self
+
     def options(self, prefetch_batches=None, runner=None):
         """prefetch_batches: finished batches buffered ahead of the loop.
         runner: "thread" (default) or "process" (Python map_transforms in

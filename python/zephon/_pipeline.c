@@ -246,6 +246,16 @@ static PyObject *Pipeline_doc_masking(zpy_PipelineObject *self, PyObject *args)
                                                      : ZP_POSITIONS_RESTART));
 }
 
+static PyObject *Pipeline_balance(zpy_PipelineObject *self, PyObject *args)
+{
+    Py_ssize_t window;
+    if (!PyArg_ParseTuple(args, "n", &window))
+        return NULL;
+    if (window < 0)
+        return zpy_raise_status(ZP_ERR_INVALID, "balance: window must be >= 0");
+    CALL_OR_RAISE(self, zp_pipeline_balance(self->p, (size_t)window));
+}
+
 static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
 {
     Py_ssize_t pb;
@@ -399,14 +409,18 @@ static PyObject *Pipeline_counts(zpy_PipelineObject *self, PyObject *unused)
         return NULL;
     zp_pipeline_counts c;
     zp_pipeline_get_counts(self->p, &c);
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsn}", "batches", (unsigned long long)c.batches,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsn}", "batches", (unsigned long long)c.batches,
                          "samples", (unsigned long long)c.samples, "padded",
                          (unsigned long long)c.padded, "skipped", (unsigned long long)c.skipped,
                          "filtered", (unsigned long long)c.filtered, "tokens",
                          (unsigned long long)c.tokens, "truncated_tokens",
                          (unsigned long long)c.truncated_tokens, "pad_tokens",
                          (unsigned long long)c.pad_tokens, "cut_documents",
-                         (unsigned long long)c.cut_documents, "kept_batches",
+                         (unsigned long long)c.cut_documents, "balance_windows",
+                         (unsigned long long)c.balance_windows, "attn_cost",
+                         (unsigned long long)c.attn_cost, "attn_peak_before",
+                         (unsigned long long)c.attn_peak_before, "attn_peak_after",
+                         (unsigned long long)c.attn_peak_after, "kept_batches",
                          (Py_ssize_t)zp_pipeline_kept_batches(self->p));
 }
 
@@ -462,6 +476,7 @@ static PyMethodDef Pipeline_methods[] = {
     {"_batch", (PyCFunction)Pipeline_batch, METH_VARARGS, NULL},
     {"_pack", (PyCFunction)Pipeline_pack, METH_VARARGS, NULL},
     {"_doc_masking", (PyCFunction)Pipeline_doc_masking, METH_VARARGS, NULL},
+    {"_balance", (PyCFunction)Pipeline_balance, METH_VARARGS, NULL},
     {"_options", (PyCFunction)Pipeline_options, METH_VARARGS, NULL},
     {"_enable_observability", (PyCFunction)Pipeline_enable_obs, METH_NOARGS, NULL},
     {"_next", (PyCFunction)Pipeline_next, METH_NOARGS, NULL},
