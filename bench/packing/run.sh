@@ -6,17 +6,23 @@
 # epoch; for each: the padding fraction (padding / row tokens), the fraction
 # of documents cut (split over rows), rows used, samples/s, real tokens/s
 # and the packer's busy time (median of RUNS runs). Prints a Markdown table.
+# Then attention-cost balance (issue 22 item 3, `--balance K`) on both data
+# sets: the costliest microbatch's attention cost (sum of squared document
+# lengths) over the mean of its window of K, before and after balancing,
+# measured in one run, and samples/s with and without it (BALANCE, default
+# "4 8 32"; concat and bestfit:256 packing). A second table.
 #   bench/packing/run.sh [ZEPHON] [DIR]
 # ZEPHON: default build/zephon; DIR: where the data go (default a new
 # folder under ${TMPDIR:-/tmp}, kept). THREADS (default 2), RUNS (3),
-# DEMO_BYTES (40M), LONG_DOCS (6000), WINDOWS ("64 256 1024").
+# DEMO_BYTES (40M), LONG_DOCS (6000), WINDOWS ("64 256 1024"), BALANCE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 Z=$(realpath "${1:-build/zephon}")
 D=${2:-$(mktemp -d "${TMPDIR:-/tmp}/zp-bench-packing.XXXXXX")}
 THREADS=${THREADS:-2}; RUNS=${RUNS:-3}; WINDOWS=${WINDOWS:-"64 256 1024"}
+BALANCE=${BALANCE:-"4 8 32"}
 mkdir -p "$D"
-rm -f "$D/demo.res" "$D/long.res"
+rm -f "$D/demo.res" "$D/long.res" "$D/bal.res"
 [[ -f "$D/demo/manifest.json" ]] ||
   "$Z" gen --out "$D/demo" --shards 8 --bytes "${DEMO_BYTES:-40M}" --seed 1 >/dev/null
 if [[ ! -f "$D/long/long-0.jsonl" ]]; then
@@ -85,3 +91,43 @@ print(f"| {sys.argv[1]} | {sys.argv[2]} | {100*pad:.2f}% | {100*cut:.2f}% | {int
 done
 echo
 echo "($(nproc) CPUs, threads $THREADS, median of $RUNS runs; data in $D)"
+
+# attention-cost balance: one run gives the ratio before and after (the
+# window's batches as packed, then as balanced); samples/s against the same
+# packing without --balance, interleaved
+bal() { # DATA PACK K (0: off) -> before after samples/s
+  "$Z" run "$1" --tokenize "gpt2:$THREADS" --threads "$THREADS" --seq-len 2048 --microbatch 8 \
+    --pack "$2" --balance "$3" --epochs 1 --quiet --json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{\"rank\""):
+        d = json.loads(line); b = d.get("balance", {})
+        print(b.get("imbalance_before", 0), b.get("imbalance_after", 0), d["samples_per_s"])'
+}
+for data in demo long; do
+  src="$D/$data"; [[ $data == demo ]] && src="$D/demo/manifest.json"
+  for _ in $(seq "$RUNS"); do
+    for pack in concat bestfit:256; do
+      for k in 0 $BALANCE; do echo "$data $pack $k $(bal "$src" "$pack" "$k")" >> "$D/bal.res"; done
+    done
+  done
+done
+echo
+echo "| data | packing | window K | max/mean before | max/mean after | samples/s | vs without |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+python3 - "$D/bal.res" $BALANCE <<'PY'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    f = l.split()
+    if len(f) == 6:
+        runs[tuple(f[:3])].append(list(map(float, f[3:])))
+for data in ("demo", "long"):
+    for pack in ("concat", "bestfit:256"):
+        base = statistics.median(r[2] for r in runs[(data, pack, "0")])
+        for k in sys.argv[2:]:
+            rs = runs[(data, pack, k)]
+            sps = statistics.median(r[2] for r in rs)
+            print(f"| {data} | {pack} | {k} | {rs[0][0]:.3f} | {rs[0][1]:.3f} | {sps:,.0f} | {sps / base:.2f} |")
+PY
+echo "(max/mean: the costliest microbatch of each window over the window's mean, cost-weighted over windows; 1 = even)"
