@@ -4,7 +4,8 @@
 #  2. --emit-ids: exactly once across ranks (world sizes 1..4), equal counts;
 #  3. tokenized runs deterministic too;
 #  4. bad settings and bad data give a clear error and a nonzero exit;
-#  5. --doc-masking.
+#  5. --doc-masking;
+#  6. --balance.
 set -u
 Z=${1:?usage: test_run.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -110,5 +111,24 @@ check "doc masking: --json" 'python3 -c "import json,sys; d=json.load(open(sys.a
 check "doc masking without --tokenize: exit 1, says why" '[[ $rc -eq 1 ]] && grep -q "need a tokenize operator" "$T/err"'
 "$Z" run "$M" --quiet --tokenize gpt2 --doc-masking=sideways >/dev/null 2>"$T/err"; rc=$?
 check "--doc-masking=sideways: usage error" '[[ $rc -eq 2 ]] && grep -q "restart or =continue" "$T/err"'
+
+# 6. --balance K (docs/packing.md): reported with a lower max/mean after,
+#    deterministic across threads, --save-state inside a window resumes to
+#    the same digests, refused without tokenize or with a bad value
+bl=(--quiet --seed 3 --tokenize gpt2 --seq-len 63 --microbatch 4 --pack bestfit:16 --doc-masking)
+"$Z" run "$M" "${bl[@]}" --threads 1 --balance 3 --emit-digest "$T/b1.txt" --json >"$T/json" || bad "run --balance"
+"$Z" run "$M" "${bl[@]}" --threads 4 --balance 3 --emit-digest "$T/b2.txt" >/dev/null || bad "run --balance threads 4"
+check "balance: equal digests with 1 and 4 threads" 'cmp -s "$T/b1.txt" "$T/b2.txt"'
+check "balance: --json before > after >= 1" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1]))[\"balance\"]; assert d[\"windows\"] > 0 and d[\"imbalance_before\"] > d[\"imbalance_after\"] >= 1, d" "$T/json"'
+"$Z" run "$M" "${bl[@]}" --balance 3 --max-batches 7 --save-state "$T/b.state" >/dev/null || bad "run --balance --save-state"
+"$Z" run "$M" "${bl[@]}" --balance 3 --resume "$T/b.state" --emit-digest "$T/b3.txt" >/dev/null || bad "run --balance --resume"
+check "balance: state inside a window (7 = 2 x 3 + 1) names it" 'grep -q "\"balance_done\": 1" "$T/b.state"'
+check "balance: resumed digests = the rest of the uninterrupted run" 'cmp -s <(tail -n +8 "$T/b1.txt") "$T/b3.txt"'
+"$Z" run "$M" "${bl[@]}" --balance 4 --resume "$T/b.state" >/dev/null 2>"$T/err"; rc=$?
+check "balance: another window refused" '[[ $rc -ne 0 ]] && grep -q "balance" "$T/err"'
+"$Z" run "$M" --quiet --balance 4 >/dev/null 2>"$T/err"; rc=$?
+check "balance without --tokenize: exit 1, says why" '[[ $rc -eq 1 ]] && grep -q "needs a tokenize operator" "$T/err"'
+"$Z" run "$M" --quiet --tokenize gpt2 --balance 99999 >/dev/null 2>"$T/err"; rc=$?
+check "--balance 99999: usage error" '[[ $rc -eq 2 ]] && grep -q "balance" "$T/err"'
 
 finish
