@@ -149,6 +149,7 @@ static void release(zp_mpi *m)
     m->hist.t_end = NULL;
     m->hist.streak = NULL;
     zpi_mpi_info_free(&m->info);
+    zpi_mpi_balance_free(m);
 }
 
 /* A failed create: the handle keeps only its error (the failed-create
@@ -397,29 +398,48 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
         *out = NULL;
     if (m->step_final != ZP_OK)
         return zpi_mpi_fail(m, m->step_final, "%s", m->step_msg);
+    m->bal.started = 1;
+    if (m->bal.window)
+        return zpi_mpi_balance_next(m, p, out);
     const zp_batch *b = NULL;
     zp_status st;
     if (!p || !out)
         st = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_next: %s is NULL", !p ? "the pipeline" : "out");
     else if ((st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
         zpi_mpi_fail(m, st, "%s", zp_pipeline_errmsg(p));
-    /* One MPI_Allreduce (MAX) of three values:
+    st = zpi_mpi_step_agree(m, st, st == ZP_OK ? 1 : 0, 0);
+    if (st == ZP_OK)
+        *out = b;
+    return st;
+}
+
+zp_status zpi_mpi_step_agree(zp_mpi *m, zp_status st, uint64_t held, int64_t shape)
+{
+    /* One MPI_Allreduce (MAX) of seven values:
      *   [0] the state and the rank: (2: an error, 1: end, 0: a batch) << 32
      *       | (INT32_MAX - rank): errors win over end, and the lowest rank
      *       in that state is named;
      *   [1] the stop vote and the rank: reason << 32 | (INT32_MAX - rank):
      *       the largest reason, the lowest rank that voted it;
-     *   [2] the user vote. */
+     *   [2] the user vote;
+     *   [3], [4] the balance window (zp_mpi_balance) and the rank: the
+     *       largest window and the smallest (as ZP_BALANCE_WINDOW_MAX minus
+     *       it), each with the lowest rank holding it;
+     *   [5], [6] the batch shape with balance on, and its complement. */
     int state = st == ZP_OK ? 0 : st == ZP_END ? 1 : 2;
     int64_t stop = m->vote_local[ZP_MPI_VOTE_STOP];
     if (stop > INT32_MAX)
         stop = INT32_MAX;
-    int64_t in[3] = {((int64_t)state << 32) | (INT32_MAX - m->rank),
+    int64_t win = (int64_t)m->bal.window;
+    int64_t in[7] = {((int64_t)state << 32) | (INT32_MAX - m->rank),
                      stop > 0 ? (stop << 32) | (INT32_MAX - m->rank) : 0,
-                     m->vote_local[ZP_MPI_VOTE_USER]},
-            all[3];
+                     m->vote_local[ZP_MPI_VOTE_USER],
+                     (win << 32) | (INT32_MAX - m->rank),
+                     (((int64_t)ZP_BALANCE_WINDOW_MAX - win) << 32) | (INT32_MAX - m->rank),
+                     shape, ~shape},
+            all[7];
     double t0 = zpi_now();
-    zp_status mst = zpi_mpi_check(m, zpi_coll_allreduce(m, in, all, 3, MPI_INT64_T, MPI_MAX),
+    zp_status mst = zpi_mpi_check(m, zpi_coll_allreduce(m, in, all, 7, MPI_INT64_T, MPI_MAX),
                                   "MPI_Allreduce (lock-step next)");
     m->sync_seconds += zpi_now() - t0;
     if (mst != ZP_OK)
@@ -429,8 +449,18 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     } res = {(int)(all[0] >> 32), INT32_MAX - (int)(all[0] & 0xffffffff)};
     m->vote_all[ZP_MPI_VOTE_STOP] = all[1] >> 32;
     m->vote_all[ZP_MPI_VOTE_USER] = all[2];
+    int64_t wmax = all[3] >> 32, wmin = (int64_t)ZP_BALANCE_WINDOW_MAX - (all[4] >> 32);
+    if (wmax != wmin)
+        return step_stop(m, ZP_ERR_MISMATCH,
+                         "zp_mpi_balance: the ranks were given different windows: rank %d: %lld, "
+                         "rank %d: %lld (0: off); every rank must use the same value",
+                         INT32_MAX - (int)(all[3] & 0xffffffff), (long long)wmax,
+                         INT32_MAX - (int)(all[4] & 0xffffffff), (long long)wmin);
     if (res.v == 0 && all[1] == 0) {
-        *out = b;
+        if (all[5] != ~all[6])
+            return step_stop(m, ZP_ERR_MISMATCH,
+                             "zp_mpi_balance: the ranks' batches differ in shape (rows, columns "
+                             "or document-masking outputs): they cannot exchange rows");
         return ZP_OK;
     }
     if (res.v < 2 && all[1] != 0) {
@@ -440,8 +470,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
                          m->stop_rank, (long long)m->vote_all[ZP_MPI_VOTE_STOP]);
     }
     if (res.v == 1) {
-        if (st == ZP_OK)
-            m->dropped++;
+        m->dropped += held;
         return step_stop(m, ZP_END,
                          "end of stream: rank %d ended first, every rank stops at this step", res.r);
     }
@@ -464,8 +493,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     if (mst != ZP_OK)
         return step_stop(m, mst, "%s", m->err.msg);
     e.msg[sizeof e.msg - 1] = '\0';
-    if (st == ZP_OK)
-        m->dropped++;
+    m->dropped += held;
     /* messages of MPI failures already start with "rank R: " */
     char pre[32];
     zpi_fmt(pre, sizeof pre, "rank %d: ", res.r);

@@ -256,6 +256,62 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
  *         the same without communicating. */
 ZP_API zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
 
+/* Cross-rank attention-cost balance (docs/mpi.md, "Attention-cost balance
+ * across ranks"). A global step is `window` consecutive zp_mpi_next calls
+ * (K microbatches per rank: gradient accumulation). At a step's first call
+ * every rank takes K batches from its pipeline; the ranks gather every
+ * row's attention cost (zp_batch_row_costs), each computes the same
+ * assignment (zp_balance_rows over the W x K microbatches of the step, in
+ * rank-major order; group g goes to rank g / K as its microbatch g % K;
+ * when that is not better than the rows as they are, at the rank level
+ * and at the microbatch level, the rows stay where they are) and the rows
+ * are exchanged with MPI_Alltoallv (tokens, loss_mask, segment_ids and the
+ * document-masking outputs; cu_seqlens and max_seqlen are computed again
+ * for each delivered batch). A sample moves with the row of its first
+ * token. Within a delivered batch the rows with a real token come first,
+ * then padding-only rows, each in the order source rank, source batch,
+ * source row; samples in the same order. That call and the next K - 1
+ * deliver the step's batches from buffers of the handle (valid until the
+ * next zp_mpi_next); those K - 1 calls do not communicate (votes set then
+ * are carried by the next step's first call). Every row is delivered
+ * exactly once; a rank whose stream has fewer than K batches left ends the
+ * stream on every rank (ZP_END; the batches held are counted in
+ * zp_mpi_batches_dropped()). Token modes only: record mode and batches
+ * with fixed-shape arrays are refused on every rank at the first step.
+ * window: 1 .. ZP_BALANCE_WINDOW_MAX; 0 turns it off. Local, but the value
+ * must be equal on every rank: the first zp_mpi_next compares it (a
+ * mismatch fails on every rank with ZP_ERR_MISMATCH naming both values).
+ * Call it before the first zp_mpi_next (ZP_ERR_STATE after).
+ * zp_mpi_state_save() is refused inside a step (ZP_ERR_STATE on every
+ * rank): save after a multiple of `window` zp_mpi_next calls. Memory: K
+ * batches held from the pipeline while they are copied, and K batches'
+ * arrays owned by the handle. */
+ZP_API zp_status zp_mpi_balance(zp_mpi *m, size_t window);
+
+/* What cross-rank balance did (every rank computes the same figures).
+ * Sums over steps as zp_pipeline_counts does: cost is the sum of every
+ * row's cost; *_peak_* the costliest rank's sum times the ranks (rank
+ * level) or the costliest microbatch's times W x K (microbatch level), so
+ * peak / cost is the mean max/mean ratio (1 = perfectly even). */
+typedef struct zp_mpi_balance_stats {
+    uint64_t window;             /* K (0: off) */
+    uint64_t steps;              /* steps balanced */
+    uint64_t rows_moved;         /* rows delivered by another rank than the one that made them */
+    uint64_t attn_cost;
+    uint64_t rank_peak_before, rank_peak_after;
+    uint64_t mb_peak_before, mb_peak_after;
+    /* the ratios of those sums (0 without steps) */
+    double rank_imbalance_before, rank_imbalance_after;
+    double mb_imbalance_before, mb_imbalance_after;
+    /* the last step's max/mean ratios (0 before the first step) */
+    double last_rank_before, last_rank_after, last_mb_before, last_mb_after;
+    /* zp_mpi_next calls made in the current step (0: at a step boundary) */
+    uint64_t window_pos;
+} zp_mpi_balance_stats;
+
+/* Fill *out (zeroes when balance is off). Local. */
+ZP_API void zp_mpi_balance_stats_get(const zp_mpi *m, zp_mpi_balance_stats *out);
+
 /* Values the ranks agree on at every zp_mpi_next, in the same collective
  * (no extra communication): each rank sets its own (local; kept until set
  * again), and after each zp_mpi_next every rank reads the maximum over
