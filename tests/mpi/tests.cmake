@@ -36,6 +36,9 @@ endfunction()
 zp_add_mpi_test(test_mpi_basic SOURCES ${_zp_mpi_tests}/test_mpi_basic.c NP 1 2 3 4 TIMEOUT 60)
 zp_add_mpi_test(test_mpi_agree SOURCES ${_zp_mpi_tests}/test_mpi_agree.c NP 1 2 3 4 TIMEOUT 60)
 zp_add_mpi_test(test_mpi_straggler SOURCES ${_zp_mpi_tests}/test_mpi_straggler.c NP 1 2 3 4 TIMEOUT 90)
+# Cross-rank attention-cost balance (zp_mpi_balance): rows once per step,
+# the figures, determinism, resume at a step boundary, the refusals.
+zp_add_mpi_test(test_mpi_balance SOURCES ${_zp_mpi_tests}/test_mpi_balance.c NP 1 2 4 TIMEOUT 120)
 # The straggler tests judge real fetch times (one rank 25 ms slower): run
 # alone, so that another test's ranks on the same 2 cores do not make every
 # rank slow at once.
