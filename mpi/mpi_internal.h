@@ -163,6 +163,8 @@ struct zp_cluster_report {
     /* realized mixture proportions summed over ranks (zp_cluster_report_parts) */
     uint32_t n_parts, parts_total;
     zp_part_metrics parts[ZP_OBS_MAX_PARTS];
+    /* cross-rank attention-cost balance: the root's figures (zp_mpi_balance) */
+    zp_mpi_balance_stats bal;
     /* a run cut short (zp_cluster_report_set_partial) */
     int partial;
     char partial_signal[32];       /* "" when no signal stopped it */

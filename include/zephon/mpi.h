@@ -423,6 +423,12 @@ typedef struct zp_mpi_rank_stats {
      * cut / documents; totals over the ranks' sums) */
     uint64_t pad_tokens, cut_documents;
     double padding_fraction, cut_fraction;
+    /* within-rank attention-cost balance (zp_pipeline_balance; zp_pipeline_counts):
+     * windows balanced, the sum of their rows' costs and of their costliest
+     * microbatch's cost times the window's microbatches, before and after;
+     * the ratios peak / cost (max/mean; totals: of the ranks' sums) */
+    uint64_t balance_windows, attn_cost, attn_peak_before, attn_peak_after;
+    double attn_imbalance_before, attn_imbalance_after;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
@@ -545,6 +551,14 @@ ZP_API size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_
  * count (1 without a mixture); *out (may be NULL) borrowed. */
 ZP_API size_t zp_cluster_report_parts(const zp_cluster_report *r, const zp_part_metrics **out,
                                       size_t *total);
+/* Cross-rank attention-cost balance (zp_mpi_balance) as the root's handle
+ * had it when the report was made. @return 1 and *out (may be NULL) filled
+ * when balance ran (at least one step), else 0 (*out zeroed). */
+ZP_API int zp_cluster_report_balance(const zp_cluster_report *r, zp_mpi_balance_stats *out);
+/* 1 when the report has an attention-cost balance section: cross-rank
+ * balance ran, or some rank's pipeline balanced windows. */
+ZP_API int zp_cluster_report_has_balance(const zp_cluster_report *r);
+
 /* Aggregate throughput, samples/s: achieved (total samples / slowest
  * rank's wall) and as bounded by the slowest rank (its samples/s x ranks:
  * what lock-step training gets). */
