@@ -319,7 +319,7 @@ zp_status zpi_mpi_step_agree(zp_mpi *m, zp_status st, uint64_t held, int64_t sha
 zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
 /* 1 when state may not be saved now (inside a step); the message on m. */
 int zpi_mpi_balance_inside(zp_mpi *m);
-/* Free the balance's buffers. */
+/* Free the balance's buffers (mpi_util.c). */
 void zpi_mpi_balance_free(zp_mpi *m);
 
 /* ---- mpi_report.c, mpi_agree.c ---- */
