@@ -68,6 +68,14 @@ add_test(NAME test_mpi_bestfit
 set_tests_properties(test_mpi_bestfit PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
+# `zephon run --balance-ranks K` under mpirun: each step's samples over the
+# ranks as without, the figures in the summary and the report, determinism,
+# resume at a step boundary, the refusals (docs/mpi.md).
+add_test(NAME test_mpi_balance_cli
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_balance_cli.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_balance_cli PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
 # Mixture weight schedules under mpirun: elastic resume (4 ranks -> 3) across
 # the change points, each rank's exact stream (4 -> 4), and a resume with
 # another schedule (no draw repeated or lost; docs/mixtures.md).
