@@ -233,8 +233,8 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of three
- * 64-bit integers: the ranks' states and votes) so that all ranks take the
+/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of seven
+ * 64-bit integers: the ranks' states, votes and balance windows) so that all ranks take the
  * same decision. Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
