@@ -205,6 +205,12 @@ static double ratio_of(uint64_t mx, uint64_t total, size_t n)
     return total ? (double)mx * (double)n / (double)total : 0;
 }
 
+/* A received row: its global index, its position in the receive buffer
+ * and its first sample's there. */
+typedef struct recv_row {
+    size_t global, pos, spos;
+} recv_row;
+
 /* The scratch of one step (freed at its end). */
 typedef struct step_scratch {
     uint64_t *mine, *all;   /* ROW_INFO per row: this rank's K x M, every rank's W x K x M */
@@ -215,6 +221,8 @@ typedef struct step_scratch {
     zp_sample *ssend, *srecv;
     uint32_t *row_first;    /* K x M: each local row's first sample (counting sort) */
     uint32_t *row_samples;  /* the samples' indices, row by row */
+    recv_row *by_group;     /* K x M: the received rows of each delivered batch */
+    size_t *by_group_cnt;   /* K */
 } step_scratch;
 
 static void scratch_free(step_scratch *s)
@@ -240,6 +248,8 @@ static void scratch_free(step_scratch *s)
     free(s->srecv);
     free(s->row_first);
     free(s->row_samples);
+    free(s->by_group);
+    free(s->by_group_cnt);
 }
 
 /* Computed on every rank from the gathered rows: the assignment (group)
@@ -312,101 +322,229 @@ static zp_status step_fail(zp_mpi *m, zp_status st)
     return zpi_mpi_fail(m, st, "%s", msg);
 }
 
-/* The exchange of a step whose K batches every rank holds. */
+/* The sample row of sample i of b (clamped to the batch). */
+static size_t sample_row(const zp_batch *b, size_t i, size_t M)
+{
+    size_t r = b->sample_rows ? b->sample_rows[i] : 0;
+    return r < M ? r : M - 1;
+}
+
+/* This rank's rows for the allgather (cost, samples, filled) and its
+ * samples bucketed by row (a stable counting sort: stream order within a
+ * row). 0, or -1 when out of memory. */
+static int local_rows(step_scratch *s, const zp_batch **src, size_t K, size_t M, size_t cols)
+{
+    const size_t mine_n = K * M;
+    uint64_t *cost = malloc(M * sizeof *cost);
+    uint32_t *fill = calloc(mine_n ? mine_n : 1, sizeof *fill);
+    if (!cost || !fill) {
+        free(cost);
+        free(fill);
+        return -1;
+    }
+    for (size_t k = 0; k < K; k++) {
+        const zp_batch *b = src[k];
+        zp_batch_row_costs(b, cost);
+        for (size_t r = 0; r < M; r++) {
+            uint64_t *e = s->mine + (k * M + r) * ROW_INFO;
+            int filled = 0;
+            for (size_t c = 0; c < cols && !filled; c++)
+                filled = b->loss_mask[r * cols + c] != 0;
+            e[0] = cost[r];
+            e[1] = 0;
+            e[2] = (uint64_t)filled;
+        }
+        for (size_t i = 0; i < b->n_samples; i++)
+            s->mine[(k * M + sample_row(b, i, M)) * ROW_INFO + 1]++;
+    }
+    size_t at = 0;
+    for (size_t j = 0; j < mine_n; j++) {
+        s->row_first[j] = (uint32_t)at;
+        at += s->mine[j * ROW_INFO + 1];
+    }
+    s->row_first[mine_n] = (uint32_t)at;
+    size_t base = 0;
+    for (size_t k = 0; k < K; k++) {
+        const zp_batch *b = src[k];
+        for (size_t i = 0; i < b->n_samples; i++) {
+            size_t j = k * M + sample_row(b, i, M);
+            s->row_samples[s->row_first[j] + fill[j]++] = (uint32_t)(base + i);
+        }
+        base += b->n_samples;
+    }
+    free(cost);
+    free(fill);
+    return 0;
+}
+
+/* The step's scratch for W ranks, K batches of M rows of the layout L and
+ * n_smp local samples; the handle's output buffers. 0, or -1. */
+static int scratch_alloc(step_scratch *s, zpi_mpi_bal *bb, size_t W, size_t K, size_t M,
+                         const row_layout *L, size_t n_smp)
+{
+    const size_t G = W * K, n = G * M, mine_n = K * M;
+    s->mine = malloc(mine_n * ROW_INFO * sizeof *s->mine);
+    s->all = malloc(n * ROW_INFO * sizeof *s->all);
+    s->group = malloc(n * sizeof *s->group);
+    s->sums = malloc(G * sizeof *s->sums);
+    s->mb_before = malloc(G * sizeof *s->mb_before);
+    s->rank_before = malloc(W * sizeof *s->rank_before);
+    s->rank_after = malloc(W * sizeof *s->rank_after);
+    int **ints[] = {&s->scount,  &s->sdispl,  &s->rcount,  &s->rdispl,
+                    &s->sscount, &s->ssdispl, &s->srcount, &s->srdispl};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        ok &= (*ints[i] = malloc(W * sizeof(int))) != NULL;
+    s->send = malloc(mine_n * L->bytes);
+    s->recv = malloc(mine_n * L->bytes); /* every rank receives exactly K x M rows */
+    s->ssend = malloc((n_smp ? n_smp : 1) * sizeof *s->ssend);
+    s->row_first = calloc(mine_n + 1, sizeof *s->row_first);
+    s->row_samples = malloc((n_smp ? n_smp : 1) * sizeof *s->row_samples);
+    s->by_group = malloc(mine_n * sizeof *s->by_group);
+    ok &= s->mine && s->all && s->group && s->sums && s->mb_before && s->rank_before &&
+          s->rank_after && s->send && s->recv && s->ssend && s->row_first && s->row_samples &&
+          s->by_group;
+    return ok && out_buffers(bb, K, M, L) == 0 ? 0 : -1;
+}
+
+/* The send buffers (rows, and their samples, by destination rank, each
+ * destination's in local order) and the receive counts (from each source
+ * rank its rows for this rank, in global order). */
+static void pack_send(step_scratch *s, const zp_batch **src, size_t W, size_t me, size_t K,
+                      size_t M, const row_layout *L)
+{
+    const size_t mine_n = K * M, off = me * mine_n; /* this rank's first row, globally */
+    size_t pos = 0, spos = 0;
+    for (size_t d = 0; d < W; d++) {
+        s->sdispl[d] = (int)(pos * L->bytes);
+        s->ssdispl[d] = (int)(spos * sizeof(zp_sample));
+        size_t rows_d = 0, smp_d = 0, base = 0, k = 0;
+        for (size_t j = 0; j < mine_n; j++) {
+            if (j / M != k) {
+                base += src[k]->n_samples;
+                k = j / M;
+            }
+            if (s->group[off + j] / K != d)
+                continue;
+            pack_row(L, src[k], j % M, s->send + (pos + rows_d) * L->bytes);
+            for (uint32_t q = s->row_first[j]; q < s->row_first[j + 1]; q++)
+                s->ssend[spos + smp_d++] = src[k]->samples[s->row_samples[q] - base];
+            rows_d++;
+        }
+        s->scount[d] = (int)(rows_d * L->bytes);
+        s->sscount[d] = (int)(smp_d * sizeof(zp_sample));
+        pos += rows_d;
+        spos += smp_d;
+    }
+    size_t rpos = 0, rspos = 0;
+    for (size_t r = 0; r < W; r++) {
+        size_t rows_r = 0, smp_r = 0;
+        for (size_t i = r * mine_n; i < (r + 1) * mine_n; i++)
+            if (s->group[i] / K == me) {
+                rows_r++;
+                smp_r += s->all[i * ROW_INFO + 1];
+            }
+        s->rdispl[r] = (int)(rpos * L->bytes);
+        s->rcount[r] = (int)(rows_r * L->bytes);
+        s->srdispl[r] = (int)(rspos * sizeof(zp_sample));
+        s->srcount[r] = (int)(smp_r * sizeof(zp_sample));
+        rpos += rows_r;
+        rspos += smp_r;
+    }
+}
+
+/* The delivered batches from the received rows: microbatch k holds the
+ * rows of group me K + k, those with a real token first, each part in
+ * global order (source rank, batch, row); samples with their rows. */
+static void assemble(zpi_mpi_bal *bb, step_scratch *s, size_t n, size_t me, size_t K, size_t M,
+                     const row_layout *L)
+{
+    /* the received rows (in global order) by group: their receive position */
+    size_t *cnt = s->by_group_cnt;
+    memset(cnt, 0, K * sizeof *cnt);
+    for (size_t i = 0, q = 0, sq = 0; i < n; i++) {
+        if (s->group[i] / K != me)
+            continue;
+        size_t k = s->group[i] % K;
+        s->by_group[k * M + cnt[k]++] = (recv_row){i, q++, sq};
+        sq += s->all[i * ROW_INFO + 1];
+    }
+    size_t sample_out = 0;
+    for (size_t k = 0; k < K; k++) {
+        zp_batch *o = &bb->out[k];
+        size_t at = 0, first_sample = sample_out;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t c = 0; c < M; c++) {
+                const recv_row *x = &s->by_group[k * M + c];
+                int filled = s->all[x->global * ROW_INFO + 2] != 0;
+                if (filled != (pass == 0))
+                    continue;
+                unpack_row(L, s->recv + x->pos * L->bytes, bb, k * M + at);
+                size_t ns = s->all[x->global * ROW_INFO + 1];
+                for (size_t t = 0; t < ns; t++, sample_out++) {
+                    bb->samples[sample_out] = s->srecv[x->spos + t];
+                    bb->sample_rows[sample_out] = (uint32_t)at;
+                }
+                o->rows_filled += (size_t)filled;
+                at++;
+            }
+        o->rows = M;
+        o->cols = L->cols;
+        o->tokens = bb->tokens + k * M * L->cols;
+        o->segment_ids = bb->segment_ids + k * M * L->cols;
+        o->loss_mask = bb->loss_mask + k * M * L->cols;
+        o->position_ids = L->pos ? bb->position_ids + k * M * L->cols : NULL;
+        o->doc_counts = L->doc ? bb->doc_counts + k * M : NULL;
+        o->n_samples = sample_out - first_sample;
+        o->samples = bb->samples + first_sample;
+        o->sample_rows = bb->sample_rows + first_sample;
+        if (L->cu)
+            make_cu(o, bb->cu_seqlens + k * (M * (L->cols > 1 ? L->cols - 1 : 0) + 1));
+    }
+}
+
+/* The samples this rank receives: room for them (scratch and handle). */
+static zp_status recv_samples(zp_mpi *m, step_scratch *s, size_t n, size_t K)
+{
+    zpi_mpi_bal *bb = &m->bal;
+    size_t n_recv = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s->group[i] / K == (size_t)m->rank)
+            n_recv += s->all[i * ROW_INFO + 1];
+    if (!(s->srecv = malloc((n_recv ? n_recv : 1) * sizeof *s->srecv)) ||
+        !(s->by_group_cnt = malloc(K * sizeof *s->by_group_cnt)) ||
+        resize((void **)&bb->samples, n_recv, sizeof *bb->samples) ||
+        resize((void **)&bb->sample_rows, n_recv, sizeof *bb->sample_rows))
+        return zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: out of memory for %zu samples", m->rank,
+                            n_recv);
+    if (n_recv * sizeof(zp_sample) > INT_MAX)
+        return zpi_mpi_fail(m, ZP_ERR_LIMIT, "rank %d: %zu samples in one step", m->rank, n_recv);
+    return ZP_OK;
+}
+
+/* The exchange of a step whose K batches every rank holds (released here). */
 static zp_status exchange(zp_mpi *m, zp_pipeline *p, const zp_batch **src, size_t K)
 {
     zpi_mpi_bal *bb = &m->bal;
     const size_t W = (size_t)m->size, me = (size_t)m->rank;
-    const size_t M = src[0]->rows, G = W * K, n = G * M, mine_n = K * M;
+    const size_t M = src[0]->rows, n = W * K * M, mine_n = K * M;
     const row_layout L = layout_of(src[0]);
     step_scratch s = {0};
     zp_status local = ZP_OK, st;
 
-    /* this rank's rows: cost, samples, filled; the samples bucketed by row */
     size_t n_smp = 0;
     for (size_t k = 0; k < K; k++)
         n_smp += src[k]->n_samples;
-    s.mine = malloc(mine_n * ROW_INFO * sizeof *s.mine);
-    s.all = malloc(n * ROW_INFO * sizeof *s.all);
-    s.group = malloc(n * sizeof *s.group);
-    s.sums = malloc(G * sizeof *s.sums);
-    s.mb_before = malloc(G * sizeof *s.mb_before);
-    s.rank_before = malloc(W * sizeof *s.rank_before);
-    s.rank_after = malloc(W * sizeof *s.rank_after);
-    s.scount = malloc(W * sizeof(int));
-    s.sdispl = malloc(W * sizeof(int));
-    s.rcount = malloc(W * sizeof(int));
-    s.rdispl = malloc(W * sizeof(int));
-    s.sscount = malloc(W * sizeof(int));
-    s.ssdispl = malloc(W * sizeof(int));
-    s.srcount = malloc(W * sizeof(int));
-    s.srdispl = malloc(W * sizeof(int));
-    s.send = malloc(mine_n * L.bytes);
-    s.recv = malloc(mine_n * L.bytes); /* every rank receives exactly K x M rows */
-    s.ssend = malloc((n_smp ? n_smp : 1) * sizeof *s.ssend);
-    s.row_first = calloc(mine_n + 1, sizeof *s.row_first);
-    s.row_samples = malloc((n_smp ? n_smp : 1) * sizeof *s.row_samples);
-    uint64_t *cost = malloc(M * sizeof *cost);
-    if (!s.mine || !s.all || !s.group || !s.sums || !s.mb_before || !s.rank_before ||
-        !s.rank_after || !s.scount || !s.sdispl || !s.rcount || !s.rdispl || !s.sscount ||
-        !s.ssdispl || !s.srcount || !s.srdispl || !s.send || !s.recv || !s.ssend || !s.row_first ||
-        !s.row_samples || !cost || out_buffers(bb, K, M, &L) != 0)
+    if (scratch_alloc(&s, bb, W, K, M, &L, n_smp) != 0 || local_rows(&s, src, K, M, L.cols) != 0)
         local = zpi_mpi_fail(m, ZP_ERR_NOMEM,
                              "rank %d: out of memory balancing a step of %zu x %zu rows of %zu "
                              "tokens",
-                             m->rank, G, M, L.cols);
+                             m->rank, W * K, M, L.cols);
     else if (mine_n * L.bytes > INT_MAX || n_smp * sizeof(zp_sample) > INT_MAX)
         local = zpi_mpi_fail(m, ZP_ERR_LIMIT,
                              "rank %d: a step of %zu rows of %zu bytes is too large for one "
                              "MPI_Alltoallv",
                              m->rank, mine_n, L.bytes);
-    if (local == ZP_OK) {
-        for (size_t k = 0; k < K; k++) {
-            const zp_batch *b = src[k];
-            zp_batch_row_costs(b, cost);
-            for (size_t r = 0; r < M; r++) {
-                uint64_t *e = s.mine + (k * M + r) * ROW_INFO;
-                int filled = 0;
-                for (size_t c = 0; c < L.cols && !filled; c++)
-                    filled = b->loss_mask[r * L.cols + c] != 0;
-                e[0] = cost[r];
-                e[1] = 0;
-                e[2] = (uint64_t)filled;
-            }
-            for (size_t i = 0; i < b->n_samples; i++) {
-                uint32_t r = b->sample_rows ? b->sample_rows[i] : 0;
-                if (r >= M)
-                    r = (uint32_t)M - 1;
-                s.mine[(k * M + r) * ROW_INFO + 1]++;
-            }
-        }
-        /* counting sort of the samples by row (stable: stream order within a row) */
-        size_t at = 0;
-        for (size_t j = 0; j < mine_n; j++) {
-            s.row_first[j] = (uint32_t)at;
-            at += s.mine[j * ROW_INFO + 1];
-        }
-        s.row_first[mine_n] = (uint32_t)at;
-        uint32_t *fill = calloc(mine_n ? mine_n : 1, sizeof *fill);
-        if (!fill) {
-            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: out of memory sorting samples", m->rank);
-        } else {
-            size_t base = 0;
-            for (size_t k = 0; k < K; k++) {
-                const zp_batch *b = src[k];
-                for (size_t i = 0; i < b->n_samples; i++) {
-                    uint32_t r = b->sample_rows ? b->sample_rows[i] : 0;
-                    if (r >= M)
-                        r = (uint32_t)M - 1;
-                    size_t j = k * M + r;
-                    s.row_samples[s.row_first[j] + fill[j]++] = (uint32_t)(base + i);
-                }
-                base += b->n_samples;
-            }
-            free(fill);
-        }
-    }
-    free(cost);
     st = zpi_mpi_agree_status(m, local);
     if (st == ZP_OK)
         st = zpi_mpi_check(m, zpi_coll_allgather(m, s.mine, s.all, (int)(mine_n * ROW_INFO),
@@ -416,20 +554,8 @@ static zp_status exchange(zp_mpi *m, zp_pipeline *p, const zp_batch **src, size_
         local = assign(m, &s, W, K, M);
         if (local != ZP_OK)
             zpi_mpi_fail(m, local, "rank %d: zp_balance_rows: %s", m->rank, zp_status_str(local));
-        /* the samples this rank receives */
-        size_t n_recv = 0;
-        for (size_t i = 0; i < n && local == ZP_OK; i++)
-            if (s.group[i] / K == me)
-                n_recv += s.all[i * ROW_INFO + 1];
-        if (local == ZP_OK &&
-            (!(s.srecv = malloc((n_recv ? n_recv : 1) * sizeof *s.srecv)) ||
-             resize((void **)&bb->samples, n_recv, sizeof *bb->samples) ||
-             resize((void **)&bb->sample_rows, n_recv, sizeof *bb->sample_rows)))
-            local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: out of memory for %zu samples",
-                                 m->rank, n_recv);
-        else if (local == ZP_OK && n_recv * sizeof(zp_sample) > INT_MAX)
-            local = zpi_mpi_fail(m, ZP_ERR_LIMIT, "rank %d: %zu samples in one step", m->rank,
-                                 n_recv);
+        else
+            local = recv_samples(m, &s, n, K);
         st = zpi_mpi_agree_status(m, local);
     }
     if (st != ZP_OK) {
@@ -437,61 +563,15 @@ static zp_status exchange(zp_mpi *m, zp_pipeline *p, const zp_batch **src, size_
         scratch_free(&s);
         return step_fail(m, st);
     }
-
-    /* the send buffers: rows (and their samples) by destination rank, each
-     * destination's in local order */
-    const size_t off = me * mine_n; /* this rank's first row in global order */
-    {
-        size_t pos = 0, spos = 0;
-        for (size_t d = 0; d < W; d++) {
-            s.sdispl[d] = (int)(pos * L.bytes);
-            s.ssdispl[d] = (int)(spos * sizeof(zp_sample));
-            size_t rows_d = 0, smp_d = 0;
-            size_t base = 0, k = 0;
-            for (size_t j = 0; j < mine_n; j++) {
-                if (j / M != k) {
-                    base += src[k]->n_samples;
-                    k = j / M;
-                }
-                if (s.group[off + j] / K != d)
-                    continue;
-                pack_row(&L, src[k], j % M, s.send + (pos + rows_d) * L.bytes);
-                for (uint32_t q = s.row_first[j]; q < s.row_first[j + 1]; q++) {
-                    size_t gi = s.row_samples[q] - base;
-                    s.ssend[spos + smp_d++] = src[k]->samples[gi];
-                }
-                rows_d++;
-            }
-            s.scount[d] = (int)(rows_d * L.bytes);
-            s.sscount[d] = (int)(smp_d * sizeof(zp_sample));
-            pos += rows_d;
-            spos += smp_d;
-        }
-        size_t rpos = 0, rspos = 0;
-        for (size_t r = 0; r < W; r++) {
-            size_t rows_r = 0, smp_r = 0;
-            for (size_t i = r * mine_n; i < (r + 1) * mine_n; i++)
-                if (s.group[i] / K == me) {
-                    rows_r++;
-                    smp_r += s.all[i * ROW_INFO + 1];
-                }
-            s.rdispl[r] = (int)(rpos * L.bytes);
-            s.rcount[r] = (int)(rows_r * L.bytes);
-            s.srdispl[r] = (int)(rspos * sizeof(zp_sample));
-            s.srcount[r] = (int)(smp_r * sizeof(zp_sample));
-            rpos += rows_r;
-            rspos += smp_r;
-        }
-    }
+    pack_send(&s, src, W, me, K, M, &L);
     /* what the delivered batches take from the sources, before releasing them */
-    zp_pack_mode mode = src[0]->mode;
     for (size_t k = 0; k < K; k++) {
         zp_batch *o = &bb->out[k];
         memset(o, 0, sizeof *o);
         o->index = src[k]->index;
         o->epoch = src[k]->epoch;
         o->last_in_epoch = src[k]->last_in_epoch;
-        o->mode = mode;
+        o->mode = src[0]->mode;
     }
     release_all(p, src, K);
 
@@ -503,55 +583,10 @@ static zp_status exchange(zp_mpi *m, zp_pipeline *p, const zp_batch **src, size_
                                                  s.srcount, s.srdispl, MPI_BYTE),
                            "MPI_Alltoallv (samples of the balanced rows)");
     st = zpi_mpi_agree_status(m, st);
-    if (st != ZP_OK) {
-        scratch_free(&s);
-        return step_fail(m, st);
-    }
-
-    /* the delivered batches: microbatch k holds the received rows of group
-     * me K + k, those with a real token first, each part in global order */
-    size_t sample_out = 0;
-    for (size_t k = 0; k < K; k++) {
-        zp_batch *o = &bb->out[k];
-        const size_t g = me * K + k;
-        size_t at = 0, first_sample = sample_out;
-        for (int pass = 0; pass < 2; pass++) {
-            size_t q = 0, sq = 0; /* position in the receive buffers */
-            for (size_t i = 0; i < n; i++) {
-                if (s.group[i] / K != me)
-                    continue;
-                size_t ns = s.all[i * ROW_INFO + 1];
-                int filled = s.all[i * ROW_INFO + 2] != 0;
-                if (s.group[i] == g && filled == (pass == 0)) {
-                    unpack_row(&L, s.recv + q * L.bytes, bb, k * M + at);
-                    for (size_t t = 0; t < ns; t++) {
-                        bb->samples[sample_out] = s.srecv[sq + t];
-                        bb->sample_rows[sample_out] = (uint32_t)at;
-                        sample_out++;
-                    }
-                    if (filled)
-                        o->rows_filled++;
-                    at++;
-                }
-                q++;
-                sq += ns;
-            }
-        }
-        o->rows = M;
-        o->cols = L.cols;
-        o->tokens = bb->tokens + k * M * L.cols;
-        o->segment_ids = bb->segment_ids + k * M * L.cols;
-        o->loss_mask = bb->loss_mask + k * M * L.cols;
-        o->position_ids = L.pos ? bb->position_ids + k * M * L.cols : NULL;
-        o->doc_counts = L.doc ? bb->doc_counts + k * M : NULL;
-        o->n_samples = sample_out - first_sample;
-        o->samples = bb->samples + first_sample;
-        o->sample_rows = bb->sample_rows + first_sample;
-        if (L.cu)
-            make_cu(o, bb->cu_seqlens + k * (M * (L.cols > 1 ? L.cols - 1 : 0) + 1));
-    }
+    if (st == ZP_OK)
+        assemble(bb, &s, n, me, K, M, &L);
     scratch_free(&s);
-    return ZP_OK;
+    return st == ZP_OK ? ZP_OK : step_fail(m, st);
 }
 
 zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
