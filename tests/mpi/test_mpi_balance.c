@@ -385,6 +385,44 @@ static void test_refusals(void **state)
     mpt_sync();
 }
 
+/* A bad record on one rank's share: every rank returns the same error at
+ * the same step, naming the rank; the batches held are released. */
+static void test_error_reaches_every_rank(void **state)
+{
+    (void)state;
+    mpt_job j;
+    mpt_job_open(&j, "e.json", SIZES, 4, 37);
+    zp_mpi *m = new_handle();
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    zp_worksource *ws = NULL;
+    MPT_CHECK(zp_mpi_worksource_create(m, j.ds, &wc, &ws) == ZP_OK);
+    zp_pipeline *p = ws ? token_pipeline(ws, 0) : NULL;
+    MPT_CHECK(p != NULL);
+    MPT_CHECK(zp_mpi_balance(m, K) == ZP_OK);
+    const zp_batch *b;
+    zp_status st = ZP_OK;
+    uint64_t calls = 0;
+    while (p && (st = zp_mpi_next(m, p, &b)) == ZP_OK)
+        calls++;
+    MPT_CHECK(st != ZP_OK && st != ZP_END, "%s", zp_status_str(st));
+    MPT_CHECK(calls % K == 0, "%llu calls", (unsigned long long)calls);
+    MPT_CHECK(strncmp(zp_mpi_errmsg(m), "rank ", 5) == 0, "'%s'", zp_mpi_errmsg(m));
+    MPT_CHECK(!p || zp_pipeline_kept_batches(p) == 0);
+    uint64_t lo, hi;
+    mpt_minmax_u64((uint64_t)st, &lo, &hi);
+    MPT_CHECK(lo == hi);
+    mpt_minmax_u64(calls, &lo, &hi);
+    MPT_CHECK(lo == hi);
+    /* later calls answer the same without communicating */
+    MPT_CHECK(!p || zp_mpi_next(m, p, &b) == st);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+    zp_mpi_destroy(m);
+    mpt_job_close(&j);
+    mpt_sync();
+}
+
 int main(int argc, char **argv)
 {
     mpt_init(&argc, &argv);
@@ -392,6 +430,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rows_once_and_figures),
         cmocka_unit_test(test_resume_at_boundary),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_error_reaches_every_rank),
     };
     return mpt_finish(cmocka_run_group_tests_name("mpi_balance", tests, NULL, NULL));
 }

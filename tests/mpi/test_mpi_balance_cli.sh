@@ -12,7 +12,9 @@
 #     saved; a resumed run continues each rank's batches byte for byte;
 #  5. a state inside a step (--save-every 3) is refused on every rank;
 #  6. a rank given another K: every rank fails naming both values;
-#  7. record mode (no --tokenize) is refused.
+#  7. one process, K = 1: the pipeline's batches byte for byte (the
+#     batches made again: cu_seqlens, rows_filled);
+#  8. record mode (no --tokenize) is refused.
 # The rows themselves (digests per step) are test_mpi_balance's.
 set -u
 Z=$(realpath "${1:?usage: test_mpi_balance_cli.sh ZEPHON MPIRUN}")
@@ -87,6 +89,13 @@ run -np 3 "$Z" run "${args[@]}" --balance-ranks 2 --max-batches 4 : \
   -np 1 "$Z" run "${args[@]}" --balance-ranks 3 --max-batches 4 > "$d/k.out" 2> "$d/k.err"; rc=$?
 check "another K on one rank: every rank fails naming both values (rc $rc)" \
   '[[ $rc -ne 0 && $rc -ne 124 ]] && [[ $(grep -c "different windows: rank 3: 3, rank 0: 2" "$d/k.err") -eq 4 ]]'
+
+# one process without a launcher, K = 1: nothing to move, and the batches
+# made again (cu_seqlens, rows_filled) are the pipeline's, byte for byte
+timeout 120 "$Z" run "${args[@]}" --balance-ranks 1 --emit-digest "$d/one1.dg" > /dev/null 2>&1; rc1=$?
+timeout 120 "$Z" run "${args[@]}" --emit-digest "$d/one0.dg" > /dev/null 2>&1; rc0=$?
+check "one process, --balance-ranks 1: the pipeline's batches byte for byte ($rc1 $rc0)" \
+  '[[ $rc1 -eq 0 && $rc0 -eq 0 && -s "$d/one1.dg" ]] && cmp -s "$d/one1.dg" "$d/one0.dg"'
 
 run -np 2 "$Z" run "$T/d" --quiet --threads 1 --microbatch 4 --balance-ranks 2 \
   > "$d/rec.out" 2> "$d/rec.err"; rc=$?
