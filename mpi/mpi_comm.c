@@ -1,6 +1,7 @@
 /* mpi_comm.c - the MPI layer's handle: the duplicated communicator, the
  * node of each rank, agreeing on an outcome, the communicator-aware
- * WorkSource and lock-step delivery (zp_mpi_next). */
+ * WorkSource; the votes and counts of lock-step delivery (zp_mpi_next is
+ * mpi_next.c). */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -149,6 +150,7 @@ static void release(zp_mpi *m)
     m->hist.t_end = NULL;
     m->hist.streak = NULL;
     zpi_mpi_info_free(&m->info);
+    zpi_mpi_balance_free(m);
 }
 
 /* A failed create: the handle keeps only its error (the failed-create
@@ -375,103 +377,3 @@ zp_status zp_mpi_worksource_create(zp_mpi *m, zp_dataset *ds, const zp_worksourc
 }
 
 /* ------------------------------------------------------------ lock-step delivery */
-
-/* Lock-step delivery has stopped with st: every later zp_mpi_next answers
- * st and the message formatted here (stored on m too). */
-static zp_status step_stop(zp_mpi *m, zp_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static zp_status step_stop(zp_mpi *m, zp_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->step_msg, sizeof m->step_msg, fmt, ap);
-    va_end(ap);
-    m->step_final = st;
-    return zpi_mpi_fail(m, st, "%s", m->step_msg);
-}
-
-zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
-{
-    ZPI_MPI_USABLE(m);
-    if (out)
-        *out = NULL;
-    if (m->step_final != ZP_OK)
-        return zpi_mpi_fail(m, m->step_final, "%s", m->step_msg);
-    const zp_batch *b = NULL;
-    zp_status st;
-    if (!p || !out)
-        st = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_next: %s is NULL", !p ? "the pipeline" : "out");
-    else if ((st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
-        zpi_mpi_fail(m, st, "%s", zp_pipeline_errmsg(p));
-    /* One MPI_Allreduce (MAX) of three values:
-     *   [0] the state and the rank: (2: an error, 1: end, 0: a batch) << 32
-     *       | (INT32_MAX - rank): errors win over end, and the lowest rank
-     *       in that state is named;
-     *   [1] the stop vote and the rank: reason << 32 | (INT32_MAX - rank):
-     *       the largest reason, the lowest rank that voted it;
-     *   [2] the user vote. */
-    int state = st == ZP_OK ? 0 : st == ZP_END ? 1 : 2;
-    int64_t stop = m->vote_local[ZP_MPI_VOTE_STOP];
-    if (stop > INT32_MAX)
-        stop = INT32_MAX;
-    int64_t in[3] = {((int64_t)state << 32) | (INT32_MAX - m->rank),
-                     stop > 0 ? (stop << 32) | (INT32_MAX - m->rank) : 0,
-                     m->vote_local[ZP_MPI_VOTE_USER]},
-            all[3];
-    double t0 = zpi_now();
-    zp_status mst = zpi_mpi_check(m, zpi_coll_allreduce(m, in, all, 3, MPI_INT64_T, MPI_MAX),
-                                  "MPI_Allreduce (lock-step next)");
-    m->sync_seconds += zpi_now() - t0;
-    if (mst != ZP_OK)
-        return step_stop(m, mst, "%s", m->err.msg);
-    struct {
-        int v, r;
-    } res = {(int)(all[0] >> 32), INT32_MAX - (int)(all[0] & 0xffffffff)};
-    m->vote_all[ZP_MPI_VOTE_STOP] = all[1] >> 32;
-    m->vote_all[ZP_MPI_VOTE_USER] = all[2];
-    if (res.v == 0 && all[1] == 0) {
-        *out = b;
-        return ZP_OK;
-    }
-    if (res.v < 2 && all[1] != 0) {
-        m->stop_rank = INT32_MAX - (int)(all[1] & 0xffffffff);
-        return step_stop(m, ZP_END, "stopped: rank %d voted to stop (reason %lld), every rank stops "
-                                    "at this step",
-                         m->stop_rank, (long long)m->vote_all[ZP_MPI_VOTE_STOP]);
-    }
-    if (res.v == 1) {
-        if (st == ZP_OK)
-            m->dropped++;
-        return step_stop(m, ZP_END,
-                         "end of stream: rank %d ended first, every rank stops at this step", res.r);
-    }
-    /* An error on rank res.r (the lowest failing rank): every rank, that one
-     * too, returns its status and "rank R: its message"; a rank that failed
-     * as well adds its own message. */
-    struct {
-        int status;
-        char msg[ZPI_MPI_ERRMAX];
-    } e;
-    memset(&e, 0, sizeof e);
-    if (m->rank == res.r) {
-        e.status = (int)st;
-        zpi_fmt(e.msg, sizeof e.msg, "%s", m->err.msg[0] ? m->err.msg : zp_status_str(st));
-    }
-    char own[ZPI_MPI_ERRMAX / 2];
-    zpi_fmt(own, sizeof own, "%s", state == 2 ? m->err.msg : "");
-    mst = zpi_mpi_check(m, zpi_coll_bcast(m, &e, (int)sizeof e, MPI_BYTE, res.r),
-                        "MPI_Bcast (a rank's pipeline error)");
-    if (mst != ZP_OK)
-        return step_stop(m, mst, "%s", m->err.msg);
-    e.msg[sizeof e.msg - 1] = '\0';
-    if (st == ZP_OK)
-        m->dropped++;
-    /* messages of MPI failures already start with "rank R: " */
-    char pre[32];
-    zpi_fmt(pre, sizeof pre, "rank %d: ", res.r);
-    const char *msg = strncmp(e.msg, pre, strlen(pre)) == 0 ? e.msg + strlen(pre) : e.msg;
-    if (state == 2 && m->rank != res.r && strcmp(own, msg) != 0)
-        return step_stop(m, (zp_status)e.status, "rank %d: %s (rank %d failed too: %s)", res.r, msg,
-                         m->rank, own);
-    return step_stop(m, (zp_status)e.status, "rank %d: %s", res.r, msg);
-}

@@ -77,6 +77,20 @@ typedef struct zpi_mpi_pending {
     char part_names[ZP_OBS_MAX_PARTS][ZP_OBS_NAME];
 } zpi_mpi_pending;
 
+/* Cross-rank attention-cost balance (mpi_balance.c, zp_mpi_balance): the
+ * step's delivered batches and the arrays they point into (owned). */
+typedef struct zpi_mpi_bal {
+    size_t window;     /* K; 0: off */
+    int started;       /* zp_mpi_next was called: the window is fixed */
+    size_t pos;        /* calls delivered in the current step (0: at a boundary) */
+    zp_batch *out;     /* K */
+    int32_t *tokens, *segment_ids, *position_ids, *doc_counts, *cu_seqlens;
+    uint8_t *loss_mask;
+    zp_sample *samples;
+    uint32_t *sample_rows;
+    zp_mpi_balance_stats stats;
+} zpi_mpi_bal;
+
 struct zp_mpi {
     /* a world of one without MPI (zp_mpi_create_local): comm and node_comm
      * are MPI_COMM_NULL and no MPI function is called (mpi_coll.c) */
@@ -103,6 +117,7 @@ struct zp_mpi {
     int64_t vote_local[ZP_MPI_VOTE_COUNT], vote_all[ZP_MPI_VOTE_COUNT];
     int stop_rank; /* lowest rank whose stop vote was the agreed one; -1 */
     double sync_seconds;
+    zpi_mpi_bal bal;              /* zp_mpi_balance (mpi_balance.c) */
 
     /* reports */
     uint32_t reports;             /* made so far */
@@ -148,6 +163,8 @@ struct zp_cluster_report {
     /* realized mixture proportions summed over ranks (zp_cluster_report_parts) */
     uint32_t n_parts, parts_total;
     zp_part_metrics parts[ZP_OBS_MAX_PARTS];
+    /* cross-rank attention-cost balance: the root's figures (zp_mpi_balance) */
+    zp_mpi_balance_stats bal;
     /* a run cut short (zp_cluster_report_set_partial) */
     int partial;
     char partial_signal[32];       /* "" when no signal stopped it */
@@ -175,6 +192,8 @@ int zpi_coll_igather(zp_mpi *m, const void *in, void *out, int count, MPI_Dataty
                      MPI_Request *req);
 int zpi_coll_ireduce(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
                      int root, MPI_Request *req);
+int zpi_coll_alltoallv(zp_mpi *m, const void *in, const int *scounts, const int *sdispls,
+                       void *out, const int *rcounts, const int *rdispls, MPI_Datatype t);
 int zpi_coll_testall(zp_mpi *m, int n, MPI_Request *req, int *done);
 int zpi_coll_waitall(zp_mpi *m, int n, MPI_Request *req);
 
@@ -283,6 +302,25 @@ int zpi_mpi_warmup_windows(const zp_cluster_report *r);
  * else the status of the lowest failing rank, with that rank's message
  * ("rank R: ...") stored on every rank. */
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
+
+/* The agreement of one lock-step step (zp_mpi_next): st is this rank's
+ * outcome (ZP_OK: it holds its batches; ZP_END; an error with its message
+ * on m), held the batches it holds (counted as dropped when the stream
+ * ends or fails elsewhere), shape a value that must be equal on every
+ * rank when every rank holds its batches (the balance's batch shape; 0
+ * otherwise). ZP_OK on every rank, or the same end or error on every
+ * rank (later calls answer it). Checks that the ranks' balance windows
+ * are equal. */
+zp_status zpi_mpi_step_agree(zp_mpi *m, zp_status st, uint64_t held, int64_t shape);
+
+/* ---- mpi_balance.c ---- */
+
+/* zp_mpi_next with cross-rank balance on (m->bal.window > 0). */
+zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
+/* 1 when state may not be saved now (inside a step); the message on m. */
+int zpi_mpi_balance_inside(zp_mpi *m);
+/* Free the balance's buffers (mpi_util.c). */
+void zpi_mpi_balance_free(zp_mpi *m);
 
 /* ---- mpi_report.c, mpi_agree.c ---- */
 

@@ -183,6 +183,47 @@ static json_t *summary_json(const zp_cluster_report *r)
     return sum;
 }
 
+/* Attention-cost balance, or null when none ran: across the ranks
+ * (zp_mpi_balance; null without) and within the ranks (per rank). */
+static json_t *balance_json(const zp_cluster_report *r)
+{
+    if (!zp_cluster_report_has_balance(r))
+        return json_null();
+    json_t *o = json_object();
+    zp_mpi_balance_stats bs;
+    if (zp_cluster_report_balance(r, &bs)) {
+        json_t *x = json_object();
+        json_object_set_new(x, "window", jint(bs.window));
+        json_object_set_new(x, "steps", jint(bs.steps));
+        json_object_set_new(x, "rows_moved", jint(bs.rows_moved));
+        json_object_set_new(x, "attn_cost", jint(bs.attn_cost));
+        json_object_set_new(x, "rank_imbalance_before", jreal(bs.rank_imbalance_before));
+        json_object_set_new(x, "rank_imbalance_after", jreal(bs.rank_imbalance_after));
+        json_object_set_new(x, "microbatch_imbalance_before", jreal(bs.mb_imbalance_before));
+        json_object_set_new(x, "microbatch_imbalance_after", jreal(bs.mb_imbalance_after));
+        json_object_set_new(o, "across_ranks", x);
+    } else {
+        json_object_set_new(o, "across_ranks", json_null());
+    }
+    json_t *w = json_object();
+    json_object_set_new(w, "balance_windows", jint(r->totals.balance_windows));
+    json_object_set_new(w, "attn_imbalance_before", jreal(r->totals.attn_imbalance_before));
+    json_object_set_new(w, "attn_imbalance_after", jreal(r->totals.attn_imbalance_after));
+    json_t *ranks = json_array();
+    for (int i = 0; i < r->size; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        json_t *e = json_object();
+        json_object_set_new(e, "rank", json_integer(s->rank));
+        json_object_set_new(e, "balance_windows", jint(s->balance_windows));
+        json_object_set_new(e, "attn_imbalance_before", jreal(s->attn_imbalance_before));
+        json_object_set_new(e, "attn_imbalance_after", jreal(s->attn_imbalance_after));
+        json_array_append_new(ranks, e);
+    }
+    json_object_set_new(w, "ranks", ranks);
+    json_object_set_new(o, "within_ranks", w);
+    return o;
+}
+
 /* The realized mixture proportions, or null. */
 static json_t *mixture_json(const zp_cluster_report *r)
 {
@@ -295,6 +336,7 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(root, "summary", summary_json(r));
     json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
     json_object_set_new(root, "mixture", mixture_json(r));
+    json_object_set_new(root, "attn_balance", balance_json(r));
     json_t *nodes = json_array();
     for (int j = 0; j < r->nodes; j++)
         json_array_append_new(nodes, stats_json(&r->node_tot[j], zp_cluster_report_node_host(r, j)));
@@ -443,7 +485,18 @@ void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                    "slowest_record_s,step_s,fetch_per_batch_s,samples_per_s,bytes_per_s,"
                    "cache_hit_frac,straggler,ondemand_reads,ondemand_bytes_B,ondemand_s,"
                    "ondemand_io_s,hdf5_lock_wait_s,pad_tokens,cut_documents,padding_frac,"
-                   "cut_frac\n");
+                   "cut_frac");
+    /* attention-cost balance: only when it ran (the columns of a run
+     * without stay as they were); the step figures are the job's, the
+     * same on every row */
+    int bal = zp_cluster_report_has_balance(r);
+    zp_mpi_balance_stats bs;
+    zp_cluster_report_balance(r, &bs);
+    if (bal)
+        zpi_sb_puts(b, ",balance_windows,attn_imbalance_before,attn_imbalance_after,"
+                       "step_rank_imbalance_before,step_rank_imbalance_after,"
+                       "step_microbatch_imbalance_before,step_microbatch_imbalance_after");
+    zpi_sb_puts(b, "\n");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         zpi_sb_printf(b, "%d,%d,", s->rank, s->node);
@@ -478,6 +531,15 @@ void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                       (unsigned long long)s->cut_documents);
         csv_num(b, s->padding_fraction, "%.6f");
         csv_num(b, s->cut_fraction, "%.6f");
+        if (bal) {
+            zpi_sb_printf(b, ",%llu", (unsigned long long)s->balance_windows);
+            csv_num(b, s->attn_imbalance_before, "%.6f");
+            csv_num(b, s->attn_imbalance_after, "%.6f");
+            csv_num(b, bs.rank_imbalance_before, "%.6f");
+            csv_num(b, bs.rank_imbalance_after, "%.6f");
+            csv_num(b, bs.mb_imbalance_before, "%.6f");
+            csv_num(b, bs.mb_imbalance_after, "%.6f");
+        }
         zpi_sb_puts(b, "\n");
     }
 }

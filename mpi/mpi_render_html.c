@@ -497,6 +497,43 @@ static void html_summary(const zp_cluster_report *r, zpi_sbuf *b)
                   r->stat[ZP_MPI_M_SAMPLES_PER_SECOND].min_rank);
 }
 
+/* Attention-cost balance, when it ran: across the ranks of each step and
+ * within each rank's windows. */
+static void html_balance(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    if (!zp_cluster_report_has_balance(r))
+        return;
+    zpi_sb_puts(b, "<h2>Attention-cost balance</h2>\n<p>Max/mean of the attention cost "
+                   "(1 = even), before and after balance.</p>\n");
+    zp_mpi_balance_stats bs;
+    if (zp_cluster_report_balance(r, &bs))
+        zpi_sb_printf(b,
+                      "<table><tr><th class=\"l\">across ranks (K=%llu, %llu steps, %llu rows "
+                      "moved)</th><th>before</th><th>after</th></tr>\n"
+                      "<tr><td class=\"l\">ranks per step</td><td>%.3f</td><td>%.3f</td></tr>\n"
+                      "<tr><td class=\"l\">microbatches per step</td><td>%.3f</td><td>%.3f</td>"
+                      "</tr>\n</table>\n",
+                      (unsigned long long)bs.window, (unsigned long long)bs.steps,
+                      (unsigned long long)bs.rows_moved, bs.rank_imbalance_before,
+                      bs.rank_imbalance_after, bs.mb_imbalance_before, bs.mb_imbalance_after);
+    if (r->totals.balance_windows) {
+        zpi_sb_puts(b, "<table><tr><th class=\"l\">within rank</th><th>windows</th>"
+                       "<th>before</th><th>after</th></tr>\n");
+        for (int i = 0; i < r->size; i++) {
+            const zp_mpi_rank_stats *s = &r->ranks[i];
+            if (s->valid)
+                zpi_sb_printf(b, "<tr><td class=\"l\">%d</td><td>%llu</td><td>%.3f</td>"
+                                 "<td>%.3f</td></tr>\n",
+                              s->rank, (unsigned long long)s->balance_windows,
+                              s->attn_imbalance_before, s->attn_imbalance_after);
+        }
+        zpi_sb_printf(b, "<tr><td class=\"l\">all</td><td>%llu</td><td>%.3f</td><td>%.3f</td>"
+                         "</tr>\n</table>\n",
+                      (unsigned long long)r->totals.balance_windows,
+                      r->totals.attn_imbalance_before, r->totals.attn_imbalance_after);
+    }
+}
+
 /* The realized mixture proportions. */
 static void html_mixture(const zp_cluster_report *r, zpi_sbuf *b)
 {
@@ -557,5 +594,6 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
     html_ranks(r, b);
     html_summary(r, b);
     html_mixture(r, b);
+    html_balance(r, b);
     html_nodes(r, b);
 }

@@ -32,6 +32,38 @@ static void mixture_text(const zp_cluster_report *r, zpi_sbuf *b)
     }
 }
 
+/* Attention-cost balance: across the ranks of each global step
+ * (zp_mpi_balance, the root's figures) and within each rank's windows
+ * (zp_pipeline_balance); only when one of them ran. */
+static void balance_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    if (!zp_cluster_report_has_balance(r))
+        return;
+    zpi_sb_puts(b, "\nattention-cost balance (max/mean of the attention cost, 1 = even):\n");
+    zp_mpi_balance_stats bs;
+    if (zp_cluster_report_balance(r, &bs))
+        zpi_sb_printf(b,
+                      "  across ranks (K=%llu microbatches per rank, %llu steps, %llu rows "
+                      "moved):\n    ranks per step        %.3f -> %.3f\n"
+                      "    microbatches per step %.3f -> %.3f\n",
+                      (unsigned long long)bs.window, (unsigned long long)bs.steps,
+                      (unsigned long long)bs.rows_moved, bs.rank_imbalance_before,
+                      bs.rank_imbalance_after, bs.mb_imbalance_before, bs.mb_imbalance_after);
+    if (r->totals.balance_windows) {
+        zpi_sb_printf(b, "  within ranks (%llu windows): %.3f -> %.3f\n",
+                      (unsigned long long)r->totals.balance_windows,
+                      r->totals.attn_imbalance_before, r->totals.attn_imbalance_after);
+        zpi_sb_printf(b, "    %6s %10s %8s %8s\n", "rank", "windows", "before", "after");
+        for (int i = 0; i < r->size; i++) {
+            const zp_mpi_rank_stats *s = &r->ranks[i];
+            if (s->valid)
+                zpi_sb_printf(b, "    %6d %10llu %8.3f %8.3f\n", s->rank,
+                              (unsigned long long)s->balance_windows, s->attn_imbalance_before,
+                              s->attn_imbalance_after);
+        }
+    }
+}
+
 /* The title, the job, the dataset, the settings, the criterion and the
  * cost of the report. */
 static void header_text(const zp_cluster_report *r, zpi_sbuf *b)
@@ -230,6 +262,7 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
     ondemand_text(r, b);
     summary_text(r, b);
     mixture_text(r, b);
+    balance_text(r, b);
     nodes_text(r, b);
     latency_text(r, b);
     stragglers_text(r, b);

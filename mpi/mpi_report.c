@@ -183,6 +183,12 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
     s->cut_documents = mt->cut_documents;
     s->padding_fraction = mt->padding_fraction;
     s->cut_fraction = mt->cut_fraction;
+    s->balance_windows = in->counts.balance_windows;
+    s->attn_cost = in->counts.attn_cost;
+    s->attn_peak_before = in->counts.attn_peak_before;
+    s->attn_peak_after = in->counts.attn_peak_after;
+    s->attn_imbalance_before = ratio((double)s->attn_peak_before, (double)s->attn_cost);
+    s->attn_imbalance_after = ratio((double)s->attn_peak_after, (double)s->attn_cost);
     /* the window: the change since this rank's previous report */
     const zp_mpi_rank_stats *pv = m->have_prev ? &m->prev : NULL;
     uint64_t db = s->batches - (pv ? pv->batches : 0);
@@ -506,6 +512,10 @@ static void add_into(zp_mpi_rank_stats *t, const zp_mpi_rank_stats *s)
     t->hdf5_lock_wait += s->hdf5_lock_wait;
     t->pad_tokens += s->pad_tokens;
     t->cut_documents += s->cut_documents;
+    t->balance_windows += s->balance_windows;
+    t->attn_cost += s->attn_cost;
+    t->attn_peak_before += s->attn_peak_before;
+    t->attn_peak_after += s->attn_peak_after;
     if (s->slowest_shard > t->slowest_shard) {
         t->slowest_shard = s->slowest_shard;
         t->slowest_shard_index = s->slowest_shard_index;
@@ -530,6 +540,8 @@ static void derive(zp_mpi_rank_stats *t)
     t->cache_hit_rate = ratio((double)t->cache_hits, (double)(t->cache_hits + t->cache_misses));
     t->padding_fraction = ratio((double)t->pad_tokens, (double)(t->tokens + t->pad_tokens));
     t->cut_fraction = ratio((double)t->cut_documents, (double)t->samples);
+    t->attn_imbalance_before = ratio((double)t->attn_peak_before, (double)t->attn_cost);
+    t->attn_imbalance_after = ratio((double)t->attn_peak_after, (double)t->attn_cost);
     t->win_fetch_per_batch = NAN;
     t->win_stall_fraction = NAN;
 }
@@ -917,6 +929,7 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
         goto out;
     }
     memcpy(r->ranks, pd->recv, (size_t)n * sizeof *r->ranks);
+    zp_mpi_balance_stats_get(m, &r->bal); /* a report is collective: the root's own figures */
     memcpy(r->hosts, m->hosts, (size_t)n * ZPI_MPI_HOST);
     const char *job = job_env();
     zpi_fmt(r->job_id, sizeof r->job_id, "%s", job ? job : "-");
@@ -1072,3 +1085,20 @@ int zp_cluster_report_partial(const zp_cluster_report *r, const char **signal, c
 }
 
 const char *zp_cluster_report_verdict(const zp_cluster_report *r) { return r ? r->verdict : ""; }
+
+int zp_cluster_report_balance(const zp_cluster_report *r, zp_mpi_balance_stats *out)
+{
+    int have = r && r->bal.steps > 0;
+    if (out) {
+        if (have)
+            *out = r->bal;
+        else
+            memset(out, 0, sizeof *out);
+    }
+    return have;
+}
+
+int zp_cluster_report_has_balance(const zp_cluster_report *r)
+{
+    return r && (r->bal.steps > 0 || r->totals.balance_windows > 0);
+}

@@ -56,7 +56,9 @@ zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path)
     int *counts = NULL, *displs = NULL;
     zp_status local = ZP_OK, st;
 
-    if (!p)
+    if (zpi_mpi_balance_inside(m))
+        local = ZP_ERR_STATE; /* the message is on m */
+    else if (!p)
         local = rfail(m, ZP_ERR_INVALID, "zp_mpi_state_save: the pipeline is NULL");
     else if (m->rank == 0 && (!path || !*path))
         local = rfail(m, ZP_ERR_INVALID, "zp_mpi_state_save: no path given");

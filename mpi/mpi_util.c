@@ -254,3 +254,23 @@ void zpi_mpi_info_free(zpi_mpi_info *i)
     free(i->extra);
     i->extra = NULL;
 }
+
+/* The buffers of cross-rank balance (mpi_balance.c), freed with the handle. */
+void zpi_mpi_balance_free(zp_mpi *m)
+{
+    zpi_mpi_bal *b = &m->bal;
+    free(b->out);
+    free(b->tokens);
+    free(b->segment_ids);
+    free(b->position_ids);
+    free(b->doc_counts);
+    free(b->cu_seqlens);
+    free(b->loss_mask);
+    free(b->samples);
+    free(b->sample_rows);
+    b->out = NULL;
+    b->tokens = b->segment_ids = b->position_ids = b->doc_counts = b->cu_seqlens = NULL;
+    b->loss_mask = NULL;
+    b->samples = NULL;
+    b->sample_rows = NULL;
+}

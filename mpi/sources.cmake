@@ -7,6 +7,9 @@ add_library(zephon_mpi
   ${_zp_mpi_dir}/mpi_util.c
   ${_zp_mpi_dir}/mpi_coll.c
   ${_zp_mpi_dir}/mpi_comm.c
+  ${_zp_mpi_dir}/mpi_step.c
+  ${_zp_mpi_dir}/mpi_balance.c
+  ${_zp_mpi_dir}/mpi_next.c
   ${_zp_mpi_dir}/mpi_agree.c
   ${_zp_mpi_dir}/mpi_state.c
   ${_zp_mpi_dir}/mpi_report.c

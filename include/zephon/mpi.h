@@ -233,8 +233,8 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of three
- * 64-bit integers: the ranks' states and votes) so that all ranks take the
+/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of seven
+ * 64-bit integers: the ranks' states, votes and balance windows) so that all ranks take the
  * same decision. Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
@@ -255,6 +255,62 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
  *         ...)"). Once it returned ZP_END or an error, later calls return
  *         the same without communicating. */
 ZP_API zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out);
+
+/* Cross-rank attention-cost balance (docs/mpi.md, "Attention-cost balance
+ * across ranks"). A global step is `window` consecutive zp_mpi_next calls
+ * (K microbatches per rank: gradient accumulation). At a step's first call
+ * every rank takes K batches from its pipeline; the ranks gather every
+ * row's attention cost (zp_batch_row_costs), each computes the same
+ * assignment (zp_balance_rows over the W x K microbatches of the step, in
+ * rank-major order; group g goes to rank g / K as its microbatch g % K;
+ * when that is not better than the rows as they are, at the rank level
+ * and at the microbatch level, the rows stay where they are) and the rows
+ * are exchanged with MPI_Alltoallv (tokens, loss_mask, segment_ids and the
+ * document-masking outputs; cu_seqlens and max_seqlen are computed again
+ * for each delivered batch). A sample moves with the row of its first
+ * token. Within a delivered batch the rows with a real token come first,
+ * then padding-only rows, each in the order source rank, source batch,
+ * source row; samples in the same order. That call and the next K - 1
+ * deliver the step's batches from buffers of the handle (valid until the
+ * next zp_mpi_next); those K - 1 calls do not communicate (votes set then
+ * are carried by the next step's first call). Every row is delivered
+ * exactly once; a rank whose stream has fewer than K batches left ends the
+ * stream on every rank (ZP_END; the batches held are counted in
+ * zp_mpi_batches_dropped()). Token modes only: record mode and batches
+ * with fixed-shape arrays are refused on every rank at the first step.
+ * window: 1 .. ZP_BALANCE_WINDOW_MAX; 0 turns it off. Local, but the value
+ * must be equal on every rank: the first zp_mpi_next compares it (a
+ * mismatch fails on every rank with ZP_ERR_MISMATCH naming both values).
+ * Call it before the first zp_mpi_next (ZP_ERR_STATE after).
+ * zp_mpi_state_save() is refused inside a step (ZP_ERR_STATE on every
+ * rank): save after a multiple of `window` zp_mpi_next calls. Memory: K
+ * batches held from the pipeline while they are copied, and K batches'
+ * arrays owned by the handle. */
+ZP_API zp_status zp_mpi_balance(zp_mpi *m, size_t window);
+
+/* What cross-rank balance did (every rank computes the same figures).
+ * Sums over steps as zp_pipeline_counts does: cost is the sum of every
+ * row's cost; *_peak_* the costliest rank's sum times the ranks (rank
+ * level) or the costliest microbatch's times W x K (microbatch level), so
+ * peak / cost is the mean max/mean ratio (1 = perfectly even). */
+typedef struct zp_mpi_balance_stats {
+    uint64_t window;             /* K (0: off) */
+    uint64_t steps;              /* steps balanced */
+    uint64_t rows_moved;         /* rows delivered by another rank than the one that made them */
+    uint64_t attn_cost;
+    uint64_t rank_peak_before, rank_peak_after;
+    uint64_t mb_peak_before, mb_peak_after;
+    /* the ratios of those sums (0 without steps) */
+    double rank_imbalance_before, rank_imbalance_after;
+    double mb_imbalance_before, mb_imbalance_after;
+    /* the last step's max/mean ratios (0 before the first step) */
+    double last_rank_before, last_rank_after, last_mb_before, last_mb_after;
+    /* zp_mpi_next calls made in the current step (0: at a step boundary) */
+    uint64_t window_pos;
+} zp_mpi_balance_stats;
+
+/* Fill *out (zeroes when balance is off). Local. */
+ZP_API void zp_mpi_balance_stats_get(const zp_mpi *m, zp_mpi_balance_stats *out);
 
 /* Values the ranks agree on at every zp_mpi_next, in the same collective
  * (no extra communication): each rank sets its own (local; kept until set
@@ -367,6 +423,12 @@ typedef struct zp_mpi_rank_stats {
      * cut / documents; totals over the ranks' sums) */
     uint64_t pad_tokens, cut_documents;
     double padding_fraction, cut_fraction;
+    /* within-rank attention-cost balance (zp_pipeline_balance; zp_pipeline_counts):
+     * windows balanced, the sum of their rows' costs and of their costliest
+     * microbatch's cost times the window's microbatches, before and after;
+     * the ratios peak / cost (max/mean; totals: of the ranks' sums) */
+    uint64_t balance_windows, attn_cost, attn_peak_before, attn_peak_after;
+    double attn_imbalance_before, attn_imbalance_after;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
@@ -489,6 +551,14 @@ ZP_API size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_
  * count (1 without a mixture); *out (may be NULL) borrowed. */
 ZP_API size_t zp_cluster_report_parts(const zp_cluster_report *r, const zp_part_metrics **out,
                                       size_t *total);
+/* Cross-rank attention-cost balance (zp_mpi_balance) as the root's handle
+ * had it when the report was made. @return 1 and *out (may be NULL) filled
+ * when balance ran (at least one step), else 0 (*out zeroed). */
+ZP_API int zp_cluster_report_balance(const zp_cluster_report *r, zp_mpi_balance_stats *out);
+/* 1 when the report has an attention-cost balance section: cross-rank
+ * balance ran, or some rank's pipeline balanced windows. */
+ZP_API int zp_cluster_report_has_balance(const zp_cluster_report *r);
+
 /* Aggregate throughput, samples/s: achieved (total samples / slowest
  * rank's wall) and as bounded by the slowest rank (its samples/s x ranks:
  * what lock-step training gets). */

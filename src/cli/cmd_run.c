@@ -21,7 +21,7 @@ int cli_cmd_run(int argc, char **argv)
         return 2;
     }
 #ifdef ZEPHON_CLI_MPI
-    if (cli_under_mpi() || o.report_dir)
+    if (cli_under_mpi() || o.report_dir || o.balance_ranks)
         return cli_cmd_run_mpi(&o);
     if (o.h5_driver == 1) {
         fprintf(stderr, "zephon run: --h5-driver mpio: MPI-IO needs the ranks of mpirun or srun; "
@@ -30,8 +30,9 @@ int cli_cmd_run(int argc, char **argv)
         return 2;
     }
 #else
-    if (o.report_dir) {
-        fprintf(stderr, "zephon run: --report needs zephon built with MPI (ZEPHON_WITH_MPI)\n");
+    if (o.report_dir || o.balance_ranks) {
+        fprintf(stderr, "zephon run: %s needs zephon built with MPI (ZEPHON_WITH_MPI)\n",
+                o.report_dir ? "--report" : "--balance-ranks");
         return 2;
     }
 #endif

@@ -94,6 +94,14 @@ static int hook_stop(void *user, int local)
     if (local && !r->voted)
         r->voted = local;
     int all = (int)(zp_mpi_vote(r->m, ZP_MPI_VOTE_USER) >> 1);
+    if (all && r->o->balance_ranks) {
+        /* with cross-rank balance a step's K batches are delivered whole
+         * (the votes were agreed at its first call): stop at its end */
+        zp_mpi_balance_stats bs;
+        zp_mpi_balance_stats_get(r->m, &bs);
+        if (bs.window_pos != 0)
+            return 0;
+    }
     if (all && all != r->voted) {
         if (all == CLI_RUN_STOP_OUTPUT)
             fprintf(stderr, "zephon run: rank %d: stopping: another rank could not write an "
@@ -406,6 +414,21 @@ static int final_report(const cli_run_opts *o, const cli_run_result *res, zp_clu
     return rc;
 }
 
+/* The summary's line of --balance-ranks: the step imbalance before and
+ * after (every rank computed the same; rank 0 prints). */
+static void print_balance(zp_mpi *m)
+{
+    zp_mpi_balance_stats bs;
+    zp_mpi_balance_stats_get(m, &bs);
+    if (zp_mpi_rank(m) != 0)
+        return;
+    printf("  cross-rank balance (K=%llu, %llu steps, %llu rows moved): attention cost max/mean "
+           "per step: ranks %.3f -> %.3f, microbatches %.3f -> %.3f\n",
+           (unsigned long long)bs.window, (unsigned long long)bs.steps,
+           (unsigned long long)bs.rows_moved, bs.rank_imbalance_before, bs.rank_imbalance_after,
+           bs.mb_imbalance_before, bs.mb_imbalance_after);
+}
+
 static int run_ranks(cli_run_opts *o, zp_mpi *m)
 {
     int rank = zp_mpi_rank(m);
@@ -422,6 +445,25 @@ static int run_ranks(cli_run_opts *o, zp_mpi *m)
         zp_dataset_destroy(ds);
         return 1;
     }
+    if (o->balance_ranks) {
+        /* the window is compared by the first step's agreement */
+        zp_status bst = zp_mpi_balance(m, o->balance_ranks);
+        if (bst != ZP_OK) {
+            fprintf(stderr, "zephon run: rank %d: --balance-ranks: %s\n", rank, zp_mpi_errmsg(m));
+            zp_dataset_destroy(ds);
+            return 2;
+        }
+        /* whole steps only: a state saved at the end is at a step boundary */
+        if (o->max_batches != UINT64_MAX) {
+            uint64_t whole = o->max_batches - o->max_batches % o->balance_ranks;
+            if (whole != o->max_batches && rank == 0 && !o->quiet)
+                fprintf(stderr, "zephon run: --max-batches %llu rounded down to %llu (whole steps "
+                                "of --balance-ranks %llu)\n",
+                        (unsigned long long)o->max_batches, (unsigned long long)whole,
+                        (unsigned long long)o->balance_ranks);
+            o->max_batches = whole;
+        }
+    }
 
     mpi_run r = {.m = m, .o = o, .fail_rank = -1, .saved_at = UINT64_MAX};
     const char *fr = getenv("ZEPHON_TEST_REPORT_FAIL_RANK");
@@ -437,6 +479,8 @@ static int run_ranks(cli_run_opts *o, zp_mpi *m)
     o->hooks = NULL;
     if (rc == 0 || res.stop)
         cli_run_print(o, &res);
+    if ((rc == 0 || res.stop) && o->balance_ranks && !o->json)
+        print_balance(m);
     if (rc == 0 && zp_mpi_batches_dropped(m))
         printf("rank %d: %llu batch(es) not delivered: another rank's stream ended first (all "
                "ranks stop at the same step)\n",

@@ -101,6 +101,11 @@ void cli_run_usage(FILE *f)
         "                          when the world size is above 1)\n"
         "  --emit-samples DIR      write DIR/rank-<R>.samples: per sample its batch, epoch,\n"
         "                          part, pass, padded (0/1) and shard:record\n"
+        "  --balance-ranks K       MPI: balance the attention cost across the ranks of each\n"
+        "                          global step of K microbatches per rank (rows move\n"
+        "                          between ranks; docs/mpi.md); --max-batches is rounded\n"
+        "                          down to a multiple of K so that --save-state saves at\n"
+        "                          a step boundary\n"
         "  --report DIR            MPI: write the cluster fetch-timing report (txt, json,\n"
         "                          csv, html) into DIR (see docs/report.md)\n"
         "  --report-every N        MPI: a report window every N steps (default: about 32\n"
@@ -546,6 +551,8 @@ static int opt_output(cli_run_opts *o, const char *a, const char *v)
         STR(o->report_dir);
     else if (!strcmp(a, "--report-every"))
         NUM(o->report_every, 1, UINT64_MAX);
+    else if (!strcmp(a, "--balance-ranks"))
+        NUM(o->balance_ranks, 1, ZP_BALANCE_WINDOW_MAX);
     else if (!strcmp(a, "--observe"))
         o->observe = 5.0;
     else if (!strncmp(a, "--observe=", 10)) {

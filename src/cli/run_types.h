@@ -101,6 +101,7 @@ typedef struct cli_run_opts {
     double observe;          /* --observe[=SECONDS]: print interval; <0 off, 0 end only */
     const char *metrics_out; /* --metrics-out FILE */
     const char *report_dir;  /* --report DIR (MPI build) */
+    uint64_t balance_ranks;  /* --balance-ranks K (MPI): 0 off */
     uint64_t report_every;   /* --report-every N batches; 0: automatic */
     zp_storage_config storage; /* remote shards, the shard cache on disk */
     int no_index_store;      /* --no-index-store: count shards without the index store */

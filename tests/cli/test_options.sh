@@ -46,6 +46,8 @@ usage_error --fetch-delay-us 18446744073709551616 --fetch-delay-us 1844674407370
 usage_error --seed 18446744073709551616 --seed 18446744073709551616
 usage_error --max-batches 0 --max-batches 0
 usage_error --report-every -3 --report-every -3
+usage_error --balance-ranks 0 --balance-ranks 0
+usage_error --balance-ranks 4097 --balance-ranks 4097
 usage_error --step-time nan --step-time nan
 usage_error --step-time -1 --step-time -1
 usage_error --observe inf --observe=inf

@@ -306,6 +306,69 @@ static void test_partial_every_format(void **state)
     zp_cluster_report_destroy(r);
 }
 
+/* The attention-cost balance section: absent without balance; with the
+ * cross-rank figures (the root's) and the ranks' within-rank windows, in
+ * every format. */
+static void test_balance_section(void **state)
+{
+    (void)state;
+    zp_sim_opts o = {4, 6, 10, -1, 0};
+    zp_cluster_report *r = zp_sim_report(&o, NULL);
+    assert_non_null(r);
+    char *t = NULL;
+    assert_int_equal(zp_cluster_report_has_balance(r), 0);
+    render(r, ZP_MPI_TEXT, &t);
+    assert_null(strstr(t, "attention-cost balance"));
+    free(t);
+    render(r, ZP_MPI_CSV, &t);
+    assert_null(strstr(t, "imbalance"));
+    free(t);
+
+    r->bal.window = 3;
+    r->bal.steps = 10;
+    r->bal.rows_moved = 77;
+    r->bal.attn_cost = 1000;
+    r->bal.rank_imbalance_before = 1.25;
+    r->bal.rank_imbalance_after = 1.01;
+    r->bal.mb_imbalance_before = 1.75;
+    r->bal.mb_imbalance_after = 1.05;
+    for (int i = 0; i < r->size; i++) {
+        r->ranks[i].balance_windows = 5;
+        r->ranks[i].attn_imbalance_before = 1.5;
+        r->ranks[i].attn_imbalance_after = 1.125;
+    }
+    r->totals.balance_windows = 5 * (uint64_t)r->size;
+    r->totals.attn_imbalance_before = 1.5;
+    r->totals.attn_imbalance_after = 1.125;
+    zp_mpi_balance_stats bs;
+    assert_int_equal(zp_cluster_report_balance(r, &bs), 1);
+    assert_int_equal(bs.rows_moved, 77);
+    render(r, ZP_MPI_TEXT, &t);
+    assert_non_null(strstr(t, "attention-cost balance"));
+    assert_non_null(strstr(t, "K=3 microbatches per rank, 10 steps, 77 rows moved"));
+    assert_non_null(strstr(t, "ranks per step        1.250 -> 1.010"));
+    assert_non_null(strstr(t, "microbatches per step 1.750 -> 1.050"));
+    assert_non_null(strstr(t, "within ranks (20 windows): 1.500 -> 1.125"));
+    free(t);
+    render(r, ZP_MPI_JSON, &t);
+    assert_non_null(strstr(t, "\"attn_balance\""));
+    assert_non_null(strstr(t, "\"rows_moved\":77"));
+    assert_non_null(strstr(t, "\"microbatch_imbalance_before\":1.75"));
+    assert_non_null(strstr(t, "\"balance_windows\":20"));
+    free(t);
+    render(r, ZP_MPI_CSV, &t);
+    assert_non_null(strstr(t, ",balance_windows,attn_imbalance_before,attn_imbalance_after,"
+                              "step_rank_imbalance_before,step_rank_imbalance_after,"
+                              "step_microbatch_imbalance_before,step_microbatch_imbalance_after\n"));
+    assert_non_null(strstr(t, ",5,1.500000,1.125000,1.250000,1.010000,1.750000,1.050000\n"));
+    free(t);
+    render(r, ZP_MPI_HTML, &t);
+    assert_non_null(strstr(t, "<h2>Attention-cost balance</h2>"));
+    assert_non_null(strstr(t, "microbatches per step</td><td>1.750</td><td>1.050</td>"));
+    free(t);
+    zp_cluster_report_destroy(r);
+}
+
 int main(int argc, char **argv)
 {
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--write") == 0) {
@@ -324,6 +387,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_heatmap_leaves_out_warmup),
         cmocka_unit_test(test_size_bound),
         cmocka_unit_test(test_partial_every_format),
+        cmocka_unit_test(test_balance_section),
     };
     return cmocka_run_group_tests_name("mpi_report", tests, NULL, NULL);
 }

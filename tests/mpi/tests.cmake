@@ -36,6 +36,9 @@ endfunction()
 zp_add_mpi_test(test_mpi_basic SOURCES ${_zp_mpi_tests}/test_mpi_basic.c NP 1 2 3 4 TIMEOUT 60)
 zp_add_mpi_test(test_mpi_agree SOURCES ${_zp_mpi_tests}/test_mpi_agree.c NP 1 2 3 4 TIMEOUT 60)
 zp_add_mpi_test(test_mpi_straggler SOURCES ${_zp_mpi_tests}/test_mpi_straggler.c NP 1 2 3 4 TIMEOUT 90)
+# Cross-rank attention-cost balance (zp_mpi_balance): rows once per step,
+# the figures, determinism, resume at a step boundary, the refusals.
+zp_add_mpi_test(test_mpi_balance SOURCES ${_zp_mpi_tests}/test_mpi_balance.c NP 1 2 4 TIMEOUT 120)
 # The straggler tests judge real fetch times (one rank 25 ms slower): run
 # alone, so that another test's ranks on the same 2 cores do not make every
 # rank slow at once.
@@ -63,6 +66,14 @@ set_tests_properties(test_mpi_elastic PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
 add_test(NAME test_mpi_bestfit
   COMMAND bash ${_zp_mpi_tests}/test_mpi_bestfit.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_mpi_bestfit PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
+# `zephon run --balance-ranks K` under mpirun: each step's samples over the
+# ranks as without, the figures in the summary and the report, determinism,
+# resume at a step boundary, the refusals (docs/mpi.md).
+add_test(NAME test_mpi_balance_cli
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_balance_cli.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_balance_cli PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
 # Mixture weight schedules under mpirun: elastic resume (4 ranks -> 3) across
