@@ -129,7 +129,102 @@ static PyObject *Comm_info(CommObject *self, PyObject *unused)
                          zp_mpi_hostname(self->m));
 }
 
+/* balance(window): cross-rank attention-cost balance for next() (local;
+ * equal on every rank). */
+static PyObject *Comm_balance(CommObject *self, PyObject *args)
+{
+    Py_ssize_t window;
+    if (!PyArg_ParseTuple(args, "n", &window))
+        return NULL;
+    if (!self->m)
+        return raise_status(ZP_ERR_STATE, "the communicator handle is closed");
+    if (window < 0)
+        return raise_status(ZP_ERR_INVALID, "balance: window must be >= 0");
+    zp_status st = zp_mpi_balance(self->m, (size_t)window);
+    if (st != ZP_OK)
+        return raise_status(st, zp_mpi_errmsg(self->m));
+    Py_RETURN_NONE;
+}
+
+static PyObject *bytes_or_none(const void *p, size_t n)
+{
+    if (!p)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
+}
+
+/* next(pipeline_address): zp_mpi_next, collective. None at the end; else a
+ * dict of the batch: index, epoch, rows, cols, rows_filled, max_seqlen, the
+ * arrays as bytes (tokens, loss_mask, segment_ids; position_ids,
+ * cu_seqlens, doc_counts or None) and samples [(global_id, epoch,
+ * position, padded, part)]. Copies: the handle's buffers are reused at the
+ * next call. */
+static PyObject *Comm_next(CommObject *self, PyObject *args)
+{
+    PyObject *paddr;
+    if (!PyArg_ParseTuple(args, "O", &paddr))
+        return NULL;
+    if (!self->m)
+        return raise_status(ZP_ERR_STATE, "the communicator handle is closed");
+    zp_pipeline *p = PyLong_AsVoidPtr(paddr);
+    if (PyErr_Occurred())
+        return NULL;
+    const zp_batch *b = NULL;
+    zp_status st;
+    Py_BEGIN_ALLOW_THREADS st = zp_mpi_next(self->m, p, &b);
+    Py_END_ALLOW_THREADS if (st == ZP_END) Py_RETURN_NONE;
+    if (st != ZP_OK)
+        return raise_status(st, zp_mpi_errmsg(self->m));
+    const size_t n = b->rows * b->cols;
+    PyObject *samples = PyList_New((Py_ssize_t)b->n_samples);
+    for (size_t i = 0; samples && i < b->n_samples; i++) {
+        const zp_sample *x = &b->samples[i];
+        PyObject *t = Py_BuildValue("(KIKiI)", (unsigned long long)x->global_id,
+                                    (unsigned)x->epoch, (unsigned long long)x->position,
+                                    (int)x->padded, (unsigned)x->part);
+        if (!t) {
+            Py_CLEAR(samples);
+            break;
+        }
+        PyList_SET_ITEM(samples, (Py_ssize_t)i, t);
+    }
+    if (!samples)
+        return NULL;
+    return Py_BuildValue(
+        "{sKsIsnsnsnsisNsNsNsNsNsNsN}", "index", (unsigned long long)b->index, "epoch",
+        (unsigned)b->epoch, "rows", (Py_ssize_t)b->rows, "cols", (Py_ssize_t)b->cols,
+        "rows_filled", (Py_ssize_t)b->rows_filled, "max_seqlen", (int)b->max_seqlen, "tokens",
+        bytes_or_none(b->tokens, n * sizeof *b->tokens), "loss_mask",
+        bytes_or_none(b->loss_mask, n), "segment_ids",
+        bytes_or_none(b->segment_ids, n * sizeof *b->segment_ids), "position_ids",
+        bytes_or_none(b->position_ids, n * sizeof *b->position_ids), "cu_seqlens",
+        bytes_or_none(b->cu_seqlens, b->n_cu_seqlens * sizeof *b->cu_seqlens), "doc_counts",
+        bytes_or_none(b->doc_counts, b->rows * sizeof *b->doc_counts), "samples", samples);
+}
+
+/* balance_stats(): zp_mpi_balance_stats as a dict (local). */
+static PyObject *Comm_balance_stats(CommObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->m)
+        return raise_status(ZP_ERR_STATE, "the communicator handle is closed");
+    zp_mpi_balance_stats s;
+    zp_mpi_balance_stats_get(self->m, &s);
+    return Py_BuildValue("{sKsKsKsdsdsdsd}", "window", (unsigned long long)s.window, "steps",
+                         (unsigned long long)s.steps, "rows_moved",
+                         (unsigned long long)s.rows_moved, "rank_imbalance_before",
+                         s.rank_imbalance_before, "rank_imbalance_after", s.rank_imbalance_after,
+                         "mb_imbalance_before", s.mb_imbalance_before, "mb_imbalance_after",
+                         s.mb_imbalance_after);
+}
+
 static PyMethodDef Comm_methods[] = {
+    {"balance", (PyCFunction)Comm_balance, METH_VARARGS,
+     "balance(window) -> None: cross-rank attention-cost balance for next()."},
+    {"next", (PyCFunction)Comm_next, METH_VARARGS,
+     "next(pipeline_address) -> dict or None: the next batch in lock step (collective)."},
+    {"balance_stats", (PyCFunction)Comm_balance_stats, METH_NOARGS,
+     "balance_stats() -> dict: what cross-rank balance did."},
     {"close", (PyCFunction)Comm_close, METH_NOARGS,
      "close() -> None: free the handle (collective over the communicator)."},
     {"report", (PyCFunction)Comm_report, METH_VARARGS,

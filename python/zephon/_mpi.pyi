@@ -12,3 +12,9 @@ class Comm:
         """The cluster report (text, JSON) on the root, None elsewhere (collective)."""
     def info(self) -> dict[str, Any]:
         """This rank's place (rank, size, node, num_nodes, local_rank, local_size, hostname)."""
+    def balance(self, window: int, /) -> None:
+        """Cross-rank attention-cost balance of `window` microbatches per rank for next()."""
+    def next(self, pipeline_address: int, /) -> Optional[dict[str, Any]]:
+        """The next batch in lock step (collective); None at the end."""
+    def balance_stats(self) -> dict[str, Any]:
+        """What cross-rank balance did (the same on every rank)."""

@@ -6,7 +6,9 @@
 #     (each sample exactly once: 601 samples, not a multiple of the ranks,
 #     so the WorkSource pads: the padded repeats are told apart);
 #  2. rank 0 writes the cluster report (txt, json, csv, html) listing every rank;
-#  3. ranks that disagree on the settings fail on every rank, naming it.
+#  3. ranks that disagree on the settings fail on every rank, naming it;
+#  4. zephon.mpi.balanced_batches: each step's rows over the ranks are the
+#     unbalanced steps' rows, each once, and the max/mean ratio drops.
 set -u
 Z=$(realpath "${1:?usage: test_python_mpi.sh ZEPHON MPIRUN PYTHON PYTHONPATH}")
 MPIRUN=${2:-mpirun}
@@ -58,4 +60,42 @@ run -np 2 "$PY" "$T/bad.py" "$T/ds/manifest.json" "$T/bad" > "$T/bad.out" 2>&1; 
 check "disagreeing ranks: nonzero exit ($rc)" '[[ $rc -ne 0 ]]'
 check "disagreeing ranks: both ranks say why" \
   '[[ $(cat "$T"/bad.rank-* | grep -c "ranks disagree on the dataset or the worksource settings") -eq 2 ]]'
+# 4. cross-rank attention-cost balance from Python
+cat > "$T/bal.py" <<'PY'
+import hashlib, json, sys
+from mpi4py import MPI
+from zephon import Dataset, Pipeline, WorkSource
+from zephon.mpi import balanced_batches
+comm = MPI.COMM_WORLD
+K = 3
+def pipe():
+    return (Pipeline(WorkSource(Dataset(sys.argv[1]), seed=2, comm=comm), threads=1)
+            .tokenize(tokenizer_id="gpt2", field="text").batch(microbatch_size=4)
+            .pack("concat", 127).doc_masking())
+def key(t, s):
+    return hashlib.sha1(t.tobytes() + s.tobytes()).hexdigest()
+plain = [[key(b.tokens[r], b.segment_ids[r]) for r in range(4)] for b in pipe()]
+bb = balanced_batches(pipe(), comm, K)
+steps = []
+for i, d in enumerate(bb):
+    if i % K == 0:
+        steps.append([])
+    assert d["cu_seqlens"][-1] == 4 * 127 and d["position_ids"].shape == (4, 128)
+    steps[-1] += [key(d["tokens"][r], d["segment_ids"][r]) for r in range(4)]
+st = bb.stats()
+bb.close()
+mine = [sum(plain[s * K:(s + 1) * K], []) for s in range(len(steps))]
+allp, allb = comm.gather(mine), comm.gather(steps)
+if comm.Get_rank() == 0:
+    n = len(allb[0])
+    same = all(sorted(sum((p[s] for p in allp), [])) == sorted(sum((b[s] for b in allb), []))
+               for s in range(n))
+    print(json.dumps({"steps": n, "same": same, **st}))
+PY
+run -np 2 "$PY" "$T/bal.py" "$T/ds/manifest.json" > "$T/bal.out" 2>&1; rc=$?
+check "balanced_batches: exit 0 ($rc)" '[[ $rc -eq 0 ]]' || tail -20 "$T/bal.out"
+check "balanced_batches: each step's rows are the unbalanced step's, each once" \
+  'grep -q "\"same\": true" "$T/bal.out" && ! grep -q "\"steps\": 0" "$T/bal.out"'
+check "balanced_batches: max/mean lower after (rank level)" \
+  '"$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert d[\"rank_imbalance_after\"] < d[\"rank_imbalance_before\"], d" "$T/bal.out"'
 finish
