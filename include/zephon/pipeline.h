@@ -193,7 +193,8 @@ ZP_API void zp_pipeline_get_counts(const zp_pipeline *p, zp_pipeline_counts *out
 /* The worksource state to resume after the last delivered batch: a new
  * pipeline on a worksource restored with it continues the identical stream
  * (record mode; token modes resume at the first document not yet started;
- * best-fit packing at the first document of the window in progress, whose
+ * best-fit packing at the first document of the window in progress, and
+ * attention balance at the start of its window in progress, whose
  * documents already delivered come again: zp_pipeline_state_save() is
  * exact). */
 ZP_API void zp_pipeline_resume_state(const zp_pipeline *p, zp_worksource_state *st);
