@@ -37,6 +37,7 @@
 #define ZEPHON_WORKSOURCE_H
 
 #include "common.h"
+#include "coverage.h"
 #include "dataset.h"
 
 #ifdef __cplusplus
@@ -223,6 +224,17 @@ ZP_API zp_status zp_worksource_stream_index(zp_worksource *ws, uint32_t epoch, u
  * run would go past epoch UINT32_MAX. */
 ZP_API zp_status zp_worksource_last_epoch(zp_worksource *ws, uint32_t start_epoch, uint64_t epochs,
                                    uint32_t *out);
+
+/* The digest of positions [first, first + count) of epoch's stream: the
+ * mixture's draws epoch * draws_per_epoch + g, which do not depend on the
+ * world size nor on how the epoch was split between ranks (positions past
+ * draws_per_epoch are refused, ZP_ERR_INVALID). The expected digest of an
+ * epoch is [0, draws_per_epoch) under ZP_REMAINDER_PAD and
+ * [0, world_size * samples_per_rank) under ZP_REMAINDER_DROP. Costs one
+ * zp_worksource_sample() per position; the ranks of a job may compute
+ * slices and merge them. */
+ZP_API zp_status zp_worksource_coverage(zp_worksource *ws, uint32_t epoch, uint64_t first,
+                                        uint64_t count, zp_coverage *out);
 
 /* The borrowed dataset and the copied config. */
 ZP_API zp_dataset *zp_worksource_dataset(const zp_worksource *ws);

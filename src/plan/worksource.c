@@ -870,6 +870,9 @@ size_t zp_worksource_phase_of(const zp_worksource *ws, uint64_t draw)
     return ws && ws->mix ? zpi_sched_phase_at(&ws->sched, draw) : 0;
 }
 
+static zp_status ws_sample_at(zp_worksource *ws, uint32_t epoch, uint64_t g, uint64_t position,
+                              uint64_t token_offset, zp_sample *out);
+
 zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t position,
                                zp_sample *out)
 {
@@ -896,6 +899,14 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
         if (position == ix->pre[k])
             token_offset = pl->spans[k].token_offset;
     }
+    return ws_sample_at(ws, epoch, g, position, token_offset, out);
+}
+
+/* The sample at position g of epoch's stream (g >= draws: padding, g mod
+ * draws repeated), as rank position `position` with `token_offset`. */
+static zp_status ws_sample_at(zp_worksource *ws, uint32_t epoch, uint64_t g, uint64_t position,
+                              uint64_t token_offset, zp_sample *out)
+{
     const int padded = g >= ws->draws;
     if (padded)
         g %= ws->draws;
@@ -931,6 +942,27 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
     out->part = part;
     out->phase = ws->mix ? (uint32_t)ws_phase(ws, (uint64_t)G) : 0;
     out->token_offset = token_offset;
+    return ZP_OK;
+}
+
+zp_status zp_worksource_coverage(zp_worksource *ws, uint32_t epoch, uint64_t first,
+                                 uint64_t count, zp_coverage *out)
+{
+    if (!ws)
+        return ZP_ERR_INVALID;
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID, "zp_worksource_coverage: out is NULL");
+    ZPI_RETURN_ERR_IF(first > ws->draws || count > ws->draws - first, &ws->err, ZP_ERR_INVALID,
+                      "zp_worksource_coverage: positions [%llu, %llu + %llu) of epoch %u: the "
+                      "epoch's stream has %llu",
+                      (unsigned long long)first, (unsigned long long)first,
+                      (unsigned long long)count, epoch, (unsigned long long)ws->draws);
+    memset(out, 0, sizeof *out);
+    for (uint64_t g = first; g < first + count; g++) {
+        zp_sample s;
+        ZPI_FORWARD_IF_ERR(ws_sample_at(ws, epoch, g, g, 0, &s));
+        zp_coverage_fold(out, s.global_id, s.pass);
+    }
     return ZP_OK;
 }
 
