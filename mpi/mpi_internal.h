@@ -154,6 +154,9 @@ struct zp_cluster_report {
     char partial_reason[256];
     int partial_own_reason;        /* the reason was given, not made from the signal */
     uint64_t partial_steps;
+    /* the coverage certificate (zp_mpi_report_coverage; 0: none made) */
+    size_t n_cov;
+    zp_coverage_cert *cov;
 };
 
 /* ---- mpi_coll.c ---- */
@@ -240,6 +243,15 @@ void zpi_mpi_render_json(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The coverage certificate's section of each format (mpi_coverage.c):
+ * nothing when the report has none; the CSV is its own file, coverage.csv
+ * (one row per epoch), written only when there is a certificate. */
+void zpi_mpi_coverage_text(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_coverage_csv(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_coverage_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The "coverage" member of report.json: an array, or NULL when none. */
+struct json_t;
+struct json_t *zpi_mpi_coverage_json(const zp_cluster_report *r);
 
 /* ---- what the formats share: mpi_render_common.c ---- */
 
