@@ -35,8 +35,12 @@ static void put_cov(uint64_t *w, const zp_coverage *c)
     w[2] = c->xr;
 }
 
-/* This rank's records for epochs lo .. lo + n - 1 into w (n x R_WORDS). */
-static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n, uint64_t *w)
+/* This rank's records for epochs lo .. lo + n - 1 into w (n x R_WORDS);
+ * the digests only of the epochs that some rank finished (any[i]): an
+ * epoch no rank finished (a run stopped by a batch limit) is listed with
+ * its delivered digest and not judged. */
+static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n,
+                          const uint64_t *any, uint64_t *w)
 {
     for (uint32_t i = 0; i < n; i++) {
         uint64_t *x = w + (size_t)i * R_WORDS;
@@ -44,12 +48,13 @@ static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n, ui
         if (!p)
             continue;
         zp_epoch_coverage c;
-        zp_coverage slice;
-        if (zp_pipeline_coverage(p, lo + i, &c) != ZP_OK ||
-            zp_pipeline_stream_coverage(p, lo + i, (uint32_t)m->rank, (uint32_t)m->size,
-                                        &slice) != ZP_OK) {
-            zpi_mpi_fail(m, ZP_ERR_STATE, "coverage of epoch %u: %s", lo + i,
-                         zp_pipeline_errmsg(p));
+        zp_coverage slice = {0};
+        zp_status st = zp_pipeline_coverage(p, lo + i, any[i] != 0, &c);
+        if (st == ZP_OK && any[i])
+            st = zp_pipeline_stream_coverage(p, lo + i, (uint32_t)m->rank, (uint32_t)m->size,
+                                             &slice);
+        if (st != ZP_OK) {
+            zpi_mpi_fail(m, st, "coverage of epoch %u: %s", lo + i, zp_pipeline_errmsg(p));
             continue;
         }
         put_cov(x + R_DEL, &c.delivered);
@@ -138,10 +143,23 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
     if (hi - lo >= ZP_COVERAGE_MAX_EPOCHS)
         lo = hi - ZP_COVERAGE_MAX_EPOCHS + 1;
     const uint32_t n = hi - lo + 1;
+    /* which epochs some rank finished: only those are judged (and cost
+     * their plans' and stream's digests) */
+    uint64_t fin[ZP_COVERAGE_MAX_EPOCHS] = {0}, any[ZP_COVERAGE_MAX_EPOCHS];
+    if (p) {
+        zp_worksource_state rs;
+        zp_pipeline_resume_state(p, &rs);
+        for (uint32_t i = 0; i < n; i++)
+            fin[i] = rs.epoch > lo + i;
+    }
+    st = zpi_mpi_check(m, zpi_coll_allreduce(m, fin, any, (int)n, MPI_UINT64_T, MPI_MAX),
+                       "MPI_Allreduce (coverage)");
+    if (st != ZP_OK)
+        return st;
     uint64_t *w = calloc((size_t)n * R_WORDS, sizeof *w);
     uint64_t *all = m->rank == 0 ? calloc((size_t)n * R_WORDS * (size_t)m->size, sizeof *all) : NULL;
     if (w)
-        local_records(m, w ? p : NULL, lo, n, w);
+        local_records(m, p, lo, n, any, w);
     /* out of memory: this rank sends zeros (not valid); rank 0 without its
      * buffer still takes part, receiving into a small one */
     uint64_t dummy[R_WORDS];
@@ -158,8 +176,17 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
         if (!c) {
             st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the coverage certificate");
         } else {
-            for (uint32_t i = 0; i < n; i++)
+            for (uint32_t i = 0; i < n; i++) {
                 judge(&c[i], lo + i, all, n, i, m->size);
+                c[i].judged = any[i] != 0;
+                if (!c[i].judged) { /* nothing expected was computed */
+                    c[i].ok = 0;
+                    c[i].missing = c[i].repeated = 0;
+                    c[i].n_differ = c[i].n_unchecked = 0;
+                    c[i].differ[0] = '\0';
+                    memset(&c[i].expected, 0, sizeof c[i].expected);
+                }
+            }
             free(r->cov);
             r->cov = c;
             r->n_cov = n;
@@ -184,6 +211,13 @@ void zp_coverage_cert_line(const zp_coverage_cert *c, char *buf, size_t cap)
     if (!c)
         return;
     size_t len = 0;
+    if (!c->judged) {
+        zpi_mpi_append(buf, cap, &len,
+                       "epoch %" PRIu32 ": not finished by any rank (%" PRIu64
+                       " samples delivered): not judged",
+                       c->epoch, c->delivered.count);
+        return;
+    }
     if (!c->certified)
         zpi_mpi_append(buf, cap, &len, "epoch %" PRIu32 ": not certified: a rank could not give "
                                        "its digests",
@@ -261,6 +295,7 @@ json_t *zpi_mpi_coverage_json(const zp_cluster_report *r)
         zp_coverage_cert_line(c, line, sizeof line);
         json_t *o = json_object();
         json_object_set_new(o, "epoch", json_integer(c->epoch));
+        json_object_set_new(o, "judged", json_boolean(c->judged));
         json_object_set_new(o, "certified", json_boolean(c->certified));
         json_object_set_new(o, "every_sample_once", json_boolean(c->ok));
         json_object_set_new(o, "delivered", u64_json(c->delivered.count));
@@ -283,13 +318,13 @@ json_t *zpi_mpi_coverage_json(const zp_cluster_report *r)
 
 void zpi_mpi_coverage_csv(const zp_cluster_report *r, zpi_sbuf *b)
 {
-    zpi_sb_puts(b, "epoch,certified,every_sample_once,delivered,expected,missing,repeated,"
+    zpi_sb_puts(b, "epoch,judged,certified,every_sample_once,delivered,expected,missing,repeated,"
                    "padded,ranks_differing,ranks_not_past_epoch,ranks_unchecked\n");
     for (size_t i = 0; i < r->n_cov; i++) {
         const zp_coverage_cert *c = &r->cov[i];
-        zpi_sb_printf(b, "%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+        zpi_sb_printf(b, "%" PRIu32 ",%d,%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
                          ",%" PRIu64 ",",
-                      c->epoch, c->certified, c->ok, c->delivered.count, c->expected.count,
+                      c->epoch, c->judged, c->certified, c->ok, c->delivered.count, c->expected.count,
                       c->missing, c->repeated, c->padded);
         zpi_sb_csv(b, c->differ);
         zpi_sb_puts(b, ",");

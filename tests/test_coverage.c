@@ -270,7 +270,7 @@ static void run_rank(const setup_t *s, const char *restore, uint64_t batches, in
     for (size_t i = 0; i < n; i++) {
         uint32_t e = ep[i];
         zp_epoch_coverage c;
-        assert_int_equal(zp_pipeline_coverage(r.p, e, &c), ZP_OK);
+        assert_int_equal(zp_pipeline_coverage(r.p, e, 1, &c), ZP_OK);
         assert_int_equal(c.epoch, e);
         if (own && batches == 0) {
             assert_true(c.checked);
@@ -417,7 +417,7 @@ static void test_dropped_sample_detected(void **state)
         while (zp_pipeline_next(r.p, &b) == ZP_OK)
             ;
         zp_epoch_coverage c;
-        assert_int_equal(zp_pipeline_coverage(r.p, 0, &c), ZP_OK);
+        assert_int_equal(zp_pipeline_coverage(r.p, 0, 1, &c), ZP_OK);
         if (!zp_coverage_equal(&c.delivered, &c.expected)) {
             failing++;
             assert_int_equal(c.delivered.count + 1, c.expected.count); /* one missing */

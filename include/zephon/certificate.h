@@ -38,12 +38,15 @@ typedef struct zp_epoch_coverage {
  * returns n. */
 ZP_API size_t zp_pipeline_coverage_epochs(const zp_pipeline *p, uint32_t *epochs, size_t cap);
 /* The coverage of `epoch` (any epoch: one without deliveries has empty
- * digests). Computing `expected` costs one zp_worksource_sample() per
- * position of the rank's plan for the epoch; call it at the end of an epoch
- * or at report time, not per batch. Consumer's thread.
+ * digests). With `expected` 0, out->expected is left empty and checked 0
+ * (cheap: a lookup); with 1 it is computed, at the cost of one
+ * zp_worksource_sample() per position of the rank's plan for the epoch:
+ * ask for it at the end of an epoch or at report time, not per batch.
+ * Consumer's thread.
  * @return ZP_OK; ZP_ERR_INVALID for NULL arguments; the worksource's status
  *         (zp_pipeline_errmsg names it). */
-ZP_API zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, zp_epoch_coverage *out);
+ZP_API zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
+                                      zp_epoch_coverage *out);
 
 /* The expected digest of `epoch` for the whole job, in `slices` slices
  * (the ranks of a job compute one each and merge them): slice `slice` of

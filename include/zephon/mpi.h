@@ -554,6 +554,8 @@ ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
 /* One epoch of a job's certificate. */
 typedef struct zp_coverage_cert {
     uint32_t epoch;
+    int judged;            /* 0: no rank finished the epoch (a run stopped
+                              before its end): listed, not judged */
     int ok;                /* 1: every sample of the epoch once (delivered ==
                               expected; padding repeats apart) */
     int certified;         /* 0: a rank could not give its digests (its
@@ -579,8 +581,9 @@ typedef struct zp_coverage_cert {
  * pipeline's digests for every epoch that some rank delivered (the last
  * ZP_COVERAGE_MAX_EPOCHS), its plan's digest for each (zp_pipeline_coverage)
  * and one slice per epoch of the epoch's stream digest
- * (zp_pipeline_stream_coverage: the job's work split over the ranks); one
- * MPI_Allreduce and one MPI_Gather carry them to rank 0. Call it after the
+ * (zp_pipeline_stream_coverage: the job's work split over the ranks), for
+ * the epochs that some rank finished; two MPI_Allreduce and one MPI_Gather
+ * carry them to rank 0. Call it after the
  * last batch (a report's time, never per step). p may be NULL on a rank
  * whose pipeline failed: the certificate then says it is not certified.
  * Collective over comm. ZP_ERR_MPI on an MPI failure (every rank). */

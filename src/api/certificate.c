@@ -171,7 +171,8 @@ static int done_before(const zpi_covtab *t, uint64_t k)
     return 0;
 }
 
-zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, zp_epoch_coverage *out)
+zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
+                               zp_epoch_coverage *out)
 {
     if (!p)
         return ZP_ERR_INVALID;
@@ -194,6 +195,8 @@ zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, zp_epoch_coverage
     zp_worksource_state rs;
     zp_pipeline_resume_state(p, &rs);
     out->finished = rs.epoch > epoch;
+    if (!expected)
+        return ZP_OK;
     if (!t->start_set) /* not started: nothing of this run yet */
         zpi_cov_mark_start(p);
     const zpi_cov_epoch *b = find(t->base, t->n_base, epoch);
