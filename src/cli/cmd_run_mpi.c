@@ -229,6 +229,21 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
         say(r, "report: %s", zp_mpi_errmsg(r->m));
         return 1;
     }
+    /* token packing: this rank's stream went on after another's had
+     * ended, so its last documents were not delivered: which ones (the
+     * certificate counts them) */
+    if (p && !r->o->no_coverage && zp_mpi_batches_dropped(r->m)) {
+        zp_worksource_state ws;
+        zp_pipeline_resume_state(p, &ws);
+        zp_epoch_coverage c;
+        if (zp_pipeline_coverage(p, ws.epoch, 1, &c) == ZP_OK && c.checked &&
+            c.expected.count > c.delivered.count)
+            printf("rank %d: coverage: epoch %u: %llu document(s) of this rank's plan not "
+                   "delivered, from position %llu on (another rank's stream ended first)\n",
+                   zp_mpi_rank(r->m), ws.epoch,
+                   (unsigned long long)(c.expected.count - c.delivered.count),
+                   (unsigned long long)ws.position);
+    }
     /* the job's coverage certificate, in the final report (a collective:
      * every rank, with or without its pipeline) */
     if (!r->o->no_coverage && zp_mpi_report_coverage(r->m, p, r->final) != ZP_OK) {
