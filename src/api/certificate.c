@@ -1,11 +1,8 @@
 /*
  * certificate.c - a pipeline's per-epoch coverage digests
- * (zephon/certificate.h): folded by the consumer as batches are delivered
- * (pipeline.c's bookkeeping), saved in and restored from states
- * (pipeline_state.c), and compared with the rank's plan for the epoch.
- *
- * The table holds one entry per epoch with deliveries: the memory is set
- * by the epochs run, not by the samples.
+ * (zephon/certificate.h): the table the consumer folds (output/covtab.c)
+ * read, and the expected digests computed from the rank's plan and from the
+ * epoch's stream.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,142 +12,6 @@
 #include "plan/worksource_internal.h"
 #include "zephon/certificate.h"
 
-/* The entry of `epoch` in a[0 .. n) (ascending), or NULL. */
-static zpi_cov_epoch *find(zpi_cov_epoch *a, size_t n, uint32_t epoch)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (a[mid].epoch < epoch)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && a[lo].epoch == epoch ? &a[lo] : NULL;
-}
-
-/* The delivered entry of `epoch`, made when missing (NULL: out of memory). */
-static zpi_cov_epoch *entry(zpi_covtab *t, uint32_t epoch)
-{
-    /* deliveries move forward: the last entry is almost always the one */
-    if (t->n && t->d[t->n - 1].epoch == epoch)
-        return &t->d[t->n - 1];
-    zpi_cov_epoch *e = find(t->d, t->n, epoch);
-    if (e)
-        return e;
-    void *a = t->d;
-    if (zpi_grow(&a, &t->cap, t->n + 1, sizeof *t->d) != 0)
-        return NULL;
-    t->d = a;
-    size_t i = t->n;
-    while (i > 0 && t->d[i - 1].epoch > epoch)
-        i--;
-    memmove(&t->d[i + 1], &t->d[i], (t->n - i) * sizeof *t->d);
-    memset(&t->d[i], 0, sizeof t->d[i]);
-    t->d[i].epoch = epoch;
-    t->n++;
-    return &t->d[i];
-}
-
-void zpi_cov_fold_batch(zpi_covtab *t, const zp_batch *b)
-{
-    zpi_cov_epoch *e = NULL;
-    for (size_t i = 0; i < b->n_samples; i++) {
-        const zp_sample *s = &b->samples[i];
-        if (!e || e->epoch != s->epoch)
-            e = entry(t, s->epoch);
-        if (!e) {
-            t->lost = 1;
-            continue;
-        }
-        if (s->padded)
-            e->padded++;
-        else
-            zp_coverage_fold(&e->c, s->global_id, s->pass);
-    }
-}
-
-void zpi_cov_mark_start(zp_pipeline *p)
-{
-    zpi_ckpt *ck = zpi_pipeline_ckpt(p);
-    zpi_covtab *t = &ck->cov;
-    if (t->start_set)
-        return;
-    t->start_set = 1;
-    free(t->done0);
-    t->done0 = NULL;
-    t->n_done0 = 0;
-    if (ck->restored) {
-        t->epoch0 = ck->at.epoch;
-        t->pos0 = ck->at.position;
-        t->tok0 = ck->at.token_offset;
-        t->bal0 = ck->bal_done;
-        if (ck->at.n_done) {
-            t->done0 = malloc(2 * ck->at.n_done * sizeof *t->done0);
-            if (t->done0) {
-                memcpy(t->done0, ck->at.done, 2 * ck->at.n_done * sizeof *t->done0);
-                t->n_done0 = ck->at.n_done;
-            } else {
-                t->lost = 1;
-            }
-        }
-    } else {
-        zp_worksource_state st;
-        zp_worksource_get_state(zpi_pipeline_ws(p), &st);
-        t->epoch0 = st.epoch;
-        t->pos0 = st.position;
-        t->tok0 = t->bal0 = 0;
-    }
-}
-
-zp_status zpi_cov_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n)
-{
-    zpi_cov_epoch *d = malloc((n ? n : 1) * sizeof *d);
-    zpi_cov_epoch *b = malloc((n ? n : 1) * sizeof *b);
-    if (!d || !b) {
-        free(d);
-        free(b);
-        return ZP_ERR_NOMEM;
-    }
-    if (n) {
-        memcpy(d, c, n * sizeof *d);
-        memcpy(b, c, n * sizeof *b);
-    }
-    free(t->d);
-    free(t->base);
-    t->d = d;
-    t->n = t->cap = n;
-    if (!n)
-        t->cap = 1;
-    t->base = b;
-    t->n_base = n;
-    t->lost = 0;
-    t->start_set = 0;
-    return ZP_OK;
-}
-
-zp_status zpi_cov_copy(const zpi_covtab *t, zpi_cov_epoch **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    if (!t->n)
-        return ZP_OK;
-    *out = malloc(t->n * sizeof **out);
-    if (!*out)
-        return ZP_ERR_NOMEM;
-    memcpy(*out, t->d, t->n * sizeof **out);
-    *n = t->n;
-    return ZP_OK;
-}
-
-void zpi_cov_clear(zpi_covtab *t)
-{
-    free(t->d);
-    free(t->base);
-    free(t->done0);
-    memset(t, 0, sizeof *t);
-}
-
 size_t zp_pipeline_coverage_epochs(const zp_pipeline *p, uint32_t *epochs, size_t cap)
 {
     if (!p)
@@ -159,16 +20,6 @@ size_t zp_pipeline_coverage_epochs(const zp_pipeline *p, uint32_t *epochs, size_
     for (size_t i = 0; i < t->n && i < cap && epochs; i++)
         epochs[i] = t->d[i].epoch;
     return t->n;
-}
-
-/* 1 when position pos0 + k of the start epoch was delivered before the
- * resume, as a document of a best-fit window (listed then). */
-static int done_before(const zpi_covtab *t, uint64_t k)
-{
-    for (size_t i = 0; i < t->n_done0; i++)
-        if (t->done0[2 * i] == k)
-            return 1;
-    return 0;
 }
 
 zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
@@ -187,7 +38,7 @@ zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
                       "they are incomplete");
     memset(out, 0, sizeof *out);
     out->epoch = epoch;
-    const zpi_cov_epoch *d = find(t->d, t->n, epoch);
+    const zpi_cov_epoch *d = zpi_covtab_find(t->d, t->n, epoch);
     if (d) {
         out->delivered = d->c;
         out->padded = d->padded;
@@ -198,8 +49,8 @@ zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
     if (!expected)
         return ZP_OK;
     if (!t->start_set) /* not started: nothing of this run yet */
-        zpi_cov_mark_start(p);
-    const zpi_cov_epoch *b = find(t->base, t->n_base, epoch);
+        zpi_covtab_mark_start(t, ck->restored, &ck->at, ck->bal_done, ws);
+    const zpi_cov_epoch *b = zpi_covtab_find(t->base, t->n_base, epoch);
     if (b)
         out->expected = b->c;
     out->checked = !(epoch == t->epoch0 && t->bal0);
@@ -209,7 +60,7 @@ zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
     for (uint64_t pos = epoch == t->epoch0 ? t->pos0 : 0; pos < len; pos++) {
         if (epoch == t->epoch0 && pos == t->pos0 && t->tok0)
             continue; /* listed before the resume, continued after it */
-        if (epoch == t->epoch0 && t->n_done0 && done_before(t, pos - t->pos0))
+        if (epoch == t->epoch0 && t->n_done0 && zpi_covtab_done_before(t, pos - t->pos0))
             continue;
         zp_sample s;
         zp_status st = zp_worksource_sample(ws, epoch, pos, &s);

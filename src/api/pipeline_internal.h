@@ -9,24 +9,8 @@
 #include "engine/engine.h"
 #include "zephon/pipeline.h"
 
+#include "output/covtab.h"
 #include "plan/state.h"
-
-/* The coverage digests the consumer folds (certificate.c): per epoch,
- * what was delivered (restored digests included) and what a restored state
- * brought; and where this run's stream started, for the expected digest. */
-typedef struct zpi_covtab {
-    zpi_cov_epoch *d;   /* delivered, ascending by epoch (owned) */
-    size_t n, cap;
-    zpi_cov_epoch *base; /* restored, ascending by epoch (owned) */
-    size_t n_base;
-    int lost;           /* out of memory while folding: digests incomplete */
-    int start_set;      /* the start below was taken (first next()) */
-    uint32_t epoch0;    /* this run's first sample: (epoch0, pos0); */
-    uint64_t pos0, tok0; /* tok0 > 0: the one at pos0 was listed before */
-    uint64_t bal0;      /* resumed inside an attention-balance window */
-    uint64_t *done0;    /* best-fit: window documents delivered before, */
-    size_t n_done0;     /* pairs (k, t) after pos0 (owned) */
-} zpi_covtab;
 
 /* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
  * are delivered; pipeline_state.c saves it and sets it from a state before
@@ -67,16 +51,6 @@ zp_status zpi_pipeline_settings_json(const zp_pipeline *p, char **out);
 zp_status zpi_pipeline_settings_json_fp(const zp_pipeline *p, uint64_t dataset_fp, char **out);
 /* The pipeline's total counts (restored base + delivered - skipped). */
 void zpi_pipeline_total_counts(const zp_pipeline *p, zp_pipeline_counts *out);
-
-/* certificate.c: fold a delivered batch's samples; take where the stream
- * starts (before the first batch is made); take a restored state's digests
- * (copied; ZP_ERR_NOMEM); a copy of the digests for a state (*out owned,
- * NULL when n is 0; ZP_ERR_NOMEM); free the table. */
-void zpi_cov_fold_batch(zpi_covtab *t, const zp_batch *b);
-void zpi_cov_mark_start(zp_pipeline *p);
-zp_status zpi_cov_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n);
-zp_status zpi_cov_copy(const zpi_covtab *t, zpi_cov_epoch **out, size_t *n);
-void zpi_cov_clear(zpi_covtab *t);
 
 /* 1 once zp_pipeline_enable_observability() succeeded. */
 int zpi_pipeline_observing(const zp_pipeline *p);
