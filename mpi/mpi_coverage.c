@@ -1,9 +1,10 @@
 /*
  * mpi_coverage.c - the job's coverage certificate (zp_mpi_report_coverage):
  * every rank's per-epoch digests and a slice of each epoch's stream digest
- * gathered to rank 0, compared there, and the certificate's section in the
- * report's formats (text, JSON, CSV, HTML). docs/report.md, "Coverage
- * certificate".
+ * summed over the ranks; for an epoch whose sums differ, each rank's digest
+ * of its own plan, so that rank 0 names the ranks that differ; and the
+ * certificate's section in the report's formats (text, JSON, CSV, HTML).
+ * docs/report.md, "Coverage certificate".
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -18,7 +19,7 @@ enum {
     R_EXP = 3,     /* its plan's: count, sum, xor */
     R_STREAM = 6,  /* its slice of the stream: count, sum, xor */
     R_PADDED = 9,
-    R_FLAGS = 10,  /* 1: valid, 2: finished, 4: checked */
+    R_FLAGS = 10,  /* 1: valid, 2: finished, 4: its plan's digest is in R_EXP */
     R_WORDS = 11
 };
 
@@ -35,10 +36,11 @@ static void put_cov(uint64_t *w, const zp_coverage *c)
     w[2] = c->xr;
 }
 
-/* This rank's records for epochs lo .. lo + n - 1 into w (n x R_WORDS);
- * the digests only of the epochs that some rank finished (any[i]): an
- * epoch no rank finished (a run stopped by a batch limit) is listed with
- * its delivered digest and not judged. */
+/* This rank's records for epochs lo .. lo + n - 1 into w (n x R_WORDS):
+ * what it delivered and, for the epochs that some rank finished (any[i]),
+ * its slice of the epoch's stream. An epoch no rank finished (a run
+ * stopped by a batch limit) is listed with its delivered digest, not
+ * judged. */
 static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n,
                           const uint64_t *any, uint64_t *w)
 {
@@ -49,7 +51,7 @@ static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n,
             continue;
         zp_epoch_coverage c;
         zp_coverage slice = {0};
-        zp_status st = zp_pipeline_coverage(p, lo + i, any[i] != 0, &c);
+        zp_status st = zp_pipeline_coverage(p, lo + i, 0, &c);
         if (st == ZP_OK && any[i])
             st = zp_pipeline_stream_coverage(p, lo + i, (uint32_t)m->rank, (uint32_t)m->size,
                                              &slice);
@@ -58,16 +60,70 @@ static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n,
             continue;
         }
         put_cov(x + R_DEL, &c.delivered);
-        put_cov(x + R_EXP, &c.expected);
         put_cov(x + R_STREAM, &slice);
         x[R_PADDED] = c.padded;
-        x[R_FLAGS] = 1u | (c.finished ? 2u : 0u) | (c.checked ? 4u : 0u);
+        x[R_FLAGS] = 1u | (c.finished ? 2u : 0u);
+    }
+}
+
+/* The epochs whose job digest differs from the stream's (bad[i]), from
+ * every rank's records: one MPI_Allreduce of the counts and sums, one of
+ * the xors; the same answer on every rank. */
+static zp_status job_digests(zp_mpi *m, const uint64_t *w, uint32_t n, const uint64_t *any,
+                             uint8_t *bad)
+{
+    uint64_t sum[5 * ZP_COVERAGE_MAX_EPOCHS], sum_out[5 * ZP_COVERAGE_MAX_EPOCHS];
+    uint64_t xr[2 * ZP_COVERAGE_MAX_EPOCHS], xr_out[2 * ZP_COVERAGE_MAX_EPOCHS];
+    for (uint32_t i = 0; i < n; i++) {
+        const uint64_t *x = w + (size_t)i * R_WORDS;
+        uint64_t *s5 = sum + 5 * i;
+        s5[0] = x[R_DEL];
+        s5[1] = x[R_DEL + 1];
+        s5[2] = x[R_STREAM];
+        s5[3] = x[R_STREAM + 1];
+        s5[4] = x[R_FLAGS] & 1u; /* ranks that gave their digests */
+        xr[2 * i] = x[R_DEL + 2];
+        xr[2 * i + 1] = x[R_STREAM + 2];
+    }
+    zp_status st = zpi_mpi_check(
+        m, zpi_coll_allreduce(m, sum, sum_out, (int)(5 * n), MPI_UINT64_T, MPI_SUM),
+        "MPI_Allreduce (coverage)");
+    if (st == ZP_OK)
+        st = zpi_mpi_check(
+            m, zpi_coll_allreduce(m, xr, xr_out, (int)(2 * n), MPI_UINT64_T, MPI_BXOR),
+            "MPI_Allreduce (coverage)");
+    for (uint32_t i = 0; st == ZP_OK && i < n; i++) {
+        const uint64_t *s5 = sum_out + 5 * i;
+        bad[i] = any[i] && s5[4] == (uint64_t)m->size &&
+                 (s5[0] != s5[2] || s5[1] != s5[3] || xr_out[2 * i] != xr_out[2 * i + 1]);
+    }
+    return st;
+}
+
+/* For the epochs that failed: this rank's plan digest (checked, 4), so that
+ * rank 0 names the ranks that differ from their plans. */
+static void plan_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n, const uint8_t *bad,
+                         uint64_t *w)
+{
+    for (uint32_t i = 0; p && i < n; i++) {
+        uint64_t *x = w + (size_t)i * R_WORDS;
+        if (!bad[i] || !(x[R_FLAGS] & 1u))
+            continue;
+        zp_epoch_coverage c;
+        if (zp_pipeline_coverage(p, lo + i, 1, &c) != ZP_OK) {
+            zpi_mpi_fail(m, ZP_ERR_STATE, "coverage of epoch %u: %s", lo + i,
+                         zp_pipeline_errmsg(p));
+            continue; /* not checked: rank 0 counts it unchecked */
+        }
+        put_cov(x + R_EXP, &c.expected);
+        if (c.checked)
+            x[R_FLAGS] |= 4u;
     }
 }
 
 /* Rank 0: the certificate of one epoch from every rank's record. */
 static void judge(zp_coverage_cert *c, uint32_t epoch, const uint64_t *all, uint32_t n, uint32_t i,
-                  int size)
+                  int size, int bad)
 {
     memset(c, 0, sizeof *c);
     c->epoch = epoch;
@@ -85,7 +141,9 @@ static void judge(zp_coverage_cert *c, uint32_t epoch, const uint64_t *all, uint
         zp_coverage_merge(&c->delivered, &d);
         zp_coverage_merge(&c->expected, &s);
         c->padded += x[R_PADDED];
-        if (!(x[R_FLAGS] & 4u))
+        if (!bad)
+            ; /* the job's digest holds: the ranks' plans were not asked */
+        else if (!(x[R_FLAGS] & 4u))
             c->n_unchecked++;
         else if (!zp_coverage_equal(&d, &e) && differ)
             differ[c->n_differ++] = r;
@@ -158,13 +216,23 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
         return st;
     uint64_t *w = calloc((size_t)n * R_WORDS, sizeof *w);
     uint64_t *all = m->rank == 0 ? calloc((size_t)n * R_WORDS * (size_t)m->size, sizeof *all) : NULL;
+    uint8_t bad[ZP_COVERAGE_MAX_EPOCHS] = {0};
     if (w)
         local_records(m, p, lo, n, any, w);
+    /* out of memory: the collectives still run, with zeros (not valid) */
+    static const uint64_t zero_rec[R_WORDS * ZP_COVERAGE_MAX_EPOCHS];
+    st = job_digests(m, w ? w : zero_rec, n, any, bad);
+    if (st != ZP_OK) {
+        free(w);
+        free(all);
+        return st;
+    }
+    if (w)
+        plan_records(m, p, lo, n, bad, w);
     /* out of memory: this rank sends zeros (not valid); rank 0 without its
      * buffer still takes part, receiving into a small one */
     uint64_t dummy[R_WORDS];
-    static const uint64_t zeros[R_WORDS * ZP_COVERAGE_MAX_EPOCHS];
-    const void *send = w ? (const void *)w : (const void *)zeros;
+    const void *send = w ? (const void *)w : (const void *)zero_rec;
     int gather_ok = m->rank != 0 || all;
     st = zpi_mpi_check(m,
                        zpi_coll_gather(m, send, gather_ok ? (void *)all : (void *)dummy,
@@ -177,7 +245,7 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
             st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the coverage certificate");
         } else {
             for (uint32_t i = 0; i < n; i++) {
-                judge(&c[i], lo + i, all, n, i, m->size);
+                judge(&c[i], lo + i, all, n, i, m->size, bad[i]);
                 c[i].judged = any[i] != 0;
                 if (!c[i].judged) { /* nothing expected was computed */
                     c[i].ok = 0;

@@ -4,7 +4,10 @@
  *  - the fold: order and split independent; a dropped, a repeated and a
  *    swapped sample each change it, and the count tells which;
  *  - the epoch's stream digest (zp_worksource_coverage) equals the ranks'
- *    plans merged, for 1..5 ranks, pad and drop;
+ *    plans merged, for 1..5 ranks, pad and drop; the fast one
+ *    (zp_worksource_epoch_coverage: whole passes by id, in slices) equals
+ *    it, with and without a mixture, for epochs of whole and partial
+ *    passes;
  *  - pipelines (records, concat, best-fit; 1 and 3 ranks, two epochs):
  *    delivered == expected, and the ranks' digests merge to the stream's;
  *  - across a checkpoint/resume (same world size, mid-epoch, token modes
@@ -239,6 +242,67 @@ static void test_stream_is_the_plans_merged(void **state)
         }
 }
 
+/* The fast epoch digest (whole passes folded by id, slices) equals the
+ * position-by-position one, with and without a mixture, for epochs that
+ * are whole passes, parts of passes and several passes, pad and drop. */
+static void test_epoch_digest_fast_path(void **state)
+{
+    (void)state;
+    static const uint64_t draws[] = {0, 600, 1700, 97};
+    for (int mix = 0; mix < 2; mix++)
+        for (size_t d = 0; d < sizeof draws / sizeof draws[0]; d++)
+            for (int rem = 0; rem < 2; rem++)
+                for (uint32_t w = 1; w <= 4; w += 3) {
+                    zp_dataset_config dc;
+                    zp_dataset_config_init(&dc);
+                    zp_dataset *ds;
+                    assert_int_equal(zp_dataset_create(&dc, &ds), ZP_OK);
+                    const char *globs[3] = {"web-*.jsonl", "code-*.jsonl", "books-*.jsonl"};
+                    for (int i = 0; i < 3; i++) {
+                        char *g = zpt_path(g_dir, globs[i]);
+                        assert_int_equal(zp_dataset_add(ds, g), ZP_OK);
+                        free(g);
+                    }
+                    zp_worksource_config wc;
+                    zp_worksource_config_init(&wc);
+                    wc.seed = 5;
+                    wc.world_size = w;
+                    wc.shuffle_block_shards = 2;
+                    wc.remainder = (zp_remainder)rem;
+                    wc.epoch_samples = draws[d];
+                    if (mix) {
+                        wc.parts = g_parts;
+                        wc.n_parts = 3;
+                    }
+                    zp_worksource *ws;
+                    assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+                    uint64_t n = zp_worksource_draws_per_epoch(ws);
+                    uint64_t keep = rem ? w * zp_worksource_samples_per_rank(ws) : n;
+                    for (uint32_t e = 0; e < 4; e++) {
+                        zp_coverage slow, fast[4];
+                        assert_int_equal(zp_worksource_coverage(ws, e, 0, keep, &slow), ZP_OK);
+                        for (uint32_t k = 1; k <= 4; k++) {
+                            zp_coverage all = {0};
+                            for (uint32_t i = 0; i < k; i++) {
+                                assert_int_equal(zp_worksource_epoch_coverage(ws, e, i, k, &fast[i]),
+                                                 ZP_OK);
+                                zp_coverage_merge(&all, &fast[i]);
+                            }
+                            if (!zp_coverage_equal(&all, &slow))
+                                fail_msg("mix %d, %llu draws, %s, %u ranks, epoch %u, %u slices: "
+                                         "%llu samples, want %llu",
+                                         mix, (unsigned long long)n, rem ? "drop" : "pad", w, e, k,
+                                         (unsigned long long)all.count,
+                                         (unsigned long long)slow.count);
+                        }
+                    }
+                    zp_coverage x;
+                    assert_int_equal(zp_worksource_epoch_coverage(ws, 0, 2, 2, &x), ZP_ERR_INVALID);
+                    zp_worksource_destroy(ws);
+                    zp_dataset_destroy(ds);
+                }
+}
+
 /* Runs rank s->rank to the end (or `batches` batches, 0: the end), then
  * checks delivered == expected for epochs 0 .. epochs-1 (when `own` is
  * set) and adds the delivered digests to job[]. Returns the state saved
@@ -458,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_fold_order_independent),
         cmocka_unit_test(test_fold_detects_drop_repeat_swap),
         cmocka_unit_test(test_stream_is_the_plans_merged),
+        cmocka_unit_test(test_epoch_digest_fast_path),
         cmocka_unit_test(test_records_whole_epochs),
         cmocka_unit_test(test_tokens_whole_epochs),
         cmocka_unit_test(test_resume_keeps_certificate),

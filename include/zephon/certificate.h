@@ -49,11 +49,8 @@ ZP_API zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expect
                                       zp_epoch_coverage *out);
 
 /* The expected digest of `epoch` for the whole job, in `slices` slices
- * (the ranks of a job compute one each and merge them): slice `slice` of
- * the epoch's stream positions that the remainder policy keeps, [0,
- * draws_per_epoch) under ZP_REMAINDER_PAD, [0, world_size *
- * samples_per_rank) under ZP_REMAINDER_DROP (zp_worksource_coverage).
- * Costs one zp_worksource_sample() per position of the slice.
+ * (the ranks of a job compute one each and merge them):
+ * zp_worksource_epoch_coverage on the pipeline's worksource.
  * @return ZP_OK; ZP_ERR_INVALID (slice >= slices, out NULL); the
  *         worksource's status. */
 ZP_API zp_status zp_pipeline_stream_coverage(zp_pipeline *p, uint32_t epoch, uint32_t slice,

@@ -568,25 +568,28 @@ typedef struct zp_coverage_cert {
     uint64_t missing;      /* expected.count - delivered.count, when more */
     uint64_t repeated;     /* delivered.count - expected.count, when more */
     int ranks;             /* ranks in the job */
-    int n_differ;          /* ranks whose digest differs from their own plan */
+    int n_differ;          /* an epoch that failed: ranks whose digest
+                              differs from their own plan's */
     char differ[128];      /*   as a list, "1,3-4" */
     int n_unfinished;      /* ranks whose stream is not past the epoch */
     char unfinished[128];
-    int n_unchecked;       /* ranks without a plan digest for the epoch
-                              (resumed inside an attention-balance window) */
+    int n_unchecked;       /* an epoch that failed: ranks without a plan
+                              digest for it (resumed inside an
+                              attention-balance window) */
 } zp_coverage_cert;
 
 /* Make the job's certificate and give it to report r (rank 0's; the other
- * ranks pass NULL or their own report, left as it is). Each rank takes its
- * pipeline's digests for every epoch that some rank delivered (the last
- * ZP_COVERAGE_MAX_EPOCHS), its plan's digest for each (zp_pipeline_coverage)
- * and one slice per epoch of the epoch's stream digest
- * (zp_pipeline_stream_coverage: the job's work split over the ranks), for
- * the epochs that some rank finished; two MPI_Allreduce and one MPI_Gather
- * carry them to rank 0. Call it after the
- * last batch (a report's time, never per step). p may be NULL on a rank
- * whose pipeline failed: the certificate then says it is not certified.
- * Collective over comm. ZP_ERR_MPI on an MPI failure (every rank). */
+ * ranks pass NULL or their own report, left as it is). For every epoch
+ * that some rank delivered (the last ZP_COVERAGE_MAX_EPOCHS) and some rank
+ * finished, the ranks' delivered digests are summed and compared with the
+ * epoch's stream digest, each rank computing one slice of it
+ * (zp_pipeline_stream_coverage); only for an epoch that fails does each
+ * rank also compute its own plan's digest (zp_pipeline_coverage), so that
+ * the ranks that differ are named. Four MPI_Allreduce of a few words per
+ * epoch and one MPI_Gather to rank 0. Call it after the last batch (a
+ * report's time, never per step). p may be NULL on a rank whose pipeline
+ * failed: the epochs are then not certified. Collective over comm.
+ * ZP_ERR_MPI on an MPI failure (every rank). */
 ZP_API zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r);
 /* The certificate's epochs (0 when none was made): *out borrowed, valid
  * until r is destroyed. */

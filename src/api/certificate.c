@@ -83,16 +83,7 @@ zp_status zp_pipeline_stream_coverage(zp_pipeline *p, uint32_t epoch, uint32_t s
                       out ? "given" : "NULL");
     zp_worksource *ws = zpi_pipeline_ws(p);
     ZPI_RETURN_ERR_IF(!ws, perr, ZP_ERR_STATE, "zp_pipeline_stream_coverage: no worksource");
-    const zp_worksource_config *wc = zp_worksource_get_config(ws);
-    uint64_t keep = zp_worksource_draws_per_epoch(ws);
-    if (wc->remainder == ZP_REMAINDER_DROP) {
-        unsigned __int128 k = (unsigned __int128)wc->world_size * zp_worksource_samples_per_rank(ws);
-        if (k < keep)
-            keep = (uint64_t)k;
-    }
-    uint64_t lo = (uint64_t)((unsigned __int128)keep * slice / slices);
-    uint64_t hi = (uint64_t)((unsigned __int128)keep * (slice + 1) / slices);
-    zp_status st = zp_worksource_coverage(ws, epoch, lo, hi - lo, out);
+    zp_status st = zp_worksource_epoch_coverage(ws, epoch, slice, slices, out);
     ZPI_RETURN_ERR_IF(st != ZP_OK, perr, st, "zp_pipeline_stream_coverage: epoch %u: %s", epoch,
                       zp_worksource_errmsg(ws));
     return ZP_OK;
