@@ -315,12 +315,14 @@ void zp_coverage_cert_line(const zp_coverage_cert *c, char *buf, size_t cap)
         zpi_mpi_append(buf, cap, &len, ")");
     }
     if (c->n_differ)
-        zpi_mpi_append(buf, cap, &len, "; rank%s differing from %s plan: %s",
-                       c->n_differ == 1 ? "" : "s", c->n_differ == 1 ? "its" : "their",
-                       c->differ);
+        zpi_mpi_append(buf, cap, &len, "; %s %s %s from %s plan%s",
+                       c->n_differ == 1 ? "rank" : "ranks", c->differ,
+                       c->n_differ == 1 ? "differs" : "differ", c->n_differ == 1 ? "its" : "their",
+                       c->n_differ == 1 ? "" : "s");
     if (c->n_unfinished)
-        zpi_mpi_append(buf, cap, &len, "; rank%s not past the epoch: %s",
-                       c->n_unfinished == 1 ? "" : "s", c->unfinished);
+        zpi_mpi_append(buf, cap, &len, "; %s %s %s not past the epoch",
+                       c->n_unfinished == 1 ? "rank" : "ranks", c->unfinished,
+                       c->n_unfinished == 1 ? "is" : "are");
     if (c->n_unchecked)
         zpi_mpi_append(buf, cap, &len, "; %d rank%s without a plan digest", c->n_unchecked,
                        c->n_unchecked == 1 ? "" : "s");

@@ -597,8 +597,8 @@ ZP_API size_t zp_cluster_report_coverage(const zp_cluster_report *r, const zp_co
 /* One epoch in words, into buf (cap bytes, NUL-terminated, cut to fit):
  * "epoch 0: every sample once (1200 samples, 4 ranks, 3 padded)", or
  * "epoch 0: NOT every sample once: 1 missing (1199 of 1200 delivered);
- * ranks differing from their plan: 2", with "; ranks not past the epoch:
- * 1,3" when some stopped before its end. */
+ * rank 2 differs from its plan", with "; ranks 1,3 are not past the
+ * epoch" when some stopped before its end. */
 ZP_API void zp_coverage_cert_line(const zp_coverage_cert *c, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ preprocess
