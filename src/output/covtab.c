@@ -145,9 +145,14 @@ void zpi_covtab_clear(zpi_covtab *t)
  * resume, as a document of a best-fit window (listed then). */
 int zpi_covtab_done_before(const zpi_covtab *t, uint64_t k)
 {
-    for (size_t i = 0; i < t->n_done0; i++)
-        if (t->done0[2 * i] == k)
-            return 1;
-    return 0;
+    size_t lo = 0, hi = t->n_done0; /* pairs ascending by k (state.h) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->done0[2 * mid] < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->n_done0 && t->done0[2 * lo] == k;
 }
 
