@@ -70,9 +70,10 @@ static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n,
  * every rank's records: one MPI_Allreduce of the counts and sums, one of
  * the xors; the same answer on every rank. */
 static zp_status job_digests(zp_mpi *m, const uint64_t *w, uint32_t n, const uint64_t *any,
-                             uint8_t *bad)
+                             uint8_t *bad, int root_ok, int *gather)
 {
-    uint64_t sum[5 * ZP_COVERAGE_MAX_EPOCHS], sum_out[5 * ZP_COVERAGE_MAX_EPOCHS];
+    /* the last word: 1 when rank 0 holds the gather's buffer */
+    uint64_t sum[5 * ZP_COVERAGE_MAX_EPOCHS + 1], sum_out[5 * ZP_COVERAGE_MAX_EPOCHS + 1];
     uint64_t xr[2 * ZP_COVERAGE_MAX_EPOCHS], xr_out[2 * ZP_COVERAGE_MAX_EPOCHS];
     for (uint32_t i = 0; i < n; i++) {
         const uint64_t *x = w + (size_t)i * R_WORDS;
@@ -85,9 +86,11 @@ static zp_status job_digests(zp_mpi *m, const uint64_t *w, uint32_t n, const uin
         xr[2 * i] = x[R_DEL + 2];
         xr[2 * i + 1] = x[R_STREAM + 2];
     }
+    sum[5 * n] = m->rank == 0 && root_ok;
     zp_status st = zpi_mpi_check(
-        m, zpi_coll_allreduce(m, sum, sum_out, (int)(5 * n), MPI_UINT64_T, MPI_SUM),
+        m, zpi_coll_allreduce(m, sum, sum_out, (int)(5 * n + 1), MPI_UINT64_T, MPI_SUM),
         "MPI_Allreduce (coverage)");
+    *gather = st == ZP_OK && sum_out[5 * n] == 1;
     if (st == ZP_OK)
         st = zpi_mpi_check(
             m, zpi_coll_allreduce(m, xr, xr_out, (int)(2 * n), MPI_UINT64_T, MPI_BXOR),
@@ -221,7 +224,10 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
         local_records(m, p, lo, n, any, w);
     /* out of memory: the collectives still run, with zeros (not valid) */
     static const uint64_t zero_rec[R_WORDS * ZP_COVERAGE_MAX_EPOCHS];
-    st = job_digests(m, w ? w : zero_rec, n, any, bad);
+    int gather = 0;
+    st = job_digests(m, w ? w : zero_rec, n, any, bad, all != NULL, &gather);
+    if (st == ZP_OK && !gather) /* rank 0 could not hold the records: no gather */
+        st = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the coverage certificate (rank 0)");
     if (st != ZP_OK) {
         free(w);
         free(all);
@@ -229,14 +235,9 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
     }
     if (w)
         plan_records(m, p, lo, n, bad, w);
-    /* out of memory: this rank sends zeros (not valid); rank 0 without its
-     * buffer still takes part, receiving into a small one */
-    uint64_t dummy[R_WORDS];
+    /* out of memory on this rank: it sends zeros (not valid) */
     const void *send = w ? (const void *)w : (const void *)zero_rec;
-    int gather_ok = m->rank != 0 || all;
-    st = zpi_mpi_check(m,
-                       zpi_coll_gather(m, send, gather_ok ? (void *)all : (void *)dummy,
-                                       (int)(n * R_WORDS), MPI_UINT64_T, 0),
+    st = zpi_mpi_check(m, zpi_coll_gather(m, send, all, (int)(n * R_WORDS), MPI_UINT64_T, 0),
                        "MPI_Gather (coverage)");
     free(w);
     if (st == ZP_OK && m->rank == 0 && r) {
