@@ -16,7 +16,11 @@
 #     last batch, so the longer ranks' last documents are not delivered:
 #     the certificate says so for the last epoch (missing, the ranks not
 #     past it), and certifies epoch 0;
-#  5. --no-coverage: no certificate.
+#  5. --no-coverage: no certificate;
+#  6. without a launcher: a plain run prints its own line per epoch
+#     (against the epoch's stream; with --rank/--world-size against the
+#     rank's plan), in --json too, and a dropped sample fails it; with
+#     --report (a world of one) the report carries the certificate.
 set -u
 Z=$(realpath "${1:?usage: test_mpi_coverage.sh ZEPHON MPIRUN}")
 MPIRUN=${2:-mpirun}
@@ -94,5 +98,26 @@ check "the ranks not past it say which of their documents were not delivered" \
 # 5. --no-coverage
 run -np 2 "$Z" run "${args[@]}" --no-coverage > "$T/nc" 2> "$T/nce"; rc=$?
 check "--no-coverage: no certificate (rc $rc)" '[[ $rc -eq 0 ]] && ! grep -q "^coverage:" "$T/nc"'
+
+# 6. without a launcher
+d="$T/plain"; mkdir -p "$d"
+"$Z" run "${args[@]}" > "$d/out" 2> "$d/err"; rc=$?
+check "plain run (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/err"
+check "plain run: its own line per epoch" \
+  'grep -qx "  coverage: epoch 0: every sample once (601 samples)" "$d/out" && grep -qx "  coverage: epoch 1: every sample once (601 samples)" "$d/out"'
+ZEPHON_TEST_DROP_SAMPLE=0 "$Z" run "${args[@]}" > "$d/drop" 2>&1
+check "plain run: a dropped sample fails it, with the filtered count" \
+  'grep -qx "  coverage: epoch 0: NOT every sample once: 1 missing (600 of 601 delivered)" "$d/drop" && grep -q "^  coverage: not delivered by request in this run: 1 records filtered" "$d/drop"'
+"$Z" run "${args[@]}" --rank 1 --world-size 4 > "$d/rank" 2>&1
+check "--rank 1 --world-size 4: against the rank's plan" \
+  'grep -qx "  coverage: epoch 0: this rank.s plan delivered (151 samples)" "$d/rank"'
+"$Z" run "${args[@]}" --json > "$d/json" 2>&1
+check "--json carries it" "python3 -c '
+import json, sys
+c = json.loads(open(sys.argv[1]).read())[\"coverage\"]
+sys.exit(0 if [x[\"epoch\"] for x in c] == [0, 1] and all(x[\"ok\"] and x[\"delivered\"] == 601 for x in c) else 1)' '$d/json'"
+"$Z" run "${args[@]}" --report "$d/rep" > "$d/solo" 2>&1; rc=$?
+check "--report without a launcher (rc $rc): the report carries the certificate" \
+  '[[ $rc -eq 0 ]] && grep -q "^  epoch 1: every sample once (601 samples, 1 rank)" "$d/rep/report.txt" && [[ $(wc -l < "$d/rep/coverage.csv") -eq 3 ]]'
 
 finish
