@@ -74,6 +74,8 @@ for mode in records concat; do
     > "$d/r1" 2> "$d/e1"; rc=$?
   check "$mode: 4 ranks, 7 steps, --save-state (rc $rc)" '[[ $rc -eq 0 && -s "$d/s.json" ]]' || tail -5 "$d/e1"
   check "$mode: the job state carries the digests" "grep -q '\"coverage\"' '$d/s.json'"
+  check "$mode: zephon state show gives them" \
+    '[[ $("$Z" state show "$d/s.json" | grep -c "^  coverage digest of epoch 0: [0-9]* samples") -eq 4 ]]'
   run -np 3 "$Z" run "${args[@]}" "${extra[@]}" --resume "$d/s.json" > "$d/r2" 2> "$d/e2"; rc=$?
   check "$mode: 3 ranks --resume (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/e2"
   check "$mode: epoch 0 certified across the resume" \
