@@ -36,6 +36,27 @@ static void put_cov(uint64_t *w, const zp_coverage *c)
     w[2] = c->xr;
 }
 
+/* Take the samples of the batches zp_mpi_next did not deliver out of the
+ * pipeline's digest of `epoch` (sum and count subtract, xor is its own
+ * inverse). */
+static void take_undelivered(const zp_mpi *m, uint32_t epoch, zp_epoch_coverage *c)
+{
+    for (size_t k = 0; k < m->n_undelivered; k++) {
+        const zp_sample *s = &m->undelivered[k];
+        if (s->epoch != epoch)
+            continue;
+        c->finished = 0; /* its stream stopped inside the epoch */
+        if (s->padded) {
+            c->padded--;
+            continue;
+        }
+        uint64_t x = zp_coverage_mix(s->global_id, s->pass);
+        c->delivered.count--;
+        c->delivered.sum -= x;
+        c->delivered.xr ^= x;
+    }
+}
+
 /* This rank's records for epochs lo .. lo + n - 1 into w (n x R_WORDS):
  * what it delivered and, for the epochs that some rank finished (any[i]),
  * its slice of the epoch's stream. An epoch no rank finished (a run
@@ -59,10 +80,11 @@ static void local_records(zp_mpi *m, zp_pipeline *p, uint32_t lo, uint32_t n,
             zpi_mpi_fail(m, st, "coverage of epoch %u: %s", lo + i, zp_pipeline_errmsg(p));
             continue;
         }
+        take_undelivered(m, lo + i, &c);
         put_cov(x + R_DEL, &c.delivered);
         put_cov(x + R_STREAM, &slice);
         x[R_PADDED] = c.padded;
-        x[R_FLAGS] = 1u | (c.finished ? 2u : 0u);
+        x[R_FLAGS] = (m->undelivered_lost ? 0u : 1u) | (c.finished ? 2u : 0u);
     }
 }
 
@@ -212,6 +234,9 @@ zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r
         zp_pipeline_resume_state(p, &rs);
         for (uint32_t i = 0; i < n; i++)
             fin[i] = rs.epoch > lo + i;
+        for (size_t k = 0; k < m->n_undelivered; k++) /* not past what it did not deliver */
+            if (m->undelivered[k].epoch >= lo && m->undelivered[k].epoch - lo < n)
+                fin[m->undelivered[k].epoch - lo] = 0;
     }
     st = zpi_mpi_check(m, zpi_coll_allreduce(m, fin, any, (int)n, MPI_UINT64_T, MPI_MAX),
                        "MPI_Allreduce (coverage)");

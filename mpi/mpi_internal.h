@@ -103,6 +103,12 @@ struct zp_mpi {
     int64_t vote_local[ZP_MPI_VOTE_COUNT], vote_all[ZP_MPI_VOTE_COUNT];
     int stop_rank; /* lowest rank whose stop vote was the agreed one; -1 */
     double sync_seconds;
+    /* the samples listed by batches this rank's pipeline handed out and
+     * zp_mpi_next did not deliver (the step every rank stopped at): the
+     * coverage certificate takes them out of the pipeline's digests */
+    zp_sample *undelivered;
+    size_t n_undelivered;
+    int undelivered_lost; /* out of memory: some are not listed */
 
     /* reports */
     uint32_t reports;             /* made so far */

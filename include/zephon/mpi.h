@@ -287,6 +287,12 @@ ZP_API int64_t zp_mpi_stop_reason(const zp_mpi *m, int *rank);
 /* Batches this rank held but did not deliver because another rank ended
  * first (see zp_mpi_next). */
 ZP_API uint64_t zp_mpi_batches_dropped(const zp_mpi *m);
+/* The samples listed by the batches that this rank's pipeline handed out
+ * and zp_mpi_next did not deliver (another rank ended first, a stop vote,
+ * another rank's error): *out borrowed, valid until the next zp_mpi_next or
+ * zp_mpi_destroy. The pipeline counts them as delivered; the coverage
+ * certificate (zp_mpi_report_coverage) takes them out. */
+ZP_API size_t zp_mpi_undelivered_samples(const zp_mpi *m, const zp_sample **out);
 /* Seconds this rank spent in zp_mpi_next's agreement (waiting for the
  * other ranks). */
 ZP_API double zp_mpi_sync_seconds(const zp_mpi *m);

@@ -230,19 +230,30 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
         return 1;
     }
     /* token packing: this rank's stream went on after another's had
-     * ended, so its last documents were not delivered: which ones (the
-     * certificate counts them) */
-    if (p && !r->o->no_coverage && zp_mpi_batches_dropped(r->m)) {
+     * ended, so its last documents were not delivered: from where, and how
+     * many (the certificate counts them) */
+    const zp_sample *u;
+    size_t nu = zp_mpi_undelivered_samples(r->m, &u);
+    if (p && !r->o->no_coverage && (nu || zp_mpi_batches_dropped(r->m))) {
         zp_worksource_state ws;
         zp_pipeline_resume_state(p, &ws);
+        uint32_t e = ws.epoch;
+        uint64_t from = ws.position, held = 0;
+        for (size_t k = 0; k < nu; k++)
+            if (!u[k].padded && (u[k].epoch < e || (u[k].epoch == e && u[k].position < from))) {
+                e = u[k].epoch;
+                from = u[k].position;
+            }
+        for (size_t k = 0; k < nu; k++)
+            held += !u[k].padded && u[k].epoch == e;
         zp_epoch_coverage c;
-        if (zp_pipeline_coverage(p, ws.epoch, 1, &c) == ZP_OK && c.checked &&
-            c.expected.count > c.delivered.count)
+        if (zp_pipeline_coverage(p, e, 1, &c) == ZP_OK && c.checked &&
+            c.expected.count > c.delivered.count - held)
             printf("rank %d: coverage: epoch %u: %llu document(s) of this rank's plan not "
                    "delivered, from position %llu on (another rank's stream ended first)\n",
-                   zp_mpi_rank(r->m), ws.epoch,
-                   (unsigned long long)(c.expected.count - c.delivered.count),
-                   (unsigned long long)ws.position);
+                   zp_mpi_rank(r->m), e,
+                   (unsigned long long)(c.expected.count - (c.delivered.count - held)),
+                   (unsigned long long)from);
     }
     /* the job's coverage certificate, in the final report (a collective:
      * every rank, with or without its pipeline) */

@@ -87,7 +87,8 @@ done
 
 # 4. concat packing: the ranks' ends
 d="$T/tail"; mkdir -p "$d"
-run -np 4 "$Z" run "${args[@]}" --tokenize gpt2:1 --pack concat --seq-len 63 > "$d/out" 2> "$d/err"; rc=$?
+run -np 4 "$Z" run "${args[@]}" --tokenize gpt2:1 --pack concat --seq-len 63 --emit-samples "$d/s" \
+  > "$d/out" 2> "$d/err"; rc=$?
 check "4 ranks, concat packing (rc $rc)" '[[ $rc -eq 0 ]]' || tail -5 "$d/err"
 check "some rank's last batch was not delivered" 'grep -q "batch(es) not delivered: another rank" "$d/out"'
 check "epoch 0 certified" 'grep -Eq "^coverage: epoch 0: every sample once \(601 samples, 4 ranks" "$d/out"'
@@ -96,6 +97,13 @@ check "epoch 1: the documents not delivered are named, with the ranks not past t
 
 check "the ranks not past it say which of their documents were not delivered" \
   'grep -Eq "^rank [0-9]+: coverage: epoch 1: [0-9]+ document\(s\) of this rank.s plan not delivered, from position [0-9]+ on" "$d/out"'
+# what the training loop saw (--emit-samples lists the delivered batches'
+# documents): the certificate's count, the held batches left out
+seen=$(cat "$d"/s/rank-*.samples | awk '$2 == 1 && $5 == 0' | wc -l)
+said=$(sed -nE 's/^coverage: epoch 1: NOT every sample once: [0-9]+ missing \(([0-9]+) of 601.*/\1/p' "$d/out")
+check "epoch 1: the certificate's delivered count ($said) is what the loop saw ($seen)" '[[ -n $said && $said -eq $seen ]]'
+per_rank=$(sed -nE 's/^rank [0-9]+: coverage: epoch 1: ([0-9]+) document.*/\1/p' "$d/out" | paste -sd+ | bc)
+check "the ranks' documents not delivered add up to the missing ($per_rank + $said = 601)" '[[ $((per_rank + said)) -eq 601 ]]'
 
 # 5. --no-coverage
 run -np 2 "$Z" run "${args[@]}" --no-coverage > "$T/nc" 2> "$T/nce"; rc=$?
