@@ -241,7 +241,7 @@ ZP_API zp_status zp_worksource_coverage(zp_worksource *ws, uint32_t epoch, uint6
  * [0, world_size * samples_per_rank) under ZP_REMAINDER_DROP), as
  * zp_worksource_coverage over those positions gives it, but computed from
  * each part's draws of the epoch: a whole pass of a part is folded from its
- * records' ids (about 2 ns a sample), a part of a pass is looked up place
+ * records' ids (a few ns a sample), a part of a pass is looked up place
  * by place. The work is split in `slices` slices whose digests merge to the
  * epoch's (slice 0 takes out the dropped positions): the ranks of a job
  * compute one each. ZP_ERR_INVALID (slice >= slices, out NULL),

@@ -4,7 +4,7 @@
  */
 #include "zephon/coverage.h"
 
-/* The 64-bit finalizer of splitmix64: a bijection of 64-bit words. */
+/* A xor-shift-multiply mix: a bijection of 64-bit words. */
 static uint64_t fmix64(uint64_t x)
 {
     x ^= x >> 30;
