@@ -399,7 +399,8 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         }
         ps = pt = NULL;
         ck->base = rs.counts;
-        if (zpi_covtab_restore(&ck->cov, rs.cov, rs.n_cov) != ZP_OK)
+        if (zpi_covtab_restore(&ck->cov, rs.cov, rs.n_cov, st.world_size == wc->world_size) !=
+            ZP_OK)
             ck->cov.lost = 1; /* zp_pipeline_coverage says so */
         ck->next_batch = rs.next_batch;
         ck->at.valid = 1;

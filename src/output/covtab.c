@@ -93,7 +93,7 @@ void zpi_covtab_mark_start(zpi_covtab *t, int restored, const zpi_resume_pt *at,
     }
 }
 
-zp_status zpi_covtab_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n)
+zp_status zpi_covtab_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n, int exact)
 {
     zpi_cov_epoch *d = malloc((n ? n : 1) * sizeof *d);
     zpi_cov_epoch *b = malloc((n ? n : 1) * sizeof *b);
@@ -116,6 +116,7 @@ zp_status zpi_covtab_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n)
     t->n_base = n;
     t->lost = 0;
     t->start_set = 0;
+    t->exact = exact;
     return ZP_OK;
 }
 

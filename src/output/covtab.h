@@ -30,6 +30,8 @@ typedef struct zpi_covtab {
     uint64_t bal0;      /* resumed inside an attention-balance window */
     uint64_t *done0;    /* best-fit: window documents delivered before, */
     size_t n_done0;     /* pairs (k, t) after pos0 (owned) */
+    int exact;          /* restored from this rank's own state (same world
+                           size): its digests before are its own */
 } zpi_covtab;
 
 /* Fold a delivered batch's samples (padded ones counted apart). Out of
@@ -41,9 +43,10 @@ void zpi_covtab_fold_batch(zpi_covtab *t, const zp_batch *b);
  * worksource's state. */
 void zpi_covtab_mark_start(zpi_covtab *t, int restored, const zpi_resume_pt *at,
                            uint64_t bal_done, const zp_worksource *ws);
-/* A restored state's digests (copied; the start is taken again).
+/* A restored state's digests (copied; the start is taken again); exact: the
+ * rank's own state (an exact resume), else an elastic re-split's.
  * ZP_ERR_NOMEM. */
-zp_status zpi_covtab_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n);
+zp_status zpi_covtab_restore(zpi_covtab *t, const zpi_cov_epoch *c, size_t n, int exact);
 /* A copy of the digests for a state (*out owned, NULL when n is 0).
  * ZP_ERR_NOMEM. */
 zp_status zpi_covtab_copy(const zpi_covtab *t, zpi_cov_epoch **out, size_t *n);

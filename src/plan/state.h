@@ -44,6 +44,8 @@ typedef struct zpi_skip {
  * delivered, padded ones apart. */
 typedef struct zpi_cov_epoch {
     uint32_t epoch;
+    int merged; /* 1: the sums of several ranks' digests (an elastic
+                   re-split gave them to rank 0): not this rank's alone */
     zp_coverage c;
     uint64_t padded;
 } zpi_cov_epoch;

@@ -241,7 +241,7 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
                                    "\", \"padded\": ",
                                 c->c.sum, c->c.xr);
             e |= put_u64(b, c->padded);
-            e |= zpi_buf_puts(b, "}");
+            e |= zpi_buf_puts(b, c->merged ? ", \"merged\": true}" : "}");
         }
         e |= zpi_buf_puts(b, "\n      ]");
     }
@@ -506,7 +506,8 @@ static zp_status parse_skip(json_t *o, const char *sp, zpi_skip *x, zpi_err *err
 static zp_status parse_hex64(const char *s, uint64_t *out);
 
 /* "coverage" (optional): [{"epoch": E, "samples": n, "sum": "16 hex",
- * "xor": "16 hex", "padded": n}, ...], epochs ascending. */
+ * "xor": "16 hex", "padded": n[, "merged": true]}, ...], epochs
+ * ascending. */
 static zp_status parse_coverage(json_t *o, const char *rp, zpi_rank_state *r, zpi_err *err)
 {
     json_t *arr = json_object_get(o, "coverage");
@@ -519,13 +520,18 @@ static zp_status parse_coverage(json_t *o, const char *rp, zpi_rank_state *r, zp
         json_t *x = json_array_get(arr, i);
         char q[320];
         zpi_fmt(q, sizeof q, "%s[%zu]", p, i);
-        static const char *const known[] = {"epoch", "samples", "sum", "xor", "padded", NULL};
+        static const char *const known[] = {"epoch", "samples", "sum", "xor", "padded", "merged",
+                                            NULL};
         ZPI_RETURN_ERR_IF(!json_is_object(x), err, ZP_ERR_FORMAT, "%s: not an object", q);
         ZPI_FORWARD_IF_ERR(only_known(x, q, known, err));
         zpi_cov_epoch *c = &r->cov[i];
         ZPI_FORWARD_IF_ERR(get_u32(x, q, "epoch", &c->epoch, err));
         ZPI_FORWARD_IF_ERR(get_u64(x, q, "samples", UINT64_MAX, &c->c.count, err));
         ZPI_FORWARD_IF_ERR(get_u64(x, q, "padded", UINT64_MAX, &c->padded, err));
+        json_t *mg = json_object_get(x, "merged"); /* optional: false when absent */
+        ZPI_RETURN_ERR_IF(mg && !json_is_boolean(mg), err, ZP_ERR_FORMAT,
+                          "%s.merged: not true or false", q);
+        c->merged = mg && json_is_true(mg);
         static const char *const hx[] = {"sum", "xor"};
         for (int k = 0; k < 2; k++) {
             json_t *v = json_object_get(x, hx[k]);

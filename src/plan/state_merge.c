@@ -371,6 +371,7 @@ static int join_coverage(zpi_rank_state *o, const zpi_state *s)
             }
             zp_coverage_merge(&o->cov[j].c, &c->c);
             o->cov[j].padded += c->padded;
+            o->cov[j].merged = 1;
         }
     return 0;
 }

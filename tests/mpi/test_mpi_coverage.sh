@@ -12,6 +12,9 @@
 #     ranks resume it: the resumed run certifies both epochs (the state
 #     carries the digests of what was delivered before), in record mode
 #     and with concat packing (epoch 0);
+#  3b. an exact resume after the elastic one is certified; a state edited
+#     to move one rank's position back or forth: 1 repeated or 1 missing,
+#     that rank named;
 #  4. concat packing on 4 ranks: the ranks stop at the shortest stream's
 #     last batch, so the longer ranks' last documents are not delivered:
 #     the certificate says so for the last epoch (missing, the ranks not
@@ -83,6 +86,32 @@ for mode in records concat; do
   if [[ $mode == records ]]; then
     check "$mode: epoch 1 certified" 'grep -Eq "^coverage: epoch 1: every sample once \(601 samples, 3 ranks" "$d/r2"'
   fi
+done
+
+# 3b. the records' job state: resumed by 3 ranks for 5 steps and saved
+# again, then resumed on 3 ranks (an exact resume after an elastic one):
+# still certified; and states edited to move one rank's position back
+# (a sample read twice) or forth (a sample skipped): the certificate fails
+# with the count and names that rank
+d="$T/el-records"
+run -np 3 "$Z" run "${args[@]}" --resume "$d/s.json" --max-batches 5 --save-state "$d/s2.json" \
+  > "$d/r3" 2> "$d/e3"; rc=$?
+check "3 ranks resume for 5 steps and save (rc $rc)" '[[ $rc -eq 0 && -s "$d/s2.json" ]]' || tail -5 "$d/e3"
+check "the digests summed by the re-split are marked merged" "grep -q '\"merged\": true' '$d/s2.json'"
+run -np 3 "$Z" run "${args[@]}" --resume "$d/s2.json" > "$d/r4" 2> "$d/e4"; rc=$?
+check "then 3 ranks resume that (rc $rc): both epochs certified" \
+  '[[ $rc -eq 0 ]] && grep -Eq "^coverage: epoch 0: every sample once \(601 samples, 3 ranks" "$d/r4" && grep -Eq "^coverage: epoch 1: every sample once \(601 samples, 3 ranks" "$d/r4"'
+d="$T/edit"; mkdir -p "$d"
+run -np 4 "$Z" run "${args[@]}" --max-batches 7 --save-state "$d/s.json" > /dev/null 2> "$d/e0"
+for how in "2 -1 repeated" "1 1 missing"; do
+  read -r rk by what <<< "$how"
+  python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); d["ranks"][int(sys.argv[2])]["position"] += int(sys.argv[3])
+json.dump(d, open(sys.argv[4], "w"), indent=1)' "$d/s.json" "$rk" "$by" "$d/s$rk.json"
+  run -np 4 "$Z" run "${args[@]}" --resume "$d/s$rk.json" > "$d/o$rk" 2> "$d/e$rk"; rc=$?
+  check "rank $rk's position moved by $by in the state (rc $rc): 1 $what, rank $rk named" \
+    '[[ $rc -eq 0 ]] && grep -Eq "^coverage: epoch 0: NOT every sample once: 1 $what .*; rank $rk differs from its plan$" "$d/o$rk" && grep -Eq "^coverage: epoch 1: every sample once" "$d/o$rk"'
 done
 
 # 4. concat packing: the ranks' ends
