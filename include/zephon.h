@@ -6,6 +6,7 @@
 #define ZEPHON_H
 
 #include "zephon/common.h"
+#include "zephon/certificate.h"
 #include "zephon/dataset.h"
 #include "zephon/observe.h"
 #include "zephon/pipeline.h"

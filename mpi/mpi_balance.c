@@ -637,6 +637,8 @@ zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     int64_t shape = st == ZP_OK && got == K ? shape_of(src[0]) : 0;
     st = zpi_mpi_step_agree(m, st, got, shape);
     if (st != ZP_OK) {
+        for (size_t k = 0; k < got; k++)
+            zpi_mpi_keep_undelivered(m, src[k]); /* held, not delivered */
         if (src)
             release_all(p, src, got);
         free(src);

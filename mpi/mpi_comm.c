@@ -144,6 +144,9 @@ static void release(zp_mpi *m)
     free(m->hist.fetch);
     free(m->hist.t_end);
     free(m->hist.streak);
+    free(m->undelivered);
+    m->undelivered = NULL;
+    m->n_undelivered = 0;
     m->pend.recv = NULL;
     m->hosts = NULL;
     m->hist.fetch = NULL;
@@ -312,6 +315,28 @@ int zp_mpi_local_size(const zp_mpi *m) { return m ? m->local_size : 0; }
 const char *zp_mpi_hostname(const zp_mpi *m) { return m ? m->host : ""; }
 MPI_Comm zp_mpi_comm(const zp_mpi *m) { return m ? m->comm : MPI_COMM_NULL; }
 uint64_t zp_mpi_batches_dropped(const zp_mpi *m) { return m ? m->dropped : 0; }
+
+size_t zp_mpi_undelivered_samples(const zp_mpi *m, const zp_sample **out)
+{
+    if (out)
+        *out = m ? m->undelivered : NULL;
+    return m ? m->n_undelivered : 0;
+}
+
+/* (mpi_internal.h) */
+void zpi_mpi_keep_undelivered(zp_mpi *m, const zp_batch *b)
+{
+    if (!b || !b->n_samples)
+        return;
+    zp_sample *a = realloc(m->undelivered, (m->n_undelivered + b->n_samples) * sizeof *a);
+    if (!a) {
+        m->undelivered_lost = 1;
+        return;
+    }
+    memcpy(a + m->n_undelivered, b->samples, b->n_samples * sizeof *a);
+    m->undelivered = a;
+    m->n_undelivered += b->n_samples;
+}
 
 zp_status zp_mpi_set_vote(zp_mpi *m, zp_mpi_vote_kind kind, int64_t value)
 {

@@ -118,6 +118,12 @@ struct zp_mpi {
     int stop_rank; /* lowest rank whose stop vote was the agreed one; -1 */
     double sync_seconds;
     zpi_mpi_bal bal;              /* zp_mpi_balance (mpi_balance.c) */
+    /* the samples listed by batches this rank's pipeline handed out and
+     * zp_mpi_next did not deliver (the step every rank stopped at): the
+     * coverage certificate takes them out of the pipeline's digests */
+    zp_sample *undelivered;
+    size_t n_undelivered;
+    int undelivered_lost; /* out of memory: some are not listed */
 
     /* reports */
     uint32_t reports;             /* made so far */
@@ -171,6 +177,9 @@ struct zp_cluster_report {
     char partial_reason[256];
     int partial_own_reason;        /* the reason was given, not made from the signal */
     uint64_t partial_steps;
+    /* the coverage certificate (zp_mpi_report_coverage; 0: none made) */
+    size_t n_cov;
+    zp_coverage_cert *cov;
 };
 
 /* ---- mpi_coll.c ---- */
@@ -259,6 +268,15 @@ void zpi_mpi_render_json(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The coverage certificate's section of each format (mpi_coverage.c):
+ * nothing when the report has none; the CSV is its own file, coverage.csv
+ * (one row per epoch), written only when there is a certificate. */
+void zpi_mpi_coverage_text(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_coverage_csv(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_coverage_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The "coverage" member of report.json: an array, or NULL when none. */
+struct json_t;
+struct json_t *zpi_mpi_coverage_json(const zp_cluster_report *r);
 
 /* ---- what the formats share: mpi_render_common.c ---- */
 
@@ -302,6 +320,11 @@ int zpi_mpi_warmup_windows(const zp_cluster_report *r);
  * else the status of the lowest failing rank, with that rank's message
  * ("rank R: ...") stored on every rank. */
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
+
+/* A batch the pipeline handed out that zp_mpi_next does not deliver (a
+ * step every rank stopped at): its samples are kept for the coverage
+ * certificate (zp_mpi_undelivered_samples). */
+void zpi_mpi_keep_undelivered(zp_mpi *m, const zp_batch *b);
 
 /* The agreement of one lock-step step (zp_mpi_next): st is this rank's
  * outcome (ZP_OK: it holds its batches; ZP_END; an error with its message

@@ -345,6 +345,9 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(root, "histograms", histograms_json(r));
     json_object_set_new(root, "stragglers", stragglers_json(r));
     json_object_set_new(root, "windows", windows_json(r));
+    json_t *cov = zpi_mpi_coverage_json(r);
+    if (cov)
+        json_object_set_new(root, "coverage", cov);
     json_object_set_new(root, "verdict", json_string(r->verdict));
     return root;
 }

@@ -266,4 +266,5 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
     nodes_text(r, b);
     latency_text(r, b);
     stragglers_text(r, b);
+    zpi_mpi_coverage_text(r, b);
 }

@@ -974,6 +974,7 @@ void zp_cluster_report_destroy(zp_cluster_report *r)
     free(r->strag);
     free(r->win);
     free(r->win_t);
+    free(r->cov);
     zpi_mpi_info_free(&r->info);
     free(r);
 }

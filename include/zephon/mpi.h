@@ -28,6 +28,7 @@
 
 #include <mpi.h>
 
+#include "certificate.h"
 #include "common.h"
 #include "dataset.h"
 #include "observe.h"
@@ -342,6 +343,12 @@ ZP_API int64_t zp_mpi_stop_reason(const zp_mpi *m, int *rank);
 /* Batches this rank held but did not deliver because another rank ended
  * first (see zp_mpi_next). */
 ZP_API uint64_t zp_mpi_batches_dropped(const zp_mpi *m);
+/* The samples listed by the batches that this rank's pipeline handed out
+ * and zp_mpi_next did not deliver (another rank ended first, a stop vote,
+ * another rank's error): *out borrowed, valid until the next zp_mpi_next or
+ * zp_mpi_destroy. The pipeline counts them as delivered; the coverage
+ * certificate (zp_mpi_report_coverage) takes them out. */
+ZP_API size_t zp_mpi_undelivered_samples(const zp_mpi *m, const zp_sample **out);
 /* Seconds this rank spent in zp_mpi_next's agreement (waiting for the
  * other ranks). */
 ZP_API double zp_mpi_sync_seconds(const zp_mpi *m);
@@ -612,6 +619,63 @@ ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **si
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
 
+
+/* ------------------------------------------------------------ coverage certificate
+ * (docs/report.md, "Coverage certificate"): per epoch, the digest of what
+ * every rank delivered against the digest of the epoch's stream. */
+
+/* The most epochs a certificate lists: the last ones delivered. */
+#define ZP_COVERAGE_MAX_EPOCHS 64
+
+/* One epoch of a job's certificate. */
+typedef struct zp_coverage_cert {
+    uint32_t epoch;
+    int judged;            /* 0: no rank finished the epoch (a run stopped
+                              before its end): listed, not judged */
+    int ok;                /* 1: every sample of the epoch once (delivered ==
+                              expected; padding repeats apart) */
+    int certified;         /* 0: a rank could not give its digests (its
+                              message went to zp_mpi_errmsg on that rank):
+                              nothing is claimed */
+    zp_coverage delivered; /* all ranks' (restored digests included) */
+    zp_coverage expected;  /* the epoch's stream under the remainder policy
+                              (zp_pipeline_stream_coverage) */
+    uint64_t padded;       /* padded samples delivered, all ranks */
+    uint64_t missing;      /* expected.count - delivered.count, when more */
+    uint64_t repeated;     /* delivered.count - expected.count, when more */
+    int ranks;             /* ranks in the job */
+    int n_differ;          /* an epoch that failed: ranks whose digest
+                              differs from their own plan's */
+    char differ[128];      /*   as a list, "1,3-4" */
+    int n_unfinished;      /* ranks whose stream is not past the epoch */
+    char unfinished[128];
+    int n_unchecked;       /* an epoch that failed: ranks without a plan
+                              digest for it (resumed inside an
+                              attention-balance window) */
+} zp_coverage_cert;
+
+/* Make the job's certificate and give it to report r (rank 0's; the other
+ * ranks pass NULL or their own report, left as it is). For every epoch
+ * that some rank delivered (the last ZP_COVERAGE_MAX_EPOCHS) and some rank
+ * finished, the ranks' delivered digests are summed and compared with the
+ * epoch's stream digest, each rank computing one slice of it
+ * (zp_pipeline_stream_coverage); only for an epoch that fails does each
+ * rank also compute its own plan's digest (zp_pipeline_coverage), so that
+ * the ranks that differ are named. Four MPI_Allreduce of a few words per
+ * epoch and one MPI_Gather to rank 0. Call it after the last batch (a
+ * report's time, never per step). p may be NULL on a rank whose pipeline
+ * failed: the epochs are then not certified. Collective over comm.
+ * ZP_ERR_MPI on an MPI failure (every rank). */
+ZP_API zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r);
+/* The certificate's epochs (0 when none was made): *out borrowed, valid
+ * until r is destroyed. */
+ZP_API size_t zp_cluster_report_coverage(const zp_cluster_report *r, const zp_coverage_cert **out);
+/* One epoch in words, into buf (cap bytes, NUL-terminated, cut to fit):
+ * "epoch 0: every sample once (1200 samples, 4 ranks, 3 padded)", or
+ * "epoch 0: NOT every sample once: 1 missing (1199 of 1200 delivered);
+ * rank 2 differs from its plan", with "; ranks 1,3 are not past the
+ * epoch" when some stopped before its end. */
+ZP_API void zp_coverage_cert_line(const zp_coverage_cert *c, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ preprocess
  * `zephon preprocess` under mpirun (zephon/preprocess.h, docs/preprocess.md).

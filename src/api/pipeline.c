@@ -146,6 +146,7 @@ void zp_pipeline_destroy(zp_pipeline *p)
     free(p->ck.part_tokens);
     free(p->ck.skips);
     free(p->ck.done);
+    zpi_covtab_clear(&p->ck.cov);
     free(p);
 }
 
@@ -565,6 +566,7 @@ static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
     if (bb->resume.valid)
         take_at(ck, &bb->resume);
     ck->bal_done = bb->bal_done;
+    zpi_covtab_fold_batch(&ck->cov, &bb->b);
     if (bb->part_samples)
         for (size_t i = 0; i < ck->nparts; i++) {
             ck->part_samples[i] += bb->part_samples[i];
@@ -617,8 +619,10 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
     *out = NULL;
     if (p->fatal.code != ZP_OK)
         return zpi_err_copy(&p->err, &p->fatal);
-    if (!p->started)
+    if (!p->started) {
+        zpi_covtab_mark_start(&p->ck.cov, p->ck.restored, &p->ck.at, p->ck.bal_done, p->ws);
         ZPI_FORWARD_IF_ERR(start(p));
+    }
     zpi_obs *obs = zpi_engine_obs(p->engine);
     uint64_t t_wait = obs ? zpi_now_ns() : 0;
     zpi_batchbuf *bb;

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "zephon/pipeline.h"
 
+#include "output/covtab.h"
 #include "plan/state.h"
 
 /* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
@@ -33,6 +34,7 @@ typedef struct zpi_ckpt {
     int done_lost;             /* at.done could not be copied (out of memory) */
     uint64_t bal_done;         /* batches of the attention-balance window in
                                   progress delivered (at is its start) */
+    zpi_covtab cov;            /* coverage digests (certificate.c) */
 } zpi_ckpt;
 
 zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p);

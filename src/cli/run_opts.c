@@ -43,6 +43,8 @@ void cli_run_usage(FILE *f)
         "  --no-shuffle            dataset order\n"
         "  --block-shards N        shards per shuffle block (default 8)\n"
         "  --remainder pad|drop    samples %% world size policy (default pad)\n"
+        "  --no-coverage           leave out the coverage certificate at the end (each\n"
+        "                          epoch's delivered samples against its plan; docs/report.md)\n"
         "  --no-index-store        count shards lacking a manifest count by reading them,\n"
         "                          without the on-disk index store of record counts\n"
         "                          ($XDG_CACHE_HOME/zephon/index, else ~/.cache/zephon/index;\n"
@@ -405,6 +407,8 @@ static int opt_data(cli_run_opts *o, const char *a, const char *v)
         NUM(o->start_epoch, 0, UINT32_MAX - 1);
     else if (!strcmp(a, "--no-shuffle"))
         o->ws.shuffle = 0;
+    else if (!strcmp(a, "--no-coverage"))
+        o->no_coverage = 1;
     else if (!strcmp(a, "--no-index-store") || !strcmp(a, "--no-index-cache"))
         o->no_index_store = 1;
     else if (!strcmp(a, "--block-shards"))

@@ -130,3 +130,12 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/formats/format_hdf5.c)
   set_tests_properties(test_mpi_hdf5 PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
     ENVIRONMENT "${ZP_MPI_ENV}")
 endif()
+
+# The coverage certificate under mpirun (docs/report.md): every sample once
+# per epoch (records, a mixture, padding), a sample dropped on one rank
+# named, certified across an elastic resume (4 ranks -> 3), the token
+# packing's ends reported.
+add_test(NAME test_mpi_coverage
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_coverage.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_coverage PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
