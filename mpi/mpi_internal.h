@@ -259,6 +259,8 @@ void zpi_mpi_render_json(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The HTML page's histograms of per-rank figures (mpi_render_html_dist.c). */
+void zpi_mpi_html_distributions(const zp_cluster_report *r, zpi_sbuf *b);
 
 /* ---- what the formats share: mpi_render_common.c ---- */
 
