@@ -12,7 +12,11 @@
  *  - the report files stay within the bound docs/report.md states, at
  *    1,000 ranks, 256 windows and 100,000 shards;
  *  - a report marked partial (zp_cluster_report_set_partial) says so in
- *    every format and every file; a complete one says "partial": false.
+ *    every format and every file; a complete one says "partial": false;
+ *  - the HTML page has a bounded number of drawn rows at any size: at
+ *    10,000 ranks, outside the collapsed full tables, 19 bars, a heat map
+ *    of at most 64 rows of whole nodes, 4 histograms over every rank and a
+ *    few dozen table rows; at 16 ranks every rank has its bar and row.
  * `test_mpi_report --write DIR [RANKS]` writes a simulated report (600
  * ranks by default) into DIR for the browser test (test_report_browser.sh).
  */
@@ -369,6 +373,92 @@ static void test_balance_section(void **state)
     zp_cluster_report_destroy(r);
 }
 
+static size_t count_of(const char *s, const char *end, const char *what)
+{
+    size_t n = 0, k = strlen(what);
+    for (const char *p = s; (p = strstr(p, what)) != NULL && (!end || p < end); p += k)
+        n++;
+    return n;
+}
+
+/* The HTML page without its collapsed parts (<details>...</details>). */
+static char *without_details(const char *html, size_t *rows_inside)
+{
+    char *out = malloc(strlen(html) + 1);
+    assert_non_null(out);
+    size_t o = 0;
+    *rows_inside = 0;
+    const char *p = html, *d;
+    while ((d = strstr(p, "<details")) != NULL) {
+        memcpy(out + o, p, (size_t)(d - p));
+        o += (size_t)(d - p);
+        const char *e = strstr(d, "</details>");
+        assert_non_null(e);
+        *rows_inside += count_of(d, e, "<tr>") + count_of(d, e, "<tr class=");
+        p = e + strlen("</details>");
+    }
+    strcpy(out + o, p);
+    return out;
+}
+
+static void test_html_bounded_at_scale(void **state)
+{
+    (void)state;
+    static const int sizes[] = {16, 1000, 10000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int n = sizes[k];
+        zp_sim_opts o = {n, 20, 1000, 3, 0};
+        zp_cluster_report *r = zp_sim_report(&o, NULL);
+        assert_non_null(r);
+        char *html;
+        render(r, ZP_MPI_HTML, &html);
+        size_t inside = 0;
+        char *vis = without_details(html, &inside);
+        const char *bars = strstr(vis, "aria-label=\"where each rank's time goes\"");
+        const char *heat = strstr(vis, "aria-label=\"fetch time per batch, rank by window\"");
+        assert_non_null(bars);
+        assert_non_null(heat);
+        size_t n_bars = count_of(bars, heat, "text-anchor=\"end\">rank ") +
+                        count_of(bars, heat, "text-anchor=\"end\">p");
+        size_t heat_rows = 0;
+        for (const char *p = heat; (p = strstr(p, "<rect ")) != NULL && p < strstr(heat, "</svg>");
+             p++) {
+            int y = -1;
+            const char *yy = strstr(p, " y=\"");
+            if (yy && sscanf(yy, " y=\"%d\"", &y) == 1 && y >= 0)
+                heat_rows = (size_t)y + 1 > heat_rows ? (size_t)y + 1 : heat_rows;
+        }
+        size_t rows = count_of(vis, NULL, "<tr>") + count_of(vis, NULL, "<tr class=");
+        size_t dists = count_of(vis, NULL, "aria-label=\"distribution over ranks: ");
+        print_message("%d ranks: %zu bars, heat map %zu px tall, %zu table rows shown, %zu "
+                      "collapsed, %zu bytes\n",
+                      n, n_bars, heat_rows, rows, inside, strlen(html));
+        assert_int_equal(dists, 4);
+        assert_non_null(strstr(vis, "<b>rank 3</b>")); /* the straggler named */
+        if (n <= 32) {
+            assert_int_equal(n_bars, n);
+            assert_null(strstr(html, "<details"));
+            assert_true(rows >= (size_t)n);
+        } else {
+            assert_int_equal(n_bars, 16 + 3);
+            assert_non_null(strstr(vis, "p50: rank "));
+            assert_non_null(strstr(vis, ">rank 3</text>")); /* the straggler's bar */
+            /* a bounded page: the worst ranks (the straggler first) and nodes, the
+             * summary; the whole tables collapsed */
+            assert_true(rows <= 60);
+            assert_true(inside >= (size_t)n);
+            const char *worst = strstr(vis, "<h2>Worst ranks</h2>");
+            assert_non_null(worst);
+            assert_non_null(strstr(worst, "<tr class=\"strag\"><td>3</td>"));
+            assert_true(heat_rows <= 64 * 8);
+            assert_non_null(strstr(heat, "<title>nodes 0-"));
+        }
+        free(vis);
+        free(html);
+        zp_cluster_report_destroy(r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--write") == 0) {
@@ -388,6 +478,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_size_bound),
         cmocka_unit_test(test_partial_every_format),
         cmocka_unit_test(test_balance_section),
+        cmocka_unit_test(test_html_bounded_at_scale),
     };
     return cmocka_run_group_tests_name("mpi_report", tests, NULL, NULL);
 }
