@@ -445,6 +445,15 @@ static void html_header(const zp_cluster_report *r, zpi_sbuf *b)
                 r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
     zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
     zpi_sb_html(b, r->verdict);
+    zpi_mpi_au au;
+    zpi_mpi_au_of(r, &au);
+    zpi_sb_printf(b, "</p>\n<p class=\"verdict%s\" id=\"au\">", au.passes ? " ok" : "");
+    zpi_sbuf as = {0};
+    zpi_mpi_au_sentence(r, &as);
+    if (as.oom)
+        b->oom = 1;
+    zpi_sb_html(b, as.p ? as.p : "");
+    free(as.p);
     zpi_sb_puts(b, "</p>\n<p>");
     if (r->info.have_dataset)
         zpi_sb_printf(b, "Dataset: %llu shards, %s samples, %s. ",
@@ -494,7 +503,7 @@ static void html_ranks_head(zpi_sbuf *b)
                    "<th>samples</th><th>bytes read</th><th>open</th><th>read</th>"
                    "<th>decompress</th><th>transfer</th><th>stall</th><th>stall %</th>"
                    "<th>samples/s</th><th>fetch per batch</th><th>slowest shard</th>"
-                   "<th>cache hit %</th><th>retries</th></tr>\n");
+                   "<th>cache hit %</th><th>retries</th><th>AU</th></tr>\n");
 }
 
 /* Rank i's row, highlighted when it is a named straggler. */
@@ -506,7 +515,7 @@ static void html_rank_row(const zp_cluster_report *r, zpi_sbuf *b, int i)
     zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
     zpi_sb_puts(b, "</td>");
     if (!s->valid) {
-        zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
+        zpi_sb_puts(b, "<td colspan=\"14\" class=\"l\">no snapshot</td></tr>\n");
         return;
     }
     html_cell(b, ZPI_U_COUNT, (double)s->samples);
@@ -522,6 +531,7 @@ static void html_rank_row(const zp_cluster_report *r, zpi_sbuf *b, int i)
     html_cell(b, ZPI_U_SECONDS, s->slowest_shard);
     html_cell(b, ZPI_U_FRACTION, s->cache_hit_rate);
     html_cell(b, ZPI_U_COUNT, (double)s->retries);
+    html_cell(b, ZPI_U_FRACTION, zpi_mpi_rank_au(s));
     zpi_sb_puts(b, "</tr>\n");
 }
 

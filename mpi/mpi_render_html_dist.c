@@ -15,23 +15,28 @@
 #define DIST_LEFT 8
 #define DIST_TOP 6
 
-/* The figures drawn: a field of zp_mpi_rank_stats and its unit. */
+/* The figures drawn: a field of zp_mpi_rank_stats (or, with get, a value
+ * derived from the record) and its unit. */
 typedef struct dist_fig {
     const char *name;
     zpi_mpi_unit unit;
     size_t off;
+    double (*get)(const zp_mpi_rank_stats *s);
 } dist_fig;
 
 static const dist_fig FIGS[] = {
-    {"fetch time per batch", ZPI_U_SECONDS, offsetof(zp_mpi_rank_stats, fetch_per_batch)},
+    {"fetch time per batch", ZPI_U_SECONDS, offsetof(zp_mpi_rank_stats, fetch_per_batch), NULL},
     {"stall (consumer wait, share of the step)", ZPI_U_FRACTION,
-     offsetof(zp_mpi_rank_stats, stall_fraction)},
-    {"samples/s", ZPI_U_SAMPLE_RATE, offsetof(zp_mpi_rank_stats, samples_per_second)},
-    {"slowest shard load", ZPI_U_SECONDS, offsetof(zp_mpi_rank_stats, slowest_shard)},
+     offsetof(zp_mpi_rank_stats, stall_fraction), NULL},
+    {"accelerator utilisation (AU)", ZPI_U_FRACTION, 0, zpi_mpi_rank_au},
+    {"samples/s", ZPI_U_SAMPLE_RATE, offsetof(zp_mpi_rank_stats, samples_per_second), NULL},
+    {"slowest shard load", ZPI_U_SECONDS, offsetof(zp_mpi_rank_stats, slowest_shard), NULL},
 };
 
 static double fig_value(const zp_mpi_rank_stats *s, const dist_fig *f)
 {
+    if (f->get)
+        return f->get(s);
     double v;
     memcpy(&v, (const char *)s + f->off, sizeof v);
     return v;

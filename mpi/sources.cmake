@@ -14,6 +14,7 @@ add_library(zephon_mpi
   ${_zp_mpi_dir}/mpi_state.c
   ${_zp_mpi_dir}/mpi_report.c
   ${_zp_mpi_dir}/mpi_render_common.c
+  ${_zp_mpi_dir}/mpi_au.c
   ${_zp_mpi_dir}/mpi_render_text.c
   ${_zp_mpi_dir}/mpi_render_data.c
   ${_zp_mpi_dir}/mpi_render_html.c

@@ -6,8 +6,8 @@
 # the page loads with no console error, fits a few screens (its height at
 # 1280 px width is at most MAX_HEIGHT px, whatever the rank count), and
 # every chart is drawn: each <svg class="chart"> has a non-zero size and
-# holds drawn rectangles, and a simulated page has its 6 charts (the time
-# bars, the heat map, 4 distributions over ranks).
+# holds drawn rectangles, and a simulated page has its 7 charts (the time
+# bars, the heat map, 5 distributions over ranks).
 # A copy of the page gets a small script at its end that measures the
 # page after the load event and leaves a marker in the DOM, read back
 # with --dump-dom (the report itself has no script).
@@ -102,7 +102,7 @@ PY
 }
 
 for n in 16 1000 10000; do
-  check_page "simulated $n-rank report" "$T/sim$n" 6 ${SHOTS:+"$SHOTS/report-$n.png"}
+  check_page "simulated $n-rank report" "$T/sim$n" 7 ${SHOTS:+"$SHOTS/report-$n.png"}
 done
 check_page "zephon run report" "$T/run" 2
 echo "$passes passed, $fails failed"
