@@ -351,9 +351,9 @@ static json_t *render_json_obj(const zp_cluster_report *r)
         json_array_append_new(ranks, o);
     }
     json_object_set_new(root, "ranks", ranks);
-    json_object_set_new(root, "accelerator_utilisation", au_json(r));
 
     json_object_set_new(root, "summary", summary_json(r));
+    json_object_set_new(root, "accelerator_utilisation", au_json(r));
     json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
     json_object_set_new(root, "mixture", mixture_json(r));
     json_object_set_new(root, "attn_balance", balance_json(r));
