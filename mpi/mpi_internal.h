@@ -261,6 +261,24 @@ void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_repo
 /* A value in the unit u for people, into a local buffer (for printf). */
 #define ZPI_MPI_HUMAN(buf, u, v) (zpi_mpi_human((buf), sizeof(buf), (u), (v)), (buf))
 
+/* Accelerator utilisation (mpi_au.c): a rank's (NAN when it has no step),
+ * the job's (the mean over ranks, passing at ZPI_MPI_AU_THRESHOLD), and
+ * the sentence every format states. */
+#define ZPI_MPI_AU_THRESHOLD 0.90
+typedef struct zpi_mpi_au {
+    double job;     /* NAN when no rank has a step */
+    int ranks;      /* ranks with an AU */
+    double min;     /* the lowest, and its rank */
+    int min_rank;
+    int below;      /* ranks below the threshold */
+    int passes;     /* job >= ZPI_MPI_AU_THRESHOLD */
+} zpi_mpi_au;
+double zpi_mpi_rank_au(const zp_mpi_rank_stats *s);
+void zpi_mpi_au_of(const zp_cluster_report *r, zpi_mpi_au *a);
+void zpi_mpi_au_sentence(const zp_cluster_report *r, zpi_sbuf *b);
+/* The HTML page's histograms of per-rank figures (mpi_render_html_dist.c). */
+void zpi_mpi_html_distributions(const zp_cluster_report *r, zpi_sbuf *b);
+
 /* ---- the report's formats: mpi_render_text.c, mpi_render_data.c (JSON,
  * CSV), mpi_render_html.c; each appends the whole document to b ---- */
 void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b);

@@ -545,6 +545,14 @@ ZP_API zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metri
 /* Merged histograms over ranks: 0 shard load times, 1 record read times,
  * 2 prefetch download latencies. NULL when which is out of range. */
 ZP_API const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which);
+/* Accelerator utilisation in MLPerf Storage's terms: the training loop's
+ * compute time over the wall time of its steps, from the first batch on
+ * (compute: the time outside zp_pipeline_next() and the lock-step
+ * agreement, i.e. wall - time to the first batch - stall - sync). rank i:
+ * that rank's; rank -1: the job's, the mean over the ranks that delivered
+ * a batch (a job "passes" at 0.90 or more; docs/report.md). NAN when there
+ * is none (no batch, no snapshot, r NULL or i out of range). */
+ZP_API double zp_cluster_report_au(const zp_cluster_report *r, int rank);
 /* Stragglers, slowest first. @return their count; *out borrowed. */
 ZP_API size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out);
 /* Realized mixture proportions over the ranks: per mixture part (from
