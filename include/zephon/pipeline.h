@@ -25,6 +25,7 @@
 #include "dataset.h"
 #include "record.h"
 #include "tokenizer.h"
+#include "watchdog.h"
 #include "worksource.h"
 
 #ifdef __cplusplus
@@ -57,6 +58,11 @@ typedef struct zp_pipeline_config {
                                     fetched chunk. Default 0 */
     zp_log_fn log;               /* optional; borrowed */
     void *log_user;
+    double watchdog_seconds;     /* stall watchdog (zephon/watchdog.h): when
+                                    the consumer has waited this long in one
+                                    zp_pipeline_next(), log what every
+                                    operator is doing (ZP_LOG_WARN). Seconds;
+                                    0 = off. Default 30 */
 } zp_pipeline_config;
 
 ZP_API void zp_pipeline_config_init(zp_pipeline_config *cfg);
