@@ -128,9 +128,10 @@ static void release(zp_mpi *m)
 {
     int fin = 0;
     MPI_Finalized(&fin);
+    if (!fin && !m->solo && m->pend.active)
+        MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
+    zpi_mpi_watch_release(m); /* collective on a created handle */
     if (!fin && !m->solo) {
-        if (m->pend.active)
-            MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
         if (m->node_comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->node_comm);
         if (m->comm != MPI_COMM_NULL)
@@ -261,6 +262,9 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
         st = find_node(m);
     if (st == ZP_OK)
         st = gather_hosts(m);
+    m->t_create = zpi_now();
+    if (st == ZP_OK)
+        st = zpi_mpi_binding(m);
     if (st == ZP_OK && m->rank == m->cfg.root) {
         zpi_mpi_history *h = &m->hist;
         h->cap = m->cfg.max_windows;
@@ -268,7 +272,9 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
         h->t_end = calloc(h->cap, sizeof *h->t_end);
         h->streak = calloc((size_t)m->size, sizeof *h->streak);
         m->pend.recv = malloc((size_t)m->size * sizeof *m->pend.recv);
-        local = (h->fetch && h->t_end && h->streak && m->pend.recv)
+        /* stall notices received per rank, and sent (at destroy) */
+        m->wd_recv = calloc(2 * (size_t)m->size, sizeof *m->wd_recv);
+        local = (h->fetch && h->t_end && h->streak && m->pend.recv && m->wd_recv)
                     ? ZP_OK
                     : zpi_mpi_fail(m, ZP_ERR_NOMEM,
                                    "zp_mpi_create: out of memory for %u report windows of %d ranks "
@@ -281,6 +287,7 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
         st = zpi_mpi_agree_status(m, local);
     if (st != ZP_OK)
         return create_failed(m, st, out);
+    m->wd_ready = 1;
     *out = m;
     return ZP_OK;
 }
@@ -401,7 +408,7 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     zp_status st;
     if (!p || !out)
         st = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_next: %s is NULL", !p ? "the pipeline" : "out");
-    else if ((st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
+    else if (zpi_mpi_watch(m, p), (st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
         zpi_mpi_fail(m, st, "%s", zp_pipeline_errmsg(p));
     /* One MPI_Allreduce (MAX) of three values:
      *   [0] the state and the rank: (2: an error, 1: end, 0: a batch) << 32
@@ -419,8 +426,13 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
                      m->vote_local[ZP_MPI_VOTE_USER]},
             all[3];
     double t0 = zpi_now();
-    zp_status mst = zpi_mpi_check(m, zpi_coll_allreduce(m, in, all, 3, MPI_INT64_T, MPI_MAX),
-                                  "MPI_Allreduce (lock-step next)");
+    /* non-blocking, so that the root receives stall notices while it waits
+     * (mpi_watchdog.c) */
+    MPI_Request req;
+    int rc = zpi_coll_iallreduce(m, in, all, 3, MPI_INT64_T, MPI_MAX, &req);
+    if (rc == MPI_SUCCESS)
+        rc = zpi_mpi_wait_step(m, &req);
+    zp_status mst = zpi_mpi_check(m, rc, "MPI_Iallreduce (lock-step next)");
     m->sync_seconds += zpi_now() - t0;
     if (mst != ZP_OK)
         return step_stop(m, mst, "%s", m->err.msg);
