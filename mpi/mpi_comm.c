@@ -263,8 +263,18 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
     if (st == ZP_OK)
         st = gather_hosts(m);
     m->t_create = zpi_now();
-    if (st == ZP_OK)
-        st = zpi_mpi_binding(m);
+    if (st == ZP_OK && !m->solo) { /* the node's CPU bindings (mpi_watchdog.c) */
+        void *masks = malloc((size_t)m->local_size * zpi_mpi_mask_bytes());
+        st = zpi_mpi_agree_status(m, masks ? ZP_OK
+                                           : zpi_mpi_fail(m, ZP_ERR_NOMEM,
+                                                          "rank %d: out of memory for %d CPU masks",
+                                                          m->rank, m->local_size));
+        if (st == ZP_OK)
+            st = zpi_mpi_binding(m, masks);
+        free(masks);
+    } else if (st == ZP_OK) {
+        st = zpi_mpi_binding(m, NULL);
+    }
     if (st == ZP_OK && m->rank == m->cfg.root) {
         zpi_mpi_history *h = &m->hist;
         h->cap = m->cfg.max_windows;

@@ -324,8 +324,10 @@ void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b);
 
 /* ---- mpi_watchdog.c ---- */
 
-/* create: this rank's binding and the node's (collective over node_comm). */
-zp_status zpi_mpi_binding(zp_mpi *m);
+/* create: this rank's binding and, with masks (room for local_size masks of
+ * zpi_mpi_mask_bytes()), the node's (collective over node_comm). */
+size_t zpi_mpi_mask_bytes(void);
+zp_status zpi_mpi_binding(zp_mpi *m, void *masks);
 /* zp_mpi_next: hook p's watchdog (once), receive notices while waiting for
  * req (the step's agreement; the root polls, the others wait). */
 void zpi_mpi_watch(zp_mpi *m, zp_pipeline *p);

@@ -20,7 +20,9 @@
 
 /* ------------------------------------------------------------ binding */
 
-zp_status zpi_mpi_binding(zp_mpi *m)
+size_t zpi_mpi_mask_bytes(void) { return sizeof(cpu_set_t); }
+
+zp_status zpi_mpi_binding(zp_mpi *m, void *masks)
 {
     cpu_set_t mine;
     CPU_ZERO(&mine);
@@ -32,15 +34,10 @@ zp_status zpi_mpi_binding(zp_mpi *m)
     m->bind_cores = CPU_COUNT(&mine) > 0 ? CPU_COUNT(&mine) : 1;
     m->bind_share = 1;
     m->node_cores = m->bind_cores;
-    if (m->solo || m->local_size <= 1)
+    cpu_set_t *all = masks;
+    if (m->solo || m->local_size <= 1 || !all)
         return ZP_OK;
-    cpu_set_t *all = malloc((size_t)m->local_size * sizeof *all);
-    zp_status st = zpi_mpi_agree_status(
-        m, all ? ZP_OK
-               : zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: out of memory for %d CPU masks", m->rank,
-                              m->local_size));
-    if (st == ZP_OK)
-        st = zpi_mpi_check(m, MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+    zp_status st = zpi_mpi_check(m, MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
                                             MPI_BYTE, m->node_comm),
                            "MPI_Allgather (CPU bindings of the node's ranks)");
     if (st == ZP_OK) {
@@ -55,7 +52,6 @@ zp_status zpi_mpi_binding(zp_mpi *m)
         m->bind_share = share > 0 ? share : 1;
         m->node_cores = CPU_COUNT(&uni);
     }
-    free(all);
     return st;
 }
 
@@ -302,6 +298,18 @@ size_t zp_mpi_stalls(const zp_mpi *m, const zp_mpi_stall **out)
 
 /* ------------------------------------------------------------ the report */
 
+static const char *rank_host(const zp_cluster_report *r, int i)
+{
+    return i >= 0 && i < r->size ? r->hosts + (size_t)i * ZPI_MPI_HOST : "";
+}
+
+static const char *node_host(const zp_cluster_report *r, int j)
+{
+    if (j < 0 || j >= r->nodes || r->node_off[j] == r->node_off[j + 1])
+        return "";
+    return rank_host(r, r->node_list[r->node_off[j]]);
+}
+
 void zpi_mpi_watch_report(zp_mpi *m, zp_cluster_report *r)
 {
     r->stalls_total = m->n_stalls;
@@ -335,7 +343,7 @@ void zpi_mpi_watch_report(zp_mpi *m, zp_cluster_report *r)
         }
         zpi_mpi_append(r->oversub, sizeof r->oversub, &len,
                        "%snode %d (%s): %llu threads of %d rank%s on %u core%s", shown ? "; " : "", j,
-                       zp_cluster_report_node_host(r, j), (unsigned long long)threads, ranks,
+                       node_host(r, j), (unsigned long long)threads, ranks,
                        ranks == 1 ? "" : "s", cores, cores == 1 ? "" : "s");
         shown++;
     }
@@ -374,7 +382,7 @@ void zpi_mpi_watch_text(const zp_cluster_report *r, zpi_sbuf *b)
         const zp_mpi_stall *s = &r->stalls[i];
         zpi_sb_printf(b, "  %s (%s; %u notice%s, longest wait %.1f s)\n",
                       zp_mpi_stall_text(s, line, sizeof line),
-                      zp_cluster_report_rank_host(r, s->rank), s->notices,
+                      rank_host(r, s->rank), s->notices,
                       s->notices == 1 ? "" : "s", s->longest_wait);
     }
     if (r->stalls_total > r->n_stalls)
@@ -408,7 +416,7 @@ void zpi_mpi_watch_json(const zp_cluster_report *r, struct json_t *obj)
         const zp_mpi_stall *s = &r->stalls[i];
         json_t *o = json_object();
         json_object_set_new(o, "rank", json_integer(s->rank));
-        json_object_set_new(o, "host", json_string(zp_cluster_report_rank_host(r, s->rank)));
+        json_object_set_new(o, "host", json_string(rank_host(r, s->rank)));
         json_object_set_new(o, "waited_s", json_real(s->waited));
         json_object_set_new(o, "longest_wait_s", json_real(s->longest_wait));
         json_object_set_new(o, "notices", json_integer(s->notices));

@@ -535,10 +535,10 @@ static zp_status start(zp_pipeline *p)
         .prefetch_parallelism = p->prefetch_parallelism,
         .observe = p->observe,
     };
-    zpi_watchdog_arm(p, &p->q, p->cfg.watchdog_seconds, p->cfg.log, p->cfg.log_user);
     st = zpi_engine_start(&plan, &p->q, &p->engine, &p->fatal);
     if (st != ZP_OK)
         return zpi_err_copy(&p->err, &p->fatal);
+    zpi_watchdog_arm(&p->wd, &p->q, p->engine, p->cfg.watchdog_seconds, p->cfg.log, p->cfg.log_user);
     return ZP_OK;
 }
 

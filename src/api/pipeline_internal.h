@@ -10,6 +10,7 @@
 #include "zephon/pipeline.h"
 
 #include "plan/state.h"
+#include "api/watchdog.h"
 
 /* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
  * are delivered; pipeline_state.c saves it and sets it from a state before
@@ -62,20 +63,7 @@ zpi_err *zpi_pipeline_err(zp_pipeline *p);
 /* The prefetch_batches setting. */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
 
-/* The stall watchdog's state on a pipeline (watchdog.c owns it; pipeline.c
- * holds it and arms it at the start). */
-typedef struct zpi_watchdog {
-    double seconds;          /* 0: off */
-    zp_log_fn log;
-    void *log_user;
-    zp_watchdog_fn fn;       /* zp_pipeline_on_watchdog */
-    void *user;
-    uint64_t fired;
-    zp_watchdog_report report; /* the last one (the consumer's thread) */
-} zpi_watchdog;
+/* The stall watchdog's state (api/watchdog.h), held by the pipeline. */
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p);
-/* Arms the watchdog on q (before the engine starts): after each `seconds`
- * of a wait in next(), log through log and call the hook. */
-void zpi_watchdog_arm(zp_pipeline *p, zpi_outq *q, double seconds, zp_log_fn log, void *log_user);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * watchdog.c - the stall watchdog (zephon/watchdog.h): while the consumer
- * waits in zp_pipeline_next(), the output queue calls zpi_watchdog_fire()
+ * watchdog.c - the stall watchdog (zephon/watchdog.h, watchdog.h): while
+ * the consumer waits in zp_pipeline_next(), the output queue calls fire()
  * after each period (outq.h, zpi_outq_watch); it takes the engine's picture
  * of every busy task and queue, logs it and calls the user's hook.
  */
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/pipeline_internal.h"
+#include "api/watchdog.h"
 
 const char *zp_task_state_name(zp_task_state s)
 {
@@ -22,26 +22,18 @@ const char *zp_task_state_name(zp_task_state s)
     return "?";
 }
 
-static void fill(zp_pipeline *p, double waited, zp_watchdog_report *r)
+void zpi_watchdog_fill(const zpi_watchdog *wd, double waited, zp_watchdog_report *r)
 {
     memset(r, 0, sizeof *r);
-    zpi_watchdog *wd = zpi_pipeline_wd(p);
     r->waited = waited;
+    if (!wd->q)
+        return;
     r->seconds = wd->seconds;
     zp_pipeline_counts c;
-    zp_pipeline_get_counts(p, &c);
+    zpi_outq_counts(wd->q, &c);
     r->batches = c.batches;
-    zpi_engine *e = zpi_pipeline_engine(p);
-    if (e)
-        zpi_engine_activity(e, zpi_now_ns(), r);
-}
-
-zp_status zp_pipeline_activity(zp_pipeline *p, zp_watchdog_report *out)
-{
-    if (!p || !out)
-        return ZP_ERR_INVALID;
-    fill(p, 0.0, out);
-    return ZP_OK;
+    if (wd->engine)
+        zpi_engine_activity(wd->engine, zpi_now_ns(), r);
 }
 
 /* One task as the log says it: "fetch: loading shard 'a.jsonl' (#2, remote:
@@ -119,10 +111,9 @@ size_t zp_watchdog_report_text(const zp_watchdog_report *r, char *buf, size_t ca
  * in this next(). */
 static void fire(void *user, uint64_t waited_ns)
 {
-    zp_pipeline *p = user;
-    zpi_watchdog *wd = zpi_pipeline_wd(p);
+    zpi_watchdog *wd = user;
     zp_watchdog_report *r = &wd->report;
-    fill(p, (double)waited_ns / 1e9, r);
+    zpi_watchdog_fill(wd, (double)waited_ns / 1e9, r);
     wd->fired++;
     if (wd->log) {
         char text[8192];
@@ -140,34 +131,14 @@ static void fire(void *user, uint64_t waited_ns)
         wd->fn(wd->user, r);
 }
 
-void zpi_watchdog_arm(zp_pipeline *p, zpi_outq *q, double seconds, zp_log_fn log, void *log_user)
+void zpi_watchdog_arm(zpi_watchdog *wd, zpi_outq *q, zpi_engine *e, double seconds, zp_log_fn log,
+                      void *log_user)
 {
-    zpi_watchdog *wd = zpi_pipeline_wd(p);
     wd->seconds = seconds;
     wd->log = log;
     wd->log_user = log_user;
+    wd->q = q;
+    wd->engine = e;
     if (seconds > 0)
-        zpi_outq_watch(q, (uint64_t)(seconds * 1e9), fire, p);
-}
-
-zp_status zp_pipeline_on_watchdog(zp_pipeline *p, zp_watchdog_fn fn, void *user)
-{
-    if (!p)
-        return ZP_ERR_INVALID;
-    ZPI_RETURN_ERR_IF(zpi_pipeline_started(p), zpi_pipeline_err(p), ZP_ERR_STATE,
-                      "zp_pipeline_on_watchdog: only before the first zp_pipeline_next()");
-    zpi_watchdog *wd = zpi_pipeline_wd(p);
-    wd->fn = fn;
-    wd->user = user;
-    return ZP_OK;
-}
-
-zp_watchdog_fn zp_pipeline_watchdog_hook(const zp_pipeline *p)
-{
-    return p ? zpi_pipeline_wd((zp_pipeline *)p)->fn : NULL;
-}
-
-uint64_t zp_pipeline_watchdog_fired(const zp_pipeline *p)
-{
-    return p ? zpi_pipeline_wd((zp_pipeline *)p)->fired : 0;
+        zpi_outq_watch(q, (uint64_t)(seconds * 1e9), fire, wd);
 }
