@@ -128,6 +128,9 @@ ZP_API zp_status zp_pipeline_pack_bestfit(zp_pipeline *p, size_t seq_len, size_t
 /* The best-fit window in use; 0 when the pipeline does not pack best-fit. */
 ZP_API size_t zp_pipeline_pack_window(const zp_pipeline *p);
 ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
+/* The stall watchdog's period (zp_pipeline_config.watchdog_seconds,
+ * zephon/watchdog.h): seconds, 0 = off. ZP_ERR_INVALID outside 0..1e6. */
+ZP_API zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds);
 /* Token modes: also deliver the document-masking outputs named by
  * `outputs` (ZP_OUT_* flags, zephon/batch.h; 0 turns them off), computed
  * in the pipeline's packing thread; positions: ZP_POSITIONS_RESTART or

@@ -388,6 +388,15 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
     return ZP_OK;
 }
 
+zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_watchdog"));
+    ZPI_RETURN_ERR_IF(!(seconds >= 0 && seconds <= 1e6), &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_watchdog: seconds = %g: must be 0..1000000 (0: off)", seconds);
+    p->cfg.watchdog_seconds = seconds;
+    return ZP_OK;
+}
+
 zp_status zp_pipeline_doc_masking(zp_pipeline *p, unsigned outputs, zp_position_mode positions)
 {
     const unsigned all = ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS;
