@@ -115,7 +115,6 @@ struct zp_mpi {
     int bind_cores, bind_share, node_cores;
     int wd_ready;                 /* created: destroy gathers the notices in flight */
     double t_create;              /* zpi_now() at create */
-    zp_pipeline *wd_p;            /* the pipeline zp_mpi_next hooked */
     uint32_t wd_sent;             /* notices sent (this rank) */
     zp_mpi_stall *wd_out;         /* their send buffers, ZP_MPI_STALL_NOTICES */
     MPI_Request *wd_req;

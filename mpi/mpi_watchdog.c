@@ -191,11 +191,8 @@ static void on_watchdog(void *user, const zp_watchdog_report *r)
 
 void zpi_mpi_watch(zp_mpi *m, zp_pipeline *p)
 {
-    if (m->wd_p == p || !p)
-        return;
-    m->wd_p = p;
-    if (!zp_pipeline_watchdog_hook(p))
-        (void)zp_pipeline_on_watchdog(p, on_watchdog, m); /* ZP_ERR_STATE once started: then none */
+    if (p && !zp_pipeline_watchdog_hook(p))
+        (void)zp_pipeline_on_watchdog(p, on_watchdog, m);
 }
 
 /* Root: receive one notice from src (blocking: it was sent). */

@@ -153,7 +153,8 @@ ZP_API int zp_mpi_suggested_threads(const zp_mpi *m, int *cores, int *sharing, i
 /* A rank's stall, as its pipeline's watchdog (zephon/watchdog.h) saw it:
  * the task that had run longest on its item when the consumer had waited
  * `waited` seconds. zp_mpi_next() sets a hook on the pipeline (when it has
- * none and has not started) that sends such a notice to the root with
+ * none; the hook refers to m: a pipeline used after zp_mpi_destroy(m) must
+ * have it removed, zp_pipeline_on_watchdog(p, NULL, NULL)) that sends such a notice to the root with
  * MPI_Isend each time the watchdog fires (at most ZP_MPI_STALL_NOTICES per
  * rank); the root receives them with MPI_Iprobe while it waits in
  * zp_mpi_next's agreement - no collective is added to a step - and logs

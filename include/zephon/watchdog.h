@@ -104,9 +104,10 @@ ZP_API size_t zp_watchdog_report_text(const zp_watchdog_report *r, char *buf, si
  * call the pipeline. */
 typedef void (*zp_watchdog_fn)(void *user, const zp_watchdog_report *r);
 
-/* Set the hook (NULL removes it); only before the first zp_pipeline_next()
- * (ZP_ERR_STATE after). The MPI layer's zp_mpi_next() sets its own when
- * none is set. */
+/* Set the hook (NULL removes it), on the consumer's thread (also while
+ * iterating: the hook is read there, inside zp_pipeline_next()). ZP_OK;
+ * ZP_ERR_INVALID for p NULL. The MPI layer's zp_mpi_next() sets its own
+ * when none is set (docs/mpi.md). */
 ZP_API zp_status zp_pipeline_on_watchdog(struct zp_pipeline *p, zp_watchdog_fn fn, void *user);
 /* The hook set (NULL when none). */
 ZP_API zp_watchdog_fn zp_pipeline_watchdog_hook(const struct zp_pipeline *p);

@@ -17,8 +17,6 @@ zp_status zp_pipeline_on_watchdog(zp_pipeline *p, zp_watchdog_fn fn, void *user)
 {
     if (!p)
         return ZP_ERR_INVALID;
-    ZPI_RETURN_ERR_IF(zpi_pipeline_started(p), zpi_pipeline_err(p), ZP_ERR_STATE,
-                      "zp_pipeline_on_watchdog: only before the first zp_pipeline_next()");
     zpi_watchdog *wd = zpi_pipeline_wd(p);
     wd->fn = fn;
     wd->user = user;
