@@ -292,9 +292,11 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of three
- * 64-bit integers: the ranks' states and votes) so that all ranks take the
- * same decision. Collective over comm;
+/* zp_pipeline_next() on every rank, then one all-reduce (MAX of three
+ * 64-bit integers: the ranks' states and votes; MPI_Iallreduce, waited for:
+ * the root receives stall notices meanwhile, zp_mpi_stalls) so that all
+ * ranks take the same decision. Sets its stall-watchdog hook on p when p
+ * has none (zp_mpi_stall). Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
  *         zp_pipeline_next);
