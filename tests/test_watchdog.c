@@ -188,6 +188,61 @@ static void test_watchdog_names_the_sleeping_transform(void **state)
     free(l);
 }
 
+/* a batch map: sleeps on the SLOW record; names each record it works on
+ * when g_begin (zp_record_begin) */
+static int g_begin;
+
+static zp_status sleepy_batch(void *user, zp_record *const *recs, size_t n, zp_status *status)
+{
+    (void)user;
+    (void)status;
+    for (size_t i = 0; i < n; i++) {
+        if (g_begin)
+            zp_record_begin(recs[i]);
+        (void)sleepy(NULL, recs[i]);
+    }
+    return ZP_OK;
+}
+
+static void test_watchdog_batch_map_names_its_record(void **state)
+{
+    fixture *f = *state;
+    for (g_begin = 0; g_begin < 2; g_begin++) {
+        zp_worksource_config wc;
+        zp_worksource_config_init(&wc);
+        wc.shuffle = 0;
+        zp_worksource *ws;
+        assert_int_equal(zp_worksource_create(f->ds, &wc, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 2;
+        pc.chunk_samples = 4;
+        pc.microbatch_size = 4;
+        pc.watchdog_seconds = 0.3;
+        zp_pipeline *p;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_map_transform_batch(p, sleepy_batch, NULL, 1, "batchy"), ZP_OK);
+        hooked h = {0};
+        assert_int_equal(zp_pipeline_on_watchdog(p, hook, &h), ZP_OK);
+        g_sleep_s = 0.8;
+        const zp_batch *b;
+        while (zp_pipeline_next(p, &b) == ZP_OK) {
+        }
+        assert_true(h.calls >= 1);
+        const zp_task_activity *t = &h.first.tasks[0];
+        assert_string_equal(t->op, "batchy");
+        assert_int_equal(t->state, ZP_TASK_RUNNING);
+        assert_int_equal(t->shard, 1);
+        /* with zp_record_begin the record; without, the chunk (from record 16) */
+        assert_int_equal(t->record, g_begin ? 17 : -1);
+        char text[4096];
+        zp_watchdog_report_text(&h.first, text, sizeof text);
+        assert_non_null(strstr(text, g_begin ? ") record 17 for " : "batchy: running on a chunk from shard"));
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+    }
+}
+
 static void test_watchdog_silent_when_off_or_batches_come(void **state)
 {
     fixture *f = *state;
@@ -256,6 +311,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_watchdog_names_the_sleeping_transform, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watchdog_batch_map_names_its_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watchdog_silent_when_off_or_batches_come, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_watchdog_setting_and_activity, setup, teardown),
