@@ -58,4 +58,10 @@ run -np 2 "$PY" "$T/bad.py" "$T/ds/manifest.json" "$T/bad" > "$T/bad.out" 2>&1; 
 check "disagreeing ranks: nonzero exit ($rc)" '[[ $rc -ne 0 ]]'
 check "disagreeing ranks: both ranks say why" \
   '[[ $(cat "$T"/bad.rank-* | grep -c "ranks disagree on the dataset or the worksource settings") -eq 2 ]]'
+# threads under a launcher: comm_info's binding figures (docs/mpi.md)
+C=$(nproc); want=$((C / 2)); [[ $want -ge 1 ]] || want=1
+run -np 2 "$PY" -c "from mpi4py import MPI; import zephon.mpi as zm; i = zm.comm_info(MPI.COMM_WORLD); print('THREADS', i['suggested_threads'], i['cores'], i['sharing'], i['node_cores'])" \
+  > "$T/threads" 2>&1
+check "comm_info: 2 unbound ranks on $C cores: suggested $want, cores $C, sharing 2 ($(grep THREADS "$T/threads" | head -1))" \
+  '[[ $(grep -c "^THREADS $want $C 2 $C$" "$T/threads") -eq 2 ]]'
 finish
