@@ -14,6 +14,7 @@
 #include "zephon/state.h"
 #include "zephon/storage.h"
 #include "zephon/tokenizer.h"
+#include "zephon/watchdog.h"
 #include "zephon/worksource.h"
 
 #endif

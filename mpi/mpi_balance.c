@@ -606,6 +606,8 @@ zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     zp_status st = src ? ZP_OK
                        : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for %zu batches of a step",
                                       K);
+    if (st == ZP_OK)
+        zpi_mpi_watch(m, p);
     while (st == ZP_OK && got < K) {
         const zp_batch *b = NULL;
         st = zp_pipeline_next(p, &b);

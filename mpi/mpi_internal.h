@@ -131,6 +131,17 @@ struct zp_mpi {
     zp_mpi_rank_stats prev;       /* this rank's previous record (windows) */
     zpi_mpi_history hist;         /* root */
     zpi_mpi_pending pend;
+
+    /* threads under a launcher and the stall watchdog (mpi_watchdog.c) */
+    int bind_cores, bind_share, node_cores;
+    int wd_ready;                 /* created: destroy gathers the notices in flight */
+    double t_create;              /* zpi_now() at create */
+    uint32_t wd_sent;             /* notices sent (this rank) */
+    zp_mpi_stall *wd_out;         /* their send buffers, ZP_MPI_STALL_NOTICES */
+    MPI_Request *wd_req;
+    uint32_t *wd_recv;            /* root: notices received per rank */
+    zp_mpi_stall *stalls;         /* root: one per stuck rank, in order learned */
+    size_t n_stalls, cap_stalls;
 };
 
 struct zp_cluster_report {
@@ -180,6 +191,10 @@ struct zp_cluster_report {
     /* the coverage certificate (zp_mpi_report_coverage; 0: none made) */
     size_t n_cov;
     zp_coverage_cert *cov;
+    /* the stall watchdog and oversubscribed nodes (mpi_watchdog.c) */
+    zp_mpi_stall *stalls;          /* at most 64 */
+    size_t n_stalls, stalls_total;
+    char oversub[512];
 };
 
 /* ---- mpi_coll.c ---- */
@@ -204,6 +219,8 @@ int zpi_coll_ireduce(zp_mpi *m, const void *in, void *out, int count, MPI_Dataty
 int zpi_coll_alltoallv(zp_mpi *m, const void *in, const int *scounts, const int *sdispls,
                        void *out, const int *rcounts, const int *rdispls, MPI_Datatype t);
 int zpi_coll_testall(zp_mpi *m, int n, MPI_Request *req, int *done);
+int zpi_coll_iallreduce(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
+                        MPI_Request *req);
 int zpi_coll_waitall(zp_mpi *m, int n, MPI_Request *req);
 
 /* ---- mpi_util.c ---- */
@@ -382,5 +399,29 @@ void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_
  * of shards: a "data=" token of extra is left out), a token longer than
  * 120 bytes cut. */
 void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b);
+
+/* ---- mpi_watchdog.c ---- */
+
+/* create: this rank's binding and, with masks (room for local_size masks of
+ * zpi_mpi_mask_bytes()), the node's (collective over node_comm). */
+size_t zpi_mpi_mask_bytes(void);
+zp_status zpi_mpi_binding(zp_mpi *m, void *masks);
+/* zp_mpi_next: hook p's watchdog (once), receive notices while waiting for
+ * req (the step's agreement; the root polls, the others wait). */
+void zpi_mpi_watch(zp_mpi *m, zp_pipeline *p);
+int zpi_mpi_wait_step(zp_mpi *m, MPI_Request *req);
+/* root: receive every notice the ranks' records say were sent (rank i sent
+ * sent[i]); before a report's analysis and at destroy. */
+void zpi_mpi_watch_drain(zp_mpi *m, const zp_mpi_rank_stats *ranks);
+/* destroy (collective): receive what is in flight, complete the sends, free. */
+void zpi_mpi_watch_release(zp_mpi *m);
+/* the report: copy the stalls, find oversubscribed nodes; free */
+void zpi_mpi_watch_report(zp_mpi *m, zp_cluster_report *r);
+/* renderers: the text section, the JSON members, the HTML section */
+void zpi_mpi_watch_text(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_watch_html(const zp_cluster_report *r, zpi_sbuf *b);
+struct json_t;
+/* {"stalls": [...], "stalled_ranks": N, "oversubscribed": "..."} members set on obj */
+void zpi_mpi_watch_json(const zp_cluster_report *r, struct json_t *obj);
 
 #endif

@@ -27,6 +27,11 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
     if (s->rank >= 0) {
         json_object_set_new(o, "local_rank", json_integer(s->local_rank));
         json_object_set_new(o, "valid", json_boolean(s->valid));
+        /* the binding (zp_mpi_suggested_threads) and stall notices sent */
+        json_object_set_new(o, "cores", jint(s->cores));
+        json_object_set_new(o, "sharing", jint(s->sharing));
+        json_object_set_new(o, "node_cores", jint(s->node_cores));
+        json_object_set_new(o, "stall_notices", jint(s->stall_notices));
     } else {
         json_object_set_new(o, "ranks", json_integer(s->local_rank));
     }
@@ -369,6 +374,7 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     if (cov)
         json_object_set_new(root, "coverage", cov);
     json_object_set_new(root, "verdict", json_string(r->verdict));
+    zpi_mpi_watch_json(r, root);
     return root;
 }
 

@@ -767,6 +767,7 @@ void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
 {
     html_head(r, b);
     html_header(r, b);
+    zpi_mpi_watch_html(r, b);
     html_stragglers(r, b);
     zpi_mpi_coverage_html(r, b);
     zpi_sb_puts(b, "<h2>Where each rank's time goes</h2>\n");

@@ -260,6 +260,7 @@ static void stragglers_text(const zp_cluster_report *r, zpi_sbuf *b)
 void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     header_text(r, b);
+    zpi_mpi_watch_text(r, b);
     hosts_text(r, b);
     ranks_text(r, b);
     ondemand_text(r, b);

@@ -66,6 +66,11 @@ typedef struct zp_mpi_config {
      * (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); N > 0: consecutive groups
      * of N ranks (tests, or a per-socket cache). */
     uint32_t node_group_size;
+    /* Optional log callback (borrowed): the root logs each stall notice a
+     * rank's watchdog sends it (ZP_LOG_WARN, zp_mpi_stalls). Called on the
+     * thread that calls the handle. Default NULL. */
+    zp_log_fn log;
+    void *log_user;
 } zp_mpi_config;
 
 /* Fill cfg with the defaults above. */
@@ -129,6 +134,60 @@ ZP_API const char *zp_mpi_hostname(const zp_mpi *m);
 /* The duplicated communicator (borrowed; freed by zp_mpi_destroy());
  * MPI_COMM_NULL on a handle of zp_mpi_create_local(). */
 ZP_API MPI_Comm zp_mpi_comm(const zp_mpi *m);
+
+/* ------------------------------------------------------------ threads under a launcher */
+
+/* The default thread count of this rank's pipeline under a launcher: the
+ * cores its CPU binding allows (sched_getaffinity) divided by the ranks of
+ * its node whose bindings overlap it (itself included), at least 1. Found
+ * at zp_mpi_create() (one MPI_Allgather of the binding masks over the
+ * node's ranks), so local and free here. *cores (may be NULL): the cores
+ * of this rank's binding; *sharing (may be NULL): the ranks sharing them;
+ * *node_cores (may be NULL): the distinct cores of all the node's ranks'
+ * bindings. An explicit setting (zp_pipeline_config.threads,
+ * OMP_NUM_THREADS) should still win: the caller decides (`zephon run`
+ * uses this when neither is given; docs/mpi.md). */
+ZP_API int zp_mpi_suggested_threads(const zp_mpi *m, int *cores, int *sharing, int *node_cores);
+
+/* ------------------------------------------------------------ stall watchdog */
+
+/* A rank's stall, as its pipeline's watchdog (zephon/watchdog.h) saw it:
+ * the task that had run longest on its item when the consumer had waited
+ * `waited` seconds. zp_mpi_next() sets a hook on the pipeline (when it has
+ * none; the hook refers to m: a pipeline used after zp_mpi_destroy(m) must
+ * have it removed, zp_pipeline_on_watchdog(p, NULL, NULL)) that sends such a notice to the root with
+ * MPI_Isend each time the watchdog fires (at most ZP_MPI_STALL_NOTICES per
+ * rank); the root receives them with MPI_Iprobe while it waits in
+ * zp_mpi_next's agreement - no collective is added to a step - and logs
+ * them (zp_mpi_config.log). Notices still in flight are received at the
+ * next report (whose rank records count them) and at zp_mpi_destroy(). */
+#define ZP_MPI_STALL_NOTICES 64
+typedef struct zp_mpi_stall {
+    int32_t rank;
+    uint32_t notices;         /* notices received from this rank */
+    uint32_t live;            /* of which received while the run went on (not
+                                 at a report's or the destroy's drain) */
+    int32_t state;            /* zp_task_state of the task; -1: no busy task */
+    double waited;            /* the consumer's wait, seconds (the last notice) */
+    double longest_wait;      /* the longest wait of any notice */
+    double learned;           /* the root's seconds since zp_mpi_create() when the
+                                 first notice of this rank arrived */
+    double seconds;           /* the task on its item */
+    int64_t shard;            /* -1: none */
+    int64_t record;           /* -1: none */
+    int32_t remote;
+    uint32_t busy;            /* busy tasks on that rank */
+    char op[ZP_OBS_NAME];     /* "fetch", a map's name, ... ("" when none) */
+    char shard_name[200];     /* cut to 199 bytes */
+} zp_mpi_stall;
+
+/* Root: the ranks that sent stall notices so far, one entry each (the last
+ * notice's picture), in the order they were first learned. @return the
+ * count; *out borrowed until the next call on m. Other ranks: 0. */
+ZP_API size_t zp_mpi_stalls(const zp_mpi *m, const zp_mpi_stall **out);
+/* One line for s: "rank R: no batch for W s: OP: loading shard 'NAME' (#S,
+ * remote: downloading) for X s". Into buf (cap bytes); @return buf. */
+ZP_API const char *zp_mpi_stall_text(const zp_mpi_stall *s, char *buf, size_t cap);
 
 /* Agree on an outcome. Collective over comm. local: this rank's status,
  * msg: its message (may be NULL; copied). @return ZP_OK on every rank when
@@ -234,9 +293,11 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of seven
- * 64-bit integers: the ranks' states, votes and balance windows) so that all ranks take the
- * same decision. Collective over comm;
+/* zp_pipeline_next() on every rank, then one all-reduce (MAX of seven
+ * 64-bit integers: the ranks' states, votes and balance windows;
+ * MPI_Iallreduce, waited for: the root receives stall notices meanwhile,
+ * zp_mpi_stalls) so that all ranks take the same decision. Sets its
+ * stall-watchdog hook on p when p has none (zp_mpi_stall). Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
  *         zp_pipeline_next);
@@ -436,6 +497,13 @@ typedef struct zp_mpi_rank_stats {
      * the ratios peak / cost (max/mean; totals: of the ranks' sums) */
     uint64_t balance_windows, attn_cost, attn_peak_before, attn_peak_after;
     double attn_imbalance_before, attn_imbalance_after;
+    /* threads under a launcher (zp_mpi_suggested_threads): the cores of the
+     * rank's binding, the ranks of its node sharing them (itself included),
+     * the distinct cores of its node's bindings (in node totals: the node's;
+     * 0 in cluster totals) */
+    uint32_t cores, sharing, node_cores;
+    /* the stall watchdog: notices this rank sent to the root */
+    uint32_t stall_notices;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
@@ -623,6 +691,16 @@ ZP_API zp_status zp_cluster_report_set_partial(zp_cluster_report *r, const char 
  * pointers to not ask) and *steps (may be NULL) as set. 0 otherwise. */
 ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **signal,
                                      const char **reason, uint64_t *steps);
+
+/* The stalls the root learned of up to this report (zp_mpi_stalls): each
+ * stuck rank with its operator and shard. @return the count (at most 64
+ * listed; *total (may be NULL): the ranks that stalled); *out borrowed. */
+ZP_API size_t zp_cluster_report_stalls(const zp_cluster_report *r, const zp_mpi_stall **out,
+                                       size_t *total);
+/* Nodes whose ranks run more pipeline threads than the cores their
+ * bindings allow: "" when none, else one line naming them ("node 0 (host):
+ * 8 threads of 4 ranks on 2 cores; ..."). Borrowed. */
+ZP_API const char *zp_cluster_report_oversubscribed(const zp_cluster_report *r);
 
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);

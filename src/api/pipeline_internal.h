@@ -11,6 +11,7 @@
 
 #include "output/covtab.h"
 #include "plan/state.h"
+#include "api/watchdog.h"
 
 /* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
  * are delivered; pipeline_state.c saves it and sets it from a state before
@@ -63,5 +64,8 @@ size_t zpi_pipeline_ready_batches(zp_pipeline *p);
 zpi_err *zpi_pipeline_err(zp_pipeline *p);
 /* The prefetch_batches setting. */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
+
+/* The stall watchdog's state (api/watchdog.h), held by the pipeline. */
+zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p);
 
 #endif

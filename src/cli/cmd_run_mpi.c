@@ -471,9 +471,22 @@ static void print_balance(zp_mpi *m)
            bs.mb_imbalance_before, bs.mb_imbalance_after);
 }
 
+/* The root's log (stall notices of other ranks: zp_mpi_config.log). */
+static void log_root(void *user, zp_log_level lvl, const char *msg)
+{
+    (void)user;
+    fprintf(stderr, "zephon: %s: %s\n", lvl == ZP_LOG_ERROR ? "error" : "warning", msg);
+}
+
 static int run_ranks(cli_run_opts *o, zp_mpi *m)
 {
     int rank = zp_mpi_rank(m);
+    /* Threads under a launcher: --threads, else OMP_NUM_THREADS, else the
+     * cores of this rank's binding shared among the node's ranks that
+     * share them (zp_mpi_suggested_threads; docs/mpi.md) */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (o->pc.threads == 0 && !(omp && *omp))
+        o->pc.threads = zp_mpi_suggested_threads(m, NULL, NULL, NULL);
     if (o->rank_set && rank == 0)
         fprintf(stderr, "zephon run: under MPI the rank and world size come from the "
                         "communicator: --rank/--world-size ignored\n");
@@ -560,6 +573,7 @@ int cli_cmd_run_mpi(cli_run_opts *o)
     }
     zp_mpi_config mc;
     zp_mpi_config_init(&mc);
+    mc.log = log_root; /* the root's stall notices from other ranks */
     zp_mpi *m = NULL;
     /* The command owns MPI and may name MPI_COMM_WORLD; the library
      * duplicates it. */

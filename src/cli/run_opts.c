@@ -85,6 +85,9 @@ void cli_run_usage(FILE *f)
         "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
         "  --skip-bad-records      skip (and count) bad records instead of failing\n"
         "  --fetch-delay-us N      fault injection: delay each fetched chunk\n"
+        "  --watchdog SECONDS      stall watchdog: when no batch came for SECONDS, print\n"
+        "                          what every operator is doing (default 30; 0 = off;\n"
+        "                          under MPI rank 0 also names the stuck rank)\n"
         "consumer:\n"
         "  --step-time SECONDS     simulated training step per batch (default 0)\n"
         "  --max-batches N         stop after N batches\n"
@@ -532,7 +535,11 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
     else if (!strcmp(a, "--fetch-delay-us"))
         NUM(o->pc.fetch_delay_us, 0, (uint64_t)MAX_SECONDS * 1000000);
-    else
+    else if (!strcmp(a, "--watchdog")) {
+        if (seconds(a, v, &o->pc.watchdog_seconds) != 0)
+            return -1;
+        used = 2;
+    } else
         return 0;
     return used;
 }

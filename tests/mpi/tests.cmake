@@ -141,3 +141,18 @@ add_test(NAME test_mpi_coverage
   COMMAND bash ${_zp_mpi_tests}/test_mpi_coverage.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_mpi_coverage PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
+# Threads under a launcher: the default threads per rank from the binding
+# and the node's ranks sharing it, --threads / OMP_NUM_THREADS winning, the
+# report's oversubscription warning (docs/mpi.md).
+add_test(NAME test_mpi_threads
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_threads.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_threads PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
+# The stall watchdog across ranks: a stalled server holds one rank's shard;
+# the root learns of it while it lasts and the report names rank, operator
+# and shard (docs/mpi.md). Needs the loopback servers (fixture net).
+add_test(NAME test_mpi_watchdog
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_watchdog.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_watchdog PROPERTIES TIMEOUT 300 LABELS "mpi;cli;net"
+  FIXTURES_REQUIRED net ENVIRONMENT "${ZP_MPI_ENV};ZT_NETENV=${ZP_NETENV}")
