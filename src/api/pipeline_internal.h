@@ -64,6 +64,9 @@ size_t zpi_pipeline_ready_batches(zp_pipeline *p);
 zpi_err *zpi_pipeline_err(zp_pipeline *p);
 /* The prefetch_batches setting. */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
+/* The memory plan in use (zeros when the pipeline runs without a budget or
+ * has not started). */
+const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p);
 
 /* The stall watchdog's state (api/watchdog.h), held by the pipeline. */
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p);
