@@ -36,7 +36,7 @@ extern "C" {
  * code, libraries, the tokenizer's tables, thread stacks, the allocator's
  * slack. Measured across formats and thread counts (tests/memory/,
  * bench/memory/run.sh; docs/pipeline.md). Bytes. */
-#define ZP_MEMORY_OVERHEAD_BYTES ((uint64_t)64 << 20)
+#define ZP_MEMORY_OVERHEAD_BYTES ((uint64_t)48 << 20)
 /* Batches the consumer may always keep under a budget (more when the budget
  * leaves room: zp_memory_plan.kept_batches). */
 #define ZP_MEMORY_KEPT_MIN 2
