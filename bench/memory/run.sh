@@ -5,11 +5,12 @@
 #
 # Per format, `zephon run` over one epoch with the settings of
 # tests/memory/test_memory_budget.sh (buffers that outgrow the budget without
-# it), once without a budget and once per budget of BUDGETS_<FORMAT>; each
-# row: the budget, the peak RSS of the process (VmHWM, the summary's
-# peak_rss_bytes), peak RSS - budget (the documented constant
+# it), without a budget and with each budget of BUDGETS_<FORMAT>
+# (K/M/G suffixes), the variants run in turn RUNS times; each row: the
+# budget, the peak RSS of the process (VmHWM, the summary's peak_rss_bytes;
+# the largest of the runs), peak RSS - budget (the documented constant
 # ZP_MEMORY_OVERHEAD_BYTES bounds it), and samples/s (median of RUNS runs)
-# as a ratio to the run without a budget measured alongside. Prints a
+# as a ratio to the runs without a budget in the same rounds. Prints a
 # Markdown table.
 #   bench/memory/run.sh [ZEPHON] [DIR]
 # ZEPHON: default build/zephon; DIR: where the data go (default a new
@@ -37,37 +38,43 @@ one() {
   "$Z" run "$@" --quiet --json --no-coverage |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(d["peak_rss_bytes"], d["samples_per_s"])'
 }
-# median over RUNS runs of samples/s, the largest peak RSS
-measure() {
-  local peaks=() rates=()
-  for ((r = 0; r < RUNS; r++)); do
-    read -r p s < <(one "$@")
-    peaks+=("$p"); rates+=("$s")
-  done
-  python3 - "${peaks[*]}" "${rates[*]}" <<'PY'
-import statistics, sys
-p = [int(x) for x in sys.argv[1].split()]
-s = [float(x) for x in sys.argv[2].split()]
-print(max(p), statistics.median(s))
-PY
-}
 
 echo "| format | threads | budget | peak RSS | peak RSS - budget | samples/s | vs no budget |"
 echo "|---|---|---|---|---|---|---|"
-row() { # FORMAT THREADS BUDGETS ARGS...
+# row FORMAT THREADS BUDGETS ARGS...: RUNS rounds, each running every
+# variant once (no budget first, then each budget), so that the machine's
+# load changes every variant alike; the median samples/s and the largest
+# peak RSS of each
+row() {
   local fmt=$1 th=$2 budgets=$3; shift 3
-  local base_p base_s
-  read -r base_p base_s < <(measure "$@" --threads "$th")
-  awk -v f="$fmt" -v t="$th" -v p="$base_p" -v s="$base_s" \
-    'BEGIN { printf "| %s | %s | none | %.1f MiB | | %.0f | 1.00 |\n", f, t, p / 1048576, s }'
-  for b in $budgets; do
-    local p s bytes
-    read -r p s < <(measure "$@" --threads "$th" --memory-budget "$b")
-    bytes=$(numfmt --from=iec "$b")
-    awk -v f="$fmt" -v t="$th" -v b="$b" -v bytes="$bytes" -v p="$p" -v s="$s" -v s0="$base_s" \
-      'BEGIN { printf "| %s | %s | %s | %.1f MiB | %.1f MiB | %.0f | %.2f |\n", f, t, b,
-               p / 1048576, (p - bytes) / 1048576, s, s / s0 }'
+  local res="$D/row.res" v
+  : >"$res"
+  for ((r = 0; r < RUNS; r++)); do
+    for v in none $budgets; do
+      if [[ $v == none ]]; then
+        echo "$v $(one "$@" --threads "$th")" >>"$res"
+      else
+        echo "$v $(one "$@" --threads "$th" --memory-budget "$v")" >>"$res"
+      fi
+    done
   done
+  python3 - "$fmt" "$th" "$res" none $budgets <<'PY'
+import statistics, sys
+fmt, th, res, variants = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+rows = {}
+for line in open(res):
+    v, p, s = line.split()
+    rows.setdefault(v, []).append((int(p), float(s)))
+def size(v):
+    return int(v[:-1]) << {"K": 10, "M": 20, "G": 30}[v[-1]]
+base = statistics.median(s for _, s in rows["none"])
+for v in variants:
+    peak = max(p for p, _ in rows[v])
+    rate = statistics.median(s for _, s in rows[v])
+    over = "" if v == "none" else "%.1f MiB" % ((peak - size(v)) / 2**20)
+    print("| %s | %s | %s | %.1f MiB | %s | %.0f | %.2f |" % (fmt, th, v, peak / 2**20, over, rate,
+                                                         rate / base))
+PY
 }
 for th in $THREADS; do
   row jsonl.zst "$th" "${BUDGETS_ZST:-16M 64M}" "$D/zst" --tokenize gpt2 --microbatch 8 --block-shards 2

@@ -557,7 +557,6 @@ static zp_status start(zp_pipeline *p)
                     rows, p->cfg.seq_len);
         return zpi_err_copy(&p->err, &p->fatal);
     }
-    zp_status st0;
     ZPI_RETURN_ERR_IF(ck->bal_done && ck->bal_done >= p->balance, &p->err, ZP_ERR_INVALID,
                       "state: balance_done = %llu batches of an attention-balance window of "
                       "%zu (a state edited by hand?)",
@@ -565,8 +564,7 @@ static zp_status start(zp_pipeline *p)
     /* the memory budget sizes the in-flight chunks and the shard cache,
      * and checks the rest of the settings against it */
     if (p->cfg.memory_budget) {
-        st0 = memory_plan(p, &p->mem, &p->fatal);
-        if (st0 != ZP_OK)
+        if (memory_plan(p, &p->mem, &p->fatal) != ZP_OK)
             return zpi_err_copy(&p->err, &p->fatal);
         p->cfg.in_flight_chunks = (size_t)p->mem.in_flight_chunks;
         p->cfg.shard_cache_bytes = (size_t)p->mem.cache_budget;
