@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/pipeline_internal.h"
 #include "output/budget.h"
 #include "testutil.h"
 #include "zephon.h"
@@ -288,6 +289,40 @@ static void test_budget_arithmetic(void **state)
     assert_int_equal(m.cache_loads, 3);
 }
 
+/* The caps an autotuner asks the pipeline for: the most prefetch_batches
+ * that fit runs, one more is the start error. */
+static void test_budget_caps_for_autotuner(void **state)
+{
+    fixture *f = *state;
+    zp_worksource *ws;
+    zp_pipeline *p = make(f, &ws, 0, 1);
+    size_t pb = 0, w = 0;
+    assert_int_equal(zpi_pipeline_budget_caps(p, &pb, &w), ZP_OK);
+    assert_int_equal(pb, SIZE_MAX);
+    assert_int_equal(w, SIZE_MAX);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+
+    p = make(f, &ws, (size_t)3 << 20, 1);
+    assert_int_equal(zpi_pipeline_budget_caps(p, &pb, &w), ZP_OK);
+    assert_true(pb > 2 && pb < 4096);
+    assert_true(w >= 3);
+    assert_int_equal(zp_pipeline_options(p, pb + 1), ZP_OK);
+    const zp_batch *b;
+    assert_int_equal(zp_pipeline_next(p, &b), ZP_ERR_LIMIT);
+    assert_non_null(strstr(zp_pipeline_errmsg(p), "prefetch_batches = "));
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+
+    p = make(f, &ws, (size_t)3 << 20, 1);
+    assert_int_equal(zp_pipeline_options(p, pb), ZP_OK);
+    size_t n;
+    (void)stream_digest(p, &n);
+    assert_true(n > 0);
+    zp_pipeline_destroy(p);
+    zp_worksource_destroy(ws);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +332,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_budget_too_small_names_need, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_explicit_setting_named, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_kept_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_caps_for_autotuner, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -403,9 +403,9 @@ zp_status zp_pipeline_memory_budget(zp_pipeline *p, size_t bytes)
     return ZP_OK;
 }
 
-/* The memory plan for the pipeline's settings as they are now (budget.h);
- * the message, when the budget is too small, goes into e. */
-static zp_status memory_plan(zp_pipeline *p, zp_memory_plan *out, zpi_err *e)
+/* The budget's input for the pipeline's settings as they are now
+ * (budget.h); reads the shards' sizes the first time. */
+static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
 {
     const zp_dataset *ds = zp_worksource_dataset(p->ws);
     if (!p->scanned) {
@@ -413,7 +413,7 @@ static zp_status memory_plan(zp_pipeline *p, zp_memory_plan *out, zpi_err *e)
         p->scanned = 1;
     }
     const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
-    zpi_budget_in in = {
+    *in = (zpi_budget_in){
         .budget = p->cfg.memory_budget,
         .rows = p->cfg.microbatch_size,
         .cols = p->tok ? p->cfg.seq_len + 1 : 0,
@@ -435,8 +435,29 @@ static zp_status memory_plan(zp_pipeline *p, zp_memory_plan *out, zpi_err *e)
                             : NULL,
     };
     for (int i = 0; i < p->n_ops; i++)
-        in.op_parallelism += p->ops[i].parallelism;
+        in->op_parallelism += p->ops[i].parallelism;
+    return ZP_OK;
+}
+
+/* The memory plan for the pipeline's settings as they are now; the
+ * message, when the budget is too small, goes into e. */
+static zp_status memory_plan(zp_pipeline *p, zp_memory_plan *out, zpi_err *e)
+{
+    zpi_budget_in in;
+    ZPI_FORWARD_IF_ERR(budget_input(p, &in, e));
     return zpi_budget_plan(&in, out, e);
+}
+
+zp_status zpi_pipeline_budget_caps(zp_pipeline *p, size_t *max_prefetch_batches,
+                                   size_t *max_in_flight)
+{
+    zpi_budget_in in;
+    ZPI_FORWARD_IF_ERR(budget_input(p, &in, &p->err));
+    if (max_prefetch_batches)
+        *max_prefetch_batches = zpi_budget_max_prefetch_batches(&in);
+    if (max_in_flight)
+        *max_in_flight = zpi_budget_max_in_flight(&in);
+    return ZP_OK;
 }
 
 zp_status zp_pipeline_memory_plan(zp_pipeline *p, zp_memory_plan *out)

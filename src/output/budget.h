@@ -69,8 +69,10 @@ typedef struct zpi_budget_in {
 zp_status zpi_budget_plan(const zpi_budget_in *in, zp_memory_plan *out, zpi_err *err);
 
 /* Caps for automatic sizing: the most prefetch_batches (in_flight_chunks)
- * the budget allows with the other settings of in as they are; SIZE_MAX
- * without a budget, 0 when even the least does not fit. */
+ * the budget allows with the other settings of in as they are (an automatic
+ * in_flight_chunks at its least: one per operator + 1); SIZE_MAX without a
+ * budget, 0 when even the least does not fit. A pipeline's caps:
+ * zpi_pipeline_budget_caps (api/pipeline_internal.h). */
 size_t zpi_budget_max_prefetch_batches(const zpi_budget_in *in);
 size_t zpi_budget_max_in_flight(const zpi_budget_in *in);
 
