@@ -13,6 +13,7 @@
 #include "base/util.h"
 #include "plan/worksource_internal.h"
 #include "data/dataset_internal.h"
+#include "output/budget.h"
 /* the public declaration (ZP_API: exported) of zp_pipeline_enable_observability */
 #include "zephon/observe.h"
 
@@ -44,6 +45,11 @@ struct zp_pipeline {
     /* consumer side */
     zpi_ckpt ck; /* checkpoint bookkeeping (pipeline_state.c) */
     zpi_watchdog wd; /* the stall watchdog (watchdog.c) */
+
+    /* the memory budget (output/budget.c) */
+    int scanned;            /* shards read once (zpi_budget_scan) */
+    zpi_budget_shards shards;
+    zp_memory_plan mem;     /* as used, set at start when a budget is set */
 };
 
 void zp_pipeline_config_init(zp_pipeline_config *cfg)
@@ -62,6 +68,7 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->shard_cache_bytes = (size_t)1 << 30;
     cfg->fetch_delay_us = 0;
     cfg->watchdog_seconds = ZP_WATCHDOG_DEFAULT_SECONDS;
+    cfg->memory_budget = 0;
 }
 
 static const char *pack_name(int mode)
@@ -389,6 +396,84 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
     return ZP_OK;
 }
 
+zp_status zp_pipeline_memory_budget(zp_pipeline *p, size_t bytes)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_memory_budget"));
+    p->cfg.memory_budget = bytes;
+    return ZP_OK;
+}
+
+/* The budget's input for the pipeline's settings as they are now
+ * (budget.h); reads the shards' sizes the first time. */
+static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
+{
+    const zp_dataset *ds = zp_worksource_dataset(p->ws);
+    if (!p->scanned) {
+        ZPI_FORWARD_IF_ERR(zpi_budget_scan(ds, &p->shards, e));
+        p->scanned = 1;
+    }
+    const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
+    *in = (zpi_budget_in){
+        .budget = p->cfg.memory_budget,
+        .rows = p->cfg.microbatch_size,
+        .cols = p->tok ? p->cfg.seq_len + 1 : 0,
+        .masking = p->tok ? p->masking : 0,
+        .chunk_samples = p->cfg.chunk_samples,
+        .in_flight_chunks = p->cfg.in_flight_chunks,
+        .n_ops = (size_t)p->n_ops,
+        .fetch_parallelism = p->ops[0].parallelism,
+        .prefetch_batches = p->cfg.prefetch_batches,
+        .balance = p->tok ? p->balance : 0,
+        .pack_window = p->tok ? zp_pipeline_pack_window(p) : 0,
+        .prefetch_buffer = p->prefetch_buffer,
+        .prefetch_parallelism = p->prefetch_parallelism,
+        .block_shards = wc->shuffle ? wc->shuffle_block_shards : 1,
+        .shard_cache_bytes = p->cfg.shard_cache_bytes,
+        .sh = p->shards,
+        .largest_name = p->shards.largest_index >= 0
+                            ? zp_dataset_shard_name(ds, (size_t)p->shards.largest_index)
+                            : NULL,
+    };
+    for (int i = 0; i < p->n_ops; i++)
+        in->op_parallelism += p->ops[i].parallelism;
+    return ZP_OK;
+}
+
+/* The memory plan for the pipeline's settings as they are now; the
+ * message, when the budget is too small, goes into e. */
+static zp_status memory_plan(zp_pipeline *p, zp_memory_plan *out, zpi_err *e)
+{
+    zpi_budget_in in;
+    ZPI_FORWARD_IF_ERR(budget_input(p, &in, e));
+    return zpi_budget_plan(&in, out, e);
+}
+
+zp_status zpi_pipeline_budget_caps(zp_pipeline *p, size_t *max_prefetch_batches,
+                                   size_t *max_in_flight)
+{
+    zpi_budget_in in;
+    ZPI_FORWARD_IF_ERR(budget_input(p, &in, &p->err));
+    if (max_prefetch_batches)
+        *max_prefetch_batches = zpi_budget_max_prefetch_batches(&in);
+    if (max_in_flight)
+        *max_in_flight = zpi_budget_max_in_flight(&in);
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_memory_plan(zp_pipeline *p, zp_memory_plan *out)
+{
+    if (!p || !out)
+        return ZP_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    if (p->fatal.code != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    if (p->started && p->cfg.memory_budget) {
+        *out = p->mem;
+        return ZP_OK;
+    }
+    return memory_plan(p, out, &p->err);
+}
+
 zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_watchdog"));
@@ -497,6 +582,14 @@ static zp_status start(zp_pipeline *p)
                       "state: balance_done = %llu batches of an attention-balance window of "
                       "%zu (a state edited by hand?)",
                       (unsigned long long)ck->bal_done, p->balance);
+    /* the memory budget sizes the in-flight chunks and the shard cache,
+     * and checks the rest of the settings against it */
+    if (p->cfg.memory_budget) {
+        if (memory_plan(p, &p->mem, &p->fatal) != ZP_OK)
+            return zpi_err_copy(&p->err, &p->fatal);
+        p->cfg.in_flight_chunks = (size_t)p->mem.in_flight_chunks;
+        p->cfg.shard_cache_bytes = (size_t)p->mem.cache_budget;
+    }
     p->q_ready = 1;
     /* the balance window's batches are held until it is complete */
     const size_t nbufs = p->cfg.prefetch_batches + 2 + p->balance;
@@ -706,9 +799,24 @@ zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b)
         return ZP_ERR_INVALID;
     ZPI_RETURN_ERR_IF(!p->q_ready || !p->started, &p->err, ZP_ERR_STATE,
                       "zp_pipeline_keep_batch: no batch was delivered yet");
-    ZPI_RETURN_ERR_IF(!b || zpi_outq_keep(&p->q, ZPI_CONTAINER_OF(b, zpi_batchbuf, b)) != ZP_OK,
-                      &p->err, ZP_ERR_INVALID,
+    zpi_batchbuf *bb = b ? ZPI_CONTAINER_OF(b, zpi_batchbuf, b) : NULL;
+    size_t before = zpi_outq_kept(&p->q);
+    ZPI_RETURN_ERR_IF(!bb || zpi_outq_keep(&p->q, bb) != ZP_OK, &p->err, ZP_ERR_INVALID,
                       "zp_pipeline_keep_batch: not the batch the last zp_pipeline_next() returned");
+    /* under a budget: at most the plan's kept batches (this one, when newly
+     * kept, goes back to being the held batch) */
+    size_t cap = (size_t)p->mem.kept_batches;
+    if (cap && zpi_outq_kept(&p->q) > before && zpi_outq_kept(&p->q) > cap) {
+        zpi_outq_release(&p->q, bb);
+        char bb_s[32], one[32];
+        zpi_budget_fmt(bb_s, sizeof bb_s, p->mem.budget);
+        zpi_budget_fmt(one, sizeof one, p->mem.batch_bytes);
+        return zpi_err_set(&p->err, ZP_ERR_LIMIT,
+                           "zp_pipeline_keep_batch: %zu batches kept already: memory_budget = "
+                           "%s allows %zu kept batches of %s; release one "
+                           "(zp_pipeline_release_batch) or raise the budget",
+                           cap, bb_s, cap, one);
+    }
     return ZP_OK;
 }
 
@@ -892,3 +1000,5 @@ zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p) { return &p->wd; }
 
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p) { return p->cfg.prefetch_batches; }
+
+const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p) { return &p->mem; }
