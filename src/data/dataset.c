@@ -590,6 +590,30 @@ uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i)
     return ds && i < ds->n ? ds->shards[i].bytes : 0;
 }
 
+uint64_t zp_dataset_shard_segments(const zp_dataset *ds, size_t i, uint64_t *per)
+{
+    if (per)
+        *per = 0;
+    if (!ds || i >= ds->n || ds->shards[i].samples == UNKNOWN)
+        return 0;
+    const shard *s = &ds->shards[i];
+    uint64_t n = s->samples, nseg = 1;
+    int plain = strcmp(s->fmt->name, "jsonl") == 0;
+    if (plain || strcmp(s->fmt->name, "jsonl.zst") == 0) {
+        uint64_t sb = ds->cfg.segment_bytes ? ds->cfg.segment_bytes
+                                            : plain ? DEFAULT_SEGMENT_PLAIN
+                                                    : DEFAULT_SEGMENT_ZST;
+        if (s->bytes > sb)
+            nseg = (s->bytes + sb - 1) / sb;
+        if (nseg > n)
+            nseg = n ? n : 1;
+    }
+    uint64_t p = n ? (n + nseg - 1) / nseg : 1;
+    if (per)
+        *per = p;
+    return n ? (n + p - 1) / p : 1;
+}
+
 static void put_u64(XXH64_state_t *h, uint64_t v)
 {
     unsigned char b[8];
@@ -634,6 +658,10 @@ static uint64_t fingerprint(const zp_dataset *ds, int spelled)
         put_u64(h, s->bytes);
         put_u64(h, s->samples);
     }
+    /* a segment size set by hand changes the plan (the default adds
+     * nothing: fingerprints of earlier versions stay) */
+    if (ds->cfg.segment_bytes)
+        put_u64(h, (uint64_t)ds->cfg.segment_bytes);
     uint64_t r = XXH64_digest(h);
     XXH64_freeState(h);
     return r;
