@@ -559,10 +559,17 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi
     char sname[512];
     zpi_fmt(sname, sizeof sname, "%s, segment %llu from record %llu at decoded byte %llu",
             r->name, (unsigned long long)j, (unsigned long long)first, (unsigned long long)s0);
+    /* an empty segment is a count mismatch, said below */
+    zpi_load_limits llim = *r->lim;
+    llim.allow_empty = 1;
     zpi_line_index ix;
-    zpi_line_index_init(&ix, sname, r->lim);
-    size_t cap = r->start[j + 1] != UNKNOWN_START ? (size_t)(r->start[j + 1] - s0) + SEG_CHUNK
-                                                  : 4 * SEG_CHUNK;
+    zpi_line_index_init(&ix, sname, &llim);
+    /* room for the segment: its size when known, else the mean of those
+     * before it; a read chunk more (reads run past its end) */
+    size_t cap = r->start[j + 1] != UNKNOWN_START ? (size_t)(r->start[j + 1] - s0)
+                 : j > 0                          ? (size_t)(s0 / j + s0 / j / 8)
+                                                  : SEG_CHUNK;
+    cap += SEG_CHUNK;
     char *data = malloc(cap + ZPI_JSON_PADDING);
     size_t len = 0, end = 0;
     if (!data)
@@ -625,6 +632,14 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi
         free(data);
         memset(out, 0, sizeof *out);
         return st;
+    }
+    /* give back the unused tail (the cache accounts for capacity) */
+    if (cap - len > len / 16 + 4096) {
+        char *d = realloc(data, len + ZPI_JSON_PADDING);
+        if (d) {
+            data = d;
+            cap = len;
+        }
     }
     memset(data + len, 0, ZPI_JSON_PADDING);
     out->data = data;
