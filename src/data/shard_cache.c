@@ -111,6 +111,17 @@ size_t zpi_shard_cache_keep_shards(size_t block_shards, size_t fetch_parallelism
     return block_shards * (prefetch ? 2 : 1) + fetch_parallelism;
 }
 
+size_t zpi_shard_cache_keep_units(const zp_dataset *ds, size_t block_shards,
+                                  size_t fetch_parallelism, int prefetch)
+{
+    size_t keep = zpi_shard_cache_keep_shards(block_shards, fetch_parallelism, prefetch);
+    const size_t n = zp_dataset_num_shards(ds);
+    for (size_t i = 0; i < n; i++)
+        if (zp_dataset_shard_segments(ds, i, NULL) > 1)
+            return keep + (block_shards < 1 ? 1 : block_shards);
+    return keep;
+}
+
 zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_config *cfg,
                                  zpi_shard_cache **out)
 {

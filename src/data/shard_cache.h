@@ -59,6 +59,11 @@ typedef struct zpi_shard_cache_stats {
  * the next one when prefetch looks ahead, and one more per fetch task (tasks
  * at a block boundary read from two blocks). */
 size_t zpi_shard_cache_keep_shards(size_t block_shards, size_t fetch_parallelism, int prefetch);
+/* The same for the cache's units of dataset ds: when a shard of ds has
+ * several segments, a block goes in rounds (docs/worksource.md) and the
+ * tasks at a round's end read from two rounds: one block of units more. */
+size_t zpi_shard_cache_keep_units(const zp_dataset *ds, size_t block_shards,
+                                  size_t fetch_parallelism, int prefetch);
 
 /* cfg is copied. The dataset must outlive the cache and stay unchanged. */
 zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_config *cfg,

@@ -637,9 +637,10 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         goto fail;
     const zpi_shard_cache_config cc = {
         .budget_bytes = plan->shard_cache_bytes,
-        .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
-                                                   plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
-                                                   plan->prefetch_buffer > 0),
+        .keep_shards = zpi_shard_cache_keep_units(zp_worksource_dataset(e->ws),
+                                                  wc->shuffle ? wc->shuffle_block_shards : 1,
+                                                  plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
+                                                  plan->prefetch_buffer > 0),
         .log = plan->env.log,
         .log_user = plan->env.log_user,
         .fetcher = e->fetcher,

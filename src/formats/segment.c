@@ -565,10 +565,17 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi
     zpi_line_index ix;
     zpi_line_index_init(&ix, sname, &llim);
     /* room for the segment: its size when known, else the mean of those
-     * before it; a read chunk more (reads run past its end) */
+     * before it or the decoded size (plain: the file; seekable: its
+     * table; stream: 4x the file) over the segments, an eighth more; a
+     * read chunk more (reads run past its end) */
+    uint64_t total = r->kind == ZPI_SEG_PLAIN      ? r->fsize
+                     : r->kind == ZPI_SEG_SEEKABLE ? r->doff[r->nf]
+                                                   : 4 * r->fsize;
+    uint64_t guess = j > 0 ? s0 / j : total / r->nseg;
+    if (guess > r->lim->max_shard_bytes)
+        guess = r->lim->max_shard_bytes;
     size_t cap = r->start[j + 1] != UNKNOWN_START ? (size_t)(r->start[j + 1] - s0)
-                 : j > 0                          ? (size_t)(s0 / j + s0 / j / 8)
-                                                  : SEG_CHUNK;
+                                                  : (size_t)(guess + guess / 8);
     cap += SEG_CHUNK;
     char *data = malloc(cap + ZPI_JSON_PADDING);
     size_t len = 0, end = 0;
