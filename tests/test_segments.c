@@ -55,8 +55,8 @@ static zpi_load_limits limits(void)
 
 /* Every segment of `path` (per records each), in the order given by
  * `descending`, against the whole load of the file. */
-static void check_segments(const char *path, int compressed, uint64_t per, int descending,
-                           zpi_seg_kind want_kind)
+static void check_segments_n(const char *path, int compressed, uint64_t per, int descending,
+                             zpi_seg_kind want_kind, uint64_t n_records)
 {
     zpi_load_limits lim = limits();
     zpi_err err;
@@ -64,21 +64,21 @@ static void check_segments(const char *path, int compressed, uint64_t per, int d
     const zpi_format *fmt = zpi_format_for_path(path);
     assert_non_null(fmt);
     assert_int_equal(fmt->load(path, "t", &lim, &whole, &err), ZP_OK);
-    assert_int_equal(whole.n_records, N_RECORDS);
+    assert_int_equal(whole.n_records, n_records);
     zpi_seg_reader *r;
-    assert_int_equal(zpi_seg_reader_open(path, "t", compressed, &lim, N_RECORDS, per, &r, &err),
+    assert_int_equal(zpi_seg_reader_open(path, "t", compressed, &lim, n_records, per, &r, &err),
                      ZP_OK);
     assert_int_equal(zpi_seg_reader_kind(r), want_kind);
-    const uint64_t nseg = (N_RECORDS + per - 1) / per;
+    const uint64_t nseg = (n_records + per - 1) / per;
     uint64_t seen = 0;
     for (uint64_t k = 0; k < nseg; k++) {
         uint64_t j = descending ? nseg - 1 - k : k;
         zpi_shard s;
-        zp_status st = zpi_seg_reader_load(r, j, &s, &err);
+        zp_status st = zpi_seg_reader_load(r, j, NULL, &s, &err);
         if (st != ZP_OK)
             fail_msg("segment %llu: %s", (unsigned long long)j, err.msg);
         assert_int_equal(s.first_record, j * per);
-        uint64_t m = N_RECORDS - j * per < per ? N_RECORDS - j * per : per;
+        uint64_t m = n_records - j * per < per ? n_records - j * per : per;
         assert_int_equal(s.n_records, m);
         for (uint64_t i = 0; i < m; i++) {
             uint64_t g = j * per + i;
@@ -90,9 +90,18 @@ static void check_segments(const char *path, int compressed, uint64_t per, int d
         seen += m;
         zpi_shard_free(&s);
     }
-    assert_int_equal(seen, N_RECORDS);
+    assert_int_equal(seen, n_records);
+    /* read in order, a stream is decoded once: never restarted */
+    if (!descending)
+        assert_int_equal(zpi_seg_reader_restarts(r), 0);
     zpi_seg_reader_close(r);
     zpi_shard_free(&whole);
+}
+
+static void check_segments(const char *path, int compressed, uint64_t per, int descending,
+                           zpi_seg_kind want_kind)
+{
+    check_segments_n(path, compressed, per, descending, want_kind, N_RECORDS);
 }
 
 static void test_segments_every_format(void **state)
@@ -121,6 +130,16 @@ static void test_segments_every_format(void **state)
             check_segments(multi, 1, pers[k], desc, ZPI_SEG_STREAM);
         }
     }
+    /* a stream of several MiB (more than the decoder's window): read in
+     * order, each byte decoded once (no restart) */
+    size_t bn;
+    char *bt = records_text(5, 20 * N_RECORDS, &bn);
+    char *big = zpt_path(dir, "big1.jsonl.zst");
+    assert_int_equal(zpt_write_zst(big, bt, bn, 1), 0);
+    check_segments_n(big, 1, 3001, 0, ZPI_SEG_STREAM, 20 * N_RECORDS);
+    check_segments_n(big, 1, 777, 1, ZPI_SEG_STREAM, 20 * N_RECORDS);
+    free(big);
+    free(bt);
     /* the seekable file is an ordinary .jsonl.zst for a whole load (the
      * seek table is a skippable frame), with the same records */
     size_t sl;
@@ -189,7 +208,7 @@ static void test_segments_corrupt_seek_table(void **state)
     assert_int_equal(zpi_seg_reader_open(seek, "b.jsonl.zst", 1, &lim, N_RECORDS, 100, &r, &err),
                      ZP_OK);
     zpi_shard s;
-    assert_int_equal(zpi_seg_reader_load(r, 0, &s, &err), ZP_ERR_FORMAT);
+    assert_int_equal(zpi_seg_reader_load(r, 0, NULL, &s, &err), ZP_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "frame 0"));
     assert_non_null(strstr(err.msg, seek));
     zpi_seg_reader_close(r);
@@ -216,13 +235,13 @@ static void test_segments_count_mismatch(void **state)
     zpi_seg_reader *r;
     /* more records counted than there are: the last segment says so */
     assert_int_equal(zpi_seg_reader_open(plain, "c", 0, &lim, N_RECORDS + 5, 100, &r, &err), ZP_OK);
-    zp_status st10 = zpi_seg_reader_load(r, 10, &s, &err);
+    zp_status st10 = zpi_seg_reader_load(r, 10, NULL, &s, &err);
     assert_int_equal(st10, ZP_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "dataset counted"));
     zpi_seg_reader_close(r);
     /* fewer counted: the last segment finds more */
     assert_int_equal(zpi_seg_reader_open(plain, "c", 0, &lim, N_RECORDS - 5, 100, &r, &err), ZP_OK);
-    assert_int_equal(zpi_seg_reader_load(r, 9, &s, &err), ZP_ERR_FORMAT);
+    assert_int_equal(zpi_seg_reader_load(r, 9, NULL, &s, &err), ZP_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "dataset counted"));
     zpi_seg_reader_close(r);
     free(t);

@@ -95,8 +95,8 @@ struct zpi_shard_cache {
     int64_t head, tail;      /* recency list of READY shards; head = most recently used */
     size_t n_ready;
     size_t unpinned_bytes;
-    spare_buf spare[ZPI_SHARD_CACHE_SPARES];
-    int n_spare;
+    spare_buf *spare;        /* [max_spare] */
+    int n_spare, max_spare;
     scratch_buf *scratch_free;
     int warned;
     size_t largest_size;     /* the largest shard loaded so far (accounted bytes) */
@@ -165,8 +165,18 @@ zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_con
             for (uint64_t u = c->ubase[i]; u < c->ubase[i + 1]; u++)
                 c->ushard[u] = (uint32_t)i;
     }
+    /* Segments are loaded and evicted a round at a time: keep as many
+     * spare buffers as a block has shards, so that a round's loads decode
+     * into the buffers of the round before (no fresh pages). */
+    c->max_spare = ZPI_SHARD_CACHE_SPARES;
+    if (c->n > c->nshards && (int)(cfg->keep_shards / 2) > c->max_spare)
+        c->max_spare = cfg->keep_shards / 2 < 64 ? (int)(cfg->keep_shards / 2) : 64;
+    c->spare = calloc((size_t)c->max_spare, sizeof *c->spare);
+    if (!c->spare)
+        bad = ZP_ERR_NOMEM;
     c->slots = bad == ZP_OK ? calloc(c->n ? c->n : 1, sizeof *c->slots) : NULL;
     if (!c->slots) {
+        free(c->spare);
         free(c->ushard);
         free(c->ubase);
         free(c->per);
@@ -200,6 +210,7 @@ void zpi_shard_cache_destroy(zpi_shard_cache *c)
         zpi_shard_free(&c->slots[i].shard);
     for (int i = 0; i < c->n_spare; i++)
         free(c->spare[i].p);
+    free(c->spare);
     while (c->scratch_free) {
         scratch_buf *b = c->scratch_free;
         c->scratch_free = b->next;
@@ -298,7 +309,7 @@ static void spare_take_locked(zpi_shard_cache *c, zpi_load_bufs *bufs)
  * full (the caller frees p). */
 static int spare_keep_locked(zpi_shard_cache *c, char *p, size_t cap)
 {
-    if (!p || c->n_spare == ZPI_SHARD_CACHE_SPARES)
+    if (!p || c->n_spare == c->max_spare)
         return 0;
     c->spare[c->n_spare].p = p;
     c->spare[c->n_spare].cap = cap;
@@ -337,8 +348,8 @@ static void src_close(zpi_shard_cache *c, seg_src *src)
 
 /* Loads segment j of shard i (a shard of several segments) through its
  * reader, opened on first use; waits while another load uses it. */
-static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_shard *sh,
-                              zpi_err *err)
+static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_load_bufs *bufs,
+                              zpi_shard *sh, zpi_err *err)
 {
     pthread_mutex_lock(&c->mu);
     while (c->src[i] && c->src[i]->busy)
@@ -380,7 +391,7 @@ static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_sh
         restart = 1; /* behind the streaming decoder: decoded again from the start */
     }
     if (st == ZP_OK)
-        st = zpi_seg_reader_load(src->rd, j, sh, err);
+        st = zpi_seg_reader_load(src->rd, j, bufs, sh, err);
     sh->read_seconds += wait_s;
     if (st == ZP_OK)
         src->next_seg = j + 1;
@@ -490,8 +501,7 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     if (sb)
         c->scratch_free = sb->next;
     const zpi_format *fmt = zpi_dataset_shard_format(c->ds, zpi_shard_cache_unit_shard(c, index));
-    if (fmt->load_bufs && c->ubase[zpi_shard_cache_unit_shard(c, index) + 1] -
-                                  c->ubase[zpi_shard_cache_unit_shard(c, index)] == 1)
+    if (fmt->load_bufs)
         spare_take_locked(c, &bufs);
     pthread_mutex_unlock(&c->mu);
 
@@ -506,7 +516,7 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     memset(&sh, 0, sizeof sh);
     const uint32_t si = zpi_shard_cache_unit_shard(c, index);
     zp_status st = c->ubase[si + 1] - c->ubase[si] > 1
-                       ? load_segment(c, si, index - c->ubase[si], &sh, err)
+                       ? load_segment(c, si, index - c->ubase[si], &bufs, &sh, err)
                        : load_shard(c, si, fmt, sb ? &bufs : NULL, &sh, err);
     if (sb) {
         sb->p = bufs.scratch;
@@ -594,7 +604,7 @@ void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index)
     }
     /* Over budget with nothing left to evict but the working set (and
      * pinned shards): the budget is too small for this dataset and plan. */
-    char msg[512];
+    char msg[768];
     msg[0] = '\0';
     if (c->unpinned_bytes > c->cfg.budget_bytes && c->cfg.keep_shards && !c->warned) {
         c->warned = 1;
@@ -605,15 +615,24 @@ void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index)
             fmt_bytes(b_budget, sizeof b_budget, c->cfg.budget_bytes);
             fmt_bytes(b_need, sizeof b_need, need);
             fmt_bytes(b_big, sizeof b_big, c->largest_size);
-            zpi_fmt(msg, sizeof msg,
-                    "shard cache too small: shard_cache_bytes is %s (%zu bytes), but a pass "
-                    "reads from up to %zu shard%s (segments) at once and shard '%s' alone is "
-                    "%s decoded; "
-                    "the cache keeps those shards beyond its budget, so that each is decoded "
-                    "once per pass: it needs %s; set shard_cache_bytes to at least %zu",
-                    b_budget, c->cfg.budget_bytes, k, k == 1 ? "" : "s",
-                    zp_dataset_shard_name(c->ds, zpi_shard_cache_unit_shard(c, c->largest)),
-                    b_big, b_need, need);
+            const char *big = zp_dataset_shard_name(c->ds, zpi_shard_cache_unit_shard(c, c->largest));
+            if (c->n > c->nshards)
+                zpi_fmt(msg, sizeof msg,
+                        "shard cache too small: shard_cache_bytes is %s (%zu bytes), but a pass "
+                        "reads from up to %zu shard segments at once and a segment of shard '%s' "
+                        "is %s decoded; the cache keeps those segments beyond its budget, so "
+                        "that each is decoded once per pass: it needs %s; set shard_cache_bytes "
+                        "to at least %zu, or make segments smaller (segment_bytes)",
+                        b_budget, c->cfg.budget_bytes, k, big, b_big, b_need, need);
+            else
+                zpi_fmt(msg, sizeof msg,
+                        "shard cache too small: shard_cache_bytes is %s (%zu bytes), but a pass "
+                        "reads from up to %zu shard%s at once and shard '%s' alone is %s "
+                        "decoded; the cache keeps those shards beyond its budget, so that each "
+                        "is decoded once per pass: it needs %s; set shard_cache_bytes to at "
+                        "least %zu",
+                        b_budget, c->cfg.budget_bytes, k, k == 1 ? "" : "s", big, b_big, b_need,
+                        need);
         }
     }
     pthread_mutex_unlock(&c->mu);

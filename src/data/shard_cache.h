@@ -31,7 +31,8 @@
 
 typedef struct zpi_shard_cache zpi_shard_cache;
 
-/* Decode buffers of evicted shards kept for reuse. */
+/* Decode buffers of evicted shards kept for reuse (with segments: as many
+ * as half the working set, at most 64). */
 #define ZPI_SHARD_CACHE_SPARES 2
 
 typedef struct zpi_shard_cache_config {

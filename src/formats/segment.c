@@ -23,6 +23,11 @@
 #include "formats/line_index.h"
 
 #define SEG_CHUNK ((size_t)1 << 20) /* bytes per read of the decoded stream */
+/* The streaming decoder's window of decoded bytes: the last 2 read chunks
+ * stay in it, so that a segment that starts inside the read that ended the
+ * one before finds its bytes there (no restart). */
+#define WIN_CAP (3 * SEG_CHUNK)
+#define WIN_KEEP (2 * SEG_CHUNK)
 #define UNKNOWN_START UINT64_MAX
 
 #define SKIPPABLE_SEEK_MAGIC 0x184D2A5EU
@@ -55,6 +60,7 @@ struct zpi_seg_reader {
     size_t last_ret;
     uint64_t cpos;   /* file bytes read */
     char *win;       /* decoded bytes [wpos, wpos + wlen) */
+    uint64_t restarts; /* decoder restarts (a read behind its window) */
     size_t wlen;
     uint64_t wpos;
     /* scan buffer */
@@ -292,12 +298,17 @@ static void stream_restart(zpi_seg_reader *r)
     r->wlen = 0;
 }
 
-/* The next decoded bytes of the stream into win (wpos moves past the old
- * window). wlen 0: end of the stream. */
-static zp_status stream_next(zpi_seg_reader *r, zpi_err *err)
+/* More decoded bytes of the stream at the end of win, dropping its oldest
+ * bytes beyond WIN_KEEP first. *more 0: end of the stream. */
+static zp_status stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
 {
-    r->wpos += r->wlen;
-    r->wlen = 0;
+    *more = 0;
+    if (r->wlen > WIN_KEEP) {
+        size_t drop = r->wlen - WIN_KEEP;
+        memmove(r->win, r->win + drop, WIN_KEEP);
+        r->wpos += drop;
+        r->wlen = WIN_KEEP;
+    }
     for (;;) {
         if (r->in_pos == r->in_size && !r->need_flush) {
             if (r->eof) {
@@ -305,7 +316,7 @@ static zp_status stream_next(zpi_seg_reader *r, zpi_err *err)
                     return zpi_err_set(err, ZP_ERR_FORMAT,
                                        "shard '%s': truncated zstd frame at the end of '%s' "
                                        "(decoded byte %llu)", r->name, r->path,
-                                       (unsigned long long)r->wpos);
+                                       (unsigned long long)(r->wpos + r->wlen));
                 return ZP_OK;
             }
             double t0 = zpi_now();
@@ -322,7 +333,7 @@ static zp_status stream_next(zpi_seg_reader *r, zpi_err *err)
             continue;
         }
         ZSTD_inBuffer in = {r->inb, r->in_size, r->in_pos};
-        ZSTD_outBuffer ob = {r->win, SEG_CHUNK, 0};
+        ZSTD_outBuffer ob = {r->win, WIN_CAP, r->wlen};
         double t0 = zpi_now();
         size_t ret = ZSTD_decompressStream(r->dctx, &ob, &in);
         r->t_dec += zpi_now() - t0;
@@ -330,15 +341,17 @@ static zp_status stream_next(zpi_seg_reader *r, zpi_err *err)
             return zpi_err_set(err, ZP_ERR_FORMAT,
                                "shard '%s': corrupt zstd frame in '%s' (decoded byte %llu, file "
                                "bytes %llu-%llu): %s", r->name, r->path,
-                               (unsigned long long)r->wpos,
+                               (unsigned long long)(r->wpos + r->wlen),
                                (unsigned long long)(r->cpos - r->in_size + r->in_pos),
                                (unsigned long long)r->cpos, ZSTD_getErrorName(ret));
         r->in_pos = in.pos;
         r->need_flush = ob.pos == ob.size && ret != 0;
         r->last_ret = ret;
-        r->wlen = ob.pos;
-        if (r->wlen)
+        if (ob.pos > r->wlen) {
+            r->wlen = ob.pos;
+            *more = 1;
             return ZP_OK;
+        }
     }
 }
 
@@ -385,8 +398,10 @@ static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, siz
         *got = done;
         return ZP_OK;
     }
-    if (pos < r->wpos)
+    if (pos < r->wpos) {
         stream_restart(r);
+        r->restarts++;
+    }
     while (done < n) {
         if (pos < r->wpos + r->wlen) {
             size_t k = (size_t)(r->wpos + r->wlen - pos);
@@ -397,10 +412,11 @@ static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, siz
             pos += k;
             continue;
         }
-        zp_status st = stream_next(r, err);
+        int more;
+        zp_status st = stream_next(r, &more, err);
         if (st != ZP_OK)
             return st;
-        if (r->wlen == 0)
+        if (!more)
             break;
     }
     *got = done;
@@ -443,7 +459,7 @@ static zp_status open_raw(const char *path, const char *name, int compressed,
             st = read_seek_table(r, err);
         if (st == ZP_OK && r->kind == ZPI_SEG_STREAM) {
             r->inb = malloc(SEG_CHUNK);
-            r->win = malloc(SEG_CHUNK);
+            r->win = malloc(WIN_CAP);
             if (!r->inb || !r->win)
                 st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
             else
@@ -485,6 +501,8 @@ zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed
 }
 
 zpi_seg_kind zpi_seg_reader_kind(const zpi_seg_reader *r) { return r->kind; }
+
+uint64_t zpi_seg_reader_restarts(const zpi_seg_reader *r) { return r->restarts; }
 
 void zpi_seg_reader_close(zpi_seg_reader *r)
 {
@@ -540,7 +558,8 @@ static zp_status find_start(zpi_seg_reader *r, uint64_t j, zpi_err *err)
     return ZP_OK;
 }
 
-zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi_err *err)
+zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs, zpi_shard *out,
+                              zpi_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!r || j >= r->nseg)
@@ -577,7 +596,14 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi
     size_t cap = r->start[j + 1] != UNKNOWN_START ? (size_t)(r->start[j + 1] - s0)
                                                   : (size_t)(guess + guess / 8);
     cap += SEG_CHUNK;
-    char *data = malloc(cap + ZPI_JSON_PADDING);
+    char *data;
+    if (bufs && bufs->data) { /* a recycled buffer: grown below if too small */
+        data = bufs->data;
+        cap = bufs->data_cap;
+        bufs->data = NULL;
+    } else {
+        data = malloc(cap + ZPI_JSON_PADDING);
+    }
     size_t len = 0, end = 0;
     if (!data)
         return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory loading segment %llu",
@@ -640,8 +666,9 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi
         memset(out, 0, sizeof *out);
         return st;
     }
-    /* give back the unused tail (the cache accounts for capacity) */
-    if (cap - len > len / 16 + 4096) {
+    /* give back a large unused tail (the cache accounts for capacity); a
+     * buffer a little larger is kept whole, to fit the next segment */
+    if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
         char *d = realloc(data, len + ZPI_JSON_PADDING);
         if (d) {
             data = d;

@@ -52,9 +52,15 @@ zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed
                               const zpi_load_limits *lim, uint64_t n_records,
                               uint64_t per_segment, zpi_seg_reader **out, zpi_err *err);
 /* Load segment j into *out (caller owns; zpi_shard_free()). The last
- * segment checks that the shard ends with record n_records. */
-zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_shard *out, zpi_err *err);
+ * segment checks that the shard ends with record n_records. bufs (or
+ * NULL): a spare decode buffer the load takes (bufs->data set to NULL)
+ * instead of allocating fresh memory, as zpi_format.load_bufs. */
+zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs, zpi_shard *out,
+                              zpi_err *err);
 zpi_seg_kind zpi_seg_reader_kind(const zpi_seg_reader *r);
+/* Times a streaming reader went back to the file's start (a segment, or a
+ * segment's start, behind its decoded window). */
+uint64_t zpi_seg_reader_restarts(const zpi_seg_reader *r);
 void zpi_seg_reader_close(zpi_seg_reader *r);
 
 /* ---- the zstd seekable format: writing */
