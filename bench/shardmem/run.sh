@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory that does not grow with shard size (docs/datasets.md "Segments"),
 # in one command:
-#   bench/shardmem/run.sh [BUILD_DIR]         ROUNDS=N (default 3), BYTES (default 304M)
+#   bench/shardmem/run.sh [BUILD_DIR]   ROUNDS=N (default 3), BYTES (default 304M),
+#                                       BIG_BYTES (default 1216M)
 # Generates bench/out/shardmem: 8 shards of about 38 MB of JSONL each, as
 # plain .jsonl, seekable .jsonl.zst (zephon gen's default) and single-frame
 # .jsonl.zst (--single-frame). For each format, runs `zephon run` over one
@@ -10,6 +11,7 @@
 # segments (the default), at --block-shards 8 and 1, and prints the peak
 # RSS (getrusage through /usr/bin/time, the best of ROUNDS) and records/s
 # (the median of ROUNDS, measured in the same run). Then the shuffle
+# RSS of the seekable shards made 4x larger (BIG_BYTES), and the shuffle
 # quality of block 8 with whole shards against rounds of segments, from
 # --emit-ids (bench/shardmem/quality.py says what each figure means).
 set -euo pipefail
@@ -23,11 +25,12 @@ if [[ ! -x $B/zephon ]]; then
 fi
 Z=$B/zephon
 D=bench/out/shardmem
-gen() { # DIR ARGS...
-  local d=$1; shift
+gen() { # DIR ARGS... (--bytes-override: BIG bytes instead of BYTES)
+  local d=$1 bytes=$BYTES; shift
+  if [[ ${1:-} == --bytes-override ]]; then bytes=$BIG; shift; fi
   if [[ ! -f $D/$d/manifest.json ]]; then
     mkdir -p "$D/$d"
-    "$Z" gen --out "$D/$d" --shards 8 --bytes "$BYTES" --seed 11 "$@" >/dev/null
+    "$Z" gen --out "$D/$d" --shards 8 --bytes "$bytes" --seed 11 "$@" >/dev/null
   fi
 }
 gen plain --format jsonl
@@ -54,6 +57,23 @@ for f in plain seekable single; do
       printf '%-10s %-9s %5s %12.0f %12.0f\n' $f $mode $blk "$(awk -v k="$rss" 'BEGIN{print k/1024}')" "$med"
     done
   done
+done
+echo
+# Memory against shard size: the same 8 shards 4x larger (seekable only,
+# one round each): whole shards grow with them, segments do not.
+BIG=${BIG_BYTES:-1216M}
+gen seekable-big --bytes-override
+echo "seekable .jsonl.zst, block 8, 8 shards of $(du -sh --apparent-size "$D/seekable" | cut -f1)" \
+     "and of $(du -sh --apparent-size "$D/seekable-big" | cut -f1) stored in all: peak MiB"
+for mode in whole segments; do
+  seg=(); [[ $mode == whole ]] && seg=(--segment-mb whole)
+  line="$mode:"
+  for d in seekable seekable-big; do
+    m=$(/usr/bin/time -f 'RSS %M' "$Z" run "$D/$d" --quiet --seed 5 --block-shards 8 --cache-mb 64 \
+          "${seg[@]}" 2>&1 | sed -n 's/^RSS \([0-9]*\)$/\1/p')
+    line="$line $(( m / 1024 ))"
+  done
+  echo "  $line"
 done
 echo
 echo "shuffle quality, block 8 (plain .jsonl; seekable and single-frame have the same order):"
