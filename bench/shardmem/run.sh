@@ -9,10 +9,11 @@
 # epoch (records, no tokenizer, --cache-mb 64) with whole shards
 # (--segment-mb whole: how every shard was read before segments) and with
 # segments (the default), at --block-shards 8 and 1, and prints the peak
-# RSS (getrusage through /usr/bin/time, the best of ROUNDS) and records/s
-# (the median of ROUNDS, measured in the same run). Then the shuffle
-# RSS of the seekable shards made 4x larger (BIG_BYTES), and the shuffle
-# quality of block 8 with whole shards against rounds of segments, from
+# RSS (getrusage through /usr/bin/time, the best of ROUNDS), records/s and
+# CPU seconds (user + system; steadier than records/s on a shared machine),
+# the medians of ROUNDS, measured in the same run. Then the peak RSS of the
+# seekable shards made 4x larger (BIG_BYTES), and the shuffle quality of
+# block 8 with whole shards against rounds of segments, from
 # --emit-ids (bench/shardmem/quality.py says what each figure means).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,21 +41,24 @@ echo "dataset: 8 shards, $(du -sh --apparent-size "$D/plain" | cut -f1) of JSONL
      "seekable $(du -sh --apparent-size "$D/seekable" | cut -f1), single-frame" \
      "$(du -sh --apparent-size "$D/single" | cut -f1) stored"
 echo
-printf '%-10s %-9s %5s %12s %12s\n' format reading block "peak MiB" "records/s"
+printf '%-10s %-9s %5s %10s %11s %9s\n' format reading block "peak MiB" "records/s" "CPU s"
 for f in plain seekable single; do
   for mode in whole segments; do
     seg=(); [[ $mode == whole ]] && seg=(--segment-mb whole)
     for blk in 8 1; do
-      rss=""; rates=()
+      rss=""; rates=(); cpus=()
       for ((i = 0; i < R; i++)); do
-        out=$(/usr/bin/time -f 'RSS %M' "$Z" run "$D/$f" --quiet --seed 5 --block-shards $blk \
+        out=$(/usr/bin/time -f 'RSS %M CPU %U %S' "$Z" run "$D/$f" --quiet --seed 5 --block-shards $blk \
                 --cache-mb 64 "${seg[@]}" 2>&1)
-        m=$(sed -n 's/^RSS \([0-9]*\)$/\1/p' <<<"$out")
+        m=$(sed -n 's/^RSS \([0-9]*\) CPU.*/\1/p' <<<"$out")
+        cpus+=("$(sed -n 's/^RSS [0-9]* CPU \([0-9.]*\) \([0-9.]*\)$/\1 \2/p' <<<"$out" | awk '{print $1 + $2}')")
         [[ -z $rss || $m -lt $rss ]] && rss=$m
         rates+=("$(sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' <<<"$out")")
       done
       med=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(( (R + 1) / 2 ))p")
-      printf '%-10s %-9s %5s %12.0f %12.0f\n' $f $mode $blk "$(awk -v k="$rss" 'BEGIN{print k/1024}')" "$med"
+      cpu=$(printf '%s\n' "${cpus[@]}" | sort -n | sed -n "$(( (R + 1) / 2 ))p")
+      printf '%-10s %-9s %5s %10.0f %11.0f %9.2f\n' $f $mode $blk "$(awk -v k="$rss" 'BEGIN{print k/1024}')" \
+        "$med" "$cpu"
     done
   done
 done
