@@ -658,10 +658,22 @@ static uint64_t fingerprint(const zp_dataset *ds, int spelled)
         put_u64(h, s->bytes);
         put_u64(h, s->samples);
     }
-    /* a segment size set by hand changes the plan (the default adds
-     * nothing: fingerprints of earlier versions stay) */
-    if (ds->cfg.segment_bytes)
-        put_u64(h, (uint64_t)ds->cfg.segment_bytes);
+    /* Shards of several segments change the plan (docs/datasets.md
+     * "Segments"): their segments are part of the description. A dataset
+     * whose shards are one segment each keeps the fingerprint of earlier
+     * versions (and its plan); one with more is refused by a state saved
+     * before segments (whose plan differs), not resumed in another order. */
+    int segmented = 0;
+    for (size_t i = 0; i < ds->n && !segmented; i++)
+        segmented = zp_dataset_shard_segments(ds, i, NULL) > 1;
+    if (segmented) {
+        put_u64(h, 0x7365676d656e7473ULL); /* "segments" */
+        for (size_t i = 0; i < ds->n; i++) {
+            uint64_t per;
+            put_u64(h, zp_dataset_shard_segments(ds, i, &per));
+            put_u64(h, per);
+        }
+    }
     uint64_t r = XXH64_digest(h);
     XXH64_freeState(h);
     return r;
