@@ -7,6 +7,8 @@
 #  2. the delivered batches (digests) are the same whatever the cache
 #     budget, threads, parallelism and prefetch; seekable and single-frame
 #     shards of the same records and segments give the same batches;
+#     a run resumed from a checkpoint mid-round continues it exactly; a
+#     resume with other segments is refused;
 #  3. `zephon convert --seekable` keeps the records byte for byte and makes
 #     a file read frame by frame; a damaged seek table is an error naming
 #     the file;
@@ -53,6 +55,20 @@ check "seekable and single-frame shards deliver the same batches" '[[ "$ref_seek
 "$Z" run "$T/seek" --quiet --seed 9 --block-shards 4 --segment-mb whole --microbatch 8 \
   --emit-digest "$T/dw.txt" >/dev/null 2>&1 || bad "run whole shards"
 check "whole shards: another (documented) order" '[[ "$(sha256sum < "$T/dw.txt")" != "$ref_seek" ]]'
+
+# 2b. a checkpoint mid-round: the first 60 batches and the resumed rest are
+# the uninterrupted run; another segment size is refused (another plan)
+common=(--quiet $SEG --microbatch 8)
+"$Z" run "$T/single" "${common[@]}" --emit-digest "$T/full.txt" >/dev/null 2>&1 || bad "full run"
+"$Z" run "$T/single" "${common[@]}" --max-batches 60 --save-state "$T/s.json" \
+  --emit-digest "$T/part1.txt" >/dev/null 2>&1 || bad "first part"
+"$Z" run "$T/single" "${common[@]}" --threads 2 --resume "$T/s.json" --emit-digest "$T/part2.txt" \
+  >/dev/null 2>&1 || bad "resumed part"
+check "resumed mid-round: the two parts are the uninterrupted run" \
+  'cmp -s <(cut -d" " -f2- "$T/full.txt") <(cat "$T/part1.txt" "$T/part2.txt" | cut -d" " -f2-)'
+"$Z" run "$T/single" --quiet --segment-mb 2 --block-shards 4 --seed 9 --microbatch 8 \
+  --resume "$T/s.json" >/dev/null 2>"$T/err"; rc=$?
+check "resume with other segments refused (rc $rc)" '[[ $rc -ne 0 ]]'
 
 # 3. conversion, damaged seek table
 mkdir -p "$T/c0" "$T/c1" "$T/c2"
