@@ -32,9 +32,10 @@ typedef struct zp_dataset_config {
     /* Longest record (one line, without its newline) in bytes; a longer line
      * is a ZP_ERR_LIMIT naming shard and line. Default 16 MiB. */
     size_t max_record_bytes;
-    /* Largest uncompressed shard held in memory, in bytes. A shard is decoded
-     * whole into memory when first opened; a larger one is a ZP_ERR_LIMIT.
-     * Default 2 GiB. */
+    /* Largest uncompressed shard held in memory, in bytes. A shard of one
+     * segment (segment_bytes) is decoded whole into memory when first
+     * opened, a larger one a segment at a time; a shard (or segment) larger
+     * than this is a ZP_ERR_LIMIT. Default 2 GiB. */
     size_t max_shard_bytes;
     /* 1: a shard with no records is accepted. 0 (default): it is a
      * ZP_ERR_FORMAT naming the shard. */

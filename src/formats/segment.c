@@ -126,7 +126,7 @@ static int grow_buf(char **p, size_t *cap, size_t want)
 /* Reads the seek table when the file ends with the seekable magic number:
  * kind SEEKABLE and the frame offsets. Without the magic number: kind
  * STREAM. A table present but inconsistent: ZP_ERR_FORMAT naming the file. */
-static zp_status read_seek_table(zpi_seg_reader *r, zpi_err *err)
+static zp_status read_seek_table(zpi_seg_reader *r, uint64_t max_frame, zpi_err *err)
 {
     r->kind = ZPI_SEG_STREAM;
     if (r->fsize < SEEK_FOOTER + 8)
@@ -177,12 +177,19 @@ static zp_status read_seek_table(zpi_seg_reader *r, zpi_err *err)
                              r->name);
         } else {
             r->doff[0] = r->coff[0] = 0;
+            uint32_t big = UINT32_MAX;
             for (uint32_t i = 0; i < nf; i++) {
                 const unsigned char *e = t + 8 + (uint64_t)i * es;
                 r->coff[i + 1] = r->coff[i] + rd32(e);
                 r->doff[i + 1] = r->doff[i] + rd32(e + 4);
+                if (rd32(e + 4) > max_frame && big == UINT32_MAX)
+                    big = i;
             }
-            if (r->coff[nf] != tstart)
+            if (big != UINT32_MAX)
+                st = BAD_TABLE("frame %u decodes to %u bytes, more than %llu", r->name, r->path,
+                               big, rd32(t + 8 + (uint64_t)big * es + 4),
+                               (unsigned long long)max_frame);
+            else if (r->coff[nf] != tstart)
                 st = BAD_TABLE("its frames add up to %llu compressed bytes, the file has %llu "
                                "before the table", r->name, r->path,
                                (unsigned long long)r->coff[nf], (unsigned long long)tstart);
@@ -425,7 +432,8 @@ static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, siz
 
 /* ------------------------------------------------------------ open, load */
 
-static zp_status open_raw(const char *path, const char *name, int compressed,
+/* max_frame: the largest decoded frame a seek table may list. */
+static zp_status open_raw(const char *path, const char *name, int compressed, uint64_t max_frame,
                           zpi_seg_reader **out, zpi_err *err)
 {
     *out = NULL;
@@ -456,7 +464,7 @@ static zp_status open_raw(const char *path, const char *name, int compressed,
         if (!r->dctx)
             st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
         if (st == ZP_OK)
-            st = read_seek_table(r, err);
+            st = read_seek_table(r, max_frame, err);
         if (st == ZP_OK && r->kind == ZPI_SEG_STREAM) {
             r->inb = malloc(SEG_CHUNK);
             r->win = malloc(WIN_CAP);
@@ -481,7 +489,7 @@ zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed
     if (!out || !path || !name || !lim || per_segment == 0)
         return ZP_ERR_INVALID;
     zpi_seg_reader *r;
-    zp_status st = open_raw(path, name, compressed, &r, err);
+    zp_status st = open_raw(path, name, compressed, lim->max_shard_bytes, &r, err);
     if (st != ZP_OK)
         return st;
     r->lim = lim;
@@ -629,6 +637,12 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         st = zpi_line_index_feed(&ix, data, len, err);
         if (st != ZP_OK)
             break;
+        if (len > r->lim->max_shard_bytes + SEG_CHUNK) {
+            st = zpi_err_set(err, ZP_ERR_LIMIT,
+                             "shard '%s': segment %llu is larger than max_shard_bytes (%zu bytes)",
+                             r->name, (unsigned long long)j, r->lim->max_shard_bytes);
+            break;
+        }
         if (!last && ix.n >= m) {
             end = ix.n > m ? (size_t)ix.offsets[m] : ix.line_start;
             break;
@@ -719,7 +733,7 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
     size_t il = strlen(in_path);
     int compressed = il > 4 && strcmp(in_path + il - 4, ".zst") == 0;
     zpi_seg_reader *r;
-    zp_status st = open_raw(in_path, in_path, compressed, &r, err);
+    zp_status st = open_raw(in_path, in_path, compressed, (uint64_t)1 << 30, &r, err);
     if (st != ZP_OK)
         return st;
     int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
