@@ -31,7 +31,8 @@ foreach(f hdf5 megatron)
   endif()
 endforeach()
 
-set(ZP_FUZZ_TARGETS shard_jsonl shard_zst manifest index_cache tokenizer_roundtrip tokenizer_files)
+set(ZP_FUZZ_TARGETS shard_jsonl shard_zst shard_segments manifest index_cache tokenizer_roundtrip
+                    tokenizer_files)
 set(ZP_FUZZ_EXTRA_shard_jsonl fuzz/fuzz_shard.c)
 set(ZP_FUZZ_EXTRA_shard_zst fuzz/fuzz_shard.c)
 # the formats read on demand (reader.h), each with its own target

@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-20}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(shard_jsonl shard_zst manifest index_cache tokenizer_roundtrip tokenizer_files)
+[[ ${#targets[@]} -gt 0 ]] || targets=(shard_jsonl shard_zst shard_segments manifest index_cache tokenizer_roundtrip
+                                         tokenizer_files)
 for f in hdf5 megatron; do
   [[ ${#@} -gt 0 || ! -f fuzz/fuzz_shard_$f.c ]] || targets+=(shard_$f)
 done

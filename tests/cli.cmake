@@ -35,3 +35,10 @@ endif()
 add_test(NAME test_cli_schedule
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_schedule_cli.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_schedule PROPERTIES TIMEOUT 180 LABELS cli)
+# Shards read by segments: formats, exactly once, digests, convert, RSS.
+add_test(NAME test_cli_segments
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_segments_cli.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_segments PROPERTIES TIMEOUT 300 LABELS cli)
+add_test(NAME test_cli_segments_rss
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_segments_cli.sh $<TARGET_FILE:zephon_cli> rss)
+set_tests_properties(test_cli_segments_rss PROPERTIES TIMEOUT 120 LABELS "cli;nosan")

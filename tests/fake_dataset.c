@@ -15,6 +15,7 @@ zp_status fake_dataset_create(const uint64_t *counts, size_t n, int indexed, zp_
 void fake_dataset_set_index_status(zp_dataset *ds, zp_status st);
 int fake_dataset_index_calls(const zp_dataset *ds);
 void fake_dataset_destroy(zp_dataset *ds);
+void fake_dataset_set_segment_records(zp_dataset *ds, uint64_t per);
 
 struct zp_dataset {
     size_t n;
@@ -23,7 +24,24 @@ struct zp_dataset {
     int indexed;       /* counts are hidden (UINT64_MAX) until indexed */
     int index_calls;
     zp_status index_status; /* what zp_dataset_index() returns */
+    uint64_t seg_per;       /* records per segment of every shard; 0: one segment each */
 };
+
+/* Shards cut into segments of `per` records (0: whole shards). */
+void fake_dataset_set_segment_records(zp_dataset *ds, uint64_t per) { ds->seg_per = per; }
+
+uint64_t zp_dataset_shard_segments(const zp_dataset *ds, size_t i, uint64_t *per)
+{
+    if (per)
+        *per = 0;
+    if (i >= ds->n || !ds->indexed)
+        return 0;
+    uint64_t n = ds->counts[i];
+    uint64_t p = ds->seg_per && ds->seg_per < n ? ds->seg_per : (n ? n : 1);
+    if (per)
+        *per = p;
+    return n ? (n + p - 1) / p : 1;
+}
 
 zp_status fake_dataset_create(const uint64_t *counts, size_t n, int indexed, zp_dataset **out)
 {

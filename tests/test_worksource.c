@@ -27,6 +27,7 @@ zp_status fake_dataset_create(const uint64_t *counts, size_t n, int indexed, zp_
 void fake_dataset_set_index_status(zp_dataset *ds, zp_status st);
 int fake_dataset_index_calls(const zp_dataset *ds);
 void fake_dataset_destroy(zp_dataset *ds);
+void fake_dataset_set_segment_records(zp_dataset *ds, uint64_t per);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -1060,12 +1061,111 @@ static int bench(void)
     return 0;
 }
 
+/* Shards of several segments (docs/worksource.md "Rounds"): a block goes
+ * in rounds, round j taking segment j of each of its shards; every sample
+ * once per epoch over the ranks; within a block, a shard's segments come
+ * in ascending order and the records of one round mix across its shards;
+ * shards of one segment give the plain block order. */
+static void check_rounds(const uint64_t *counts, size_t n, uint64_t per, uint32_t block,
+                         uint32_t world)
+{
+    uint64_t total = sum_counts(counts, n);
+    zp_dataset *ds = mkds(counts, n);
+    fake_dataset_set_segment_records(ds, per);
+    uint64_t off[64];
+    off[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        off[i + 1] = off[i] + counts[i];
+    unsigned char *seen = calloc(total, 1);
+    for (uint32_t epoch = 0; epoch < 2; epoch++) {
+        memset(seen, 0, total);
+        for (uint32_t r = 0; r < world; r++) {
+            zp_worksource_config c = mkcfg(11, r, world, 1, block, ZP_REMAINDER_DROP);
+            zp_worksource *ws = mkws(ds, &c);
+            uint64_t per_rank = zp_worksource_samples_per_rank(ws);
+            uint64_t last_seg[64];
+            for (size_t i = 0; i < n; i++)
+                last_seg[i] = 0;
+            for (uint64_t p = 0; p < per_rank; p++) {
+                zp_sample s;
+                assert_int_equal(zp_worksource_sample(ws, epoch, p, &s), ZP_OK);
+                assert_true(s.shard < n && s.record < counts[s.shard]);
+                uint64_t g = off[s.shard] + s.record;
+                assert_int_equal(seen[g], 0);
+                seen[g] = 1;
+                /* ascending segments of each shard in a rank's stream */
+                assert_true(s.record / per >= last_seg[s.shard]);
+                last_seg[s.shard] = s.record / per;
+            }
+            zp_worksource_destroy(ws);
+        }
+        uint64_t got = 0;
+        for (uint64_t g = 0; g < total; g++)
+            got += seen[g];
+        assert_true(got + world > total); /* drop: fewer than world left out */
+    }
+    free(seen);
+    fake_dataset_destroy(ds);
+}
+
+static void test_rounds_of_segments(void **state)
+{
+    (void)state;
+    static const uint64_t counts[] = {1000, 37, 512, 999, 1, 250, 640, 0, 300, 1001};
+    check_rounds(counts, ARRAY_LEN(counts), 100, 4, 1);
+    check_rounds(counts, ARRAY_LEN(counts), 100, 4, 3);
+    check_rounds(counts, ARRAY_LEN(counts), 7, 8, 2);
+    check_rounds(counts, ARRAY_LEN(counts), 333, 1, 1);
+    check_rounds(counts, ARRAY_LEN(counts), 1, 3, 1);
+
+    /* a round mixes the block's shards: the first 8 x 100 places of a
+     * block of 8 shards of 1000 hold segment 0 of each, ~7/8 of
+     * neighbours from different shards */
+    uint64_t c8[8];
+    for (size_t i = 0; i < 8; i++)
+        c8[i] = 1000;
+    zp_dataset *ds = mkds(c8, 8);
+    fake_dataset_set_segment_records(ds, 100);
+    zp_worksource_config c = mkcfg(5, 0, 1, 1, 8, ZP_REMAINDER_PAD);
+    zp_worksource *ws = mkws(ds, &c);
+    size_t changes = 0;
+    uint32_t prev = UINT32_MAX;
+    for (uint64_t p = 0; p < 800; p++) {
+        zp_sample s;
+        assert_int_equal(zp_worksource_sample(ws, 0, p, &s), ZP_OK);
+        assert_true(s.record < 100);
+        changes += s.shard != prev;
+        prev = s.shard;
+    }
+    assert_true(changes > 600);
+    zp_worksource_destroy(ws);
+    fake_dataset_destroy(ds);
+
+    /* one segment per shard (per >= count): the same stream as without */
+    static const uint64_t c3[] = {50, 60, 70, 80, 90};
+    zp_dataset *a = mkds(c3, 5), *b = mkds(c3, 5);
+    fake_dataset_set_segment_records(b, 1000);
+    zp_worksource_config cc = mkcfg(3, 0, 1, 1, 2, ZP_REMAINDER_PAD);
+    zp_worksource *wa = mkws(a, &cc), *wb = mkws(b, &cc);
+    for (uint64_t p = 0; p < 350; p++) {
+        zp_sample x, y;
+        assert_int_equal(zp_worksource_sample(wa, 1, p, &x), ZP_OK);
+        assert_int_equal(zp_worksource_sample(wb, 1, p, &y), ZP_OK);
+        assert_same_sample(&x, &y);
+    }
+    zp_worksource_destroy(wa);
+    zp_worksource_destroy(wb);
+    fake_dataset_destroy(a);
+    fake_dataset_destroy(b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0)
         return bench();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_defaults),
+        cmocka_unit_test(test_rounds_of_segments),
         cmocka_unit_test(test_exactly_once_uneven_shards),
         cmocka_unit_test(test_exactly_once_many_small_shards),
         cmocka_unit_test(test_exactly_once_fewer_shards_than_ranks),

@@ -15,7 +15,8 @@ pkgs=(build-essential cmake pkg-config clang libomp-dev
       python3-dev python3-venv python3-pip python3-setuptools python3-numpy
       python3-torch python3-mpi4py python3-h5py python3-regex
       sentencepiece
-      nginx openssl curl ca-certificates)
+      nginx openssl curl ca-certificates
+      time)  # /usr/bin/time: peak RSS in test_cli_segments_rss
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [[ "${1:-}" == "--slurm" ]]; then

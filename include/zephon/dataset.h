@@ -32,9 +32,10 @@ typedef struct zp_dataset_config {
     /* Longest record (one line, without its newline) in bytes; a longer line
      * is a ZP_ERR_LIMIT naming shard and line. Default 16 MiB. */
     size_t max_record_bytes;
-    /* Largest uncompressed shard held in memory, in bytes. A shard is decoded
-     * whole into memory when first opened; a larger one is a ZP_ERR_LIMIT.
-     * Default 2 GiB. */
+    /* Largest uncompressed shard held in memory, in bytes. A shard of one
+     * segment (segment_bytes) is decoded whole into memory when first
+     * opened, a larger one a segment at a time; a shard (or segment) larger
+     * than this is a ZP_ERR_LIMIT. Default 2 GiB. */
     size_t max_shard_bytes;
     /* 1: a shard with no records is accepted. 0 (default): it is a
      * ZP_ERR_FORMAT naming the shard. */
@@ -68,6 +69,15 @@ typedef struct zp_dataset_config {
      * Returns 0, or nonzero to refuse the open (the shard's load fails). */
     int (*h5_fapl)(void *user, int64_t fapl, const char *path);
     void *h5_fapl_user;
+    /* Segments of line-based shards (.jsonl, .jsonl.zst), in bytes as
+     * stored: a shard of B stored bytes is read in ceil(B / segment_bytes)
+     * segments of equal record counts (docs/datasets.md "Segments"), so
+     * that memory follows the segment, not the shard. Part of the dataset's
+     * definition: it changes the shuffled order of shards larger than one
+     * segment (never the memory budget or thread count does). 0 (default):
+     * 8 MiB for .jsonl, 2 MiB for .jsonl.zst (about 8 MiB decoded at a
+     * ratio of 4); SIZE_MAX: every shard is one segment (whole shards). */
+    size_t segment_bytes;
 } zp_dataset_config;
 
 /* Fill cfg with the defaults above. */
@@ -193,6 +203,10 @@ ZP_API const char *zp_dataset_shard_name(const zp_dataset *ds, size_t i);
 ZP_API uint64_t zp_dataset_shard_samples(const zp_dataset *ds, size_t i);
 /* Size on disk of shard i in bytes. */
 ZP_API uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i);
+/* Segments of shard i and the records of each but the last (its records
+ * when one segment); 0 when i is out of range or its count unknown. */
+ZP_API uint64_t zp_dataset_shard_segments(const zp_dataset *ds, size_t i,
+                                          uint64_t *records_per_segment);
 /* A 64-bit hash of the dataset's description (per shard in order: its
  * name without its folders -- a URL's whole --, format, size and count):
  * equal on every rank that sees the same dataset, and for every spelling

@@ -64,16 +64,22 @@ class Dataset(_core.Dataset):
 
     Dataset("data/manifest.json")
     Dataset(["a.jsonl.zst", "b.jsonl.zst"], max_record_bytes=1 << 20)
+
+    segment_bytes: stored bytes per segment of a big .jsonl(.zst) shard (0:
+    the default, 8 MiB / 2 MiB; 2**64 - 1: whole shards; docs/datasets.md
+    "Segments").
     """
 
     def __init__(self, specs, *, max_record_bytes=0, max_shard_bytes=0,
-                 allow_empty_shards=False, index_store_dir=None, cache_dir=None):
+                 allow_empty_shards=False, index_store_dir=None, cache_dir=None,
+                 segment_bytes=0):
         if isinstance(specs, (str, bytes)) or hasattr(specs, "__fspath__"):
             specs = [specs]
         super().__init__(list(specs), max_record_bytes=max_record_bytes,
                          max_shard_bytes=max_shard_bytes, allow_empty_shards=allow_empty_shards,
                          index_store_dir=None if index_store_dir is None else str(index_store_dir),
-                         cache_dir=None if cache_dir is None else str(cache_dir))
+                         cache_dir=None if cache_dir is None else str(cache_dir),
+                         segment_bytes=segment_bytes)
         _emit(self._logs())
 
     def __len__(self):

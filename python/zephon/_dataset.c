@@ -50,17 +50,18 @@ static void Dataset_dealloc(zpy_DatasetObject *self)
 }
 
 /* Dataset(specs: list[str], max_record_bytes=0, max_shard_bytes=0,
- *         allow_empty_shards=False, index_store_dir=None) */
+ *         allow_empty_shards=False, index_store_dir=None, cache_dir=None,
+ *         segment_bytes=0) */
 static int Dataset_init(zpy_DatasetObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"specs", "max_record_bytes", "max_shard_bytes", "allow_empty_shards",
-                             "index_store_dir", "cache_dir", NULL};
+                             "index_store_dir", "cache_dir", "segment_bytes", NULL};
     PyObject *specs;
-    unsigned long long max_rec = 0, max_shard = 0;
+    unsigned long long max_rec = 0, max_shard = 0, segment = 0;
     int allow_empty = 0;
     const char *store = NULL, *cache = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|KKpzz", kwlist, &specs, &max_rec, &max_shard,
-                                     &allow_empty, &store, &cache))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|KKpzzK", kwlist, &specs, &max_rec, &max_shard,
+                                     &allow_empty, &store, &cache, &segment))
         return -1;
     if (self->ds) {
         PyErr_SetString(PyExc_RuntimeError, "Dataset already initialised");
@@ -77,6 +78,8 @@ static int Dataset_init(zpy_DatasetObject *self, PyObject *args, PyObject *kw)
     if (max_shard)
         cfg.max_shard_bytes = (size_t)max_shard;
     cfg.allow_empty_shards = allow_empty;
+    /* 0: the default segments; above SIZE_MAX (a 32-bit host): whole shards */
+    cfg.segment_bytes = segment > SIZE_MAX ? SIZE_MAX : (size_t)segment;
     cfg.index_store_dir = store;
     if (cache)
         cfg.storage.cache_dir = cache;

@@ -14,6 +14,8 @@
 
 #include <zstd.h>
 
+#include "formats/segment.h"
+
 #include "api/gen.h"
 #include "base/util.h"
 #include "zephon/dataset.h"
@@ -325,6 +327,7 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
         snprintf(j->err, sizeof j->err, "cannot create '%s': %s", j->path, strerror(errno));
         return -1;
     }
+    zpi_seek_table tab = {0};
     const size_t in_cap = CHUNK + MAX_DOC + 512;
     const size_t out_cap = ZSTD_compressBound(in_cap);
     char *in = malloc(in_cap);
@@ -342,6 +345,8 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
     }
     rng lens = rng_for(o->seed, si, 1), text = rng_for(o->seed, si, 2);
     size_t n = 0;
+    if (cc && o->single_frame)
+        ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
     for (uint64_t i = 0; i < j->count; i++) {
         size_t target = draw_len(&lens);
         char *p = in + n;
@@ -365,14 +370,19 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
         }
         /* Each chunk is one frame whose header records its size, so that
          * readers can decode a whole shard in one call into a buffer of
-         * the exact size. */
-        ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
-        ZSTD_CCtx_setPledgedSrcSize(cc, n);
+         * the exact size, and that a seek table lists it (the seekable
+         * format); single_frame: one frame for the shard. */
+        const ZSTD_EndDirective mode = o->single_frame && !last ? ZSTD_e_continue : ZSTD_e_end;
+        if (!o->single_frame) {
+            ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+            ZSTD_CCtx_setPledgedSrcSize(cc, n);
+        }
         ZSTD_inBuffer ib = {in, n, 0};
         size_t left;
+        uint64_t fbytes = 0;
         do {
             ZSTD_outBuffer ob = {outb, out_cap, 0};
-            left = ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end);
+            left = ZSTD_compressStream2(cc, &ob, &ib, mode);
             if (ZSTD_isError(left)) {
                 snprintf(j->err, sizeof j->err, "'%s': zstd: %s", j->path, ZSTD_getErrorName(left));
                 goto out;
@@ -380,8 +390,27 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
             if (write_all(fd, outb, ob.pos) != 0)
                 goto io_err;
             j->written += ob.pos;
-        } while (left != 0);
+            fbytes += ob.pos;
+        } while (mode == ZSTD_e_end ? left != 0 : ib.pos < ib.size);
+        if (!o->single_frame && zpi_seek_table_add(&tab, fbytes, n) != 0) {
+            snprintf(j->err, sizeof j->err, "'%s': a frame too large for a seek table", j->path);
+            goto out;
+        }
         n = 0;
+    }
+    if (o->zst && !o->single_frame) {
+        char *t;
+        size_t tl;
+        if (zpi_seek_table_encode(&tab, &t, &tl) != 0) {
+            snprintf(j->err, sizeof j->err, "out of memory");
+            j->nomem = 1;
+            goto out;
+        }
+        int w = write_all(fd, t, tl);
+        free(t);
+        if (w != 0)
+            goto io_err;
+        j->written += tl;
     }
     if (close(fd) != 0) {
         fd = -1;
@@ -396,6 +425,7 @@ out:
     if (fd >= 0)
         close(fd);
     ZSTD_freeCCtx(cc);
+    zpi_seek_table_free(&tab);
     free(outb);
     free(in);
     return rc;

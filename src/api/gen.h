@@ -28,6 +28,10 @@ typedef struct zpi_gen_config {
                                    when total_bytes is 0 */
     uint64_t total_bytes;       /* instead: about this many bytes of JSONL in all. Default 0 */
     int zst;                    /* 1 (default): jsonl.zst; 0: jsonl */
+    int single_frame;           /* jsonl.zst: 0 (default): seekable (independent frames of
+                                   about 4 MiB decoded, each ending at a record's end, and
+                                   a seek table: the zstd seekable format); 1: the shard
+                                   is one zstd frame */
     int level;                  /* zstd level, 1..ZSTD_maxCLevel(). Default 3 */
     uint64_t seed;              /* default 1 */
     int uneven;                 /* 1: each shard half the previous. Default 0 */

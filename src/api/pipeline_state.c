@@ -206,7 +206,8 @@ static void dataset_hint(const zp_pipeline *p, const zpi_state *st, zpi_err *err
     size_t n = zp_dataset_num_shards(ds);
     zpi_err_set(err, err->code,
                 "%s (the dataset's fingerprint covers its shards' file names, without their "
-                "folders, formats, sizes and record counts, in order; here: %zu shard%s, the "
+                "folders, formats, sizes and record counts, in order, and their segments when "
+                "a shard has several (segment_bytes); here: %zu shard%s, the "
                 "first '%s'. A state saved by an earlier version holds a fingerprint of the "
                 "paths as they were spelled then, './data' and 'data' differing: resume it "
                 "with that spelling)",

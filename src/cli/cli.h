@@ -13,6 +13,7 @@ int cli_cmd_gen(int argc, char **argv);
 int cli_cmd_tokenize(int argc, char **argv);
 int cli_cmd_state(int argc, char **argv);
 int cli_cmd_preprocess(int argc, char **argv);
+int cli_cmd_convert(int argc, char **argv);
 
 /* Flush standard output: 0, or -1 after printing "<cmd>: cannot write to
  * standard output: <reason>" (once per process). A command whose output

@@ -18,7 +18,7 @@ static void gen_usage(FILE *f)
     fprintf(f,
             "usage: zephon gen --out DIR [--shards N] [--samples-per-shard N | --bytes TOTAL]\n"
             "                  [--format jsonl|jsonl.zst] [--zstd-level L] [--seed S]\n"
-            "                  [--uneven] [--hash] [--threads T]\n"
+            "                  [--uneven] [--hash] [--threads T] [--single-frame]\n"
             "       zephon gen --format h5 --out FILE.h5 [--samples-per-shard N | --bytes TOTAL]\n"
             "                  [--shards N] [--features F] [--h5-tokens] [--seed S]\n"
             "\n"
@@ -38,6 +38,9 @@ static void gen_usage(FILE *f)
             "  --features F           h5: columns of /features, 0 to 1048576 (default 16)\n"
             "  --h5-tokens            h5: also write /tokens\n"
             "  --zstd-level L         zstd level (default 3)\n"
+            "  --single-frame         jsonl.zst: each shard one zstd frame (default: the zstd\n"
+            "                         seekable format, frames of about 4 MiB and a seek table;\n"
+            "                         docs/datasets.md \"Segments\")\n"
             "  --seed S               random seed (default 1)\n"
             "  --uneven               very uneven shard sizes (each half the previous)\n"
             "  --hash                 write XXH64 content hashes into the manifest\n"
@@ -145,6 +148,7 @@ static int gen_option(gen_args *a, int c, const char **bad, const char **range)
             *bad = "--seed", *range = "0 to 2^64-1";
         break;
     case 'u': o->uneven = 1; break;
+    case '1': o->single_frame = 1; break;
     case 'H': o->hash = 1; break;
     case 't':
         if (zpi_parse_u64(optarg, 1, 1024, 0, &v) != 0)
@@ -180,6 +184,7 @@ static int gen_parse(int argc, char **argv, gen_args *a)
         {"format", required_argument, NULL, 'f'},
         {"seed", required_argument, NULL, 'S'},
         {"uneven", no_argument, NULL, 'u'},
+        {"single-frame", no_argument, NULL, '1'},
         {"hash", no_argument, NULL, 'H'},
         {"threads", required_argument, NULL, 't'},
         {"features", required_argument, NULL, 'F'},

@@ -348,6 +348,7 @@ static int open_dataset(cli_run_opts *o, zp_mpi *m, zp_dataset **out)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
+    dcfg.segment_bytes = o->segment_bytes;
     /* A signal is a stop voted at the next step by every rank together
      * (hook_stop). A rank blocked in a download must take part within the
      * launcher's grace period (mpirun kills the ranks about 2 s after its

@@ -19,6 +19,7 @@ static void usage(FILE *f)
             "  tokenize   print the token ids of each line of a JSONL file (any tokenizer)\n"
             "  state      show a saved pipeline state; merge the states of a job's ranks\n"
             "  preprocess tokenize a JSONL dataset once into token shards (HDF5, Megatron)\n"
+            "  convert    rewrite a .jsonl(.zst) shard as a seekable .jsonl.zst\n"
             "\n"
             "`zephon <command> --help` describes each command.\n",
             zp_version());
@@ -36,7 +37,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"run", cli_cmd_run}, {"index", cli_cmd_index}, {"gen", cli_cmd_gen},
                 {"tokenize", cli_cmd_tokenize}, {"state", cli_cmd_state},
-                {"preprocess", cli_cmd_preprocess}};
+                {"preprocess", cli_cmd_preprocess}, {"convert", cli_cmd_convert}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;

@@ -947,6 +947,7 @@ static int run_main(cli_run_opts *o)
     zp_dataset_config dcfg;
     zp_dataset_config_init(&dcfg);
     dcfg.storage = o->storage;
+    dcfg.segment_bytes = o->segment_bytes;
     /* A signal ends the downloads in flight at once (docs/storage.md,
      * "Stopping"): the run stops within about 0.1 s even during a stalled
      * download, and the state after the last delivered batch can still be

@@ -88,6 +88,10 @@ void cli_run_usage(FILE *f)
         "                          chunks, shard cache, kept batches; too small for the\n"
         "                          settings is an error that says what they need\n"
         "                          (docs/pipeline.md, \"Memory budget\"; default off)\n"
+        "  --segment-mb N|whole    segments of .jsonl(.zst) shards, in stored MiB (default\n"
+        "                          8 for .jsonl, 2 for .jsonl.zst); whole: whole shards.\n"
+        "                          Part of the dataset: it changes the shuffled order of\n"
+        "                          shards larger than one segment (docs/datasets.md)\n"
         "  --skip-bad-records      skip (and count) bad records instead of failing\n"
         "  --fetch-delay-us N      fault injection: delay each fetched chunk\n"
         "  --watchdog SECONDS      stall watchdog: when no batch came for SECONDS, print\n"
@@ -546,6 +550,12 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         }
         o->pc.memory_budget = (size_t)u;
         used = 2;
+    } else if (!strcmp(a, "--segment-mb") && v && !strcmp(v, "whole")) {
+        o->segment_bytes = SIZE_MAX;
+        used = 2;
+    } else if (!strcmp(a, "--segment-mb")) {
+        NUM(u, 1, (uint64_t)(SIZE_MAX >> 21));
+        o->segment_bytes = (size_t)u << 20;
     } else if (!strcmp(a, "--skip-bad-records"))
         o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
     else if (!strcmp(a, "--fetch-delay-us"))

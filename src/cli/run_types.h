@@ -104,6 +104,7 @@ typedef struct cli_run_opts {
     uint64_t balance_ranks;  /* --balance-ranks K (MPI): 0 off */
     uint64_t report_every;   /* --report-every N batches; 0: automatic */
     zp_storage_config storage; /* remote shards, the shard cache on disk */
+    size_t segment_bytes;      /* zp_dataset_config.segment_bytes (--segment-mb); 0: default */
     int no_index_store;      /* --no-index-store: count shards without the index store */
     int no_coverage;         /* --no-coverage: no coverage certificate */
     const cli_run_hooks *hooks; /* set by the MPI front end */

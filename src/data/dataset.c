@@ -590,6 +590,30 @@ uint64_t zp_dataset_shard_bytes(const zp_dataset *ds, size_t i)
     return ds && i < ds->n ? ds->shards[i].bytes : 0;
 }
 
+uint64_t zp_dataset_shard_segments(const zp_dataset *ds, size_t i, uint64_t *per)
+{
+    if (per)
+        *per = 0;
+    if (!ds || i >= ds->n || ds->shards[i].samples == UNKNOWN)
+        return 0;
+    const shard *s = &ds->shards[i];
+    uint64_t n = s->samples, nseg = 1;
+    int plain = strcmp(s->fmt->name, "jsonl") == 0;
+    if (plain || strcmp(s->fmt->name, "jsonl.zst") == 0) {
+        uint64_t sb = ds->cfg.segment_bytes ? ds->cfg.segment_bytes
+                                            : plain ? DEFAULT_SEGMENT_PLAIN
+                                                    : DEFAULT_SEGMENT_ZST;
+        if (s->bytes > sb)
+            nseg = (s->bytes + sb - 1) / sb;
+        if (nseg > n)
+            nseg = n ? n : 1;
+    }
+    uint64_t p = n ? (n + nseg - 1) / nseg : 1;
+    if (per)
+        *per = p;
+    return n ? (n + p - 1) / p : 1;
+}
+
 static void put_u64(XXH64_state_t *h, uint64_t v)
 {
     unsigned char b[8];
@@ -633,6 +657,22 @@ static uint64_t fingerprint(const zp_dataset *ds, int spelled)
         put_str(h, s->fmt->name);
         put_u64(h, s->bytes);
         put_u64(h, s->samples);
+    }
+    /* Shards of several segments change the plan (docs/datasets.md
+     * "Segments"): their segments are part of the description. A dataset
+     * whose shards are one segment each keeps the fingerprint of earlier
+     * versions (and its plan); one with more is refused by a state saved
+     * before segments (whose plan differs), not resumed in another order. */
+    int segmented = 0;
+    for (size_t i = 0; i < ds->n && !segmented; i++)
+        segmented = zp_dataset_shard_segments(ds, i, NULL) > 1;
+    if (segmented) {
+        put_u64(h, 0x7365676d656e7473ULL); /* "segments" */
+        for (size_t i = 0; i < ds->n; i++) {
+            uint64_t per;
+            put_u64(h, zp_dataset_shard_segments(ds, i, &per));
+            put_u64(h, per);
+        }
     }
     uint64_t r = XXH64_digest(h);
     XXH64_freeState(h);

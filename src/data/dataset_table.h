@@ -17,6 +17,9 @@
 
 #define DEFAULT_MAX_RECORD ((size_t)16 << 20)
 #define DEFAULT_MAX_SHARD ((size_t)2 << 30)
+/* Default segment sizes (stored bytes) of zp_dataset_config.segment_bytes. */
+#define DEFAULT_SEGMENT_PLAIN ((uint64_t)8 << 20)
+#define DEFAULT_SEGMENT_ZST ((uint64_t)2 << 20)
 #define UNKNOWN UINT64_MAX
 #define NONE SIZE_MAX
 /* How messages name a manifest given as bytes. */

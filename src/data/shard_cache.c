@@ -22,6 +22,15 @@
  * fresh pages (glibc maps and unmaps each large block, and fresh pages cost
  * a fault per 4 KiB and the kernel's zeroing).
  *
+ * Segments (docs/datasets.md "Segments"): the cache's unit is a segment
+ * of a shard (zp_dataset_shard_segments); a shard of one segment is one
+ * unit, loaded whole as before, and unit ids then equal shard ids. A shard
+ * of several segments is read through a segment reader (formats/segment.h)
+ * kept open between the loads of its segments and closed after its last
+ * segment is loaded (or on a failed load); the loads of one shard's
+ * segments run one at a time (the reader keeps a position), those of
+ * different shards in parallel.
+ *
  * Loads and frees of shard buffers run outside the lock.
  * Ownership: the cache owns every decoded shard; a pointer from
  * zpi_shard_cache_get() is borrowed until the matching put.
@@ -39,6 +48,7 @@
 
 #include "data/dataset_internal.h"
 #include "base/util.h"
+#include "formats/segment.h"
 
 enum slot_state { SLOT_EMPTY, SLOT_LOADING, SLOT_READY };
 
@@ -57,6 +67,14 @@ typedef struct scratch_buf {
     struct scratch_buf *next;
 } scratch_buf;
 
+/* A shard of several segments: its open reader, held by one load at a time. */
+typedef struct seg_src {
+    zpi_seg_reader *rd; /* NULL: closed */
+    zpi_fetch_pin pin;  /* a remote shard's cached file, pinned while rd is open */
+    int busy;           /* a load is using rd */
+    uint64_t next_seg;  /* the segment after the last one loaded (restarts are counted) */
+} seg_src;
+
 typedef struct spare_buf {
     char *p;
     size_t cap; /* usable bytes, padding excluded */
@@ -65,15 +83,20 @@ typedef struct spare_buf {
 struct zpi_shard_cache {
     const zp_dataset *ds;    /* borrowed */
     zpi_shard_cache_config cfg;
-    size_t n;
+    size_t n;                /* units (segments) */
+    size_t nshards;
+    uint64_t *ubase;         /* [nshards + 1] first unit of each shard */
+    uint64_t *per;           /* [nshards] records per segment */
+    uint32_t *ushard;        /* [n] shard of each unit (NULL when units are shards) */
+    seg_src **src;           /* [nshards] (NULL entries until used) */
     slot *slots;
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* signalled when a load ends (success or failure) */
     int64_t head, tail;      /* recency list of READY shards; head = most recently used */
     size_t n_ready;
     size_t unpinned_bytes;
-    spare_buf spare[ZPI_SHARD_CACHE_SPARES];
-    int n_spare;
+    spare_buf *spare;        /* [max_spare] */
+    int n_spare, max_spare;
     scratch_buf *scratch_free;
     int warned;
     size_t largest_size;     /* the largest shard loaded so far (accounted bytes) */
@@ -86,6 +109,17 @@ size_t zpi_shard_cache_keep_shards(size_t block_shards, size_t fetch_parallelism
     if (block_shards < 1)
         block_shards = 1;
     return block_shards * (prefetch ? 2 : 1) + fetch_parallelism;
+}
+
+size_t zpi_shard_cache_keep_units(const zp_dataset *ds, size_t block_shards,
+                                  size_t fetch_parallelism, int prefetch)
+{
+    size_t keep = zpi_shard_cache_keep_shards(block_shards, fetch_parallelism, prefetch);
+    const size_t n = zp_dataset_num_shards(ds);
+    for (size_t i = 0; i < n; i++)
+        if (zp_dataset_shard_segments(ds, i, NULL) > 1)
+            return keep + (block_shards < 1 ? 1 : block_shards);
+    return keep;
 }
 
 zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_config *cfg,
@@ -101,11 +135,54 @@ zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_con
         return ZP_ERR_NOMEM;
     c->ds = ds;
     c->cfg = *cfg;
-    c->n = zp_dataset_num_shards(ds);
-    c->slots = calloc(c->n ? c->n : 1, sizeof *c->slots);
-    if (!c->slots) {
+    c->nshards = zp_dataset_num_shards(ds);
+    c->ubase = calloc(c->nshards + 1, sizeof *c->ubase);
+    c->per = calloc(c->nshards ? c->nshards : 1, sizeof *c->per);
+    c->src = calloc(c->nshards ? c->nshards : 1, sizeof *c->src);
+    if (!c->ubase || !c->per || !c->src) {
+        free(c->ubase);
+        free(c->per);
+        free(c->src);
         free(c);
         return ZP_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < c->nshards; i++) {
+        uint64_t per, ns = zp_dataset_shard_segments(ds, i, &per);
+        if (ns == 0) { /* count unknown: one unit */
+            ns = 1;
+            per = UINT64_MAX;
+        }
+        c->per[i] = per;
+        c->ubase[i + 1] = c->ubase[i] + ns;
+    }
+    c->n = (size_t)c->ubase[c->nshards];
+    zp_status bad = c->ubase[c->nshards] > UINT32_MAX ? ZP_ERR_LIMIT : ZP_OK;
+    if (bad == ZP_OK && c->n != c->nshards) {
+        c->ushard = malloc(c->n * sizeof *c->ushard);
+        if (!c->ushard)
+            bad = ZP_ERR_NOMEM;
+        for (size_t i = 0; c->ushard && i < c->nshards; i++)
+            for (uint64_t u = c->ubase[i]; u < c->ubase[i + 1]; u++)
+                c->ushard[u] = (uint32_t)i;
+    }
+    /* Segments are loaded and evicted a round at a time: keep as many
+     * spare buffers as a block has shards, so that a round's loads decode
+     * into the buffers of the round before (no fresh pages). */
+    c->max_spare = ZPI_SHARD_CACHE_SPARES;
+    if (c->n > c->nshards && (int)(cfg->keep_shards / 2) > c->max_spare)
+        c->max_spare = cfg->keep_shards / 2 < 64 ? (int)(cfg->keep_shards / 2) : 64;
+    c->spare = calloc((size_t)c->max_spare, sizeof *c->spare);
+    if (!c->spare)
+        bad = ZP_ERR_NOMEM;
+    c->slots = bad == ZP_OK ? calloc(c->n ? c->n : 1, sizeof *c->slots) : NULL;
+    if (!c->slots) {
+        free(c->spare);
+        free(c->ushard);
+        free(c->ubase);
+        free(c->per);
+        free(c->src);
+        free(c);
+        return bad == ZP_OK ? ZP_ERR_NOMEM : bad;
     }
     for (size_t i = 0; i < c->n; i++)
         c->slots[i].prev = c->slots[i].next = -1;
@@ -133,17 +210,47 @@ void zpi_shard_cache_destroy(zpi_shard_cache *c)
         zpi_shard_free(&c->slots[i].shard);
     for (int i = 0; i < c->n_spare; i++)
         free(c->spare[i].p);
+    free(c->spare);
     while (c->scratch_free) {
         scratch_buf *b = c->scratch_free;
         c->scratch_free = b->next;
         free(b->p);
         free(b);
     }
+    for (size_t i = 0; i < c->nshards; i++)
+        if (c->src[i]) {
+            zpi_seg_reader_close(c->src[i]->rd);
+            zpi_fetcher_release(c->cfg.fetcher, &c->src[i]->pin, 0);
+            free(c->src[i]);
+        }
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c->slots);
+    free(c->ushard);
+    free(c->ubase);
+    free(c->per);
+    free(c->src);
     free(c);
 }
+
+uint32_t zpi_shard_cache_unit(const zpi_shard_cache *c, uint32_t shard, uint64_t record)
+{
+    if (!c || shard >= c->nshards)
+        return UINT32_MAX;
+    uint64_t u = c->ubase[shard] + (c->per[shard] == UINT64_MAX ? 0 : record / c->per[shard]);
+    if (u >= c->ubase[shard + 1])
+        u = c->ubase[shard + 1] - 1; /* a record out of range: its shard's last segment says so */
+    return (uint32_t)u;
+}
+
+uint32_t zpi_shard_cache_unit_shard(const zpi_shard_cache *c, uint32_t unit)
+{
+    if (!c || unit >= c->n)
+        return UINT32_MAX;
+    return c->ushard ? c->ushard[unit] : unit;
+}
+
+size_t zpi_shard_cache_num_units(const zpi_shard_cache *c) { return c ? c->n : 0; }
 
 /* ---- recency list (lock held) */
 
@@ -202,12 +309,14 @@ static void spare_take_locked(zpi_shard_cache *c, zpi_load_bufs *bufs)
  * full (the caller frees p). */
 static int spare_keep_locked(zpi_shard_cache *c, char *p, size_t cap)
 {
-    if (!p || c->n_spare == ZPI_SHARD_CACHE_SPARES)
+    if (!p || c->n_spare == c->max_spare)
         return 0;
     c->spare[c->n_spare].p = p;
     c->spare[c->n_spare].cap = cap;
     c->n_spare++;
     c->st.bytes_resident += cap + ZPI_JSON_PADDING;
+    if (c->st.bytes_resident > c->st.bytes_peak)
+        c->st.bytes_peak = c->st.bytes_resident;
     return 1;
 }
 
@@ -227,6 +336,78 @@ static void fmt_bytes(char *buf, size_t cap, size_t n)
 
 static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
                            int *loaded, zpi_err *err);
+
+/* Closes a shard's segment reader (and unpins its cached file). */
+static void src_close(zpi_shard_cache *c, seg_src *src)
+{
+    zpi_seg_reader_close(src->rd);
+    src->rd = NULL;
+    zpi_fetcher_release(c->cfg.fetcher, &src->pin, 0);
+    memset(&src->pin, 0, sizeof src->pin);
+}
+
+/* Loads segment j of shard i (a shard of several segments) through its
+ * reader, opened on first use; waits while another load uses it. */
+static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_load_bufs *bufs,
+                              zpi_shard *sh, zpi_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->src[i] && c->src[i]->busy)
+        pthread_cond_wait(&c->cv, &c->mu);
+    if (!c->src[i] && !(c->src[i] = calloc(1, sizeof *c->src[i]))) {
+        pthread_mutex_unlock(&c->mu);
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory",
+                           zp_dataset_shard_name(c->ds, i));
+    }
+    seg_src *src = c->src[i];
+    src->busy = 1;
+    pthread_mutex_unlock(&c->mu);
+
+    const char *name = zp_dataset_shard_name(c->ds, i);
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(c->ds, i);
+    const zpi_format *fmt = zpi_dataset_shard_format(c->ds, i);
+    const uint64_t nseg = c->ubase[i + 1] - c->ubase[i];
+    zp_status st = ZP_OK;
+    double wait_s = 0;
+    int restart = 0;
+    if (!src->rd) {
+        const char *path = zpi_dataset_shard_path(c->ds, i);
+        if (zpi_fetcher_is_remote(c->cfg.fetcher, i)) {
+            double t0 = zpi_now();
+            zpi_err fe;
+            st = zpi_fetcher_acquire(c->cfg.fetcher, i, &src->pin, &fe);
+            wait_s = zpi_now() - t0;
+            if (st != ZP_OK)
+                zpi_err_set(err, st, "%s", zpi_err_msg(&fe));
+            else
+                path = src->pin.path;
+        }
+        if (st == ZP_OK)
+            st = zpi_seg_reader_open(path, name, strcmp(fmt->name, "jsonl.zst") == 0, lim,
+                                     zp_dataset_shard_samples(c->ds, i), c->per[i], &src->rd,
+                                     err);
+        src->next_seg = 0;
+    } else if (j < src->next_seg && zpi_seg_reader_kind(src->rd) == ZPI_SEG_STREAM) {
+        restart = 1; /* behind the streaming decoder: decoded again from the start */
+    }
+    if (st == ZP_OK)
+        st = zpi_seg_reader_load(src->rd, j, bufs, sh, err);
+    sh->read_seconds += wait_s;
+    if (st == ZP_OK)
+        src->next_seg = j + 1;
+    if (src->rd && (st != ZP_OK || j + 1 == nseg))
+        src_close(c, src);
+    else if (!src->rd && src->pin.remote)
+        src_close(c, src);
+
+    pthread_mutex_lock(&c->mu);
+    src->busy = 0;
+    c->st.segment_loads++;
+    c->st.stream_restarts += (uint64_t)restart;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
 
 /* Loads shard index into *sh (bufs: buffers the load may reuse, or NULL).
  * A remote shard is read from the shard cache on disk (downloaded first
@@ -287,7 +468,8 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     *out = NULL;
     if (index >= c->n) {
         return zpi_err_set(err, ZP_ERR_INVALID,
-                           "shard index %u out of range (dataset has %zu shards)", index, c->n);
+                           "shard unit %u out of range (dataset has %zu shard units)", index,
+                           c->n);
     }
     slot *s = &c->slots[index];
     pthread_mutex_lock(&c->mu);
@@ -318,7 +500,7 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     scratch_buf *sb = c->scratch_free;
     if (sb)
         c->scratch_free = sb->next;
-    const zpi_format *fmt = zpi_dataset_shard_format(c->ds, index);
+    const zpi_format *fmt = zpi_dataset_shard_format(c->ds, zpi_shard_cache_unit_shard(c, index));
     if (fmt->load_bufs)
         spare_take_locked(c, &bufs);
     pthread_mutex_unlock(&c->mu);
@@ -332,7 +514,10 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
     const int had_spare = bufs.data != NULL;
     zpi_shard sh;
     memset(&sh, 0, sizeof sh);
-    zp_status st = load_shard(c, index, fmt, sb ? &bufs : NULL, &sh, err);
+    const uint32_t si = zpi_shard_cache_unit_shard(c, index);
+    zp_status st = c->ubase[si + 1] - c->ubase[si] > 1
+                       ? load_segment(c, si, index - c->ubase[si], &bufs, &sh, err)
+                       : load_shard(c, si, fmt, sb ? &bufs : NULL, &sh, err);
     if (sb) {
         sb->p = bufs.scratch;
         sb->cap = bufs.scratch_cap;
@@ -361,6 +546,8 @@ static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const z
             c->largest = index;
         }
         c->st.bytes_resident += s->size;
+        if (c->st.bytes_resident > c->st.bytes_peak)
+            c->st.bytes_peak = c->st.bytes_resident;
         if (had_spare && !bufs.data)
             c->st.spare_reuses++;
         *out = &s->shard;
@@ -417,7 +604,7 @@ void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index)
     }
     /* Over budget with nothing left to evict but the working set (and
      * pinned shards): the budget is too small for this dataset and plan. */
-    char msg[512];
+    char msg[768];
     msg[0] = '\0';
     if (c->unpinned_bytes > c->cfg.budget_bytes && c->cfg.keep_shards && !c->warned) {
         c->warned = 1;
@@ -428,13 +615,24 @@ void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index)
             fmt_bytes(b_budget, sizeof b_budget, c->cfg.budget_bytes);
             fmt_bytes(b_need, sizeof b_need, need);
             fmt_bytes(b_big, sizeof b_big, c->largest_size);
-            zpi_fmt(msg, sizeof msg,
-                    "shard cache too small: shard_cache_bytes is %s (%zu bytes), but a pass "
-                    "reads from up to %zu shard%s at once and shard '%s' alone is %s decoded; "
-                    "the cache keeps those shards beyond its budget, so that each is decoded "
-                    "once per pass: it needs %s; set shard_cache_bytes to at least %zu",
-                    b_budget, c->cfg.budget_bytes, k, k == 1 ? "" : "s",
-                    zp_dataset_shard_name(c->ds, c->largest), b_big, b_need, need);
+            const char *big = zp_dataset_shard_name(c->ds, zpi_shard_cache_unit_shard(c, c->largest));
+            if (c->n > c->nshards)
+                zpi_fmt(msg, sizeof msg,
+                        "shard cache too small: shard_cache_bytes is %s (%zu bytes), but a pass "
+                        "reads from up to %zu shard segments at once and a segment of shard '%s' "
+                        "is %s decoded; the cache keeps those segments beyond its budget, so "
+                        "that each is decoded once per pass: it needs %s; set shard_cache_bytes "
+                        "to at least %zu, or make segments smaller (segment_bytes)",
+                        b_budget, c->cfg.budget_bytes, k, big, b_big, b_need, need);
+            else
+                zpi_fmt(msg, sizeof msg,
+                        "shard cache too small: shard_cache_bytes is %s (%zu bytes), but a pass "
+                        "reads from up to %zu shard%s at once and shard '%s' alone is %s "
+                        "decoded; the cache keeps those shards beyond its budget, so that each "
+                        "is decoded once per pass: it needs %s; set shard_cache_bytes to at "
+                        "least %zu",
+                        b_budget, c->cfg.budget_bytes, k, k == 1 ? "" : "s", big, b_big, b_need,
+                        need);
         }
     }
     pthread_mutex_unlock(&c->mu);

@@ -6,6 +6,10 @@
  * disk between runs, see dataset.c): the shard cache lives in memory, for
  * one pipeline.
  *
+ * Its unit is a segment of a shard (docs/datasets.md "Segments"): what
+ * is said of shards below holds for segments, keep_shards counting
+ * segments. A shard of one segment is one unit, unit id = shard id.
+ *
  * Memory bound (docs/datasets.md, "Loading and the memory bound"): the
  * cache keeps at most `budget_bytes` of decoded shards that no task uses,
  * except that the `keep_shards` shards used most recently (the working set
@@ -27,7 +31,8 @@
 
 typedef struct zpi_shard_cache zpi_shard_cache;
 
-/* Decode buffers of evicted shards kept for reuse. */
+/* Decode buffers of evicted shards kept for reuse (with segments: as many
+ * as half the working set, at most 64). */
 #define ZPI_SHARD_CACHE_SPARES 2
 
 typedef struct zpi_shard_cache_config {
@@ -44,6 +49,10 @@ typedef struct zpi_shard_cache_stats {
     uint64_t hits, misses, evictions, loads_failed;
     uint64_t bytes_resident; /* decoded shards (capacity of their buffers) and spares */
     uint64_t spare_reuses;   /* loads given a recycled decode buffer (replaced if too small) */
+    uint64_t bytes_peak;     /* the most bytes_resident reached */
+    uint64_t segment_loads;  /* loads of a segment of a shard of several segments */
+    uint64_t stream_restarts; /* of those, loads behind a streaming decoder (decoded again
+                                 from the shard's start) */
 } zpi_shard_cache_stats;
 
 /* The working set a pipeline needs to decode each shard once per pass: the
@@ -51,13 +60,28 @@ typedef struct zpi_shard_cache_stats {
  * the next one when prefetch looks ahead, and one more per fetch task (tasks
  * at a block boundary read from two blocks). */
 size_t zpi_shard_cache_keep_shards(size_t block_shards, size_t fetch_parallelism, int prefetch);
+/* The same for the cache's units of dataset ds: when a shard of ds has
+ * several segments, a block goes in rounds (docs/worksource.md) and the
+ * tasks at a round's end read from two rounds: one block of units more. */
+size_t zpi_shard_cache_keep_units(const zp_dataset *ds, size_t block_shards,
+                                  size_t fetch_parallelism, int prefetch);
 
 /* cfg is copied. The dataset must outlive the cache and stay unchanged. */
 zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_config *cfg,
                                  zpi_shard_cache **out);
 void zpi_shard_cache_destroy(zpi_shard_cache *c);
 
-/* Pin shard `index` (loading it if needed). On error the message (naming the
+/* Units: the cache holds segments of shards (zp_dataset_shard_segments);
+ * a shard of one segment is one unit. Unit ids are dense, in shard order;
+ * when every shard is one segment, unit i is shard i. The unit holding
+ * record `record` of `shard` (UINT32_MAX for a shard out of range), the
+ * shard of a unit, and the number of units. A loaded unit's records are
+ * numbered from its zpi_shard.first_record. */
+uint32_t zpi_shard_cache_unit(const zpi_shard_cache *c, uint32_t shard, uint64_t record);
+uint32_t zpi_shard_cache_unit_shard(const zpi_shard_cache *c, uint32_t unit);
+size_t zpi_shard_cache_num_units(const zpi_shard_cache *c);
+
+/* Pin unit `index` (loading it if needed). On error the message (naming the
  * shard, line and cause) is written into err. *loaded is set to 1 when this
  * call did the load (for timing metrics). */
 zp_status zpi_shard_cache_get(zpi_shard_cache *c, uint32_t index, const zpi_shard **out,

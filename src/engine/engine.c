@@ -291,7 +291,9 @@ static int pf_pop_locked(zpi_engine *e, uint32_t *shard)
 static void prefetch_task(zpi_engine *e, uint32_t shard)
 {
     for (;;) {
-        zpi_activity *a = act_begin(e, ZPI_ACT_PREFETCH, NULL, shard);
+        /* `shard` is a shard unit (a segment: shard_cache.h) */
+        zpi_activity *a =
+            act_begin(e, ZPI_ACT_PREFETCH, NULL, zpi_shard_cache_unit_shard(e->cache, shard));
         zpi_op_prefetch(&e->env, obs_self(e), shard);
         act_end(a);
         pthread_mutex_lock(&e->mu);
@@ -333,20 +335,22 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint3
             break;
         e->pf_pos++;
         ahead++;
+        /* units (segments) are prefetched; remote shards downloaded whole */
+        const uint32_t unit = zpi_shard_cache_unit(e->cache, s.shard, s.record);
         int seen = 0;
         for (unsigned i = 0; i < e->pf_recent_n && i < 16; i++)
-            if (e->pf_recent[i] == s.shard)
+            if (e->pf_recent[i] == unit)
                 seen = 1;
         if (seen)
             continue;
-        e->pf_recent[e->pf_recent_n++ % 16] = s.shard;
+        e->pf_recent[e->pf_recent_n++ % 16] = unit;
         if (zpi_fetcher_is_remote(e->fetcher, s.shard)) {
             dl[(*n_dl)++] = s.shard;
             if (*n_dl == 64)
                 break;
             continue;
         }
-        e->pf_queue[(e->pf_head + e->pf_count) % 64] = s.shard;
+        e->pf_queue[(e->pf_head + e->pf_count) % 64] = unit;
         e->pf_count++;
     }
     size_t n = 0;
@@ -633,9 +637,10 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         goto fail;
     const zpi_shard_cache_config cc = {
         .budget_bytes = plan->shard_cache_bytes,
-        .keep_shards = zpi_shard_cache_keep_shards(wc->shuffle ? wc->shuffle_block_shards : 1,
-                                                   plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
-                                                   plan->prefetch_buffer > 0),
+        .keep_shards = zpi_shard_cache_keep_units(zp_worksource_dataset(e->ws),
+                                                  wc->shuffle ? wc->shuffle_block_shards : 1,
+                                                  plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
+                                                  plan->prefetch_buffer > 0),
         .log = plan->env.log,
         .log_user = plan->env.log_user,
         .fetcher = e->fetcher,

@@ -20,6 +20,8 @@ typedef struct zpi_shard {
     uint64_t n_records;
     uint64_t *offsets;    /* n_records + 1 entries: record i is data[offsets[i] .. offsets[i+1]-1)
                              (the byte at offsets[i+1]-1 is its newline or padding) */
+    uint64_t first_record; /* the shard's record held as record 0 here: 0 for a whole
+                              shard, the segment's first record for a segment (segment.h) */
     uint64_t file_bytes;  /* bytes read from storage (compressed size) */
     double read_seconds;       /* time spent reading the file */
     double decompress_seconds; /* time spent decompressing (0 for plain formats) */

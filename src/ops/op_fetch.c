@@ -10,7 +10,8 @@
 #include "ops/operators.h"
 #include "formats/reader.h"
 
-/* A small set of pinned shards held by one fetch task. */
+/* A small set of pinned shard units (segments, shard_cache.h) held by one
+ * fetch task. */
 typedef struct pinset {
     uint32_t idx[16];
     const zpi_shard *sh[16];
@@ -25,13 +26,16 @@ static void pins_release(zpi_shard_cache *cache, pinset *ps)
     ps->n = 0;
 }
 
-/* Pins `shard` into ps (a no-op when it is there). wait 0: when another
- * task is loading it, *out is NULL and nothing is pinned. */
+/* Pins the unit of `shard` that holds `record` into ps (a no-op when it is
+ * there). wait 0: when another task is loading it, *out is NULL and
+ * nothing is pinned. */
 static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, zpi_activity *a, pinset *ps,
-                          uint32_t shard, int wait, const zpi_shard **out, zpi_err *err)
+                          uint32_t shard, uint64_t record, int wait, const zpi_shard **out,
+                          zpi_err *err)
 {
+    const uint32_t unit = zpi_shard_cache_unit(cache, shard, record);
     for (int i = 0; i < ps->n; i++)
-        if (ps->idx[i] == shard) {
+        if (ps->idx[i] == unit) {
             *out = ps->sh[i];
             return ZP_OK;
         }
@@ -40,8 +44,8 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, zpi_activi
     int loaded = 0;
     uint64_t t0 = ot ? zpi_now_ns() : 0;
     zpi_act_item(a, ZP_TASK_LOADING, shard, UINT64_MAX);
-    zp_status st = wait ? zpi_shard_cache_get(cache, shard, out, &loaded, err)
-                        : zpi_shard_cache_get_unless_loading(cache, shard, out, &loaded, err);
+    zp_status st = wait ? zpi_shard_cache_get(cache, unit, out, &loaded, err)
+                        : zpi_shard_cache_get_unless_loading(cache, unit, out, &loaded, err);
     if (st == ZP_OK && !*out)
         return ZP_OK;
     if (ot) {
@@ -65,7 +69,7 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, zpi_activi
     }
     if (st != ZP_OK)
         return st;
-    ps->idx[ps->n] = shard;
+    ps->idx[ps->n] = unit;
     ps->sh[ps->n] = *out;
     ps->n++;
     return ZP_OK;
@@ -288,14 +292,16 @@ static int fetch_record(const zpi_op_env *env, zpi_json *json, zpi_chunk *c, siz
     const zp_sample *s = &c->samples[i];
     zpi_rec *r = &c->recs[i];
     memset(r, 0, sizeof *r);
-    if (s->record >= sh->n_records) {
+    /* sh holds the shard's records from first_record on (a segment) */
+    const uint64_t rec = s->record - sh->first_record;
+    if (s->record < sh->first_record || rec >= sh->n_records) {
         zpi_chunk_fail(c, ZP_ERR_FORMAT,
                        "shard '%s': record %llu out of range (%llu records; stale manifest?)",
                        zp_dataset_shard_name(env->ds, s->shard), (unsigned long long)s->record,
-                       (unsigned long long)sh->n_records);
+                       (unsigned long long)(sh->first_record + sh->n_records));
         return -1;
     }
-    uint64_t a = sh->offsets[s->record], b = sh->offsets[s->record + 1];
+    uint64_t a = sh->offsets[rec], b = sh->offsets[rec + 1];
     size_t len = (size_t)(b - a - 1);
     /* With tokenize and no map, later operators read only the text:
      * parse the record where it lies in the pinned shard (its buffer has
@@ -351,7 +357,8 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
      * stream order. */
     for (size_t i = 0; i < c->n && ps.n < 16; i++) {
         const zpi_shard *sh;
-        if (pins_get(env->cache, ot, a, &ps, c->samples[i].shard, 0, &sh, &err) != ZP_OK)
+        if (pins_get(env->cache, ot, a, &ps, c->samples[i].shard, c->samples[i].record, 0, &sh,
+                     &err) != ZP_OK)
             break;
     }
     ps.cache_end_ns = 0;
@@ -362,7 +369,7 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         if (done && done[i])
             continue;
         const zpi_shard *sh;
-        zp_status st = pins_get(env->cache, ot, a, &ps, s->shard, 1, &sh, &err);
+        zp_status st = pins_get(env->cache, ot, a, &ps, s->shard, s->record, 1, &sh, &err);
         if (st != ZP_OK) {
             zpi_chunk_fail(c, st, "%s", err.msg);
             break;
@@ -406,18 +413,18 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
     }
 }
 
-void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t shard)
+void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t unit)
 {
     zpi_err err;
     const zpi_shard *sh;
     int loaded = 0;
     uint64_t t0 = ot ? zpi_now_ns() : 0;
-    if (zpi_shard_cache_get(env->cache, shard, &sh, &loaded, &err) == ZP_OK) {
+    if (zpi_shard_cache_get(env->cache, unit, &sh, &loaded, &err) == ZP_OK) {
         if (ot && loaded) {
             zpi_ctr_add(&ot->pf_downloads, 1);
             zpi_ctr_add(&ot->pf_bytes, sh->file_bytes);
             zpi_ahist_record(&ot->pf_hist, zpi_now_ns() - t0);
         }
-        zpi_shard_cache_put(env->cache, shard);
+        zpi_shard_cache_put(env->cache, unit);
     }
 }

@@ -124,9 +124,10 @@ void zpi_op_log(const zpi_op_env *env, zp_log_level lvl, const char *fmt, ...)
 
 /* op_fetch.c */
 void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_chunk *c);
-/* Loads `shard` into the shard cache and unpins it. A failed load is not
- * cached: fetch meets the same error and reports it in stream order. */
-void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t shard);
+/* Loads shard unit `unit` (a segment, shard_cache.h) into the shard cache
+ * and unpins it. A failed load is not cached: fetch meets the same error
+ * and reports it in stream order. */
+void zpi_op_prefetch(const zpi_op_env *env, zpi_obs_thread *ot, uint32_t unit);
 
 /* op_map.c */
 void zpi_op_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c);

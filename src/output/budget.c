@@ -141,6 +141,9 @@ zp_status zpi_budget_scan(const zp_dataset *ds, zpi_budget_shards *out, zpi_err 
         uint64_t recs = zp_dataset_shard_samples(ds, i);
         if (recs == UINT64_MAX || recs == 0)
             recs = 1;
+        uint64_t rps = recs, segs = zp_dataset_shard_segments(ds, i, &rps);
+        if (segs < 1 || rps < 1 || rps > recs)
+            segs = 1, rps = recs;
         int remote = path && strstr(path, "://") != NULL;
         uint64_t share = 0, data = bytes, comp = 0;
         /* what the shard cache counts for a shard: its decode buffer with
@@ -159,11 +162,23 @@ zp_status zpi_budget_scan(const zp_dataset *ds, zpi_budget_shards *out, zpi_err 
                     data = bytes * ZPI_BUDGET_ZSTD_RATIO;
                 comp = bytes;
             }
+            if (segs > 1) {
+                /* a segment at a time (docs/datasets.md "Segments"): its
+                 * records' share of the decoded bytes, with a quarter more
+                 * for records longer than the shard's average, and its
+                 * share of the stored bytes */
+                uint64_t seg = (uint64_t)((double)data * (double)rps / (double)recs * 1.25) + 1;
+                data = seg < data ? seg : data;
+                comp = comp ? comp / segs + 1 : 0;
+                index = ZPI_JSON_PADDING + (rps + 1) * sizeof(uint64_t);
+                out->segmented = 1;
+            }
             /* the decode buffer (with its padding) and the record index */
             share = data + index;
             out->decoded = 1;
         }
-        double rec = (double)data / (double)recs;
+        out->n_units += segs;
+        double rec = (double)data / (double)rps;
         if (rec > out->record_bytes)
             out->record_bytes = rec;
         if (share > out->largest || out->largest_index < 0) {
@@ -245,12 +260,14 @@ static void parts_of(const zpi_budget_in *in, size_t prefetch_batches, size_t in
     p->S = in->sh.largest;
     int prefetch = in->prefetch_buffer > 0;
     p->keep = zpi_shard_cache_keep_shards(in->block_shards, in->fetch_parallelism, prefetch);
+    if (in->sh.segmented) /* as zpi_shard_cache_keep_units */
+        p->keep += in->block_shards < 1 ? 1 : in->block_shards;
     p->loads = in->fetch_parallelism + (prefetch ? in->prefetch_parallelism : 0);
-    /* no more shards at once than the dataset has */
-    if (p->keep > in->sh.n_shards)
-        p->keep = in->sh.n_shards;
-    if (p->keep + p->loads > in->sh.n_shards)
-        p->loads = in->sh.n_shards - p->keep;
+    /* no more units at once than the dataset has */
+    if (p->keep > in->sh.n_units)
+        p->keep = in->sh.n_units;
+    if (p->keep + p->loads > in->sh.n_units)
+        p->loads = in->sh.n_units - p->keep;
     p->spares = in->sh.decoded ? ZPI_SHARD_CACHE_SPARES : 0;
     p->queue = sat_mul(prefetch_batches + 2 + in->balance, p->B);
     p->chunks = sat_mul(in_flight, p->C);

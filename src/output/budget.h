@@ -21,9 +21,10 @@
 
 /* What the dataset's shards need in memory. */
 typedef struct zpi_budget_shards {
-    uint64_t largest;            /* the largest shard's share, bytes (decoded
-                                    whole: jsonl, jsonl.zst; mapped: Megatron's
-                                    .bin + .idx; HDF5: a reader) */
+    uint64_t largest;            /* the largest unit's share, bytes (decoded:
+                                    a segment of a jsonl or jsonl.zst shard, the
+                                    whole shard when one segment; mapped:
+                                    Megatron's .bin + .idx; HDF5: a reader) */
     int64_t largest_index;       /* -1: no shard */
     uint64_t largest_compressed; /* the largest compressed file read into a
                                     scratch buffer by a load (jsonl.zst) */
@@ -31,6 +32,10 @@ typedef struct zpi_budget_shards {
     int decoded;                 /* some shards are decoded whole (JSON) */
     int on_demand;               /* some shards are read on demand (HDF5, Megatron) */
     uint64_t n_shards;
+    uint64_t n_units;            /* the shard cache's units: segments (a shard of
+                                    one segment is one) */
+    int segmented;               /* some shard has several segments: the cache
+                                    keeps one block of units more */
     uint64_t reader_index;       /* the shard cache's count for the largest open
                                     reader (its record index), bytes */
 } zpi_budget_shards;

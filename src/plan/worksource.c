@@ -10,7 +10,14 @@
  *   2. the shards concatenated in that order, cut into blocks of
  *      `shuffle_block_shards` consecutive shards; the samples of block b are
  *      permuted by a keyed bijection on [0, block samples): a cycle-walking
- *      Feistel network keyed on (s, e, b). O(1) memory, O(1) per lookup;
+ *      Feistel network keyed on (s, e, b). O(1) memory, O(1) per lookup.
+ *      Shards larger than one segment (zp_dataset_shard_segments) make the
+ *      block go in rounds: round j holds segment j of each of the block's
+ *      shards (those that have one), in block order, and its samples are
+ *      permuted alone (key (s, e, b) for round 0, hashed with j after), so
+ *      that a reader holds one segment per shard of the block, not the
+ *      shards. A block whose shards are one segment each is one round: the
+ *      plain block above;
  *   3. rank r reads positions [r*per, (r+1)*per) of that sequence; PAD maps
  *      a position p >= N to p mod N (a repeat, marked padded), DROP never
  *      assigns the positions >= W*per.
@@ -67,6 +74,10 @@ typedef struct ws_epoch {
     uint64_t *prefix;  /* [nshards + 1] samples before each place */
     uint64_t *bprefix; /* [nblocks + 1] samples before each block */
     uint64_t *bkey;    /* [nblocks] key of each block's permutation */
+    /* Rounds (only when some shard has 2+ segments): block b's rounds are
+     * rfirst[b] .. rfirst[b + 1] - 1, round i starts at place rprefix[i]. */
+    size_t *rfirst;    /* [nblocks + 1] */
+    uint64_t *rprefix; /* [segments of the part + 1] */
     size_t blk;        /* the block of the last lookup (a hint) */
 } ws_epoch;
 
@@ -77,6 +88,8 @@ typedef struct ws_part {
     size_t nshards, nblocks;
     uint64_t total;      /* S: its samples */
     const uint64_t *off; /* ws->off + first: offsets of its shards (dataset ids) */
+    const uint64_t *segper; /* ws->segper + first; NULL when every shard is one segment */
+    uint64_t nsegs;      /* segments of its shards */
     uint64_t seed;       /* part 0: the configured seed; others derived from it */
     size_t hint;         /* shuffle off: the local shard of the last lookup */
     ws_epoch slot[WS_SLOTS];
@@ -109,6 +122,7 @@ struct zp_worksource {
     uint64_t dropped; /* per epoch, over all ranks */
     uint64_t first;   /* rank * per: this rank's first position in the plan */
     uint64_t *off;    /* [nshards + 1] first global id of each shard, dataset order */
+    uint64_t *segper; /* [nshards] records per segment; NULL when every shard is one segment */
     size_t nparts;
     ws_part *parts;
     zp_mix_part *part_cfg; /* the copied config's parts */
@@ -260,6 +274,16 @@ static size_t ws_search(const uint64_t *a, size_t lo, size_t hi, uint64_t t)
 }
 
 
+/* Records of segment r of local shard sh of part pt (0 past its last). */
+static inline uint64_t ws_seg_count(const ws_part *pt, uint32_t sh, uint64_t r)
+{
+    const uint64_t n = pt->off[sh + 1] - pt->off[sh], per = pt->segper[sh];
+    if (r > n / per)
+        return 0;
+    const uint64_t a = r * per;
+    return a >= n ? 0 : (n - a < per ? n - a : per);
+}
+
 static void ws_build_epoch(const zp_worksource *ws, ws_part *pt, ws_epoch *e, uint64_t pass)
 {
     const size_t S = pt->nshards;
@@ -290,6 +314,29 @@ static void ws_build_epoch(const zp_worksource *ws, ws_part *pt, ws_epoch *e, ui
         e->bkey[b] = zpi_hash2(bk, (uint64_t)b);
     }
     e->bprefix[pt->nblocks] = e->prefix[S];
+    if (!pt->segper)
+        return;
+    size_t ri = 0;
+    for (size_t b = 0; b < pt->nblocks; b++) {
+        const size_t lo = b * B, hi = S - lo > B ? lo + B : S;
+        uint64_t rounds = 1;
+        for (size_t k = lo; k < hi; k++) {
+            uint32_t sh = e->order[k];
+            uint64_t n = pt->off[sh + 1] - pt->off[sh], per = pt->segper[sh];
+            uint64_t ns = n ? (n + per - 1) / per : 1;
+            if (ns > rounds)
+                rounds = ns;
+        }
+        e->rfirst[b] = ri;
+        uint64_t at = e->bprefix[b];
+        for (uint64_t r = 0; r < rounds; r++) {
+            e->rprefix[ri++] = at;
+            for (size_t k = lo; k < hi; k++)
+                at += ws_seg_count(pt, e->order[k], r);
+        }
+    }
+    e->rfirst[pt->nblocks] = ri;
+    e->rprefix[ri] = e->prefix[S];
 }
 
 static ws_epoch *ws_get_epoch(const zp_worksource *ws, ws_part *pt, uint64_t pass)
@@ -327,10 +374,28 @@ static void ws_locate(const zp_worksource *ws, ws_part *pt, uint64_t pass, uint6
     size_t b = e->blk;
     if (q < e->bprefix[b] || q >= e->bprefix[b + 1])
         e->blk = b = ws_search(e->bprefix, 0, pt->nblocks, q);
-    const uint64_t start = e->bprefix[b];
-    const uint64_t t = start + ws_permute(q - start, e->bprefix[b + 1] - start, e->bkey[b]);
     const size_t lo = b * B;
     const size_t hi = pt->nshards - lo > B ? lo + B : pt->nshards;
+    if (pt->segper && e->rfirst[b + 1] - e->rfirst[b] > 1) {
+        /* a block in rounds: the round, its permutation, then the shard
+         * whose segment holds the permuted place (block order) */
+        const size_t ri = ws_search(e->rprefix, e->rfirst[b], e->rfirst[b + 1], q);
+        const uint64_t r = ri - e->rfirst[b], rs = e->rprefix[ri];
+        const uint64_t key = r == 0 ? e->bkey[b] : zpi_hash2(e->bkey[b], r);
+        uint64_t u = ws_permute(q - rs, e->rprefix[ri + 1] - rs, key);
+        for (size_t k = lo; k < hi; k++) {
+            const uint32_t sh = e->order[k];
+            const uint64_t c = ws_seg_count(pt, sh, r);
+            if (u < c) {
+                *shard = (uint32_t)(pt->first + sh);
+                *record = r * pt->segper[sh] + u;
+                return;
+            }
+            u -= c;
+        }
+    }
+    const uint64_t start = e->bprefix[b];
+    const uint64_t t = start + ws_permute(q - start, e->bprefix[b + 1] - start, e->bkey[b]);
     const size_t k = ws_search(e->prefix, lo, hi, t);
     *shard = (uint32_t)(pt->first + e->order[k]);
     *record = t - e->prefix[k];
@@ -520,6 +585,8 @@ static void free_plan(zp_worksource *ws)
             free(pt->slot[i].prefix);
             free(pt->slot[i].bprefix);
             free(pt->slot[i].bkey);
+            free(pt->slot[i].rfirst);
+            free(pt->slot[i].rprefix);
         }
         free(pt->name);
     }
@@ -531,6 +598,7 @@ static void free_plan(zp_worksource *ws)
     zpi_sched_clear(&ws->cfg_sched);
     ws_free_plans(ws);
     free(ws->off);
+    free(ws->segper);
 }
 
 void zp_worksource_destroy(zp_worksource *ws)
@@ -618,7 +686,23 @@ static zp_status ws_offsets(zp_worksource *ws, zp_dataset *ds)
                           i, ws_shard_name(ds, i), (unsigned long long)o,
                           (unsigned long long)ws->off[i]);
         ws->off[i + 1] = ws->off[i] + n;
+        uint64_t per;
+        if (zp_dataset_shard_segments(ds, i, &per) > 1) {
+            if (!ws->segper) {
+                ws->segper = ws_array(S, sizeof *ws->segper);
+                ZPI_RETURN_ERR_IF(!ws->segper, &ws->err, ZP_ERR_NOMEM,
+                                  "out of memory for the segments of %zu shards", S);
+                for (size_t k = 0; k < S; k++)
+                    ws->segper[k] = UINT64_MAX; /* filled below */
+            }
+            ws->segper[i] = per;
+        }
     }
+    for (size_t i = 0; ws->segper && i < S; i++)
+        if (ws->segper[i] == UINT64_MAX) {
+            uint64_t n = ws->off[i + 1] - ws->off[i];
+            ws->segper[i] = n ? n : 1; /* one segment */
+        }
     ws->total = ws->off[S];
     ZPI_RETURN_ERR_IF(ws->total == 0, &ws->err, ZP_ERR_INVALID,
                       "the dataset's %zu shard(s) hold no records: nothing to plan", S);
@@ -689,6 +773,12 @@ static zp_status ws_parts(zp_worksource *ws, const zp_worksource_config *c)
         pt->nblocks = ns / c->shuffle_block_shards + (ns % c->shuffle_block_shards != 0);
         pt->off = ws->off + at;
         pt->total = pt->off[ns] - pt->off[0];
+        pt->segper = ws->segper ? ws->segper + at : NULL;
+        pt->nsegs = 0;
+        for (size_t k = 0; pt->segper && k < ns; k++) {
+            uint64_t n = pt->off[k + 1] - pt->off[k];
+            pt->nsegs += n ? (n + pt->segper[k] - 1) / pt->segper[k] : 1;
+        }
         pt->seed = p == 0 ? c->seed : zpi_hash2(zpi_hash2(c->seed, WS_TAG_PART), (uint64_t)p);
         at += ns;
         if (pt->total == 0) {
@@ -708,7 +798,12 @@ static zp_status ws_parts(zp_worksource *ws, const zp_worksource_config *c)
                 e->prefix = ws_array(ns + 1, sizeof *e->prefix);
                 e->bprefix = ws_array(pt->nblocks + 1, sizeof *e->bprefix);
                 e->bkey = ws_array(pt->nblocks, sizeof *e->bkey);
-                if (!e->order || !e->prefix || !e->bprefix || !e->bkey) {
+                if (pt->segper) {
+                    e->rfirst = ws_array(pt->nblocks + 1, sizeof *e->rfirst);
+                    e->rprefix = ws_array((size_t)pt->nsegs + 1, sizeof *e->rprefix);
+                }
+                if (!e->order || !e->prefix || !e->bprefix || !e->bkey ||
+                    (pt->segper && (!e->rfirst || !e->rprefix))) {
                     st = zpi_err_set(&ws->err, ZP_ERR_NOMEM,
                                      "out of memory for the shard order of %zu shards", ns);
                     break;

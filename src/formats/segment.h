@@ -1,0 +1,91 @@
+/*
+ * segment.h - a line-based shard (jsonl, jsonl.zst) read one segment at a
+ * time, and the zstd seekable format (private).
+ *
+ * A segment is a run of consecutive records of a shard: segment j of a
+ * shard of n records cut into segments of `per` records holds records
+ * [j*per, min((j+1)*per, n)) (docs/datasets.md, "Segments"). A segment
+ * reader loads one segment into a zpi_shard (data + offsets of that
+ * segment's records only, first_record set), so that memory follows the
+ * segment, not the shard:
+ *
+ *   - plain .jsonl: the segment's byte range is read with pread;
+ *   - seekable .jsonl.zst (independent frames and a seek table in a
+ *     skippable frame at the end, the zstd seekable format): only the
+ *     frames that hold the segment are decoded, one at a time;
+ *   - any other .jsonl.zst (one frame, or frames without a seek table):
+ *     the file is decoded forward by one streaming decoder kept between
+ *     loads; a segment before the decoder's position restarts it from the
+ *     file's beginning (decoded and discarded: bounded memory, more time).
+ *
+ * Where a segment starts in the decoded stream is found by counting lines:
+ * the reader keeps the start of every segment it has passed, so reading
+ * the segments of a shard in ascending order scans each byte once; the
+ * first load of a segment j > 0 scans from the nearest known start.
+ *
+ * Not thread-safe: one thread at a time per reader (the shard cache
+ * serializes the loads of one shard).
+ */
+#ifndef ZP_SEGMENT_H
+#define ZP_SEGMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/shard.h"
+
+typedef struct zpi_seg_reader zpi_seg_reader;
+
+/* How a reader reads the decoded stream (for docs, stats and tests). */
+typedef enum zpi_seg_kind {
+    ZPI_SEG_PLAIN = 0,    /* pread of the file */
+    ZPI_SEG_SEEKABLE = 1, /* frame by frame through the seek table */
+    ZPI_SEG_STREAM = 2    /* one forward streaming decoder */
+} zpi_seg_kind;
+
+/* Open shard `path` (name: for messages) of n_records records cut into
+ * segments of per_segment records. compressed: .jsonl.zst. A seek table
+ * that is present (the file ends with the seekable magic number) but
+ * damaged is a ZP_ERR_FORMAT naming the file. OUT: *out, release with
+ * zpi_seg_reader_close(). */
+zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed,
+                              const zpi_load_limits *lim, uint64_t n_records,
+                              uint64_t per_segment, zpi_seg_reader **out, zpi_err *err);
+/* Load segment j into *out (caller owns; zpi_shard_free()). The last
+ * segment checks that the shard ends with record n_records. bufs (or
+ * NULL): a spare decode buffer the load takes (bufs->data set to NULL)
+ * instead of allocating fresh memory, as zpi_format.load_bufs. */
+zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs, zpi_shard *out,
+                              zpi_err *err);
+zpi_seg_kind zpi_seg_reader_kind(const zpi_seg_reader *r);
+/* Times a streaming reader went back to the file's start (a segment, or a
+ * segment's start, behind its decoded window). */
+uint64_t zpi_seg_reader_restarts(const zpi_seg_reader *r);
+void zpi_seg_reader_close(zpi_seg_reader *r);
+
+/* ---- the zstd seekable format: writing */
+
+/* The seek table of a file being written: one entry per frame. */
+typedef struct zpi_seek_table {
+    uint32_t *csize, *dsize;
+    size_t n, cap;
+} zpi_seek_table;
+
+/* Add a frame's compressed and decompressed sizes (each < 2^32; frames
+ * larger than that cannot be described). 0 or -1 (out of memory or too
+ * large). */
+int zpi_seek_table_add(zpi_seek_table *t, uint64_t csize, uint64_t dsize);
+/* The seek table frame (skippable frame, no checksums) into a malloc'd
+ * buffer *out of *len bytes, to be written after the last frame. 0 or -1. */
+int zpi_seek_table_encode(const zpi_seek_table *t, char **out, size_t *len);
+void zpi_seek_table_free(zpi_seek_table *t);
+
+/* Rewrite the .jsonl or .jsonl.zst file in_path as a seekable .jsonl.zst
+ * at out_path: frames of about frame_bytes decoded bytes (0: 4 MiB), each
+ * ending at a record's end, zstd level `level` (0: 3), then the seek table.
+ * Streams: memory is a frame or two, whatever the file's size. ZP_OK, or an
+ * error naming the file. */
+zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t frame_bytes,
+                               int level, zpi_err *err);
+
+#endif

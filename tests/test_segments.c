@@ -1,0 +1,364 @@
+/* test_segments.c - shards read by segments (docs/datasets.md "Segments"):
+ * the segment reader gives the records of the whole-shard load, for plain
+ * .jsonl, seekable .jsonl.zst (zpi_seekable_convert and `zephon gen`'s
+ * writer), single-frame and multi-frame .jsonl.zst without a seek table,
+ * in any order of segments; a damaged seek table is an error naming the
+ * file; a shard with another record count than the dataset's is an error;
+ * the shard cache's resident bytes over a shuffled pass of big shards stay
+ * at about block x segment, not block x shard. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "data/shard_cache.h"
+#include "formats/format.h"
+#include "formats/segment.h"
+#include "testutil.h"
+#include "zephon.h"
+
+#define N_RECORDS 1000
+
+/* Records of varying length (10 - 400 bytes of text). */
+static char *records_text(int seed, int n, size_t *len)
+{
+    size_t cap = (size_t)n * 480, k = 0;
+    char *buf = malloc(cap);
+    uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(seed + 1);
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int tl = 10 + (int)(x % 390);
+        k += (size_t)snprintf(buf + k, cap - k, "{\"id\": %d, \"text\": \"", i);
+        for (int c = 0; c < tl; c++)
+            buf[k++] = (char)('a' + (c + i) % 26);
+        k += (size_t)snprintf(buf + k, cap - k, "\"}\n");
+    }
+    *len = k;
+    return buf;
+}
+
+static zpi_load_limits limits(void)
+{
+    zpi_load_limits lim;
+    memset(&lim, 0, sizeof lim);
+    lim.max_record_bytes = 1 << 20;
+    lim.max_shard_bytes = (size_t)1 << 30;
+    return lim;
+}
+
+/* Every segment of `path` (per records each), in the order given by
+ * `descending`, against the whole load of the file. */
+static void check_segments_n(const char *path, int compressed, uint64_t per, int descending,
+                             zpi_seg_kind want_kind, uint64_t n_records)
+{
+    zpi_load_limits lim = limits();
+    zpi_err err;
+    zpi_shard whole;
+    const zpi_format *fmt = zpi_format_for_path(path);
+    assert_non_null(fmt);
+    assert_int_equal(fmt->load(path, "t", &lim, &whole, &err), ZP_OK);
+    assert_int_equal(whole.n_records, n_records);
+    zpi_seg_reader *r;
+    assert_int_equal(zpi_seg_reader_open(path, "t", compressed, &lim, n_records, per, &r, &err),
+                     ZP_OK);
+    assert_int_equal(zpi_seg_reader_kind(r), want_kind);
+    const uint64_t nseg = (n_records + per - 1) / per;
+    uint64_t seen = 0;
+    for (uint64_t k = 0; k < nseg; k++) {
+        uint64_t j = descending ? nseg - 1 - k : k;
+        zpi_shard s;
+        zp_status st = zpi_seg_reader_load(r, j, NULL, &s, &err);
+        if (st != ZP_OK)
+            fail_msg("segment %llu: %s", (unsigned long long)j, err.msg);
+        assert_int_equal(s.first_record, j * per);
+        uint64_t m = n_records - j * per < per ? n_records - j * per : per;
+        assert_int_equal(s.n_records, m);
+        for (uint64_t i = 0; i < m; i++) {
+            uint64_t g = j * per + i;
+            size_t a = whole.offsets[g + 1] - whole.offsets[g];
+            size_t b = s.offsets[i + 1] - s.offsets[i];
+            assert_int_equal(a, b);
+            assert_memory_equal(whole.data + whole.offsets[g], s.data + s.offsets[i], a - 1);
+        }
+        seen += m;
+        zpi_shard_free(&s);
+    }
+    assert_int_equal(seen, n_records);
+    /* read in order, a stream is decoded once: never restarted */
+    if (!descending)
+        assert_int_equal(zpi_seg_reader_restarts(r), 0);
+    zpi_seg_reader_close(r);
+    zpi_shard_free(&whole);
+}
+
+static void check_segments(const char *path, int compressed, uint64_t per, int descending,
+                           zpi_seg_kind want_kind)
+{
+    check_segments_n(path, compressed, per, descending, want_kind, N_RECORDS);
+}
+
+static void test_segments_every_format(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t n;
+    char *t = records_text(1, N_RECORDS, &n);
+    /* a final record without newline */
+    char *plain = zpt_path(dir, "a.jsonl");
+    char *single = zpt_path(dir, "a1.jsonl.zst");
+    char *multi = zpt_path(dir, "a5.jsonl.zst");
+    char *seek = zpt_path(dir, "as.jsonl.zst");
+    assert_int_equal(zpt_write_file(plain, t, n - 1), 0);
+    assert_int_equal(zpt_write_zst(single, t, n, 1), 0);
+    assert_int_equal(zpt_write_zst(multi, t, n, 5), 0);
+    zpi_err err;
+    /* frames of 4 KiB: about 20 records each, segments across frames */
+    assert_int_equal(zpi_seekable_convert(plain, seek, 4096, 3, &err), ZP_OK);
+    static const uint64_t pers[] = {1, 7, 64, 333, N_RECORDS};
+    for (size_t k = 0; k < sizeof pers / sizeof pers[0]; k++) {
+        for (int desc = 0; desc < 2; desc++) {
+            check_segments(plain, 0, pers[k], desc, ZPI_SEG_PLAIN);
+            check_segments(seek, 1, pers[k], desc, ZPI_SEG_SEEKABLE);
+            check_segments(single, 1, pers[k], desc, ZPI_SEG_STREAM);
+            check_segments(multi, 1, pers[k], desc, ZPI_SEG_STREAM);
+        }
+    }
+    /* a stream of several MiB (more than the decoder's window): read in
+     * order, each byte decoded once (no restart) */
+    size_t bn;
+    char *bt = records_text(5, 20 * N_RECORDS, &bn);
+    char *big = zpt_path(dir, "big1.jsonl.zst");
+    assert_int_equal(zpt_write_zst(big, bt, bn, 1), 0);
+    check_segments_n(big, 1, 3001, 0, ZPI_SEG_STREAM, 20 * N_RECORDS);
+    check_segments_n(big, 1, 777, 1, ZPI_SEG_STREAM, 20 * N_RECORDS);
+    free(big);
+    free(bt);
+    /* the seekable file is an ordinary .jsonl.zst for a whole load (the
+     * seek table is a skippable frame), with the same records */
+    size_t sl;
+    char *sb = zpt_read_file(seek, &sl);
+    assert_non_null(sb);
+    assert_true(sl < n); /* compressed */
+    free(sb);
+    free(plain);
+    free(single);
+    free(multi);
+    free(seek);
+    free(t);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
+/* A damaged seek table: a clear error naming the file, at open. */
+static void test_segments_corrupt_seek_table(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t n;
+    char *t = records_text(2, N_RECORDS, &n);
+    char *plain = zpt_path(dir, "b.jsonl");
+    char *seek = zpt_path(dir, "b.jsonl.zst");
+    assert_int_equal(zpt_write_file(plain, t, n), 0);
+    zpi_err err;
+    assert_int_equal(zpi_seekable_convert(plain, seek, 8192, 3, &err), ZP_OK);
+    size_t len;
+    char *good = zpt_read_file(seek, &len);
+    assert_non_null(good);
+    zpi_load_limits lim = limits();
+    /* 1: a frame's compressed size off by one (the sizes no longer add up);
+     * 2: reserved bits in the descriptor; 3: the skippable frame's magic */
+    for (int damage = 1; damage <= 3; damage++) {
+        char *bad = malloc(len);
+        memcpy(bad, good, len);
+        size_t nf = (size_t)(unsigned char)bad[len - 9] | (size_t)(unsigned char)bad[len - 8] << 8;
+        size_t table = len - 9 - nf * 8 - 8;
+        if (damage == 1)
+            bad[table + 8] = (char)(bad[table + 8] + 1);
+        else if (damage == 2)
+            bad[len - 5] = 0x04;
+        else
+            bad[table] = 0x00;
+        assert_int_equal(zpt_write_file(seek, bad, len), 0);
+        free(bad);
+        zpi_seg_reader *r = NULL;
+        memset(&err, 0, sizeof err);
+        zp_status st = zpi_seg_reader_open(seek, "b.jsonl.zst", 1, &lim, N_RECORDS, 100, &r, &err);
+        assert_int_equal(st, ZP_ERR_FORMAT);
+        assert_null(r);
+        assert_non_null(strstr(err.msg, "seek table"));
+        assert_non_null(strstr(err.msg, seek));
+    }
+    /* a frame that does not decode to its table's size: an error naming
+     * the file and the frame when it is read */
+    char *bad = malloc(len);
+    memcpy(bad, good, len);
+    size_t nf = (size_t)(unsigned char)bad[len - 9] | (size_t)(unsigned char)bad[len - 8] << 8;
+    size_t table = len - 9 - nf * 8 - 8;
+    bad[table + 8 + 4] = (char)(bad[table + 8 + 4] + 1); /* frame 0's decoded size */
+    assert_int_equal(zpt_write_file(seek, bad, len), 0);
+    free(bad);
+    zpi_seg_reader *r = NULL;
+    assert_int_equal(zpi_seg_reader_open(seek, "b.jsonl.zst", 1, &lim, N_RECORDS, 100, &r, &err),
+                     ZP_OK);
+    zpi_shard s;
+    assert_int_equal(zpi_seg_reader_load(r, 0, NULL, &s, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "frame 0"));
+    assert_non_null(strstr(err.msg, seek));
+    zpi_seg_reader_close(r);
+    free(good);
+    free(t);
+    free(plain);
+    free(seek);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
+/* A shard with fewer or more records than the dataset counted. */
+static void test_segments_count_mismatch(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t n;
+    char *t = records_text(3, N_RECORDS, &n);
+    char *plain = zpt_path(dir, "c.jsonl");
+    assert_int_equal(zpt_write_file(plain, t, n), 0);
+    zpi_load_limits lim = limits();
+    zpi_err err;
+    zpi_shard s;
+    zpi_seg_reader *r;
+    /* more records counted than there are: the last segment says so */
+    assert_int_equal(zpi_seg_reader_open(plain, "c", 0, &lim, N_RECORDS + 5, 100, &r, &err), ZP_OK);
+    zp_status st10 = zpi_seg_reader_load(r, 10, NULL, &s, &err);
+    assert_int_equal(st10, ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "dataset counted"));
+    zpi_seg_reader_close(r);
+    /* fewer counted: the last segment finds more */
+    assert_int_equal(zpi_seg_reader_open(plain, "c", 0, &lim, N_RECORDS - 5, 100, &r, &err), ZP_OK);
+    assert_int_equal(zpi_seg_reader_load(r, 9, NULL, &s, &err), ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "dataset counted"));
+    zpi_seg_reader_close(r);
+    free(t);
+    free(plain);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
+#define BIG_SHARDS 8
+#define BIG_RECORDS 4000
+
+/* A pass over a shuffled dataset of 8 shards of about 0.8 MB (block 8),
+ * each sample's unit got and put in stream order as the fetch operator
+ * does, through a cache of budget 0 that keeps the working set: the peak
+ * of resident bytes. segment_bytes: the dataset's setting. */
+static uint64_t pass_peak(const char *dir, size_t segment_bytes, uint64_t *segment_loads)
+{
+    zp_dataset_config dc;
+    zp_dataset_config_init(&dc);
+    dc.segment_bytes = segment_bytes;
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(&dc, &ds), ZP_OK);
+    for (int s = 0; s < BIG_SHARDS; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "big%d.jsonl", s);
+        char *p = zpt_path(dir, name);
+        assert_int_equal(zp_dataset_add(ds, p), ZP_OK);
+        free(p);
+    }
+    assert_int_equal(zp_dataset_index(ds), ZP_OK);
+    zp_worksource_config wc;
+    zp_worksource_config_init(&wc);
+    wc.shuffle = 1;
+    wc.seed = 7;
+    wc.shuffle_block_shards = BIG_SHARDS;
+    zp_worksource *ws;
+    assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+    zpi_shard_cache_config cc;
+    memset(&cc, 0, sizeof cc);
+    cc.budget_bytes = 0;
+    cc.keep_shards = zpi_shard_cache_keep_shards(BIG_SHARDS, 1, 0);
+    zpi_shard_cache *c;
+    assert_int_equal(zpi_shard_cache_create(ds, &cc, &c), ZP_OK);
+    uint64_t total = zp_worksource_samples_per_rank(ws);
+    unsigned char *seen = calloc(BIG_SHARDS * BIG_RECORDS, 1);
+    for (uint64_t q = 0; q < total; q++) {
+        zp_sample smp;
+        assert_int_equal(zp_worksource_sample(ws, 0, q, &smp), ZP_OK);
+        uint32_t u = zpi_shard_cache_unit(c, smp.shard, smp.record);
+        const zpi_shard *sh;
+        zpi_err err;
+        assert_int_equal(zpi_shard_cache_get(c, u, &sh, NULL, &err), ZP_OK);
+        assert_true(smp.record >= sh->first_record);
+        assert_true(smp.record - sh->first_record < sh->n_records);
+        /* the record's bytes are its id's: {"id": <record>, ... */
+        char want[32];
+        int wl = snprintf(want, sizeof want, "{\"id\": %llu,", (unsigned long long)smp.record);
+        assert_memory_equal(sh->data + sh->offsets[smp.record - sh->first_record], want,
+                            (size_t)wl);
+        seen[smp.shard * BIG_RECORDS + smp.record]++;
+        zpi_shard_cache_put(c, u);
+    }
+    for (size_t i = 0; i < BIG_SHARDS * BIG_RECORDS; i++)
+        assert_int_equal(seen[i], 1); /* every sample once */
+    free(seen);
+    zpi_shard_cache_stats st;
+    zpi_shard_cache_stats_get(c, &st);
+    zpi_shard_cache_destroy(c);
+    zp_worksource_destroy(ws);
+    zp_dataset_destroy(ds);
+    if (segment_loads)
+        *segment_loads = st.segment_loads;
+    return st.bytes_peak;
+}
+
+static void test_segments_cache_bounded(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t shard_bytes = 0;
+    for (int s = 0; s < BIG_SHARDS; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "big%d.jsonl", s);
+        char *p = zpt_path(dir, name);
+        size_t n;
+        char *t = records_text(10 + s, BIG_RECORDS, &n);
+        assert_int_equal(zpt_write_file(p, t, n), 0);
+        shard_bytes = n;
+        free(t);
+        free(p);
+    }
+    /* segments of 64 KiB: about 13 per shard */
+    uint64_t loads;
+    uint64_t seg_peak = pass_peak(dir, 64 << 10, &loads);
+    assert_true(loads > 0);
+    /* whole shards (SIZE_MAX): the block's 8 shards decoded at once */
+    uint64_t whole_peak = pass_peak(dir, SIZE_MAX, NULL);
+    /* by default these shards (under 8 MiB) are one segment each: as whole */
+    uint64_t dflt_peak = pass_peak(dir, 0, NULL);
+    print_message("peak resident: segments of 64 KiB %.2f MB, whole shards %.2f MB (shard %.2f MB)\n",
+                  (double)seg_peak / 1e6, (double)whole_peak / 1e6, (double)shard_bytes / 1e6);
+    assert_true(whole_peak >= (uint64_t)BIG_SHARDS * shard_bytes);
+    assert_int_equal(dflt_peak, whole_peak);
+    /* the working set: 9 segments of ~64 KiB (and their offsets) */
+    assert_true(seg_peak < (uint64_t)(BIG_SHARDS + 2) * (128 << 10));
+    assert_true(seg_peak * 2 < whole_peak);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_segments_every_format),
+        cmocka_unit_test(test_segments_corrupt_seek_table),
+        cmocka_unit_test(test_segments_count_mismatch),
+        cmocka_unit_test(test_segments_cache_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
