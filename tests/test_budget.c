@@ -242,7 +242,7 @@ static void test_budget_arithmetic(void **state)
         .n_ops = 2, .fetch_parallelism = 1, .prefetch_batches = 2, .block_shards = 2,
         .shard_cache_bytes = 0,
         .sh = {.largest = 1 << 20, .largest_index = 0, .record_bytes = 4000, .decoded = 1,
-               .n_shards = 100},
+               .n_shards = 100, .n_units = 100},
     };
     zp_memory_plan m;
     zpi_err e = {0};
