@@ -42,11 +42,15 @@
 
 #include "io/fetcher.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data/dataset_internal.h"
+#include "base/filehash.h"
 #include "base/util.h"
 #include "formats/segment.h"
 
@@ -73,6 +77,7 @@ typedef struct seg_src {
     zpi_fetch_pin pin;  /* a remote shard's cached file, pinned while rd is open */
     int busy;           /* a load is using rd */
     uint64_t next_seg;  /* the segment after the last one loaded (restarts are counted) */
+    int verified;       /* the file's content hash was checked against the manifest's */
 } seg_src;
 
 typedef struct spare_buf {
@@ -346,6 +351,36 @@ static void src_close(zpi_shard_cache *c, seg_src *src)
     memset(&src->pin, 0, sizeof src->pin);
 }
 
+/* A shard read by segments has no load that reads all of its bytes, so
+ * the manifest's content hash is checked by hashing the whole file when
+ * its reader first opens (once per shard for the cache's life: XXH64 of
+ * the stored bytes, streamed from the file, far faster than decoding it). */
+static zp_status check_hash(const char *path, const char *name, const zpi_load_limits *lim,
+                            seg_src *src, zpi_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", name, path,
+                           strerror(errno));
+    uint64_t h = 0, off = 0;
+    int e = zpi_xxh64_fd(fd, &h, &off);
+    close(fd);
+    if (e == ENOMEM)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
+    if (e)
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': read error at byte %llu of '%s': %s",
+                           name, (unsigned long long)off, path, strerror(e));
+    if (h != lim->expect_xxh64)
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
+                           "'%s' has %016llx (the file changed since it was indexed: re-run "
+                           "zephon index)",
+                           name, (unsigned long long)lim->expect_xxh64, path,
+                           (unsigned long long)h);
+    src->verified = 1;
+    return ZP_OK;
+}
+
 /* Loads segment j of shard i (a shard of several segments) through its
  * reader, opened on first use; waits while another load uses it. */
 static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_load_bufs *bufs,
@@ -382,6 +417,8 @@ static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_lo
             else
                 path = src->pin.path;
         }
+        if (st == ZP_OK && lim->has_xxh64 && !src->verified)
+            st = check_hash(path, name, lim, src, err);
         if (st == ZP_OK)
             st = zpi_seg_reader_open(path, name, strcmp(fmt->name, "jsonl.zst") == 0, lim,
                                      zp_dataset_shard_samples(c->ds, i), c->per[i], &src->rd,

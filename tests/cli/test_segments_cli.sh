@@ -117,4 +117,25 @@ check "damaged seek table: run fails (rc $rc)" '[[ $rc -ne 0 ]]'
 check "damaged seek table: the message names the file and the table" \
   'grep -q "y.jsonl.zst" "$T/err" && grep -q "seek table" "$T/err"'
 
+# 4. a manifest's content hash is checked for shards read by segments: one
+# letter of a text value changed (same size, same records, valid JSON)
+mkdir -p "$T/h"
+cp "$T/plain/shard-00001.jsonl" "$T/h/a.jsonl"
+"$Z" index --hash -o "$T/h/manifest.json" "$T/h/a.jsonl" >/dev/null 2>&1 || bad "index --hash"
+"$Z" run "$T/h/manifest.json" --quiet --segment-mb 1 >/dev/null 2>"$T/err" || bad "hashed run"
+python3 - "$T/h/a.jsonl" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+i = b.index(b'"text"', len(b) * 2 // 3) + 12
+while not chr(b[i]).isalpha():
+    i += 1
+b[i] = ord('x') if b[i] != ord('x') else ord('y')
+open(p, 'wb').write(b)
+PY
+"$Z" run "$T/h/manifest.json" --quiet --segment-mb 1 >/dev/null 2>"$T/err"; rc=$?
+check "changed shard read by segments: run fails (rc $rc)" '[[ $rc -ne 0 ]]'
+check "changed shard read by segments: content hash mismatch named" \
+  'grep -q "a.jsonl.*content hash mismatch" "$T/err"'
+
 finish
