@@ -112,6 +112,11 @@ typedef struct zp_metrics_snapshot {
     uint64_t cut_documents;
     double padding_fraction;
     double cut_fraction;
+    /* The output queue's depth (prefetch_batches) now, 1 when it is
+     * automatic (ZP_PREFETCH_AUTO), and why it is where it is. */
+    uint32_t prefetch_batches;
+    uint32_t prefetch_auto;
+    char prefetch_why[200];
     /* Attention-cost balance (zp_pipeline_balance; zp_pipeline_counts):
      * windows balanced and the max/mean ratio of the microbatches' costs
      * in them before and after (cost-weighted mean over windows; 0 when no

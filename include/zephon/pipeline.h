@@ -33,6 +33,10 @@ extern "C" {
 
 typedef struct zp_pipeline zp_pipeline;
 
+#define ZP_PREFETCH_AUTO ((size_t)-1)
+#define ZP_PREFETCH_AUTO_MAX 64
+#define ZP_PREFETCH_AUTO_BYTES ((size_t)256 << 20)
+
 /* ------------------------------------------------------------------ config */
 
 typedef struct zp_pipeline_config {
@@ -45,7 +49,14 @@ typedef struct zp_pipeline_config {
     size_t in_flight_chunks; /* chunks in the pipeline at once; 0 (default):
                                 2 * (sum of operator parallelism) + 2 */
     size_t fetch_parallelism;   /* fetch tasks at once. Default 1 */
-    size_t prefetch_batches;    /* finished batches buffered. Default 2 */
+    size_t prefetch_batches;    /* finished batches buffered, 0..4096, or
+                                   ZP_PREFETCH_AUTO (default): from 2,
+                                   deepened while running when the
+                                   consumer waits for batches while the
+                                   packer waits for room (bursts), up to
+                                   ZP_PREFETCH_AUTO_MAX batches or
+                                   ZP_PREFETCH_AUTO_BYTES of batch buffers
+                                   (docs/pipeline.md) */
     size_t microbatch_size;     /* rows per batch. Default 32 */
     size_t seq_len;             /* tokens per row minus one. Default 2048 */
     zp_pack_mode pack;          /* token modes; default ZP_PACK_CONCAT once

@@ -334,17 +334,25 @@ class Pipeline(_core.Pipeline):
         return self
 
     def options(self, prefetch_batches=None, runner=None):
-        """prefetch_batches: finished batches buffered ahead of the loop.
+        """prefetch_batches: finished batches buffered ahead of the loop, or
+        "auto" (the default: from 2, deepened while running when the loop
+        waits for batches that come in bursts; docs/pipeline.md).
         runner: "thread" (default) or "process" (Python map_transforms in
         forked worker processes)."""
         if runner is not None and runner not in ("thread", "process"):
             raise ValueError(f"runner = {runner!r}: must be 'thread' or 'process'")
         if runner is not None:
             self._runner = runner
-        if prefetch_batches is not None and prefetch_batches < 0:
-            raise Error(f"options: prefetch_batches = {prefetch_batches}: must not be negative", 2)
-        self._options(-1 if prefetch_batches is None else prefetch_batches,
-                      self._runner == "process")
+        if prefetch_batches == "auto":
+            pb = -2
+        elif prefetch_batches is None:
+            pb = -1
+        elif isinstance(prefetch_batches, str) or prefetch_batches < 0:
+            raise Error(f"options: prefetch_batches = {prefetch_batches!r}: must be a count "
+                        "or 'auto'", 2)
+        else:
+            pb = prefetch_batches
+        self._options(pb, self._runner == "process")
         return self
 
     def enable_observability(self):

@@ -266,8 +266,8 @@ static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
         return NULL;
     if (self->started)
         return zpy_raise_status(ZP_ERR_STATE, "options: iteration already started");
-    if (pb >= 0) {
-        zp_status st = zp_pipeline_options(self->p, (size_t)pb);
+    if (pb >= 0 || pb == -2) { /* -2: auto */
+        zp_status st = zp_pipeline_options(self->p, pb == -2 ? ZP_PREFETCH_AUTO : (size_t)pb);
         if (st != ZP_OK)
             return zpy_raise_status(st, zp_pipeline_errmsg(self->p));
     }

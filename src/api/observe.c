@@ -128,6 +128,10 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     m->padding_fraction =
         c.tokens + c.pad_tokens ? (double)c.pad_tokens / (double)(c.tokens + c.pad_tokens) : 0;
     m->cut_fraction = c.samples ? (double)c.cut_documents / (double)c.samples : 0;
+    int pa = 0;
+    m->prefetch_batches =
+        (uint32_t)zpi_pipeline_prefetch_tuning(p, &pa, m->prefetch_why, sizeof m->prefetch_why);
+    m->prefetch_auto = (uint32_t)pa;
     m->balance_windows = c.balance_windows;
     m->attn_imbalance_before = c.attn_cost ? (double)c.attn_peak_before / (double)c.attn_cost : 0;
     m->attn_imbalance_after = c.attn_cost ? (double)c.attn_peak_after / (double)c.attn_cost : 0;
@@ -326,6 +330,11 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
         json_object_set_new(j, "cut_documents", json_integer((json_int_t)m->cut_documents));
         json_object_set_new(j, "padding_fraction", json_real(m->padding_fraction));
         json_object_set_new(j, "cut_fraction", json_real(m->cut_fraction));
+        json_t *pf = json_object();
+        json_object_set_new(pf, "batches", json_integer(m->prefetch_batches));
+        json_object_set_new(pf, "auto", json_boolean(m->prefetch_auto));
+        json_object_set_new(pf, "why", json_string(m->prefetch_why));
+        json_object_set_new(j, "prefetch", pf);
         if (m->balance_windows) {
             json_object_set_new(j, "balance_windows",
                                 json_integer((json_int_t)m->balance_windows));

@@ -53,7 +53,7 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->chunk_samples = 64;
     cfg->in_flight_chunks = 0;
     cfg->fetch_parallelism = 1;
-    cfg->prefetch_batches = 2;
+    cfg->prefetch_batches = ZP_PREFETCH_AUTO;
     cfg->microbatch_size = 32;
     cfg->seq_len = 2048;
     cfg->pack = ZP_PACK_RECORDS;
@@ -81,8 +81,9 @@ static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
                       "chunk_samples = %zu: must be 1..1048576", c->chunk_samples);
     ZPI_RETURN_ERR_IF(c->fetch_parallelism == 0 || c->fetch_parallelism > 1024, e, ZP_ERR_INVALID,
                       "fetch_parallelism = %zu: must be 1..1024", c->fetch_parallelism);
-    ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096, e, ZP_ERR_INVALID,
-                      "prefetch_batches = %zu: must be 0..4096", c->prefetch_batches);
+    ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096 && c->prefetch_batches != ZP_PREFETCH_AUTO, e,
+                      ZP_ERR_INVALID, "prefetch_batches = %zu: must be 0..4096 or auto",
+                      c->prefetch_batches);
     ZPI_RETURN_ERR_IF(c->microbatch_size == 0 || c->microbatch_size > (1u << 20), e, ZP_ERR_INVALID,
                       "microbatch_size = %zu: must be 1..1048576", c->microbatch_size);
     ZPI_RETURN_ERR_IF(c->seq_len == 0 || c->seq_len > (1u << 24), e, ZP_ERR_INVALID,
@@ -377,8 +378,10 @@ size_t zp_pipeline_balance_window(const zp_pipeline *p)
 zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_options"));
-    ZPI_RETURN_ERR_IF(prefetch_batches > 4096, &p->err, ZP_ERR_INVALID,
-                      "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096",
+    ZPI_RETURN_ERR_IF(prefetch_batches > 4096 && prefetch_batches != ZP_PREFETCH_AUTO, &p->err,
+                      ZP_ERR_INVALID,
+                      "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096 or "
+                      "ZP_PREFETCH_AUTO",
                       prefetch_batches);
     p->cfg.prefetch_batches = prefetch_batches;
     return ZP_OK;
@@ -485,8 +488,22 @@ static zp_status start(zp_pipeline *p)
                       (unsigned long long)ck->bal_done, p->balance);
     p->q_ready = 1;
     /* the balance window's batches are held until it is complete */
-    const size_t nbufs = p->cfg.prefetch_batches + 2 + p->balance;
+    const int autop = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
+    const size_t prefetch = autop ? 2 : p->cfg.prefetch_batches;
+    const size_t nbufs = prefetch + 2 + p->balance;
     zp_status st = zpi_outq_init(&p->q, nbufs, rows, cols, p->masking);
+    if (st == ZP_OK && autop) {
+        /* a batch buffer's size: token rows (with the masking outputs), or
+         * records of 4 KiB taken as typical */
+        size_t per = cols ? rows * cols * (sizeof(int32_t) * (2 + (p->masking ? 1 : 0)) + 1)
+                          : rows * 4096;
+        size_t max = ZP_PREFETCH_AUTO_BYTES / (per ? per : 1);
+        if (max > ZP_PREFETCH_AUTO_MAX)
+            max = ZP_PREFETCH_AUTO_MAX;
+        zpi_outq_autotune(&p->q, prefetch, max);
+    } else if (st == ZP_OK) {
+        p->q.tune.prefetch = prefetch; /* (fixed: reported as it is) */
+    }
     if (st != ZP_OK) {
         zpi_err_set(&p->fatal, st,
                     "cannot start the pipeline: out of memory for %zu batch buffers of %zu x %zu",
@@ -871,4 +888,19 @@ size_t zpi_pipeline_ready_batches(zp_pipeline *p) { return p->q_ready ? zpi_outq
 
 zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
 
-size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p) { return p->cfg.prefetch_batches; }
+size_t zpi_pipeline_prefetch_tuning(zp_pipeline *p, int *is_auto, char *why, size_t len)
+{
+    if (p->q_ready)
+        return zpi_outq_prefetch(&p->q, is_auto, why, len);
+    *is_auto = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
+    if (len)
+        why[0] = 0;
+    return *is_auto ? 2 : p->cfg.prefetch_batches;
+}
+
+size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p)
+{
+    if (p->q_ready)
+        return zpi_outq_prefetch((zpi_outq *)&p->q, NULL, NULL, 0);
+    return p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches;
+}

@@ -59,7 +59,9 @@ zpi_engine *zpi_pipeline_engine(const zp_pipeline *p);
 size_t zpi_pipeline_ready_batches(zp_pipeline *p);
 /* The handle's error, for the public calls observe.c implements. */
 zpi_err *zpi_pipeline_err(zp_pipeline *p);
-/* The prefetch_batches setting. */
+/* The prefetch depth now (prefetch_batches, or where auto took it). */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
+/* The same, whether it is automatic, and auto's last decision ("" none). */
+size_t zpi_pipeline_prefetch_tuning(zp_pipeline *p, int *is_auto, char *why, size_t len);
 
 #endif

@@ -77,7 +77,8 @@ void cli_run_usage(FILE *f)
         "  --microbatch N          rows per batch (default 32)\n"
         "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
         "                          with P loads at once (default P 1; default off)\n"
-        "  --prefetch-batches N    finished batches buffered (default 2)\n"
+        "  --prefetch-batches N|auto finished batches buffered (default auto: from 2,\n"
+        "                          deepened while the loop waits in bursts; docs/pipeline.md)\n"
         "  --chunk-samples N       samples per task (default 64)\n"
         "  --in-flight N           chunks in flight (default: from parallelism)\n"
         "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
@@ -515,8 +516,11 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         o->prefetch_buffer = u;
         o->prefetch_parallelism = par;
         used = 2;
+    } else if (!strcmp(a, "--prefetch-batches") && v && !strcmp(v, "auto")) {
+        o->pc.prefetch_batches = ZP_PREFETCH_AUTO;
+        used = 2;
     } else if (!strcmp(a, "--prefetch-batches"))
-        NUM(o->pc.prefetch_batches, 1, MAX_ROWS);
+        NUM(o->pc.prefetch_batches, 1, 4096);
     else if (!strcmp(a, "--chunk-samples"))
         NUM(o->pc.chunk_samples, 1, MAX_ROWS);
     else if (!strcmp(a, "--in-flight"))
