@@ -6,6 +6,7 @@
 #define ZEPHON_H
 
 #include "zephon/common.h"
+#include "zephon/certificate.h"
 #include "zephon/dataset.h"
 #include "zephon/observe.h"
 #include "zephon/pipeline.h"
@@ -13,6 +14,7 @@
 #include "zephon/state.h"
 #include "zephon/storage.h"
 #include "zephon/tokenizer.h"
+#include "zephon/watchdog.h"
 #include "zephon/worksource.h"
 
 #endif

@@ -606,6 +606,8 @@ zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     zp_status st = src ? ZP_OK
                        : zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for %zu batches of a step",
                                       K);
+    if (st == ZP_OK)
+        zpi_mpi_watch(m, p);
     while (st == ZP_OK && got < K) {
         const zp_batch *b = NULL;
         st = zp_pipeline_next(p, &b);
@@ -637,6 +639,8 @@ zp_status zpi_mpi_balance_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     int64_t shape = st == ZP_OK && got == K ? shape_of(src[0]) : 0;
     st = zpi_mpi_step_agree(m, st, got, shape);
     if (st != ZP_OK) {
+        for (size_t k = 0; k < got; k++)
+            zpi_mpi_keep_undelivered(m, src[k]); /* held, not delivered */
         if (src)
             release_all(p, src, got);
         free(src);

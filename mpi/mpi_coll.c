@@ -100,6 +100,17 @@ int zpi_coll_ireduce(zp_mpi *m, const void *in, void *out, int count, MPI_Dataty
     return MPI_Ireduce(in, out, count, t, op, root, m->comm, req);
 }
 
+int zpi_coll_iallreduce(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
+                        MPI_Request *req)
+{
+    if (m->solo) {
+        copy(out, in, count, t);
+        *req = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
+    return MPI_Iallreduce(in, out, count, t, op, m->comm, req);
+}
+
 int zpi_coll_testall(zp_mpi *m, int n, MPI_Request *req, int *done)
 {
     if (m->solo) {

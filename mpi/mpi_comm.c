@@ -129,9 +129,10 @@ static void release(zp_mpi *m)
 {
     int fin = 0;
     MPI_Finalized(&fin);
+    if (!fin && !m->solo && m->pend.active)
+        MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
+    zpi_mpi_watch_release(m); /* collective on a created handle */
     if (!fin && !m->solo) {
-        if (m->pend.active)
-            MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
         if (m->node_comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->node_comm);
         if (m->comm != MPI_COMM_NULL)
@@ -144,6 +145,9 @@ static void release(zp_mpi *m)
     free(m->hist.fetch);
     free(m->hist.t_end);
     free(m->hist.streak);
+    free(m->undelivered);
+    m->undelivered = NULL;
+    m->n_undelivered = 0;
     m->pend.recv = NULL;
     m->hosts = NULL;
     m->hist.fetch = NULL;
@@ -263,6 +267,19 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
         st = find_node(m);
     if (st == ZP_OK)
         st = gather_hosts(m);
+    m->t_create = zpi_now();
+    if (st == ZP_OK && !m->solo) { /* the node's CPU bindings (mpi_watchdog.c) */
+        void *masks = malloc((size_t)m->local_size * zpi_mpi_mask_bytes());
+        st = zpi_mpi_agree_status(m, masks ? ZP_OK
+                                           : zpi_mpi_fail(m, ZP_ERR_NOMEM,
+                                                          "rank %d: out of memory for %d CPU masks",
+                                                          m->rank, m->local_size));
+        if (st == ZP_OK)
+            st = zpi_mpi_binding(m, masks);
+        free(masks);
+    } else if (st == ZP_OK) {
+        st = zpi_mpi_binding(m, NULL);
+    }
     if (st == ZP_OK && m->rank == m->cfg.root) {
         zpi_mpi_history *h = &m->hist;
         h->cap = m->cfg.max_windows;
@@ -270,7 +287,9 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
         h->t_end = calloc(h->cap, sizeof *h->t_end);
         h->streak = calloc((size_t)m->size, sizeof *h->streak);
         m->pend.recv = malloc((size_t)m->size * sizeof *m->pend.recv);
-        local = (h->fetch && h->t_end && h->streak && m->pend.recv)
+        /* stall notices received per rank, and sent (at destroy) */
+        m->wd_recv = calloc(2 * (size_t)m->size, sizeof *m->wd_recv);
+        local = (h->fetch && h->t_end && h->streak && m->pend.recv && m->wd_recv)
                     ? ZP_OK
                     : zpi_mpi_fail(m, ZP_ERR_NOMEM,
                                    "zp_mpi_create: out of memory for %u report windows of %d ranks "
@@ -283,6 +302,7 @@ static zp_status create_rest(zp_mpi *m, zp_mpi **out)
         st = zpi_mpi_agree_status(m, local);
     if (st != ZP_OK)
         return create_failed(m, st, out);
+    m->wd_ready = 1;
     *out = m;
     return ZP_OK;
 }
@@ -312,6 +332,28 @@ int zp_mpi_local_size(const zp_mpi *m) { return m ? m->local_size : 0; }
 const char *zp_mpi_hostname(const zp_mpi *m) { return m ? m->host : ""; }
 MPI_Comm zp_mpi_comm(const zp_mpi *m) { return m ? m->comm : MPI_COMM_NULL; }
 uint64_t zp_mpi_batches_dropped(const zp_mpi *m) { return m ? m->dropped : 0; }
+
+size_t zp_mpi_undelivered_samples(const zp_mpi *m, const zp_sample **out)
+{
+    if (out)
+        *out = m ? m->undelivered : NULL;
+    return m ? m->n_undelivered : 0;
+}
+
+/* (mpi_internal.h) */
+void zpi_mpi_keep_undelivered(zp_mpi *m, const zp_batch *b)
+{
+    if (!b || !b->n_samples)
+        return;
+    zp_sample *a = realloc(m->undelivered, (m->n_undelivered + b->n_samples) * sizeof *a);
+    if (!a) {
+        m->undelivered_lost = 1;
+        return;
+    }
+    memcpy(a + m->n_undelivered, b->samples, b->n_samples * sizeof *a);
+    m->undelivered = a;
+    m->n_undelivered += b->n_samples;
+}
 
 zp_status zp_mpi_set_vote(zp_mpi *m, zp_mpi_vote_kind kind, int64_t value)
 {

@@ -118,6 +118,12 @@ struct zp_mpi {
     int stop_rank; /* lowest rank whose stop vote was the agreed one; -1 */
     double sync_seconds;
     zpi_mpi_bal bal;              /* zp_mpi_balance (mpi_balance.c) */
+    /* the samples listed by batches this rank's pipeline handed out and
+     * zp_mpi_next did not deliver (the step every rank stopped at): the
+     * coverage certificate takes them out of the pipeline's digests */
+    zp_sample *undelivered;
+    size_t n_undelivered;
+    int undelivered_lost; /* out of memory: some are not listed */
 
     /* reports */
     uint32_t reports;             /* made so far */
@@ -125,6 +131,17 @@ struct zp_mpi {
     zp_mpi_rank_stats prev;       /* this rank's previous record (windows) */
     zpi_mpi_history hist;         /* root */
     zpi_mpi_pending pend;
+
+    /* threads under a launcher and the stall watchdog (mpi_watchdog.c) */
+    int bind_cores, bind_share, node_cores;
+    int wd_ready;                 /* created: destroy gathers the notices in flight */
+    double t_create;              /* zpi_now() at create */
+    uint32_t wd_sent;             /* notices sent (this rank) */
+    zp_mpi_stall *wd_out;         /* their send buffers, ZP_MPI_STALL_NOTICES */
+    MPI_Request *wd_req;
+    uint32_t *wd_recv;            /* root: notices received per rank */
+    zp_mpi_stall *stalls;         /* root: one per stuck rank, in order learned */
+    size_t n_stalls, cap_stalls;
 };
 
 struct zp_cluster_report {
@@ -171,6 +188,13 @@ struct zp_cluster_report {
     char partial_reason[256];
     int partial_own_reason;        /* the reason was given, not made from the signal */
     uint64_t partial_steps;
+    /* the coverage certificate (zp_mpi_report_coverage; 0: none made) */
+    size_t n_cov;
+    zp_coverage_cert *cov;
+    /* the stall watchdog and oversubscribed nodes (mpi_watchdog.c) */
+    zp_mpi_stall *stalls;          /* at most 64 */
+    size_t n_stalls, stalls_total;
+    char oversub[512];
 };
 
 /* ---- mpi_coll.c ---- */
@@ -195,6 +219,8 @@ int zpi_coll_ireduce(zp_mpi *m, const void *in, void *out, int count, MPI_Dataty
 int zpi_coll_alltoallv(zp_mpi *m, const void *in, const int *scounts, const int *sdispls,
                        void *out, const int *rcounts, const int *rdispls, MPI_Datatype t);
 int zpi_coll_testall(zp_mpi *m, int n, MPI_Request *req, int *done);
+int zpi_coll_iallreduce(zp_mpi *m, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
+                        MPI_Request *req);
 int zpi_coll_waitall(zp_mpi *m, int n, MPI_Request *req);
 
 /* ---- mpi_util.c ---- */
@@ -252,6 +278,24 @@ void zpi_mpi_human(char *buf, size_t cap, zpi_mpi_unit u, double v); /* mpi_repo
 /* A value in the unit u for people, into a local buffer (for printf). */
 #define ZPI_MPI_HUMAN(buf, u, v) (zpi_mpi_human((buf), sizeof(buf), (u), (v)), (buf))
 
+/* Accelerator utilisation (mpi_au.c): a rank's (NAN when it has no step),
+ * the job's (the mean over ranks, passing at ZPI_MPI_AU_THRESHOLD), and
+ * the sentence every format states. */
+#define ZPI_MPI_AU_THRESHOLD 0.90
+typedef struct zpi_mpi_au {
+    double job;     /* NAN when no rank has a step */
+    int ranks;      /* ranks with an AU */
+    double min;     /* the lowest, and its rank */
+    int min_rank;
+    int below;      /* ranks below the threshold */
+    int passes;     /* job >= ZPI_MPI_AU_THRESHOLD */
+} zpi_mpi_au;
+double zpi_mpi_rank_au(const zp_mpi_rank_stats *s);
+void zpi_mpi_au_of(const zp_cluster_report *r, zpi_mpi_au *a);
+void zpi_mpi_au_sentence(const zp_cluster_report *r, zpi_sbuf *b);
+/* The HTML page's histograms of per-rank figures (mpi_render_html_dist.c). */
+void zpi_mpi_html_distributions(const zp_cluster_report *r, zpi_sbuf *b);
+
 /* ---- the report's formats: mpi_render_text.c, mpi_render_data.c (JSON,
  * CSV), mpi_render_html.c; each appends the whole document to b ---- */
 void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b);
@@ -259,6 +303,15 @@ void zpi_mpi_render_json(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_windows_csv(const zp_cluster_report *r, zpi_sbuf *b);
 void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The coverage certificate's section of each format (mpi_coverage.c):
+ * nothing when the report has none; the CSV is its own file, coverage.csv
+ * (one row per epoch), written only when there is a certificate. */
+void zpi_mpi_coverage_text(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_coverage_csv(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_coverage_html(const zp_cluster_report *r, zpi_sbuf *b);
+/* The "coverage" member of report.json: an array, or NULL when none. */
+struct json_t;
+struct json_t *zpi_mpi_coverage_json(const zp_cluster_report *r);
 
 /* ---- what the formats share: mpi_render_common.c ---- */
 
@@ -303,6 +356,11 @@ int zpi_mpi_warmup_windows(const zp_cluster_report *r);
  * ("rank R: ...") stored on every rank. */
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
 
+/* A batch the pipeline handed out that zp_mpi_next does not deliver (a
+ * step every rank stopped at): its samples are kept for the coverage
+ * certificate (zp_mpi_undelivered_samples). */
+void zpi_mpi_keep_undelivered(zp_mpi *m, const zp_batch *b);
+
 /* The agreement of one lock-step step (zp_mpi_next): st is this rank's
  * outcome (ZP_OK: it holds its batches; ZP_END; an error with its message
  * on m), held the batches it holds (counted as dropped when the stream
@@ -341,5 +399,29 @@ void zpi_mpi_data_summary(char *buf, size_t cap, const char *const *specs, size_
  * of shards: a "data=" token of extra is left out), a token longer than
  * 120 bytes cut. */
 void zpi_mpi_settings_text(const zpi_mpi_info *i, zpi_sbuf *b);
+
+/* ---- mpi_watchdog.c ---- */
+
+/* create: this rank's binding and, with masks (room for local_size masks of
+ * zpi_mpi_mask_bytes()), the node's (collective over node_comm). */
+size_t zpi_mpi_mask_bytes(void);
+zp_status zpi_mpi_binding(zp_mpi *m, void *masks);
+/* zp_mpi_next: hook p's watchdog (once), receive notices while waiting for
+ * req (the step's agreement; the root polls, the others wait). */
+void zpi_mpi_watch(zp_mpi *m, zp_pipeline *p);
+int zpi_mpi_wait_step(zp_mpi *m, MPI_Request *req);
+/* root: receive every notice the ranks' records say were sent (rank i sent
+ * sent[i]); before a report's analysis and at destroy. */
+void zpi_mpi_watch_drain(zp_mpi *m, const zp_mpi_rank_stats *ranks);
+/* destroy (collective): receive what is in flight, complete the sends, free. */
+void zpi_mpi_watch_release(zp_mpi *m);
+/* the report: copy the stalls, find oversubscribed nodes; free */
+void zpi_mpi_watch_report(zp_mpi *m, zp_cluster_report *r);
+/* renderers: the text section, the JSON members, the HTML section */
+void zpi_mpi_watch_text(const zp_cluster_report *r, zpi_sbuf *b);
+void zpi_mpi_watch_html(const zp_cluster_report *r, zpi_sbuf *b);
+struct json_t;
+/* {"stalls": [...], "stalled_ranks": N, "oversubscribed": "..."} members set on obj */
+void zpi_mpi_watch_json(const zp_cluster_report *r, struct json_t *obj);
 
 #endif

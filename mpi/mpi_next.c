@@ -17,10 +17,13 @@ zp_status zp_mpi_next(zp_mpi *m, zp_pipeline *p, const zp_batch **out)
     zp_status st;
     if (!p || !out)
         st = zpi_mpi_fail(m, ZP_ERR_INVALID, "zp_mpi_next: %s is NULL", !p ? "the pipeline" : "out");
-    else if ((st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
+    else if (zpi_mpi_watch(m, p), (st = zp_pipeline_next(p, &b)) != ZP_OK && st != ZP_END)
         zpi_mpi_fail(m, st, "%s", zp_pipeline_errmsg(p));
+    zp_status got = st;
     st = zpi_mpi_step_agree(m, st, st == ZP_OK ? 1 : 0, 0);
     if (st == ZP_OK)
         *out = b;
+    else if (got == ZP_OK)
+        zpi_mpi_keep_undelivered(m, b); /* held, not delivered */
     return st;
 }

@@ -107,5 +107,16 @@ zp_status zp_cluster_report_write(const zp_cluster_report *r, const char *dir, c
         if (st != ZP_OK)
             return st;
     }
+    if (zp_cluster_report_coverage(r, NULL)) { /* the certificate's own file */
+        char *s = NULL;
+        size_t len = 0;
+        zp_status st = render_with(zpi_mpi_coverage_csv, r, &s, &len);
+        if (st == ZP_OK)
+            st = write_file(dir, "coverage.csv", s, len, errbuf, errlen);
+        else if (errbuf)
+            zpi_fmt(errbuf, errlen, "cannot render coverage.csv: %s", zp_status_str(st));
+        free(s);
+        return st;
+    }
     return ZP_OK;
 }

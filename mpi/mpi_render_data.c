@@ -27,6 +27,11 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
     if (s->rank >= 0) {
         json_object_set_new(o, "local_rank", json_integer(s->local_rank));
         json_object_set_new(o, "valid", json_boolean(s->valid));
+        /* the binding (zp_mpi_suggested_threads) and stall notices sent */
+        json_object_set_new(o, "cores", jint(s->cores));
+        json_object_set_new(o, "sharing", jint(s->sharing));
+        json_object_set_new(o, "node_cores", jint(s->node_cores));
+        json_object_set_new(o, "stall_notices", jint(s->stall_notices));
     } else {
         json_object_set_new(o, "ranks", json_integer(s->local_rank));
     }
@@ -83,6 +88,22 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
 #undef JD
     if (host)
         json_object_set_new(o, "host", json_string(host));
+    return o;
+}
+
+/* The job's accelerator utilisation (mpi_au.c). */
+static json_t *au_json(const zp_cluster_report *r)
+{
+    zpi_mpi_au a;
+    zpi_mpi_au_of(r, &a);
+    json_t *o = json_object();
+    json_object_set_new(o, "job", jreal(a.job));
+    json_object_set_new(o, "threshold", json_real(ZPI_MPI_AU_THRESHOLD));
+    json_object_set_new(o, "passes", json_boolean(a.passes));
+    json_object_set_new(o, "ranks", json_integer(a.ranks));
+    json_object_set_new(o, "min", jreal(a.min));
+    json_object_set_new(o, "min_rank", a.min_rank >= 0 ? json_integer(a.min_rank) : json_null());
+    json_object_set_new(o, "ranks_below", json_integer(a.below));
     return o;
 }
 
@@ -329,11 +350,15 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(root, "header", header_json(r));
 
     json_t *ranks = json_array();
-    for (int i = 0; i < r->size; i++)
-        json_array_append_new(ranks, stats_json(&r->ranks[i], zp_cluster_report_rank_host(r, i)));
+    for (int i = 0; i < r->size; i++) {
+        json_t *o = stats_json(&r->ranks[i], zp_cluster_report_rank_host(r, i));
+        json_object_set_new(o, "au", jreal(zpi_mpi_rank_au(&r->ranks[i])));
+        json_array_append_new(ranks, o);
+    }
     json_object_set_new(root, "ranks", ranks);
 
     json_object_set_new(root, "summary", summary_json(r));
+    json_object_set_new(root, "accelerator_utilisation", au_json(r));
     json_object_set_new(root, "totals", stats_json(&r->totals, NULL));
     json_object_set_new(root, "mixture", mixture_json(r));
     json_object_set_new(root, "attn_balance", balance_json(r));
@@ -345,7 +370,11 @@ static json_t *render_json_obj(const zp_cluster_report *r)
     json_object_set_new(root, "histograms", histograms_json(r));
     json_object_set_new(root, "stragglers", stragglers_json(r));
     json_object_set_new(root, "windows", windows_json(r));
+    json_t *cov = zpi_mpi_coverage_json(r);
+    if (cov)
+        json_object_set_new(root, "coverage", cov);
     json_object_set_new(root, "verdict", json_string(r->verdict));
+    zpi_mpi_watch_json(r, root);
     return root;
 }
 
@@ -485,11 +514,13 @@ void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                    "slowest_record_s,step_s,fetch_per_batch_s,samples_per_s,bytes_per_s,"
                    "cache_hit_frac,straggler,ondemand_reads,ondemand_bytes_B,ondemand_s,"
                    "ondemand_io_s,hdf5_lock_wait_s,pad_tokens,cut_documents,padding_frac,"
-                   "cut_frac");
+                   "cut_frac,au_frac,job_au_frac,job_au_passes");
     /* attention-cost balance: only when it ran (the columns of a run
      * without stay as they were); the step figures are the job's, the
      * same on every row */
     int bal = zp_cluster_report_has_balance(r);
+    zpi_mpi_au au;
+    zpi_mpi_au_of(r, &au);
     zp_mpi_balance_stats bs;
     zp_cluster_report_balance(r, &bs);
     if (bal)
@@ -531,6 +562,10 @@ void zpi_mpi_render_csv(const zp_cluster_report *r, zpi_sbuf *b)
                       (unsigned long long)s->cut_documents);
         csv_num(b, s->padding_fraction, "%.6f");
         csv_num(b, s->cut_fraction, "%.6f");
+        /* accelerator utilisation: the rank's, the job's (the same on every row) */
+        csv_num(b, zpi_mpi_rank_au(s), "%.4f");
+        csv_num(b, au.job, "%.4f");
+        zpi_sb_printf(b, ",%d", au.passes);
         if (bal) {
             zpi_sb_printf(b, ",%llu", (unsigned long long)s->balance_windows);
             csv_num(b, s->attn_imbalance_before, "%.6f");

@@ -11,11 +11,18 @@
 
 #include "mpi_internal.h"
 
-/* The bar chart draws at most this many ranks; the heat map at most this
- * many rows (beyond, a row is a group of consecutive ranks). They bound
- * the page's size (docs/report.md). */
-#define HTML_MAX_CHART_RANKS 512
-#define HEAT_MAX_ROWS 128
+/* Up to HTML_FULL_RANKS ranks the page draws a bar per rank and shows the
+ * per-rank tables open; beyond, the bar chart draws HTML_BAR_ROWS ranks (the
+ * named stragglers and the longest bars) and the ranks at three percentiles,
+ * the tables list the HTML_WORST worst ranks (nodes) and keep the full ones
+ * collapsed. The heat map draws at most HEAT_MAX_ROWS rows (beyond, a row
+ * is a group of consecutive ranks). They bound the page's height whatever
+ * the rank count (docs/report.md). */
+#define HTML_FULL_RANKS 32
+#define HTML_BAR_ROWS 16
+#define HTML_WORST 10
+#define HTML_MAX_STRAGGLERS 20
+#define HEAT_MAX_ROWS 64
 
 /* The parts of a rank's time drawn in the stacked bars. */
 enum { P_READ, P_DECOMP, P_OPEN_OTHER, P_FETCH_OTHER, P_TRANSFER, P_STALL, P_SYNC, P_N };
@@ -60,67 +67,81 @@ static int cmp_bar(const void *a, const void *b)
         return x->total < y->total ? 1 : -1; /* then the longest bars */
     return x->rank - y->rank;
 }
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
 
-/* The ranks drawn as bars: all, or beyond HTML_MAX_CHART_RANKS the named
- * stragglers and the ranks with the longest bars, in rank order. *n out. */
-static int *bar_ranks(const zp_cluster_report *r, int *n)
+/* A bar of the chart: its rank, and the percentile it stands for (0: a
+ * rank drawn for itself). */
+typedef struct bar_row {
+    int rank, pct;
+} bar_row;
+
+/* The bars drawn: every rank in rank order up to HTML_FULL_RANKS; beyond,
+ * the named stragglers and the longest bars (HTML_BAR_ROWS), longest first,
+ * then the ranks at p99, p90 and p50 of the bar length. *n out. */
+static bar_row *bar_rows(const zp_cluster_report *r, int *n)
 {
-    int *idx = malloc((size_t)(r->size > 0 ? r->size : 1) * sizeof *idx);
-    if (!idx)
+    bar_row *row = malloc((size_t)(r->size > 0 ? r->size : 1) * sizeof *row);
+    if (!row)
         return NULL;
     *n = r->size;
     for (int i = 0; i < r->size; i++)
-        idx[i] = i;
-    if (r->size <= HTML_MAX_CHART_RANKS)
-        return idx;
+        row[i] = (bar_row){i, 0};
+    if (r->size <= HTML_FULL_RANKS)
+        return row;
     bar_key *k = malloc((size_t)r->size * sizeof *k);
     if (!k) {
-        free(idx);
+        free(row);
         return NULL;
     }
     for (int i = 0; i < r->size; i++)
         k[i] = (bar_key){r->named[i], bar_total(&r->ranks[i]), i};
     qsort(k, (size_t)r->size, sizeof *k, cmp_bar);
-    *n = HTML_MAX_CHART_RANKS;
+    *n = HTML_BAR_ROWS;
     for (int i = 0; i < *n; i++)
-        idx[i] = k[i].rank;
+        row[i] = (bar_row){k[i].rank, 0};
+    /* the percentiles of the length alone (stragglers not put first) */
+    for (int i = 0; i < r->size; i++)
+        k[i].named = 0;
+    qsort(k, (size_t)r->size, sizeof *k, cmp_bar);
+    static const int pct[] = {99, 90, 50};
+    for (size_t q = 0; q < sizeof pct / sizeof pct[0]; q++) {
+        /* the nearest rank from the top: (100 - p)% of the ranks are longer */
+        int at = (int)((double)(100 - pct[q]) / 100.0 * r->size);
+        row[(*n)++] = (bar_row){k[at < r->size ? at : r->size - 1].rank, pct[q]};
+    }
     free(k);
-    qsort(idx, (size_t)*n, sizeof *idx, cmp_int);
-    return idx;
+    return row;
 }
 
 static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
 {
     int n = 0;
-    int *idx = bar_ranks(r, &n);
-    if (!idx) {
+    bar_row *row = bar_rows(r, &n);
+    if (!row) {
         b->oom = 1;
         return;
     }
     double maxt = 0;
     for (int k = 0; k < n; k++)
-        maxt = fmax(maxt, bar_total(&r->ranks[idx[k]]));
+        maxt = fmax(maxt, bar_total(&r->ranks[row[k].rank]));
     if (maxt <= 0)
         maxt = 1;
-    const int row = 16, left = 70, width = 640;
-    int height = n * row + 40;
+    const int rh = 16, left = 110, width = 640;
+    int height = n * rh + 40;
     zpi_sb_printf(b,
                   "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                   "role=\"img\" aria-label=\"where each rank's time goes\">\n",
                   left + width + 20, height);
     char t[32];
     for (int k = 0; k < n; k++) {
-        const zp_mpi_rank_stats *s = &r->ranks[idx[k]];
+        const zp_mpi_rank_stats *s = &r->ranks[row[k].rank];
         double p[P_N];
         parts_of(s, p);
-        int y = 4 + k * row;
-        zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">rank %d</text>\n",
-                      left - 6, y + 11, s->rank);
+        int y = 4 + k * rh;
+        zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">", left - 6,
+                      y + 11);
+        if (row[k].pct)
+            zpi_sb_printf(b, "p%d: ", row[k].pct);
+        zpi_sb_printf(b, "rank %d</text>\n", s->rank);
         double x = left;
         for (int q = 0; q < P_N; q++) {
             double w = p[q] / maxt * width;
@@ -129,12 +150,12 @@ static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
             zpi_sb_printf(b,
                           "<rect x=\"%.1f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
                           "<title>rank %d %s: %s</title></rect>\n",
-                          x, y, w, row - 3, PART_COLOR[q], s->rank, PART_NAME[q],
+                          x, y, w, rh - 3, PART_COLOR[q], s->rank, PART_NAME[q],
                           ZPI_MPI_HUMAN(t, ZPI_U_SECONDS, p[q]));
             x += w;
         }
     }
-    int ay = 4 + n * row + 14;
+    int ay = 4 + n * rh + 14;
     zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\">0 s</text>", left, ay);
     zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
                   left + width, ay, ZPI_MPI_HUMAN(t, ZPI_U_SECONDS, maxt));
@@ -143,12 +164,14 @@ static void svg_bars(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "<span><i style=\"background:%s\"></i>%s</span> ", PART_COLOR[k],
                       PART_NAME[k]);
     zpi_sb_puts(b, "</div>\n");
-    if (n < r->size)
+    if (r->size > HTML_FULL_RANKS)
         zpi_sb_printf(b,
                       "<p class=\"note\">%d of %d ranks are drawn: the named stragglers and the "
-                      "ranks with the longest bars, in rank order; the tables list all.</p>\n",
-                      n, r->size);
-    free(idx);
+                      "ranks with the longest bars, longest first, then the ranks at the 99th, "
+                      "90th and 50th percentile of the bar length (p99: 1%% of the ranks have "
+                      "longer bars); the distributions below cover every rank.</p>\n",
+                      HTML_BAR_ROWS, r->size);
+    free(row);
 }
 
 /* The heat map's colours: HEAT_LEVELS steps from white (fast) to dark red
@@ -189,7 +212,21 @@ typedef struct {
     int per, rows, warm;
     int left, top, cw, ch;
     double maxv;
+    int rpn; /* >0: a row is whole nodes of rpn ranks each (rank i on node i / rpn) */
 } heat_layout;
+
+/* The ranks per node when every node has as many and rank i is on node
+ * i / that count (the launcher's block placement), else 0. */
+static int heat_block_nodes(const zp_cluster_report *r)
+{
+    int rpn = r->ranks_per_node_max;
+    if (rpn < 1 || r->ranks_per_node_min != rpn)
+        return 0;
+    for (int i = 0; i < r->size; i++)
+        if (r->ranks[i].node != i / rpn)
+            return 0;
+    return rpn;
+}
 
 /* A value's colour step, -1 when no batch. */
 static int heat_level(double v, double maxv)
@@ -203,6 +240,10 @@ static void heat_layout_of(const zp_cluster_report *r, heat_layout *L)
     int per = (r->size + HEAT_MAX_ROWS - 1) / HEAT_MAX_ROWS;
     if (per < 1)
         per = 1;
+    /* grouped rows: whole nodes when the placement allows */
+    int rpn = per > 1 ? heat_block_nodes(r) : 0;
+    if (rpn)
+        per = rpn * ((r->nodes + HEAT_MAX_ROWS - 1) / HEAT_MAX_ROWS);
     int rows = (r->size + per - 1) / per;
     int warm = zpi_mpi_warmup_windows(r);
     double maxv = 0;
@@ -215,13 +256,13 @@ static void heat_layout_of(const zp_cluster_report *r, heat_layout *L)
         }
     if (maxv <= 0)
         maxv = 1;
-    const int left = 90, top = 4;
-    int cw = nw > 0 ? 640 / nw : 8, ch = rows <= 64 ? 14 : 8;
+    const int left = 130, top = 4;
+    int cw = nw > 0 ? 640 / nw : 8, ch = rows <= HTML_FULL_RANKS ? 14 : 8;
     if (cw > 40)
         cw = 40;
     if (cw < 2)
         cw = 2;
-    *L = (heat_layout){per, rows, warm, left, top, cw, ch, maxv};
+    *L = (heat_layout){per, rows, warm, left, top, cw, ch, maxv, rpn};
 }
 
 /* The run of windows from w on whose cells in row g have one colour: one
@@ -256,7 +297,9 @@ static int heat_run(const zp_cluster_report *r, zpi_sbuf *b, const heat_layout *
     zpi_sb_printf(b,
                   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>",
                   left + w * cw, top + g * ch, (e - w) * cw - 1, ch - 1, col);
-    if (per > 1)
+    if (L->rpn)
+        zpi_sb_printf(b, "nodes %d-%d (ranks %d-%d), ", r0 / L->rpn, r1 / L->rpn, r0, r1);
+    else if (per > 1)
         zpi_sb_printf(b, "ranks %d-%d, ", r0, r1);
     else
         zpi_sb_printf(b, "rank %d, ", r0);
@@ -291,6 +334,8 @@ static void heat_row(const zp_cluster_report *r, zpi_sbuf *b, const heat_layout 
     if (L->ch >= 14 || g % 8 == 0) {
         if (r0 == r1)
             zpi_fmt(who_s, sizeof who_s, "rank %d", r0);
+        else if (L->rpn)
+            zpi_fmt(who_s, sizeof who_s, "nodes %d-%d", r0 / L->rpn, r1 / L->rpn);
         else
             zpi_fmt(who_s, sizeof who_s, "ranks %d-%d", r0, r1);
         zpi_sb_printf(b, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
@@ -327,7 +372,8 @@ static void svg_heatmap(const zp_cluster_report *r, zpi_sbuf *b)
                   "slowest after warm-up)%s; grey: no batch.",
                   (unsigned long long)r->first_window,
                   (unsigned long long)(r->first_window + (uint64_t)(nw > 0 ? nw - 1 : 0)), hi_s,
-                  per > 1 ? "; a row is its ranks' slowest" : "");
+                  L.rpn ? "; a row is a group of whole nodes, its ranks' slowest"
+                  : per > 1 ? "; a row is its ranks' slowest" : "");
     if (warm > 0)
         zpi_sb_printf(b,
                       " Left of the dashed line: %d warm-up window%s, left out of the colour scale "
@@ -357,6 +403,9 @@ static void html_head(const zp_cluster_report *r, zpi_sbuf *b)
                    ".lbl{font:11px sans-serif;fill:#333}.note{color:#666}\n"
                    ".legend span{margin-right:12px;font-size:12px}"
                    ".legend i{display:inline-block;width:10px;height:10px;margin-right:4px}\n"
+                   ".dists{display:flex;flex-wrap:wrap;gap:8px 24px}.dist{margin:0}"
+                   ".dist figcaption{font-size:13px}.dist .note{font-size:12px}\n"
+                   "details summary{cursor:pointer;color:#1f4e99;margin:4px 0 12px}\n"
                    ".partial{font-weight:bold;padding:8px;margin-bottom:12px;color:#7a4b00;"
                    "border:2px solid #f28e2b;background:#fff3e0}\n"
                    "</style></head><body>\n");
@@ -396,6 +445,15 @@ static void html_header(const zp_cluster_report *r, zpi_sbuf *b)
                 r->stat[ZP_MPI_M_STALL_FRACTION].max >= r->cfg.straggler_min_stall;
     zpi_sb_printf(b, "<p class=\"verdict%s\">", holds ? "" : " ok");
     zpi_sb_html(b, r->verdict);
+    zpi_mpi_au au;
+    zpi_mpi_au_of(r, &au);
+    zpi_sb_printf(b, "</p>\n<p class=\"verdict%s\" id=\"au\">", au.passes ? " ok" : "");
+    zpi_sbuf as = {0};
+    zpi_mpi_au_sentence(r, &as);
+    if (as.oom)
+        b->oom = 1;
+    zpi_sb_html(b, as.p ? as.p : "");
+    free(as.p);
     zpi_sb_puts(b, "</p>\n<p>");
     if (r->info.have_dataset)
         zpi_sb_printf(b, "Dataset: %llu shards, %s samples, %s. ",
@@ -423,7 +481,7 @@ static void html_stragglers(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_puts(b, "<p>None.</p>\n");
     else {
         zpi_sb_puts(b, "<ul>\n");
-        for (size_t i = 0; i < r->n_strag; i++) {
+        for (size_t i = 0; i < r->n_strag && i < HTML_MAX_STRAGGLERS; i++) {
             zpi_sb_printf(b, "<li><b>rank %d</b> (", r->strag[i].rank);
             zpi_sb_html(b, zp_cluster_report_rank_host(r, r->strag[i].rank));
             zpi_sb_puts(b, "): ");
@@ -431,43 +489,123 @@ static void html_stragglers(const zp_cluster_report *r, zpi_sbuf *b)
             zpi_sb_puts(b, "</li>\n");
         }
         zpi_sb_puts(b, "</ul>\n");
+        if (r->n_strag > HTML_MAX_STRAGGLERS)
+            zpi_sb_printf(b, "<p class=\"note\">The first %d of %zu named stragglers; the "
+                             "per-rank table below, the JSON and the CSV name all.</p>\n",
+                          HTML_MAX_STRAGGLERS, r->n_strag);
     }
 }
 
-/* One row per rank, the stragglers highlighted. */
-static void html_ranks(const zp_cluster_report *r, zpi_sbuf *b)
+/* The per-rank table's head. */
+static void html_ranks_head(zpi_sbuf *b)
 {
-    zpi_sb_puts(b, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>node</th><th class=\"l\">host</th>"
+    zpi_sb_puts(b, "<table><tr><th>rank</th><th>node</th><th class=\"l\">host</th>"
                    "<th>samples</th><th>bytes read</th><th>open</th><th>read</th>"
                    "<th>decompress</th><th>transfer</th><th>stall</th><th>stall %</th>"
                    "<th>samples/s</th><th>fetch per batch</th><th>slowest shard</th>"
-                   "<th>cache hit %</th><th>retries</th></tr>\n");
-    for (int i = 0; i < r->size; i++) {
-        const zp_mpi_rank_stats *s = &r->ranks[i];
-        zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">",
-                      r->named[i] ? " class=\"strag\"" : "", s->rank, s->node);
-        zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
-        zpi_sb_puts(b, "</td>");
-        if (!s->valid) {
-            zpi_sb_puts(b, "<td colspan=\"13\" class=\"l\">no snapshot</td></tr>\n");
-            continue;
-        }
-        html_cell(b, ZPI_U_COUNT, (double)s->samples);
-        html_cell(b, ZPI_U_BYTES, (double)s->bytes_read);
-        html_cell(b, ZPI_U_SECONDS, s->open);
-        html_cell(b, ZPI_U_SECONDS, s->read);
-        html_cell(b, ZPI_U_SECONDS, s->decompress);
-        html_cell(b, ZPI_U_SECONDS, s->transfer);
-        html_cell(b, ZPI_U_SECONDS, s->stall);
-        html_cell(b, ZPI_U_FRACTION, s->stall_fraction);
-        html_cell(b, ZPI_U_COUNT, s->samples_per_second);
-        html_cell(b, ZPI_U_SECONDS, s->fetch_per_batch);
-        html_cell(b, ZPI_U_SECONDS, s->slowest_shard);
-        html_cell(b, ZPI_U_FRACTION, s->cache_hit_rate);
-        html_cell(b, ZPI_U_COUNT, (double)s->retries);
-        zpi_sb_puts(b, "</tr>\n");
+                   "<th>cache hit %</th><th>retries</th><th>AU</th></tr>\n");
+}
+
+/* Rank i's row, highlighted when it is a named straggler. */
+static void html_rank_row(const zp_cluster_report *r, zpi_sbuf *b, int i)
+{
+    const zp_mpi_rank_stats *s = &r->ranks[i];
+    zpi_sb_printf(b, "<tr%s><td>%d</td><td>%d</td><td class=\"l\">",
+                  r->named[i] ? " class=\"strag\"" : "", s->rank, s->node);
+    zpi_sb_html(b, zp_cluster_report_rank_host(r, i));
+    zpi_sb_puts(b, "</td>");
+    if (!s->valid) {
+        zpi_sb_puts(b, "<td colspan=\"14\" class=\"l\">no snapshot</td></tr>\n");
+        return;
     }
+    html_cell(b, ZPI_U_COUNT, (double)s->samples);
+    html_cell(b, ZPI_U_BYTES, (double)s->bytes_read);
+    html_cell(b, ZPI_U_SECONDS, s->open);
+    html_cell(b, ZPI_U_SECONDS, s->read);
+    html_cell(b, ZPI_U_SECONDS, s->decompress);
+    html_cell(b, ZPI_U_SECONDS, s->transfer);
+    html_cell(b, ZPI_U_SECONDS, s->stall);
+    html_cell(b, ZPI_U_FRACTION, s->stall_fraction);
+    html_cell(b, ZPI_U_COUNT, s->samples_per_second);
+    html_cell(b, ZPI_U_SECONDS, s->fetch_per_batch);
+    html_cell(b, ZPI_U_SECONDS, s->slowest_shard);
+    html_cell(b, ZPI_U_FRACTION, s->cache_hit_rate);
+    html_cell(b, ZPI_U_COUNT, (double)s->retries);
+    html_cell(b, ZPI_U_FRACTION, zpi_mpi_rank_au(s));
+    zpi_sb_puts(b, "</tr>\n");
+}
+
+typedef struct worst_key {
+    int named;
+    double v;
+    int i;
+} worst_key;
+
+static int cmp_worst(const void *a, const void *b)
+{
+    const worst_key *x = a, *y = b;
+    if (x->named != y->named)
+        return y->named - x->named;
+    if (x->v != y->v)
+        return x->v < y->v ? 1 : -1;
+    return x->i - y->i;
+}
+
+/* The HTML_WORST highest of v[0..n) (named first when `named`), worst
+ * first, into out; returns how many (fewer when n is smaller), -1 when out
+ * of memory. */
+static int worst_of(int n, const double *v, const uint8_t *named, int *out)
+{
+    worst_key *k = malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
+    if (!k)
+        return -1;
+    for (int i = 0; i < n; i++)
+        k[i] = (worst_key){named ? named[i] : 0, isfinite(v[i]) ? v[i] : -INFINITY, i};
+    qsort(k, (size_t)n, sizeof *k, cmp_worst);
+    int m = n < HTML_WORST ? n : HTML_WORST;
+    for (int j = 0; j < m; j++)
+        out[j] = k[j].i;
+    free(k);
+    return m;
+}
+
+/* One row per rank, the stragglers highlighted: open up to HTML_FULL_RANKS
+ * ranks; beyond, the worst ranks (named stragglers first, then the highest
+ * fetch time per batch) and the whole table collapsed. */
+static void html_ranks(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    if (r->size > HTML_FULL_RANKS) {
+        double *v = malloc((size_t)r->size * sizeof *v);
+        int worst[HTML_WORST], m = -1;
+        if (v) {
+            for (int i = 0; i < r->size; i++)
+                v[i] = r->ranks[i].valid ? r->ranks[i].fetch_per_batch : -INFINITY;
+            m = worst_of(r->size, v, r->named, worst);
+            free(v);
+        }
+        if (m < 0) {
+            b->oom = 1;
+            return;
+        }
+        zpi_sb_printf(b, "<h2>Worst ranks</h2>\n<p>The named stragglers, then the highest fetch "
+                         "time per batch; %d of %d ranks.</p>\n",
+                      m, r->size);
+        html_ranks_head(b);
+        for (int j = 0; j < m; j++)
+            html_rank_row(r, b, worst[j]);
+        zpi_sb_printf(b, "</table>\n<details id=\"all-ranks\"><summary>All %d ranks, a row "
+                         "each (collapsed; the browser's find-in-page searches it; report.csv "
+                         "has every field)</summary>\n",
+                      r->size);
+    } else {
+        zpi_sb_puts(b, "<h2>Per rank</h2>\n");
+    }
+    html_ranks_head(b);
+    for (int i = 0; i < r->size; i++)
+        html_rank_row(r, b, i);
     zpi_sb_puts(b, "</table>\n");
+    if (r->size > HTML_FULL_RANKS)
+        zpi_sb_puts(b, "</details>\n");
 }
 
 /* The statistics of each metric over the ranks, and the throughput. */
@@ -517,6 +655,9 @@ static void html_balance(const zp_cluster_report *r, zpi_sbuf *b)
                       (unsigned long long)bs.rows_moved, bs.rank_imbalance_before,
                       bs.rank_imbalance_after, bs.mb_imbalance_before, bs.mb_imbalance_after);
     if (r->totals.balance_windows) {
+        if (r->size > HTML_FULL_RANKS)
+            zpi_sb_printf(b, "<details><summary>Within each rank (%d rows, collapsed)</summary>\n",
+                          r->size);
         zpi_sb_puts(b, "<table><tr><th class=\"l\">within rank</th><th>windows</th>"
                        "<th>before</th><th>after</th></tr>\n");
         for (int i = 0; i < r->size; i++) {
@@ -531,6 +672,8 @@ static void html_balance(const zp_cluster_report *r, zpi_sbuf *b)
                          "</tr>\n</table>\n",
                       (unsigned long long)r->totals.balance_windows,
                       r->totals.attn_imbalance_before, r->totals.attn_imbalance_after);
+        if (r->size > HTML_FULL_RANKS)
+            zpi_sb_puts(b, "</details>\n");
     }
 }
 
@@ -560,37 +703,78 @@ static void html_mixture(const zp_cluster_report *r, zpi_sbuf *b)
     }
 }
 
-/* One row per node, and the end of the page. */
-static void html_nodes(const zp_cluster_report *r, zpi_sbuf *b)
+/* Node j's row. */
+static void html_node_row(const zp_cluster_report *r, zpi_sbuf *b, int j)
 {
-    zpi_sb_puts(b, "<h2>Nodes</h2>\n<table><tr><th>node</th><th class=\"l\">host</th>"
+    const zp_mpi_rank_stats *s = &r->node_tot[j];
+    char list[256];
+    zpi_mpi_node_ranks(r, j, list, sizeof list);
+    zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
+    zpi_sb_html(b, zp_cluster_report_node_host(r, j));
+    zpi_sb_printf(b, "</td><td class=\"l\">%s</td>", list);
+    html_cell(b, ZPI_U_COUNT, (double)s->samples);
+    html_cell(b, ZPI_U_BYTES, (double)s->bytes_read);
+    html_cell(b, ZPI_U_FRACTION, s->stall_fraction);
+    html_cell(b, ZPI_U_COUNT, s->samples_per_second);
+    zpi_sb_puts(b, "</tr>\n");
+}
+
+static void html_nodes_head(zpi_sbuf *b)
+{
+    zpi_sb_puts(b, "<table><tr><th>node</th><th class=\"l\">host</th>"
                    "<th class=\"l\">ranks</th><th>samples</th><th>bytes read</th><th>stall %</th>"
                    "<th>samples/s</th></tr>\n");
-    for (int j = 0; j < r->nodes; j++) {
-        const zp_mpi_rank_stats *s = &r->node_tot[j];
-        char list[256];
-        zpi_mpi_node_ranks(r, j, list, sizeof list);
-        zpi_sb_printf(b, "<tr><td>%d</td><td class=\"l\">", j);
-        zpi_sb_html(b, zp_cluster_report_node_host(r, j));
-        zpi_sb_printf(b, "</td><td class=\"l\">%s</td>", list);
-        html_cell(b, ZPI_U_COUNT, (double)s->samples);
-        html_cell(b, ZPI_U_BYTES, (double)s->bytes_read);
-        html_cell(b, ZPI_U_FRACTION, s->stall_fraction);
-        html_cell(b, ZPI_U_COUNT, s->samples_per_second);
-        zpi_sb_puts(b, "</tr>\n");
+}
+
+/* One row per node, open up to HTML_WORST nodes; beyond, the nodes with
+ * the highest stall and the whole table collapsed. Then the end of the
+ * page. */
+static void html_nodes(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    zpi_sb_puts(b, "<h2>Nodes</h2>\n");
+    int many = r->nodes > HTML_WORST;
+    if (many) {
+        double *v = malloc((size_t)r->nodes * sizeof *v);
+        int worst[HTML_WORST], m = -1;
+        if (v) {
+            for (int j = 0; j < r->nodes; j++)
+                v[j] = r->node_tot[j].stall_fraction;
+            m = worst_of(r->nodes, v, NULL, worst);
+            free(v);
+        }
+        if (m < 0) {
+            b->oom = 1;
+            return;
+        }
+        zpi_sb_printf(b, "<p>The %d nodes with the highest stall, of %d.</p>\n", m, r->nodes);
+        html_nodes_head(b);
+        for (int j = 0; j < m; j++)
+            html_node_row(r, b, worst[j]);
+        zpi_sb_printf(b, "</table>\n<details id=\"all-nodes\"><summary>All %d nodes, a row "
+                         "each (collapsed)</summary>\n",
+                      r->nodes);
     }
-    zpi_sb_puts(b, "</table>\n</body></html>\n");
+    html_nodes_head(b);
+    for (int j = 0; j < r->nodes; j++)
+        html_node_row(r, b, j);
+    zpi_sb_puts(b, "</table>\n");
+    if (many)
+        zpi_sb_puts(b, "</details>\n");
+    zpi_sb_puts(b, "</body></html>\n");
 }
 
 void zpi_mpi_render_html(const zp_cluster_report *r, zpi_sbuf *b)
 {
     html_head(r, b);
     html_header(r, b);
+    zpi_mpi_watch_html(r, b);
     html_stragglers(r, b);
+    zpi_mpi_coverage_html(r, b);
     zpi_sb_puts(b, "<h2>Where each rank's time goes</h2>\n");
     svg_bars(r, b);
     zpi_sb_puts(b, "<h2>Fetch time per batch, rank &times; window</h2>\n");
     svg_heatmap(r, b);
+    zpi_mpi_html_distributions(r, b);
     html_ranks(r, b);
     html_summary(r, b);
     html_mixture(r, b);

@@ -117,11 +117,11 @@ static void hosts_text(const zp_cluster_report *r, zpi_sbuf *b)
 static void ranks_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     char t1[48], t2[48], t3[48], t4[48], t5[48], t6[48], t7[48], t8[48], t9[48], t10[48], t11[48],
-        t12[48], list[128];
+        t12[48], list[128], au[48];
     zpi_sb_puts(b, "\nper rank:\n");
-    zpi_sb_printf(b, "  %5s %4s %-16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s\n", "rank",
+    zpi_sb_printf(b, "  %5s %4s %-16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s %6s\n", "rank",
                   "node", "host", "samples", "bytes", "open", "read", "decomp", "xfer", "stall",
-                  "stall%", "samples/s", "fetch/batch", "slowest", "hit%", "retries");
+                  "stall%", "samples/s", "fetch/batch", "slowest", "hit%", "retries", "AU");
     for (int i = 0; i < r->size; i++) {
         const zp_mpi_rank_stats *s = &r->ranks[i];
         if (!s->valid) {
@@ -129,7 +129,8 @@ static void ranks_text(const zp_cluster_report *r, zpi_sbuf *b)
                           zp_cluster_report_rank_host(r, i));
             continue;
         }
-        zpi_sb_printf(b, "  %5d %4d %-16.16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s\n",
+        zpi_mpi_human_percent(au, sizeof au, zpi_mpi_rank_au(s));
+        zpi_sb_printf(b, "  %5d %4d %-16.16s %8s %9s %8s %8s %8s %8s %8s %6s %10s %11s %8s %6s %7s %6s\n",
                       s->rank, s->node, zp_cluster_report_rank_host(r, i),
                       ZPI_MPI_HUMAN(t1, ZPI_U_COUNT, (double)s->samples),
                       ZPI_MPI_HUMAN(t2, ZPI_U_BYTES, (double)s->bytes_read),
@@ -140,7 +141,7 @@ static void ranks_text(const zp_cluster_report *r, zpi_sbuf *b)
                       ZPI_MPI_HUMAN(t10, ZPI_U_SECONDS, s->fetch_per_batch),
                       ZPI_MPI_HUMAN(t11, ZPI_U_SECONDS, s->slowest_shard),
                       ZPI_MPI_HUMAN(t12, ZPI_U_FRACTION, s->cache_hit_rate),
-                      ZPI_MPI_HUMAN(list, ZPI_U_COUNT, (double)s->retries));
+                      ZPI_MPI_HUMAN(list, ZPI_U_COUNT, (double)s->retries), au);
     }
 }
 
@@ -252,11 +253,14 @@ static void stragglers_text(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "  rank %d (%s): %s\n", r->strag[i].rank,
                       zp_cluster_report_rank_host(r, r->strag[i].rank), r->strag[i].reason);
     zpi_sb_printf(b, "\n%s\n", r->verdict);
+    zpi_mpi_au_sentence(r, b);
+    zpi_sb_puts(b, "\n");
 }
 
 void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
 {
     header_text(r, b);
+    zpi_mpi_watch_text(r, b);
     hosts_text(r, b);
     ranks_text(r, b);
     ondemand_text(r, b);
@@ -266,4 +270,5 @@ void zpi_mpi_render_text(const zp_cluster_report *r, zpi_sbuf *b)
     nodes_text(r, b);
     latency_text(r, b);
     stragglers_text(r, b);
+    zpi_mpi_coverage_text(r, b);
 }

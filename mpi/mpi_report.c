@@ -133,6 +133,10 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
     s->batches_dropped = m->dropped;
     s->sync = m->sync_seconds;
     s->slowest_shard_index = -1;
+    s->cores = (uint32_t)m->bind_cores;
+    s->sharing = (uint32_t)m->bind_share;
+    s->node_cores = (uint32_t)m->node_cores;
+    s->stall_notices = m->wd_sent;
     if (!in) {
         s->win_fetch_per_batch = NAN;
         s->win_stall_fraction = NAN;
@@ -939,6 +943,8 @@ zp_status zpi_mpi_analyse(zp_mpi *m, zpi_mpi_pending *pd, zp_cluster_report **ou
     st = summarise(m, r);
     if (st != ZP_OK)
         goto out;
+    zpi_mpi_watch_drain(m, r->ranks);
+    zpi_mpi_watch_report(m, r);
     const uint8_t *wf = judge_report(m, r, &sc);
     record_window(h, r, wf);
     name_stragglers(m, r);
@@ -974,6 +980,8 @@ void zp_cluster_report_destroy(zp_cluster_report *r)
     free(r->strag);
     free(r->win);
     free(r->win_t);
+    free(r->cov);
+    free(r->stalls);
     zpi_mpi_info_free(&r->info);
     free(r);
 }

@@ -50,8 +50,13 @@ zp_status zpi_mpi_step_agree(zp_mpi *m, zp_status st, uint64_t held, int64_t sha
                      shape, ~shape},
             all[7];
     double t0 = zpi_now();
-    zp_status mst = zpi_mpi_check(m, zpi_coll_allreduce(m, in, all, 7, MPI_INT64_T, MPI_MAX),
-                                  "MPI_Allreduce (lock-step next)");
+    /* non-blocking, so that the root receives stall notices while it waits
+     * (mpi_watchdog.c) */
+    MPI_Request req;
+    int rc = zpi_coll_iallreduce(m, in, all, 7, MPI_INT64_T, MPI_MAX, &req);
+    if (rc == MPI_SUCCESS)
+        rc = zpi_mpi_wait_step(m, &req);
+    zp_status mst = zpi_mpi_check(m, rc, "MPI_Iallreduce (lock-step next)");
     m->sync_seconds += zpi_now() - t0;
     if (mst != ZP_OK)
         return step_stop(m, mst, "%s", m->err.msg);

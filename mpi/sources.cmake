@@ -17,7 +17,9 @@ add_library(zephon_mpi
   ${_zp_mpi_dir}/mpi_render_text.c
   ${_zp_mpi_dir}/mpi_render_data.c
   ${_zp_mpi_dir}/mpi_render_html.c
-  ${_zp_mpi_dir}/mpi_render.c)
+  ${_zp_mpi_dir}/mpi_render.c
+  ${_zp_mpi_dir}/mpi_coverage.c
+  ${_zp_mpi_dir}/mpi_watchdog.c)
 add_library(zephon::mpi ALIAS zephon_mpi)
 # HDF5 through MPI-IO (shared files) and `zephon preprocess` under mpirun
 foreach(f mpi_h5.c mpi_preprocess.c)
@@ -25,6 +27,8 @@ foreach(f mpi_h5.c mpi_preprocess.c)
     target_sources(zephon_mpi PRIVATE ${_zp_mpi_dir}/${f})
   endif()
 endforeach()
+# the report's accelerator utilisation and the HTML page's distributions
+target_sources(zephon_mpi PRIVATE ${_zp_mpi_dir}/mpi_au.c ${_zp_mpi_dir}/mpi_render_html_dist.c)
 target_include_directories(zephon_mpi SYSTEM PRIVATE ${ZP_HDF5_INCLUDE_DIRS})
 target_compile_definitions(zephon_mpi PRIVATE ${HDF5_C_DEFINITIONS})
 target_compile_options(zephon_mpi PRIVATE ${ZP_WARN})

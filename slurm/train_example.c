@@ -104,6 +104,11 @@ static int train(zp_mpi *m, const char *data, const char *report_dir, long steps
         fail(m, "report", st);
         goto out;
     }
+    /* the coverage certificate: every sample of each epoch once? (collective) */
+    if ((st = zp_mpi_report_coverage(m, p, rep)) != ZP_OK) {
+        fail(m, "coverage", st);
+        goto out;
+    }
     rc = 0;
     if (rep) { /* rank 0 */
         char err[512];
@@ -113,6 +118,13 @@ static int train(zp_mpi *m, const char *data, const char *report_dir, long steps
         }
         printf("%ld steps on %d ranks\n%s\nreport: %s/report.html\n", step, zp_mpi_size(m),
                zp_cluster_report_verdict(rep), report_dir);
+        const zp_coverage_cert *cov;
+        size_t n = zp_cluster_report_coverage(rep, &cov);
+        for (size_t i = 0; i < n; i++) {
+            char line[512];
+            zp_coverage_cert_line(&cov[i], line, sizeof line);
+            printf("coverage: %s\n", line);
+        }
     }
 out:
     zp_cluster_report_destroy(rep);

@@ -3,3 +3,5 @@ zp_add_test(test_pipeline SOURCES tests/test_pipeline.c tests/testutil.c TIMEOUT
 zp_add_test(test_observe SOURCES tests/test_observe.c tests/testutil.c TIMEOUT 120 LABELS engine)
 # Attention-cost balance of packed rows (zephon/balance.h).
 zp_add_test(test_balance SOURCES tests/test_balance.c TIMEOUT 60)
+# The stall watchdog (zephon/watchdog.h).
+zp_add_test(test_watchdog SOURCES tests/test_watchdog.c tests/testutil.c TIMEOUT 120 LABELS engine)

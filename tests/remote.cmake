@@ -2,7 +2,7 @@
 # starts them: fixture `net`): runs over http, https, S3 and the fault proxy
 # give the local run's sample ids; the shard cache on disk (limit, kill -9,
 # 4 ranks sharing it).
-foreach(t run faults cache hostile)
+foreach(t run faults cache hostile watchdog)
   set(_args $<TARGET_FILE:zephon_cli>)
   if(t STREQUAL "cache" AND MPIEXEC_EXECUTABLE)
     list(APPEND _args ${MPIEXEC_EXECUTABLE})

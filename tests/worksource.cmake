@@ -5,5 +5,6 @@
 # test_ws_mixture: the WorkSource over a mixture (parts, passes, plans).
 foreach(t test_worksource test_ws_mixture test_ws_schedule)
   zp_add_source_test(${t} SOURCES tests/${t}.c tests/fake_dataset.c src/plan/worksource.c
-                     src/plan/plan.c src/plan/mixture.c src/plan/schedule.c src/base/util.c src/base/error.c src/base/status.c)
+                     src/plan/plan.c src/plan/mixture.c src/plan/schedule.c src/base/util.c src/base/error.c src/base/status.c
+                     src/base/coverage.c)
 endforeach()

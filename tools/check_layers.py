@@ -30,6 +30,7 @@ PUBLIC = {
     "zephon/dataset.h": "data",
     "zephon/worksource.h": "plan", "zephon/state_json.h": "plan", "zephon/state.h": "api",
     "zephon/pipeline.h": "api", "zephon/observe.h": "api", "zephon/preprocess.h": "api",
+    "zephon/coverage.h": "base", "zephon/certificate.h": "api",
     "zephon/mpi.h": "clients",
 }
 SRC_EXT = (".c", ".h", ".cpp")

@@ -28,6 +28,7 @@
 
 #include <mpi.h>
 
+#include "certificate.h"
 #include "common.h"
 #include "dataset.h"
 #include "observe.h"
@@ -65,6 +66,11 @@ typedef struct zp_mpi_config {
      * (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); N > 0: consecutive groups
      * of N ranks (tests, or a per-socket cache). */
     uint32_t node_group_size;
+    /* Optional log callback (borrowed): the root logs each stall notice a
+     * rank's watchdog sends it (ZP_LOG_WARN, zp_mpi_stalls). Called on the
+     * thread that calls the handle. Default NULL. */
+    zp_log_fn log;
+    void *log_user;
 } zp_mpi_config;
 
 /* Fill cfg with the defaults above. */
@@ -128,6 +134,60 @@ ZP_API const char *zp_mpi_hostname(const zp_mpi *m);
 /* The duplicated communicator (borrowed; freed by zp_mpi_destroy());
  * MPI_COMM_NULL on a handle of zp_mpi_create_local(). */
 ZP_API MPI_Comm zp_mpi_comm(const zp_mpi *m);
+
+/* ------------------------------------------------------------ threads under a launcher */
+
+/* The default thread count of this rank's pipeline under a launcher: the
+ * cores its CPU binding allows (sched_getaffinity) divided by the ranks of
+ * its node whose bindings overlap it (itself included), at least 1. Found
+ * at zp_mpi_create() (one MPI_Allgather of the binding masks over the
+ * node's ranks), so local and free here. *cores (may be NULL): the cores
+ * of this rank's binding; *sharing (may be NULL): the ranks sharing them;
+ * *node_cores (may be NULL): the distinct cores of all the node's ranks'
+ * bindings. An explicit setting (zp_pipeline_config.threads,
+ * OMP_NUM_THREADS) should still win: the caller decides (`zephon run`
+ * uses this when neither is given; docs/mpi.md). */
+ZP_API int zp_mpi_suggested_threads(const zp_mpi *m, int *cores, int *sharing, int *node_cores);
+
+/* ------------------------------------------------------------ stall watchdog */
+
+/* A rank's stall, as its pipeline's watchdog (zephon/watchdog.h) saw it:
+ * the task that had run longest on its item when the consumer had waited
+ * `waited` seconds. zp_mpi_next() sets a hook on the pipeline (when it has
+ * none; the hook refers to m: a pipeline used after zp_mpi_destroy(m) must
+ * have it removed, zp_pipeline_on_watchdog(p, NULL, NULL)) that sends such a notice to the root with
+ * MPI_Isend each time the watchdog fires (at most ZP_MPI_STALL_NOTICES per
+ * rank); the root receives them with MPI_Iprobe while it waits in
+ * zp_mpi_next's agreement - no collective is added to a step - and logs
+ * them (zp_mpi_config.log). Notices still in flight are received at the
+ * next report (whose rank records count them) and at zp_mpi_destroy(). */
+#define ZP_MPI_STALL_NOTICES 64
+typedef struct zp_mpi_stall {
+    int32_t rank;
+    uint32_t notices;         /* notices received from this rank */
+    uint32_t live;            /* of which received while the run went on (not
+                                 at a report's or the destroy's drain) */
+    int32_t state;            /* zp_task_state of the task; -1: no busy task */
+    double waited;            /* the consumer's wait, seconds (the last notice) */
+    double longest_wait;      /* the longest wait of any notice */
+    double learned;           /* the root's seconds since zp_mpi_create() when the
+                                 first notice of this rank arrived */
+    double seconds;           /* the task on its item */
+    int64_t shard;            /* -1: none */
+    int64_t record;           /* -1: none */
+    int32_t remote;
+    uint32_t busy;            /* busy tasks on that rank */
+    char op[ZP_OBS_NAME];     /* "fetch", a map's name, ... ("" when none) */
+    char shard_name[200];     /* cut to 199 bytes */
+} zp_mpi_stall;
+
+/* Root: the ranks that sent stall notices so far, one entry each (the last
+ * notice's picture), in the order they were first learned. @return the
+ * count; *out borrowed until the next call on m. Other ranks: 0. */
+ZP_API size_t zp_mpi_stalls(const zp_mpi *m, const zp_mpi_stall **out);
+/* One line for s: "rank R: no batch for W s: OP: loading shard 'NAME' (#S,
+ * remote: downloading) for X s". Into buf (cap bytes); @return buf. */
+ZP_API const char *zp_mpi_stall_text(const zp_mpi_stall *s, char *buf, size_t cap);
 
 /* Agree on an outcome. Collective over comm. local: this rank's status,
  * msg: its message (may be NULL; copied). @return ZP_OK on every rank when
@@ -233,9 +293,11 @@ ZP_API zp_status zp_mpi_state_save(zp_mpi *m, zp_pipeline *p, const char *path);
 
 /* ------------------------------------------------------------ lock-step delivery */
 
-/* zp_pipeline_next() on every rank, then one MPI_Allreduce (MAX of seven
- * 64-bit integers: the ranks' states, votes and balance windows) so that all ranks take the
- * same decision. Collective over comm;
+/* zp_pipeline_next() on every rank, then one all-reduce (MAX of seven
+ * 64-bit integers: the ranks' states, votes and balance windows;
+ * MPI_Iallreduce, waited for: the root receives stall notices meanwhile,
+ * zp_mpi_stalls) so that all ranks take the same decision. Sets its
+ * stall-watchdog hook on p when p has none (zp_mpi_stall). Collective over comm;
  * call it once per training step on every rank.
  * @return ZP_OK when every rank has a batch (*out borrowed as with
  *         zp_pipeline_next);
@@ -342,6 +404,12 @@ ZP_API int64_t zp_mpi_stop_reason(const zp_mpi *m, int *rank);
 /* Batches this rank held but did not deliver because another rank ended
  * first (see zp_mpi_next). */
 ZP_API uint64_t zp_mpi_batches_dropped(const zp_mpi *m);
+/* The samples listed by the batches that this rank's pipeline handed out
+ * and zp_mpi_next did not deliver (another rank ended first, a stop vote,
+ * another rank's error): *out borrowed, valid until the next zp_mpi_next or
+ * zp_mpi_destroy. The pipeline counts them as delivered; the coverage
+ * certificate (zp_mpi_report_coverage) takes them out. */
+ZP_API size_t zp_mpi_undelivered_samples(const zp_mpi *m, const zp_sample **out);
 /* Seconds this rank spent in zp_mpi_next's agreement (waiting for the
  * other ranks). */
 ZP_API double zp_mpi_sync_seconds(const zp_mpi *m);
@@ -429,6 +497,13 @@ typedef struct zp_mpi_rank_stats {
      * the ratios peak / cost (max/mean; totals: of the ranks' sums) */
     uint64_t balance_windows, attn_cost, attn_peak_before, attn_peak_after;
     double attn_imbalance_before, attn_imbalance_after;
+    /* threads under a launcher (zp_mpi_suggested_threads): the cores of the
+     * rank's binding, the ranks of its node sharing them (itself included),
+     * the distinct cores of its node's bindings (in node totals: the node's;
+     * 0 in cluster totals) */
+    uint32_t cores, sharing, node_cores;
+    /* the stall watchdog: notices this rank sent to the root */
+    uint32_t stall_notices;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */
@@ -538,6 +613,14 @@ ZP_API zp_status zp_cluster_report_stat(const zp_cluster_report *r, zp_mpi_metri
 /* Merged histograms over ranks: 0 shard load times, 1 record read times,
  * 2 prefetch download latencies. NULL when which is out of range. */
 ZP_API const zp_hist *zp_cluster_report_hist(const zp_cluster_report *r, int which);
+/* Accelerator utilisation in MLPerf Storage's terms: the training loop's
+ * compute time over the wall time of its steps, from the first batch on
+ * (compute: the time outside zp_pipeline_next() and the lock-step
+ * agreement, i.e. wall - time to the first batch - stall - sync). rank i:
+ * that rank's; rank -1: the job's, the mean over the ranks that delivered
+ * a batch (a job "passes" at 0.90 or more; docs/report.md). NAN when there
+ * is none (no batch, no snapshot, r NULL or i out of range). */
+ZP_API double zp_cluster_report_au(const zp_cluster_report *r, int rank);
 /* Stragglers, slowest first. @return their count; *out borrowed. */
 ZP_API size_t zp_cluster_report_stragglers(const zp_cluster_report *r, const zp_mpi_straggler **out);
 /* Realized mixture proportions over the ranks: per mixture part (from
@@ -609,9 +692,76 @@ ZP_API zp_status zp_cluster_report_set_partial(zp_cluster_report *r, const char 
 ZP_API int zp_cluster_report_partial(const zp_cluster_report *r, const char **signal,
                                      const char **reason, uint64_t *steps);
 
+/* The stalls the root learned of up to this report (zp_mpi_stalls): each
+ * stuck rank with its operator and shard. @return the count (at most 64
+ * listed; *total (may be NULL): the ranks that stalled); *out borrowed. */
+ZP_API size_t zp_cluster_report_stalls(const zp_cluster_report *r, const zp_mpi_stall **out,
+                                       size_t *total);
+/* Nodes whose ranks run more pipeline threads than the cores their
+ * bindings allow: "" when none, else one line naming them ("node 0 (host):
+ * 8 threads of 4 ranks on 2 cores; ..."). Borrowed. */
+ZP_API const char *zp_cluster_report_oversubscribed(const zp_cluster_report *r);
+
 /* The one-line verdict ("verdict: ..."), borrowed. */
 ZP_API const char *zp_cluster_report_verdict(const zp_cluster_report *r);
 
+
+/* ------------------------------------------------------------ coverage certificate
+ * (docs/report.md, "Coverage certificate"): per epoch, the digest of what
+ * every rank delivered against the digest of the epoch's stream. */
+
+/* The most epochs a certificate lists: the last ones delivered. */
+#define ZP_COVERAGE_MAX_EPOCHS 64
+
+/* One epoch of a job's certificate. */
+typedef struct zp_coverage_cert {
+    uint32_t epoch;
+    int judged;            /* 0: no rank finished the epoch (a run stopped
+                              before its end): listed, not judged */
+    int ok;                /* 1: every sample of the epoch once (delivered ==
+                              expected; padding repeats apart) */
+    int certified;         /* 0: a rank could not give its digests (its
+                              message went to zp_mpi_errmsg on that rank):
+                              nothing is claimed */
+    zp_coverage delivered; /* all ranks' (restored digests included) */
+    zp_coverage expected;  /* the epoch's stream under the remainder policy
+                              (zp_pipeline_stream_coverage) */
+    uint64_t padded;       /* padded samples delivered, all ranks */
+    uint64_t missing;      /* expected.count - delivered.count, when more */
+    uint64_t repeated;     /* delivered.count - expected.count, when more */
+    int ranks;             /* ranks in the job */
+    int n_differ;          /* an epoch that failed: ranks whose digest
+                              differs from their own plan's */
+    char differ[128];      /*   as a list, "1,3-4" */
+    int n_unfinished;      /* ranks whose stream is not past the epoch */
+    char unfinished[128];
+    int n_unchecked;       /* an epoch that failed: ranks without a plan
+                              digest for it (resumed inside an
+                              attention-balance window) */
+} zp_coverage_cert;
+
+/* Make the job's certificate and give it to report r (rank 0's; the other
+ * ranks pass NULL or their own report, left as it is). For every epoch
+ * that some rank delivered (the last ZP_COVERAGE_MAX_EPOCHS) and some rank
+ * finished, the ranks' delivered digests are summed and compared with the
+ * epoch's stream digest, each rank computing one slice of it
+ * (zp_pipeline_stream_coverage); only for an epoch that fails does each
+ * rank also compute its own plan's digest (zp_pipeline_coverage), so that
+ * the ranks that differ are named. Four MPI_Allreduce of a few words per
+ * epoch and one MPI_Gather to rank 0. Call it after the last batch (a
+ * report's time, never per step). p may be NULL on a rank whose pipeline
+ * failed: the epochs are then not certified. Collective over comm.
+ * ZP_ERR_MPI on an MPI failure (every rank). */
+ZP_API zp_status zp_mpi_report_coverage(zp_mpi *m, zp_pipeline *p, zp_cluster_report *r);
+/* The certificate's epochs (0 when none was made): *out borrowed, valid
+ * until r is destroyed. */
+ZP_API size_t zp_cluster_report_coverage(const zp_cluster_report *r, const zp_coverage_cert **out);
+/* One epoch in words, into buf (cap bytes, NUL-terminated, cut to fit):
+ * "epoch 0: every sample once (1200 samples, 4 ranks, 3 padded)", or
+ * "epoch 0: NOT every sample once: 1 missing (1199 of 1200 delivered);
+ * rank 2 differs from its plan", with "; ranks 1,3 are not past the
+ * epoch" when some stopped before its end. */
+ZP_API void zp_coverage_cert_line(const zp_coverage_cert *c, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ preprocess
  * `zephon preprocess` under mpirun (zephon/preprocess.h, docs/preprocess.md).

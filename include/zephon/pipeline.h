@@ -25,6 +25,7 @@
 #include "dataset.h"
 #include "record.h"
 #include "tokenizer.h"
+#include "watchdog.h"
 #include "worksource.h"
 
 #ifdef __cplusplus
@@ -68,6 +69,11 @@ typedef struct zp_pipeline_config {
                                     fetched chunk. Default 0 */
     zp_log_fn log;               /* optional; borrowed */
     void *log_user;
+    double watchdog_seconds;     /* stall watchdog (zephon/watchdog.h): when
+                                    the consumer has waited this long in one
+                                    zp_pipeline_next(), log what every
+                                    operator is doing (ZP_LOG_WARN). Seconds;
+                                    0 = off. Default 30 */
 } zp_pipeline_config;
 
 ZP_API void zp_pipeline_config_init(zp_pipeline_config *cfg);
@@ -133,6 +139,9 @@ ZP_API zp_status zp_pipeline_pack_bestfit(zp_pipeline *p, size_t seq_len, size_t
 /* The best-fit window in use; 0 when the pipeline does not pack best-fit. */
 ZP_API size_t zp_pipeline_pack_window(const zp_pipeline *p);
 ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
+/* The stall watchdog's period (zp_pipeline_config.watchdog_seconds,
+ * zephon/watchdog.h): seconds, 0 = off. ZP_ERR_INVALID outside 0..1e6. */
+ZP_API zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds);
 /* Token modes: also deliver the document-masking outputs named by
  * `outputs` (ZP_OUT_* flags, zephon/batch.h; 0 turns them off), computed
  * in the pipeline's packing thread; positions: ZP_POSITIONS_RESTART or

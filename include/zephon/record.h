@@ -34,6 +34,11 @@ ZP_API zp_status zp_record_set_text(zp_record *rec, const char *s, size_t len);
 ZP_API zp_status zp_record_set_json(zp_record *rec, const char *s, size_t len);
 /* Drop this record from the stream (counted in zp_pipeline_counts.filtered). */
 ZP_API void zp_record_drop(zp_record *rec);
+/* A batch map (zp_map_batch_fn) tells the stall watchdog (zephon/watchdog.h)
+ * that it now works on rec, so that a stall names this record; optional:
+ * without it the watchdog names the chunk's first record. (Per-record maps
+ * need not call it.) */
+ZP_API void zp_record_begin(zp_record *rec);
 
 /* A map_transform callback. Called concurrently from several threads (as
  * many as the operator's parallelism) on different records; must be

@@ -37,6 +37,7 @@
 #define ZEPHON_WORKSOURCE_H
 
 #include "common.h"
+#include "coverage.h"
 #include "dataset.h"
 
 #ifdef __cplusplus
@@ -223,6 +224,30 @@ ZP_API zp_status zp_worksource_stream_index(zp_worksource *ws, uint32_t epoch, u
  * run would go past epoch UINT32_MAX. */
 ZP_API zp_status zp_worksource_last_epoch(zp_worksource *ws, uint32_t start_epoch, uint64_t epochs,
                                    uint32_t *out);
+
+/* The digest of positions [first, first + count) of epoch's stream: the
+ * mixture's draws epoch * draws_per_epoch + g, which do not depend on the
+ * world size nor on how the epoch was split between ranks (positions past
+ * draws_per_epoch are refused, ZP_ERR_INVALID). The expected digest of an
+ * epoch is [0, draws_per_epoch) under ZP_REMAINDER_PAD and
+ * [0, world_size * samples_per_rank) under ZP_REMAINDER_DROP. Costs one
+ * zp_worksource_sample() per position; the ranks of a job may compute
+ * slices and merge them. */
+ZP_API zp_status zp_worksource_coverage(zp_worksource *ws, uint32_t epoch, uint64_t first,
+                                        uint64_t count, zp_coverage *out);
+
+/* The expected digest of `epoch`: the samples of its stream that the
+ * remainder policy keeps ([0, draws_per_epoch) under ZP_REMAINDER_PAD,
+ * [0, world_size * samples_per_rank) under ZP_REMAINDER_DROP), as
+ * zp_worksource_coverage over those positions gives it, but computed from
+ * each part's draws of the epoch: a whole pass of a part is folded from its
+ * records' ids (a few ns a sample), a part of a pass is looked up place
+ * by place. The work is split in `slices` slices whose digests merge to the
+ * epoch's (slice 0 takes out the dropped positions): the ranks of a job
+ * compute one each. ZP_ERR_INVALID (slice >= slices, out NULL),
+ * ZP_ERR_LIMIT past draw 2^64, ZP_ERR_NOMEM. */
+ZP_API zp_status zp_worksource_epoch_coverage(zp_worksource *ws, uint32_t epoch, uint32_t slice,
+                                              uint32_t slices, zp_coverage *out);
 
 /* The borrowed dataset and the copied config. */
 ZP_API zp_dataset *zp_worksource_dataset(const zp_worksource *ws);

@@ -21,8 +21,12 @@ from pathlib import Path
 
 import zptest
 
+# The child takes Ctrl-C as an interactive Python does even when the suite
+# runs as a background job (a shell starts those with SIGINT ignored, and
+# Python then installs no KeyboardInterrupt handler).
 CHILD_PRELUDE = """
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, os.environ.get("ZEPHON_PYTHONPATH", ""))
 from zephon import Dataset, Pipeline, WorkSource
 

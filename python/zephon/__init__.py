@@ -333,12 +333,15 @@ class Pipeline(_core.Pipeline):
         self._balance(int(window))
         return self
 
-    def options(self, prefetch_batches=None, runner=None):
+    def options(self, prefetch_batches=None, runner=None, watchdog=None):
         """prefetch_batches: finished batches buffered ahead of the loop, or
         "auto" (the default: from 2, deepened while running when the loop
         waits for batches that come in bursts; docs/pipeline.md).
         runner: "thread" (default) or "process" (Python map_transforms in
-        forked worker processes)."""
+        forked worker processes). watchdog: seconds a next() may wait for a
+        batch before the pipeline logs (to the "zephon" logger, while it
+        still waits) what every operator is doing; 0 turns it off (default
+        30; docs/pipeline.md, "Stall watchdog")."""
         if runner is not None and runner not in ("thread", "process"):
             raise ValueError(f"runner = {runner!r}: must be 'thread' or 'process'")
         if runner is not None:
@@ -352,7 +355,9 @@ class Pipeline(_core.Pipeline):
                         "or 'auto'", 2)
         else:
             pb = prefetch_batches
-        self._options(pb, self._runner == "process")
+        if watchdog is not None and not (isinstance(watchdog, (int, float)) and 0 <= watchdog <= 1e6):
+            raise Error(f"options: watchdog = {watchdog!r}: must be 0..1000000 seconds (0: off)", 2)
+        self._options(pb, self._runner == "process", -1.0 if watchdog is None else float(watchdog))
         return self
 
     def enable_observability(self):

@@ -122,11 +122,14 @@ static PyObject *Comm_info(CommObject *self, PyObject *unused)
     (void)unused;
     if (!self->m)
         return raise_status(ZP_ERR_STATE, "the communicator handle is closed");
-    return Py_BuildValue("{sisisisisisiss}", "rank", zp_mpi_rank(self->m), "size",
+    int cores = 0, sharing = 0, node_cores = 0;
+    int threads = zp_mpi_suggested_threads(self->m, &cores, &sharing, &node_cores);
+    return Py_BuildValue("{sisisisisisisssisisisi}", "rank", zp_mpi_rank(self->m), "size",
                          zp_mpi_size(self->m), "node", zp_mpi_node(self->m), "num_nodes",
                          zp_mpi_num_nodes(self->m), "local_rank", zp_mpi_local_rank(self->m),
                          "local_size", zp_mpi_local_size(self->m), "hostname",
-                         zp_mpi_hostname(self->m));
+                         zp_mpi_hostname(self->m), "suggested_threads", threads, "cores", cores,
+                         "sharing", sharing, "node_cores", node_cores);
 }
 
 /* balance(window): cross-rank attention-cost balance for next() (local;
@@ -232,7 +235,7 @@ static PyMethodDef Comm_methods[] = {
      "(text, JSON) on the root, None elsewhere (collective)."},
     {"info", (PyCFunction)Comm_info, METH_NOARGS,
      "info() -> dict: this rank's place (rank, size, node, num_nodes, local_rank, "
-     "local_size, hostname)."},
+     "local_size, hostname) and its binding (suggested_threads, cores, sharing, node_cores)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject CommType = {

@@ -260,7 +260,8 @@ static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
 {
     Py_ssize_t pb;
     int process;
-    if (!PyArg_ParseTuple(args, "np", &pb, &process))
+    double watchdog = -1;
+    if (!PyArg_ParseTuple(args, "np|d", &pb, &process, &watchdog))
         return NULL;
     if (check_open(self))
         return NULL;
@@ -268,6 +269,11 @@ static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
         return zpy_raise_status(ZP_ERR_STATE, "options: iteration already started");
     if (pb >= 0 || pb == -2) { /* -2: auto */
         zp_status st = zp_pipeline_options(self->p, pb == -2 ? ZP_PREFETCH_AUTO : (size_t)pb);
+        if (st != ZP_OK)
+            return zpy_raise_status(st, zp_pipeline_errmsg(self->p));
+    }
+    if (watchdog != -1) {
+        zp_status st = zp_pipeline_watchdog(self->p, watchdog);
         if (st != ZP_OK)
             return zpy_raise_status(st, zp_pipeline_errmsg(self->p));
     }
@@ -288,7 +294,7 @@ static int start_iteration(zpy_PipelineObject *self)
     self->started = 1;
     if (self->process && zpy_runners_fork(self->maps, self->n_maps) != 0)
         return -1;
-    self->nexter = zpy_nexter_new(self->p);
+    self->nexter = zpy_nexter_new(self->p, self->log);
     return self->nexter ? 0 : -1;
 }
 

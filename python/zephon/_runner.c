@@ -228,6 +228,7 @@ static zp_status thread_map(void *user, zp_record *const *recs, size_t n, zp_sta
         }
         size_t len, olen;
         uint64_t kind;
+        zp_record_begin(recs[i]); /* the stall watchdog names this record */
         const char *s = record_payload(recs[i], &len, &kind), *out;
         PyObject *keep;
         uint64_t rk = call_apply(op->apply, kind, s, len, &keep, &out, &olen);

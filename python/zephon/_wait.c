@@ -45,10 +45,31 @@ static int cond_init_monotonic(pthread_cond_t *cv)
     return rc;
 }
 
+/* The library's log messages queued so far, handed to the package's
+ * logger (zephon._emit): the stall watchdog's lines come while a next()
+ * still waits. 0, or -1 with the exception set. Caller holds the GIL. */
+static int emit_logs(zpy_logq *log)
+{
+    PyObject *l = zpy_logq_drain(log);
+    if (!l)
+        return -1;
+    int rc = 0;
+    if (PyList_GET_SIZE(l) > 0) {
+        PyObject *mod = PyImport_ImportModule("zephon");
+        PyObject *r = mod ? PyObject_CallMethod(mod, "_emit", "O", l) : NULL;
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+        Py_XDECREF(mod);
+    }
+    Py_DECREF(l);
+    return rc;
+}
+
 /* Waits (GIL released) until *flag is nonzero, looking at signals every
- * slice: 0 when it is, -1 with the exception set when a handler raised.
+ * slice (and, with log, emitting the log messages queued): 0 when it is,
+ * -1 with the exception set when a handler raised.
  * Caller holds the GIL, not mu. */
-static int wait_flag(pthread_mutex_t *mu, pthread_cond_t *cv, const int *flag)
+static int wait_flag_log(pthread_mutex_t *mu, pthread_cond_t *cv, const int *flag, zpy_logq *log)
 {
     for (;;) {
         int done;
@@ -65,7 +86,14 @@ static int wait_flag(pthread_mutex_t *mu, pthread_cond_t *cv, const int *flag)
             return 0;
         if (PyErr_CheckSignals() < 0)
             return -1;
+        if (log && emit_logs(log) != 0)
+            return -1;
     }
+}
+
+static int wait_flag(pthread_mutex_t *mu, pthread_cond_t *cv, const int *flag)
+{
+    return wait_flag_log(mu, cv, flag, NULL);
 }
 
 /* ------------------------------------------------------------ one call */
@@ -133,6 +161,7 @@ struct zpy_nexter {
     int quit;
     zp_status st;
     const zp_batch *b;
+    zpy_logq *log;          /* emitted while waiting (may be NULL) */
 };
 
 static void *nexter_main(void *v)
@@ -159,7 +188,7 @@ static void *nexter_main(void *v)
     return NULL;
 }
 
-zpy_nexter *zpy_nexter_new(zp_pipeline *p)
+zpy_nexter *zpy_nexter_new(zp_pipeline *p, zpy_logq *log)
 {
     zpy_nexter *n = calloc(1, sizeof *n);
     if (!n) {
@@ -167,6 +196,7 @@ zpy_nexter *zpy_nexter_new(zp_pipeline *p)
         return NULL;
     }
     n->p = p;
+    n->log = log;
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->ask_cv, NULL);
     cond_init_monotonic(&n->done_cv);
@@ -189,7 +219,7 @@ int zpy_nexter_next(zpy_nexter *n, zp_status *st, const zp_batch **b)
         pthread_cond_signal(&n->ask_cv);
     }
     pthread_mutex_unlock(&n->mu);
-    if (wait_flag(&n->mu, &n->done_cv, &n->done) != 0)
+    if (wait_flag_log(&n->mu, &n->done_cv, &n->done, n->log) != 0)
         return -1; /* the call keeps running: the next next() takes it */
     /* A signal that came while the call ended is raised here, before the
      * result is taken: the batch stays for the next next(). Raised later,

@@ -96,7 +96,9 @@ ZPY_HIDDEN int zpy_call_interruptible(void (*fn)(void *), void (*interrupt)(void
  * the next next() takes its result, so that no batch is lost and the
  * stream stays the same. */
 typedef struct zpy_nexter zpy_nexter;
-ZPY_HIDDEN zpy_nexter *zpy_nexter_new(zp_pipeline *p);
+/* log (may be NULL): the pipeline's log queue, emitted while a next()
+ * waits (the stall watchdog's lines). */
+ZPY_HIDDEN zpy_nexter *zpy_nexter_new(zp_pipeline *p, zpy_logq *log);
 /* Asks for the next batch (unless a call is already running) and waits for
  * it: 0 with *st, *b set (ZP_OK: the batch is kept); -1 with the exception
  * set when a signal handler raised meanwhile (the call keeps running).

@@ -53,7 +53,11 @@ def cluster_report(pipeline, comm, out_dir=None, node_group_size=0, fmt="text"):
 
 def comm_info(comm, node_group_size=0):
     """This rank's place: rank, size, node, num_nodes, local_rank,
-    local_size, hostname (collective over comm)."""
+    local_size, hostname; and its CPU binding: cores (its binding's),
+    sharing (the node's ranks whose bindings overlap it), node_cores, and
+    suggested_threads = max(1, cores // sharing), the thread count to give
+    Pipeline(threads=...) under a launcher (docs/mpi.md, "Threads per
+    rank"). Collective over comm."""
     if _mpi is None:
         raise Error(f"zephon was built without MPI support ({_why})", 12)
     c = _mpi.Comm(_comm_address(comm), node_group_size=node_group_size)

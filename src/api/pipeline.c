@@ -43,6 +43,7 @@ struct zp_pipeline {
 
     /* consumer side */
     zpi_ckpt ck; /* checkpoint bookkeeping (pipeline_state.c) */
+    zpi_watchdog wd; /* the stall watchdog (watchdog.c) */
 };
 
 void zp_pipeline_config_init(zp_pipeline_config *cfg)
@@ -60,6 +61,7 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->on_bad_record = ZP_BAD_RECORD_FAIL;
     cfg->shard_cache_bytes = (size_t)1 << 30;
     cfg->fetch_delay_us = 0;
+    cfg->watchdog_seconds = ZP_WATCHDOG_DEFAULT_SECONDS;
 }
 
 static const char *pack_name(int mode)
@@ -88,6 +90,8 @@ static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
                       "microbatch_size = %zu: must be 1..1048576", c->microbatch_size);
     ZPI_RETURN_ERR_IF(c->seq_len == 0 || c->seq_len > (1u << 24), e, ZP_ERR_INVALID,
                       "seq_len = %zu: must be 1..16777216", c->seq_len);
+    ZPI_RETURN_ERR_IF(!(c->watchdog_seconds >= 0 && c->watchdog_seconds <= 1e6), e, ZP_ERR_INVALID,
+                      "watchdog_seconds = %g: must be 0..1000000 (0: off)", c->watchdog_seconds);
     ZPI_RETURN_ERR_IF(c->in_flight_chunks > 65536, e, ZP_ERR_INVALID,
                       "in_flight_chunks = %zu: must be 0..65536 (0: automatic)", c->in_flight_chunks);
     ZPI_RETURN_ERR_IF((int)c->pack < ZP_PACK_RECORDS || (int)c->pack > ZP_PACK_BESTFIT, e,
@@ -147,6 +151,7 @@ void zp_pipeline_destroy(zp_pipeline *p)
     free(p->ck.part_tokens);
     free(p->ck.skips);
     free(p->ck.done);
+    zpi_covtab_clear(&p->ck.cov);
     free(p);
 }
 
@@ -387,6 +392,15 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
     return ZP_OK;
 }
 
+zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_watchdog"));
+    ZPI_RETURN_ERR_IF(!(seconds >= 0 && seconds <= 1e6), &p->err, ZP_ERR_INVALID,
+                      "zp_pipeline_watchdog: seconds = %g: must be 0..1000000 (0: off)", seconds);
+    p->cfg.watchdog_seconds = seconds;
+    return ZP_OK;
+}
+
 zp_status zp_pipeline_doc_masking(zp_pipeline *p, unsigned outputs, zp_position_mode positions)
 {
     const unsigned all = ZP_OUT_POSITION_IDS | ZP_OUT_CU_SEQLENS | ZP_OUT_DOC_COUNTS;
@@ -551,6 +565,7 @@ static zp_status start(zp_pipeline *p)
     st = zpi_engine_start(&plan, &p->q, &p->engine, &p->fatal);
     if (st != ZP_OK)
         return zpi_err_copy(&p->err, &p->fatal);
+    zpi_watchdog_arm(&p->wd, &p->q, p->engine, p->cfg.watchdog_seconds, p->cfg.log, p->cfg.log_user);
     return ZP_OK;
 }
 
@@ -582,6 +597,7 @@ static void note_resume(zp_pipeline *p, const zpi_batchbuf *bb)
     if (bb->resume.valid)
         take_at(ck, &bb->resume);
     ck->bal_done = bb->bal_done;
+    zpi_covtab_fold_batch(&ck->cov, &bb->b);
     if (bb->part_samples)
         for (size_t i = 0; i < ck->nparts; i++) {
             ck->part_samples[i] += bb->part_samples[i];
@@ -634,8 +650,10 @@ zp_status zp_pipeline_next(zp_pipeline *p, const zp_batch **out)
     *out = NULL;
     if (p->fatal.code != ZP_OK)
         return zpi_err_copy(&p->err, &p->fatal);
-    if (!p->started)
+    if (!p->started) {
+        zpi_covtab_mark_start(&p->ck.cov, p->ck.restored, &p->ck.at, p->ck.bal_done, p->ws);
         ZPI_FORWARD_IF_ERR(start(p));
+    }
     zpi_obs *obs = zpi_engine_obs(p->engine);
     uint64_t t_wait = obs ? zpi_now_ns() : 0;
     zpi_batchbuf *bb;
@@ -887,6 +905,8 @@ zpi_engine *zpi_pipeline_engine(const zp_pipeline *p) { return p->engine; }
 size_t zpi_pipeline_ready_batches(zp_pipeline *p) { return p->q_ready ? zpi_outq_ready(&p->q) : 0; }
 
 zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
+
+zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p) { return &p->wd; }
 
 size_t zpi_pipeline_prefetch_tuning(zp_pipeline *p, int *is_auto, char *why, size_t len)
 {

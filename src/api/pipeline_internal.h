@@ -9,7 +9,9 @@
 #include "engine/engine.h"
 #include "zephon/pipeline.h"
 
+#include "output/covtab.h"
 #include "plan/state.h"
+#include "api/watchdog.h"
 
 /* The consumer's checkpoint bookkeeping: pipeline.c updates it as batches
  * are delivered; pipeline_state.c saves it and sets it from a state before
@@ -33,6 +35,7 @@ typedef struct zpi_ckpt {
     int done_lost;             /* at.done could not be copied (out of memory) */
     uint64_t bal_done;         /* batches of the attention-balance window in
                                   progress delivered (at is its start) */
+    zpi_covtab cov;            /* coverage digests (certificate.c) */
 } zpi_ckpt;
 
 zpi_ckpt *zpi_pipeline_ckpt(zp_pipeline *p);
@@ -63,5 +66,8 @@ zpi_err *zpi_pipeline_err(zp_pipeline *p);
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
 /* The same, whether it is automatic, and auto's last decision ("" none). */
 size_t zpi_pipeline_prefetch_tuning(zp_pipeline *p, int *is_auto, char *why, size_t len);
+
+/* The stall watchdog's state (api/watchdog.h), held by the pipeline. */
+zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p);
 
 #endif

@@ -120,6 +120,8 @@ static zp_status fill_state(zp_pipeline *p, zpi_state *st, zpi_err *err)
                    np * sizeof *r->phase_samples);
     }
     /* skipped ranges already passed (or restored with the state) */
+    if (zpi_covtab_copy(&ck->cov, &r->cov, &r->n_cov) != ZP_OK)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
     r->skips = ck->n_skips ? calloc(ck->n_skips, sizeof *r->skips) : NULL;
     if (ck->n_skips && !r->skips)
         return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the state");
@@ -397,6 +399,9 @@ zp_status zp_pipeline_state_restore(zp_pipeline *p, const char *json, size_t len
         }
         ps = pt = NULL;
         ck->base = rs.counts;
+        if (zpi_covtab_restore(&ck->cov, rs.cov, rs.n_cov, st.world_size == wc->world_size) !=
+            ZP_OK)
+            ck->cov.lost = 1; /* zp_pipeline_coverage says so */
         ck->next_batch = rs.next_batch;
         ck->at.valid = 1;
         ck->at.epoch = rs.epoch;

@@ -237,6 +237,38 @@ static int hook_finish(void *user, zp_pipeline *p, int rc)
         say(r, "report: %s", zp_mpi_errmsg(r->m));
         return 1;
     }
+    /* token packing: this rank's stream went on after another's had
+     * ended, so its last documents were not delivered: from where, and how
+     * many (the certificate counts them) */
+    const zp_sample *u;
+    size_t nu = zp_mpi_undelivered_samples(r->m, &u);
+    if (p && !r->o->no_coverage && (nu || zp_mpi_batches_dropped(r->m))) {
+        zp_worksource_state ws;
+        zp_pipeline_resume_state(p, &ws);
+        uint32_t e = ws.epoch;
+        uint64_t from = ws.position, held = 0;
+        for (size_t k = 0; k < nu; k++)
+            if (!u[k].padded && (u[k].epoch < e || (u[k].epoch == e && u[k].position < from))) {
+                e = u[k].epoch;
+                from = u[k].position;
+            }
+        for (size_t k = 0; k < nu; k++)
+            held += !u[k].padded && u[k].epoch == e;
+        zp_epoch_coverage c;
+        if (zp_pipeline_coverage(p, e, 1, &c) == ZP_OK && c.checked &&
+            c.expected.count > c.delivered.count - held)
+            printf("rank %d: coverage: epoch %u: %llu document(s) of this rank's plan not "
+                   "delivered, from position %llu on (another rank's stream ended first)\n",
+                   zp_mpi_rank(r->m), e,
+                   (unsigned long long)(c.expected.count - (c.delivered.count - held)),
+                   (unsigned long long)from);
+    }
+    /* the job's coverage certificate, in the final report (a collective:
+     * every rank, with or without its pipeline) */
+    if (!r->o->no_coverage && zp_mpi_report_coverage(r->m, p, r->final) != ZP_OK) {
+        say(r, "coverage: %s", zp_mpi_errmsg(r->m));
+        return 1;
+    }
     return rc;
 }
 
@@ -260,6 +292,8 @@ static char *extra_settings(const cli_run_opts *o)
                                                          : ZP_PACK_WINDOW_DEFAULT));
     if (o->tok_id[0] && o->balance > 1)
         n += snprintf(s + n, cap - (size_t)n, "balance=%llu ", (unsigned long long)o->balance);
+    if (o->no_coverage) /* the certificate's collectives: on every rank or none */
+        n += snprintf(s + n, cap - (size_t)n, "coverage=no ");
     n += snprintf(s + n, cap - (size_t)n,
                      "tokenize=%s field=%s map=%s start_epoch=%llu max_batches=%llu "
                      "report_every=%llu save_state=%s save_every=%llu resume=%s skip_batches=",
@@ -402,8 +436,16 @@ static int final_report(const cli_run_opts *o, const cli_run_result *res, zp_clu
         char *text = NULL;
         if (o->report_dir && zp_cluster_report_render(rep, ZP_MPI_TEXT, &text, NULL) == ZP_OK)
             fputs(text, stdout);
-        else
+        else {
             printf("%s\n", zp_cluster_report_verdict(rep));
+            const zp_coverage_cert *cov;
+            size_t n = zp_cluster_report_coverage(rep, &cov);
+            for (size_t i = 0; i < n; i++) {
+                char line[512];
+                zp_coverage_cert_line(&cov[i], line, sizeof line);
+                printf("coverage: %s\n", line);
+            }
+        }
         free(text);
         if (o->report_dir)
             printf("report written to %s/report.{txt,json,csv,html}\n", o->report_dir);
@@ -429,9 +471,22 @@ static void print_balance(zp_mpi *m)
            bs.mb_imbalance_before, bs.mb_imbalance_after);
 }
 
+/* The root's log (stall notices of other ranks: zp_mpi_config.log). */
+static void log_root(void *user, zp_log_level lvl, const char *msg)
+{
+    (void)user;
+    fprintf(stderr, "zephon: %s: %s\n", lvl == ZP_LOG_ERROR ? "error" : "warning", msg);
+}
+
 static int run_ranks(cli_run_opts *o, zp_mpi *m)
 {
     int rank = zp_mpi_rank(m);
+    /* Threads under a launcher: --threads, else OMP_NUM_THREADS, else the
+     * cores of this rank's binding shared among the node's ranks that
+     * share them (zp_mpi_suggested_threads; docs/mpi.md) */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (o->pc.threads == 0 && !(omp && *omp))
+        o->pc.threads = zp_mpi_suggested_threads(m, NULL, NULL, NULL);
     if (o->rank_set && rank == 0)
         fprintf(stderr, "zephon run: under MPI the rank and world size come from the "
                         "communicator: --rank/--world-size ignored\n");
@@ -518,6 +573,7 @@ int cli_cmd_run_mpi(cli_run_opts *o)
     }
     zp_mpi_config mc;
     zp_mpi_config_init(&mc);
+    mc.log = log_root; /* the root's stall notices from other ranks */
     zp_mpi *m = NULL;
     /* The command owns MPI and may name MPI_COMM_WORLD; the library
      * duplicates it. */

@@ -137,6 +137,16 @@ static int find_member(const char *json, size_t len, const char *key, const char
     return -1;
 }
 
+/* ZEPHON_TEST_DROP_SAMPLE's map callback: drops the sample at position 0
+ * of the first epoch (user: the start epoch). */
+static zp_status test_drop_first(void *user, zp_record *rec)
+{
+    const zp_sample *smp = zp_record_sample(rec);
+    if (smp->position == 0 && !smp->padded && smp->epoch == *(const uint64_t *)user)
+        zp_record_drop(rec);
+    return ZP_OK;
+}
+
 static zp_status map_strip(void *user, zp_record *rec)
 {
     const strip_ctx *sc = user;
@@ -417,6 +427,52 @@ void cli_run_result_free(cli_run_result *r)
     r->phase_weight = NULL;
     r->phase_samples = NULL;
     r->n_phases = 0;
+    free(r->cov);
+    r->cov = NULL;
+    r->n_cov = 0;
+}
+
+/* The coverage of the epochs this rank delivered (the last 64), judged
+ * for those its stream went past: against the epoch's stream in a world of
+ * one, else against this rank's plan (docs/report.md). */
+static void run_coverage(zp_pipeline *p, const cli_run_opts *o, cli_run_result *r)
+{
+    size_t n = zp_pipeline_coverage_epochs(p, NULL, 0);
+    uint32_t *ep = n ? malloc(n * sizeof *ep) : NULL;
+    size_t first = n > 64 ? n - 64 : 0;
+    r->cov = n ? calloc(n - first, sizeof *r->cov) : NULL;
+    if (n && (!ep || !r->cov)) {
+        r->cov_failed = 1;
+        fprintf(stderr, "zephon run: coverage: out of memory\n");
+        free(ep);
+        return;
+    }
+    zp_pipeline_coverage_epochs(p, ep, n);
+    for (size_t i = first; i < n; i++) {
+        cli_run_cov *c = &r->cov[r->n_cov];
+        zp_epoch_coverage ec;
+        zp_status st = zp_pipeline_coverage(p, ep[i], 0, &ec);
+        c->epoch = ep[i];
+        c->judged = st == ZP_OK && ec.finished;
+        c->whole = o->ws.world_size <= 1;
+        if (st == ZP_OK && c->judged) {
+            if (c->whole)
+                st = zp_pipeline_stream_coverage(p, ep[i], 0, 1, &c->expected);
+            else if ((st = zp_pipeline_coverage(p, ep[i], 1, &ec)) == ZP_OK)
+                c->expected = ec.expected;
+        }
+        if (st != ZP_OK) {
+            r->cov_failed = 1;
+            fprintf(stderr, "zephon run: coverage of epoch %u: %s\n", ep[i],
+                    zp_pipeline_errmsg(p));
+            break;
+        }
+        c->delivered = ec.delivered;
+        c->padded = ec.padded;
+        c->ok = c->judged && zp_coverage_equal(&c->delivered, &c->expected);
+        r->n_cov++;
+    }
+    free(ep);
 }
 
 /* ------------------------------------------------------------ the run */
@@ -535,6 +591,14 @@ static int run_make_pipeline(run_ctx *x)
         return 1;
     }
     zp_pipeline *p = x->p;
+    /* ZEPHON_TEST_DROP_SAMPLE=R (tests of the coverage certificate): rank
+     * R drops the first sample of its first epoch, as a map callback that
+     * filters a record would */
+    const char *drop = getenv("ZEPHON_TEST_DROP_SAMPLE");
+    if (drop && *drop && (uint32_t)atoi(drop) == o->ws.rank &&
+        (st = zp_pipeline_map_transform(p, test_drop_first, &o->start_epoch, 1, "test_drop")) !=
+            ZP_OK)
+        return run_pipeline_error(x, st);
     x->sc = (strip_ctx){o->field, o->tok_id[0] == '\0'};
     if (o->map_strip && (st = zp_pipeline_map_transform(p, map_strip, &x->sc, o->map_parallelism, "strip")) != ZP_OK)
         return run_pipeline_error(x, st);
@@ -754,6 +818,8 @@ static int run_finish(run_ctx *x)
                 (unsigned long long)res->batches);
     zp_pipeline_get_counts(p, &res->counts);
     part_counts(o, p, x->ws, res);
+    if (!x->hk && !o->no_coverage)
+        run_coverage(p, o, res);
     if (o->observe >= 0)
         cli_run_print_observe(o, p, stdout);
     int rc = 0;

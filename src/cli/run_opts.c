@@ -43,6 +43,8 @@ void cli_run_usage(FILE *f)
         "  --no-shuffle            dataset order\n"
         "  --block-shards N        shards per shuffle block (default 8)\n"
         "  --remainder pad|drop    samples %% world size policy (default pad)\n"
+        "  --no-coverage           leave out the coverage certificate at the end (each\n"
+        "                          epoch's delivered samples against its plan; docs/report.md)\n"
         "  --no-index-store        count shards lacking a manifest count by reading them,\n"
         "                          without the on-disk index store of record counts\n"
         "                          ($XDG_CACHE_HOME/zephon/index, else ~/.cache/zephon/index;\n"
@@ -84,6 +86,9 @@ void cli_run_usage(FILE *f)
         "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
         "  --skip-bad-records      skip (and count) bad records instead of failing\n"
         "  --fetch-delay-us N      fault injection: delay each fetched chunk\n"
+        "  --watchdog SECONDS      stall watchdog: when no batch came for SECONDS, print\n"
+        "                          what every operator is doing (default 30; 0 = off;\n"
+        "                          under MPI rank 0 also names the stuck rank)\n"
         "consumer:\n"
         "  --step-time SECONDS     simulated training step per batch (default 0)\n"
         "  --max-batches N         stop after N batches\n"
@@ -406,6 +411,8 @@ static int opt_data(cli_run_opts *o, const char *a, const char *v)
         NUM(o->start_epoch, 0, UINT32_MAX - 1);
     else if (!strcmp(a, "--no-shuffle"))
         o->ws.shuffle = 0;
+    else if (!strcmp(a, "--no-coverage"))
+        o->no_coverage = 1;
     else if (!strcmp(a, "--no-index-store") || !strcmp(a, "--no-index-cache"))
         o->no_index_store = 1;
     else if (!strcmp(a, "--block-shards"))
@@ -532,7 +539,11 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
     else if (!strcmp(a, "--fetch-delay-us"))
         NUM(o->pc.fetch_delay_us, 0, (uint64_t)MAX_SECONDS * 1000000);
-    else
+    else if (!strcmp(a, "--watchdog")) {
+        if (seconds(a, v, &o->pc.watchdog_seconds) != 0)
+            return -1;
+        used = 2;
+    } else
         return 0;
     return used;
 }

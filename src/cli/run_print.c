@@ -214,6 +214,30 @@ static void packing_fractions(const cli_run_result *r, double *pad, double *cut)
     *cut = r->counts.samples ? (double)r->counts.cut_documents / (double)r->counts.samples : 0;
 }
 
+/* One epoch's coverage in words (a plain run's own check). */
+static void cov_line(const cli_run_cov *c, char *buf, size_t cap)
+{
+    const char *what = c->whole ? "every sample once" : "this rank's plan delivered";
+    if (!c->judged)
+        snprintf(buf, cap, "epoch %u: not finished (%llu samples delivered): not judged",
+                 c->epoch, (unsigned long long)c->delivered.count);
+    else if (c->ok)
+        snprintf(buf, cap, "epoch %u: %s (%llu samples%s)", c->epoch, what,
+                 (unsigned long long)c->delivered.count, c->padded ? ", padding apart" : "");
+    else if (c->delivered.count < c->expected.count)
+        snprintf(buf, cap, "epoch %u: NOT %s: %llu missing (%llu of %llu delivered)", c->epoch,
+                 what, (unsigned long long)(c->expected.count - c->delivered.count),
+                 (unsigned long long)c->delivered.count, (unsigned long long)c->expected.count);
+    else if (c->delivered.count > c->expected.count)
+        snprintf(buf, cap, "epoch %u: NOT %s: %llu repeated (%llu delivered, %llu planned)",
+                 c->epoch, what, (unsigned long long)(c->delivered.count - c->expected.count),
+                 (unsigned long long)c->delivered.count, (unsigned long long)c->expected.count);
+    else
+        snprintf(buf, cap, "epoch %u: NOT %s: as many samples as planned (%llu) but not the same "
+                           "ones",
+                 c->epoch, what, (unsigned long long)c->expected.count);
+}
+
 void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
 {
     double s = r->seconds > 0 ? r->seconds : 1e-9;
@@ -254,6 +278,21 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
             print_parts(o, r);
         if (r->n_phases > 1)
             print_phases(o, r);
+        if (r->n_cov) {
+            printf(",\"coverage\":[");
+            for (size_t i = 0; i < r->n_cov; i++) {
+                const cli_run_cov *c = &r->cov[i];
+                char line[256];
+                cov_line(c, line, sizeof line);
+                printf("%s{\"epoch\":%u,\"judged\":%s,\"ok\":%s,\"against\":\"%s\","
+                       "\"delivered\":%llu,\"expected\":%llu,\"padded\":%llu,\"text\":\"%s\"}",
+                       i ? "," : "", c->epoch, c->judged ? "true" : "false",
+                       c->ok ? "true" : "false", c->whole ? "epoch" : "rank_plan",
+                       (unsigned long long)c->delivered.count,
+                       (unsigned long long)c->expected.count, (unsigned long long)c->padded, line);
+            }
+            printf("]");
+        }
         printf("}\n");
         return;
     }
@@ -301,6 +340,18 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
         print_parts(o, r);
     if (r->n_phases > 1)
         print_phases(o, r);
+    int bad = 0;
+    for (size_t i = 0; i < r->n_cov; i++) {
+        char line[256];
+        cov_line(&r->cov[i], line, sizeof line);
+        printf("  coverage: %s\n", line);
+        bad |= r->cov[i].judged && !r->cov[i].ok;
+    }
+    if (bad && (r->counts.filtered || r->counts.skipped || o->n_skips))
+        printf("  coverage: not delivered by request in this run: %llu records filtered by map "
+               "callbacks, %llu bad records skipped%s\n",
+               (unsigned long long)r->counts.filtered, (unsigned long long)r->counts.skipped,
+               o->n_skips ? ", batches skipped by --skip-batches" : "");
 }
 
 /* ------------------------------------------------------------ observability */

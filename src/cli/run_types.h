@@ -105,6 +105,7 @@ typedef struct cli_run_opts {
     uint64_t report_every;   /* --report-every N batches; 0: automatic */
     zp_storage_config storage; /* remote shards, the shard cache on disk */
     int no_index_store;      /* --no-index-store: count shards without the index store */
+    int no_coverage;         /* --no-coverage: no coverage certificate */
     const cli_run_hooks *hooks; /* set by the MPI front end */
 } cli_run_opts;
 
@@ -114,6 +115,18 @@ typedef struct cli_run_part_count {
     double weight;    /* as used: a fraction of 1 */
     uint64_t samples, tokens;
 } cli_run_part_count;
+
+/* The coverage of one epoch as this process checks it (a plain run; under
+ * MPI rank 0 prints the job's certificate instead, cmd_run_mpi.c). */
+typedef struct cli_run_cov {
+    uint32_t epoch;
+    int judged;          /* the rank's stream is past the epoch */
+    int ok;              /* delivered == expected */
+    int whole;           /* expected is the epoch's stream (a world of one),
+                            else this rank's plan for it */
+    zp_coverage delivered, expected;
+    uint64_t padded;
+} cli_run_cov;
 
 typedef struct cli_run_result {
     uint64_t batches, bytes;
@@ -134,6 +147,9 @@ typedef struct cli_run_result {
     uint64_t *phase_start;
     double *phase_weight;
     uint64_t *phase_samples;
+    cli_run_cov *cov;   /* malloc'd: the epochs delivered (the last 64) */
+    size_t n_cov;
+    int cov_failed;     /* the digests could not be computed (said on stderr) */
 } cli_run_result;
 
 #endif

@@ -126,6 +126,30 @@ static void worker_fini(zpi_worker *w)
     w->enc = NULL;
 }
 
+/* The calling thread's activity slot: from now on it runs `op` on chunk c
+ * (NULL: a shard of its own), its item the chunk's first sample. */
+static zpi_activity *act_begin(zpi_engine *e, int op, const zpi_chunk *c, uint32_t shard)
+{
+    zpi_activity *a = &e->workers[thread_index(e)].act;
+    uint64_t now = zpi_now_ns();
+    atomic_store_explicit(&a->chunk_ns, now, memory_order_relaxed);
+    atomic_store_explicit(&a->epoch, c ? c->epoch : 0, memory_order_relaxed);
+    atomic_store_explicit(&a->position, c ? c->pos0 : 0, memory_order_relaxed);
+    if (c && c->n)
+        zpi_act_item(a, op == ZPI_ACT_BATCH ? ZP_TASK_PACKING : ZP_TASK_RUNNING,
+                     c->samples[0].shard, UINT64_MAX);
+    else
+        zpi_act_item(a, ZP_TASK_LOADING, shard, UINT64_MAX);
+    atomic_store_explicit(&a->op, op, memory_order_relaxed);
+    return a;
+}
+
+static void act_end(zpi_activity *a)
+{
+    atomic_store_explicit(&a->op, ZPI_ACT_IDLE, memory_order_relaxed);
+    atomic_store_explicit(&a->state, ZP_TASK_IDLE, memory_order_relaxed);
+}
+
 static void run_stage(zpi_engine *e, int s, zpi_chunk *c)
 {
     const stage *st = &e->stages[s];
@@ -136,7 +160,9 @@ static void run_stage(zpi_engine *e, int s, zpi_chunk *c)
         zpi_ctr_add(&ot->items_in[s], st->op.kind == ZPI_OP_FETCH ? c->n : zpi_chunk_live(c));
         t0 = zpi_now_ns();
     }
+    zpi_activity *a = act_begin(e, s, c, 0);
     op_run(&e->env, &st->op, w, ot, c);
+    act_end(a);
     if (ot) {
         zpi_ctr_add(&ot->busy_ns[s], zpi_now_ns() - t0);
         zpi_ctr_add(&ot->items_out[s], c->err.code == ZP_OK ? zpi_chunk_live(c) : 0);
@@ -265,7 +291,9 @@ static int pf_pop_locked(zpi_engine *e, uint32_t *shard)
 static void prefetch_task(zpi_engine *e, uint32_t shard)
 {
     for (;;) {
+        zpi_activity *a = act_begin(e, ZPI_ACT_PREFETCH, NULL, shard);
         zpi_op_prefetch(&e->env, obs_self(e), shard);
+        act_end(a);
         pthread_mutex_lock(&e->mu);
         int more = pf_pop_locked(e, &shard);
         if (!more)
@@ -427,6 +455,7 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
     uint64_t t0 = e->obs ? zpi_now_ns() : 0;
     uint64_t blocked0 = e->obs ? zpi_ctr_get(&e->obs->batch_blocked_ns) : 0;
     note_drained(e, c);
+    zpi_activity *a = act_begin(e, ZPI_ACT_BATCH, c, 0);
     zp_status st = zpi_pack_chunk(&e->pk, c);
     if (st == ZP_OK && c->last_in_epoch) {
         st = zpi_pack_flush(&e->pk, 1);
@@ -439,6 +468,7 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
             st = ZP_ERR_FORMAT;
         }
     }
+    act_end(a);
     if (e->obs) {
         uint64_t blocked = zpi_ctr_get(&e->obs->batch_blocked_ns) - blocked0;
         zpi_ctr_add(&e->obs->batch_busy_ns, zpi_now_ns() - t0 - blocked);
@@ -622,6 +652,8 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         goto fail;
     }
     e->workers = calloc((size_t)e->threads, sizeof *e->workers);
+    for (int i = 0; e->workers && i < e->threads; i++)
+        act_end(&e->workers[i].act);
     e->chunks = calloc(e->W, sizeof *e->chunks);
     e->window = calloc(e->W, sizeof *e->window);
     st = e->workers && e->chunks && e->window ? ZP_OK : ZP_ERR_NOMEM;
@@ -716,4 +748,71 @@ int zpi_engine_fetcher_stats(zpi_engine *e, zpi_fetcher_stats *out)
         return 0;
     zpi_fetcher_stats_get(e->fetcher, out);
     return 1;
+}
+
+/* ------------------------------------------------------------ the stall watchdog */
+
+static int task_cmp(const void *x, const void *y)
+{
+    const zp_task_activity *a = x, *b = y;
+    return a->seconds < b->seconds ? 1 : a->seconds > b->seconds ? -1 : (a->thread > b->thread) - (a->thread < b->thread);
+}
+
+void zpi_engine_activity(zpi_engine *e, uint64_t now, zp_watchdog_report *r)
+{
+    r->threads = (uint32_t)e->threads;
+    const zp_dataset *ds = zp_worksource_dataset(e->ws);
+    /* every busy thread, the longest-running first; at most
+     * ZP_WATCHDOG_MAX_TASKS kept */
+    zp_task_activity *all = calloc((size_t)e->threads, sizeof *all);
+    uint32_t n = 0;
+    for (int t = 0; all && t < e->threads; t++) {
+        zpi_activity *a = &e->workers[t].act;
+        int op = atomic_load_explicit(&a->op, memory_order_relaxed);
+        int state = atomic_load_explicit(&a->state, memory_order_relaxed);
+        if (op == ZPI_ACT_IDLE || state == ZP_TASK_IDLE)
+            continue;
+        zp_task_activity *x = &all[n++];
+        x->thread = (uint32_t)t;
+        const char *name = op == ZPI_ACT_PREFETCH ? "prefetch"
+                           : op == ZPI_ACT_BATCH  ? "batch"
+                           : (op >= 0 && op < e->n_stages) ? e->stages[op].op.name
+                                                            : "?";
+        zpi_fmt(x->op, sizeof x->op, "%s", name);
+        x->state = (zp_task_state)state;
+        uint64_t s1 = atomic_load_explicit(&a->shard1, memory_order_relaxed);
+        uint64_t r1 = atomic_load_explicit(&a->record1, memory_order_relaxed);
+        x->shard = s1 ? (int64_t)(s1 - 1) : -1;
+        x->shard_name = s1 ? zp_dataset_shard_name(ds, (size_t)(s1 - 1)) : NULL;
+        x->remote = s1 ? zpi_fetcher_is_remote(e->fetcher, (size_t)(s1 - 1)) : 0;
+        x->record = r1 ? (int64_t)(r1 - 1) : -1;
+        x->epoch = (uint32_t)atomic_load_explicit(&a->epoch, memory_order_relaxed);
+        x->position = atomic_load_explicit(&a->position, memory_order_relaxed);
+        uint64_t since = atomic_load_explicit(&a->since_ns, memory_order_relaxed);
+        uint64_t chunk = atomic_load_explicit(&a->chunk_ns, memory_order_relaxed);
+        x->seconds = now > since ? (double)(now - since) / 1e9 : 0.0;
+        x->chunk_seconds = now > chunk ? (double)(now - chunk) / 1e9 : 0.0;
+    }
+    if (n)
+        qsort(all, n, sizeof *all, task_cmp);
+    r->tasks_busy = n;
+    r->n_tasks = n < ZP_WATCHDOG_MAX_TASKS ? n : ZP_WATCHDOG_MAX_TASKS;
+    if (r->n_tasks)
+        memcpy(r->tasks, all, r->n_tasks * sizeof *all);
+    free(all);
+
+    pthread_mutex_lock(&e->mu);
+    r->n_ops = 0;
+    for (int s = 0; s < e->n_stages && s < ZP_OBS_MAX_OPS; s++) {
+        zp_op_queue *q = &r->ops[r->n_ops++];
+        zpi_fmt(q->name, sizeof q->name, "%s", e->stages[s].op.name);
+        q->queued = (uint32_t)e->stages[s].ready.n;
+        q->running = (uint32_t)e->stages[s].running;
+        q->parallelism = (uint32_t)e->stages[s].op.parallelism;
+    }
+    r->prefetch_running = (uint32_t)e->pf_running;
+    r->prefetch_queued = (uint32_t)e->pf_count;
+    r->chunks_in_flight = (uint32_t)e->in_flight;
+    pthread_mutex_unlock(&e->mu);
+    r->batches_ready = (uint32_t)zpi_outq_ready(e->q);
 }

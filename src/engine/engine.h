@@ -72,6 +72,10 @@ typedef struct zpi_stage_view {
  * Only with observability on. */
 int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max);
 void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out);
+/* The stall watchdog: fills r's tasks (what each busy team thread does, as
+ * of `now`), operator queues, prefetch and in-flight counts and the batches
+ * ready; the other fields are the caller's. Any thread. */
+void zpi_engine_activity(zpi_engine *e, uint64_t now, zp_watchdog_report *r);
 /* The remote shards' downloads and disk cache: 1 and *out, or 0 when the
  * dataset has no remote shard. */
 struct zpi_fetcher_stats;

@@ -27,8 +27,8 @@ static void pins_release(zpi_shard_cache *cache, pinset *ps)
 
 /* Pins `shard` into ps (a no-op when it is there). wait 0: when another
  * task is loading it, *out is NULL and nothing is pinned. */
-static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps, uint32_t shard,
-                          int wait, const zpi_shard **out, zpi_err *err)
+static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, zpi_activity *a, pinset *ps,
+                          uint32_t shard, int wait, const zpi_shard **out, zpi_err *err)
 {
     for (int i = 0; i < ps->n; i++)
         if (ps->idx[i] == shard) {
@@ -39,6 +39,7 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, pinset *ps
         pins_release(cache, ps);
     int loaded = 0;
     uint64_t t0 = ot ? zpi_now_ns() : 0;
+    zpi_act_item(a, ZP_TASK_LOADING, shard, UINT64_MAX);
     zp_status st = wait ? zpi_shard_cache_get(cache, shard, out, &loaded, err)
                         : zpi_shard_cache_get_unless_loading(cache, shard, out, &loaded, err);
     if (st == ZP_OK && !*out)
@@ -338,6 +339,8 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
     zpi_json *json = zpi_worker_json(w, c);
     if (!json)
         return;
+    zpi_activity *a = &w->act;
+    uint32_t cur = UINT32_MAX; /* the shard being read */
     fetch_delay(env);
     pinset ps = {.n = 0, .cache_end_ns = 0};
     /* First pin the chunk's shards (up to the pin set's size) that no other
@@ -348,7 +351,7 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
      * stream order. */
     for (size_t i = 0; i < c->n && ps.n < 16; i++) {
         const zpi_shard *sh;
-        if (pins_get(env->cache, ot, &ps, c->samples[i].shard, 0, &sh, &err) != ZP_OK)
+        if (pins_get(env->cache, ot, a, &ps, c->samples[i].shard, 0, &sh, &err) != ZP_OK)
             break;
     }
     ps.cache_end_ns = 0;
@@ -359,10 +362,17 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         if (done && done[i])
             continue;
         const zpi_shard *sh;
-        zp_status st = pins_get(env->cache, ot, &ps, s->shard, 1, &sh, &err);
+        zp_status st = pins_get(env->cache, ot, a, &ps, s->shard, 1, &sh, &err);
         if (st != ZP_OK) {
             zpi_chunk_fail(c, st, "%s", err.msg);
             break;
+        }
+        if (s->shard != cur ||
+            atomic_load_explicit(&a->state, memory_order_relaxed) != ZP_TASK_READING) {
+            zpi_act_item(a, ZP_TASK_READING, s->shard, s->record);
+            cur = s->shard;
+        } else {
+            atomic_store_explicit(&a->record1, s->record + 1, memory_order_relaxed);
         }
         if (ps.cache_end_ns) { /* a record's time excludes opening its shard */
             t_rec = ps.cache_end_ns;

@@ -25,11 +25,15 @@
 #include "ops/chunk.h"
 #include "base/json.h"
 #include "base/obs_counters.h"
+#include "base/util.h"
 #include "data/shard_cache.h"
 #include "zephon/batch.h"
 #include "zephon/dataset.h"
 #include "zephon/record.h"
 #include "zephon/tokenizer.h"
+#include "zephon/watchdog.h"
+
+#include <stdatomic.h>
 
 #define ZPI_MAX_MAPS 8
 #define ZPI_MAX_OPS (ZPI_MAX_MAPS + 2)
@@ -65,12 +69,44 @@ typedef struct zpi_op_env {
     int fixed_ok;
 } zpi_op_env;
 
+/* What a team thread is doing now, for the stall watchdog
+ * (zephon/watchdog.h): written by its own thread only (relaxed stores), read
+ * by the consumer's thread. op: the stage index, ZPI_ACT_PREFETCH,
+ * ZPI_ACT_BATCH or ZPI_ACT_IDLE; shard1/record1: index + 1 (0: none); the
+ * times are zpi_now_ns(). The fields are read one by one: a reader may see
+ * a mix of two moments, which a diagnostic tolerates. */
+#define ZPI_ACT_IDLE (-1)
+#define ZPI_ACT_PREFETCH (-2)
+#define ZPI_ACT_BATCH (-3)
+typedef struct zpi_activity {
+    atomic_int op;
+    atomic_int state;               /* zp_task_state */
+    atomic_uint_fast64_t shard1, record1;
+    atomic_uint_fast64_t since_ns;  /* the current item's start */
+    atomic_uint_fast64_t chunk_ns;  /* the chunk's start */
+    atomic_uint_fast64_t epoch, position; /* the chunk's */
+} zpi_activity;
+
+/* Sets a's item: state, shard (UINT32_MAX: none), record (UINT64_MAX:
+ * none), starting now. */
+static inline void zpi_act_item(zpi_activity *a, int state, uint32_t shard, uint64_t record)
+{
+    if (!a)
+        return;
+    atomic_store_explicit(&a->shard1, shard == UINT32_MAX ? 0 : (uint64_t)shard + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&a->record1, record == UINT64_MAX ? 0 : record + 1, memory_order_relaxed);
+    atomic_store_explicit(&a->state, state, memory_order_relaxed);
+    atomic_store_explicit(&a->since_ns, zpi_now_ns(), memory_order_relaxed);
+}
+
 /* Per-thread resources, created lazily by the thread that owns them. */
 typedef struct zpi_worker {
     zpi_json *json;
     zp_encoder *enc;
     struct zpi_batch_scratch *bs; /* batch maps (record.c) */
     const void *json_of;          /* the zp_record whose JSON json holds */
+    zpi_activity act;             /* the engine sets op; bodies their items */
 } zpi_worker;
 
 /* operators.c */

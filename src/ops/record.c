@@ -24,6 +24,14 @@ struct zp_record {
 
 const zp_sample *zp_record_sample(const zp_record *rec) { return &rec->c->samples[rec->i]; }
 
+void zp_record_begin(zp_record *rec)
+{
+    if (rec && rec->w) {
+        const zp_sample *s = &rec->c->samples[rec->i];
+        zpi_act_item(&rec->w->act, ZP_TASK_RUNNING, s->shard, s->record);
+    }
+}
+
 const char *zp_record_json(const zp_record *rec, size_t *len)
 {
     const zpi_rec *r = &rec->c->recs[rec->i];

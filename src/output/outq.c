@@ -2,6 +2,7 @@
 #include "output/outq.h"
 
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 static zpi_batchbuf *buf_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_batchbuf, node) : NULL; }
@@ -85,7 +86,11 @@ zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols, un
     memset(q, 0, sizeof *q);
     q->masking = cols ? masking : 0;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->ready_cv, NULL);
+    pthread_condattr_t ca; /* the consumer's timed wait (the watchdog) is on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->ready_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&q->free_cv, NULL);
     q->n_bufs = n_bufs;
     q->rows = rows;
@@ -323,8 +328,30 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
     uint64_t t0 = 0;
     if (!q->ready.head && !q->final_set && q->tune.on && q->tune.win_t0)
         t0 = zpi_now_ns();
-    while (!q->ready.head && !q->final_set)
-        pthread_cond_wait(&q->ready_cv, &q->mu);
+    uint64_t w0 = 0, fire = 0;
+    while (!q->ready.head && !q->final_set) {
+        if (!q->watch_ns) {
+            pthread_cond_wait(&q->ready_cv, &q->mu);
+            continue;
+        }
+        /* the watchdog: call watch_fn after each watch_ns of this wait */
+        uint64_t now = zpi_now_ns();
+        if (!w0) {
+            w0 = now;
+            fire = now + q->watch_ns;
+        }
+        if (now >= fire) {
+            pthread_mutex_unlock(&q->mu);
+            q->watch_fn(q->watch_user, now - w0);
+            pthread_mutex_lock(&q->mu);
+            fire += q->watch_ns;
+            if (fire <= now)
+                fire = now + q->watch_ns;
+            continue;
+        }
+        struct timespec ts = {(time_t)(fire / 1000000000u), (long)(fire % 1000000000u)};
+        pthread_cond_timedwait(&q->ready_cv, &q->mu, &ts);
+    }
     zpi_batchbuf *bb = buf_of(zpi_fifo_pop(&q->ready));
     zp_status st;
     if (bb) {
@@ -378,4 +405,14 @@ size_t zpi_outq_ready(zpi_outq *q)
     size_t n = q->ready.n;
     pthread_mutex_unlock(&q->mu);
     return n;
+}
+
+void zpi_outq_watch(zpi_outq *q, uint64_t period_ns, void (*fn)(void *user, uint64_t waited_ns),
+                    void *user)
+{
+    pthread_mutex_lock(&q->mu);
+    q->watch_ns = fn ? period_ns : 0;
+    q->watch_fn = fn;
+    q->watch_user = user;
+    pthread_mutex_unlock(&q->mu);
 }

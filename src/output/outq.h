@@ -120,6 +120,10 @@ typedef struct zpi_outq {
     zpi_err final;             /* ZP_END or the stream's error */
     zp_pipeline_counts counts; /* delivered so far */
     zpi_outq_tune tune;
+    /* the stall watchdog (zpi_outq_watch): 0 = off */
+    uint64_t watch_ns;
+    void (*watch_fn)(void *user, uint64_t waited_ns);
+    void *watch_user;
 } zpi_outq;
 
 /* *a += *d, field by field. */
@@ -178,5 +182,11 @@ int zpi_outq_finished(zpi_outq *q);
 void zpi_outq_counts(zpi_outq *q, zp_pipeline_counts *out);
 /* Batches waiting for the consumer. */
 size_t zpi_outq_ready(zpi_outq *q);
+/* The stall watchdog: while zpi_outq_next waits, it calls fn(user, the
+ * time waited so far) on the consumer's thread, outside the lock, after
+ * each period_ns of the wait (fn NULL or period 0: off). Set before the
+ * producer starts. */
+void zpi_outq_watch(zpi_outq *q, uint64_t period_ns, void (*fn)(void *user, uint64_t waited_ns),
+                    void *user);
 
 #endif

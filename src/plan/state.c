@@ -40,6 +40,7 @@ void zpi_rank_state_clear(zpi_rank_state *r)
     free(r->phase_samples);
     free(r->skips);
     free(r->window_done);
+    free(r->cov);
     memset(r, 0, sizeof *r);
 }
 
@@ -84,6 +85,7 @@ zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src)
     r.phase_samples = NULL;
     r.skips = NULL;
     r.window_done = NULL;
+    r.cov = NULL;
     r.n_plans = 0;
     r.plans = zpi_state_alloc_n(src->n_plans, sizeof *r.plans);
     r.part_samples = zpi_state_dup_n(src->part_samples, src->n_parts, sizeof(uint64_t));
@@ -92,8 +94,9 @@ zp_status zpi_rank_state_copy(zpi_rank_state *dst, const zpi_rank_state *src)
     r.phase_samples = zpi_state_dup_n(src->phase_samples, src->n_phases * src->n_parts,
                                       sizeof(uint64_t));
     r.window_done = zpi_state_dup_n(src->window_done, 2 * src->n_window_done, sizeof(uint64_t));
+    r.cov = zpi_state_dup_n(src->cov, src->n_cov, sizeof *r.cov);
     int bad = !r.plans || !r.part_samples || !r.part_tokens || !r.skips || !r.phase_samples ||
-              !r.window_done;
+              !r.window_done || !r.cov;
     for (size_t i = 0; !bad && i < src->n_plans; i++) {
         r.plans[i] = src->plans[i];
         r.plans[i].spans = zpi_state_dup_n(src->plans[i].spans, src->plans[i].n, sizeof(zpi_span));

@@ -30,6 +30,7 @@
 #include "plan/plan.h"
 #include "plan/schedule.h"
 #include "zephon/batch.h"
+#include "zephon/coverage.h"
 
 /* Batches first .. last were made and not delivered. */
 typedef struct zpi_skip {
@@ -38,6 +39,16 @@ typedef struct zpi_skip {
     uint32_t from_epoch, to_epoch; /* the stream they covered: from (epoch, position) */
     uint64_t from_position, to_position; /* up to (epoch, position), exclusive */
 } zpi_skip;
+
+/* The coverage digest of one epoch (zephon/coverage.h): the samples of it
+ * delivered, padded ones apart. */
+typedef struct zpi_cov_epoch {
+    uint32_t epoch;
+    int merged; /* 1: the sums of several ranks' digests (an elastic
+                   re-split gave them to rank 0): not this rank's alone */
+    zp_coverage c;
+    uint64_t padded;
+} zpi_cov_epoch;
 
 typedef struct zpi_rank_state {
     uint32_t rank;
@@ -72,6 +83,11 @@ typedef struct zpi_rank_state {
     size_t n_skips;        /* ascending (owned) */
     zpi_skip *skips;
     zp_pipeline_counts counts; /* what was delivered before */
+    size_t n_cov;          /* the coverage digests of the epochs delivered */
+    zpi_cov_epoch *cov;    /* before, ascending by epoch (owned; "coverage"
+                              in the file, absent when none; the elastic
+                              re-split gives rank 0 the sums over the old
+                              ranks, epoch by epoch) */
 } zpi_rank_state;
 
 typedef struct zpi_state {

@@ -150,6 +150,11 @@ static void describe_rank(zpi_buf *b, const zpi_state *s, const zpi_rank_state *
     }
     describe_passes(b, s, r);
     describe_counts(b, "  ", &r->counts);
+    for (size_t i = 0; i < r->n_cov; i++) /* the coverage certificate's digests */
+        zpi_buf_printf(b, "  coverage digest of epoch %" PRIu32 ": %" PRIu64 " samples (%" PRIu64
+                          " padded apart), sum %016" PRIx64 ", xor %016" PRIx64 "\n",
+                       r->cov[i].epoch, r->cov[i].c.count, r->cov[i].padded, r->cov[i].c.sum,
+                       r->cov[i].c.xr);
     if (s->n_parts) {
         zpi_buf_puts(b, "  proportions so far:\n");
         describe_parts(b, s, "    ", r->part_samples, r->part_tokens);

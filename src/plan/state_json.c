@@ -230,6 +230,21 @@ static int put_rank(zpi_buf *b, const zpi_rank_state *r)
         e |= zpi_buf_puts(b, "]}");
     }
     e |= zpi_buf_puts(b, r->n_skips ? "\n      ]" : "]");
+    if (r->n_cov) { /* the coverage digests, per epoch (absent when none) */
+        e |= zpi_buf_puts(b, ",\n      \"coverage\": [");
+        for (size_t i = 0; i < r->n_cov; i++) {
+            const zpi_cov_epoch *c = &r->cov[i];
+            e |= zpi_buf_printf(b, "%s\n        {\"epoch\": %" PRIu32 ", \"samples\": ",
+                                i ? "," : "", c->epoch);
+            e |= put_u64(b, c->c.count);
+            e |= zpi_buf_printf(b, ", \"sum\": \"%016" PRIx64 "\", \"xor\": \"%016" PRIx64
+                                   "\", \"padded\": ",
+                                c->c.sum, c->c.xr);
+            e |= put_u64(b, c->padded);
+            e |= zpi_buf_puts(b, c->merged ? ", \"merged\": true}" : "}");
+        }
+        e |= zpi_buf_puts(b, "\n      ]");
+    }
     e |= zpi_buf_puts(b, ",\n      \"counts\": {");
     const char *sep = "";
 #define X(f)                                                                                       \
@@ -488,6 +503,50 @@ static zp_status parse_skip(json_t *o, const char *sp, zpi_skip *x, zpi_err *err
     return ZP_OK;
 }
 
+static zp_status parse_hex64(const char *s, uint64_t *out);
+
+/* "coverage" (optional): [{"epoch": E, "samples": n, "sum": "16 hex",
+ * "xor": "16 hex", "padded": n[, "merged": true]}, ...], epochs
+ * ascending. */
+static zp_status parse_coverage(json_t *o, const char *rp, zpi_rank_state *r, zpi_err *err)
+{
+    json_t *arr = json_object_get(o, "coverage");
+    char p[300];
+    path_of(p, sizeof p, rp, "coverage");
+    ZPI_RETURN_ERR_IF(arr && !json_is_array(arr), err, ZP_ERR_FORMAT, "%s: not an array", p);
+    r->cov = zpi_state_alloc_n(arr ? json_array_size(arr) : 0, sizeof *r->cov);
+    ZPI_RETURN_ERR_IF(!r->cov, err, ZP_ERR_NOMEM, "%s: out of memory", rp);
+    for (size_t i = 0; arr && i < json_array_size(arr); i++) {
+        json_t *x = json_array_get(arr, i);
+        char q[320];
+        zpi_fmt(q, sizeof q, "%s[%zu]", p, i);
+        static const char *const known[] = {"epoch", "samples", "sum", "xor", "padded", "merged",
+                                            NULL};
+        ZPI_RETURN_ERR_IF(!json_is_object(x), err, ZP_ERR_FORMAT, "%s: not an object", q);
+        ZPI_FORWARD_IF_ERR(only_known(x, q, known, err));
+        zpi_cov_epoch *c = &r->cov[i];
+        ZPI_FORWARD_IF_ERR(get_u32(x, q, "epoch", &c->epoch, err));
+        ZPI_FORWARD_IF_ERR(get_u64(x, q, "samples", UINT64_MAX, &c->c.count, err));
+        ZPI_FORWARD_IF_ERR(get_u64(x, q, "padded", UINT64_MAX, &c->padded, err));
+        json_t *mg = json_object_get(x, "merged"); /* optional: false when absent */
+        ZPI_RETURN_ERR_IF(mg && !json_is_boolean(mg), err, ZP_ERR_FORMAT,
+                          "%s.merged: not true or false", q);
+        c->merged = mg && json_is_true(mg);
+        static const char *const hx[] = {"sum", "xor"};
+        for (int k = 0; k < 2; k++) {
+            json_t *v = json_object_get(x, hx[k]);
+            uint64_t *dst = k ? &c->c.xr : &c->c.sum;
+            ZPI_RETURN_ERR_IF(!v || !json_is_string(v) ||
+                                  parse_hex64(json_string_value(v), dst) != ZP_OK,
+                              err, ZP_ERR_FORMAT, "%s.%s: not 16 lowercase hex digits", q, hx[k]);
+        }
+        ZPI_RETURN_ERR_IF(i > 0 && c->epoch <= r->cov[i - 1].epoch, err, ZP_ERR_FORMAT,
+                          "%s: epoch %" PRIu32 " not above the one before", q, c->epoch);
+        r->n_cov = i + 1;
+    }
+    return ZP_OK;
+}
+
 static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_state *r,
                             zpi_err *err)
 {
@@ -495,7 +554,7 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
                                         "token_offset", "carry",       "plans",   "part_samples",
                                         "part_tokens",  "skipped",     "counts",
                                         "phase_samples", "window_rows", "window_done",
-                                        "balance_done", NULL};
+                                        "balance_done", "coverage", NULL};
     ZPI_RETURN_ERR_IF(!json_is_object(o), err, ZP_ERR_FORMAT, "%s: not an object", rp);
     ZPI_FORWARD_IF_ERR(only_known(o, rp, known, err));
     ZPI_FORWARD_IF_ERR(get_u32(o, rp, "rank", &r->rank, err));
@@ -584,6 +643,8 @@ static zp_status parse_rank(json_t *o, const char *rp, size_t n_parts, zpi_rank_
         ZPI_FORWARD_IF_ERR(parse_skip(json_array_get(arr, i), p, &r->skips[i], err));
         r->n_skips = i + 1;
     }
+
+    ZPI_FORWARD_IF_ERR(parse_coverage(o, rp, r, err));
 
     json_t *cnt;
     static const char *const cknown[] = {

@@ -346,6 +346,36 @@ static void add_totals(zpi_rank_state *o, const zpi_state *s)
     }
 }
 
+/* Rank 0's coverage digests: every rank's, summed epoch by epoch. */
+static int join_coverage(zpi_rank_state *o, const zpi_state *s)
+{
+    size_t cap = 0;
+    for (size_t k = 0; k < s->n_ranks; k++)
+        cap += s->ranks[k].n_cov;
+    free(o->cov);
+    o->n_cov = 0;
+    o->cov = zpi_state_alloc_n(cap, sizeof *o->cov);
+    if (!o->cov)
+        return 1;
+    for (size_t k = 0; k < s->n_ranks; k++)
+        for (size_t i = 0; i < s->ranks[k].n_cov; i++) {
+            const zpi_cov_epoch *c = &s->ranks[k].cov[i];
+            size_t j = 0;
+            while (j < o->n_cov && o->cov[j].epoch < c->epoch)
+                j++;
+            if (j == o->n_cov || o->cov[j].epoch != c->epoch) {
+                memmove(&o->cov[j + 1], &o->cov[j], (o->n_cov - j) * sizeof *o->cov);
+                memset(&o->cov[j], 0, sizeof o->cov[j]);
+                o->cov[j].epoch = c->epoch;
+                o->n_cov++;
+            }
+            zp_coverage_merge(&o->cov[j].c, &c->c);
+            o->cov[j].padded += c->padded;
+            o->cov[j].merged = 1;
+        }
+    return 0;
+}
+
 /* Rank 0's skips: the skipped ranges of every rank, overlapping ones
  * joined; nonzero when out of memory. */
 static int join_skips(zpi_rank_state *o, const zpi_state *s)
@@ -441,7 +471,7 @@ zp_status zpi_state_rank_plan(const zpi_state *s, uint32_t rank, uint32_t world_
     if (!bad && rank == 0) {
         /* rank 0 carries the job's totals */
         add_totals(&o, s);
-        bad = join_skips(&o, s);
+        bad = join_skips(&o, s) || join_coverage(&o, s);
     }
     if (bad) {
         zpi_rank_state_clear(&o);

@@ -870,6 +870,9 @@ size_t zp_worksource_phase_of(const zp_worksource *ws, uint64_t draw)
     return ws && ws->mix ? zpi_sched_phase_at(&ws->sched, draw) : 0;
 }
 
+static zp_status ws_sample_at(zp_worksource *ws, uint32_t epoch, uint64_t g, uint64_t position,
+                              uint64_t token_offset, zp_sample *out);
+
 zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t position,
                                zp_sample *out)
 {
@@ -896,6 +899,14 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
         if (position == ix->pre[k])
             token_offset = pl->spans[k].token_offset;
     }
+    return ws_sample_at(ws, epoch, g, position, token_offset, out);
+}
+
+/* The sample at position g of epoch's stream (g >= draws: padding, g mod
+ * draws repeated), as rank position `position` with `token_offset`. */
+static zp_status ws_sample_at(zp_worksource *ws, uint32_t epoch, uint64_t g, uint64_t position,
+                              uint64_t token_offset, zp_sample *out)
+{
     const int padded = g >= ws->draws;
     if (padded)
         g %= ws->draws;
@@ -931,6 +942,116 @@ zp_status zp_worksource_sample(zp_worksource *ws, uint32_t epoch, uint64_t posit
     out->part = part;
     out->phase = ws->mix ? (uint32_t)ws_phase(ws, (uint64_t)G) : 0;
     out->token_offset = token_offset;
+    return ZP_OK;
+}
+
+/* Fold the part's draws [n0, n1) that fall in work indices [lo, hi) of
+ * them (relative to n0), adding to *out: a whole pass of the part is its
+ * records, folded by id without the permutation; a part of a pass is
+ * looked up place by place. */
+static void ws_fold_part(const zp_worksource *ws, ws_part *pt, uint64_t n0, uint64_t n1,
+                         uint64_t lo, uint64_t hi, zp_coverage *out)
+{
+    const uint64_t S = pt->total;
+    uint64_t n = n0;
+    while (n < n1) {
+        const uint64_t pass = n / S, q0 = n % S;
+        const uint64_t end = n1 - n < S - q0 ? n1 : n + (S - q0); /* this pass's piece */
+        /* work indices [n - n0, end - n0) intersected with [lo, hi) */
+        uint64_t a = n - n0 > lo ? n - n0 : lo, b = end - n0 < hi ? end - n0 : hi;
+        if (a < b) {
+            if (q0 == 0 && end - n == S) { /* the whole pass: its records by id */
+                for (uint64_t i = a - (n - n0); i < b - (n - n0); i++)
+                    zp_coverage_fold(out, pt->off[0] + i, pass);
+            } else {
+                for (uint64_t i = a; i < b; i++) {
+                    uint32_t shard;
+                    uint64_t record;
+                    ws_locate(ws, pt, pass, (n0 + i) % S, &shard, &record);
+                    zp_coverage_fold(out, ws->off[shard] + record, pass);
+                }
+            }
+        }
+        n = end;
+    }
+}
+
+zp_status zp_worksource_epoch_coverage(zp_worksource *ws, uint32_t epoch, uint32_t slice,
+                                       uint32_t slices, zp_coverage *out)
+{
+    if (!ws)
+        return ZP_ERR_INVALID;
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!out || !slices || slice >= slices, &ws->err, ZP_ERR_INVALID,
+                      "zp_worksource_epoch_coverage: slice %u of %u (out %s)", slice, slices,
+                      out ? "given" : "NULL");
+    memset(out, 0, sizeof *out);
+    const size_t np = ws->nparts;
+    uint64_t *c0 = calloc(2 * np, sizeof *c0);
+    ZPI_RETURN_ERR_IF(!c0, &ws->err, ZP_ERR_NOMEM, "out of memory");
+    uint64_t *c1 = c0 + np;
+    unsigned __int128 G0 = (unsigned __int128)epoch * ws->draws, G1 = G0 + ws->draws;
+    zp_status st = ZP_OK;
+    if (G1 > UINT64_MAX)
+        st = zpi_err_set(&ws->err, ZP_ERR_LIMIT,
+                         "epoch %u x %llu draws: the mixture's draw number would pass 2^64", epoch,
+                         (unsigned long long)ws->draws);
+    else if ((st = zp_worksource_draw_counts(ws, (uint64_t)G0, c0)) == ZP_OK)
+        st = zp_worksource_draw_counts(ws, (uint64_t)G1, c1);
+    if (st == ZP_OK) {
+        /* the epoch's work: each part's draws, parts in order; this slice
+         * takes [total * slice / slices, total * (slice + 1) / slices) */
+        uint64_t total = 0;
+        for (size_t p = 0; p < np; p++)
+            total += c1[p] - c0[p];
+        const uint64_t lo = (uint64_t)((unsigned __int128)total * slice / slices);
+        const uint64_t hi = (uint64_t)((unsigned __int128)total * (slice + 1) / slices);
+        uint64_t at = 0;
+        for (size_t p = 0; p < np; p++) {
+            const uint64_t w = c1[p] - c0[p];
+            if (at < hi && at + w > lo)
+                ws_fold_part(ws, &ws->parts[p], c0[p], c1[p], lo > at ? lo - at : 0,
+                             hi - at < w ? hi - at : w, out);
+            at += w;
+        }
+    }
+    free(c0);
+    if (st != ZP_OK || slice != 0)
+        return st;
+    /* the remainder policy drops the stream's last positions: taken out
+     * (sum and count subtract, xor is its own inverse) */
+    const uint64_t keep = ws->cfg.remainder == ZP_REMAINDER_DROP
+                              ? (uint64_t)ws->cfg.world_size * ws->per
+                              : ws->draws;
+    for (uint64_t g = keep; g < ws->draws; g++) {
+        zp_sample smp;
+        ZPI_FORWARD_IF_ERR(ws_sample_at(ws, epoch, g, g, 0, &smp));
+        uint64_t m = zp_coverage_mix(smp.global_id, smp.pass);
+        out->count--;
+        out->sum -= m;
+        out->xr ^= m;
+    }
+    return ZP_OK;
+}
+
+zp_status zp_worksource_coverage(zp_worksource *ws, uint32_t epoch, uint64_t first,
+                                 uint64_t count, zp_coverage *out)
+{
+    if (!ws)
+        return ZP_ERR_INVALID;
+    WS_CHECK_READY(ws);
+    ZPI_RETURN_ERR_IF(!out, &ws->err, ZP_ERR_INVALID, "zp_worksource_coverage: out is NULL");
+    ZPI_RETURN_ERR_IF(first > ws->draws || count > ws->draws - first, &ws->err, ZP_ERR_INVALID,
+                      "zp_worksource_coverage: positions [%llu, %llu + %llu) of epoch %u: the "
+                      "epoch's stream has %llu",
+                      (unsigned long long)first, (unsigned long long)first,
+                      (unsigned long long)count, epoch, (unsigned long long)ws->draws);
+    memset(out, 0, sizeof *out);
+    for (uint64_t g = first; g < first + count; g++) {
+        zp_sample s;
+        ZPI_FORWARD_IF_ERR(ws_sample_at(ws, epoch, g, g, 0, &s));
+        zp_coverage_fold(out, s.global_id, s.pass);
+    }
     return ZP_OK;
 }
 

@@ -63,7 +63,7 @@ check "4 ranks resumed on 4: each rank's batches byte for byte" '[[ $same -eq 1 
 check "the summary names the packing and its fractions" 'grep -q "packing bestfit (window 8): padding" "$d/full.out"'
 check "the cluster report has the padding and cut-document fractions (text, CSV, JSON)" \
   "grep -q '^  padding_fraction ' '$d/rep/report.txt' && grep -q '^  cut_fraction ' '$d/rep/report.txt' &&
-   head -1 '$d/rep/report.csv' | grep -q ',pad_tokens,cut_documents,padding_frac,cut_frac\$' &&
+   head -1 '$d/rep/report.csv' | grep -q ',pad_tokens,cut_documents,padding_frac,cut_frac,au_frac,job_au_frac,job_au_passes\$' &&
    python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))[\"totals\"]

@@ -19,7 +19,12 @@
 #  8. a report window that fails on one rank only (injected): every rank
 #     stops starting windows at the same step (a vote carried by the
 #     lock-step agreement), the run completes and writes its final report,
-#     no hang.
+#     no hang;
+#  9. accelerator utilisation: in the slow-rank run of 2 the job fails the
+#     90% AU threshold (the slow rank waits for data, the others wait for
+#     it), each rank's AU is 1 - stall - sync over the time since its first
+#     batch; a singleton run whose loading keeps up with a 20 ms step
+#     passes it.
 set -u
 Z=${1:?usage: test_mpi_cli.sh ZEPHON MPIRUN}
 MPIRUN=${2:-mpirun}
@@ -183,5 +188,34 @@ for fr in 0 2; do
   check "report window failing on rank $fr: final report written, windows stopped early" \
     'python3 -c "import json,sys; d=json.load(open(\"$T/wrep/report.json\")); w=len(d[\"windows\"][\"t_end_s\"]); sys.exit(0 if d[\"kind\"]==\"final\" and 1 <= w < 10 else 1)"'
 done
+
+# 9. accelerator utilisation (MLPerf Storage's AU)
+check "AU: the slow-rank job fails the 90% threshold, each rank's AU from its times" \
+  "python3 - '$T/slow/report.json' <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d['accelerator_utilisation']
+assert a['passes'] is False and a['threshold'] == 0.9 and a['ranks'] == 3, a
+aus = [r['au'] for r in d['ranks']]
+assert abs(a['job'] - sum(aus) / 3) < 1e-9, (a, aus)
+assert aus[2] < 0.9, aus
+for r in d['ranks']:
+    active = r['wall_s'] - r['first_batch_s']
+    want = max(0.0, active - r['stall_s'] - r['sync_s']) / active
+    assert abs(r['au'] - want) < 1e-6, (r['rank'], r['au'], want)
+EOF" || cat "$T/slow/report.txt"
+check "AU: the text report says it fails" 'grep -q "): fails the 90.0% AU threshold$" "$T/slow/report.txt"'
+"$Z" run "$A" --quiet --threads 1 --microbatch 4 --prefetch-batches 8 --step-time 0.02 --max-batches 30 \
+  --report "$T/au" > "$T/au.out" 2>&1
+rc=$?
+check "AU: a run whose loading keeps up with its 20 ms step passes (rc $rc)" \
+  "python3 - '$T/au/report.json' <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d['accelerator_utilisation']
+assert a['passes'] is True and a['ranks'] == 1 and a['job'] >= 0.9, a
+assert d['ranks'][0]['au'] == a['job'], d['ranks'][0]
+EOF" || cat "$T/au.out" "$T/au/report.txt"
+check "AU: the text report says it passes" 'grep -q "): passes the 90.0% AU threshold$" "$T/au/report.txt"'
 
 finish

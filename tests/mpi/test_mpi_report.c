@@ -12,10 +12,18 @@
  *  - the report files stay within the bound docs/report.md states, at
  *    1,000 ranks, 256 windows and 100,000 shards;
  *  - a report marked partial (zp_cluster_report_set_partial) says so in
- *    every format and every file; a complete one says "partial": false.
+ *    every format and every file; a complete one says "partial": false;
+ *  - the HTML page has a bounded number of drawn rows at any size: at
+ *    10,000 ranks, outside the collapsed full tables, 19 bars, a heat map
+ *    of at most 64 rows of whole nodes, 5 histograms over every rank and a
+ *    few dozen table rows; at 16 ranks every rank has its bar and row;
+ *  - accelerator utilisation (compute time / wall time of the steps) per
+ *    rank and for the job, and the 90% threshold passed or failed, in
+ *    every format and through zp_cluster_report_au().
  * `test_mpi_report --write DIR [RANKS]` writes a simulated report (600
  * ranks by default) into DIR for the browser test (test_report_browser.sh).
  */
+#include <math.h>
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -369,6 +377,167 @@ static void test_balance_section(void **state)
     zp_cluster_report_destroy(r);
 }
 
+/* Every format states the job's AU and the verdict on the threshold. */
+static void check_au_formats(const zp_cluster_report *r, const char *sentence, const char *json_au,
+                             const char *csv_row3, const char *html_cell3)
+{
+    char *txt, *json, *csv, *html;
+    render(r, ZP_MPI_TEXT, &txt), render(r, ZP_MPI_JSON, &json), render(r, ZP_MPI_CSV, &csv),
+        render(r, ZP_MPI_HTML, &html);
+    assert_non_null(strstr(txt, sentence));
+    assert_non_null(strstr(json, json_au));
+    assert_non_null(strstr(csv, ",cut_frac,au_frac,job_au_frac,job_au_passes"));
+    assert_non_null(strstr(csv, csv_row3));
+    const char *p = strstr(html, "<p class=\"verdict");
+    assert_non_null(p);
+    p = strstr(p + 1, "id=\"au\">");
+    assert_non_null(p);
+    assert_memory_equal(p + 8, sentence, strlen(sentence));
+    assert_non_null(strstr(html, "<th>AU</th>"));
+    assert_non_null(strstr(html, html_cell3));
+    free(txt), free(json), free(csv), free(html);
+}
+
+static void test_accelerator_utilisation(void **state)
+{
+    (void)state;
+    /* 16 ranks: rank 3 waits 30% of its steps, the others 1% */
+    zp_sim_opts o = {16, 6, 10, 3, 0};
+    zp_cluster_report *r = zp_sim_report(&o, NULL);
+    assert_non_null(r);
+    assert_float_equal(zp_cluster_report_au(r, 3), 0.70, 1e-9);
+    assert_float_equal(zp_cluster_report_au(r, 0), 0.99, 1e-9);
+    assert_float_equal(zp_cluster_report_au(r, -1), (15 * 0.99 + 0.70) / 16, 1e-9);
+    assert_true(isnan(zp_cluster_report_au(r, 16)));
+    assert_true(isnan(zp_cluster_report_au(NULL, -1)));
+    check_au_formats(r,
+                     "accelerator utilisation (AU, compute time / wall time of the steps): job "
+                     "97.2% (mean over 16 ranks; lowest rank 3 at 70.0%; 1 rank below 90.0%): "
+                     "passes the 90.0% AU threshold",
+                     "\"accelerator_utilisation\":{\"job\":0.971875,\"threshold\":0.9,"
+                     "\"passes\":true,\"ranks\":16,\"min\":0.7",
+                     ",0.7000,0.9719,1\n", "<td>0</td><td>70.0%</td></tr>");
+
+    /* every rank waits 10% of its steps and waits 5% for the other ranks
+     * (sync): 85%, below the threshold; rank 3 gave no batch: no AU */
+    for (int i = 0; i < r->size; i++) {
+        zp_mpi_rank_stats *s = &r->ranks[i];
+        double active = s->wall - s->first_batch;
+        s->stall = 0.10 * active;
+        s->sync = 0.05 * active;
+    }
+    r->ranks[3].batches = 0;
+    assert_float_equal(zp_cluster_report_au(r, 0), 0.85, 1e-9);
+    assert_true(isnan(zp_cluster_report_au(r, 3)));
+    check_au_formats(r,
+                     "accelerator utilisation (AU, compute time / wall time of the steps): job "
+                     "85.0% (mean over 15 ranks; lowest rank 0 at 85.0%; 15 ranks below 90.0%): "
+                     "fails the 90.0% AU threshold",
+                     "\"accelerator_utilisation\":{\"job\":0.85",
+                     ",,0.8500,0\n", "<td>0</td><td>-</td></tr>");
+    char *json;
+    render(r, ZP_MPI_JSON, &json);
+    assert_non_null(strstr(json, "\"passes\":false,\"ranks\":15,"));
+    assert_non_null(strstr(json, "\"au\":null"));
+    free(json);
+
+    /* no rank with a step */
+    for (int i = 0; i < r->size; i++)
+        r->ranks[i].batches = 0;
+    assert_true(isnan(zp_cluster_report_au(r, -1)));
+    char *txt;
+    render(r, ZP_MPI_TEXT, &txt);
+    assert_non_null(strstr(txt, "accelerator utilisation (AU): no training step measured"));
+    free(txt);
+    zp_cluster_report_destroy(r);
+}
+
+static size_t count_of(const char *s, const char *end, const char *what)
+{
+    size_t n = 0, k = strlen(what);
+    for (const char *p = s; (p = strstr(p, what)) != NULL && (!end || p < end); p += k)
+        n++;
+    return n;
+}
+
+/* The HTML page without its collapsed parts (<details>...</details>). */
+static char *without_details(const char *html, size_t *rows_inside)
+{
+    char *out = malloc(strlen(html) + 1);
+    assert_non_null(out);
+    size_t o = 0;
+    *rows_inside = 0;
+    const char *p = html, *d;
+    while ((d = strstr(p, "<details")) != NULL) {
+        memcpy(out + o, p, (size_t)(d - p));
+        o += (size_t)(d - p);
+        const char *e = strstr(d, "</details>");
+        assert_non_null(e);
+        *rows_inside += count_of(d, e, "<tr>") + count_of(d, e, "<tr class=");
+        p = e + strlen("</details>");
+    }
+    strcpy(out + o, p);
+    return out;
+}
+
+static void test_html_bounded_at_scale(void **state)
+{
+    (void)state;
+    static const int sizes[] = {16, 1000, 10000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int n = sizes[k];
+        zp_sim_opts o = {n, 20, 1000, 3, 0};
+        zp_cluster_report *r = zp_sim_report(&o, NULL);
+        assert_non_null(r);
+        char *html;
+        render(r, ZP_MPI_HTML, &html);
+        size_t inside = 0;
+        char *vis = without_details(html, &inside);
+        const char *bars = strstr(vis, "aria-label=\"where each rank's time goes\"");
+        const char *heat = strstr(vis, "aria-label=\"fetch time per batch, rank by window\"");
+        assert_non_null(bars);
+        assert_non_null(heat);
+        size_t n_bars = count_of(bars, heat, "text-anchor=\"end\">rank ") +
+                        count_of(bars, heat, "text-anchor=\"end\">p");
+        size_t heat_rows = 0;
+        for (const char *p = heat; (p = strstr(p, "<rect ")) != NULL && p < strstr(heat, "</svg>");
+             p++) {
+            int y = -1;
+            const char *yy = strstr(p, " y=\"");
+            if (yy && sscanf(yy, " y=\"%d\"", &y) == 1 && y >= 0)
+                heat_rows = (size_t)y + 1 > heat_rows ? (size_t)y + 1 : heat_rows;
+        }
+        size_t rows = count_of(vis, NULL, "<tr>") + count_of(vis, NULL, "<tr class=");
+        size_t dists = count_of(vis, NULL, "aria-label=\"distribution over ranks: ");
+        print_message("%d ranks: %zu bars, heat map %zu px tall, %zu table rows shown, %zu "
+                      "collapsed, %zu bytes\n",
+                      n, n_bars, heat_rows, rows, inside, strlen(html));
+        assert_int_equal(dists, 5);
+        assert_non_null(strstr(vis, "<b>rank 3</b>")); /* the straggler named */
+        if (n <= 32) {
+            assert_int_equal(n_bars, n);
+            assert_null(strstr(html, "<details"));
+            assert_true(rows >= (size_t)n);
+        } else {
+            assert_int_equal(n_bars, 16 + 3);
+            assert_non_null(strstr(vis, "p50: rank "));
+            assert_non_null(strstr(vis, ">rank 3</text>")); /* the straggler's bar */
+            /* a bounded page: the worst ranks (the straggler first) and nodes, the
+             * summary; the whole tables collapsed */
+            assert_true(rows <= 60);
+            assert_true(inside >= (size_t)n);
+            const char *worst = strstr(vis, "<h2>Worst ranks</h2>");
+            assert_non_null(worst);
+            assert_non_null(strstr(worst, "<tr class=\"strag\"><td>3</td>"));
+            assert_true(heat_rows <= 64 * 8);
+            assert_non_null(strstr(heat, "<title>nodes 0-"));
+        }
+        free(vis);
+        free(html);
+        zp_cluster_report_destroy(r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--write") == 0) {
@@ -388,6 +557,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_size_bound),
         cmocka_unit_test(test_partial_every_format),
         cmocka_unit_test(test_balance_section),
+        cmocka_unit_test(test_html_bounded_at_scale),
+        cmocka_unit_test(test_accelerator_utilisation),
     };
     return cmocka_run_group_tests_name("mpi_report", tests, NULL, NULL);
 }

@@ -98,4 +98,16 @@ check "balanced_batches: each step's rows are the unbalanced step's, each once" 
   'grep -q "\"same\": true" "$T/bal.out" && ! grep -q "\"steps\": 0" "$T/bal.out"'
 check "balanced_batches: max/mean lower after (rank level)" \
   '"$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert d[\"rank_imbalance_after\"] < d[\"rank_imbalance_before\"], d" "$T/bal.out"'
+# threads under a launcher: comm_info's binding figures (docs/mpi.md)
+C=$(nproc); want=$((C / 2)); [[ $want -ge 1 ]] || want=1
+run -np 2 "$PY" -c "
+import sys
+from mpi4py import MPI
+import zephon.mpi as zm
+i = zm.comm_info(MPI.COMM_WORLD)
+with open(sys.argv[1] + '.%d' % i['rank'], 'w') as f:
+    print(i['suggested_threads'], i['cores'], i['sharing'], i['node_cores'], file=f)
+" "$T/threads" > "$T/threads.out" 2>&1
+check "comm_info: 2 unbound ranks on $C cores: suggested $want, cores $C, sharing 2 ($(cat "$T"/threads.[01] 2>/dev/null | tr '\n' ' '))" \
+  '[[ $(cat "$T/threads.0" "$T/threads.1" 2>/dev/null | grep -c "^$want $C 2 $C$") -eq 2 ]]' || cat "$T/threads.out"
 finish

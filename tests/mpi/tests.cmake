@@ -113,8 +113,10 @@ set_tests_properties(test_mpi_report PROPERTIES TIMEOUT 180 LABELS mpi
   ENVIRONMENT "${ZP_MPI_ENV}")
 
 # The HTML page in a real browser (Debian's headless Chromium, installed by
-# tools/deps.sh): it loads without errors and its charts are drawn. Skipped
-# (exit 77, saying why) only when chromium is not installed.
+# tools/deps.sh): at 16, 1,000 and 10,000 simulated ranks and for a real
+# run it loads without errors, its charts are drawn and its height stays
+# within a few screens. Skipped (exit 77, saying why) only when chromium is
+# not installed.
 add_test(NAME test_mpi_report_browser
   COMMAND bash ${_zp_mpi_tests}/test_report_browser.sh $<TARGET_FILE:test_mpi_report>
           $<TARGET_FILE:zephon_cli>)
@@ -130,3 +132,27 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/formats/format_hdf5.c)
   set_tests_properties(test_mpi_hdf5 PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
     ENVIRONMENT "${ZP_MPI_ENV}")
 endif()
+
+# The coverage certificate under mpirun (docs/report.md): every sample once
+# per epoch (records, a mixture, padding), a sample dropped on one rank
+# named, certified across an elastic resume (4 ranks -> 3), the token
+# packing's ends reported.
+add_test(NAME test_mpi_coverage
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_coverage.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_coverage PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+# Threads under a launcher: the default threads per rank from the binding
+# and the node's ranks sharing it, --threads / OMP_NUM_THREADS winning, the
+# report's oversubscription warning (docs/mpi.md).
+add_test(NAME test_mpi_threads
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_threads.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_threads PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
+# The stall watchdog across ranks: a stalled server holds one rank's shard;
+# the root learns of it while it lasts and the report names rank, operator
+# and shard (docs/mpi.md). Needs the loopback servers (fixture net).
+add_test(NAME test_mpi_watchdog
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_watchdog.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_watchdog PROPERTIES TIMEOUT 300 LABELS "mpi;cli;net"
+  FIXTURES_REQUIRED net ENVIRONMENT "${ZP_MPI_ENV};ZT_NETENV=${ZP_NETENV}")
