@@ -26,30 +26,9 @@
 
 #include <zephon.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../bench_util.h"
 
-static void die(const char *what, const char *msg)
-{
-    fprintf(stderr, "bench_coverage: %s: %s\n", what, msg);
-    exit(1);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
+static void die(const char *what, const char *msg) { bench_die("bench_coverage", what, msg); }
 
 typedef struct round_t {
     double run, fold, end, plan;
@@ -81,7 +60,7 @@ static round_t one_round(zp_dataset *ds, int tokens, uint32_t world)
     uint64_t *ids = malloc(2 * cap * sizeof *ids);
     const zp_batch *b;
     zp_status st;
-    double t0 = now_s();
+    double t0 = bench_now();
     while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
         if (n + b->n_samples > cap) {
             cap = 2 * (n + b->n_samples);
@@ -93,30 +72,30 @@ static round_t one_round(zp_dataset *ds, int tokens, uint32_t world)
             n++;
         }
     }
-    r.run = now_s() - t0;
+    r.run = bench_now() - t0;
     if (st != ZP_END)
         die("pipeline", zp_pipeline_errmsg(p));
     r.samples = n;
     /* the fold alone, over the same samples */
     zp_coverage c = {0};
-    t0 = now_s();
+    t0 = bench_now();
     for (size_t i = 0; i < n; i++)
         zp_coverage_fold(&c, ids[2 * i], ids[2 * i + 1]);
-    r.fold = now_s() - t0;
+    r.fold = bench_now() - t0;
     if (c.count != n)
         die("fold", "count");
     /* the end of the run: each epoch's delivered digest and stream slice */
     zp_coverage job[2];
-    t0 = now_s();
+    t0 = bench_now();
     for (uint32_t e = 0; e < 2; e++) {
         zp_epoch_coverage ec;
         if (zp_pipeline_coverage(p, e, 0, &ec) != ZP_OK ||
             zp_pipeline_stream_coverage(p, e, 0, world, &job[e]) != ZP_OK)
             die("coverage", zp_pipeline_errmsg(p));
     }
-    r.end = now_s() - t0;
+    r.end = bench_now() - t0;
     /* a failing epoch adds each rank's plan digest */
-    t0 = now_s();
+    t0 = bench_now();
     for (uint32_t e = 0; e < 2; e++) {
         zp_epoch_coverage ec;
         if (zp_pipeline_coverage(p, e, 1, &ec) != ZP_OK)
@@ -126,7 +105,7 @@ static round_t one_round(zp_dataset *ds, int tokens, uint32_t world)
         if (world == 1 && !zp_coverage_equal(&ec.delivered, &job[e]))
             die("coverage", "the digest differs from the epoch's stream");
     }
-    r.plan = now_s() - t0;
+    r.plan = bench_now() - t0;
     free(ids);
     zp_pipeline_destroy(p);
     zp_worksource_destroy(ws);
@@ -158,8 +137,8 @@ int main(int argc, char **argv)
             plan[i] = r.plan;
             samples = r.samples;
         }
-        double a = median(run, rounds), f = median(fold, rounds), e = median(end, rounds);
-        double pl = median(plan, rounds);
+        double a = bench_median(run, rounds), f = bench_median(fold, rounds), e = bench_median(end, rounds);
+        double pl = bench_median(plan, rounds);
         printf("%-12s %9llu %9.4f %10.3f %9.3f %10.3f %6.3f%% %12.3f%%\n",
                tokens ? "gpt2-concat" : "records", (unsigned long long)samples, a, f * 1e3,
                e * 1e3, pl * 1e3, 100.0 * (f + e) / a, 100.0 * (f + e + pl) / a);

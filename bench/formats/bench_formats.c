@@ -39,30 +39,9 @@
 #include "zephon/pipeline.h"
 #include "zephon/worksource.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../bench_util.h"
 
-static void die(const char *what, const char *msg)
-{
-    fprintf(stderr, "bench_formats: %s: %s\n", what, msg);
-    exit(1);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static void die(const char *what, const char *msg) { bench_die("bench_formats", what, msg); }
 
 static int env_int(const char *name, int def)
 {
@@ -135,7 +114,7 @@ static void create_fixed(const char *path, hsize_t rows, hsize_t cols)
 /* The reference: the whole dataset in 64 MiB hyperslabs, one buffer. */
 static double read_reference(const char *path, hsize_t *rows_out, hsize_t *cols_out, double *sum)
 {
-    double t0 = now_s();
+    double t0 = bench_now();
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t d = H5Dopen2(f, "features", H5P_DEFAULT);
     if (f < 0 || d < 0)
@@ -163,7 +142,7 @@ static double read_reference(const char *path, hsize_t *rows_out, hsize_t *cols_
     *rows_out = dims[0];
     *cols_out = dims[1];
     *sum = s;
-    return now_s() - t0;
+    return bench_now() - t0;
 }
 
 static double read_pipeline(const char *path, int shuffle, int threads, uint64_t *rows_out,
@@ -183,7 +162,7 @@ static double read_pipeline(const char *path, int shuffle, int threads, uint64_t
     const zp_batch *b;
     zp_status st;
     uint64_t rows = 0;
-    double s = 0, t0 = now_s();
+    double s = 0, t0 = bench_now();
     while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
         if (b->n_arrays != 1)
             die("pipeline", "expected one array per batch");
@@ -192,7 +171,7 @@ static double read_pipeline(const char *path, int shuffle, int threads, uint64_t
         s += x[0] + x[n - 1];
         rows += b->arrays[0].shape[0];
     }
-    double dt = now_s() - t0;
+    double dt = bench_now() - t0;
     if (st != ZP_END)
         die("pipeline", zp_pipeline_errmsg(p));
     zp_fetch_timing ft;
@@ -228,7 +207,7 @@ static int bench_fixed(int argc, char **argv)
             die("pipeline", "row count differs from the dataset's");
     }
     double gb = (double)rows * (double)cols * 4 / 1e9;
-    double mr = median(tr, rounds), mp = median(tp, rounds), ms = median(ts, rounds);
+    double mr = bench_median(tr, rounds), mp = bench_median(tp, rounds), ms = bench_median(ts, rounds);
     printf("dataset: %s, float32 [%llu, %llu], %.2f GB (page cache: warm after the first read); "
            "medians of %d rounds, pipeline with %d threads, batches of 256 rows\n",
            path, (unsigned long long)rows, (unsigned long long)cols, gb, rounds, threads);
@@ -282,10 +261,10 @@ static double drain(zp_pipeline *p, const char *what)
 {
     const zp_batch *b;
     zp_status st;
-    double t0 = now_s();
+    double t0 = bench_now();
     while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
     }
-    double dt = now_s() - t0;
+    double dt = bench_now() - t0;
     if (st != ZP_END)
         die(what, zp_pipeline_errmsg(p));
     return dt;
@@ -329,7 +308,7 @@ static int bench_lock(const char *path)
             uint64_t n = 0;
             for (int r = 0; r < rounds; r++)
                 t[r] = lock_run(path, shuffle, par, &w[r], &f[r], &n);
-            double mt = median(t, rounds), mw = median(w, rounds), mf = median(f, rounds);
+            double mt = bench_median(t, rounds), mw = bench_median(w, rounds), mf = bench_median(f, rounds);
             double rps = (double)n / mt;
             if (par == 1)
                 base = rps;
@@ -383,7 +362,7 @@ static int bench_tokens(char **argv)
            (unsigned long long)docs[0], (unsigned long long)toks[0], threads, rounds);
     double base = 0;
     for (int k = 0; k < 3; k++) {
-        double m = median(t[k], rounds), sps = (double)docs[k] / m;
+        double m = bench_median(t[k], rounds), sps = (double)docs[k] / m;
         if (k == 0)
             base = sps;
         printf("%-22s %10.0f samples/s %8.2f M tokens/s | x%.2f of JSONL\n", names[k], sps,

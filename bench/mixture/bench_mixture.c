@@ -16,12 +16,7 @@
 
 #include "plan/mixture.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "../bench_util.h"
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -39,12 +34,12 @@ static int run(const char *name, const double *w, size_t n, uint64_t draws, uint
     zpi_err err;
     zpi_err_clear(&err);
     zpi_mix *m;
-    double t0 = now_s();
+    double t0 = bench_now();
     if (zpi_mix_create(w, NULL, n, &m, &err) != ZP_OK) {
         fprintf(stderr, "bench_mixture: %s: %s\n", name, zpi_err_msg(&err));
         return 1;
     }
-    double t_create = now_s() - t0;
+    double t_create = bench_now() - t0;
     zpi_mix_cursor *c;
     if (zpi_mix_cursor_create(m, &c) != ZP_OK) {
         fprintf(stderr, "bench_mixture: %s: out of memory\n", name);
@@ -59,14 +54,14 @@ static int run(const char *name, const double *w, size_t n, uint64_t draws, uint
     uint64_t acc = 0;
     for (int round = 0; round < 3; round++) {
         zpi_mix_cursor_seek(c, 0);
-        t0 = now_s();
+        t0 = bench_now();
         for (uint64_t g = 0; g < draws; g++) {
             uint32_t p;
             uint64_t pd;
             zpi_mix_cursor_next(c, &p, &pd);
             acc += p + pd;
         }
-        double t = now_s() - t0;
+        double t = bench_now() - t0;
         best = t < best ? t : best;
     }
     sink = acc;
@@ -74,7 +69,7 @@ static int run(const char *name, const double *w, size_t n, uint64_t draws, uint
 
     /* Seek to random positions in [0, 2^62), then one draw. */
     uint64_t s = 1234;
-    t0 = now_s();
+    t0 = bench_now();
     for (uint64_t i = 0; i < seeks; i++) {
         uint32_t p;
         uint64_t pd;
@@ -82,17 +77,17 @@ static int run(const char *name, const double *w, size_t n, uint64_t draws, uint
         zpi_mix_cursor_next(c, &p, &pd);
         acc += p + pd;
     }
-    double ns_seek = (now_s() - t0) * 1e9 / (double)seeks;
+    double ns_seek = (bench_now() - t0) * 1e9 / (double)seeks;
 
     /* counts(g) (allocates a temporary cursor). */
     uint64_t *cnt = malloc(n * sizeof *cnt);
     uint64_t nc = seeks / 4 + 1;
-    t0 = now_s();
+    t0 = bench_now();
     for (uint64_t i = 0; cnt && i < nc; i++) {
         zpi_mix_counts(m, rng_next(&s) >> 2, cnt);
         acc += cnt[0];
     }
-    double ns_counts = (now_s() - t0) * 1e9 / (double)nc;
+    double ns_counts = (bench_now() - t0) * 1e9 / (double)nc;
     sink = acc;
     free(cnt);
 

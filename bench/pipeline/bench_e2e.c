@@ -39,12 +39,7 @@
 
 #include <zephon.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../bench_util.h"
 
 /* CPU time of the whole process: unlike wall time, barely inflated by other
  * processes on a busy machine (at 1 thread it is the work done). */
@@ -69,11 +64,7 @@ typedef struct texts {
     size_t n, ncap;
 } texts;
 
-static void die(const char *what, const char *msg)
-{
-    fprintf(stderr, "bench_e2e: %s: %s\n", what, msg);
-    exit(1);
-}
+static void die(const char *what, const char *msg) { bench_die("bench_e2e", what, msg); }
 
 /* Extract every record's text, in dataset order (not timed). */
 static void load_texts(zp_dataset *ds, texts *t)
@@ -123,7 +114,7 @@ static double tokenizer_only(const zp_tokenizer *tok, const texts *t, int thread
 {
     uint64_t tokens = 0;
     double c0 = cpu_s();
-    double t0 = now_s();
+    double t0 = bench_now();
 #pragma omp parallel num_threads(threads) reduction(+ : tokens)
     {
         zp_encoder *enc;
@@ -143,7 +134,7 @@ static double tokenizer_only(const zp_tokenizer *tok, const texts *t, int thread
         free(ids);
         zp_encoder_destroy(enc);
     }
-    double dt = now_s() - t0;
+    double dt = bench_now() - t0;
     *cpu_out = cpu_s() - c0;
     *tokens_out = tokens;
     return dt;
@@ -182,10 +173,10 @@ static double pipeline_v(zp_dataset *ds, int threads, int tok_par, const variant
     zp_pipeline_batch(p, 8);
     const zp_batch *b;
     zp_status st;
-    double t0 = now_s();
+    double t0 = bench_now();
     while ((st = zp_pipeline_next(p, &b)) == ZP_OK) {
     }
-    double dt = now_s() - t0;
+    double dt = bench_now() - t0;
     if (st != ZP_END)
         die("pipeline", zp_pipeline_errmsg(p));
     zp_pipeline_counts c;
@@ -206,12 +197,6 @@ static double pipeline(zp_dataset *ds, int threads, int tok_par, uint64_t *token
 
 #define MAXR 64
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median, min and max of v[0..n) (sorts v). */
 typedef struct stats {
     double med, min, max;
@@ -219,7 +204,7 @@ typedef struct stats {
 
 static stats stats_of(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_d);
     stats s = {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
     return s;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/pipeline_internal.h"
+#include "engine/engine.h"
 #include "base/util.h"
 #include "plan/worksource_internal.h"
 #include "zephon/certificate.h"
@@ -39,23 +40,38 @@ static int has_plan(const zp_worksource *ws, uint32_t epoch)
  * padded ones and documents continued with a token offset left out; with
  * t (the start epoch of a resumed run), also those delivered before the
  * resume (the document at pos0 continued, best-fit window documents). */
-static zp_status fold_range(zp_worksource *ws, uint32_t epoch, uint64_t from, uint64_t len,
-                            const zpi_covtab *t, zp_epoch_coverage *out, zpi_err *perr)
+static zp_status fold_range(zp_pipeline *p, zp_worksource *ws, uint32_t epoch, uint64_t from,
+                            uint64_t len, const zpi_covtab *t, zp_epoch_coverage *out,
+                            zpi_err *perr)
 {
     if (t && epoch != t->epoch0)
         t = NULL;
+    /* the worksource is the running engine's: read it under its lock, in
+     * blocks, so that the engine is not held up for a whole epoch */
+    zpi_engine *e = zpi_pipeline_engine(p);
     for (uint64_t pos = from; pos < len; pos++) {
+        if ((pos - from) % 4096 == 0) {
+            if (pos > from)
+                zpi_engine_lock_ws(e, 0);
+            zpi_engine_lock_ws(e, 1);
+        }
         if (t && pos == t->pos0 && t->tok0)
             continue; /* listed before the resume, continued after it */
         if (t && t->n_done0 && zpi_covtab_done_before(t, pos - t->pos0))
             continue;
         zp_sample s;
         zp_status st = zp_worksource_sample(ws, epoch, pos, &s);
-        ZPI_RETURN_ERR_IF(st != ZP_OK, perr, st, "zp_pipeline_coverage: epoch %u: %s", epoch,
-                          zp_worksource_errmsg(ws));
+        if (st != ZP_OK) {
+            zpi_err_set(perr, st, "zp_pipeline_coverage: epoch %u: %s", epoch,
+                        zp_worksource_errmsg(ws));
+            zpi_engine_lock_ws(e, 0);
+            return st;
+        }
         if (!s.padded && !s.token_offset)
             zp_coverage_fold(&out->expected, s.global_id, s.pass);
     }
+    if (len > from)
+        zpi_engine_lock_ws(e, 0);
     return ZP_OK;
 }
 
@@ -95,14 +111,14 @@ zp_status zp_pipeline_coverage(zp_pipeline *p, uint32_t epoch, int expected,
          * is that range, each sample once (a fault carried in the state, a
          * position moved back or forth, shows here too) */
         out->checked = 1;
-        return fold_range(ws, epoch, 0, len, NULL, out, perr);
+        return fold_range(p, ws, epoch, 0, len, NULL, out, perr);
     }
     if (b)
         out->expected = b->c;
     out->checked = !(epoch == t->epoch0 && t->bal0);
     if (!out->checked || epoch < t->epoch0)
         return ZP_OK;
-    return fold_range(ws, epoch, epoch == t->epoch0 ? t->pos0 : 0, len, t, out, perr);
+    return fold_range(p, ws, epoch, epoch == t->epoch0 ? t->pos0 : 0, len, t, out, perr);
 }
 
 zp_status zp_pipeline_stream_coverage(zp_pipeline *p, uint32_t epoch, uint32_t slice,
@@ -116,7 +132,10 @@ zp_status zp_pipeline_stream_coverage(zp_pipeline *p, uint32_t epoch, uint32_t s
                       out ? "given" : "NULL");
     zp_worksource *ws = zpi_pipeline_ws(p);
     ZPI_RETURN_ERR_IF(!ws, perr, ZP_ERR_STATE, "zp_pipeline_stream_coverage: no worksource");
+    zpi_engine *e = zpi_pipeline_engine(p);
+    zpi_engine_lock_ws(e, 1); /* (the running engine's worksource) */
     zp_status st = zp_worksource_epoch_coverage(ws, epoch, slice, slices, out);
+    zpi_engine_lock_ws(e, 0);
     ZPI_RETURN_ERR_IF(st != ZP_OK, perr, st, "zp_pipeline_stream_coverage: epoch %u: %s", epoch,
                       zp_worksource_errmsg(ws));
     return ZP_OK;

@@ -714,6 +714,16 @@ void zpi_engine_destroy(zpi_engine *e)
     free(e);
 }
 
+void zpi_engine_lock_ws(zpi_engine *e, int take)
+{
+    if (!e)
+        return;
+    if (take)
+        pthread_mutex_lock(&e->mu);
+    else
+        pthread_mutex_unlock(&e->mu);
+}
+
 zpi_obs *zpi_engine_obs(zpi_engine *e) { return e ? e->obs : NULL; }
 
 int zpi_engine_threads(const zpi_engine *e) { return e ? e->threads : 0; }

@@ -56,6 +56,11 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
  * their work), joins its thread and frees it. NULL is accepted. */
 void zpi_engine_destroy(zpi_engine *e);
 
+/* The worksource is the engine's while it runs (its mixture cursors move
+ * under the engine lock): another thread that reads it takes the lock
+ * around those reads (1: take, 0: give back). NULL is accepted. */
+void zpi_engine_lock_ws(zpi_engine *e, int take);
+
 /* Observability (NULL when off). The counters have one writer each. */
 zpi_obs *zpi_engine_obs(zpi_engine *e);
 int zpi_engine_threads(const zpi_engine *e);
