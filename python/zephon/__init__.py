@@ -215,6 +215,15 @@ def _close_all():
             pass
 
 
+def _par(call, parallelism):
+    """A parallelism for the binding: a count, or "auto" (-2: ZP_AUTO)."""
+    if parallelism == "auto":
+        return -2
+    if isinstance(parallelism, str) or isinstance(parallelism, bool):
+        raise Error(f"{call}: parallelism = {parallelism!r}: must be a count or 'auto'", 2)
+    return parallelism
+
+
 class Pipeline(_core.Pipeline):
     """A rank's data pipeline. Builder calls (before iteration) return the
     pipeline, so they chain:
@@ -255,9 +264,11 @@ class Pipeline(_core.Pipeline):
         self._prefetch(buffer_size, parallelism)
         return self
 
-    def fetch(self, parallelism=1):
-        """Read records with `parallelism` concurrent fetch tasks."""
-        self._fetch(parallelism)
+    def fetch(self, parallelism="auto"):
+        """Read records with `parallelism` concurrent fetch tasks, or "auto"
+        (the default, also without this call: from 1, raised while running
+        when the loop waits and chunks queue for fetch; docs/pipeline.md)."""
+        self._fetch(_par("fetch", parallelism))
         return self
 
     def map_transform(self, fn, parallelism=1, name=None):
@@ -272,7 +283,7 @@ class Pipeline(_core.Pipeline):
                   name or getattr(fn, "__name__", "map_transform"))
         return self
 
-    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism=1, eot=None, bos=None,
+    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism="auto", eot=None, bos=None,
                  match_special=False):
         """Encode the string field `field` with the tokenizer: a built-in
         name ("gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base")
@@ -281,8 +292,9 @@ class Pipeline(_core.Pipeline):
         and `eot` after each document: by default the tokenizer's own (its
         BOS only when its config adds one); bos=-1 means none.
         match_special=True encodes special tokens' strings in the text as
-        their ids (default: ordinary text)."""
-        self._tokenize(tokenizer_id, field, parallelism,
+        their ids (default: ordinary text). parallelism: tasks at once, or
+        "auto" (the default: tuned while running, docs/pipeline.md)."""
+        self._tokenize(tokenizer_id, field, _par("tokenize", parallelism),
                        -2 if eot is None else int(eot), -2 if bos is None else int(bos),
                        bool(match_special))
         self._field = field

@@ -128,10 +128,7 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     m->padding_fraction =
         c.tokens + c.pad_tokens ? (double)c.pad_tokens / (double)(c.tokens + c.pad_tokens) : 0;
     m->cut_fraction = c.samples ? (double)c.cut_documents / (double)c.samples : 0;
-    int pa = 0;
-    m->prefetch_batches =
-        (uint32_t)zpi_pipeline_prefetch_tuning(p, &pa, m->prefetch_why, sizeof m->prefetch_why);
-    m->prefetch_auto = (uint32_t)pa;
+    m->n_tuned = (uint32_t)zpi_pipeline_tuning(p, m->tuned, ZP_OBS_MAX_OPS + 1);
     m->balance_windows = c.balance_windows;
     m->attn_imbalance_before = c.attn_cost ? (double)c.attn_peak_before / (double)c.attn_cost : 0;
     m->attn_imbalance_after = c.attn_cost ? (double)c.attn_peak_after / (double)c.attn_cost : 0;
@@ -330,11 +327,19 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
         json_object_set_new(j, "cut_documents", json_integer((json_int_t)m->cut_documents));
         json_object_set_new(j, "padding_fraction", json_real(m->padding_fraction));
         json_object_set_new(j, "cut_fraction", json_real(m->cut_fraction));
-        json_t *pf = json_object();
-        json_object_set_new(pf, "batches", json_integer(m->prefetch_batches));
-        json_object_set_new(pf, "auto", json_boolean(m->prefetch_auto));
-        json_object_set_new(pf, "why", json_string(m->prefetch_why));
-        json_object_set_new(j, "prefetch", pf);
+        json_t *tl = json_array();
+        for (uint32_t i = 0; i < m->n_tuned && i < ZP_OBS_MAX_OPS + 1; i++) {
+            const zp_tuned_setting *t = &m->tuned[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "op", json_string(t->op));
+            json_object_set_new(o, "setting", json_string(t->setting));
+            json_object_set_new(o, "value", json_integer(t->value));
+            json_object_set_new(o, "auto", json_boolean(t->is_auto));
+            json_object_set_new(o, "cap", json_integer(t->cap));
+            json_object_set_new(o, "why", json_string(t->why));
+            json_array_append_new(tl, o);
+        }
+        json_object_set_new(j, "tuning", tl);
         if (m->balance_windows) {
             json_object_set_new(j, "balance_windows",
                                 json_integer((json_int_t)m->balance_windows));

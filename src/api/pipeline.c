@@ -8,6 +8,9 @@
 
 #include <xxhash.h>
 
+#include <omp.h>
+
+#include "api/autotune.h"
 #include "engine/engine.h"
 #include "api/pipeline_internal.h"
 #include "base/util.h"
@@ -53,7 +56,7 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->epochs = 1;
     cfg->chunk_samples = 64;
     cfg->in_flight_chunks = 0;
-    cfg->fetch_parallelism = 1;
+    cfg->fetch_parallelism = ZP_AUTO;
     cfg->prefetch_batches = ZP_PREFETCH_AUTO;
     cfg->microbatch_size = 32;
     cfg->seq_len = 2048;
@@ -81,8 +84,10 @@ static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
                       "threads = %d: must be 0..1024 (0: omp_get_max_threads())", c->threads);
     ZPI_RETURN_ERR_IF(c->chunk_samples == 0 || c->chunk_samples > (1u << 20), e, ZP_ERR_INVALID,
                       "chunk_samples = %zu: must be 1..1048576", c->chunk_samples);
-    ZPI_RETURN_ERR_IF(c->fetch_parallelism == 0 || c->fetch_parallelism > 1024, e, ZP_ERR_INVALID,
-                      "fetch_parallelism = %zu: must be 1..1024", c->fetch_parallelism);
+    ZPI_RETURN_ERR_IF((c->fetch_parallelism == 0 || c->fetch_parallelism > 1024) &&
+                          c->fetch_parallelism != ZP_AUTO,
+                      e, ZP_ERR_INVALID, "fetch_parallelism = %zu: must be 1..1024 or ZP_AUTO",
+                      c->fetch_parallelism);
     ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096 && c->prefetch_batches != ZP_PREFETCH_AUTO, e,
                       ZP_ERR_INVALID, "prefetch_batches = %zu: must be 0..4096 or auto",
                       c->prefetch_batches);
@@ -170,8 +175,9 @@ static zp_status builder_check(zp_pipeline *p, const char *call)
 
 static zp_status check_parallelism(zp_pipeline *p, const char *call, size_t parallelism)
 {
-    ZPI_RETURN_ERR_IF(parallelism == 0 || parallelism > 1024, &p->err, ZP_ERR_INVALID,
-                      "%s: parallelism = %zu: must be 1..1024", call, parallelism);
+    ZPI_RETURN_ERR_IF((parallelism == 0 || parallelism > 1024) && parallelism != ZP_AUTO, &p->err,
+                      ZP_ERR_INVALID, "%s: parallelism = %zu: must be 1..1024 or ZP_AUTO", call,
+                      parallelism);
     return ZP_OK;
 }
 
@@ -502,19 +508,29 @@ static zp_status start(zp_pipeline *p)
                       (unsigned long long)ck->bal_done, p->balance);
     p->q_ready = 1;
     /* the balance window's batches are held until it is complete */
+    /* automatic settings: where they start, and their caps (autotune.c) */
+    const int threads = p->cfg.threads > 0 ? p->cfg.threads : omp_get_max_threads();
+    /* a batch buffer's size: token rows (with the masking outputs), or
+     * records of 4 KiB taken as typical */
+    const size_t per = cols ? rows * cols * (sizeof(int32_t) * (2 + (p->masking ? 1 : 0)) + 1)
+                            : rows * 4096;
+    zpi_tune_caps caps;
+    zpi_tune_caps_get(&p->cfg, p->ops, p->n_ops, threads, per, &caps);
+    zpi_op ops[ZPI_MAX_OPS];
+    for (int i = 0; i < p->n_ops; i++) {
+        ops[i] = p->ops[i];
+        ops[i].auto_max = 0;
+        if (ops[i].parallelism == ZP_AUTO) {
+            ops[i].parallelism = 1;
+            ops[i].auto_max = caps.op_parallelism;
+        }
+    }
     const int autop = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
     const size_t prefetch = autop ? 2 : p->cfg.prefetch_batches;
     const size_t nbufs = prefetch + 2 + p->balance;
     zp_status st = zpi_outq_init(&p->q, nbufs, rows, cols, p->masking);
     if (st == ZP_OK && autop) {
-        /* a batch buffer's size: token rows (with the masking outputs), or
-         * records of 4 KiB taken as typical */
-        size_t per = cols ? rows * cols * (sizeof(int32_t) * (2 + (p->masking ? 1 : 0)) + 1)
-                          : rows * 4096;
-        size_t max = ZP_PREFETCH_AUTO_BYTES / (per ? per : 1);
-        if (max > ZP_PREFETCH_AUTO_MAX)
-            max = ZP_PREFETCH_AUTO_MAX;
-        zpi_outq_autotune(&p->q, prefetch, max);
+        zpi_outq_autotune(&p->q, prefetch, caps.prefetch_batches);
     } else if (st == ZP_OK) {
         p->q.tune.prefetch = prefetch; /* (fixed: reported as it is) */
     }
@@ -529,9 +545,9 @@ static zp_status start(zp_pipeline *p)
         .threads = p->cfg.threads,
         .epochs = p->cfg.epochs,
         .chunk_samples = p->cfg.chunk_samples,
-        .in_flight_chunks = p->cfg.in_flight_chunks,
+        .in_flight_chunks = caps.in_flight_chunks,
         .shard_cache_bytes = p->cfg.shard_cache_bytes,
-        .ops = p->ops,
+        .ops = ops,
         .n_ops = p->n_ops,
         .env = {.ds = zp_worksource_dataset(p->ws),
                 .on_bad_record = p->cfg.on_bad_record,
@@ -908,19 +924,47 @@ zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
 
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p) { return &p->wd; }
 
-size_t zpi_pipeline_prefetch_tuning(zp_pipeline *p, int *is_auto, char *why, size_t len)
+int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max)
 {
-    if (p->q_ready)
-        return zpi_outq_prefetch(&p->q, is_auto, why, len);
-    *is_auto = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
-    if (len)
-        why[0] = 0;
-    return *is_auto ? 2 : p->cfg.prefetch_batches;
+    if (max < 1)
+        return 0;
+    memset(out, 0, (size_t)max * sizeof *out);
+    zp_tuned_setting *t = &out[0];
+    zpi_fmt(t->op, sizeof t->op, "output");
+    zpi_fmt(t->setting, sizeof t->setting, "prefetch_batches");
+    if (p->q_ready) {
+        int a = 0;
+        size_t cap = 0;
+        t->value = (uint32_t)zpi_outq_prefetch(&p->q, &a, &cap, t->why, sizeof t->why);
+        t->is_auto = (uint32_t)a;
+        t->cap = (uint32_t)cap;
+    } else {
+        t->is_auto = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
+        t->value = t->cap = (uint32_t)(t->is_auto ? 2 : p->cfg.prefetch_batches);
+    }
+    int n = 1;
+    zpi_op_tuning ot[ZPI_MAX_OPS];
+    int k = p->engine ? zpi_engine_tuning(p->engine, ot, ZPI_MAX_OPS) : 0;
+    for (int i = 0; i < p->n_ops && n < max; i++, n++) {
+        t = &out[n];
+        zpi_fmt(t->op, sizeof t->op, "%s", p->ops[i].name);
+        zpi_fmt(t->setting, sizeof t->setting, "parallelism");
+        if (i < k) {
+            t->value = (uint32_t)ot[i].parallelism;
+            t->is_auto = ot[i].auto_max > 0;
+            t->cap = (uint32_t)(t->is_auto ? ot[i].auto_max : ot[i].parallelism);
+            zpi_fmt(t->why, sizeof t->why, "%s", ot[i].why);
+        } else {
+            t->is_auto = p->ops[i].parallelism == ZP_AUTO;
+            t->value = t->cap = t->is_auto ? 1 : (uint32_t)p->ops[i].parallelism;
+        }
+    }
+    return n;
 }
 
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p)
 {
     if (p->q_ready)
-        return zpi_outq_prefetch((zpi_outq *)&p->q, NULL, NULL, 0);
+        return zpi_outq_prefetch((zpi_outq *)&p->q, NULL, NULL, NULL, 0);
     return p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches;
 }

@@ -64,8 +64,9 @@ size_t zpi_pipeline_ready_batches(zp_pipeline *p);
 zpi_err *zpi_pipeline_err(zp_pipeline *p);
 /* The prefetch depth now (prefetch_batches, or where auto took it). */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
-/* The same, whether it is automatic, and auto's last decision ("" none). */
-size_t zpi_pipeline_prefetch_tuning(zp_pipeline *p, int *is_auto, char *why, size_t len);
+/* The tunable settings now (zp_metrics_snapshot.tuned): prefetch_batches,
+ * then each operator's parallelism. Returns the entries filled (<= max). */
+int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max);
 
 /* The stall watchdog's state (api/watchdog.h), held by the pipeline. */
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p);

@@ -137,12 +137,22 @@ void zpi_outq_autotune(zpi_outq *q, size_t prefetch, size_t max)
     q->tune.max = max > prefetch ? max : prefetch;
 }
 
-size_t zpi_outq_prefetch(zpi_outq *q, int *is_auto, char *why, size_t len)
+uint64_t zpi_outq_waited_ns(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    uint64_t w = q->tune.waited_ns;
+    pthread_mutex_unlock(&q->mu);
+    return w;
+}
+
+size_t zpi_outq_prefetch(zpi_outq *q, int *is_auto, size_t *cap, char *why, size_t len)
 {
     pthread_mutex_lock(&q->mu);
     size_t n = q->tune.prefetch;
     if (is_auto)
         *is_auto = q->tune.on;
+    if (cap)
+        *cap = q->tune.on ? q->tune.max : n;
     if (why && len)
         zpi_fmt(why, len, "%s", q->tune.why);
     pthread_mutex_unlock(&q->mu);
@@ -157,14 +167,10 @@ static void tune_step(zpi_outq *q, uint64_t now)
     zpi_outq_tune *t = &q->tune;
     if (!t->on)
         return;
-    if (t->win_t0 == 0) {
-        t->win_t0 = now; /* from the first batch on: the start is not a stall */
-        return;
-    }
     if (++t->win_batches < 16 || now - t->win_t0 < 50 * 1000000ull)
         return;
     double span = (double)(now - t->win_t0), stall = (double)t->stall_ns / span;
-    if (stall > 0.005 && t->blocked_ns > 0 && t->prefetch < t->max) {
+    if (stall > 0.005 && (double)t->blocked_ns > 0.01 * span && t->prefetch < t->max) {
         size_t from = t->prefetch, to = 2 * from < t->max ? 2 * from : t->max;
         if (to < from + 1)
             to = from + 1;
@@ -326,7 +332,7 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
         q->held = NULL;
     }
     uint64_t t0 = 0;
-    if (!q->ready.head && !q->final_set && q->tune.on && q->tune.win_t0)
+    if (!q->ready.head && !q->final_set && q->tune.win_t0)
         t0 = zpi_now_ns();
     uint64_t w0 = 0, fire = 0;
     while (!q->ready.head && !q->final_set) {
@@ -356,12 +362,17 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
     zp_status st;
     if (bb) {
         q->held = bb;
-        uint64_t now = taken_ns || q->tune.on ? zpi_now_ns() : 0;
+        uint64_t now = zpi_now_ns();
         if (taken_ns)
             *taken_ns = now;
-        if (t0)
+        if (t0) {
             q->tune.stall_ns += now - t0;
-        tune_step(q, now);
+            q->tune.waited_ns += now - t0;
+        }
+        if (q->tune.win_t0 == 0)
+            q->tune.win_t0 = now; /* from the first batch on: the start is not a stall */
+        else
+            tune_step(q, now);
         q->counts.batches++;
         zpi_counts_add(&q->counts, &bb->delta);
         st = ZP_OK;

@@ -101,6 +101,7 @@ typedef struct zpi_outq_tune {
     uint64_t win_t0;      /* since (ns), */
     uint64_t stall_ns;    /* consumer waiting (after the first batch), */
     uint64_t blocked_ns;  /* producer waiting for a free buffer */
+    uint64_t waited_ns;   /* consumer waiting after its first batch, in all */
     char why[200];        /* the last decision, for the metrics */
 } zpi_outq_tune;
 
@@ -140,7 +141,11 @@ void zpi_outq_fini(zpi_outq *q);
 void zpi_outq_autotune(zpi_outq *q, size_t prefetch, size_t max);
 /* The prefetch depth now, whether it is automatic, and the last decision
  * ("" before one; at most len - 1 bytes copied). */
-size_t zpi_outq_prefetch(zpi_outq *q, int *is_auto, char *why, size_t len);
+size_t zpi_outq_prefetch(zpi_outq *q, int *is_auto, size_t *cap, char *why, size_t len);
+/* The time the consumer has waited for batches since it took its first
+ * (ns; counted whether the depth is automatic or not): what the engine's
+ * tuner measures. Any thread. */
+uint64_t zpi_outq_waited_ns(zpi_outq *q);
 
 /* Producer: take a free buffer, waiting while all are in use. When
  * blocked_ns is given, the time spent waiting is added to it. ZP_ERR_STATE
