@@ -127,8 +127,8 @@ typedef struct zp_metrics_snapshot {
     double cut_fraction;
     /* Autotune (docs/pipeline.md, "Autotune"): the settings the pipeline
      * may tune, as they are now: tuned[0] is prefetch_batches, then each
-     * operator's parallelism in pipeline order. Filled with observability
-     * off too; before the first next() the starting values. */
+     * operator's parallelism in pipeline order. Before the first next():
+     * the starting values. */
     uint32_t n_tuned;
     zp_tuned_setting tuned[ZP_OBS_MAX_OPS + 1];
     /* Attention-cost balance (zp_pipeline_balance; zp_pipeline_counts):

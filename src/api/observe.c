@@ -107,6 +107,7 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
         return st;
     memset(m, 0, sizeof *m);
     fill_parts(p, m);
+    m->n_tuned = (uint32_t)zpi_pipeline_tuning(p, m->tuned, ZP_OBS_MAX_OPS + 1);
     zpi_engine *e = zpi_pipeline_engine(p);
     zpi_obs *o = zpi_engine_obs(e);
     if (!o) { /* not started yet */
@@ -128,7 +129,6 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     m->padding_fraction =
         c.tokens + c.pad_tokens ? (double)c.pad_tokens / (double)(c.tokens + c.pad_tokens) : 0;
     m->cut_fraction = c.samples ? (double)c.cut_documents / (double)c.samples : 0;
-    m->n_tuned = (uint32_t)zpi_pipeline_tuning(p, m->tuned, ZP_OBS_MAX_OPS + 1);
     m->balance_windows = c.balance_windows;
     m->attn_imbalance_before = c.attn_cost ? (double)c.attn_peak_before / (double)c.attn_cost : 0;
     m->attn_imbalance_after = c.attn_cost ? (double)c.attn_peak_after / (double)c.attn_cost : 0;
