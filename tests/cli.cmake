@@ -35,3 +35,7 @@ endif()
 add_test(NAME test_cli_schedule
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_schedule_cli.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_schedule PROPERTIES TIMEOUT 180 LABELS cli)
+# `zephon tune` (docs/cli.md; the settings it tunes: docs/pipeline.md, "Autotune").
+add_test(NAME test_cli_tune
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_tune.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_tune PROPERTIES TIMEOUT 240 LABELS cli)
