@@ -503,7 +503,7 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
 /* ------------------------------------------------------------ autotune */
 
 /* The tuner's stretch: at least this long and this many chunks drained. */
-#define TUNE_SPAN_NS (100 * 1000000ull)
+#define TUNE_SPAN_NS (50 * 1000000ull)
 #define TUNE_CHUNKS 4
 
 /* Under mu, by the drainer after each chunk, when an operator's
