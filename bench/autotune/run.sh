@@ -12,14 +12,15 @@
 # setting); h5 also without a step ("max": throughput alone). Settings:
 # every combination of fetch-parallelism {1,2}, tokenize parallelism {1,2}
 # (not for h5) and prefetch-batches {2,8}, and the defaults (all auto),
-# each for about SECONDS_PER_RUN seconds of batches, from a fresh start.
+# each for about SECONDS_PER_RUN seconds of batches, from a fresh start;
+# then the sweep's best and auto alternated ROUNDS (3) times: medians.
 # Prints, per workload and load, the best fixed setting, auto's stall,
 # batches/s and their ratio, what auto chose, and whether the goal holds
 # (auto's stall <= 1% where a fixed setting reaches 1%; batches/s >= 0.95
 # of the best fixed).
 #   bench/autotune/run.sh [ZEPHON] [DIR]
 # ZEPHON: default build/zephon; DIR: the data (default a new folder under
-# ${TMPDIR:-/tmp}, kept). THREADS (2), SECONDS_PER_RUN (4), LONG_DOCS
+# ${TMPDIR:-/tmp}, kept). THREADS (2), SECONDS_PER_RUN (4), ROUNDS (3), LONG_DOCS
 # (2500), DEMO_BYTES (60M), H5_ROWS (400000), LOADS, WORKLOADS ("long demo h5").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
