@@ -16,7 +16,7 @@
 # then the sweep's best and auto alternated ROUNDS (3) times: medians.
 # Prints, per workload and load, the best fixed setting, auto's stall,
 # batches/s and their ratio, what auto chose, and whether the goal holds
-# (auto's stall <= 1% where a fixed setting reaches 1%; batches/s >= 0.95
+# (auto's stall <= 1% where the best fixed setting's is; batches/s >= 0.95
 # of the best fixed).
 #   bench/autotune/run.sh [ZEPHON] [DIR]
 # ZEPHON: default build/zephon; DIR: the data (default a new folder under

@@ -89,7 +89,7 @@ static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
                       e, ZP_ERR_INVALID, "fetch_parallelism = %zu: must be 1..1024 or ZP_AUTO",
                       c->fetch_parallelism);
     ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096 && c->prefetch_batches != ZP_PREFETCH_AUTO, e,
-                      ZP_ERR_INVALID, "prefetch_batches = %zu: must be 0..4096 or auto",
+                      ZP_ERR_INVALID, "prefetch_batches = %zu: must be 0..4096 or ZP_AUTO",
                       c->prefetch_batches);
     ZPI_RETURN_ERR_IF(c->microbatch_size == 0 || c->microbatch_size > (1u << 20), e, ZP_ERR_INVALID,
                       "microbatch_size = %zu: must be 1..1048576", c->microbatch_size);
@@ -392,7 +392,7 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
     ZPI_RETURN_ERR_IF(prefetch_batches > 4096 && prefetch_batches != ZP_PREFETCH_AUTO, &p->err,
                       ZP_ERR_INVALID,
                       "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096 or "
-                      "ZP_PREFETCH_AUTO",
+                      "ZP_AUTO",
                       prefetch_batches);
     p->cfg.prefetch_batches = prefetch_batches;
     return ZP_OK;

@@ -236,7 +236,6 @@ static void stage_task(zpi_engine *e, int s, zpi_chunk *c)
             e->obs->stage[s - 1].blocked_ns += (double)(zpi_now_ns() - nextc->enq_ns);
         if (nextc && st->op.auto_max)
             st->tune_wait_ns += zpi_now_ns() - nextc->enq_ns;
-        /* parallelism lowered below the tasks running: never (it only rises) */
         pthread_mutex_unlock(&e->mu);
         if (act == 1)
             spawn(e, s + 1, c);
@@ -570,7 +569,11 @@ static int tune_locked(zpi_engine *e, uint64_t waited, uint64_t now, zpi_chunk *
                     "chunks on average queued for %s%s",
                     st->op.parallelism, st->op.auto_max, 100.0 * stall, span * 1e-6,
                     (double)st->tune_wait_ns / span, st->op.name,
-                    stall > 0.01 ? "" : " (the pipeline keeps up: no task added)");
+                    stall <= 0.01 ? " (the pipeline keeps up: no task added)"
+                    : st->op.parallelism >= st->op.auto_max
+                        ? " (at its cap)"
+                        : " (another operator queued more, or under a quarter of a chunk "
+                          "queued: its tasks are not what the consumer waits for)");
         st->tune_wait_ns = 0;
     }
     e->tune_t0 = now;
