@@ -67,12 +67,31 @@ static zp_status strip_map(void *user, zp_record *rec)
     return ZP_OK;
 }
 
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* A map that holds the pipeline 40 ms on every 80th record (parallelism 1:
+ * one call at a time): production in bursts. */
+static zp_status hiccup_map(void *user, zp_record *rec)
+{
+    (void)rec;
+    unsigned *calls = user;
+    if (++*calls % 80 == 0)
+        sleep_s(0.04);
+    return ZP_OK;
+}
+
 typedef struct run_cfg {
     int threads;
     size_t fetch, map, tok, prefetch; /* a count or ZP_AUTO; map/tok 0: none */
     uint64_t fetch_delay_us;
     double step_seconds; /* the consumer's time per batch */
     size_t max_batches;  /* 0: to the end */
+    int hiccups;         /* add hiccup_map (parallelism 1) */
+    uint32_t epochs;     /* 0: 1 */
 } run_cfg;
 
 typedef struct run_out {
@@ -80,11 +99,7 @@ typedef struct run_out {
     zp_metrics_snapshot m;
 } run_out;
 
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
+static unsigned hiccup_calls;
 
 static zp_pipeline *make(fixture *f, const run_cfg *r, zp_worksource **ws)
 {
@@ -100,11 +115,16 @@ static zp_pipeline *make(fixture *f, const run_cfg *r, zp_worksource **ws)
     pc.chunk_samples = 8;
     pc.microbatch_size = 8;
     pc.fetch_delay_us = r->fetch_delay_us;
+    pc.epochs = r->epochs ? r->epochs : 1;
     zp_pipeline *p;
     assert_int_equal(zp_pipeline_create(*ws, &pc, &p), ZP_OK);
     assert_int_equal(zp_pipeline_enable_observability(p), ZP_OK);
     if (r->map)
         assert_int_equal(zp_pipeline_map_transform(p, strip_map, NULL, r->map, "strip"), ZP_OK);
+    hiccup_calls = 0;
+    if (r->hiccups)
+        assert_int_equal(zp_pipeline_map_transform(p, hiccup_map, &hiccup_calls, 1, "hiccup"),
+                         ZP_OK);
     if (r->tok) {
         assert_int_equal(zp_pipeline_tokenize(p, "gpt2", "text", r->tok), ZP_OK);
         assert_int_equal(zp_pipeline_pack(p, ZP_PACK_CONCAT, 63), ZP_OK);
@@ -233,6 +253,28 @@ static void test_autotune_keeps_when_the_pipeline_keeps_up(void **state)
     assert_non_null(strstr(t->why, "kept 1"));
 }
 
+/* Production in bursts (a map that stalls 40 ms every 10 batches, fast in
+ * between) against a consumer at 5 ms a batch, about 80% of the
+ * pipeline's mean rate: with 2 batches queued the consumer waits at each
+ * burst while the packer waits for room between them, so automatic
+ * prefetch_batches deepens; fixed at 2 it stays. */
+static void test_autotune_deepens_the_output_queue_for_bursts(void **state)
+{
+    fixture *f = *state;
+    run_cfg r = {.threads = 2, .fetch = 1, .prefetch = ZP_AUTO, .hiccups = 1,
+                 .step_seconds = 0.005, .epochs = 2};
+    run_out o;
+    run(f, &r, &o);
+    const zp_tuned_setting *t = tuned(&o.m, "output");
+    assert_int_equal(t->is_auto, 1);
+    assert_true(t->value > 2);
+    assert_true(t->value <= t->cap);
+    assert_non_null(strstr(t->why, "raised"));
+    r.prefetch = 2;
+    run(f, &r, &o);
+    assert_int_equal(tuned(&o.m, "output")->value, 2);
+}
+
 /* The data never depends on tuning: every setting automatic (with fetch
  * slowed so that tuning moves) gives the digests of fixed settings, at 1
  * and 2 threads. */
@@ -271,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_autotune_settings),
         cmocka_unit_test(test_autotune_raises_fetch_when_it_holds_the_consumer),
         cmocka_unit_test(test_autotune_keeps_when_the_pipeline_keeps_up),
+        cmocka_unit_test(test_autotune_deepens_the_output_queue_for_bursts),
         cmocka_unit_test(test_autotune_digests_equal_auto_and_fixed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
