@@ -40,18 +40,19 @@ static void usage(FILE *f)
 }
 
 /* Options the run line leaves out (tune's own, and the tuned ones, which
- * it writes with their values); each takes a value except --json/--quiet. */
+ * it writes with their values); *takes_value: it is followed by its value. */
 static int dropped(const char *a, int *takes_value)
 {
     static const char *with_value[] = {"--seconds", "--max-batches", "--step-time",
                                        "--fetch-parallelism", "--tokenize", "--map",
-                                       "--prefetch-batches", "--metrics-out", "--observe"};
+                                       "--prefetch-batches", "--metrics-out"};
     *takes_value = 1;
     for (size_t i = 0; i < sizeof with_value / sizeof *with_value; i++)
         if (!strcmp(a, with_value[i]))
             return 1;
     *takes_value = 0;
-    return !strcmp(a, "--json") || !strcmp(a, "--quiet");
+    return !strcmp(a, "--json") || !strcmp(a, "--quiet") || !strcmp(a, "--observe") ||
+           !strncmp(a, "--observe=", 10);
 }
 
 /* s, shell-quoted when it needs to be, appended to buf. */

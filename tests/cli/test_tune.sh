@@ -76,6 +76,9 @@ check "--seconds 1 bounds the run ($rc)" '[[ $rc -eq 0 ]] && python3 -c "
 import json, sys
 d = json.load(open(sys.argv[1])); assert 1 <= d[\"seconds\"] < 3 and d[\"batches\"] < 40, d
 " "$T/j3"'
+"$Z" tune "$M" --observe --threads 2 --max-batches 5 --tokenize gpt2:2 >"$T/o4" 2>"$T/err"; rc=$?
+check "--observe (no value) left out of the run line, the next option kept ($rc)" \
+  '[[ $rc -eq 0 ]] && grep -qE "^zephon run .*/manifest.json --threads 2 --prefetch-batches [0-9]+ --fetch-parallelism [12] --tokenize gpt2:2$" "$T/o4"'
 "$Z" tune "$M" --seconds 0 >/dev/null 2>"$T/err"; rc=$?
 check "--seconds 0: usage error ($rc)" '[[ $rc -eq 2 ]] && grep -q -- "--seconds" "$T/err"'
 "$Z" tune "$M" --fetch-parallelism autox >/dev/null 2>"$T/err"; rc=$?
