@@ -243,8 +243,8 @@ static void test_autotune_raises_fetch_when_it_holds_the_consumer(void **state)
 static void test_autotune_keeps_when_the_pipeline_keeps_up(void **state)
 {
     fixture *f = *state;
-    run_cfg r = {.threads = 2, .fetch = ZP_AUTO, .prefetch = 2, .fetch_delay_us = 1000,
-                 .step_seconds = 0.01, .max_batches = 40};
+    run_cfg r = {.threads = 2, .fetch = ZP_AUTO, .prefetch = 2, .fetch_delay_us = 500,
+                 .step_seconds = 0.03, .max_batches = 25};
     run_out o;
     run(f, &r, &o);
     const zp_tuned_setting *t = tuned(&o.m, "fetch");
@@ -273,6 +273,30 @@ static void test_autotune_deepens_the_output_queue_for_bursts(void **state)
     r.prefetch = 2;
     run(f, &r, &o);
     assert_int_equal(tuned(&o.m, "output")->value, 2);
+}
+
+/* The chunks in flight follow the tuned parallelism (in_flight_chunks 0):
+ * a consumer that stops after one batch leaves 2 x (1 + 1) + 2 = 6 chunks in
+ * flight, not the 2 x (2 + 1) + 2 = 8 of fetch's cap; with fetch fixed at 2,
+ * 8. */
+static void test_autotune_chunks_in_flight_follow_parallelism(void **state)
+{
+    fixture *f = *state;
+    for (int k = 0; k < 2; k++) {
+        run_cfg r = {.threads = 2, .fetch = k ? 2 : ZP_AUTO, .tok = 1, .prefetch = 2};
+        zp_worksource *ws;
+        zp_pipeline *p = make(f, &r, &ws);
+        const zp_batch *b;
+        assert_int_equal(zp_pipeline_next(p, &b), ZP_OK);
+        sleep_s(0.3); /* the pipeline fills up and waits */
+        zp_watchdog_report *w = calloc(1, sizeof *w);
+        assert_non_null(w);
+        assert_int_equal(zp_pipeline_activity(p, w), ZP_OK);
+        assert_int_equal(w->chunks_in_flight, k ? 8 : 6);
+        free(w);
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+    }
 }
 
 /* The data never depends on tuning: every setting automatic (with fetch
@@ -314,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_autotune_raises_fetch_when_it_holds_the_consumer),
         cmocka_unit_test(test_autotune_keeps_when_the_pipeline_keeps_up),
         cmocka_unit_test(test_autotune_deepens_the_output_queue_for_bursts),
+        cmocka_unit_test(test_autotune_chunks_in_flight_follow_parallelism),
         cmocka_unit_test(test_autotune_digests_equal_auto_and_fixed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -59,8 +59,9 @@ typedef struct zp_pipeline_config {
                                 current state; 0 = without end. Default 1 */
     size_t chunk_samples;    /* samples per task. Default 64 */
     size_t in_flight_chunks; /* chunks in the pipeline at once; 0 (default):
-                                2 * (sum of operator parallelism) + 2, an
-                                automatic operator counted at its cap */
+                                2 * (sum of operator parallelism) + 2,
+                                following automatic parallelism as it is
+                                tuned */
     size_t fetch_parallelism;   /* fetch tasks at once, 1..1024, or ZP_AUTO
                                    (default): from 1, raised while running
                                    when the consumer waits and chunks queue

@@ -17,7 +17,9 @@ typedef struct zpi_tune_caps {
     size_t prefetch_batches; /* the deepest automatic output queue: ZP_PREFETCH_AUTO_MAX
                                 batches and ZP_PREFETCH_AUTO_BYTES of batch buffers */
     size_t in_flight_chunks; /* chunks in flight: the setting, or 2 x (sum of operator
-                                parallelism, automatic ones at their cap) + 2 */
+                                parallelism, automatic ones at their cap) + 2; in
+                                the latter case the engine allocates that many and
+                                uses 2 x (sum of the parallelism now) + 2 of them */
 } zpi_tune_caps;
 
 /* The caps for settings cfg, operators ops[0 .. n_ops) (their parallelism

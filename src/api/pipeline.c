@@ -546,6 +546,7 @@ static zp_status start(zp_pipeline *p)
         .epochs = p->cfg.epochs,
         .chunk_samples = p->cfg.chunk_samples,
         .in_flight_chunks = caps.in_flight_chunks,
+        .in_flight_follows = p->cfg.in_flight_chunks == 0,
         .shard_cache_bytes = p->cfg.shard_cache_bytes,
         .ops = ops,
         .n_ops = p->n_ops,

@@ -84,6 +84,10 @@ struct zpi_engine {
      * tune_t0 (ns), the consumer's wait at its start, chunks drained in it */
     int tuning;
     uint64_t tune_t0, tune_waited0, tune_chunks;
+    /* the chunks given to the free list so far (chunks[0 .. w_given)): all
+     * W, or, when the window follows the tuned parallelism, 2 x its sum + 2 */
+    size_t w_given;
+    int w_follows;
 };
 
 static zpi_chunk *chunk_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_chunk, node) : NULL; }
@@ -552,6 +556,10 @@ static int tune_locked(zpi_engine *e, uint64_t waited, uint64_t now, zpi_chunk *
                 "%.2f chunks on average queued for %s (the most of the automatic operators)",
                 from, from + 1, (unsigned long long)e->next_seq, 100.0 * stall, span * 1e-6, best_q,
                 st->op.name);
+        /* the window follows: two chunks more in flight for the new task
+         * (chunks not used before stay untouched: their buffers grow on use) */
+        for (int k = 0; k < 2 && e->w_follows && e->w_given < e->W; k++)
+            zpi_fifo_push(&e->chunk_free, &e->chunks[e->w_given++].node);
         zpi_chunk *c = chunk_of(zpi_fifo_pop(&st->ready));
         if (c) {
             if (e->obs && best > 0)
@@ -770,9 +778,17 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
     e->chunks = calloc(e->W, sizeof *e->chunks);
     e->window = calloc(e->W, sizeof *e->window);
     st = e->workers && e->chunks && e->window ? ZP_OK : ZP_ERR_NOMEM;
+    /* the window: every chunk, or (following the tuned parallelism) as
+     * many as the operators' parallelism now takes */
+    size_t par_now = 0;
+    for (int i = 0; i < e->n_stages; i++)
+        par_now += e->stages[i].op.parallelism;
+    e->w_follows = plan->in_flight_follows && e->tuning;
+    e->w_given = e->w_follows && 2 * par_now + 2 < e->W ? 2 * par_now + 2 : e->W;
     for (size_t i = 0; st == ZP_OK && i < e->W; i++) {
         st = zpi_chunk_init(&e->chunks[i], e->chunk_samples);
-        zpi_fifo_push(&e->chunk_free, &e->chunks[i].node);
+        if (i < e->w_given)
+            zpi_fifo_push(&e->chunk_free, &e->chunks[i].node);
     }
     if (st != ZP_OK) {
         zpi_err_set(err, st, "cannot start the pipeline: out of memory for %zu chunks of %zu samples",

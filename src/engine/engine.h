@@ -38,6 +38,9 @@ typedef struct zpi_engine_plan {
     uint32_t epochs;            /* 0: without end */
     size_t chunk_samples;
     size_t in_flight_chunks;    /* 0: 2 x (sum of operator parallelism) + 2 */
+    int in_flight_follows;      /* 1: in_flight_chunks is a cap; the chunks in
+                                   flight follow the operators' parallelism as
+                                   it is tuned (2 x sum + 2) */
     size_t shard_cache_bytes;
     const zpi_op *ops;          /* ops[0] is fetch */
     int n_ops;
