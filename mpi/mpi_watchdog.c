@@ -239,6 +239,9 @@ int zpi_mpi_wait_step(zp_mpi *m, MPI_Request *req)
         if (rc != MPI_SUCCESS || done)
             return rc;
         poll_notices(m);
+        /* give the core up between polls, as MPI_Wait does when ranks
+         * share cores: the root must not slow the ranks it waits for */
+        sched_yield();
     }
 }
 

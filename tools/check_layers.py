@@ -25,7 +25,7 @@ RANK = {n: i for i, n in enumerate(ORDER)}
 PUBLIC = {
     "zephon.h": "api",
     "zephon/common.h": "base", "zephon/tokenizer.h": "base", "zephon/histogram.h": "base",
-    "zephon/array.h": "base", "zephon/batch.h": "plan", "zephon/balance.h": "output", "zephon/record.h": "ops",
+    "zephon/array.h": "base", "zephon/batch.h": "plan", "zephon/balance.h": "output", "zephon/memory.h": "output", "zephon/record.h": "ops",
     "zephon/storage.h": "io",
     "zephon/dataset.h": "data",
     "zephon/worksource.h": "plan", "zephon/state_json.h": "plan", "zephon/state.h": "api",

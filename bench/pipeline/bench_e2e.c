@@ -36,10 +36,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <zephon.h>
 
 #include "../bench_util.h"
+#include "../floor/floor.h"
 
 /* CPU time of the whole process: unlike wall time, barely inflated by other
  * processes on a busy machine (at 1 thread it is the work done). */
@@ -197,6 +199,45 @@ static double pipeline(zp_dataset *ds, int threads, int tok_par, uint64_t *token
 
 #define MAXR 64
 
+/* The floor (bench/floor): the shards' local paths, as given in the
+ * manifest or relative to its folder. */
+static bench_floor *floor_of(zp_dataset *ds, const char *manifest, const zp_tokenizer *tok,
+                             char ***paths_out)
+{
+    size_t n = zp_dataset_num_shards(ds);
+    char **paths = calloc(n, sizeof *paths);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", manifest);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = zp_dataset_shard_name(ds, i);
+        size_t len = strlen(dir) + strlen(name) + 2;
+        paths[i] = malloc(len);
+        if (name[0] == '/' || access(name, R_OK) == 0)
+            snprintf(paths[i], len, "%s", name);
+        else
+            snprintf(paths[i], len, "%s/%s", dir, name);
+    }
+    *paths_out = paths;
+    return bench_floor_create((const char *const *)paths, n, tok, 1);
+}
+
+static double floor_once(bench_floor *f, int threads, uint64_t *tokens_out, double *cpu_out)
+{
+    bench_floor_result r;
+    double c0 = cpu_s();
+    if (bench_floor_run(f, threads, &r) != 0)
+        die("floor", "a round failed (see above)");
+    if (cpu_out)
+        *cpu_out = cpu_s() - c0;
+    *tokens_out = r.tokens;
+    return r.seconds;
+}
+
 /* Median, min and max of v[0..n) (sorts v). */
 typedef struct stats {
     double med, min, max;
@@ -236,7 +277,10 @@ int main(int argc, char **argv)
     char err[256];
     if (zp_tokenizer_create("gpt2", NULL, &tok, err, sizeof err) != ZP_OK)
         die("tokenizer", err);
+    char **fpaths;
+    bench_floor *fl = floor_of(ds, argv[1], tok, &fpaths);
     double mb = (double)t.len / 1e6;
+    double wf[MAXR], fratio[MAXR], cf[MAXR], cfratio[MAXR];
     printf("dataset: %s, %zu documents, %.1f MB of text; medians of %d rounds [min..max]\n",
            argv[1], t.n, mb, rounds);
     double wt[MAXR], wp[MAXR], ct[MAXR], cp[MAXR], ratio[MAXR], cratio[MAXR];
@@ -249,42 +293,61 @@ int main(int argc, char **argv)
             int threads = atoi(tk);
             if (threads < 1 || threads > 1024)
                 die("--scaling", "thread counts must be 1..1024");
-            uint64_t tk_tok = 0, tk_pipe = 0;
+            uint64_t tk_tok = 0, tk_pipe = 0, tk_floor = 0;
             long faults = 0;
             for (int r = 0; r < rounds; r++) {
                 wt[r] = tokenizer_only(tok, &t, threads, &tk_tok, &ct[r]);
+                wf[r] = floor_once(fl, threads, &tk_floor, NULL);
                 wp[r] = pipeline(ds, threads, threads, &tk_pipe, &cp[r], &faults);
                 ratio[r] = wt[r] / wp[r];
+                fratio[r] = wf[r] / wp[r];
             }
-            if (tk_tok != tk_pipe)
-                die("scaling", "token counts differ between tokenizer and pipeline");
+            if (tk_tok != tk_pipe || tk_floor != tk_pipe)
+                die("scaling", "token counts differ between tokenizer, floor and pipeline");
             stats st = stats_of(wt, rounds), sp = stats_of(wp, rounds), sr = stats_of(ratio, rounds);
+            stats sf = stats_of(wf, rounds), sfr = stats_of(fratio, rounds);
             if (!base_t) {
                 base_t = mb / st.med;
                 base_p = mb / sp.med;
             }
             printf("scaling %2d threads: tokenizer only %8.1f MB/s (x%.2f, %.1f MB/s per thread) | "
-                   "pipeline %8.1f MB/s (x%.2f, %.1f MB/s per thread) | pipeline/tokenizer = %.3f\n",
-                   threads, mb / st.med, mb / st.med / base_t, mb / st.med / threads, mb / sp.med,
-                   mb / sp.med / base_p, mb / sp.med / threads, sr.med);
+                   "floor %8.1f MB/s | "
+                   "pipeline %8.1f MB/s (x%.2f, %.1f MB/s per thread) | pipeline/tokenizer = %.3f | "
+                   "pipeline/floor = %.3f [%.3f..%.3f]\n",
+                   threads, mb / st.med, mb / st.med / base_t, mb / st.med / threads, mb / sf.med,
+                   mb / sp.med, mb / sp.med / base_p, mb / sp.med / threads, sr.med, sfr.med,
+                   sfr.min, sfr.max);
             fflush(stdout);
         }
         return 0;
     }
     for (int threads = 1; threads <= 2; threads++) {
-        uint64_t tk_tok = 0, tk_pipe = 0;
+        uint64_t tk_tok = 0, tk_pipe = 0, tk_floor = 0;
         long faults = 0;
         for (int r = 0; r < rounds; r++) {
             wt[r] = tokenizer_only(tok, &t, threads, &tk_tok, &ct[r]);
+            wf[r] = floor_once(fl, threads, &tk_floor, &cf[r]);
             wp[r] = pipeline(ds, threads, threads, &tk_pipe, &cp[r], &faults);
             ratio[r] = wt[r] / wp[r];
+            fratio[r] = wf[r] / wp[r];
+            cfratio[r] = cf[r] / cp[r];
             cratio[r] = ct[r] / cp[r];
-            if (tk_tok != tk_pipe) {
-                fprintf(stderr, "bench_e2e: token counts differ: tokenizer %llu, pipeline %llu\n",
-                        (unsigned long long)tk_tok, (unsigned long long)tk_pipe);
+            if (tk_tok != tk_pipe || tk_floor != tk_pipe) {
+                fprintf(stderr, "bench_e2e: token counts differ: tokenizer %llu, floor %llu, "
+                        "pipeline %llu\n", (unsigned long long)tk_tok,
+                        (unsigned long long)tk_floor, (unsigned long long)tk_pipe);
                 return 1;
             }
         }
+        stats sf = stats_of(wf, rounds), sfr = stats_of(fratio, rounds);
+        printf("%d thread%s:", threads, threads > 1 ? "s" : " ");
+        print_rate(" floor (read, hash, decompress, parse, encode)", mb, sf);
+        print_rate(" | pipeline", mb, stats_of(wp, rounds));
+        printf(" | pipeline/floor = %.3f [%.3f..%.3f]\n", sfr.med, sfr.min, sfr.max);
+        stats scf = stats_of(cf, rounds), scfr = stats_of(cfratio, rounds);
+        printf("%d thread%s, CPU time: floor %.2f s | pipeline (below) | floor/pipeline = %.3f "
+               "[%.3f..%.3f]\n", threads, threads > 1 ? "s" : " ", scf.med, scfr.med, scfr.min,
+               scfr.max);
         stats st = stats_of(wt, rounds), sp = stats_of(wp, rounds);
         stats sr = stats_of(ratio, rounds), sct = stats_of(ct, rounds),
               scp = stats_of(cp, rounds), scr = stats_of(cratio, rounds);
@@ -346,6 +409,10 @@ int main(int argc, char **argv)
                "[%.3f..%.3f] (%ld page faults)\n",
                sr.med, sr.min, sr.max, scr.med, scr.min, scr.max, faults);
     }
+    bench_floor_destroy(fl);
+    for (size_t i = 0; i < zp_dataset_num_shards(ds); i++)
+        free(fpaths[i]);
+    free(fpaths);
     zp_tokenizer_destroy(tok);
     free(t.buf);
     free(t.off);

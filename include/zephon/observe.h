@@ -15,6 +15,7 @@
 
 #include "common.h"
 #include "histogram.h"
+#include "memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -138,6 +139,9 @@ typedef struct zp_metrics_snapshot {
     uint64_t balance_windows;
     double attn_imbalance_before;
     double attn_imbalance_after;
+    /* The memory budget's plan in use (zephon/memory.h): the budget and
+     * each part's share; all zero without a budget. */
+    zp_memory_plan memory;
 } zp_metrics_snapshot;
 
 typedef struct zp_fetch_timing {

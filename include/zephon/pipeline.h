@@ -23,6 +23,7 @@
 #include "batch.h"
 #include "common.h"
 #include "dataset.h"
+#include "memory.h"
 #include "record.h"
 #include "tokenizer.h"
 #include "watchdog.h"
@@ -90,6 +91,13 @@ typedef struct zp_pipeline_config {
                                     zp_pipeline_next(), log what every
                                     operator is doing (ZP_LOG_WARN). Seconds;
                                     0 = off. Default 30 */
+    size_t memory_budget;        /* bytes that every buffer the pipeline owns
+                                    is sized from (zephon/memory.h,
+                                    docs/pipeline.md "Memory budget"): the
+                                    output queue, in-flight chunks, shard
+                                    cache and kept batches; a budget too small
+                                    for the settings fails the start. 0 = off
+                                    (default): the settings alone decide */
 } zp_pipeline_config;
 
 ZP_API void zp_pipeline_config_init(zp_pipeline_config *cfg);
@@ -158,6 +166,18 @@ ZP_API zp_status zp_pipeline_pack_bestfit(zp_pipeline *p, size_t seq_len, size_t
 /* The best-fit window in use; 0 when the pipeline does not pack best-fit. */
 ZP_API size_t zp_pipeline_pack_window(const zp_pipeline *p);
 ZP_API zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches);
+/* The memory budget (zp_pipeline_config.memory_budget), bytes; 0 = off.
+ * Checked against the settings at the first zp_pipeline_next(), which fails
+ * with ZP_ERR_LIMIT when the budget is too small: the message names the
+ * budget, what the settings need and each part (e.g. "memory_budget = 64.0
+ * MiB (67108864 bytes): too small for these settings: needs at least ..."). */
+ZP_API zp_status zp_pipeline_memory_budget(zp_pipeline *p, size_t bytes);
+/* The memory plan (zephon/memory.h): with a budget, the sizes the pipeline
+ * uses (as computed at its start, or as it would compute them now); without
+ * one, what the settings cost. Reads the shards' sizes (not their records)
+ * the first time. ZP_ERR_LIMIT (message in zp_pipeline_errmsg) when the
+ * budget is too small for the settings. Consumer thread only. */
+ZP_API zp_status zp_pipeline_memory_plan(zp_pipeline *p, zp_memory_plan *out);
 /* The stall watchdog's period (zp_pipeline_config.watchdog_seconds,
  * zephon/watchdog.h): seconds, 0 = off. ZP_ERR_INVALID outside 0..1e6. */
 ZP_API zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds);
@@ -208,9 +228,14 @@ ZP_API uint64_t zp_batch_digest(const zp_batch *b);
  * its user wants. The pipeline keeps producing meanwhile: a kept batch's
  * buffer leaves the rotation and a new one takes its place, so memory grows
  * by one batch per kept batch (as a copy would) and keeping every batch of
- * a stream never stalls it. Keeping twice is keeping once.
+ * a stream never stalls it. Keeping twice is keeping once. Under a memory
+ * budget kept batches count against it: at most
+ * zp_memory_plan.kept_batches are kept at once, and keeping one more fails
+ * with ZP_ERR_LIMIT (the batch stays valid until the next
+ * zp_pipeline_next(), as any batch not kept).
  * @return ZP_OK; ZP_ERR_INVALID when b is not the last batch returned;
- *         ZP_ERR_STATE before the first batch. Consumer thread only. */
+ *         ZP_ERR_STATE before the first batch; ZP_ERR_LIMIT past the
+ *         budget's kept batches. Consumer thread only. */
 ZP_API zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b);
 /* Hand a kept batch back: its memory may be reused from now on. Any thread
  * (also while another thread is inside zp_pipeline_next()).

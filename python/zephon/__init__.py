@@ -224,6 +224,26 @@ def _par(call, parallelism):
     return parallelism
 
 
+def _parse_size(what, v):
+    """Bytes from an int or a string "N[K|M|G|T][i][B]" (powers of 2)."""
+    if isinstance(v, bool):
+        raise Error(f"options: {what} = {v!r}: a size in bytes (e.g. 512M, 4G)", 2)
+    if isinstance(v, int):
+        n = v
+    elif isinstance(v, str):
+        import re
+        m = re.fullmatch(r"\s*(\d+)\s*(?:([KkMmGgTt])(?:iB|B)?|B)?\s*", v)
+        if not m:
+            raise Error(f"options: {what} = {v!r}: a size in bytes (e.g. 512M, 4G)", 2)
+        n = int(m.group(1)) << {None: 0, "k": 10, "m": 20, "g": 30, "t": 40}[
+            m.group(2).lower() if m.group(2) else None]
+    else:
+        raise Error(f"options: {what} = {v!r}: a size in bytes (e.g. 512M, 4G)", 2)
+    if n < 0 or n >= 1 << 62:
+        raise Error(f"options: {what} = {v!r}: must be 0..2^62 bytes (0: off)", 2)
+    return n
+
+
 class Pipeline(_core.Pipeline):
     """A rank's data pipeline. Builder calls (before iteration) return the
     pipeline, so they chain:
@@ -345,7 +365,7 @@ class Pipeline(_core.Pipeline):
         self._balance(int(window))
         return self
 
-    def options(self, prefetch_batches=None, runner=None, watchdog=None):
+    def options(self, prefetch_batches=None, runner=None, watchdog=None, memory_budget=None):
         """prefetch_batches: finished batches buffered ahead of the loop, or
         "auto" (the default: from 2, deepened while running when the loop
         waits for batches that come in bursts; docs/pipeline.md).
@@ -353,7 +373,12 @@ class Pipeline(_core.Pipeline):
         forked worker processes). watchdog: seconds a next() may wait for a
         batch before the pipeline logs (to the "zephon" logger, while it
         still waits) what every operator is doing; 0 turns it off (default
-        30; docs/pipeline.md, "Stall watchdog")."""
+        30; docs/pipeline.md, "Stall watchdog"). memory_budget: bytes (an
+        int, or a string such as "512M" or "4G": powers of 2) that every
+        buffer of the pipeline is sized from, the batches this binding
+        keeps alive included; too small for the settings raises at the
+        first batch, saying what they need (docs/pipeline.md, "Memory
+        budget"; default None: off)."""
         if runner is not None and runner not in ("thread", "process"):
             raise ValueError(f"runner = {runner!r}: must be 'thread' or 'process'")
         if runner is not None:
@@ -369,7 +394,9 @@ class Pipeline(_core.Pipeline):
             pb = prefetch_batches
         if watchdog is not None and not (isinstance(watchdog, (int, float)) and 0 <= watchdog <= 1e6):
             raise Error(f"options: watchdog = {watchdog!r}: must be 0..1000000 seconds (0: off)", 2)
-        self._options(pb, self._runner == "process", -1.0 if watchdog is None else float(watchdog))
+        budget = -1 if memory_budget is None else _parse_size("memory_budget", memory_budget)
+        self._options(pb, self._runner == "process", -1.0 if watchdog is None else float(watchdog),
+                      budget)
         return self
 
     def enable_observability(self):

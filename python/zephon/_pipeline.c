@@ -263,7 +263,8 @@ static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
     Py_ssize_t pb;
     int process;
     double watchdog = -1;
-    if (!PyArg_ParseTuple(args, "np|d", &pb, &process, &watchdog))
+    long long budget = -1;
+    if (!PyArg_ParseTuple(args, "np|dL", &pb, &process, &watchdog, &budget))
         return NULL;
     if (check_open(self))
         return NULL;
@@ -276,6 +277,11 @@ static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
     }
     if (watchdog != -1) {
         zp_status st = zp_pipeline_watchdog(self->p, watchdog);
+        if (st != ZP_OK)
+            return zpy_raise_status(st, zp_pipeline_errmsg(self->p));
+    }
+    if (budget >= 0) {
+        zp_status st = zp_pipeline_memory_budget(self->p, (size_t)budget);
         if (st != ZP_OK)
             return zpy_raise_status(st, zp_pipeline_errmsg(self->p));
     }

@@ -14,6 +14,8 @@
 
 typedef struct zpi_tune_caps {
     size_t op_parallelism;   /* tasks an automatic operator may reach: the team's threads */
+    size_t fetch_parallelism; /* the same for fetch: op_parallelism, or less under a memory
+                                 budget (each fetch task may load a shard) */
     size_t prefetch_batches; /* the deepest automatic output queue: ZP_PREFETCH_AUTO_MAX
                                 batches and ZP_PREFETCH_AUTO_BYTES of batch buffers */
     size_t in_flight_chunks; /* chunks in flight: the setting, or 2 x (sum of operator
@@ -27,5 +29,11 @@ typedef struct zpi_tune_caps {
  * buffers of batch_bytes each. */
 void zpi_tune_caps_get(const zp_pipeline_config *cfg, const zpi_op *ops, int n_ops, int threads,
                        size_t batch_bytes, zpi_tune_caps *out);
+/* The caps lowered to what a memory budget allows (zpi_pipeline_budget_caps
+ * and the most fetch tasks its plan holds; SIZE_MAX: no limit);
+ * prefetch_batches never below its start, 2, nor fetch below 1 (the
+ * budget's plan was checked with them). */
+void zpi_tune_caps_clamp(zpi_tune_caps *c, size_t max_prefetch_batches, size_t max_in_flight,
+                         size_t max_fetch);
 
 #endif

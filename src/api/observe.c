@@ -108,6 +108,7 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
     memset(m, 0, sizeof *m);
     fill_parts(p, m);
     m->n_tuned = (uint32_t)zpi_pipeline_tuning(p, m->tuned, ZP_OBS_MAX_OPS + 1);
+    m->memory = *zpi_pipeline_mem(p);
     zpi_engine *e = zpi_pipeline_engine(p);
     zpi_obs *o = zpi_engine_obs(e);
     if (!o) { /* not started yet */
@@ -364,6 +365,24 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
         }
         json_object_set_new(j, "phases", phases ? phases : json_array());
         json_object_set_new(j, "phases_total", json_integer((json_int_t)m->phases_total));
+        if (m->memory.budget) {
+            const zp_memory_plan *mp = &m->memory;
+            json_object_set_new(
+                j, "memory",
+                json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+                          "budget", (json_int_t)mp->budget, "total", (json_int_t)mp->total,
+                          "batch_bytes", (json_int_t)mp->batch_bytes, "queue_batches",
+                          (json_int_t)mp->queue_batches, "queue_bytes",
+                          (json_int_t)mp->queue_bytes, "in_flight_chunks",
+                          (json_int_t)mp->in_flight_chunks, "chunk_bytes",
+                          (json_int_t)mp->chunk_bytes, "chunks_bytes", (json_int_t)mp->chunks_bytes,
+                          "pack_bytes", (json_int_t)mp->pack_bytes, "cache_shards",
+                          (json_int_t)mp->cache_shards, "shard_bytes", (json_int_t)mp->shard_bytes,
+                          "cache_bytes", (json_int_t)mp->cache_bytes, "cache_budget",
+                          (json_int_t)mp->cache_budget, "kept_batches",
+                          (json_int_t)mp->kept_batches, "kept_bytes", (json_int_t)mp->kept_bytes,
+                          "cache_loads", (json_int_t)mp->cache_loads));
+        }
     } else {
         json_decref(parts);
     }

@@ -16,6 +16,7 @@
 #include "base/util.h"
 #include "plan/worksource_internal.h"
 #include "data/dataset_internal.h"
+#include "output/budget.h"
 /* the public declaration (ZP_API: exported) of zp_pipeline_enable_observability */
 #include "zephon/observe.h"
 
@@ -47,6 +48,12 @@ struct zp_pipeline {
     /* consumer side */
     zpi_ckpt ck; /* checkpoint bookkeeping (pipeline_state.c) */
     zpi_watchdog wd; /* the stall watchdog (watchdog.c) */
+
+    /* the memory budget (output/budget.c) */
+    int scanned;            /* shards read once (zpi_budget_scan) */
+    size_t budget_fetch;    /* automatic fetch parallelism counted in the plan (0: its cap) */
+    zpi_budget_shards shards;
+    zp_memory_plan mem;     /* as used, set at start when a budget is set */
 };
 
 void zp_pipeline_config_init(zp_pipeline_config *cfg)
@@ -65,6 +72,7 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->shard_cache_bytes = (size_t)1 << 30;
     cfg->fetch_delay_us = 0;
     cfg->watchdog_seconds = ZP_WATCHDOG_DEFAULT_SECONDS;
+    cfg->memory_budget = 0;
 }
 
 static const char *pack_name(int mode)
@@ -398,6 +406,107 @@ zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
     return ZP_OK;
 }
 
+zp_status zp_pipeline_memory_budget(zp_pipeline *p, size_t bytes)
+{
+    ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_memory_budget"));
+    p->cfg.memory_budget = bytes;
+    return ZP_OK;
+}
+
+/* The team's threads: the setting, or omp_get_max_threads(). */
+static int team_threads(const zp_pipeline *p)
+{
+    return p->cfg.threads > 0 ? p->cfg.threads : omp_get_max_threads();
+}
+
+/* An operator's parallelism for the budget: an automatic one at its cap
+ * (what it may grow to; autotune.c), so that the plan holds whatever the
+ * tuner does. */
+static size_t budget_par(const zp_pipeline *p, size_t par, int fetch)
+{
+    if (par != ZP_AUTO)
+        return par;
+    if (fetch && p->budget_fetch)
+        return p->budget_fetch;
+    zpi_tune_caps caps;
+    zpi_tune_caps_get(&p->cfg, NULL, 0, team_threads(p), 1, &caps);
+    return caps.op_parallelism;
+}
+
+/* The budget's input for the pipeline's settings as they are now
+ * (budget.h); reads the shards' sizes the first time. Automatic
+ * parallelism counts at its cap, an automatic prefetch_batches at its
+ * start (2): its cap is the budget's most (zpi_tune_caps_clamp). */
+static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
+{
+    const zp_dataset *ds = zp_worksource_dataset(p->ws);
+    if (!p->scanned) {
+        ZPI_FORWARD_IF_ERR(zpi_budget_scan(ds, &p->shards, e));
+        p->scanned = 1;
+    }
+    const zp_worksource_config *wc = zp_worksource_get_config(p->ws);
+    *in = (zpi_budget_in){
+        .budget = p->cfg.memory_budget,
+        .rows = p->cfg.microbatch_size,
+        .cols = p->tok ? p->cfg.seq_len + 1 : 0,
+        .masking = p->tok ? p->masking : 0,
+        .chunk_samples = p->cfg.chunk_samples,
+        .in_flight_chunks = p->cfg.in_flight_chunks,
+        .n_ops = (size_t)p->n_ops,
+        .fetch_parallelism = budget_par(p, p->ops[0].parallelism, 1),
+        .prefetch_batches =
+            p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches,
+        .balance = p->tok ? p->balance : 0,
+        .pack_window = p->tok ? zp_pipeline_pack_window(p) : 0,
+        .prefetch_buffer = p->prefetch_buffer,
+        .prefetch_parallelism = p->prefetch_parallelism,
+        .block_shards = wc->shuffle ? wc->shuffle_block_shards : 1,
+        .shard_cache_bytes = p->cfg.shard_cache_bytes,
+        .sh = p->shards,
+        .largest_name = p->shards.largest_index >= 0
+                            ? zp_dataset_shard_name(ds, (size_t)p->shards.largest_index)
+                            : NULL,
+    };
+    for (int i = 0; i < p->n_ops; i++)
+        in->op_parallelism += budget_par(p, p->ops[i].parallelism, i == 0);
+    return ZP_OK;
+}
+
+/* The memory plan for the pipeline's settings as they are now; the
+ * message, when the budget is too small, goes into e. */
+static zp_status memory_plan(zp_pipeline *p, zp_memory_plan *out, zpi_err *e)
+{
+    zpi_budget_in in;
+    ZPI_FORWARD_IF_ERR(budget_input(p, &in, e));
+    return zpi_budget_plan(&in, out, e);
+}
+
+zp_status zpi_pipeline_budget_caps(zp_pipeline *p, size_t *max_prefetch_batches,
+                                   size_t *max_in_flight)
+{
+    zpi_budget_in in;
+    ZPI_FORWARD_IF_ERR(budget_input(p, &in, &p->err));
+    if (max_prefetch_batches)
+        *max_prefetch_batches = zpi_budget_max_prefetch_batches(&in);
+    if (max_in_flight)
+        *max_in_flight = zpi_budget_max_in_flight(&in);
+    return ZP_OK;
+}
+
+zp_status zp_pipeline_memory_plan(zp_pipeline *p, zp_memory_plan *out)
+{
+    if (!p || !out)
+        return ZP_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    if (p->fatal.code != ZP_OK)
+        return zpi_err_copy(&p->err, &p->fatal);
+    if (p->started && p->cfg.memory_budget) {
+        *out = p->mem;
+        return ZP_OK;
+    }
+    return memory_plan(p, out, &p->err);
+}
+
 zp_status zp_pipeline_watchdog(zp_pipeline *p, double seconds)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_watchdog"));
@@ -506,23 +615,47 @@ static zp_status start(zp_pipeline *p)
                       "state: balance_done = %llu batches of an attention-balance window of "
                       "%zu (a state edited by hand?)",
                       (unsigned long long)ck->bal_done, p->balance);
+    /* the memory budget sizes the in-flight chunks and the shard cache,
+     * and checks the rest of the settings against it */
+    if (p->cfg.memory_budget) {
+        /* automatic fetch parallelism: the most tasks (up to its cap) whose
+         * shards the budget holds; 1 when none does (the plan says why) */
+        if (p->ops[0].parallelism == ZP_AUTO) {
+            zpi_err scratch;
+            zp_memory_plan mp;
+            for (p->budget_fetch = budget_par(p, ZP_AUTO, 0); p->budget_fetch > 1;
+                 p->budget_fetch--)
+                if (memory_plan(p, &mp, &scratch) == ZP_OK)
+                    break;
+        }
+        if (memory_plan(p, &p->mem, &p->fatal) != ZP_OK)
+            return zpi_err_copy(&p->err, &p->fatal);
+        p->cfg.in_flight_chunks = (size_t)p->mem.in_flight_chunks;
+        p->cfg.shard_cache_bytes = (size_t)p->mem.cache_budget;
+    }
     p->q_ready = 1;
     /* the balance window's batches are held until it is complete */
     /* automatic settings: where they start, and their caps (autotune.c) */
-    const int threads = p->cfg.threads > 0 ? p->cfg.threads : omp_get_max_threads();
+    const int threads = team_threads(p);
     /* a batch buffer's size: token rows (with the masking outputs), or
      * records of 4 KiB taken as typical */
     const size_t per = cols ? rows * cols * (sizeof(int32_t) * (2 + (p->masking ? 1 : 0)) + 1)
                             : rows * 4096;
     zpi_tune_caps caps;
     zpi_tune_caps_get(&p->cfg, p->ops, p->n_ops, threads, per, &caps);
+    if (p->cfg.memory_budget) { /* the in-flight chunks are the plan's already */
+        size_t max_prefetch = SIZE_MAX;
+        if (zpi_pipeline_budget_caps(p, &max_prefetch, NULL) == ZP_OK)
+            zpi_tune_caps_clamp(&caps, max_prefetch, SIZE_MAX,
+                                p->budget_fetch ? p->budget_fetch : SIZE_MAX);
+    }
     zpi_op ops[ZPI_MAX_OPS];
     for (int i = 0; i < p->n_ops; i++) {
         ops[i] = p->ops[i];
         ops[i].auto_max = 0;
         if (ops[i].parallelism == ZP_AUTO) {
             ops[i].parallelism = 1;
-            ops[i].auto_max = caps.op_parallelism;
+            ops[i].auto_max = i == 0 ? caps.fetch_parallelism : caps.op_parallelism;
         }
     }
     const int autop = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
@@ -740,9 +873,24 @@ zp_status zp_pipeline_keep_batch(zp_pipeline *p, const zp_batch *b)
         return ZP_ERR_INVALID;
     ZPI_RETURN_ERR_IF(!p->q_ready || !p->started, &p->err, ZP_ERR_STATE,
                       "zp_pipeline_keep_batch: no batch was delivered yet");
-    ZPI_RETURN_ERR_IF(!b || zpi_outq_keep(&p->q, ZPI_CONTAINER_OF(b, zpi_batchbuf, b)) != ZP_OK,
-                      &p->err, ZP_ERR_INVALID,
+    zpi_batchbuf *bb = b ? ZPI_CONTAINER_OF(b, zpi_batchbuf, b) : NULL;
+    size_t before = zpi_outq_kept(&p->q);
+    ZPI_RETURN_ERR_IF(!bb || zpi_outq_keep(&p->q, bb) != ZP_OK, &p->err, ZP_ERR_INVALID,
                       "zp_pipeline_keep_batch: not the batch the last zp_pipeline_next() returned");
+    /* under a budget: at most the plan's kept batches (this one, when newly
+     * kept, goes back to being the held batch) */
+    size_t cap = (size_t)p->mem.kept_batches;
+    if (cap && zpi_outq_kept(&p->q) > before && zpi_outq_kept(&p->q) > cap) {
+        zpi_outq_release(&p->q, bb);
+        char bb_s[32], one[32];
+        zpi_budget_fmt(bb_s, sizeof bb_s, p->mem.budget);
+        zpi_budget_fmt(one, sizeof one, p->mem.batch_bytes);
+        return zpi_err_set(&p->err, ZP_ERR_LIMIT,
+                           "zp_pipeline_keep_batch: %zu batches kept already: memory_budget = "
+                           "%s allows %zu kept batches of %s; release one "
+                           "(zp_pipeline_release_batch) or raise the budget",
+                           cap, bb_s, cap, one);
+    }
     return ZP_OK;
 }
 
@@ -969,3 +1117,5 @@ size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p)
         return zpi_outq_prefetch((zpi_outq *)&p->q, NULL, NULL, NULL, 0);
     return p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches;
 }
+
+const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p) { return &p->mem; }

@@ -67,6 +67,17 @@ size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
 /* The tunable settings now (zp_metrics_snapshot.tuned): prefetch_batches,
  * then each operator's parallelism. Returns the entries filled (<= max). */
 int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max);
+/* The memory plan in use (zeros when the pipeline runs without a budget or
+ * has not started). */
+const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p);
+/* For an autotuner of the output queue or the in-flight chunks: the most
+ * prefetch_batches and in_flight_chunks the memory budget allows with the
+ * pipeline's other settings as they are (output/budget.h,
+ * zpi_budget_max_*); SIZE_MAX without a budget, 0 when even the least does
+ * not fit. Either pointer may be NULL. Reads the shards' sizes the first
+ * time. Consumer thread. */
+zp_status zpi_pipeline_budget_caps(zp_pipeline *p, size_t *max_prefetch_batches,
+                                   size_t *max_in_flight);
 
 /* The stall watchdog's state (api/watchdog.h), held by the pipeline. */
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p);

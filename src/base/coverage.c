@@ -4,22 +4,13 @@
  */
 #include "zephon/coverage.h"
 
-/* A xor-shift-multiply mix: a bijection of 64-bit words. */
-static uint64_t fmix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
+#include "base/util.h"
 
 uint64_t zp_coverage_mix(uint64_t global_id, uint64_t pass)
 {
     /* for a fixed pass a bijection of global_id; the pass moves the whole
      * map (the constant keeps pass 0 away from the identity key) */
-    return fmix64(global_id ^ fmix64(pass + 0x9e3779b97f4a7c15ull));
+    return zpi_hash2(global_id, pass);
 }
 
 void zp_coverage_fold(zp_coverage *c, uint64_t global_id, uint64_t pass)

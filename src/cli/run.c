@@ -801,6 +801,22 @@ static int run_loop(run_ctx *x)
     return RUN_GO;
 }
 
+/* The process's peak resident set (VmHWM of /proc/self/status), bytes; 0
+ * when it cannot be read. */
+static uint64_t peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 /* After the last batch: why the run stopped, the counts, the last
  * snapshots, the final state, the metrics document. */
 static int run_finish(run_ctx *x)
@@ -847,6 +863,9 @@ static int run_finish(run_ctx *x)
     }
     res->padded_per_epoch = zp_worksource_padded(x->ws);
     res->dropped_per_epoch = zp_worksource_dropped(x->ws);
+    if (o->pc.memory_budget && zp_pipeline_memory_plan(p, &res->mem) != ZP_OK)
+        memset(&res->mem, 0, sizeof res->mem);
+    res->peak_rss = peak_rss();
     if (o->report && rc == 0)
         o->report(o->report_user, p, res);
     return rc;

@@ -85,6 +85,11 @@ void cli_run_usage(FILE *f)
         "  --chunk-samples N       samples per task (default 64)\n"
         "  --in-flight N           chunks in flight (default: from parallelism)\n"
         "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
+        "  --memory-budget SIZE    size every buffer of the pipeline from SIZE bytes\n"
+        "                          (512M, 4G: powers of 2): output queue, in-flight\n"
+        "                          chunks, shard cache, kept batches; too small for the\n"
+        "                          settings is an error that says what they need\n"
+        "                          (docs/pipeline.md, \"Memory budget\"; default off)\n"
         "  --skip-bad-records      skip (and count) bad records instead of failing\n"
         "  --fetch-delay-us N      fault injection: delay each fetched chunk\n"
         "  --watchdog SECONDS      stall watchdog: when no batch came for SECONDS, print\n"
@@ -550,6 +555,16 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--cache-mb")) {
         NUM(u, 0, (uint64_t)(SIZE_MAX >> 20));
         o->pc.shard_cache_bytes = (size_t)u << 20;
+    } else if (!strcmp(a, "--memory-budget")) {
+        if (!v || zpi_parse_u64(v, 1, (uint64_t)(SIZE_MAX >> 1), 1, &u) != 0) {
+            fprintf(stderr,
+                    "zephon run: --memory-budget '%s': a size in bytes, with an optional "
+                    "suffix K, M, G, T (powers of 2), e.g. 512M or 4G\n",
+                    v ? v : "");
+            return -1;
+        }
+        o->pc.memory_budget = (size_t)u;
+        used = 2;
     } else if (!strcmp(a, "--skip-bad-records"))
         o->pc.on_bad_record = ZP_BAD_RECORD_SKIP;
     else if (!strcmp(a, "--fetch-delay-us"))

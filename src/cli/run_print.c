@@ -238,6 +238,45 @@ static void cov_line(const cli_run_cov *c, char *buf, size_t cap)
                  c->epoch, what, (unsigned long long)c->expected.count);
 }
 
+/* --memory-budget: the plan's parts (zephon/memory.h). */
+static void print_memory_json(const zp_memory_plan *m)
+{
+    printf(",\"memory\":{\"budget\":%llu,\"total\":%llu,\"batch_bytes\":%llu,"
+           "\"queue_batches\":%llu,\"queue_bytes\":%llu,\"in_flight_chunks\":%llu,"
+           "\"chunk_bytes\":%llu,\"chunks_bytes\":%llu,\"pack_bytes\":%llu,"
+           "\"cache_shards\":%llu,\"cache_loads\":%llu,\"shard_bytes\":%llu,"
+           "\"cache_bytes\":%llu,\"cache_budget\":%llu,\"kept_batches\":%llu,"
+           "\"kept_bytes\":%llu}",
+           (unsigned long long)m->budget, (unsigned long long)m->total,
+           (unsigned long long)m->batch_bytes, (unsigned long long)m->queue_batches,
+           (unsigned long long)m->queue_bytes, (unsigned long long)m->in_flight_chunks,
+           (unsigned long long)m->chunk_bytes, (unsigned long long)m->chunks_bytes,
+           (unsigned long long)m->pack_bytes, (unsigned long long)m->cache_shards,
+           (unsigned long long)m->cache_loads, (unsigned long long)m->shard_bytes,
+           (unsigned long long)m->cache_bytes, (unsigned long long)m->cache_budget,
+           (unsigned long long)m->kept_batches, (unsigned long long)m->kept_bytes);
+}
+
+static double mib(uint64_t b) { return (double)b / (double)(1u << 20); }
+
+static void print_memory_text(const zp_memory_plan *m, uint64_t peak)
+{
+    printf("  memory budget %.1f MiB: output queue %llu x %.2f MiB = %.1f MiB, %llu in-flight "
+           "chunks %.1f MiB, ",
+           mib(m->budget), (unsigned long long)m->queue_batches, mib(m->batch_bytes),
+           mib(m->queue_bytes), (unsigned long long)m->in_flight_chunks, mib(m->chunks_bytes));
+    if (m->pack_bytes)
+        printf("best-fit window %.1f MiB, ", mib(m->pack_bytes));
+    printf("shard cache %.1f MiB (%llu + %llu loading shards of up to %.1f MiB), up to %llu "
+           "kept batches %.1f MiB",
+           mib(m->cache_bytes), (unsigned long long)m->cache_shards,
+           (unsigned long long)m->cache_loads, mib(m->shard_bytes),
+           (unsigned long long)m->kept_batches, mib(m->kept_bytes));
+    if (peak)
+        printf("; peak RSS %.1f MiB", mib(peak));
+    printf("\n");
+}
+
 void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
 {
     double s = r->seconds > 0 ? r->seconds : 1e-9;
@@ -278,6 +317,10 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
             print_parts(o, r);
         if (r->n_phases > 1)
             print_phases(o, r);
+        if (r->peak_rss)
+            printf(",\"peak_rss_bytes\":%llu", (unsigned long long)r->peak_rss);
+        if (r->mem.budget)
+            print_memory_json(&r->mem);
         if (r->n_cov) {
             printf(",\"coverage\":[");
             for (size_t i = 0; i < r->n_cov; i++) {
@@ -323,6 +366,8 @@ void cli_run_print(const cli_run_opts *o, const cli_run_result *r)
                100.0 * padf, (unsigned long long)r->counts.pad_tokens, 100.0 * cutf,
                (unsigned long long)r->counts.cut_documents, (unsigned long long)r->counts.samples);
     }
+    if (r->mem.budget)
+        print_memory_text(&r->mem, r->peak_rss);
     if (r->counts.balance_windows && r->counts.attn_cost)
         printf("  attention balance (window %llu batches): costliest microbatch / mean %.3f "
                "before, %.3f after, over %llu windows\n",

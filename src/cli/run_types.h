@@ -159,6 +159,8 @@ typedef struct cli_run_result {
     cli_run_cov *cov;   /* malloc'd: the epochs delivered (the last 64) */
     size_t n_cov;
     int cov_failed;     /* the digests could not be computed (said on stderr) */
+    zp_memory_plan mem; /* --memory-budget: the plan in use (budget 0: none) */
+    uint64_t peak_rss;  /* the process's peak resident set (VmHWM), bytes; 0: unknown */
 } cli_run_result;
 
 #endif

@@ -364,12 +364,10 @@ static void bal_publish_window(zpi_packer *pk)
     /* the rows' costs, before */
     uint64_t total = 0, max_before = 0;
     for (size_t j = 0; j < n; j++) {
+        zp_batch_row_costs(&w->b[j]->b, w->cost + j * rows);
         uint64_t sum = 0;
-        for (size_t r = 0; r < rows; r++) {
-            uint64_t c = zp_row_cost(w->b[j]->seg + r * cols, cols - 1);
-            w->cost[j * rows + r] = c;
-            sum += c;
-        }
+        for (size_t r = 0; r < rows; r++)
+            sum += w->cost[j * rows + r];
         total += sum;
         if (sum > max_before)
             max_before = sum;
