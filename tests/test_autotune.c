@@ -91,6 +91,7 @@ typedef struct run_cfg {
     double step_seconds; /* the consumer's time per batch */
     size_t max_batches;  /* 0: to the end */
     int hiccups;         /* add hiccup_map (parallelism 1) */
+    uint64_t budget;     /* memory_budget, bytes (0: none) */
     uint32_t epochs;     /* 0: 1 */
 } run_cfg;
 
@@ -116,6 +117,9 @@ static zp_pipeline *make(fixture *f, const run_cfg *r, zp_worksource **ws)
     pc.microbatch_size = 8;
     pc.fetch_delay_us = r->fetch_delay_us;
     pc.epochs = r->epochs ? r->epochs : 1;
+    pc.memory_budget = r->budget;
+    if (r->budget)
+        pc.shard_cache_bytes = 1; /* the cache keeps its working set only */
     zp_pipeline *p;
     assert_int_equal(zp_pipeline_create(*ws, &pc, &p), ZP_OK);
     assert_int_equal(zp_pipeline_enable_observability(p), ZP_OK);
@@ -299,6 +303,30 @@ static void test_autotune_chunks_in_flight_follow_parallelism(void **state)
     }
 }
 
+/* Under a memory budget the automatic prefetch_batches may grow only as
+ * far as the budget holds: with room for about 8 batches beyond what the
+ * settings need, its cap is well under the 64 it has without a budget, and
+ * the data is the same. */
+static void test_autotune_caps_within_the_memory_budget(void **state)
+{
+    fixture *f = *state;
+    run_cfg r = {.threads = 2, .fetch = ZP_AUTO, .tok = ZP_AUTO, .prefetch = ZP_AUTO,
+                 .budget = 1ull << 30};
+    run_out big, o;
+    run(f, &r, &big);
+    assert_int_equal(tuned(&big.m, "output")->cap, 64);
+    const zp_memory_plan *mp = &big.m.memory;
+    assert_true(mp->total > 0 && mp->batch_bytes > 0);
+    /* what the settings need (the kept batches at their least, 2), and
+     * room for 8 batches more */
+    r.budget = mp->total - mp->kept_bytes + 10 * mp->batch_bytes;
+    run(f, &r, &o);
+    const zp_tuned_setting *t = tuned(&o.m, "output");
+    assert_true(t->cap >= 2 && t->cap < 64);
+    assert_true(t->value <= t->cap);
+    assert_true(o.digest == big.digest);
+}
+
 /* The data never depends on tuning: every setting automatic (with fetch
  * slowed so that tuning moves) gives the digests of fixed settings, at 1
  * and 2 threads. */
@@ -339,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_autotune_keeps_when_the_pipeline_keeps_up),
         cmocka_unit_test(test_autotune_deepens_the_output_queue_for_bursts),
         cmocka_unit_test(test_autotune_chunks_in_flight_follow_parallelism),
+        cmocka_unit_test(test_autotune_caps_within_the_memory_budget),
         cmocka_unit_test(test_autotune_digests_equal_auto_and_fixed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
