@@ -643,11 +643,20 @@ static zp_status start(zp_pipeline *p)
                             : rows * 4096;
     zpi_tune_caps caps;
     zpi_tune_caps_get(&p->cfg, p->ops, p->n_ops, threads, per, &caps);
-    if (p->cfg.memory_budget) { /* the in-flight chunks are the plan's already */
+    if (p->cfg.memory_budget) {
+        /* the in-flight chunks are the plan's already; the queue grows only
+         * into what the plan left unassigned (the kept batches and the
+         * shard cache keep their planned room), and never past what the
+         * budget allows with the rest as it is */
         size_t max_prefetch = SIZE_MAX;
-        if (zpi_pipeline_budget_caps(p, &max_prefetch, NULL) == ZP_OK)
-            zpi_tune_caps_clamp(&caps, max_prefetch, SIZE_MAX,
-                                p->budget_fetch ? p->budget_fetch : SIZE_MAX);
+        if (zpi_pipeline_budget_caps(p, &max_prefetch, NULL) != ZP_OK)
+            max_prefetch = 2;
+        const uint64_t spare = p->mem.budget > p->mem.total ? p->mem.budget - p->mem.total : 0;
+        const uint64_t room = 2 + spare / (p->mem.batch_bytes ? p->mem.batch_bytes : 1);
+        if (room < max_prefetch)
+            max_prefetch = (size_t)room;
+        zpi_tune_caps_clamp(&caps, max_prefetch, SIZE_MAX,
+                            p->budget_fetch ? p->budget_fetch : SIZE_MAX);
     }
     zpi_op ops[ZPI_MAX_OPS];
     for (int i = 0; i < p->n_ops; i++) {
