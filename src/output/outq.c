@@ -190,9 +190,10 @@ static void tune_step(zpi_outq *q, uint64_t now)
                 "%.0f ms for room%s",
                 t->prefetch, 100.0 * stall, (unsigned long long)t->win_batches,
                 (double)t->blocked_ns * 1e-6,
-                t->blocked_ns == 0 && stall > 0.005 ? " (the pipeline is slower than the "
-                                                      "loop: a deeper queue would not help)"
-                                                    : "");
+                (double)t->blocked_ns <= 0.01 * span && stall > 0.005
+                    ? " (the pipeline is slower than the loop: a deeper queue would not help)"
+                : t->prefetch >= t->max ? " (at its cap)"
+                                        : "");
     }
     t->win_t0 = now;
     t->win_batches = 0;
