@@ -32,6 +32,19 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
         json_object_set_new(o, "sharing", jint(s->sharing));
         json_object_set_new(o, "node_cores", jint(s->node_cores));
         json_object_set_new(o, "stall_notices", jint(s->stall_notices));
+        /* autotune: the values in use, and which are automatic */
+        json_t *tu = json_object(), *au = json_array();
+        json_object_set_new(tu, "prefetch_batches", jint(s->tuned_prefetch_batches));
+        json_object_set_new(tu, "fetch_parallelism", jint(s->tuned_fetch));
+        if (s->tuned_tokenize)
+            json_object_set_new(tu, "tokenize_parallelism", jint(s->tuned_tokenize));
+        static const char *names[3] = {"prefetch_batches", "fetch_parallelism",
+                                       "tokenize_parallelism"};
+        for (int k = 0; k < 3; k++)
+            if (s->tuned_auto & (1u << k))
+                json_array_append_new(au, json_string(names[k]));
+        json_object_set_new(tu, "auto", au);
+        json_object_set_new(o, "tuning", tu);
     } else {
         json_object_set_new(o, "ranks", json_integer(s->local_rank));
     }

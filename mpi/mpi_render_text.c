@@ -64,6 +64,45 @@ static void balance_text(const zp_cluster_report *r, zpi_sbuf *b)
     }
 }
 
+/* autotune: the values the ranks use (min-max over the ranks with a
+ * snapshot), "(auto)" where a rank tuned it (docs/pipeline.md, "Autotune"). */
+static void tuning_text(const zp_cluster_report *r, zpi_sbuf *b)
+{
+    static const char *names[3] = {"prefetch_batches", "fetch parallelism",
+                                   "tokenize parallelism"};
+    uint32_t lo[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX}, hi[3] = {0, 0, 0};
+    unsigned autob = 0;
+    int any = 0;
+    for (int i = 0; i < r->size; i++) {
+        const zp_mpi_rank_stats *s = &r->ranks[i];
+        if (!s->valid)
+            continue;
+        any = 1;
+        const uint32_t v[3] = {s->tuned_prefetch_batches, s->tuned_fetch, s->tuned_tokenize};
+        for (int k = 0; k < 3; k++) {
+            lo[k] = v[k] < lo[k] ? v[k] : lo[k];
+            hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+        }
+        autob |= s->tuned_auto;
+    }
+    if (!any)
+        return;
+    zpi_sb_puts(b, "tuning:");
+    const char *sep = " ";
+    for (int k = 0; k < 3; k++) {
+        if (k == 2 && hi[2] == 0)
+            continue; /* no tokenize operator */
+        if (lo[k] == hi[k])
+            zpi_sb_printf(b, "%s%s %u", sep, names[k], hi[k]);
+        else
+            zpi_sb_printf(b, "%s%s %u-%u", sep, names[k], lo[k], hi[k]);
+        if (autob & (1u << k))
+            zpi_sb_puts(b, " (auto)");
+        sep = ", ";
+    }
+    zpi_sb_puts(b, "\n");
+}
+
 /* The title, the job, the dataset, the settings, the criterion and the
  * cost of the report. */
 static void header_text(const zp_cluster_report *r, zpi_sbuf *b)
@@ -85,6 +124,7 @@ static void header_text(const zp_cluster_report *r, zpi_sbuf *b)
         zpi_sb_printf(b, "), %u threads per rank\n", r->threads_max);
     else
         zpi_sb_printf(b, "), %u-%u threads per rank\n", r->threads_min, r->threads_max);
+    tuning_text(r, b);
     if (r->info.have_dataset)
         zpi_sb_printf(b, "dataset: %llu shards, %s samples, %s (fingerprint %016llx)\n",
                       (unsigned long long)r->info.ds_shards,

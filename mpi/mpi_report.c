@@ -178,6 +178,19 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
     s->slowest_shard_index = f->slowest_shard;
     s->slowest_record = f->record_ns.count ? (double)f->record_ns.max_ns * 1e-9 : 0;
     s->stall_fraction = mt->stall_fraction;
+    for (uint32_t i = 0; i < mt->n_tuned && i < ZP_OBS_MAX_OPS + 1; i++) {
+        const zp_tuned_setting *t = &mt->tuned[i];
+        int bit = !strcmp(t->op, "output") ? 0 : !strcmp(t->op, "fetch") ? 1
+                  : !strcmp(t->op, "tokenize")                          ? 2
+                                                                        : -1;
+        uint32_t *v = bit == 0 ? &s->tuned_prefetch_batches : bit == 1 ? &s->tuned_fetch
+                      : bit == 2                               ? &s->tuned_tokenize
+                                                               : NULL;
+        if (v) {
+            *v = t->value;
+            s->tuned_auto |= t->is_auto ? 1u << bit : 0;
+        }
+    }
     s->step = s->batches ? s->wall / (double)s->batches : 0;
     s->fetch_per_batch = s->batches ? s->fetch / (double)s->batches : 0;
     s->samples_per_second = ratio((double)s->samples, s->wall);

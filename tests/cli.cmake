@@ -42,3 +42,7 @@ set_tests_properties(test_cli_segments PROPERTIES TIMEOUT 300 LABELS cli)
 add_test(NAME test_cli_segments_rss
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_segments_cli.sh $<TARGET_FILE:zephon_cli> rss)
 set_tests_properties(test_cli_segments_rss PROPERTIES TIMEOUT 120 LABELS "cli;nosan")
+# `zephon tune` (docs/cli.md; the settings it tunes: docs/pipeline.md, "Autotune").
+add_test(NAME test_cli_tune
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_tune.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_tune PROPERTIES TIMEOUT 240 LABELS cli)

@@ -5,3 +5,5 @@ zp_add_test(test_observe SOURCES tests/test_observe.c tests/testutil.c TIMEOUT 1
 zp_add_test(test_balance SOURCES tests/test_balance.c TIMEOUT 60)
 # The stall watchdog (zephon/watchdog.h).
 zp_add_test(test_watchdog SOURCES tests/test_watchdog.c tests/testutil.c TIMEOUT 120 LABELS engine)
+# Autotune: settings set to ZP_AUTO (docs/pipeline.md, "Autotune").
+zp_add_test(test_autotune SOURCES tests/test_autotune.c tests/testutil.c TIMEOUT 120 LABELS engine)

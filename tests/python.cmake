@@ -35,7 +35,7 @@ if(NOT ZEPHON_SANITIZE AND Python3_FOUND AND TARGET zephon_cli)
   add_custom_target(zephon_python ALL DEPENDS ${_zp_py_targets} ${_zp_py_copies})
   set(_zp_pyenv "ZEPHON_PYTHONPATH=${_zp_pyout}/lib;ZEPHON_BIN=$<TARGET_FILE:zephon_cli>")
   foreach(t api runner examples interrupt tokenizer_names masking schedule bestfit balance
-            watchdog budget)
+            watchdog budget autotune)
     add_test(NAME test_python_${t}
       COMMAND ${Python3_EXECUTABLE} -m unittest -v test_${t}
       WORKING_DIRECTORY ${_zp_py}/tests)

@@ -504,6 +504,11 @@ typedef struct zp_mpi_rank_stats {
     uint32_t cores, sharing, node_cores;
     /* the stall watchdog: notices this rank sent to the root */
     uint32_t stall_notices;
+    /* autotune (zp_metrics_snapshot.tuned; docs/pipeline.md, "Autotune"):
+     * the values in use of prefetch_batches and of the fetch and tokenize
+     * parallelism (tokenize 0: none), and which are automatic (bit 0
+     * prefetch_batches, bit 1 fetch, bit 2 tokenize); 0 in totals */
+    uint32_t tuned_prefetch_batches, tuned_fetch, tuned_tokenize, tuned_auto;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */

@@ -76,6 +76,19 @@ typedef struct zp_phase_metrics {
                                                 the phase (a fraction of 1) */
 } zp_phase_metrics;
 
+/* One tunable setting (zp_metrics_snapshot.tuned). */
+typedef struct zp_tuned_setting {
+    char op[ZP_OBS_NAME];      /* "output" for prefetch_batches, else the operator
+                                  ("fetch", "tokenize", a map's name) */
+    char setting[ZP_OBS_NAME]; /* "prefetch_batches" or "parallelism" */
+    uint32_t value;            /* the value in use now */
+    uint32_t is_auto;          /* 1: set to ZP_AUTO, chosen while running */
+    uint32_t cap;              /* the most auto may reach (docs/pipeline.md);
+                                  the value itself when fixed */
+    char why[200];             /* auto's last decision and what it measured
+                                  ("" when fixed or before one) */
+} zp_tuned_setting;
+
 typedef struct zp_metrics_snapshot {
     double wall_seconds;          /* since the first next() */
     double time_to_first_batch;   /* seconds */
@@ -113,6 +126,12 @@ typedef struct zp_metrics_snapshot {
     uint64_t cut_documents;
     double padding_fraction;
     double cut_fraction;
+    /* Autotune (docs/pipeline.md, "Autotune"): the settings the pipeline
+     * may tune, as they are now: tuned[0] is prefetch_batches, then each
+     * operator's parallelism in pipeline order. Before the first next():
+     * the starting values. */
+    uint32_t n_tuned;
+    zp_tuned_setting tuned[ZP_OBS_MAX_OPS + 1];
     /* Attention-cost balance (zp_pipeline_balance; zp_pipeline_counts):
      * windows balanced and the max/mean ratio of the microbatches' costs
      * in them before and after (cost-weighted mean over windows; 0 when no

@@ -35,6 +35,21 @@ extern "C" {
 
 typedef struct zp_pipeline zp_pipeline;
 
+/* Autotune (docs/pipeline.md, "Autotune"): a count set to ZP_AUTO is
+ * chosen by the pipeline while it runs, from what it measures (the
+ * consumer's wait, the operators' queues, the output queue). Accepted by
+ * fetch_parallelism, prefetch_batches and the parallelism argument of the
+ * operator builder calls (zp_pipeline_fetch, zp_pipeline_map_transform,
+ * zp_pipeline_map_transform_batch, zp_pipeline_tokenize*). Tuning changes
+ * how many tasks run and how deep queues are, never the data delivered.
+ * What it chose, and why: zp_metrics_snapshot.tuning. */
+#define ZP_AUTO ((size_t)-1)
+#define ZP_PREFETCH_AUTO ZP_AUTO
+/* Caps of prefetch_batches = auto: at most this many batches, and at most
+ * this many bytes of batch buffers. */
+#define ZP_PREFETCH_AUTO_MAX 64
+#define ZP_PREFETCH_AUTO_BYTES ((size_t)256 << 20)
+
 /* ------------------------------------------------------------------ config */
 
 typedef struct zp_pipeline_config {
@@ -45,9 +60,21 @@ typedef struct zp_pipeline_config {
                                 current state; 0 = without end. Default 1 */
     size_t chunk_samples;    /* samples per task. Default 64 */
     size_t in_flight_chunks; /* chunks in the pipeline at once; 0 (default):
-                                2 * (sum of operator parallelism) + 2 */
-    size_t fetch_parallelism;   /* fetch tasks at once. Default 1 */
-    size_t prefetch_batches;    /* finished batches buffered. Default 2 */
+                                2 * (sum of operator parallelism) + 2,
+                                following automatic parallelism as it is
+                                tuned */
+    size_t fetch_parallelism;   /* fetch tasks at once, 1..1024, or ZP_AUTO
+                                   (default): from 1, raised while running
+                                   when the consumer waits and chunks queue
+                                   for fetch, up to the team's threads */
+    size_t prefetch_batches;    /* finished batches buffered, 0..4096, or
+                                   ZP_PREFETCH_AUTO (default): from 2,
+                                   deepened while running when the
+                                   consumer waits for batches while the
+                                   packer waits for room (bursts), up to
+                                   ZP_PREFETCH_AUTO_MAX batches or
+                                   ZP_PREFETCH_AUTO_BYTES of batch buffers
+                                   (docs/pipeline.md) */
     size_t microbatch_size;     /* rows per batch. Default 32 */
     size_t seq_len;             /* tokens per row minus one. Default 2048 */
     zp_pack_mode pack;          /* token modes; default ZP_PACK_CONCAT once
@@ -97,7 +124,10 @@ ZP_API void zp_pipeline_destroy(zp_pipeline *p);
 /* Builder calls mirroring the seed API; only before the first next(). Each
  * returns ZP_ERR_STATE after iteration started, ZP_ERR_INVALID on a bad
  * value; zp_pipeline_errmsg() then names the call, the setting and the
- * value (e.g. "zp_pipeline_fetch: parallelism = 0: must be 1..1024"). */
+ * value (e.g. "zp_pipeline_fetch: parallelism = 0: must be 1..1024").
+ * Every parallelism may be ZP_AUTO: tuned while running (from 1, up to the
+ * team's threads; a map callback must then be safe to call concurrently,
+ * as with any parallelism above 1). */
 ZP_API zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism);
 ZP_API zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
 /* Append a map operator (at most 8). name may be NULL ("map_transform"). */

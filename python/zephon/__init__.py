@@ -221,6 +221,15 @@ def _close_all():
             pass
 
 
+def _par(call, parallelism):
+    """A parallelism for the binding: a count, or "auto" (-2: ZP_AUTO)."""
+    if parallelism == "auto":
+        return -2
+    if isinstance(parallelism, str) or isinstance(parallelism, bool):
+        raise Error(f"{call}: parallelism = {parallelism!r}: must be a count or 'auto'", 2)
+    return parallelism
+
+
 def _parse_size(what, v):
     """Bytes from an int or a string "N[K|M|G|T][i][B]" (powers of 2)."""
     if isinstance(v, bool):
@@ -281,9 +290,11 @@ class Pipeline(_core.Pipeline):
         self._prefetch(buffer_size, parallelism)
         return self
 
-    def fetch(self, parallelism=1):
-        """Read records with `parallelism` concurrent fetch tasks."""
-        self._fetch(parallelism)
+    def fetch(self, parallelism="auto"):
+        """Read records with `parallelism` concurrent fetch tasks, or "auto"
+        (the default, also without this call: from 1, raised while running
+        when the loop waits and chunks queue for fetch; docs/pipeline.md)."""
+        self._fetch(_par("fetch", parallelism))
         return self
 
     def map_transform(self, fn, parallelism=1, name=None):
@@ -298,7 +309,7 @@ class Pipeline(_core.Pipeline):
                   name or getattr(fn, "__name__", "map_transform"))
         return self
 
-    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism=1, eot=None, bos=None,
+    def tokenize(self, tokenizer_id="gpt2", field="text", parallelism="auto", eot=None, bos=None,
                  match_special=False):
         """Encode the string field `field` with the tokenizer: a built-in
         name ("gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base")
@@ -307,8 +318,9 @@ class Pipeline(_core.Pipeline):
         and `eot` after each document: by default the tokenizer's own (its
         BOS only when its config adds one); bos=-1 means none.
         match_special=True encodes special tokens' strings in the text as
-        their ids (default: ordinary text)."""
-        self._tokenize(tokenizer_id, field, parallelism,
+        their ids (default: ordinary text). parallelism: tasks at once, or
+        "auto" (the default: tuned while running, docs/pipeline.md)."""
+        self._tokenize(tokenizer_id, field, _par("tokenize", parallelism),
                        -2 if eot is None else int(eot), -2 if bos is None else int(bos),
                        bool(match_special))
         self._field = field
@@ -360,7 +372,9 @@ class Pipeline(_core.Pipeline):
         return self
 
     def options(self, prefetch_batches=None, runner=None, watchdog=None, memory_budget=None):
-        """prefetch_batches: finished batches buffered ahead of the loop.
+        """prefetch_batches: finished batches buffered ahead of the loop, or
+        "auto" (the default: from 2, deepened while running when the loop
+        waits for batches that come in bursts; docs/pipeline.md).
         runner: "thread" (default) or "process" (Python map_transforms in
         forked worker processes). watchdog: seconds a next() may wait for a
         batch before the pipeline logs (to the "zephon" logger, while it
@@ -375,13 +389,19 @@ class Pipeline(_core.Pipeline):
             raise ValueError(f"runner = {runner!r}: must be 'thread' or 'process'")
         if runner is not None:
             self._runner = runner
-        if prefetch_batches is not None and prefetch_batches < 0:
-            raise Error(f"options: prefetch_batches = {prefetch_batches}: must not be negative", 2)
+        if prefetch_batches == "auto":
+            pb = -2
+        elif prefetch_batches is None:
+            pb = -1
+        elif isinstance(prefetch_batches, str) or prefetch_batches < 0:
+            raise Error(f"options: prefetch_batches = {prefetch_batches!r}: must be a count "
+                        "or 'auto'", 2)
+        else:
+            pb = prefetch_batches
         if watchdog is not None and not (isinstance(watchdog, (int, float)) and 0 <= watchdog <= 1e6):
             raise Error(f"options: watchdog = {watchdog!r}: must be 0..1000000 seconds (0: off)", 2)
         budget = -1 if memory_budget is None else _parse_size("memory_budget", memory_budget)
-        self._options(-1 if prefetch_batches is None else prefetch_batches,
-                      self._runner == "process", -1.0 if watchdog is None else float(watchdog),
+        self._options(pb, self._runner == "process", -1.0 if watchdog is None else float(watchdog),
                       budget)
         return self
 

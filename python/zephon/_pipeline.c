@@ -147,9 +147,10 @@ static PyObject *Pipeline_prefetch(zpy_PipelineObject *self, PyObject *args)
 static PyObject *Pipeline_fetch(zpy_PipelineObject *self, PyObject *args)
 {
     Py_ssize_t par;
-    if (!PyArg_ParseTuple(args, "n", &par) || zpy_nonneg("fetch", "parallelism", par))
+    /* -2: "auto" (ZP_AUTO) */
+    if (!PyArg_ParseTuple(args, "n", &par) || (par != -2 && zpy_nonneg("fetch", "parallelism", par)))
         return NULL;
-    CALL_OR_RAISE(self, zp_pipeline_fetch(self->p, (size_t)par));
+    CALL_OR_RAISE(self, zp_pipeline_fetch(self->p, par == -2 ? ZP_AUTO : (size_t)par));
 }
 
 static PyObject *Pipeline_map(zpy_PipelineObject *self, PyObject *args)
@@ -189,7 +190,7 @@ static PyObject *Pipeline_tokenize(zpy_PipelineObject *self, PyObject *args)
     long eot = ZP_TOKEN_DEFAULT, bos = ZP_TOKEN_DEFAULT;
     int match_special = 0;
     if (!PyArg_ParseTuple(args, "ssn|llp", &id, &field, &par, &eot, &bos, &match_special) ||
-        zpy_nonneg("tokenize", "parallelism", par))
+        (par != -2 && zpy_nonneg("tokenize", "parallelism", par))) /* -2: "auto" */
         return NULL;
     zp_tokenizer_config tc;
     zp_tokenizer_config_init(&tc);
@@ -197,7 +198,8 @@ static PyObject *Pipeline_tokenize(zpy_PipelineObject *self, PyObject *args)
     tc.eot = eot < INT32_MIN || eot > INT32_MAX ? INT32_MAX : (int32_t)eot;
     tc.bos = bos < INT32_MIN || bos > INT32_MAX ? INT32_MAX : (int32_t)bos;
     tc.match_special = match_special;
-    CALL_OR_RAISE(self, zp_pipeline_tokenize_config(self->p, id, &tc, field, (size_t)par));
+    CALL_OR_RAISE(self, zp_pipeline_tokenize_config(self->p, id, &tc, field,
+                                                    par == -2 ? ZP_AUTO : (size_t)par));
 }
 
 static PyObject *Pipeline_batch(zpy_PipelineObject *self, PyObject *args)
@@ -268,8 +270,8 @@ static PyObject *Pipeline_options(zpy_PipelineObject *self, PyObject *args)
         return NULL;
     if (self->started)
         return zpy_raise_status(ZP_ERR_STATE, "options: iteration already started");
-    if (pb >= 0) {
-        zp_status st = zp_pipeline_options(self->p, (size_t)pb);
+    if (pb >= 0 || pb == -2) { /* -2: auto */
+        zp_status st = zp_pipeline_options(self->p, pb == -2 ? ZP_PREFETCH_AUTO : (size_t)pb);
         if (st != ZP_OK)
             return zpy_raise_status(st, zp_pipeline_errmsg(self->p));
     }

@@ -107,6 +107,7 @@ zp_status zp_pipeline_metrics_snapshot(zp_pipeline *p, zp_metrics_snapshot *m)
         return st;
     memset(m, 0, sizeof *m);
     fill_parts(p, m);
+    m->n_tuned = (uint32_t)zpi_pipeline_tuning(p, m->tuned, ZP_OBS_MAX_OPS + 1);
     m->memory = *zpi_pipeline_mem(p);
     zpi_engine *e = zpi_pipeline_engine(p);
     zpi_obs *o = zpi_engine_obs(e);
@@ -327,6 +328,19 @@ zp_status zp_metrics_json(const zp_metrics_snapshot *m, char **out)
         json_object_set_new(j, "cut_documents", json_integer((json_int_t)m->cut_documents));
         json_object_set_new(j, "padding_fraction", json_real(m->padding_fraction));
         json_object_set_new(j, "cut_fraction", json_real(m->cut_fraction));
+        json_t *tl = json_array();
+        for (uint32_t i = 0; i < m->n_tuned && i < ZP_OBS_MAX_OPS + 1; i++) {
+            const zp_tuned_setting *t = &m->tuned[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "op", json_string(t->op));
+            json_object_set_new(o, "setting", json_string(t->setting));
+            json_object_set_new(o, "value", json_integer(t->value));
+            json_object_set_new(o, "auto", json_boolean(t->is_auto));
+            json_object_set_new(o, "cap", json_integer(t->cap));
+            json_object_set_new(o, "why", json_string(t->why));
+            json_array_append_new(tl, o);
+        }
+        json_object_set_new(j, "tuning", tl);
         if (m->balance_windows) {
             json_object_set_new(j, "balance_windows",
                                 json_integer((json_int_t)m->balance_windows));

@@ -8,6 +8,9 @@
 
 #include <xxhash.h>
 
+#include <omp.h>
+
+#include "api/autotune.h"
 #include "engine/engine.h"
 #include "api/pipeline_internal.h"
 #include "base/util.h"
@@ -48,6 +51,7 @@ struct zp_pipeline {
 
     /* the memory budget (output/budget.c) */
     int scanned;            /* shards read once (zpi_budget_scan) */
+    size_t budget_fetch;    /* automatic fetch parallelism counted in the plan (0: its cap) */
     zpi_budget_shards shards;
     zp_memory_plan mem;     /* as used, set at start when a budget is set */
 };
@@ -59,8 +63,8 @@ void zp_pipeline_config_init(zp_pipeline_config *cfg)
     cfg->epochs = 1;
     cfg->chunk_samples = 64;
     cfg->in_flight_chunks = 0;
-    cfg->fetch_parallelism = 1;
-    cfg->prefetch_batches = 2;
+    cfg->fetch_parallelism = ZP_AUTO;
+    cfg->prefetch_batches = ZP_PREFETCH_AUTO;
     cfg->microbatch_size = 32;
     cfg->seq_len = 2048;
     cfg->pack = ZP_PACK_RECORDS;
@@ -88,10 +92,13 @@ static zp_status check_config(zpi_err *e, const zp_pipeline_config *c)
                       "threads = %d: must be 0..1024 (0: omp_get_max_threads())", c->threads);
     ZPI_RETURN_ERR_IF(c->chunk_samples == 0 || c->chunk_samples > (1u << 20), e, ZP_ERR_INVALID,
                       "chunk_samples = %zu: must be 1..1048576", c->chunk_samples);
-    ZPI_RETURN_ERR_IF(c->fetch_parallelism == 0 || c->fetch_parallelism > 1024, e, ZP_ERR_INVALID,
-                      "fetch_parallelism = %zu: must be 1..1024", c->fetch_parallelism);
-    ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096, e, ZP_ERR_INVALID,
-                      "prefetch_batches = %zu: must be 0..4096", c->prefetch_batches);
+    ZPI_RETURN_ERR_IF((c->fetch_parallelism == 0 || c->fetch_parallelism > 1024) &&
+                          c->fetch_parallelism != ZP_AUTO,
+                      e, ZP_ERR_INVALID, "fetch_parallelism = %zu: must be 1..1024 or ZP_AUTO",
+                      c->fetch_parallelism);
+    ZPI_RETURN_ERR_IF(c->prefetch_batches > 4096 && c->prefetch_batches != ZP_PREFETCH_AUTO, e,
+                      ZP_ERR_INVALID, "prefetch_batches = %zu: must be 0..4096 or ZP_AUTO",
+                      c->prefetch_batches);
     ZPI_RETURN_ERR_IF(c->microbatch_size == 0 || c->microbatch_size > (1u << 20), e, ZP_ERR_INVALID,
                       "microbatch_size = %zu: must be 1..1048576", c->microbatch_size);
     ZPI_RETURN_ERR_IF(c->seq_len == 0 || c->seq_len > (1u << 24), e, ZP_ERR_INVALID,
@@ -176,8 +183,9 @@ static zp_status builder_check(zp_pipeline *p, const char *call)
 
 static zp_status check_parallelism(zp_pipeline *p, const char *call, size_t parallelism)
 {
-    ZPI_RETURN_ERR_IF(parallelism == 0 || parallelism > 1024, &p->err, ZP_ERR_INVALID,
-                      "%s: parallelism = %zu: must be 1..1024", call, parallelism);
+    ZPI_RETURN_ERR_IF((parallelism == 0 || parallelism > 1024) && parallelism != ZP_AUTO, &p->err,
+                      ZP_ERR_INVALID, "%s: parallelism = %zu: must be 1..1024 or ZP_AUTO", call,
+                      parallelism);
     return ZP_OK;
 }
 
@@ -389,8 +397,10 @@ size_t zp_pipeline_balance_window(const zp_pipeline *p)
 zp_status zp_pipeline_options(zp_pipeline *p, size_t prefetch_batches)
 {
     ZPI_FORWARD_IF_ERR(builder_check(p, "zp_pipeline_options"));
-    ZPI_RETURN_ERR_IF(prefetch_batches > 4096, &p->err, ZP_ERR_INVALID,
-                      "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096",
+    ZPI_RETURN_ERR_IF(prefetch_batches > 4096 && prefetch_batches != ZP_PREFETCH_AUTO, &p->err,
+                      ZP_ERR_INVALID,
+                      "zp_pipeline_options: prefetch_batches = %zu: must be 0..4096 or "
+                      "ZP_AUTO",
                       prefetch_batches);
     p->cfg.prefetch_batches = prefetch_batches;
     return ZP_OK;
@@ -403,8 +413,30 @@ zp_status zp_pipeline_memory_budget(zp_pipeline *p, size_t bytes)
     return ZP_OK;
 }
 
+/* The team's threads: the setting, or omp_get_max_threads(). */
+static int team_threads(const zp_pipeline *p)
+{
+    return p->cfg.threads > 0 ? p->cfg.threads : omp_get_max_threads();
+}
+
+/* An operator's parallelism for the budget: an automatic one at its cap
+ * (what it may grow to; autotune.c), so that the plan holds whatever the
+ * tuner does. */
+static size_t budget_par(const zp_pipeline *p, size_t par, int fetch)
+{
+    if (par != ZP_AUTO)
+        return par;
+    if (fetch && p->budget_fetch)
+        return p->budget_fetch;
+    zpi_tune_caps caps;
+    zpi_tune_caps_get(&p->cfg, NULL, 0, team_threads(p), 1, &caps);
+    return caps.op_parallelism;
+}
+
 /* The budget's input for the pipeline's settings as they are now
- * (budget.h); reads the shards' sizes the first time. */
+ * (budget.h); reads the shards' sizes the first time. Automatic
+ * parallelism counts at its cap, an automatic prefetch_batches at its
+ * start (2): its cap is the budget's most (zpi_tune_caps_clamp). */
 static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
 {
     const zp_dataset *ds = zp_worksource_dataset(p->ws);
@@ -421,8 +453,9 @@ static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
         .chunk_samples = p->cfg.chunk_samples,
         .in_flight_chunks = p->cfg.in_flight_chunks,
         .n_ops = (size_t)p->n_ops,
-        .fetch_parallelism = p->ops[0].parallelism,
-        .prefetch_batches = p->cfg.prefetch_batches,
+        .fetch_parallelism = budget_par(p, p->ops[0].parallelism, 1),
+        .prefetch_batches =
+            p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches,
         .balance = p->tok ? p->balance : 0,
         .pack_window = p->tok ? zp_pipeline_pack_window(p) : 0,
         .prefetch_buffer = p->prefetch_buffer,
@@ -435,7 +468,7 @@ static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
                             : NULL,
     };
     for (int i = 0; i < p->n_ops; i++)
-        in->op_parallelism += p->ops[i].parallelism;
+        in->op_parallelism += budget_par(p, p->ops[i].parallelism, i == 0);
     return ZP_OK;
 }
 
@@ -585,6 +618,16 @@ static zp_status start(zp_pipeline *p)
     /* the memory budget sizes the in-flight chunks and the shard cache,
      * and checks the rest of the settings against it */
     if (p->cfg.memory_budget) {
+        /* automatic fetch parallelism: the most tasks (up to its cap) whose
+         * shards the budget holds; 1 when none does (the plan says why) */
+        if (p->ops[0].parallelism == ZP_AUTO) {
+            zpi_err scratch;
+            zp_memory_plan mp;
+            for (p->budget_fetch = budget_par(p, ZP_AUTO, 0); p->budget_fetch > 1;
+                 p->budget_fetch--)
+                if (memory_plan(p, &mp, &scratch) == ZP_OK)
+                    break;
+        }
         if (memory_plan(p, &p->mem, &p->fatal) != ZP_OK)
             return zpi_err_copy(&p->err, &p->fatal);
         p->cfg.in_flight_chunks = (size_t)p->mem.in_flight_chunks;
@@ -592,8 +635,47 @@ static zp_status start(zp_pipeline *p)
     }
     p->q_ready = 1;
     /* the balance window's batches are held until it is complete */
-    const size_t nbufs = p->cfg.prefetch_batches + 2 + p->balance;
+    /* automatic settings: where they start, and their caps (autotune.c) */
+    const int threads = team_threads(p);
+    /* a batch buffer's size: token rows (with the masking outputs), or
+     * records of 4 KiB taken as typical */
+    const size_t per = cols ? rows * cols * (sizeof(int32_t) * (2 + (p->masking ? 1 : 0)) + 1)
+                            : rows * 4096;
+    zpi_tune_caps caps;
+    zpi_tune_caps_get(&p->cfg, p->ops, p->n_ops, threads, per, &caps);
+    if (p->cfg.memory_budget) {
+        /* the in-flight chunks are the plan's already; the queue grows only
+         * into what the plan left unassigned (the kept batches and the
+         * shard cache keep their planned room), and never past what the
+         * budget allows with the rest as it is */
+        size_t max_prefetch = SIZE_MAX;
+        if (zpi_pipeline_budget_caps(p, &max_prefetch, NULL) != ZP_OK)
+            max_prefetch = 2;
+        const uint64_t spare = p->mem.budget > p->mem.total ? p->mem.budget - p->mem.total : 0;
+        const uint64_t room = 2 + spare / (p->mem.batch_bytes ? p->mem.batch_bytes : 1);
+        if (room < max_prefetch)
+            max_prefetch = (size_t)room;
+        zpi_tune_caps_clamp(&caps, max_prefetch, SIZE_MAX,
+                            p->budget_fetch ? p->budget_fetch : SIZE_MAX);
+    }
+    zpi_op ops[ZPI_MAX_OPS];
+    for (int i = 0; i < p->n_ops; i++) {
+        ops[i] = p->ops[i];
+        ops[i].auto_max = 0;
+        if (ops[i].parallelism == ZP_AUTO) {
+            ops[i].parallelism = 1;
+            ops[i].auto_max = i == 0 ? caps.fetch_parallelism : caps.op_parallelism;
+        }
+    }
+    const int autop = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
+    const size_t prefetch = autop ? 2 : p->cfg.prefetch_batches;
+    const size_t nbufs = prefetch + 2 + p->balance;
     zp_status st = zpi_outq_init(&p->q, nbufs, rows, cols, p->masking);
+    if (st == ZP_OK && autop) {
+        zpi_outq_autotune(&p->q, prefetch, caps.prefetch_batches);
+    } else if (st == ZP_OK) {
+        p->q.tune.prefetch = prefetch; /* (fixed: reported as it is) */
+    }
     if (st != ZP_OK) {
         zpi_err_set(&p->fatal, st,
                     "cannot start the pipeline: out of memory for %zu batch buffers of %zu x %zu",
@@ -605,9 +687,10 @@ static zp_status start(zp_pipeline *p)
         .threads = p->cfg.threads,
         .epochs = p->cfg.epochs,
         .chunk_samples = p->cfg.chunk_samples,
-        .in_flight_chunks = p->cfg.in_flight_chunks,
+        .in_flight_chunks = caps.in_flight_chunks,
+        .in_flight_follows = p->cfg.in_flight_chunks == 0,
         .shard_cache_bytes = p->cfg.shard_cache_bytes,
-        .ops = p->ops,
+        .ops = ops,
         .n_ops = p->n_ops,
         .env = {.ds = zp_worksource_dataset(p->ws),
                 .on_bad_record = p->cfg.on_bad_record,
@@ -999,6 +1082,49 @@ zpi_err *zpi_pipeline_err(zp_pipeline *p) { return &p->err; }
 
 zpi_watchdog *zpi_pipeline_wd(zp_pipeline *p) { return &p->wd; }
 
-size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p) { return p->cfg.prefetch_batches; }
+int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max)
+{
+    if (max < 1)
+        return 0;
+    memset(out, 0, (size_t)max * sizeof *out);
+    zp_tuned_setting *t = &out[0];
+    zpi_fmt(t->op, sizeof t->op, "output");
+    zpi_fmt(t->setting, sizeof t->setting, "prefetch_batches");
+    if (p->q_ready) {
+        int a = 0;
+        size_t cap = 0;
+        t->value = (uint32_t)zpi_outq_prefetch(&p->q, &a, &cap, t->why, sizeof t->why);
+        t->is_auto = (uint32_t)a;
+        t->cap = (uint32_t)cap;
+    } else {
+        t->is_auto = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
+        t->value = t->cap = (uint32_t)(t->is_auto ? 2 : p->cfg.prefetch_batches);
+    }
+    int n = 1;
+    zpi_op_tuning ot[ZPI_MAX_OPS];
+    int k = p->engine ? zpi_engine_tuning(p->engine, ot, ZPI_MAX_OPS) : 0;
+    for (int i = 0; i < p->n_ops && n < max; i++, n++) {
+        t = &out[n];
+        zpi_fmt(t->op, sizeof t->op, "%s", p->ops[i].name);
+        zpi_fmt(t->setting, sizeof t->setting, "parallelism");
+        if (i < k) {
+            t->value = (uint32_t)ot[i].parallelism;
+            t->is_auto = ot[i].auto_max > 0;
+            t->cap = (uint32_t)(t->is_auto ? ot[i].auto_max : ot[i].parallelism);
+            zpi_fmt(t->why, sizeof t->why, "%s", ot[i].why);
+        } else {
+            t->is_auto = p->ops[i].parallelism == ZP_AUTO;
+            t->value = t->cap = t->is_auto ? 1 : (uint32_t)p->ops[i].parallelism;
+        }
+    }
+    return n;
+}
+
+size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p)
+{
+    if (p->q_ready)
+        return zpi_outq_prefetch((zpi_outq *)&p->q, NULL, NULL, NULL, 0);
+    return p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches;
+}
 
 const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p) { return &p->mem; }

@@ -62,8 +62,11 @@ zpi_engine *zpi_pipeline_engine(const zp_pipeline *p);
 size_t zpi_pipeline_ready_batches(zp_pipeline *p);
 /* The handle's error, for the public calls observe.c implements. */
 zpi_err *zpi_pipeline_err(zp_pipeline *p);
-/* The prefetch_batches setting. */
+/* The prefetch depth now (prefetch_batches, or where auto took it). */
 size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p);
+/* The tunable settings now (zp_metrics_snapshot.tuned): prefetch_batches,
+ * then each operator's parallelism. Returns the entries filled (<= max). */
+int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max);
 /* The memory plan in use (zeros when the pipeline runs without a budget or
  * has not started). */
 const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p);

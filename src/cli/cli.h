@@ -8,6 +8,7 @@
 #include "zephon/storage.h"
 
 int cli_cmd_run(int argc, char **argv);
+int cli_cmd_tune(int argc, char **argv);
 int cli_cmd_index(int argc, char **argv);
 int cli_cmd_gen(int argc, char **argv);
 int cli_cmd_tokenize(int argc, char **argv);

@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "\n"
             "commands:\n"
             "  run        run a pipeline over a dataset and print its throughput\n"
+            "  tune       run a pipeline against a step time; print the settings to use\n"
             "  index      write a manifest (sample counts, sizes, hashes) for shards\n"
             "  gen        generate a synthetic JSONL(.zst) text dataset\n"
             "  tokenize   print the token ids of each line of a JSONL file (any tokenizer)\n"
@@ -35,7 +36,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"run", cli_cmd_run}, {"index", cli_cmd_index}, {"gen", cli_cmd_gen},
+    } cmds[] = {{"run", cli_cmd_run}, {"tune", cli_cmd_tune}, {"index", cli_cmd_index}, {"gen", cli_cmd_gen},
                 {"tokenize", cli_cmd_tokenize}, {"state", cli_cmd_state},
                 {"preprocess", cli_cmd_preprocess}, {"convert", cli_cmd_convert}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {

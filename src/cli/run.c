@@ -627,7 +627,7 @@ static int run_make_pipeline(run_ctx *x)
     if (o->prefetch_buffer &&
         (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
         return run_pipeline_error(x, st);
-    int observing = o->observe >= 0 || o->metrics_out;
+    int observing = o->observe >= 0 || o->metrics_out || o->report;
     if (observing && (st = zp_pipeline_enable_observability(p)) != ZP_OK)
         return run_pipeline_error(x, st);
     x->last_observe = zpi_now();
@@ -757,7 +757,8 @@ static int run_loop(run_ctx *x)
     x->last_progress = x->t0;
     double t_first = 0;
     const zp_batch *b;
-    while (res->batches < x->o->max_batches) {
+    while (res->batches < x->o->max_batches &&
+           !(x->o->max_seconds > 0 && zpi_now() - x->t0 >= x->o->max_seconds)) {
         int stop = local_stop(x->out_failed);
         if (hk)
             stop = hk->stop(hk->user, stop);
@@ -865,6 +866,8 @@ static int run_finish(run_ctx *x)
     if (o->pc.memory_budget && zp_pipeline_memory_plan(p, &res->mem) != ZP_OK)
         memset(&res->mem, 0, sizeof res->mem);
     res->peak_rss = peak_rss();
+    if (o->report && rc == 0)
+        o->report(o->report_user, p, res);
     return rc;
 }
 
@@ -981,7 +984,7 @@ static int run_main(cli_run_opts *o)
     cli_run_signals_install();
     cli_run_result r;
     int rc = cli_run_pipeline(o, ds, &r);
-    if (rc == 0 || r.stop) {
+    if ((rc == 0 || r.stop) && !o->report) {
         cli_run_print(o, &r);
         if (cli_flush_stdout("zephon run") != 0 && rc == 0)
             rc = 1;

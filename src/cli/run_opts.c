@@ -53,11 +53,12 @@ void cli_run_usage(FILE *f)
         "                          else SLURM_PROCID/SLURM_NTASKS, else 0/1)\n"
         "pipeline:\n"
         "  --threads N             OpenMP threads of the pipeline (default OMP_NUM_THREADS)\n"
-        "  --fetch-parallelism N   (default 1)\n"
-        "  --map strip[:N]         add the built-in map_transform that strips the\n"
+        "  --fetch-parallelism N|auto fetch tasks at once (default auto: from 1, raised\n"
+        "                          while the loop waits and chunks queue for fetch)\n"
+        "  --map strip[:N|auto]    add the built-in map_transform that strips the\n"
         "                          surrounding whitespace of the --field text (in place),\n"
         "                          with parallelism N (default 1)\n"
-        "  --tokenize ID[:N]       tokenize with ID and parallelism N (default 1): gpt2,\n"
+        "  --tokenize ID[:N|auto]  tokenize with ID and parallelism N (default auto): gpt2,\n"
         "                          r50k_base, p50k_base, cl100k_base, o200k_base, or a path:\n"
         "                          tokenizer.json (or its folder), .tiktoken, .model\n"
         "  --eot ID                the end-of-document id packed after each document\n"
@@ -79,7 +80,8 @@ void cli_run_usage(FILE *f)
         "  --microbatch N          rows per batch (default 32)\n"
         "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
         "                          with P loads at once (default P 1; default off)\n"
-        "  --prefetch-batches N    finished batches buffered (default 2)\n"
+        "  --prefetch-batches N|auto finished batches buffered (default auto: from 2,\n"
+        "                          deepened while the loop waits in bursts; docs/pipeline.md)\n"
         "  --chunk-samples N       samples per task (default 64)\n"
         "  --in-flight N           chunks in flight (default: from parallelism)\n"
         "  --cache-mb N            decoded-shard cache budget in MiB (default 1024)\n"
@@ -146,7 +148,7 @@ void cli_run_opts_init(cli_run_opts *o)
     o->field = "text";
     o->max_batches = UINT64_MAX;
     o->map_parallelism = 1;
-    o->tok_parallelism = 1;
+    o->tok_parallelism = ZP_AUTO;
     o->tok_eot = ZP_TOKEN_DEFAULT;
     o->tok_bos = ZP_TOKEN_DEFAULT;
     o->rank_set = 0;
@@ -267,6 +269,16 @@ static int seconds(const char *opt, const char *v, double *out)
     return -1;
 }
 
+/* A parallelism: 1..MAX_PAR, or "auto" (ZP_AUTO: tuned while running). */
+static int par_num(const char *what, const char *v, uint64_t *par)
+{
+    if (v && !strcmp(v, "auto")) {
+        *par = ZP_AUTO;
+        return 0;
+    }
+    return num(what, v, 1, MAX_PAR, par);
+}
+
 /* "NAME[:N]" (--map strip:4, --tokenize gpt2:8): the part after the last
  * colon, when there is one, must be a parallelism. */
 static int name_par(const char *opt, const char *v, char *name, size_t cap, uint64_t *par)
@@ -288,7 +300,7 @@ static int name_par(const char *opt, const char *v, char *name, size_t cap, uint
         return 0;
     char what[600];
     snprintf(what, sizeof what, "%s %.500s: the parallelism", opt, v);
-    return num(what, colon + 1, 1, MAX_PAR, par);
+    return par_num(what, colon + 1, par);
 }
 
 /* --tokenize ID|PATH[:N]: a value that names an existing path is the
@@ -317,7 +329,7 @@ static int tokenize_spec(const char *opt, const char *v, char *name, size_t cap,
         return 0;
     char what[600];
     snprintf(what, sizeof what, "%s %.500s: the parallelism", opt, v);
-    return num(what, v + n + 1, 1, MAX_PAR, par);
+    return par_num(what, v + n + 1, par);
 }
 
 /* --eot ID, --bos ID|none|-1: a token id (checked against the vocabulary
@@ -454,8 +466,12 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
     uint64_t u = 0;
     if (!strcmp(a, "--threads"))
         NUM(o->pc.threads, 1, MAX_PAR);
-    else if (!strcmp(a, "--fetch-parallelism"))
-        NUM(o->pc.fetch_parallelism, 1, MAX_PAR);
+    else if (!strcmp(a, "--fetch-parallelism")) {
+        if (par_num(a, v, &u) != 0)
+            return -1;
+        o->pc.fetch_parallelism = (size_t)u;
+        used = 2;
+    }
     else if (!strcmp(a, "--map")) {
         char name[16];
         if (name_par(a, v, name, sizeof name, &o->map_parallelism) != 0)
@@ -531,8 +547,11 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         o->prefetch_buffer = u;
         o->prefetch_parallelism = par;
         used = 2;
+    } else if (!strcmp(a, "--prefetch-batches") && v && !strcmp(v, "auto")) {
+        o->pc.prefetch_batches = ZP_PREFETCH_AUTO;
+        used = 2;
     } else if (!strcmp(a, "--prefetch-batches"))
-        NUM(o->pc.prefetch_batches, 1, MAX_ROWS);
+        NUM(o->pc.prefetch_batches, 1, 4096);
     else if (!strcmp(a, "--chunk-samples"))
         NUM(o->pc.chunk_samples, 1, MAX_ROWS);
     else if (!strcmp(a, "--in-flight"))

@@ -447,6 +447,13 @@ void cli_run_print_observe(const cli_run_opts *o, zp_pipeline *p, FILE *f)
                 (unsigned long long)op->items_out, 100.0 * op->utilization, op->starved_seconds,
                 op->blocked_seconds, q, op->items_per_second);
     }
+    for (uint32_t i = 0; i < m.n_tuned; i++) { /* automatic settings: value and why */
+        const zp_tuned_setting *t = &m.tuned[i];
+        if (t->is_auto)
+            fprintf(f, "  auto %s%s%s %u (cap %u): %s\n", strcmp(t->op, "output") ? t->op : "",
+                    strcmp(t->op, "output") ? " " : "", t->setting, t->value, t->cap,
+                    t->why[0] ? t->why : "no decision yet");
+    }
     fprintf(f, "  fetch: %llu shards opened in %.2fs (read %.2fs, decompress %.2fs), waited %.2fs, "
                "%.1f MB from storage, %.1f MB of records, %llu records\n         ",
             (unsigned long long)ft.shards_opened, ft.open_seconds, ft.read_seconds,

@@ -57,6 +57,8 @@ typedef struct cli_run_skip {
     uint64_t first, last;
 } cli_run_skip;
 
+struct cli_run_result;
+
 typedef struct cli_run_opts {
     char **specs; /* owned (copies): positional specs, or the parts' specs in order */
     size_t n_specs, cap_specs;
@@ -108,6 +110,13 @@ typedef struct cli_run_opts {
     int no_index_store;      /* --no-index-store: count shards without the index store */
     int no_coverage;         /* --no-coverage: no coverage certificate */
     const cli_run_hooks *hooks; /* set by the MPI front end */
+    /* `zephon tune` (cmd_tune.c): a bound on the run's time (seconds; 0:
+     * none), and its report, called after the last batch with the
+     * pipeline still alive (observability on) instead of the run's own
+     * summary */
+    double max_seconds;
+    void (*report)(void *user, zp_pipeline *p, const struct cli_run_result *r);
+    void *report_user;
 } cli_run_opts;
 
 /* Realized proportions of one part (the summary). */

@@ -18,10 +18,15 @@
 #include <string.h>
 
 typedef struct stage {
-    zpi_op op;
+    zpi_op op; /* op.parallelism may change while running (op.auto_max > 0) */
     /* under mu */
     size_t running;
     zpi_fifo ready; /* chunks waiting for a task */
+    /* autotune (op.auto_max > 0): time chunks waited for a task in the
+     * tuner's current stretch, raises so far, the last decision */
+    uint64_t tune_wait_ns;
+    size_t raises;
+    char why[200];
 } stage;
 
 struct zpi_engine {
@@ -73,6 +78,16 @@ struct zpi_engine {
     uint64_t seen, skipped, filtered; /* records drained in this run */
     int full_epoch;                   /* an epoch started at its position 0 */
     zpi_err first_skip;               /* the first record skipped, in stream order */
+
+    /* autotune of operator parallelism (tune_locked), under mu: on when an
+     * operator's parallelism is automatic; the stretch measured since
+     * tune_t0 (ns), the consumer's wait at its start, chunks drained in it */
+    int tuning;
+    uint64_t tune_t0, tune_waited0, tune_chunks;
+    /* the chunks given to the free list so far (chunks[0 .. w_given)): all
+     * W, or, when the window follows the tuned parallelism, 2 x its sum + 2 */
+    size_t w_given;
+    int w_follows;
 };
 
 static zpi_chunk *chunk_of(zpi_fifo_node *n) { return n ? ZPI_CONTAINER_OF(n, zpi_chunk, node) : NULL; }
@@ -196,7 +211,7 @@ static int handoff_locked(zpi_engine *e, int s, zpi_chunk *c)
         st->running++;
         return 1;
     }
-    if (e->obs)
+    if (e->obs || st->op.auto_max)
         c->enq_ns = zpi_now_ns();
     zpi_fifo_push(&st->ready, &c->node);
     if (e->obs && st->ready.n > e->obs->stage[s].queue_max)
@@ -223,6 +238,8 @@ static void stage_task(zpi_engine *e, int s, zpi_chunk *c)
             st->running--;
         else if (e->obs && s > 0)
             e->obs->stage[s - 1].blocked_ns += (double)(zpi_now_ns() - nextc->enq_ns);
+        if (nextc && st->op.auto_max)
+            st->tune_wait_ns += zpi_now_ns() - nextc->enq_ns;
         pthread_mutex_unlock(&e->mu);
         if (act == 1)
             spawn(e, s + 1, c);
@@ -490,6 +507,93 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
     return st;
 }
 
+/* ------------------------------------------------------------ autotune */
+
+/* The tuner's stretch: at least this long and this many chunks drained. */
+#define TUNE_SPAN_NS (50 * 1000000ull)
+#define TUNE_CHUNKS 4
+
+/* Under mu, by the drainer after each chunk, when an operator's
+ * parallelism is automatic. `waited`: the consumer's wait so far
+ * (zpi_outq_waited_ns, read before taking mu). At the end of a stretch: when
+ * the consumer waited more than 1% of it, the automatic operator whose
+ * chunks waited longest for a task (at least a quarter of a chunk queued
+ * on average) gets one task more, up to its cap. Only how many tasks run
+ * changes: chunks are still drained in order (the reorder window), so the
+ * data never depends on it. Returns the stage for which the caller spawns
+ * a task on *spawn_c (a chunk that was queued) after unlocking, or -1. */
+static int tune_locked(zpi_engine *e, uint64_t waited, uint64_t now, zpi_chunk **spawn_c)
+{
+    *spawn_c = NULL;
+    if (!e->tuning)
+        return -1;
+    if (e->tune_t0 == 0 || waited < e->tune_waited0) {
+        e->tune_t0 = now;
+        e->tune_waited0 = waited;
+        e->tune_chunks = 0;
+        for (int s = 0; s < e->n_stages; s++)
+            e->stages[s].tune_wait_ns = 0;
+        return -1;
+    }
+    if (++e->tune_chunks < TUNE_CHUNKS || now - e->tune_t0 < TUNE_SPAN_NS)
+        return -1;
+    const double span = (double)(now - e->tune_t0);
+    const double stall = (double)(waited - e->tune_waited0) / span;
+    int best = -1;
+    double best_q = 0;
+    for (int s = 0; s < e->n_stages; s++) {
+        const stage *st = &e->stages[s];
+        double q = (double)st->tune_wait_ns / span;
+        if (st->op.auto_max && st->op.parallelism < st->op.auto_max && q > best_q) {
+            best = s;
+            best_q = q;
+        }
+    }
+    int ret = -1;
+    if (stall > 0.01 && best >= 0 && best_q >= 0.25) {
+        stage *st = &e->stages[best];
+        size_t from = st->op.parallelism;
+        st->op.parallelism = from + 1;
+        st->raises++;
+        zpi_fmt(st->why, sizeof st->why,
+                "raised %zu -> %zu after chunk %llu: the consumer waited %.1f%% of %.0f ms while "
+                "%.2f chunks on average queued for %s (the most of the automatic operators)",
+                from, from + 1, (unsigned long long)e->next_seq, 100.0 * stall, span * 1e-6, best_q,
+                st->op.name);
+        /* the window follows: two chunks more in flight for the new task
+         * (chunks not used before stay untouched: their buffers grow on use) */
+        for (int k = 0; k < 2 && e->w_follows && e->w_given < e->W; k++)
+            zpi_fifo_push(&e->chunk_free, &e->chunks[e->w_given++].node);
+        zpi_chunk *c = chunk_of(zpi_fifo_pop(&st->ready));
+        if (c) {
+            if (e->obs && best > 0)
+                e->obs->stage[best - 1].blocked_ns += (double)(now - c->enq_ns);
+            st->running++;
+            *spawn_c = c;
+            ret = best;
+        }
+    }
+    for (int s = 0; s < e->n_stages; s++) {
+        stage *st = &e->stages[s];
+        if (st->op.auto_max && st->raises == 0)
+            zpi_fmt(st->why, sizeof st->why,
+                    "kept %zu (cap %zu): the consumer waited %.1f%% of the last %.0f ms, %.2f "
+                    "chunks on average queued for %s%s",
+                    st->op.parallelism, st->op.auto_max, 100.0 * stall, span * 1e-6,
+                    (double)st->tune_wait_ns / span, st->op.name,
+                    stall <= 0.01 ? " (the pipeline keeps up: no task added)"
+                    : st->op.parallelism >= st->op.auto_max
+                        ? " (at its cap)"
+                        : " (another operator queued more, or under a quarter of a chunk "
+                          "queued: its tasks are not what the consumer waits for)");
+        st->tune_wait_ns = 0;
+    }
+    e->tune_t0 = now;
+    e->tune_waited0 = waited;
+    e->tune_chunks = 0;
+    return ret;
+}
+
 /* Drain completed chunks in sequence. */
 static void drain(zpi_engine *e)
 {
@@ -517,12 +621,17 @@ static void drain(zpi_engine *e)
 
         drain_one(e, c);
 
+        const uint64_t waited = e->tuning ? zpi_outq_waited_ns(e->q) : 0;
         pthread_mutex_lock(&e->mu);
         e->window[c->seq % e->W] = NULL;
         e->next_seq++;
         e->in_flight--;
         zpi_fifo_push(&e->chunk_free, &c->node);
+        zpi_chunk *tc = NULL;
+        int ts = e->tuning ? tune_locked(e, waited, zpi_now_ns(), &tc) : -1;
         pthread_mutex_unlock(&e->mu);
+        if (tc)
+            spawn(e, ts, tc);
         admit_more(e);
         pthread_mutex_lock(&e->mu);
     }
@@ -563,7 +672,8 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
         free(tab);
         return st;
     }
-    size_t fpar = plan->n_ops > 0 ? plan->ops[0].parallelism : 1;
+    const zpi_op *f = plan->n_ops > 0 ? &plan->ops[0] : NULL;
+    size_t fpar = !f ? 1 : f->auto_max ? f->auto_max : f->parallelism;
     zpi_fetcher_config fc = {
         .storage = zpi_dataset_storage(ds),
         .shards = tab,
@@ -585,6 +695,15 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
     free(tab);
     if (st != ZP_OK)
         return zpi_err_prefix(err, "cannot start the pipeline");
+    /* automatic fetch parallelism: its cap lowered to what the download
+     * cache's limit holds (one shard a fetch task) */
+    while (f && f->auto_max && fpar > f->parallelism &&
+           zpi_fetcher_check_limit(e->fetcher, fpar, err) != ZP_OK)
+        fpar--;
+    if (f && f->auto_max) {
+        zpi_err_clear(err);
+        e->stages[0].op.auto_max = fpar;
+    }
     if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
         return st;
     zpi_next_use_set_position(e->order, e->adm_epoch, e->adm_pos);
@@ -612,7 +731,9 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
     size_t par = 0;
     for (int i = 0; i < plan->n_ops; i++) {
         e->stages[i].op = plan->ops[i];
-        par += plan->ops[i].parallelism;
+        par += plan->ops[i].auto_max ? plan->ops[i].auto_max : plan->ops[i].parallelism;
+        if (plan->ops[i].auto_max)
+            e->tuning = 1;
     }
     e->prefetch_buffer = plan->prefetch_buffer;
     e->prefetch_parallelism = plan->prefetch_parallelism;
@@ -637,10 +758,11 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         goto fail;
     const zpi_shard_cache_config cc = {
         .budget_bytes = plan->shard_cache_bytes,
-        .keep_shards = zpi_shard_cache_keep_units(zp_worksource_dataset(e->ws),
-                                                  wc->shuffle ? wc->shuffle_block_shards : 1,
-                                                  plan->n_ops > 0 ? plan->ops[0].parallelism : 1,
-                                                  plan->prefetch_buffer > 0),
+        .keep_shards = zpi_shard_cache_keep_units(
+            zp_worksource_dataset(e->ws), wc->shuffle ? wc->shuffle_block_shards : 1,
+            plan->n_ops > 0 ? (plan->ops[0].auto_max ? plan->ops[0].auto_max : plan->ops[0].parallelism)
+                            : 1,
+            plan->prefetch_buffer > 0),
         .log = plan->env.log,
         .log_user = plan->env.log_user,
         .fetcher = e->fetcher,
@@ -662,9 +784,17 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
     e->chunks = calloc(e->W, sizeof *e->chunks);
     e->window = calloc(e->W, sizeof *e->window);
     st = e->workers && e->chunks && e->window ? ZP_OK : ZP_ERR_NOMEM;
+    /* the window: every chunk, or (following the tuned parallelism) as
+     * many as the operators' parallelism now takes */
+    size_t par_now = 0;
+    for (int i = 0; i < e->n_stages; i++)
+        par_now += e->stages[i].op.parallelism;
+    e->w_follows = plan->in_flight_follows && e->tuning;
+    e->w_given = e->w_follows && 2 * par_now + 2 < e->W ? 2 * par_now + 2 : e->W;
     for (size_t i = 0; st == ZP_OK && i < e->W; i++) {
         st = zpi_chunk_init(&e->chunks[i], e->chunk_samples);
-        zpi_fifo_push(&e->chunk_free, &e->chunks[i].node);
+        if (i < e->w_given)
+            zpi_fifo_push(&e->chunk_free, &e->chunks[i].node);
     }
     if (st != ZP_OK) {
         zpi_err_set(err, st, "cannot start the pipeline: out of memory for %zu chunks of %zu samples",
@@ -746,6 +876,21 @@ int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max)
             out[s].obs = e->obs->stage[s];
         else
             memset(&out[s].obs, 0, sizeof out[s].obs);
+    }
+    int n = e->n_stages;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+int zpi_engine_tuning(zpi_engine *e, zpi_op_tuning *out, int max)
+{
+    pthread_mutex_lock(&e->mu);
+    for (int s = 0; s < e->n_stages && s < max; s++) {
+        const stage *st = &e->stages[s];
+        zpi_fmt(out[s].name, sizeof out[s].name, "%s", st->op.name);
+        out[s].parallelism = st->op.parallelism;
+        out[s].auto_max = st->op.auto_max;
+        zpi_fmt(out[s].why, sizeof out[s].why, "%s", st->why);
     }
     int n = e->n_stages;
     pthread_mutex_unlock(&e->mu);

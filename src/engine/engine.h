@@ -38,6 +38,9 @@ typedef struct zpi_engine_plan {
     uint32_t epochs;            /* 0: without end */
     size_t chunk_samples;
     size_t in_flight_chunks;    /* 0: 2 x (sum of operator parallelism) + 2 */
+    int in_flight_follows;      /* 1: in_flight_chunks is a cap; the chunks in
+                                   flight follow the operators' parallelism as
+                                   it is tuned (2 x sum + 2) */
     size_t shard_cache_bytes;
     const zpi_op *ops;          /* ops[0] is fetch */
     int n_ops;
@@ -76,6 +79,15 @@ typedef struct zpi_stage_view {
  * state into out[0 .. min(n_ops, max)). Returns the number of operators.
  * Only with observability on. */
 int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max);
+/* An operator's parallelism and its tuning (op.auto_max > 0: automatic). */
+typedef struct zpi_op_tuning {
+    char name[32];
+    size_t parallelism, auto_max;
+    char why[200]; /* the tuner's last decision ("" before one) */
+} zpi_op_tuning;
+/* Any thread: the operators' parallelism now into out[0 .. min(n_ops,
+ * max)). Returns the number of operators. */
+int zpi_engine_tuning(zpi_engine *e, zpi_op_tuning *out, int max);
 void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out);
 /* The stall watchdog: fills r's tasks (what each busy team thread does, as
  * of `now`), operator queues, prefetch and in-flight counts and the batches

@@ -44,7 +44,8 @@ typedef enum zpi_op_kind { ZPI_OP_FETCH, ZPI_OP_MAP, ZPI_OP_TOKENIZE } zpi_op_ki
 typedef struct zpi_op {
     zpi_op_kind kind;
     char name[32];
-    size_t parallelism;
+    size_t parallelism;       /* tasks at once (ZP_AUTO in the builder) */
+    size_t auto_max;          /* > 0: parallelism is tuned while running, up to this */
     zp_map_fn fn;             /* map: one record a call, or */
     zp_map_batch_fn batch_fn; /* map: a chunk's records a call */
     void *user;               /* map */

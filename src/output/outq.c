@@ -130,17 +130,89 @@ static zpi_batchbuf *take_free(zpi_outq *q)
     return bb;
 }
 
+void zpi_outq_autotune(zpi_outq *q, size_t prefetch, size_t max)
+{
+    q->tune.on = 1;
+    q->tune.prefetch = prefetch;
+    q->tune.max = max > prefetch ? max : prefetch;
+}
+
+uint64_t zpi_outq_waited_ns(zpi_outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    uint64_t w = q->tune.waited_ns;
+    pthread_mutex_unlock(&q->mu);
+    return w;
+}
+
+size_t zpi_outq_prefetch(zpi_outq *q, int *is_auto, size_t *cap, char *why, size_t len)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->tune.prefetch;
+    if (is_auto)
+        *is_auto = q->tune.on;
+    if (cap)
+        *cap = q->tune.on ? q->tune.max : n;
+    if (why && len)
+        zpi_fmt(why, len, "%s", q->tune.why);
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+/* Under the lock, after a batch was taken: at the end of a stretch of at
+ * least 16 batches and 50 ms, deepen the queue when the consumer waited
+ * more than 0.5% of it while the producer also waited for room. */
+static void tune_step(zpi_outq *q, uint64_t now)
+{
+    zpi_outq_tune *t = &q->tune;
+    if (!t->on)
+        return;
+    if (++t->win_batches < 16 || now - t->win_t0 < 50 * 1000000ull)
+        return;
+    double span = (double)(now - t->win_t0), stall = (double)t->stall_ns / span;
+    if (stall > 0.005 && (double)t->blocked_ns > 0.01 * span && t->prefetch < t->max) {
+        size_t from = t->prefetch, to = 2 * from < t->max ? 2 * from : t->max;
+        if (to < from + 1)
+            to = from + 1;
+        q->n_bufs += to - from;
+        t->prefetch = to;
+        t->raises++;
+        zpi_fmt(t->why, sizeof t->why,
+                "raised %zu -> %zu after batch %llu: the consumer waited %.1f%% of the last "
+                "%llu batches while the packer waited %.0f ms for room (bursts a deeper queue "
+                "absorbs)",
+                from, to, (unsigned long long)q->counts.batches, 100.0 * stall,
+                (unsigned long long)t->win_batches, (double)t->blocked_ns * 1e-6);
+        pthread_cond_signal(&q->free_cv); /* the producer may allocate one now */
+    } else if (t->raises == 0) {
+        zpi_fmt(t->why, sizeof t->why,
+                "kept %zu: the consumer waited %.1f%% of the last %llu batches, the packer "
+                "%.0f ms for room%s",
+                t->prefetch, 100.0 * stall, (unsigned long long)t->win_batches,
+                (double)t->blocked_ns * 1e-6,
+                (double)t->blocked_ns <= 0.01 * span && stall > 0.005
+                    ? " (the pipeline is slower than the loop: a deeper queue would not help)"
+                : t->prefetch >= t->max ? " (at its cap)"
+                                        : "");
+    }
+    t->win_t0 = now;
+    t->win_batches = 0;
+    t->stall_ns = t->blocked_ns = 0;
+}
+
 zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out)
 {
     pthread_mutex_lock(&q->mu);
     zpi_batchbuf *bb = q->closed ? NULL : take_free(q);
     if (!bb && !q->closed) {
         /* blocked on a full output: time it */
-        uint64_t t0 = blocked_ns ? zpi_now_ns() : 0;
+        uint64_t t0 = blocked_ns || q->tune.on ? zpi_now_ns() : 0;
         while (!q->closed && !(bb = take_free(q)))
             pthread_cond_wait(&q->free_cv, &q->mu);
+        uint64_t dt = t0 ? zpi_now_ns() - t0 : 0;
         if (blocked_ns)
-            zpi_ctr_add(blocked_ns, zpi_now_ns() - t0);
+            zpi_ctr_add(blocked_ns, dt);
+        q->tune.blocked_ns += dt;
     }
     pthread_mutex_unlock(&q->mu);
     *out = bb;
@@ -260,6 +332,9 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
         pthread_cond_signal(&q->free_cv);
         q->held = NULL;
     }
+    uint64_t t0 = 0;
+    if (!q->ready.head && !q->final_set && q->tune.win_t0)
+        t0 = zpi_now_ns();
     uint64_t w0 = 0, fire = 0;
     while (!q->ready.head && !q->final_set) {
         if (!q->watch_ns) {
@@ -288,8 +363,17 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
     zp_status st;
     if (bb) {
         q->held = bb;
+        uint64_t now = zpi_now_ns();
         if (taken_ns)
-            *taken_ns = zpi_now_ns();
+            *taken_ns = now;
+        if (t0) {
+            q->tune.stall_ns += now - t0;
+            q->tune.waited_ns += now - t0;
+        }
+        if (q->tune.win_t0 == 0)
+            q->tune.win_t0 = now; /* from the first batch on: the start is not a stall */
+        else
+            tune_step(q, now);
         q->counts.batches++;
         zpi_counts_add(&q->counts, &bb->delta);
         st = ZP_OK;

@@ -88,6 +88,23 @@ typedef struct zpi_batchbuf {
     int kept;                 /* out of the rotation until zpi_outq_release */
 } zpi_batchbuf;
 
+/* prefetch_batches = auto: the queue deepens while it runs when the
+ * consumer waits for batches in the same stretch in which the producer
+ * waits for room, i.e. when production comes in bursts that a deeper
+ * queue would absorb (docs/pipeline.md, "Automatic prefetch"). */
+typedef struct zpi_outq_tune {
+    int on;
+    size_t prefetch;     /* the depth now */
+    size_t max;          /* the most it may reach */
+    size_t raises;
+    uint64_t win_batches; /* the stretch measured: batches taken, */
+    uint64_t win_t0;      /* since (ns), */
+    uint64_t stall_ns;    /* consumer waiting (after the first batch), */
+    uint64_t blocked_ns;  /* producer waiting for a free buffer */
+    uint64_t waited_ns;   /* consumer waiting after its first batch, in all */
+    char why[200];        /* the last decision, for the metrics */
+} zpi_outq_tune;
+
 typedef struct zpi_outq {
     pthread_mutex_t mu;
     pthread_cond_t ready_cv, free_cv;
@@ -103,6 +120,7 @@ typedef struct zpi_outq {
     int final_set;
     zpi_err final;             /* ZP_END or the stream's error */
     zp_pipeline_counts counts; /* delivered so far */
+    zpi_outq_tune tune;
     /* the stall watchdog (zpi_outq_watch): 0 = off */
     uint64_t watch_ns;
     void (*watch_fn)(void *user, uint64_t waited_ns);
@@ -118,6 +136,16 @@ void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d);
  * zpi_outq_fini. */
 zp_status zpi_outq_init(zpi_outq *q, size_t n_bufs, size_t rows, size_t cols, unsigned masking);
 void zpi_outq_fini(zpi_outq *q);
+/* prefetch_batches = auto (before the queue is shared): the depth starts at
+ * `prefetch` (n_bufs counts it) and may grow to `max`. */
+void zpi_outq_autotune(zpi_outq *q, size_t prefetch, size_t max);
+/* The prefetch depth now, whether it is automatic, and the last decision
+ * ("" before one; at most len - 1 bytes copied). */
+size_t zpi_outq_prefetch(zpi_outq *q, int *is_auto, size_t *cap, char *why, size_t len);
+/* The time the consumer has waited for batches since it took its first
+ * (ns; counted whether the depth is automatic or not): what the engine's
+ * tuner measures. Any thread. */
+uint64_t zpi_outq_waited_ns(zpi_outq *q);
 
 /* Producer: take a free buffer, waiting while all are in use. When
  * blocked_ns is given, the time spent waiting is added to it. ZP_ERR_STATE

@@ -149,6 +149,12 @@ add_test(NAME test_mpi_threads
 set_tests_properties(test_mpi_threads PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
+# Autotune in the cluster report: each rank's automatic settings.
+add_test(NAME test_mpi_autotune
+  COMMAND bash ${_zp_mpi_tests}/test_mpi_autotune.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_mpi_autotune PROPERTIES TIMEOUT 300 LABELS "mpi;cli"
+  ENVIRONMENT "${ZP_MPI_ENV}")
+
 # The stall watchdog across ranks: a stalled server holds one rank's shard;
 # the root learns of it while it lasts and the report names rank, operator
 # and shard (docs/mpi.md). Needs the loopback servers (fixture net).
