@@ -319,15 +319,16 @@ zp_status zpi_budget_plan(const zpi_budget_in *in, zp_memory_plan *out, zpi_err 
             "memory_budget = %s (%llu bytes): too small for these settings: needs at least %s "
             "(%llu bytes): output queue (prefetch_batches = %zu + 2%s) x %s a batch "
             "(microbatch_size = %zu%s) = %s; in_flight_chunks = %zu%s x %s a chunk "
-            "(chunk_samples = %zu) = %s;%s%s shard cache %llu shards (working set %llu, %llu "
+            "(chunk_samples = %zu) = %s;%s%s shard cache %llu %s (working set %llu, %llu "
             "loading%s%s) x %s%s%s%s = %s; %d kept batches = %s",
             bb, (unsigned long long)in->budget, nb, (unsigned long long)need,
             in->prefetch_batches, in->balance ? " + balance window" : "", b1, in->rows,
             in->cols ? ", seq_len + 1 tokens" : "", q, W, in->in_flight_chunks ? "" : " (automatic)",
-            c1, in->chunk_samples, c, p.pack ? " best-fit window " : "", p.pack ? pk : "", (unsigned long long)(p.keep + p.loads + p.spares),
-            (unsigned long long)p.keep, (unsigned long long)p.loads,
+            c1, in->chunk_samples, c, p.pack ? " best-fit window " : "", p.pack ? pk : "",
+            (unsigned long long)(p.keep + p.loads + p.spares),
+            in->sh.segmented ? "shard segments" : "shards", (unsigned long long)p.keep, (unsigned long long)p.loads,
             p.spares ? ", spare buffers" : "", in->prefetch_buffer ? "; prefetch doubles the working set" : "",
-            s1, in->largest_name ? " (the largest: shard '" : "",
+            s1, in->largest_name ? (in->sh.segmented ? " (the largest: a segment of shard '" : " (the largest: shard '") : "",
             in->largest_name ? in->largest_name : "", in->largest_name ? "')" : "", s,
             ZP_MEMORY_KEPT_MIN, k);
     }
