@@ -19,6 +19,7 @@
 #include "api/gen.h"
 #include "base/util.h"
 #include "zephon/dataset.h"
+#include "base/fsio.h"
 
 /* ------------------------------------------------------------ vocabulary */
 
@@ -304,21 +305,6 @@ typedef struct gen_ctx {
 
 #define CHUNK ((size_t)4 << 20)         /* records are compressed in chunks this large */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
 {
     const zpi_gen_config *o = g->o;
@@ -362,7 +348,7 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
             continue;
         j->decoded += n;
         if (!o->zst) {
-            if (write_all(fd, in, n) != 0)
+            if (zpi_write_all(fd, in, n) != 0)
                 goto io_err;
             j->written += n;
             n = 0;
@@ -387,7 +373,7 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
                 snprintf(j->err, sizeof j->err, "'%s': zstd: %s", j->path, ZSTD_getErrorName(left));
                 goto out;
             }
-            if (write_all(fd, outb, ob.pos) != 0)
+            if (zpi_write_all(fd, outb, ob.pos) != 0)
                 goto io_err;
             j->written += ob.pos;
             fbytes += ob.pos;
@@ -406,7 +392,7 @@ static int gen_shard(const gen_ctx *g, unsigned si, shard_job *j)
             j->nomem = 1;
             goto out;
         }
-        int w = write_all(fd, t, tl);
+        int w = zpi_write_all(fd, t, tl);
         free(t);
         if (w != 0)
             goto io_err;

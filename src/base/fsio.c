@@ -137,7 +137,7 @@ zp_status zpi_tmp_commit(const char *tmp_path, const char *final_path, zpi_err *
     return sync_dir_of(final_path, err);
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int zpi_write_all(int fd, const void *data, size_t len)
 {
     const char *c = data;
     while (len > 0) {
@@ -160,7 +160,7 @@ zp_status zpi_write_durable(const char *path, const void *data, size_t len, zpi_
     char tmp[PATH_MAX];
     int fd;
     ZPI_FORWARD_IF_ERR(zpi_tmp_open(path, tmp, sizeof tmp, &fd, err));
-    int rc = write_all(fd, data, len);
+    int rc = zpi_write_all(fd, data, len);
     int e = errno;
     if (close(fd) != 0 && rc == 0) {
         rc = -1;

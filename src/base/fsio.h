@@ -42,6 +42,10 @@
  * fsync, rename over path, fsync of the folder. On failure the temporary is
  * removed and path is left as it was. ZP_OK, ZP_ERR_INVALID (no path),
  * ZP_ERR_IO. */
+/* Write all n bytes of data to fd (retrying short writes and EINTR).
+ * 0, or -1 with errno set (EIO for a write that wrote nothing). */
+int zpi_write_all(int fd, const void *data, size_t n);
+
 zp_status zpi_write_durable(const char *path, const void *data, size_t len, zpi_err *err);
 
 /* For streaming writers: creates (O_EXCL) a temporary file for final_path,

@@ -14,6 +14,7 @@
 #include "formats/hdf5_internal.h"
 #include "formats/tokw.h"
 #include "base/util.h"
+#include "base/fsio.h"
 
 /* ---- the token writer (ragged layout) ----
  *
@@ -113,20 +114,6 @@ static int tokw_create(h5_tokw *w, hsize_t nv, hsize_t no)
     return w->values > 0 && w->offsets > 0 ? 0 : -1;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t got = write(fd, p, n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -1;
-        p += got, n -= (size_t)got;
-    }
-    return 0;
-}
-
 static zp_status spill_fail(h5_tokw *w, const char *file, zpi_err *err)
 {
     return zpi_err_set(err, ZP_ERR_IO, "'%s': writing '%s': %s", w->path, file, strerror(errno));
@@ -138,7 +125,7 @@ static zp_status spill(h5_tokw *w, int *fd, const char *file, const void *buf, s
 {
     if (*fd < 0 && (*fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return spill_fail(w, file, err);
-    if (n && write_all(*fd, buf, n * bytes) != 0)
+    if (n && zpi_write_all(*fd, buf, n * bytes) != 0)
         return spill_fail(w, file, err);
     return ZP_OK;
 }

@@ -21,6 +21,7 @@
 
 #include "base/util.h"
 #include "formats/line_index.h"
+#include "base/fsio.h"
 
 #define SEG_CHUNK ((size_t)1 << 20) /* bytes per read of the decoded stream */
 /* The streaming decoder's window of decoded bytes: the last 2 read chunks
@@ -703,21 +704,6 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
 
 /* ------------------------------------------------------------ conversion */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t frame_bytes,
                                int level, zpi_err *err)
 {
@@ -819,7 +805,7 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
                              ZSTD_getErrorName(c));
             goto out;
         }
-        if (write_all(fd, obuf, c) != 0) {
+        if (zpi_write_all(fd, obuf, c) != 0) {
             st = zpi_err_set(err, ZP_ERR_IO, "cannot write '%s': %s", out_path, strerror(errno));
             goto out;
         }
@@ -837,7 +823,7 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
         st = zpi_err_set(err, ZP_ERR_NOMEM, "out of memory converting '%s'", in_path);
         goto out;
     }
-    if (write_all(fd, t, tl) != 0)
+    if (zpi_write_all(fd, t, tl) != 0)
         st = zpi_err_set(err, ZP_ERR_IO, "cannot write '%s': %s", out_path, strerror(errno));
     free(t);
 out:
