@@ -566,6 +566,7 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
         .n_shards = n,
         .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
         .demand_slots = (unsigned)(fpar ? fpar : 1),
+        .use_peer = 1,
     };
     fc.log = zpi_dataset_log_fn(ds, &fc.log_user);
     if (!zpi_storage_config(fc.storage)->cache_lru &&

@@ -1,0 +1,563 @@
+/*
+ * mpi_peer.c - shards from other nodes: the MPI side of the core's peer
+ * source (zp_peer_source in zephon/storage.h; docs/storage.md, "Shards
+ * from other nodes").
+ *
+ * Owner: each shard has one owner rank, from the plan: the rank that reads
+ * it first in epoch 0 (position by position over the ranks, the lowest
+ * rank first); a shard epoch 0 does not read is owned by rank shard % size.
+ * The owner's node fetches the shard from storage (through its cache);
+ * every other node asks the owner for it instead. Every rank computes the
+ * same table (zp_mpi_agree), so nothing is negotiated.
+ *
+ * One service thread per rank (it needs MPI_THREAD_MULTIPLE; without it
+ * the ranks fetch from storage as before) on a communicator of its own
+ * (MPI_Comm_dup): it sends this rank's requests, answers the other nodes'
+ * (serve(): the shard through this node's cache, downloaded when needed)
+ * and receives the answers, writing them into the cache's temporary file.
+ * A request not answered within peer_timeout_s is failed: the fetcher then
+ * downloads the shard from storage, so a slow or stalled node never blocks
+ * another.
+ *
+ * Messages (tags on the service's communicator): a request, three
+ * uint64 (request id, shard, bytes); an answer, two uint64 (request id,
+ * ok) followed, when ok, by the shard's bytes (one message: shards of 2 GiB
+ * and more are not asked for).
+ *
+ * Shutdown (zp_mpi_destroy, collective): new requests are declined; the
+ * service keeps answering until every rank has begun to close (a
+ * non-blocking barrier), then only drains answers until every rank's own
+ * sends are complete (a second barrier), so no send is left pending when
+ * the communicator is freed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mpi_internal.h"
+
+#define TAG_REQ 71
+#define TAG_ANS 72
+#define MAX_CTX 8
+#define MAX_MSG ((uint64_t)INT32_MAX - 64)
+
+typedef struct preq {
+    uint64_t id;
+    void *ctx;
+    size_t shard;
+    uint64_t bytes;
+    int fd;
+    int dest;
+    int sent;
+    double deadline;
+    void (*done)(void *, int);
+    void *done_user;
+    struct preq *next;
+} preq;
+
+typedef struct psend {
+    MPI_Request r;
+    void *buf;
+    struct psend *next;
+} psend;
+
+struct zpi_mpi_peer {
+    zp_peer_source src; /* user = this */
+    MPI_Comm comm;
+    int rank, size;
+    int *node_of;       /* size */
+    int node;
+    double timeout_s;
+    int stall;          /* tests: this rank never answers */
+    zp_log_fn log;
+    void *log_user;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t *owner;     /* n_shards, or NULL before agreement */
+    size_t n_shards;
+    void *ctx[MAX_CTX];
+    zp_peer_serve_fn serve[MAX_CTX];
+    int n_ctx;
+    int serving;        /* serve() calls running */
+    void *serving_ctx;
+    preq *reqs;
+    uint64_t next_id;
+    int closing;        /* new requests declined */
+    int stop;           /* the service thread ends */
+    pthread_t th;
+    int started;
+    /* the service thread's own */
+    psend *sends;
+};
+
+/* ------------------------------------------------------------ the fetcher's side */
+
+static int p_request(void *user, void *ctx, size_t shard, uint64_t bytes, int fd,
+                     void (*done)(void *, int), void *done_user)
+{
+    zpi_mpi_peer *p = user;
+    pthread_mutex_lock(&p->mu);
+    int dest = -1;
+    if (!p->closing && p->owner && shard < p->n_shards && bytes < MAX_MSG) {
+        int o = p->owner[shard];
+        if (o >= 0 && o < p->size && p->node_of[o] != p->node)
+            dest = o;
+    }
+    preq *q = dest >= 0 ? calloc(1, sizeof *q) : NULL;
+    if (!q) {
+        pthread_mutex_unlock(&p->mu);
+        return -1; /* this node fetches it from storage */
+    }
+    q->id = ++p->next_id;
+    q->ctx = ctx;
+    q->shard = shard;
+    q->bytes = bytes;
+    q->fd = fd;
+    q->dest = dest;
+    q->deadline = zpi_now() + p->timeout_s;
+    q->done = done;
+    q->done_user = done_user;
+    q->next = p->reqs;
+    p->reqs = q;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+static void p_attach(void *user, void *ctx, zp_peer_serve_fn serve)
+{
+    zpi_mpi_peer *p = user;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_ctx < MAX_CTX) {
+        p->ctx[p->n_ctx] = ctx;
+        p->serve[p->n_ctx] = serve;
+        p->n_ctx++;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void p_detach(void *user, void *ctx)
+{
+    zpi_mpi_peer *p = user;
+    pthread_mutex_lock(&p->mu);
+    for (int k = 0; k < p->n_ctx; k++)
+        if (p->ctx[k] == ctx) {
+            p->ctx[k] = p->ctx[p->n_ctx - 1];
+            p->serve[k] = p->serve[p->n_ctx - 1];
+            p->n_ctx--;
+            break;
+        }
+    while (p->serving && p->serving_ctx == ctx)
+        pthread_cond_wait(&p->cv, &p->mu);
+    /* its requests in flight end unanswered (their answers, if any come,
+     * are dropped) */
+    preq *mine = NULL;
+    for (preq **pp = &p->reqs; *pp;) {
+        if ((*pp)->ctx == ctx) {
+            preq *q = *pp;
+            *pp = q->next;
+            q->next = mine;
+            mine = q;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    while (mine) {
+        preq *q = mine;
+        mine = q->next;
+        q->done(q->done_user, 0);
+        free(q);
+    }
+}
+
+/* ------------------------------------------------------------ the service thread */
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Completed sends freed; 1 when none is left. */
+static int sends_progress(zpi_mpi_peer *p)
+{
+    for (psend **pp = &p->sends; *pp;) {
+        int flag = 0;
+        MPI_Test(&(*pp)->r, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            psend *s = *pp;
+            *pp = s->next;
+            free(s->buf);
+            free(s);
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    return p->sends == NULL;
+}
+
+static int send_async(zpi_mpi_peer *p, void *buf, size_t len, int dest, int tag)
+{
+    psend *s = malloc(sizeof *s);
+    if (!s) {
+        free(buf);
+        return -1;
+    }
+    s->buf = buf;
+    if (MPI_Isend(buf, (int)len, MPI_BYTE, dest, tag, p->comm, &s->r) != MPI_SUCCESS) {
+        free(buf);
+        free(s);
+        return -1;
+    }
+    s->next = p->sends;
+    p->sends = s;
+    return 0;
+}
+
+/* Our queued requests sent, expired ones failed. Returns the work done. */
+static int requests_progress(zpi_mpi_peer *p)
+{
+    int work = 0;
+    double now = zpi_now();
+    preq *expired = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (preq **pp = &p->reqs; *pp;) {
+        preq *q = *pp;
+        if (now > q->deadline) {
+            *pp = q->next;
+            q->next = expired;
+            expired = q;
+            continue;
+        }
+        if (!q->sent) {
+            uint64_t *m = malloc(3 * sizeof *m);
+            if (m) {
+                m[0] = q->id;
+                m[1] = q->shard;
+                m[2] = q->bytes;
+                if (send_async(p, m, 3 * sizeof *m, q->dest, TAG_REQ) == 0)
+                    q->sent = 1;
+            }
+            work = 1;
+        }
+        pp = &q->next;
+    }
+    pthread_mutex_unlock(&p->mu);
+    while (expired) {
+        preq *q = expired;
+        expired = q->next;
+        if (p->log) {
+            char msg[256];
+            zpi_fmt(msg, sizeof msg,
+                    "shard %zu: rank %d (node %d) did not send it within %g s: downloading it "
+                    "from storage",
+                    q->shard, q->dest, p->node_of[q->dest], p->timeout_s);
+            p->log(p->log_user, ZP_LOG_WARN, msg);
+        }
+        q->done(q->done_user, 0);
+        free(q);
+        work = 1;
+    }
+    return work;
+}
+
+/* A request from another node: answered with the shard (through this
+ * node's cache) or with a refusal. */
+static int serve_one(zpi_mpi_peer *p, int answer)
+{
+    int flag = 0;
+    MPI_Status s;
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_REQ, p->comm, &flag, &s);
+    if (!flag)
+        return 0;
+    uint64_t m[3];
+    MPI_Recv(m, (int)sizeof m, MPI_BYTE, s.MPI_SOURCE, TAG_REQ, p->comm, MPI_STATUS_IGNORE);
+    if (!answer || p->stall)
+        return 1; /* closing (the asker has given up) or stalled (tests) */
+    uint64_t bytes = m[2] < MAX_MSG ? m[2] : 0;
+    uint64_t *buf = malloc(2 * sizeof *buf + bytes);
+    if (!buf)
+        return 1; /* unanswered: the asker times out */
+    int ok = 0;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_ctx > 0 && m[2] < MAX_MSG) {
+        void *ctx = p->ctx[0];
+        zp_peer_serve_fn serve = p->serve[0];
+        p->serving = 1;
+        p->serving_ctx = ctx;
+        pthread_mutex_unlock(&p->mu);
+        ok = serve(ctx, (size_t)m[1], buf + 2, bytes) == 0;
+        if (getenv("ZP_PEER_DEBUG"))
+            fprintf(stderr, "rank %d: served shard %llu to %d: ok %d\n", p->rank, (unsigned long long)m[1], s.MPI_SOURCE, ok);
+        pthread_mutex_lock(&p->mu);
+        p->serving = 0;
+        p->serving_ctx = NULL;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    buf[0] = m[0];
+    buf[1] = (uint64_t)ok;
+    send_async(p, buf, 2 * sizeof *buf + (ok ? bytes : 0), s.MPI_SOURCE, TAG_ANS);
+    return 1;
+}
+
+/* An answer to one of our requests: its bytes written into the request's
+ * file; dropped when the request has ended meanwhile. */
+static int receive_one(zpi_mpi_peer *p)
+{
+    int flag = 0, count = 0;
+    MPI_Status s;
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_ANS, p->comm, &flag, &s);
+    if (!flag)
+        return 0;
+    MPI_Get_count(&s, MPI_BYTE, &count);
+    char *buf = malloc(count > 16 ? (size_t)count : 16);
+    if (!buf) {
+        char b[16];
+        MPI_Recv(b, 16, MPI_BYTE, s.MPI_SOURCE, TAG_ANS, p->comm, MPI_STATUS_IGNORE);
+        return 1;
+    }
+    MPI_Recv(buf, count, MPI_BYTE, s.MPI_SOURCE, TAG_ANS, p->comm, MPI_STATUS_IGNORE);
+    uint64_t h[2] = {0, 0};
+    if (count >= 16)
+        memcpy(h, buf, sizeof h);
+    pthread_mutex_lock(&p->mu);
+    preq *q = NULL;
+    for (preq **pp = &p->reqs; *pp; pp = &(*pp)->next)
+        if ((*pp)->id == h[0] && (*pp)->dest == s.MPI_SOURCE && (*pp)->sent) {
+            q = *pp;
+            *pp = q->next;
+            break;
+        }
+    pthread_mutex_unlock(&p->mu);
+    if (q) {
+        int ok = h[1] == 1 && (uint64_t)count == 16 + q->bytes;
+        if (getenv("ZP_PEER_DEBUG"))
+            fprintf(stderr, "rank %d: answer shard %zu from %d: h1 %llu count %d bytes %llu\n", p->rank, q->shard, s.MPI_SOURCE, (unsigned long long)h[1], count, (unsigned long long)q->bytes);
+        for (uint64_t at = 0; ok && at < q->bytes;) {
+            ssize_t w = pwrite(q->fd, buf + 16 + at, (size_t)(q->bytes - at), (off_t)at);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                ok = 0;
+            else
+                at += (uint64_t)w;
+        }
+        if (ok && ftruncate(q->fd, (off_t)q->bytes) != 0)
+            ok = 0;
+        q->done(q->done_user, ok);
+        free(q);
+    }
+    free(buf);
+    return 1;
+}
+
+static void *service_main(void *arg)
+{
+    zpi_mpi_peer *p = arg;
+    double idle = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        int work = requests_progress(p);
+        work |= serve_one(p, 1);
+        work |= receive_one(p);
+        sends_progress(p);
+        /* idle: back off up to 2 ms (a rank's share of a busy node's cores) */
+        idle = work ? 0 : (idle < 1e-4 ? 1e-4 : idle * 2 > 2e-3 ? 2e-3 : idle * 2);
+        if (idle > 0)
+            sleep_s(idle);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ create / destroy */
+
+const zp_peer_source *zpi_mpi_peer_source(zpi_mpi_peer *p) { return p ? &p->src : NULL; }
+
+zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out)
+{
+    *out = NULL;
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    zp_status local = ZP_OK;
+    int want = m->cfg.peer_sharing && m->nodes > 1 && provided == MPI_THREAD_MULTIPLE;
+    zpi_mpi_peer *p = want ? calloc(1, sizeof *p) : NULL;
+    if (want && (!p || !(p->node_of = malloc((size_t)m->size * sizeof *p->node_of))))
+        local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the shard sharing between nodes");
+    /* every rank decides alike: same settings (agreed), same node count,
+     * same thread level (the launcher's) */
+    zp_status st = zpi_mpi_agree_status(m, local);
+    if (st != ZP_OK || !want) {
+        if (p)
+            free(p->node_of);
+        free(p);
+        if (st == ZP_OK && m->cfg.peer_sharing && m->nodes > 1 && m->rank == 0 && m->cfg.log)
+            m->cfg.log(m->cfg.log_user, ZP_LOG_INFO,
+                       "shards are not shared between nodes: MPI was initialised without "
+                       "MPI_THREAD_MULTIPLE");
+        return st;
+    }
+    p->rank = m->rank;
+    p->size = m->size;
+    p->node = m->node;
+    p->timeout_s = m->cfg.peer_timeout_s;
+    p->stall = m->cfg.peer_stall_node >= 0 && m->cfg.peer_stall_node == m->node;
+    p->log = m->cfg.log;
+    p->log_user = m->cfg.log_user;
+    p->comm = MPI_COMM_NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->src.request = p_request;
+    p->src.attach = p_attach;
+    p->src.detach = p_detach;
+    p->src.user = p;
+    st = zpi_mpi_check(m, MPI_Allgather(&m->node, 1, MPI_INT, p->node_of, 1, MPI_INT, m->comm),
+                       "MPI_Allgather (node of each rank)");
+    if (st == ZP_OK)
+        st = zpi_mpi_check(m, MPI_Comm_dup(m->comm, &p->comm), "MPI_Comm_dup (shard sharing)");
+    if (st == ZP_OK)
+        MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
+    if (st == ZP_OK) {
+        local = pthread_create(&p->th, NULL, service_main, p) == 0
+                    ? ZP_OK
+                    : zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: cannot start the shard sharing's thread",
+                                   m->rank);
+        p->started = local == ZP_OK;
+        st = zpi_mpi_agree_status(m, local);
+    }
+    if (st != ZP_OK) {
+        zpi_mpi_peer_destroy(p);
+        return st;
+    }
+    *out = p;
+    return ZP_OK;
+}
+
+zp_status zpi_mpi_peer_set_owners(zp_mpi *m, zpi_mpi_peer *p, const zp_dataset *ds,
+                                  const zp_worksource_config *wc)
+{
+    size_t n = zp_dataset_num_shards(ds);
+    int32_t *own = malloc((n ? n : 1) * sizeof *own);
+    zp_worksource **ws = calloc((size_t)m->size, sizeof *ws);
+    zp_status local = ZP_OK;
+    if (!own || !ws)
+        local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the owners of %zu shards", n);
+    for (size_t i = 0; own && i < n; i++)
+        own[i] = -1;
+    for (int r = 0; local == ZP_OK && r < m->size; r++) {
+        zp_worksource_config c = *wc;
+        c.rank = (uint32_t)r;
+        c.world_size = (uint32_t)m->size;
+        if (zp_worksource_create((zp_dataset *)ds, &c, &ws[r]) != ZP_OK)
+            local = zpi_mpi_fail(m, ZP_ERR_INVALID, "the owners of the shards: rank %d's plan: %s", r,
+                                 zp_worksource_errmsg(ws[r]));
+    }
+    if (local == ZP_OK) {
+        /* position by position over the ranks: the first reader of each shard */
+        uint64_t per = zp_worksource_samples_per_rank(ws[0]);
+        size_t left = n;
+        for (uint64_t pos = 0; pos < per && left; pos++)
+            for (int r = 0; r < m->size && left; r++) {
+                zp_sample s;
+                if (zp_worksource_sample(ws[r], 0, pos, &s) == ZP_OK && s.shard < n &&
+                    own[s.shard] < 0) {
+                    own[s.shard] = r;
+                    left--;
+                }
+            }
+        for (size_t i = 0; i < n; i++)
+            if (own[i] < 0)
+                own[i] = (int32_t)(i % (size_t)m->size);
+    }
+    for (int r = 0; ws && r < m->size; r++)
+        zp_worksource_destroy(ws[r]);
+    free(ws);
+    zp_status st = zpi_mpi_agree_status(m, local);
+    if (st != ZP_OK) {
+        free(own);
+        return st;
+    }
+    pthread_mutex_lock(&p->mu);
+    free(p->owner);
+    p->owner = own;
+    p->n_shards = n;
+    pthread_mutex_unlock(&p->mu);
+    return ZP_OK;
+}
+
+/* Collective (zp_mpi_destroy): the shutdown described above. */
+void zpi_mpi_peer_destroy(zpi_mpi_peer *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->closing = 1;
+    pthread_mutex_unlock(&p->mu);
+    if (p->started) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = 1;
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->th, NULL);
+    }
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && p->comm != MPI_COMM_NULL) {
+        /* 1: answer until every rank closes; 2: drain until every rank's
+         * sends are done. On this thread now (the service thread ended). */
+        MPI_Request b;
+        int phase = 1, flag = 0;
+        MPI_Ibarrier(p->comm, &b);
+        for (;;) {
+            int work = requests_progress(p); /* fails what is left (closing) */
+            work |= serve_one(p, phase == 1);
+            work |= receive_one(p);
+            int drained = sends_progress(p);
+            MPI_Test(&b, &flag, MPI_STATUS_IGNORE);
+            if (flag && phase == 1) {
+                phase = 2;
+                flag = 0;
+                MPI_Request b2;
+                /* enter the second barrier once our sends are done */
+                while (!sends_progress(p)) {
+                    serve_one(p, 0);
+                    receive_one(p);
+                    sleep_s(1e-4);
+                }
+                MPI_Ibarrier(p->comm, &b2);
+                b = b2;
+                continue;
+            }
+            if (flag && phase == 2 && drained)
+                break;
+            if (!work)
+                sleep_s(2e-4);
+        }
+        MPI_Comm_free(&p->comm);
+    }
+    /* requests left (none after detach): failed */
+    while (p->reqs) {
+        preq *q = p->reqs;
+        p->reqs = q->next;
+        q->done(q->done_user, 0);
+        free(q);
+    }
+    while (p->sends) {
+        psend *s = p->sends;
+        p->sends = s->next;
+        free(s->buf);
+        free(s);
+    }
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->owner);
+    free(p->node_of);
+    free(p);
+}
