@@ -77,6 +77,9 @@ void zp_mpi_config_init(zp_mpi_config *cfg)
     double d;
     if ((e = getenv("ZEPHON_PEER_TIMEOUT")) && *e && (d = strtod(e, &end)) > 0 && *end == '\0')
         cfg->peer_timeout_s = d;
+    cfg->node_order = 1;
+    if ((e = getenv("ZEPHON_NODE_ORDER")) && strcmp(e, "0") == 0)
+        cfg->node_order = 0;
     cfg->peer_stall_node = -1;
     if ((e = getenv("ZEPHON_PEER_STALL_NODE")) && *e && (v = strtol(e, &end, 10)) >= 0 &&
         *end == '\0' && v < 65536)

@@ -92,7 +92,226 @@ struct zpi_mpi_peer {
     int started;
     /* the service thread's own */
     psend *sends;
+
+    /* the node's shared order (docs/storage.md, "Eviction by the node's
+     * order"): every rank's plan (ws, the service thread's after
+     * set_owners), per epoch the intervals [first, last] of positions at
+     * which each rank reads each shard, kept for this node's ranks and for
+     * the other nodes' readers of the shards this node owns; this rank's
+     * position, and the node's positions in a shared window */
+    int node_order;          /* 0: this rank's order only (comparisons) */
+    int sharing;             /* shards from other nodes (peer_sharing) */
+    zp_worksource **ws;      /* size */
+    uint64_t per;            /* samples per rank and epoch */
+    struct ivtab *tab[2];    /* epochs tab[k]->epoch, or NULL */
+    uint32_t epoch;          /* this rank's consumer position */
+    uint64_t pos;
+    MPI_Comm ncomm;          /* the node's ranks (a duplicate) */
+    MPI_Win win;
+    int nlocal;
+    int *local_rank_of;      /* nlocal: rank in comm */
+    volatile uint64_t **npos; /* nlocal: each local rank's (epoch << 40 | position) + 1, 0 unknown */
 };
+
+typedef struct ivtab {
+    uint32_t epoch;
+    size_t *off;             /* n_shards + 1 */
+    struct iv {
+        int32_t rank;
+        uint64_t first, last;
+    } *iv;
+} ivtab;
+
+static void ivtab_free(ivtab *t)
+{
+    if (t) {
+        free(t->off);
+        free(t->iv);
+        free(t);
+    }
+}
+
+/* The intervals of epoch e (on the thread that owns p->ws). NULL when out
+ * of memory or a plan fails. */
+static ivtab *ivtab_build(zpi_mpi_peer *p, uint32_t e)
+{
+    size_t n = p->n_shards;
+    ivtab *t = calloc(1, sizeof *t);
+    uint64_t *first = malloc((n ? n : 1) * sizeof *first), *last = malloc((n ? n : 1) * sizeof *last);
+    size_t cap = 64, len = 0;
+    struct {
+        uint32_t shard;
+        struct iv v;
+    } *tmp = malloc(cap * sizeof *tmp);
+    int ok = t && first && last && tmp;
+    for (int r = 0; ok && r < p->size; r++) {
+        for (size_t i = 0; i < n; i++)
+            first[i] = UINT64_MAX;
+        for (uint64_t pos = 0; ok && pos < p->per; pos++) {
+            zp_sample sm;
+            if (zp_worksource_sample(p->ws[r], e, pos, &sm) != ZP_OK) {
+                ok = 0;
+                break;
+            }
+            if (sm.shard >= n)
+                continue;
+            if (first[sm.shard] == UINT64_MAX)
+                first[sm.shard] = pos;
+            last[sm.shard] = pos;
+        }
+        int mine = p->node_of[r] == p->node;
+        for (size_t i = 0; ok && i < n; i++) {
+            if (first[i] == UINT64_MAX)
+                continue;
+            int keep = mine || (p->owner && p->node_of[p->owner[i]] == p->node && r != p->owner[i]);
+            if (!keep)
+                continue;
+            if (len == cap) {
+                void *nt = realloc(tmp, 2 * cap * sizeof *tmp);
+                if (!nt) {
+                    ok = 0;
+                    break;
+                }
+                tmp = nt;
+                cap *= 2;
+            }
+            tmp[len].shard = (uint32_t)i;
+            tmp[len].v.rank = r;
+            tmp[len].v.first = first[i];
+            tmp[len].v.last = last[i];
+            len++;
+        }
+    }
+    if (ok) {
+        t->epoch = e;
+        t->off = calloc(n + 1, sizeof *t->off);
+        t->iv = malloc((len ? len : 1) * sizeof *t->iv);
+        ok = t->off && t->iv;
+    }
+    if (ok) {
+        for (size_t k = 0; k < len; k++)
+            t->off[tmp[k].shard + 1]++;
+        for (size_t i = 0; i < n; i++)
+            t->off[i + 1] += t->off[i];
+        size_t *at = malloc((n ? n : 1) * sizeof *at);
+        ok = at != NULL;
+        for (size_t i = 0; ok && i < n; i++)
+            at[i] = t->off[i];
+        for (size_t k = 0; ok && k < len; k++)
+            t->iv[at[tmp[k].shard]++] = tmp[k].v;
+        free(at);
+    }
+    free(first);
+    free(last);
+    free(tmp);
+    if (!ok) {
+        ivtab_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The position of comm rank r: its own in the node's window, else ours
+ * (the ranks move in lock-step: zp_mpi_next), as (epoch, position). */
+static void pos_of(const zpi_mpi_peer *p, int r, uint32_t *e, uint64_t *pos)
+{
+    *e = p->epoch;
+    *pos = p->pos;
+    for (int k = 0; p->npos && k < p->nlocal; k++)
+        if (p->local_rank_of[k] == r) {
+            uint64_t v = __atomic_load_n(p->npos[k], __ATOMIC_RELAXED);
+            if (v) {
+                v -= 1;
+                *e = (uint32_t)(v >> 40);
+                *pos = v & (((uint64_t)1 << 40) - 1);
+            }
+            return;
+        }
+}
+
+static uint64_t p_next_use(void *user, size_t shard)
+{
+    zpi_mpi_peer *p = user;
+    uint64_t best = UINT64_MAX;
+    pthread_mutex_lock(&p->mu);
+    if (p->node_order && shard < p->n_shards) {
+        /* distances from our position: epoch e's table covers the rest of
+         * epoch e, the next epoch's table what follows */
+        for (int k = 0; k < 2; k++) {
+            const ivtab *t = p->tab[k];
+            if (!t)
+                continue;
+            for (size_t j = t->off[shard]; j < t->off[shard + 1]; j++) {
+                const struct iv *v = &t->iv[j];
+                uint32_t e;
+                uint64_t pos;
+                pos_of(p, v->rank, &e, &pos);
+                uint64_t at; /* its next use, as a global position of its stream */
+                if (e < t->epoch)
+                    at = (uint64_t)t->epoch * p->per + v->first;
+                else if (e == t->epoch && pos <= v->last)
+                    at = (uint64_t)t->epoch * p->per + (pos > v->first ? pos : v->first);
+                else
+                    continue;
+                /* its stream runs beside ours (lock-step): it is as many
+                 * samples away for us as for it */
+                uint64_t its = (uint64_t)e * p->per + pos;
+                uint64_t d = at - its;
+                if (d < best)
+                    best = d;
+            }
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return best;
+}
+
+static void p_position(void *user, void *ctx, uint32_t epoch, uint64_t pos)
+{
+    zpi_mpi_peer *p = user;
+    if (p->per && pos >= p->per) { /* an epoch's end: the next one's start */
+        epoch += (uint32_t)(pos / p->per);
+        pos %= p->per;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->epoch = epoch;
+    p->pos = pos;
+    pthread_mutex_unlock(&p->mu);
+    for (int k = 0; p->npos && k < p->nlocal; k++)
+        if (p->local_rank_of[k] == p->rank)
+            __atomic_store_n(p->npos[k], (((uint64_t)epoch << 40) | pos) + 1, __ATOMIC_RELAXED);
+}
+
+/* Service thread: the tables of our epoch and the next one. */
+static int tables_progress(zpi_mpi_peer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    uint32_t e = p->epoch;
+    int have = p->ws && p->node_order;
+    int need = -1;
+    for (uint32_t want = e; have && want <= e + 1 && need < 0; want++) {
+        int found = 0;
+        for (int k = 0; k < 2; k++)
+            found |= p->tab[k] && p->tab[k]->epoch == want;
+        if (!found)
+            need = (int)(want - e);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (need < 0)
+        return 0;
+    ivtab *t = ivtab_build(p, e + (uint32_t)need);
+    if (!t)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    /* replace a table of an epoch before ours, else the other one */
+    int k = (!p->tab[0] || p->tab[0]->epoch < p->epoch) ? 0 : 1;
+    if (p->tab[k] && p->tab[k]->epoch >= p->epoch && p->tab[1 - k] && p->tab[1 - k]->epoch < p->epoch)
+        k = 1 - k;
+    ivtab_free(p->tab[k]);
+    p->tab[k] = t;
+    pthread_mutex_unlock(&p->mu);
+    return 1;
+}
 
 /* ------------------------------------------------------------ the fetcher's side */
 
@@ -102,7 +321,7 @@ static int p_request(void *user, void *ctx, size_t shard, uint64_t bytes, int fd
     zpi_mpi_peer *p = user;
     pthread_mutex_lock(&p->mu);
     int dest = -1;
-    if (!p->closing && p->owner && shard < p->n_shards && bytes < MAX_MSG) {
+    if (p->sharing && !p->closing && p->owner && shard < p->n_shards && bytes < MAX_MSG) {
         int o = p->owner[shard];
         if (o >= 0 && o < p->size && p->node_of[o] != p->node)
             dest = o;
@@ -291,8 +510,6 @@ static int serve_one(zpi_mpi_peer *p, int answer)
         p->serving_ctx = ctx;
         pthread_mutex_unlock(&p->mu);
         ok = serve(ctx, (size_t)m[1], buf + 2, bytes) == 0;
-        if (getenv("ZP_PEER_DEBUG"))
-            fprintf(stderr, "rank %d: served shard %llu to %d: ok %d\n", p->rank, (unsigned long long)m[1], s.MPI_SOURCE, ok);
         pthread_mutex_lock(&p->mu);
         p->serving = 0;
         p->serving_ctx = NULL;
@@ -336,8 +553,6 @@ static int receive_one(zpi_mpi_peer *p)
     pthread_mutex_unlock(&p->mu);
     if (q) {
         int ok = h[1] == 1 && (uint64_t)count == 16 + q->bytes;
-        if (getenv("ZP_PEER_DEBUG"))
-            fprintf(stderr, "rank %d: answer shard %zu from %d: h1 %llu count %d bytes %llu\n", p->rank, q->shard, s.MPI_SOURCE, (unsigned long long)h[1], count, (unsigned long long)q->bytes);
         for (uint64_t at = 0; ok && at < q->bytes;) {
             ssize_t w = pwrite(q->fd, buf + 16 + at, (size_t)(q->bytes - at), (off_t)at);
             if (w < 0 && errno == EINTR)
@@ -370,6 +585,7 @@ static void *service_main(void *arg)
         work |= serve_one(p, 1);
         work |= receive_one(p);
         sends_progress(p);
+        work |= tables_progress(p);
         /* idle: back off up to 2 ms (a rank's share of a busy node's cores) */
         idle = work ? 0 : (idle < 1e-4 ? 1e-4 : idle * 2 > 2e-3 ? 2e-3 : idle * 2);
         if (idle > 0)
@@ -382,13 +598,70 @@ static void *service_main(void *arg)
 
 const zp_peer_source *zpi_mpi_peer_source(zpi_mpi_peer *p) { return p ? &p->src : NULL; }
 
+/* The node's positions in a window of shared memory (one uint64 per
+ * rank); left without (NULL: every rank taken as at our position) where
+ * the node's ranks do not share memory (node_group_size over machines). */
+static zp_status shared_positions(zp_mpi *m, zpi_mpi_peer *p)
+{
+    zp_status st = zpi_mpi_check(m, MPI_Comm_dup(m->node_comm, &p->ncomm),
+                                 "MPI_Comm_dup (the node's positions)");
+    if (st != ZP_OK)
+        return st;
+    MPI_Comm_set_errhandler(p->ncomm, MPI_ERRORS_RETURN);
+    p->nlocal = m->local_size;
+    p->local_rank_of = malloc((size_t)p->nlocal * sizeof *p->local_rank_of);
+    p->npos = calloc((size_t)p->nlocal, sizeof *p->npos);
+    int ok = p->local_rank_of && p->npos;
+    int all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, p->ncomm);
+    if (!all_ok)
+        goto without;
+    if ((st = zpi_mpi_check(m, MPI_Allgather(&m->rank, 1, MPI_INT, p->local_rank_of, 1, MPI_INT,
+                                             p->ncomm),
+                            "MPI_Allgather (the node's ranks)")) != ZP_OK)
+        return st;
+    uint64_t *base = NULL;
+    int rc = MPI_Win_allocate_shared((MPI_Aint)sizeof(uint64_t), (int)sizeof(uint64_t), MPI_INFO_NULL,
+                                     p->ncomm, &base, &p->win);
+    ok = rc == MPI_SUCCESS;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, p->ncomm);
+    if (!all_ok) {
+        if (ok)
+            MPI_Win_free(&p->win);
+        p->win = MPI_WIN_NULL;
+        goto without;
+    }
+    *base = 0;
+    for (int k = 0; k < p->nlocal; k++) {
+        MPI_Aint sz;
+        int du;
+        void *b = NULL;
+        if (MPI_Win_shared_query(p->win, k, &sz, &du, &b) != MPI_SUCCESS || !b)
+            ok = 0;
+        p->npos[k] = b;
+    }
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, p->ncomm);
+    MPI_Barrier(p->ncomm); /* every rank's slot is 0 before any is read */
+    if (all_ok)
+        return ZP_OK;
+    MPI_Win_free(&p->win);
+    p->win = MPI_WIN_NULL;
+without:
+    free(p->npos);
+    p->npos = NULL;
+    return ZP_OK;
+}
+
 zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out)
 {
     *out = NULL;
     int provided = 0;
     MPI_Query_thread(&provided);
     zp_status local = ZP_OK;
-    int want = m->cfg.peer_sharing && m->nodes > 1 && provided == MPI_THREAD_MULTIPLE;
+    /* one node of several ranks shares its order (eviction), several nodes
+     * their shards too */
+    int want = (m->cfg.peer_sharing || m->cfg.node_order) && m->size > 1 &&
+               provided == MPI_THREAD_MULTIPLE;
     zpi_mpi_peer *p = want ? calloc(1, sizeof *p) : NULL;
     if (want && (!p || !(p->node_of = malloc((size_t)m->size * sizeof *p->node_of))))
         local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the shard sharing between nodes");
@@ -399,10 +672,11 @@ zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out)
         if (p)
             free(p->node_of);
         free(p);
-        if (st == ZP_OK && m->cfg.peer_sharing && m->nodes > 1 && m->rank == 0 && m->cfg.log)
+        if (st == ZP_OK && (m->cfg.peer_sharing || m->cfg.node_order) && m->size > 1 &&
+            m->rank == 0 && m->cfg.log)
             m->cfg.log(m->cfg.log_user, ZP_LOG_INFO,
-                       "shards are not shared between nodes: MPI was initialised without "
-                       "MPI_THREAD_MULTIPLE");
+                       "shards are not shared between nodes nor evicted by the node's order: "
+                       "MPI was initialised without MPI_THREAD_MULTIPLE");
         return st;
     }
     p->rank = m->rank;
@@ -418,13 +692,21 @@ zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out)
     p->src.request = p_request;
     p->src.attach = p_attach;
     p->src.detach = p_detach;
+    p->src.position = p_position;
+    p->src.next_use = p_next_use;
     p->src.user = p;
+    p->node_order = m->cfg.node_order;
+    p->sharing = m->cfg.peer_sharing;
+    p->ncomm = MPI_COMM_NULL;
+    p->win = MPI_WIN_NULL;
     st = zpi_mpi_check(m, MPI_Allgather(&m->node, 1, MPI_INT, p->node_of, 1, MPI_INT, m->comm),
                        "MPI_Allgather (node of each rank)");
     if (st == ZP_OK)
         st = zpi_mpi_check(m, MPI_Comm_dup(m->comm, &p->comm), "MPI_Comm_dup (shard sharing)");
     if (st == ZP_OK)
         MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
+    if (st == ZP_OK)
+        st = shared_positions(m, p);
     if (st == ZP_OK) {
         local = pthread_create(&p->th, NULL, service_main, p) == 0
                     ? ZP_OK
@@ -477,18 +759,21 @@ zp_status zpi_mpi_peer_set_owners(zp_mpi *m, zpi_mpi_peer *p, const zp_dataset *
             if (own[i] < 0)
                 own[i] = (int32_t)(i % (size_t)m->size);
     }
-    for (int r = 0; ws && r < m->size; r++)
-        zp_worksource_destroy(ws[r]);
-    free(ws);
     zp_status st = zpi_mpi_agree_status(m, local);
-    if (st != ZP_OK) {
+    if (st != ZP_OK || p->owner) {
+        /* the first dataset agreed keeps the sharing (docs/storage.md) */
+        for (int r = 0; ws && r < m->size; r++)
+            zp_worksource_destroy(ws[r]);
+        free(ws);
         free(own);
         return st;
     }
+    uint64_t per = zp_worksource_samples_per_rank(ws[0]);
     pthread_mutex_lock(&p->mu);
-    free(p->owner);
     p->owner = own;
     p->n_shards = n;
+    p->per = per;
+    p->ws = ws; /* the service thread's from now on (tables_progress) */
     pthread_mutex_unlock(&p->mu);
     return ZP_OK;
 }
@@ -555,6 +840,17 @@ void zpi_mpi_peer_destroy(zpi_mpi_peer *p)
         free(s->buf);
         free(s);
     }
+    if (!fin && p->win != MPI_WIN_NULL)
+        MPI_Win_free(&p->win);
+    if (!fin && p->ncomm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->ncomm);
+    for (int r = 0; p->ws && r < p->size; r++)
+        zp_worksource_destroy(p->ws[r]);
+    free(p->ws);
+    ivtab_free(p->tab[0]);
+    ivtab_free(p->tab[1]);
+    free(p->npos);
+    free(p->local_rank_of);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p->owner);

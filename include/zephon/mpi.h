@@ -83,6 +83,12 @@ typedef struct zp_mpi_config {
     int peer_sharing;
     double peer_timeout_s;
     int peer_stall_node;
+    /* Eviction by the node's order (docs/storage.md): 1 (default; 0 when
+     * $ZEPHON_NODE_ORDER is "0"): the shard cache of a node evicts the
+     * shard whose next use by any rank of the node (or by another node it
+     * serves the shard to) is farthest; 0: by each rank's own order. Needs
+     * MPI_THREAD_MULTIPLE, as peer_sharing. */
+    int node_order;
     /* Optional log callback (borrowed): the root logs each stall notice a
      * rank's watchdog sends it (ZP_LOG_WARN, zp_mpi_stalls). Called on the
      * thread that calls the handle. Default NULL. */

@@ -36,13 +36,23 @@ extern "C" {
  *    success. detach() returns once no serve() runs for ctx any more and
  *    done() was called for each of ctx's requests (with ok = 0 for those in
  *    flight); nothing is called for ctx after it.
- * Every member but user may be NULL only all together (no source). */
+ *  - position() (optional): fetcher ctx's consumer is at (epoch,
+ *    position) of its rank's stream. next_use() (optional): the next use
+ *    of shard by the other ranks the source speaks for (the node's, and
+ *    other nodes' readers of the shards this node serves), in samples
+ *    ahead of that position, UINT64_MAX when none is known: the cache's
+ *    eviction keeps a shard until its last user in the node (and the
+ *    nodes it serves) is done with it. Called under the cache's lock:
+ *    quick, and never calling the fetcher.
+ * request, attach and detach are set together (or none: no source). */
 typedef int (*zp_peer_serve_fn)(void *ctx, size_t shard, void *buf, uint64_t bytes);
 typedef struct zp_peer_source {
     int (*request)(void *user, void *ctx, size_t shard, uint64_t bytes, int fd,
                    void (*done)(void *done_user, int ok), void *done_user);
     void (*attach)(void *user, void *ctx, zp_peer_serve_fn serve);
     void (*detach)(void *user, void *ctx);
+    void (*position)(void *user, void *ctx, uint32_t epoch, uint64_t position);
+    uint64_t (*next_use)(void *user, size_t shard);
     void *user;
 } zp_peer_source;
 

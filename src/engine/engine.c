@@ -368,6 +368,7 @@ static void prefetch_more(zpi_engine *e)
     pthread_mutex_unlock(&e->mu);
     if (e->fetcher) {
         zpi_next_use_set_position(e->order, epoch, pos);
+        zpi_fetcher_set_position(e->fetcher, epoch, pos, zpi_worksource_linear(e->ws, epoch, pos));
         for (size_t i = 0; i < n_dl; i++)
             zpi_fetcher_prefetch(e->fetcher, dl[i]);
     }
@@ -585,6 +586,8 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
     if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
         return st;
     zpi_next_use_set_position(e->order, e->adm_epoch, e->adm_pos);
+    zpi_fetcher_set_position(e->fetcher, e->adm_epoch, e->adm_pos,
+                             zpi_worksource_linear(e->ws, e->adm_epoch, e->adm_pos));
     return ZP_OK;
 }
 

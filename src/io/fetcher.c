@@ -85,6 +85,7 @@ struct zpi_fetcher {
 
     /* shards from other nodes (attached when set) */
     const zp_peer_source *peer;
+    uint64_t pos_g;     /* the consumer's global position (atomic) */
 
     /* next use: the caller's order */
     zpi_fetch_next_use_fn next_use;
@@ -180,7 +181,26 @@ static uint64_t next_use_cb(void *user, const char *key)
 {
     zpi_fetcher *f = user;
     size_t i = shard_of_key(f, key);
-    return i == SIZE_MAX ? NU_UNKNOWN : f->next_use(f->next_use_user, i);
+    if (i == SIZE_MAX)
+        return NU_UNKNOWN;
+    uint64_t v = f->next_use(f->next_use_user, i);
+    if (f->peer && f->peer->next_use) {
+        /* the node's other ranks (and the nodes it serves): in samples ahead */
+        uint64_t d = f->peer->next_use(f->peer->user, i);
+        uint64_t g = __atomic_load_n(&f->pos_g, __ATOMIC_RELAXED);
+        if (d != NU_UNKNOWN && g + d >= g && g + d < v)
+            v = g + d;
+    }
+    return v;
+}
+
+void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position, uint64_t g)
+{
+    if (!f)
+        return;
+    __atomic_store_n(&f->pos_g, g, __ATOMIC_RELAXED);
+    if (f->peer && f->peer->position)
+        f->peer->position(f->peer->user, f, epoch, position);
 }
 
 /* ------------------------------------------------------------ renewal */

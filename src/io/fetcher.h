@@ -116,6 +116,10 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t shard, zpi_fetch_pin *pin, 
  * error is the shard's own (e.g. a stale record count): kept, 0. */
 int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt);
 void zpi_fetcher_prefetch(zpi_fetcher *f, size_t shard);
+/* The consumer's position: (epoch, position) of this rank's stream, and
+ * the same as the next-use callback's global position g. Passed on to the
+ * peer source (its next uses are counted from it). */
+void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position, uint64_t g);
 void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out);
 const char *zpi_fetcher_cache_dir(const zpi_fetcher *f);
 
