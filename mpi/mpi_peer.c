@@ -110,7 +110,9 @@ struct zpi_mpi_peer {
     MPI_Win win;
     int nlocal;
     int *local_rank_of;      /* nlocal: rank in comm */
-    volatile uint64_t **npos; /* nlocal: each local rank's (epoch << 40 | position) + 1, 0 unknown */
+    /* nlocal: each local rank's slots: [0] (epoch << 40 | position) + 1, 0
+     * unknown; [1] the shard it is serving + 1, 0 none */
+    volatile uint64_t **npos;
 };
 
 typedef struct ivtab {
@@ -219,7 +221,7 @@ static void pos_of(const zpi_mpi_peer *p, int r, uint32_t *e, uint64_t *pos)
     *pos = p->pos;
     for (int k = 0; p->npos && k < p->nlocal; k++)
         if (p->local_rank_of[k] == r) {
-            uint64_t v = __atomic_load_n(p->npos[k], __ATOMIC_RELAXED);
+            uint64_t v = __atomic_load_n(&p->npos[k][0], __ATOMIC_RELAXED);
             if (v) {
                 v -= 1;
                 *e = (uint32_t)(v >> 40);
@@ -234,7 +236,11 @@ static uint64_t p_next_use(void *user, size_t shard)
     zpi_mpi_peer *p = user;
     uint64_t best = UINT64_MAX;
     pthread_mutex_lock(&p->mu);
-    if (p->node_order && shard < p->n_shards) {
+    /* a shard being served (by a rank of the node) is in use */
+    for (int k = 0; p->npos && k < p->nlocal; k++)
+        if (__atomic_load_n(&p->npos[k][1], __ATOMIC_RELAXED) == (uint64_t)shard + 1)
+            best = 0;
+    if (p->node_order && shard < p->n_shards && best) {
         /* distances from our position: epoch e's table covers the rest of
          * epoch e, the next epoch's table what follows */
         for (int k = 0; k < 2; k++) {
@@ -246,10 +252,13 @@ static uint64_t p_next_use(void *user, size_t shard)
                 uint32_t e;
                 uint64_t pos;
                 pos_of(p, v->rank, &e, &pos);
+                /* another node's reader needs our copy only until it has
+                 * its own: its first use */
+                uint64_t last = p->node_of[v->rank] == p->node ? v->last : v->first;
                 uint64_t at; /* its next use, as a global position of its stream */
                 if (e < t->epoch)
                     at = (uint64_t)t->epoch * p->per + v->first;
-                else if (e == t->epoch && pos <= v->last)
+                else if (e == t->epoch && pos <= last)
                     at = (uint64_t)t->epoch * p->per + (pos > v->first ? pos : v->first);
                 else
                     continue;
@@ -257,6 +266,11 @@ static uint64_t p_next_use(void *user, size_t shard)
                  * samples away for us as for it */
                 uint64_t its = (uint64_t)e * p->per + pos;
                 uint64_t d = at - its;
+                /* another node's use ranks after the node's own (an epoch
+                 * later): its copy is kept with the room the node's own
+                 * uses leave */
+                if (p->node_of[v->rank] != p->node)
+                    d += p->per;
                 if (d < best)
                     best = d;
             }
@@ -279,7 +293,7 @@ static void p_position(void *user, void *ctx, uint32_t epoch, uint64_t pos)
     pthread_mutex_unlock(&p->mu);
     for (int k = 0; p->npos && k < p->nlocal; k++)
         if (p->local_rank_of[k] == p->rank)
-            __atomic_store_n(p->npos[k], (((uint64_t)epoch << 40) | pos) + 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->npos[k][0], (((uint64_t)epoch << 40) | pos) + 1, __ATOMIC_RELAXED);
 }
 
 /* Service thread: the tables of our epoch and the next one. */
@@ -484,6 +498,15 @@ static int requests_progress(zpi_mpi_peer *p)
     return work;
 }
 
+/* This rank's "serving" slot in the node's window (its eviction keeps
+ * the shard). */
+static void set_serving(zpi_mpi_peer *p, uint64_t v)
+{
+    for (int k = 0; p->npos && k < p->nlocal; k++)
+        if (p->local_rank_of[k] == p->rank)
+            __atomic_store_n(&p->npos[k][1], v, __ATOMIC_RELAXED);
+}
+
 /* A request from another node: answered with the shard (through this
  * node's cache) or with a refusal. */
 static int serve_one(zpi_mpi_peer *p, int answer)
@@ -509,7 +532,9 @@ static int serve_one(zpi_mpi_peer *p, int answer)
         p->serving = 1;
         p->serving_ctx = ctx;
         pthread_mutex_unlock(&p->mu);
+        set_serving(p, m[1] + 1);
         ok = serve(ctx, (size_t)m[1], buf + 2, bytes) == 0;
+        set_serving(p, 0);
         pthread_mutex_lock(&p->mu);
         p->serving = 0;
         p->serving_ctx = NULL;
@@ -621,8 +646,8 @@ static zp_status shared_positions(zp_mpi *m, zpi_mpi_peer *p)
                             "MPI_Allgather (the node's ranks)")) != ZP_OK)
         return st;
     uint64_t *base = NULL;
-    int rc = MPI_Win_allocate_shared((MPI_Aint)sizeof(uint64_t), (int)sizeof(uint64_t), MPI_INFO_NULL,
-                                     p->ncomm, &base, &p->win);
+    int rc = MPI_Win_allocate_shared((MPI_Aint)(2 * sizeof(uint64_t)), (int)sizeof(uint64_t),
+                                     MPI_INFO_NULL, p->ncomm, &base, &p->win);
     ok = rc == MPI_SUCCESS;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, p->ncomm);
     if (!all_ok) {
@@ -631,7 +656,7 @@ static zp_status shared_positions(zp_mpi *m, zpi_mpi_peer *p)
         p->win = MPI_WIN_NULL;
         goto without;
     }
-    *base = 0;
+    base[0] = base[1] = 0;
     for (int k = 0; k < p->nlocal; k++) {
         MPI_Aint sz;
         int du;

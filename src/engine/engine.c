@@ -365,6 +365,17 @@ static void prefetch_more(zpi_engine *e)
     size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
     uint32_t epoch = e->adm_epoch;
     uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
+    /* next uses count from the oldest chunk not yet past its fetch, not
+     * from admission: the shards of admitted chunks not yet read are still
+     * needed (else the cache may evict them before their fetch) */
+    for (uint64_t sq = e->next_seq; sq < e->admit_seq; sq++) {
+        zpi_chunk *c = e->window[sq % e->W];
+        if (c && c->seq == sq && c->stage == 0 && !c->complete) {
+            epoch = c->epoch;
+            pos = c->pos0;
+            break;
+        }
+    }
     pthread_mutex_unlock(&e->mu);
     if (e->fetcher) {
         zpi_next_use_set_position(e->order, epoch, pos);
