@@ -91,7 +91,9 @@ typedef struct zp_mpi_config {
     int node_order;
     /* Optional log callback (borrowed): the root logs each stall notice a
      * rank's watchdog sends it (ZP_LOG_WARN, zp_mpi_stalls). Called on the
-     * thread that calls the handle. Default NULL. */
+     * thread that calls the handle, except the shard sharing's warnings
+     * (a request to another node timed out), which come from its service
+     * thread: the callback must then be thread-safe. Default NULL. */
     zp_log_fn log;
     void *log_user;
 } zp_mpi_config;
