@@ -623,6 +623,19 @@ static void *service_main(void *arg)
 
 const zp_peer_source *zpi_mpi_peer_source(zpi_mpi_peer *p) { return p ? &p->src : NULL; }
 
+/* Every rank's outcome: local, or on a rank that succeeded when another
+ * failed, that rank's status (mpi_peer.c sits below mpi_comm.c: the
+ * handle's own agreement is not called from here). */
+static zp_status agree_ok(zp_mpi *m, zp_status local)
+{
+    int in[2] = {local != ZP_OK ? (int)local : 0, local != ZP_OK ? m->rank : -1}, out[2] = {0, -1};
+    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MAXLOC, m->comm) != MPI_SUCCESS)
+        return local != ZP_OK ? local : zpi_mpi_fail(m, ZP_ERR_MPI, "MPI_Allreduce (shard sharing)");
+    if (local == ZP_OK && out[0] != 0)
+        return zpi_mpi_fail(m, (zp_status)out[0], "rank %d could not start the shard sharing", out[1]);
+    return local;
+}
+
 /* The node's positions in a window of shared memory (one uint64 per
  * rank); left without (NULL: every rank taken as at our position) where
  * the node's ranks do not share memory (node_group_size over machines). */
@@ -692,7 +705,7 @@ zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out)
         local = zpi_mpi_fail(m, ZP_ERR_NOMEM, "out of memory for the shard sharing between nodes");
     /* every rank decides alike: same settings (agreed), same node count,
      * same thread level (the launcher's) */
-    zp_status st = zpi_mpi_agree_status(m, local);
+    zp_status st = agree_ok(m, local);
     if (st != ZP_OK || !want) {
         if (p)
             free(p->node_of);
@@ -738,7 +751,7 @@ zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out)
                     : zpi_mpi_fail(m, ZP_ERR_NOMEM, "rank %d: cannot start the shard sharing's thread",
                                    m->rank);
         p->started = local == ZP_OK;
-        st = zpi_mpi_agree_status(m, local);
+        st = agree_ok(m, local);
     }
     if (st != ZP_OK) {
         zpi_mpi_peer_destroy(p);
@@ -784,7 +797,7 @@ zp_status zpi_mpi_peer_set_owners(zp_mpi *m, zpi_mpi_peer *p, const zp_dataset *
             if (own[i] < 0)
                 own[i] = (int32_t)(i % (size_t)m->size);
     }
-    zp_status st = zpi_mpi_agree_status(m, local);
+    zp_status st = agree_ok(m, local);
     if (st != ZP_OK || p->owner) {
         /* the first dataset agreed keeps the sharing (docs/storage.md) */
         for (int r = 0; ws && r < m->size; r++)
