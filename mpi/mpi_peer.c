@@ -104,6 +104,7 @@ struct zpi_mpi_peer {
     zp_worksource **ws;      /* size */
     uint64_t per;            /* samples per rank and epoch */
     struct ivtab *tab[2];    /* epochs tab[k]->epoch, or NULL */
+    uint64_t tab_failed;     /* epoch + 1 whose table could not be built */
     uint32_t epoch;          /* this rank's consumer position */
     uint64_t pos;
     MPI_Comm ncomm;          /* the node's ranks (a duplicate) */
@@ -311,16 +312,22 @@ static int tables_progress(zpi_mpi_peer *p)
             need = (int)(want - e);
     }
     pthread_mutex_unlock(&p->mu);
-    if (need < 0)
+    if (need < 0 || p->tab_failed == (uint64_t)e + (uint64_t)need + 1)
         return 0;
     ivtab *t = ivtab_build(p, e + (uint32_t)need);
-    if (!t)
+    if (!t) {
+        p->tab_failed = (uint64_t)e + (uint64_t)need + 1; /* not again: the next_use is unknown */
         return 0;
+    }
     pthread_mutex_lock(&p->mu);
-    /* replace a table of an epoch before ours, else the other one */
-    int k = (!p->tab[0] || p->tab[0]->epoch < p->epoch) ? 0 : 1;
-    if (p->tab[k] && p->tab[k]->epoch >= p->epoch && p->tab[1 - k] && p->tab[1 - k]->epoch < p->epoch)
-        k = 1 - k;
+    /* into a slot that is empty or holds neither our epoch nor the next
+     * (one is: the table built was missing) */
+    int k = 0;
+    for (int j = 0; j < 2; j++)
+        if (!p->tab[j] || p->tab[j]->epoch < p->epoch || p->tab[j]->epoch > p->epoch + 1) {
+            k = j;
+            break;
+        }
     ivtab_free(p->tab[k]);
     p->tab[k] = t;
     pthread_mutex_unlock(&p->mu);
