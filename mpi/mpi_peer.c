@@ -83,6 +83,7 @@ struct zpi_mpi_peer {
     zp_peer_serve_fn serve[MAX_CTX];
     int n_ctx;
     int serving;        /* serve() calls running */
+    int in_done;        /* done() callbacks running (a request taken off reqs) */
     void *serving_ctx;
     preq *reqs;
     uint64_t next_id;
@@ -390,7 +391,9 @@ static void p_detach(void *user, void *ctx)
             p->n_ctx--;
             break;
         }
-    while (p->serving && p->serving_ctx == ctx)
+    /* nothing may call into ctx once we return: a serve() for it, or an
+     * answer (or a timeout) being delivered, is waited for */
+    while ((p->serving && p->serving_ctx == ctx) || p->in_done)
         pthread_cond_wait(&p->cv, &p->mu);
     /* its requests in flight end unanswered (their answers, if any come,
      * are dropped) */
@@ -420,6 +423,15 @@ static void sleep_s(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
+}
+
+/* A done() callback taken off the list has returned. */
+static void done_end(zpi_mpi_peer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->in_done--;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Completed sends freed; 1 when none is left. */
@@ -471,6 +483,7 @@ static int requests_progress(zpi_mpi_peer *p)
             *pp = q->next;
             q->next = expired;
             expired = q;
+            p->in_done++;
             continue;
         }
         if (!q->sent) {
@@ -500,6 +513,7 @@ static int requests_progress(zpi_mpi_peer *p)
         }
         q->done(q->done_user, 0);
         free(q);
+        done_end(p);
         work = 1;
     }
     return work;
@@ -580,6 +594,7 @@ static int receive_one(zpi_mpi_peer *p)
         if ((*pp)->id == h[0] && (*pp)->dest == s.MPI_SOURCE && (*pp)->sent) {
             q = *pp;
             *pp = q->next;
+            p->in_done++;
             break;
         }
     pthread_mutex_unlock(&p->mu);
@@ -598,6 +613,7 @@ static int receive_one(zpi_mpi_peer *p)
             ok = 0;
         q->done(q->done_user, ok);
         free(q);
+        done_end(p);
     }
     free(buf);
     return 1;

@@ -41,11 +41,14 @@ typedef struct fake {
     void (*held_done)(void *, int);
     void *held_user;
     uint64_t nu[NSH];    /* next_use answers (UINT64_MAX: none) */
+    int answering;       /* answer threads not done (detach waits for them, as a source must) */
+    pthread_cond_t cv;
 } fake;
 
 static char content[NSH][SZ];
 
 typedef struct job {
+    fake *f;
     int fd, ok;
     char bytes[SZ];
     void (*done)(void *, int);
@@ -58,7 +61,12 @@ static void *answer(void *arg)
     if (j->ok && pwrite(j->fd, j->bytes, SZ, 0) != SZ)
         j->ok = 0;
     j->done(j->user, j->ok);
+    fake *f = j->f;
     free(j);
+    pthread_mutex_lock(&f->mu);
+    f->answering--;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
     return NULL;
 }
 
@@ -81,6 +89,10 @@ static int f_request(void *user, void *ctx, size_t shard, uint64_t bytes, int fd
     if (mode == 4)
         return 0;
     job *j = calloc(1, sizeof *j);
+    j->f = f;
+    pthread_mutex_lock(&f->mu);
+    f->answering++;
+    pthread_mutex_unlock(&f->mu);
     j->fd = fd;
     j->ok = mode != 2;
     memcpy(j->bytes, content[shard], SZ);
@@ -105,6 +117,8 @@ static void f_detach(void *user, void *ctx)
 {
     fake *f = user;
     pthread_mutex_lock(&f->mu);
+    while (f->answering)
+        pthread_cond_wait(&f->cv, &f->mu);
     void (*d)(void *, int) = f->held_done;
     void *du = f->held_user;
     f->held_done = NULL;
@@ -137,6 +151,7 @@ static void fx_start(fx *x, uint64_t limit)
     memset(x, 0, sizeof *x);
     x->dir = zpt_tmpdir();
     pthread_mutex_init(&x->fk.mu, NULL);
+    pthread_cond_init(&x->fk.cv, NULL);
     for (int i = 0; i < NSH; i++)
         x->fk.nu[i] = UINT64_MAX;
     x->src = (zp_peer_source){.request = f_request, .attach = f_attach, .detach = f_detach,
@@ -174,6 +189,7 @@ static void fx_stop(fx *x)
     zpt_rmtree(x->dir);
     free(x->dir);
     pthread_mutex_destroy(&x->fk.mu);
+    pthread_cond_destroy(&x->fk.cv);
 }
 
 static void test_peer_bytes_become_the_cache_file(void **state)

@@ -582,7 +582,7 @@ static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
 /* Start the download of shard i into the entry e the cache gave us
  * (DOWNLOAD). Under f->mu. */
 static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, int demand,
-                              zpi_err *err)
+                              download **hold, zpi_err *err)
 {
     download *d = calloc(1, sizeof *d);
     done_ctx *c = malloc(sizeof *c);
@@ -630,6 +630,10 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
         int taken = f->peer->request(f->peer->user, f, i, sh->bytes, d->e.fd, peer_done, c) == 0;
         pthread_mutex_lock(&f->mu);
         if (taken) {
+            if (hold) {
+                *hold = d; /* the caller's reference: it waits on d */
+                return ZP_OK;
+            }
             d->waiters--;
             dl_drop_if_unused_locked(f, d);
             return ZP_OK;
@@ -654,6 +658,10 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
         return st;
     }
     d->id = id;
+    if (hold) {
+        d->waiters++; /* kept for the caller, who waits on d */
+        *hold = d;
+    }
     dl_drop_if_unused_locked(f, d);
     return ZP_OK;
 }
@@ -681,7 +689,7 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
                                gives DOWNLOAD to one caller; keep ours consistent anyway */
             zpi_dc_abort(f->dc, &e);
         else
-            (void)start_locked(f, i, &e, 0, &err);
+            (void)start_locked(f, i, &e, 0, NULL, &err);
         pthread_mutex_unlock(&f->mu);
     } else if (state == ZPI_DC_NOROOM) {
         pthread_mutex_lock(&f->mu);
@@ -704,18 +712,27 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     uint64_t t0 = zpi_now_ns();
     zp_status st = ZP_OK;
     int waited = 0; /* not found in the cache at the first look */
+    download *held = NULL; /* our download, a reference held until we wait on it */
     unsigned lost = 0; /* our downloads of it whose lease was taken over */
     for (;;) {
         pthread_mutex_lock(&f->mu);
         if (f->cancelled || stop_requested(f)) {
+            if (held) {
+                held->waiters--;
+                dl_drop_if_unused_locked(f, held);
+            }
             pthread_mutex_unlock(&f->mu);
             st = zpi_err_set(err, ZP_ERR_STATE, "shard '%s': stopped while waiting for it", name);
             break;
         }
-        download *d = f->slots[i].dl;
+        /* our own download just started (a reference held), or another
+         * thread's in flight */
+        download *d = held ? held : f->slots[i].dl;
         if (d) {
             waited = 1;
-            d->waiters++;
+            if (!held)
+                d->waiters++;
+            held = NULL;
             if (!d->demand && !d->done) {
                 d->demand = 1;
                 if (d->id) /* 0: the peer source is asked (peer_done promotes it) */
@@ -764,7 +781,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
         waited = 1;
         if (state == ZPI_DC_DOWNLOAD) {
             pthread_mutex_lock(&f->mu);
-            st = start_locked(f, i, &pin->e, 1, err);
+            st = start_locked(f, i, &pin->e, 1, &held, err);
             pthread_mutex_unlock(&f->mu);
             pin->e.fd = -1;
             if (st != ZP_OK)
