@@ -14,7 +14,9 @@
 #      a proxy that adds 50 ms to every request, against the same job on
 #      local files (goal >= 0.9), with and without the sharing.
 #   bench/peer/run.sh [BUILD_DIR]   (servers: tests/net/servers.sh, own folder)
-# SHARDS (default 256) x SAMPLES (default 20) samples; PREFETCH (320:8).
+# SHARDS (default 256) x SAMPLES (default 20) samples for (a) and (b); (c)
+# reads shards of a realistic size for its latency to be hidden: C_SHARDS
+# (64) x C_SAMPLES (200), about 160 kB each; PREFETCH (400:8).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
@@ -31,9 +33,10 @@ ZT_PROXY_DELAY_MS=50 bash tests/net/servers.sh start "$NET" >/dev/null
 get() { sed -n "s/^$1=//p" "$NET/env" | head -n1; }
 HTTP=$(get ZT_HTTP); PROXY=$(get ZT_PROXY); ROOT=$(get ZT_ROOT)
 LOG=$NET/logs/nginx-access.log
-SHARDS=${SHARDS:-256}; SAMPLES=${SAMPLES:-20}; PREFETCH=${PREFETCH:-320:8}
+SHARDS=${SHARDS:-256}; SAMPLES=${SAMPLES:-20}; PREFETCH=${PREFETCH:-400:8}; C_SHARDS=${C_SHARDS:-64}; C_SAMPLES=${C_SAMPLES:-200}
 "$Z" gen --out "$ROOT/ds" --shards "$SHARDS" --samples-per-shard "$SAMPLES" --seed 5 --hash >/dev/null
-chmod -R a+rX "$ROOT/ds"
+"$Z" gen --out "$ROOT/big" --shards "$C_SHARDS" --samples-per-shard "$C_SAMPLES" --seed 5 --hash >/dev/null
+chmod -R a+rX "$ROOT/ds" "$ROOT/big"
 DS=$(cat "$ROOT"/ds/shard-*.jsonl.zst | wc -c)
 echo "dataset: $SHARDS shards x $SAMPLES samples, $DS bytes; 8 ranks unless said, 2 epochs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 \
@@ -50,7 +53,7 @@ job() {
     > "$O/out" 2>&1 || { echo "job failed:" >&2; tail -5 "$O/out" >&2; exit 1; }
   local t1; t1=$(date +%s.%N)
   sleep 0.2
-  tail -n +$((before + 1)) "$LOG" | grep -F "GET /ds/shard-" | awk '{s+=$10} END {print s+0}' > "$O/bytes"
+  tail -n +$((before + 1)) "$LOG" | grep -F "GET /ds/shard-" | awk '{s+=$10} END {print s+0}' > "$O/bytes" || true
   python3 -c "print($t1 - $t0)"
 }
 per_epoch() { python3 -c "print('%.3f' % ($(cat "$O/bytes") / ${EPOCHS:-2} / $DS))"; }
@@ -75,12 +78,13 @@ for ep in 1 2; do
   echo "    node's order ${node}x, each rank's own order ${own}x, LRU ${lru}x"
 done
 
-echo "(c) samples/s, 8 emulated nodes, tokenizing (gpt2), prefetch $PREFETCH, 2 epochs:"
-N=$((SHARDS * SAMPLES * 2))
+echo "(c) samples/s, 8 emulated nodes, tokenizing (gpt2), prefetch $PREFETCH, 2 epochs of" \
+  "$C_SHARDS shards x $C_SAMPLES samples ($(cat "$ROOT"/big/shard-*.jsonl.zst | wc -c) bytes):"
+N=$((C_SHARDS * C_SAMPLES * 2))
 TOK=(--prefetch "$PREFETCH" --tokenize gpt2:1 --seq-len 512)
-tl=$(job 8 8 "$ROOT/ds/manifest.json" "${TOK[@]}")
-tr=$(job 8 8 "$PROXY/ds/manifest.json" "${TOK[@]}")
-tn=$(ZEPHON_PEER=0 job 8 8 "$PROXY/ds/manifest.json" "${TOK[@]}")
+tl=$(job 8 8 "$ROOT/big/manifest.json" "${TOK[@]}")
+tr=$(job 8 8 "$PROXY/big/manifest.json" "${TOK[@]}")
+tn=$(ZEPHON_PEER=0 job 8 8 "$PROXY/big/manifest.json" "${TOK[@]}")
 python3 - "$N" "$tl" "$tr" "$tn" <<'PY'
 import sys
 n, tl, tr, tn = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
