@@ -163,5 +163,5 @@ if(ZP_NETENV)
   add_test(NAME test_mpi_peer
     COMMAND bash ${_zp_mpi_tests}/test_mpi_peer.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
   set_tests_properties(test_mpi_peer PROPERTIES TIMEOUT 600 LABELS "mpi;cli;net" RUN_SERIAL TRUE
-    FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
+    FIXTURES_REQUIRED net ENVIRONMENT "${ZP_MPI_ENV};ZT_NETENV=${ZP_NETENV}")
 endif()
