@@ -459,8 +459,13 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
     int differ = 0;
     for (int f = 0; f < F_N; f++)
         differ |= res[f] != ~res[F_N + f];
-    if (!differ)
-        return agree_keep(m, rec, ds_bytes, ds, ws, pc, extra);
+    if (!differ) {
+        st = agree_keep(m, rec, ds_bytes, ds, ws, pc, extra);
+        /* the agreed plan names each shard's owner (mpi_peer.c) */
+        if (st == ZP_OK && m->peer && ds && ws)
+            st = zpi_mpi_peer_set_owners(m, m->peer, ds, ws);
+        return st;
+    }
     return agree_mismatch(m, rec, res, extra);
 }
 
@@ -594,9 +599,29 @@ static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
             st = zpi_mpi_check(m, zpi_coll_bcast(m, counts + off, (int)k, MPI_UINT64_T, 0),
                                "MPI_Bcast (shards per mixture spec)");
         }
+    /* the nodes' shard sharing and, with emulated nodes, each node's own
+     * cache folder (docs/storage.md, "Shards from other nodes") */
+    zp_dataset_config dc;
+    if (cfg)
+        dc = *cfg;
+    else
+        zp_dataset_config_init(&dc);
+    char cdir[4096];
+    if (st == ZP_OK && !m->solo && m->cfg.emulated_nodes > 0) {
+        char base[4000];
+        zp_storage_cache_dir(&dc.storage, base, sizeof base);
+        zpi_fmt(cdir, sizeof cdir, "%s/node-%d", base, m->node);
+        dc.storage.cache_dir = cdir;
+    }
+    if (st == ZP_OK && !m->solo && !m->peer_made) {
+        st = zpi_mpi_peer_create(m, &m->peer);
+        m->peer_made = st == ZP_OK;
+    }
+    if (m->peer)
+        dc.storage.peer = zpi_mpi_peer_source(m->peer);
     zp_dataset *ds = NULL;
     if (st == ZP_OK) {
-        local = dataset_from_bytes(m, bytes, (size_t)n, cfg, &ds);
+        local = dataset_from_bytes(m, bytes, (size_t)n, &dc, &ds);
         st = zpi_mpi_agree_status(m, local);
     }
     free(bytes);

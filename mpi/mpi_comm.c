@@ -64,6 +64,26 @@ void zp_mpi_config_init(zp_mpi_config *cfg)
     cfg->straggler_windows = 3;
     cfg->max_windows = 256;
     cfg->node_group_size = 0;
+    /* the settings a launcher's environment may give (docs/mpi.md) */
+    const char *e = getenv("ZEPHON_EMULATED_NODES");
+    long v;
+    char *end;
+    if (e && *e && (v = strtol(e, &end, 10)) > 0 && *end == '\0' && v < 65536)
+        cfg->emulated_nodes = (uint32_t)v;
+    cfg->peer_sharing = 1;
+    if ((e = getenv("ZEPHON_PEER")) && strcmp(e, "0") == 0)
+        cfg->peer_sharing = 0;
+    cfg->peer_timeout_s = 30;
+    double d;
+    if ((e = getenv("ZEPHON_PEER_TIMEOUT")) && *e && (d = strtod(e, &end)) > 0 && *end == '\0')
+        cfg->peer_timeout_s = d;
+    cfg->node_order = 1;
+    if ((e = getenv("ZEPHON_NODE_ORDER")) && strcmp(e, "0") == 0)
+        cfg->node_order = 0;
+    cfg->peer_stall_node = -1;
+    if ((e = getenv("ZEPHON_PEER_STALL_NODE")) && *e && (v = strtol(e, &end, 10)) >= 0 &&
+        *end == '\0' && v < 65536)
+        cfg->peer_stall_node = (int)v;
 }
 
 /* Node of each rank: node_comm, local rank and size, node index (nodes in
@@ -87,6 +107,20 @@ static zp_status find_node(zp_mpi *m)
     }
     if (st != ZP_OK)
         return st;
+    if (m->cfg.emulated_nodes > 0) {
+        /* N emulated nodes of consecutive ranks on each machine (group) */
+        int l = 0, L = 1;
+        MPI_Comm_rank(m->node_comm, &l);
+        MPI_Comm_size(m->node_comm, &L);
+        int color = (int)((int64_t)l * (int64_t)m->cfg.emulated_nodes / L);
+        MPI_Comm sub = MPI_COMM_NULL;
+        st = zpi_mpi_check(m, MPI_Comm_split(m->node_comm, color, m->rank, &sub),
+                           "MPI_Comm_split (emulated nodes)");
+        MPI_Comm_free(&m->node_comm);
+        m->node_comm = sub;
+        if (st != ZP_OK)
+            return st;
+    }
     MPI_Comm_set_errhandler(m->node_comm, MPI_ERRORS_RETURN);
     if ((st = zpi_mpi_check(m, MPI_Comm_rank(m->node_comm, &m->local_rank), "MPI_Comm_rank")) ||
         (st = zpi_mpi_check(m, MPI_Comm_size(m->node_comm, &m->local_size), "MPI_Comm_size")))
@@ -132,6 +166,9 @@ static void release(zp_mpi *m)
     if (!fin && !m->solo && m->pend.active)
         MPI_Waitall(3, m->pend.req, MPI_STATUSES_IGNORE);
     zpi_mpi_watch_release(m); /* collective on a created handle */
+    if (!fin) /* collective (the handles that made it) */
+        zpi_mpi_peer_destroy(m->peer);
+    m->peer = NULL;
     if (!fin && !m->solo) {
         if (m->node_comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->node_comm);

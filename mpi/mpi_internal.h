@@ -91,6 +91,18 @@ typedef struct zpi_mpi_bal {
     zp_mpi_balance_stats stats;
 } zpi_mpi_bal;
 
+/* Shards from other nodes (mpi_peer.c). */
+typedef struct zpi_mpi_peer zpi_mpi_peer;
+/* Collective over m's comm: the service (NULL in *out, ZP_OK, when the
+ * settings or the MPI thread level leave the nodes without sharing). */
+zp_status zpi_mpi_peer_create(zp_mpi *m, zpi_mpi_peer **out);
+/* Collective: the owner of each shard of ds from the plan wc (epoch 0). */
+zp_status zpi_mpi_peer_set_owners(zp_mpi *m, zpi_mpi_peer *p, const zp_dataset *ds,
+                                  const zp_worksource_config *wc);
+const zp_peer_source *zpi_mpi_peer_source(zpi_mpi_peer *p);
+/* Collective; accepts NULL. */
+void zpi_mpi_peer_destroy(zpi_mpi_peer *p);
+
 struct zp_mpi {
     /* a world of one without MPI (zp_mpi_create_local): comm and node_comm
      * are MPI_COMM_NULL and no MPI function is called (mpi_coll.c) */
@@ -140,6 +152,10 @@ struct zp_mpi {
     zp_mpi_stall *wd_out;         /* their send buffers, ZP_MPI_STALL_NOTICES */
     MPI_Request *wd_req;
     uint32_t *wd_recv;            /* root: notices received per rank */
+    /* shards from other nodes: made by the first zp_mpi_dataset_create
+     * (peer_made), owners set by zp_mpi_agree */
+    zpi_mpi_peer *peer;
+    int peer_made;
     zp_mpi_stall *stalls;         /* root: one per stuck rank, in order learned */
     size_t n_stalls, cap_stalls;
 };

@@ -62,6 +62,12 @@ static json_t *stats_json(const zp_mpi_rank_stats *s, const char *host)
     JU(retries);
     JU(cache_hits);
     JU(cache_misses);
+    JU(peer_shards);
+    JU(peer_bytes);
+    JU(peer_fallbacks);
+    JU(peer_served);
+    JU(peer_served_bytes);
+    JD(peer_seconds, "peer_s");
     JU(padded);
     JU(skipped);
     JU(batches_dropped);

@@ -243,6 +243,15 @@ static void summary_text(const zp_cluster_report *r, zpi_sbuf *b)
                   ZPI_MPI_HUMAN(t7, ZPI_U_COUNT, (double)t->retries), ZPI_MPI_HUMAN(t8, ZPI_U_COUNT, (double)t->padded),
                   ZPI_MPI_HUMAN(t9, ZPI_U_COUNT, (double)t->skipped),
                   ZPI_MPI_HUMAN(t10, ZPI_U_COUNT, (double)t->batches_dropped));
+    if (t->peer_shards || t->peer_fallbacks || t->peer_served)
+        zpi_sb_printf(b,
+                      "between nodes: %s shards (%s) received from other nodes in %s, %s requests "
+                      "failed or timed out (downloaded from storage); %s downloads from storage\n",
+                      ZPI_MPI_HUMAN(t1, ZPI_U_COUNT, (double)t->peer_shards),
+                      ZPI_MPI_HUMAN(t2, ZPI_U_BYTES, (double)t->peer_bytes),
+                      ZPI_MPI_HUMAN(t3, ZPI_U_SECONDS, t->peer_seconds),
+                      ZPI_MPI_HUMAN(t4, ZPI_U_COUNT, (double)t->peer_fallbacks),
+                      ZPI_MPI_HUMAN(t5, ZPI_U_COUNT, (double)t->downloads));
 }
 
 /* One line per node. */

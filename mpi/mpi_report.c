@@ -158,6 +158,12 @@ static void fill_record(zp_mpi *m, const zp_mpi_input *in, zp_mpi_rank_stats *s)
     s->retries = pf->retries;
     s->cache_hits = pf->cache_hits;
     s->cache_misses = pf->cache_misses;
+    s->peer_shards = pf->peer_shards;
+    s->peer_bytes = pf->peer_bytes;
+    s->peer_seconds = pf->peer_seconds;
+    s->peer_fallbacks = pf->peer_fallbacks;
+    s->peer_served = pf->peer_served;
+    s->peer_served_bytes = pf->peer_served_bytes;
     s->padded = in->counts.padded;
     s->skipped = in->counts.skipped;
     s->wall = mt->wall_seconds;
@@ -509,6 +515,12 @@ static void add_into(zp_mpi_rank_stats *t, const zp_mpi_rank_stats *s)
     t->retries += s->retries;
     t->cache_hits += s->cache_hits;
     t->cache_misses += s->cache_misses;
+    t->peer_shards += s->peer_shards;
+    t->peer_bytes += s->peer_bytes;
+    t->peer_seconds += s->peer_seconds;
+    t->peer_fallbacks += s->peer_fallbacks;
+    t->peer_served += s->peer_served;
+    t->peer_served_bytes += s->peer_served_bytes;
     t->padded += s->padded;
     t->skipped += s->skipped;
     t->batches_dropped += s->batches_dropped;

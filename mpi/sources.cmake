@@ -19,7 +19,8 @@ add_library(zephon_mpi
   ${_zp_mpi_dir}/mpi_render_html.c
   ${_zp_mpi_dir}/mpi_render.c
   ${_zp_mpi_dir}/mpi_coverage.c
-  ${_zp_mpi_dir}/mpi_watchdog.c)
+  ${_zp_mpi_dir}/mpi_watchdog.c
+  ${_zp_mpi_dir}/mpi_peer.c)
 add_library(zephon::mpi ALIAS zephon_mpi)
 # HDF5 through MPI-IO (shared files) and `zephon preprocess` under mpirun
 foreach(f mpi_h5.c mpi_preprocess.c)

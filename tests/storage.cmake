@@ -5,3 +5,7 @@
 zp_add_test(test_storage SOURCES tests/test_storage.c tests/testutil.c TIMEOUT 60 LABELS unit)
 zp_add_test(test_xfer SOURCES tests/test_xfer.c tests/testutil.c TIMEOUT 120 LABELS tsan NET)
 target_link_libraries(test_xfer PRIVATE PkgConfig::CURL)
+# The fetcher's peer source (zp_storage_config.peer) with a fake source: no
+# MPI, no server (storage is an address nothing listens on).
+zp_add_test(test_peer_source SOURCES tests/test_peer_source.c tests/testutil.c TIMEOUT 60
+            LABELS unit tsan)

@@ -66,9 +66,34 @@ typedef struct zp_mpi_config {
      * (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); N > 0: consecutive groups
      * of N ranks (tests, or a per-socket cache). */
     uint32_t node_group_size;
+    /* Emulated nodes (tests, and sites whose launcher hides the machines):
+     * N > 0 splits the ranks of each machine (of each node_group_size
+     * group when that is set) into N nodes of consecutive ranks, each with
+     * its own shard cache folder ("<cache folder>/node-<node index>").
+     * Default: $ZEPHON_EMULATED_NODES when set, else 0 (the machines). */
+    uint32_t emulated_nodes;
+    /* Shards from other nodes (docs/storage.md, "Shards from other nodes"):
+     * 1 (default; 0 when $ZEPHON_PEER is "0"): with several nodes and
+     * MPI_THREAD_MULTIPLE, a remote shard is fetched from storage by one
+     * node (its owner, from the plan) and sent to the others over MPI.
+     * peer_timeout_s: a request to another node not answered within it is
+     * downloaded from storage instead (default 30, or $ZEPHON_PEER_TIMEOUT).
+     * peer_stall_node: tests only: the ranks of this node never answer
+     * (default -1, or $ZEPHON_PEER_STALL_NODE). */
+    int peer_sharing;
+    double peer_timeout_s;
+    int peer_stall_node;
+    /* Eviction by the node's order (docs/storage.md): 1 (default; 0 when
+     * $ZEPHON_NODE_ORDER is "0"): the shard cache of a node evicts the
+     * shard whose next use by any rank of the node (or by another node it
+     * serves the shard to) is farthest; 0: by each rank's own order. Needs
+     * MPI_THREAD_MULTIPLE, as peer_sharing. */
+    int node_order;
     /* Optional log callback (borrowed): the root logs each stall notice a
      * rank's watchdog sends it (ZP_LOG_WARN, zp_mpi_stalls). Called on the
-     * thread that calls the handle. Default NULL. */
+     * thread that calls the handle, except the shard sharing's warnings
+     * (a request to another node timed out), which come from its service
+     * thread: the callback must then be thread-safe. Default NULL. */
     zp_log_fn log;
     void *log_user;
 } zp_mpi_config;
@@ -509,6 +534,11 @@ typedef struct zp_mpi_rank_stats {
      * parallelism (tokenize 0: none), and which are automatic (bit 0
      * prefetch_batches, bit 1 fetch, bit 2 tokenize); 0 in totals */
     uint32_t tuned_prefetch_batches, tuned_fetch, tuned_tokenize, tuned_auto;
+    /* shards from other nodes (zp_prefetch_timing): received, their bytes
+     * and seconds; requests failed (downloaded from storage then); shards
+     * served to other nodes and their bytes */
+    uint64_t peer_shards, peer_bytes, peer_fallbacks, peer_served, peer_served_bytes;
+    double peer_seconds;
 } zp_mpi_rank_stats;
 
 /* Metrics summarised over ranks (zp_cluster_report_stat). */

@@ -177,6 +177,16 @@ typedef struct zp_prefetch_timing {
     uint64_t cache_hits, cache_misses, cache_evictions;
     uint64_t cache_bytes;         /* decoded bytes resident in the shard cache */
     double wait_seconds;          /* fetch waiting on in-flight prefetch loads */
+    /* Shards from other nodes of an MPI job (docs/storage.md, "Shards from
+     * other nodes"; 0 without): received (not counted in downloads/bytes,
+     * which come from storage), their bytes and seconds (request to the
+     * file checked, summed); requests that failed or timed out (the shard
+     * was then downloaded from storage); shards served to other nodes and
+     * their bytes. */
+    uint64_t peer_shards, peer_bytes;
+    double peer_seconds;
+    uint64_t peer_fallbacks;
+    uint64_t peer_served, peer_served_bytes;
 } zp_prefetch_timing;
 
 /* Turn observability on; only before the first zp_pipeline_next()

@@ -16,6 +16,46 @@
 extern "C" {
 #endif
 
+/* A source of shards other than storage: another node of the job (the MPI
+ * layer implements it, docs/storage.md "Shards from other nodes"). The
+ * pipeline's fetcher asks it before it downloads a remote shard and, when
+ * it declines or fails, downloads from storage as without it. The core
+ * never calls MPI: these function pointers are the whole interface.
+ *
+ *  - request(): asked for shard `shard` (index in the dataset, `bytes`
+ *    long) on behalf of fetcher `ctx`; returns 0 when it took the request:
+ *    it then writes the shard's bytes into fd (pwrite at [0, bytes)) and
+ *    calls done(done_user, ok) exactly once, from any thread but never from
+ *    inside request(); ok = 1 when fd holds the shard. Nonzero: declined
+ *    (this node fetches it from storage): done is never called. Must not
+ *    block.
+ *  - attach()/detach(): the fetcher `ctx` starts / stops. While attached,
+ *    the source may call serve(ctx, shard, buf, bytes) from its own thread
+ *    to get a shard for another node: serve puts the shard in this node's
+ *    cache (downloading it when needed) and copies its bytes into buf; 0 on
+ *    success. detach() returns once no serve() runs for ctx any more and
+ *    done() was called for each of ctx's requests (with ok = 0 for those in
+ *    flight); nothing is called for ctx after it.
+ *  - position() (optional): fetcher ctx's consumer is at (epoch,
+ *    position) of its rank's stream. next_use() (optional): the next use
+ *    of shard by the other ranks the source speaks for (the node's, and
+ *    other nodes' readers of the shards this node serves), in samples
+ *    ahead of that position, UINT64_MAX when none is known: the cache's
+ *    eviction keeps a shard until its last user in the node (and the
+ *    nodes it serves) is done with it. Called under the cache's lock:
+ *    quick, and never calling the fetcher.
+ * request, attach and detach are set together (or none: no source). */
+typedef int (*zp_peer_serve_fn)(void *ctx, size_t shard, void *buf, uint64_t bytes);
+typedef struct zp_peer_source {
+    int (*request)(void *user, void *ctx, size_t shard, uint64_t bytes, int fd,
+                   void (*done)(void *done_user, int ok), void *done_user);
+    void (*attach)(void *user, void *ctx, zp_peer_serve_fn serve);
+    void (*detach)(void *user, void *ctx);
+    void (*position)(void *user, void *ctx, uint32_t epoch, uint64_t position);
+    uint64_t (*next_use)(void *user, size_t shard);
+    void *user;
+} zp_peer_source;
+
 typedef struct zp_storage_config {
     /* Folder of the shard cache on local disk (created 0700 when missing;
      * the string is copied). NULL or "": $SLURM_TMPDIR/zephon-cache-<uid>,
@@ -69,10 +109,19 @@ typedef struct zp_storage_config {
      * Must be thread-safe and must not block. NULL (default): never. */
     int (*stop_requested)(void *user);
     void *stop_user;
+    /* Shards from other nodes (above): borrowed, outlives every pipeline
+     * built with these settings. NULL (default): every remote shard comes
+     * from storage. The MPI layer sets it (zp_mpi_dataset_create). */
+    const zp_peer_source *peer;
 } zp_storage_config;
 
 /* Fill cfg with the defaults above. */
 ZP_API void zp_storage_config_init(zp_storage_config *cfg);
+
+/* The shard cache folder cfg names (its cache_dir, else the default above)
+ * into buf (cap bytes, NUL-terminated, cut when longer). cfg NULL: the
+ * default. */
+ZP_API void zp_storage_cache_dir(const zp_storage_config *cfg, char *buf, size_t cap);
 
 /* 1 when spec names a remote object (http://, https://, s3://), else 0. */
 ZP_API int zp_storage_is_url(const char *spec);

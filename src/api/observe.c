@@ -259,6 +259,12 @@ zp_status zp_pipeline_prefetch_timing_snapshot(zp_pipeline *p, zp_prefetch_timin
         f->cache_evictions = fs.cache.evictions;
         f->cache_bytes = fs.cache.bytes_in_cache;
         f->wait_seconds = (double)fs.wait_ns * 1e-9;
+        f->peer_shards = fs.peer_shards;
+        f->peer_bytes = fs.peer_bytes;
+        f->peer_seconds = (double)fs.peer_ns * 1e-9;
+        f->peer_fallbacks = fs.peer_fallbacks;
+        f->peer_served = fs.peer_served;
+        f->peer_served_bytes = fs.peer_served_bytes;
         return ZP_OK;
     }
     zpi_shard_cache_stats cs;
@@ -416,12 +422,18 @@ zp_status zp_fetch_timing_json(const zp_fetch_timing *f, char **out)
 
 zp_status zp_prefetch_timing_json(const zp_prefetch_timing *f, char **out)
 {
-    json_t *j = json_pack("{s:s,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:f}", "snapshot",
+    json_t *j = json_pack("{s:s,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:f,s:I,s:I,s:I}",
+                          "snapshot",
                           "prefetch_timing", "downloads", (json_int_t)f->downloads, "bytes",
                           (json_int_t)f->bytes, "latency", hist_json(&f->latency_ns), "retries",
                           (json_int_t)f->retries, "cache_hits", (json_int_t)f->cache_hits,
                           "cache_misses", (json_int_t)f->cache_misses, "cache_evictions",
                           (json_int_t)f->cache_evictions, "cache_bytes",
-                          (json_int_t)f->cache_bytes, "wait_seconds", f->wait_seconds);
+                          (json_int_t)f->cache_bytes, "wait_seconds", f->wait_seconds,
+                          "peer_shards", (json_int_t)f->peer_shards, "peer_bytes",
+                          (json_int_t)f->peer_bytes, "peer_seconds", f->peer_seconds,
+                          "peer_fallbacks", (json_int_t)f->peer_fallbacks, "peer_served",
+                          (json_int_t)f->peer_served, "peer_served_bytes",
+                          (json_int_t)f->peer_served_bytes);
     return dump(j, out);
 }

@@ -386,9 +386,21 @@ static void prefetch_more(zpi_engine *e)
     size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
     uint32_t epoch = e->adm_epoch;
     uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
+    /* next uses count from the oldest chunk not yet past its fetch, not
+     * from admission: the shards of admitted chunks not yet read are still
+     * needed (else the cache may evict them before their fetch) */
+    for (uint64_t sq = e->next_seq; sq < e->admit_seq; sq++) {
+        zpi_chunk *c = e->window[sq % e->W];
+        if (c && c->seq == sq && c->stage == 0 && !c->complete) {
+            epoch = c->epoch;
+            pos = c->pos0;
+            break;
+        }
+    }
     pthread_mutex_unlock(&e->mu);
     if (e->fetcher) {
         zpi_next_use_set_position(e->order, epoch, pos);
+        zpi_fetcher_set_position(e->fetcher, epoch, pos, zpi_worksource_linear(e->ws, epoch, pos));
         for (size_t i = 0; i < n_dl; i++)
             zpi_fetcher_prefetch(e->fetcher, dl[i]);
     }
@@ -680,6 +692,7 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
         .n_shards = n,
         .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
         .demand_slots = (unsigned)(fpar ? fpar : 1),
+        .use_peer = 1,
     };
     fc.log = zpi_dataset_log_fn(ds, &fc.log_user);
     if (!zpi_storage_config(fc.storage)->cache_lru &&
@@ -707,6 +720,8 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
     if ((st = zpi_fetcher_check_limit(e->fetcher, fpar, err)) != ZP_OK)
         return st;
     zpi_next_use_set_position(e->order, e->adm_epoch, e->adm_pos);
+    zpi_fetcher_set_position(e->fetcher, e->adm_epoch, e->adm_pos,
+                             zpi_worksource_linear(e->ws, e->adm_epoch, e->adm_pos));
     return ZP_OK;
 }
 

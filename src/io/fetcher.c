@@ -21,10 +21,12 @@
 #include "io/fetcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +48,8 @@ typedef struct download {
     zp_status status;
     zpi_err err;
     int waiters;
+    int peer;         /* asked from the peer source, its answer not in yet */
+    uint64_t t_peer;  /* when asked */
     struct download *next_active; /* in f->active while not done */
 } download;
 
@@ -79,6 +83,10 @@ struct zpi_fetcher {
     int renew_stop;
     pthread_cond_t renew_cv;
 
+    /* shards from other nodes (attached when set) */
+    const zp_peer_source *peer;
+    uint64_t pos_g;     /* the consumer's global position (atomic) */
+
     /* next use: the caller's order */
     zpi_fetch_next_use_fn next_use;
     void *next_use_user;
@@ -97,6 +105,12 @@ void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t c
         base = "/tmp";
     /* per user: another user's cache is neither read nor written */
     zpi_fmt(buf, cap, "%s/zephon-cache-%u", base, (unsigned)geteuid());
+}
+
+void zp_storage_cache_dir(const zp_storage_config *cfg, char *buf, size_t cap)
+{
+    if (buf && cap)
+        zpi_fetcher_cache_dir_for(cfg, buf, cap);
 }
 
 /* ------------------------------------------------------------ keys */
@@ -167,7 +181,26 @@ static uint64_t next_use_cb(void *user, const char *key)
 {
     zpi_fetcher *f = user;
     size_t i = shard_of_key(f, key);
-    return i == SIZE_MAX ? NU_UNKNOWN : f->next_use(f->next_use_user, i);
+    if (i == SIZE_MAX)
+        return NU_UNKNOWN;
+    uint64_t v = f->next_use(f->next_use_user, i);
+    if (f->peer && f->peer->next_use) {
+        /* the node's other ranks (and the nodes it serves): in samples ahead */
+        uint64_t d = f->peer->next_use(f->peer->user, i);
+        uint64_t g = __atomic_load_n(&f->pos_g, __ATOMIC_RELAXED);
+        if (d != NU_UNKNOWN && g + d >= g && g + d < v)
+            v = g + d;
+    }
+    return v;
+}
+
+void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position, uint64_t g)
+{
+    if (!f)
+        return;
+    __atomic_store_n(&f->pos_g, g, __ATOMIC_RELAXED);
+    if (f->peer && f->peer->position)
+        f->peer->position(f->peer->user, f, epoch, position);
 }
 
 /* ------------------------------------------------------------ renewal */
@@ -196,6 +229,8 @@ static void *renew_main(void *arg)
 }
 
 /* ------------------------------------------------------------ create / destroy */
+
+static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes);
 
 /* The caller's shard table, copied into f->slots, and the key map of the
  * remote shards. */
@@ -274,6 +309,10 @@ zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, z
         goto fail;
     }
     f->renew_started = 1;
+    if (cfg->use_peer && sc->peer && sc->peer->request && sc->peer->attach && sc->peer->detach) {
+        f->peer = sc->peer;
+        f->peer->attach(f->peer->user, f, peer_serve);
+    }
     *out = f;
     return ZP_OK;
 fail:
@@ -296,6 +335,9 @@ void zpi_fetcher_destroy(zpi_fetcher *f)
     if (!f)
         return;
     zpi_fetcher_cancel(f);
+    /* the peer's answers in flight end now (storage is not asked: cancelled) */
+    if (f->peer)
+        f->peer->detach(f->peer->user, f);
     if (f->renew_started) {
         pthread_mutex_lock(&f->mu);
         f->renew_stop = 1;
@@ -401,10 +443,146 @@ static void on_done(void *user, const zpi_xfer_result *r)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* Under mu: d ended with st (its entry committed or aborted): wake its
+ * waiters. */
+static void dl_end_locked(zpi_fetcher *f, download *d, zp_status st, const zpi_err *e)
+{
+    d->status = st;
+    if (e)
+        zpi_err_copy(&d->err, e);
+    d->done = 1;
+    pthread_cond_broadcast(&f->cv);
+    dl_drop_if_unused_locked(f, d);
+}
+
+/* 1 when fd holds the shard's bytes: its size, and its manifest hash when
+ * it has one. */
+static int peer_file_ok(const zpi_dc_entry *e, const zpi_fetch_shard *sh)
+{
+    struct stat sb;
+    if (fstat(e->fd, &sb) != 0 || (sh->bytes != UINT64_MAX && (uint64_t)sb.st_size != sh->bytes))
+        return 0;
+    if (!sh->has_xxh64)
+        return 1;
+    /* the entry's descriptor is open for writing only */
+    int fd = open(e->path, O_RDONLY | O_CLOEXEC);
+    uint64_t h;
+    int ok = fd >= 0 && zpi_xxh64_fd(fd, &h, NULL) == 0 && h == sh->xxh64;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* The peer source's answer (on its thread): the shard is in the entry's
+ * file (checked, then committed as a download's is), or it is downloaded
+ * from storage now. */
+static void peer_done(void *user, int ok)
+{
+    done_ctx *c = user;
+    zpi_fetcher *f = c->f;
+    download *d = c->d;
+    const zpi_fetch_shard *sh = &f->slots[d->shard].sh;
+    int good = ok && peer_file_ok(&d->e, sh); /* d lives until done */
+    zpi_err e;
+    zpi_err_clear(&e);
+    pthread_mutex_lock(&f->mu);
+    d->peer = 0;
+    uint64_t ns = zpi_now_ns() - d->t_peer;
+    if (good) {
+        free(c);
+        active_remove_locked(f, d);
+        zp_status st = zpi_dc_commit(f->dc, &d->e, &e);
+        if (st == ZP_OK) {
+            zpi_dc_release(f->dc, &d->e);
+            f->stats.peer_shards++;
+            f->stats.peer_bytes += sh->bytes;
+            f->stats.peer_ns += ns;
+        } else if (st == ZP_ERR_STATE) {
+            d->lost = 1;
+        }
+        dl_end_locked(f, d, st, &e);
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
+    f->stats.peer_fallbacks++;
+    if (f->cancelled) {
+        free(c);
+        active_remove_locked(f, d);
+        zpi_dc_abort(f->dc, &d->e);
+        zpi_err_set(&e, ZP_ERR_STATE, "shard '%s': stopped while waiting for it", sh->name);
+        dl_end_locked(f, d, ZP_ERR_STATE, &e);
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
+    /* from storage, as without a peer (the transfer truncates the file) */
+    zpi_xfer_job job = {
+        .spec = sh->spec,
+        .name = sh->name,
+        .fd = d->e.fd,
+        .expect_size = sh->bytes,
+        .has_xxh64 = sh->has_xxh64,
+        .xxh64 = sh->xxh64,
+        .demand = d->demand,
+        .done = on_done,
+        .user = c,
+    };
+    d->waiters++;
+    pthread_mutex_unlock(&f->mu);
+    uint64_t id = 0;
+    zp_status st = zpi_xfer_submit(f->x, &job, &id, &e);
+    pthread_mutex_lock(&f->mu);
+    d->waiters--;
+    if (st != ZP_OK) {
+        free(c);
+        active_remove_locked(f, d);
+        zpi_dc_abort(f->dc, &d->e);
+        dl_end_locked(f, d, st, &e);
+    } else {
+        d->id = id;
+        if (d->demand)
+            zpi_xfer_promote(f->x, id); /* promoted while the peer was asked */
+        dl_drop_if_unused_locked(f, d);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* The peer source's serve(): shard i for another node, through this
+ * node's cache (downloaded when needed), copied into buf. */
+static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
+{
+    zpi_fetcher *f = ctx;
+    zpi_fetch_pin pin;
+    zpi_err err;
+    if (i >= f->n || !f->slots[i].key || zpi_fetcher_acquire(f, i, &pin, &err) != ZP_OK)
+        return -1;
+    int rc = 0;
+    struct stat sb;
+    if (pin.e.fd < 0 || fstat(pin.e.fd, &sb) != 0 || (uint64_t)sb.st_size != bytes)
+        rc = -1;
+    for (uint64_t at = 0; rc == 0 && at < bytes;) {
+        ssize_t r = pread(pin.e.fd, (char *)buf + at, (size_t)(bytes - at), (off_t)at);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            rc = -1;
+        } else {
+            at += (uint64_t)r;
+        }
+    }
+    zpi_fetcher_release(f, &pin, 0);
+    if (rc == 0) {
+        pthread_mutex_lock(&f->mu);
+        f->stats.peer_served++;
+        f->stats.peer_served_bytes += bytes;
+        pthread_mutex_unlock(&f->mu);
+    }
+    return rc;
+}
+
 /* Start the download of shard i into the entry e the cache gave us
  * (DOWNLOAD). Under f->mu. */
 static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, int demand,
-                              zpi_err *err)
+                              download **hold, zpi_err *err)
 {
     download *d = calloc(1, sizeof *d);
     done_ctx *c = malloc(sizeof *c);
@@ -443,6 +621,25 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
     /* the I/O thread may complete it (taking f->mu) as soon as it is
      * submitted: unlock around the submit, holding a reference to d */
     d->waiters++;
+    if (f->peer) {
+        /* another node first: it answers through peer_done, which falls
+         * back to storage when it cannot */
+        d->peer = 1;
+        d->t_peer = zpi_now_ns();
+        pthread_mutex_unlock(&f->mu);
+        int taken = f->peer->request(f->peer->user, f, i, sh->bytes, d->e.fd, peer_done, c) == 0;
+        pthread_mutex_lock(&f->mu);
+        if (taken) {
+            if (hold) {
+                *hold = d; /* the caller's reference: it waits on d */
+                return ZP_OK;
+            }
+            d->waiters--;
+            dl_drop_if_unused_locked(f, d);
+            return ZP_OK;
+        }
+        d->peer = 0;
+    }
     pthread_mutex_unlock(&f->mu);
     uint64_t id = 0;
     zp_status st = zpi_xfer_submit(f->x, &job, &id, err);
@@ -461,6 +658,10 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
         return st;
     }
     d->id = id;
+    if (hold) {
+        d->waiters++; /* kept for the caller, who waits on d */
+        *hold = d;
+    }
     dl_drop_if_unused_locked(f, d);
     return ZP_OK;
 }
@@ -488,7 +689,7 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
                                gives DOWNLOAD to one caller; keep ours consistent anyway */
             zpi_dc_abort(f->dc, &e);
         else
-            (void)start_locked(f, i, &e, 0, &err);
+            (void)start_locked(f, i, &e, 0, NULL, &err);
         pthread_mutex_unlock(&f->mu);
     } else if (state == ZPI_DC_NOROOM) {
         pthread_mutex_lock(&f->mu);
@@ -511,21 +712,31 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     uint64_t t0 = zpi_now_ns();
     zp_status st = ZP_OK;
     int waited = 0; /* not found in the cache at the first look */
+    download *held = NULL; /* our download, a reference held until we wait on it */
     unsigned lost = 0; /* our downloads of it whose lease was taken over */
     for (;;) {
         pthread_mutex_lock(&f->mu);
         if (f->cancelled || stop_requested(f)) {
+            if (held) {
+                held->waiters--;
+                dl_drop_if_unused_locked(f, held);
+            }
             pthread_mutex_unlock(&f->mu);
             st = zpi_err_set(err, ZP_ERR_STATE, "shard '%s': stopped while waiting for it", name);
             break;
         }
-        download *d = f->slots[i].dl;
+        /* our own download just started (a reference held), or another
+         * thread's in flight */
+        download *d = held ? held : f->slots[i].dl;
         if (d) {
             waited = 1;
-            d->waiters++;
+            if (!held)
+                d->waiters++;
+            held = NULL;
             if (!d->demand && !d->done) {
                 d->demand = 1;
-                zpi_xfer_promote(f->x, d->id);
+                if (d->id) /* 0: the peer source is asked (peer_done promotes it) */
+                    zpi_xfer_promote(f->x, d->id);
             }
             while (!d->done && !f->cancelled)
                 pthread_cond_wait(&f->cv, &f->mu);
@@ -570,7 +781,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
         waited = 1;
         if (state == ZPI_DC_DOWNLOAD) {
             pthread_mutex_lock(&f->mu);
-            st = start_locked(f, i, &pin->e, 1, err);
+            st = start_locked(f, i, &pin->e, 1, &held, err);
             pthread_mutex_unlock(&f->mu);
             pin->e.fd = -1;
             if (st != ZP_OK)

@@ -62,6 +62,10 @@ typedef struct zpi_fetcher_config {
     void *next_use_user;
     zp_log_fn log;         /* optional: the cache's warnings */
     void *log_user;
+    /* 1: ask the storage settings' peer source (zp_storage_config.peer)
+     * before each download, and serve it shards (the pipeline's fetcher);
+     * 0: storage only (the dataset's own fetcher, for indexing). */
+    int use_peer;
 } zpi_fetcher_config;
 
 typedef struct zpi_fetch_pin {
@@ -80,6 +84,12 @@ typedef struct zpi_fetcher_stats {
     uint64_t noroom;         /* prefetches skipped: no room without evicting sooner needs */
     uint64_t hits, misses;   /* acquires of remote shards: in the cache / not (downloaded or
                                 waited for) */
+    /* the peer source (another node): shards received from it, their bytes
+     * and time (request to the file checked); requests it failed (timeout,
+     * refused, bad bytes: downloaded from storage then); shards served to
+     * it and their bytes */
+    uint64_t peer_shards, peer_bytes, peer_ns, peer_fallbacks;
+    uint64_t peer_served, peer_served_bytes;
 } zpi_fetcher_stats;
 
 /* 1 when shard i is remote (f's table, O(1); 0 for f NULL). */
@@ -106,6 +116,10 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t shard, zpi_fetch_pin *pin, 
  * error is the shard's own (e.g. a stale record count): kept, 0. */
 int zpi_fetcher_release(zpi_fetcher *f, zpi_fetch_pin *pin, int corrupt);
 void zpi_fetcher_prefetch(zpi_fetcher *f, size_t shard);
+/* The consumer's position: (epoch, position) of this rank's stream, and
+ * the same as the next-use callback's global position g. Passed on to the
+ * peer source (its next uses are counted from it). */
+void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position, uint64_t g);
 void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out);
 const char *zpi_fetcher_cache_dir(const zpi_fetcher *f);
 

@@ -6,7 +6,9 @@
 # when TRAIN, the example_mpi_train program, is given) with `sbatch --wait`,
 # and, when PYTHONPATH (the built zephon Python package) is given, the
 # Python example examples/python/train_mpi.py under `srun --mpi=pmix`;
-# checks the reports they wrote, and always stops what it started.
+# then `zephon run` under srun as 2 emulated nodes reading over http, each
+# shard downloaded once (shards shared between nodes); checks the reports
+# they wrote, and always stops what it started.
 #
 # Needs root and the slurm-wlm and munge packages (tools/deps.sh --slurm
 # installs them; this script installs nothing): a missing piece is a failure.
@@ -170,4 +172,26 @@ assert d['totals']['samples'] == 1200, d['totals']['samples']
 " "$T/pyreport/report.json" || { show_logs; fail "the Python job's report is wrong"; }
   echo "ok - Python job $job: srun --mpi=pmix, 2 ranks, every sample once, report written"
 fi
+# 4. shards shared between nodes under srun: 4 tasks as 2 emulated nodes
+# read the data over http (Python's http.server, its log counting the
+# downloads), 2 epochs: each shard downloaded once in the job, the rest
+# received from the other node (docs/storage.md, "Shards from other nodes")
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$T/data" "$port" 2> "$T/http.log" >/dev/null &
+hp=$!
+for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$port/manifest.json" && break; sleep 0.1; done
+out=$(timeout 150 sbatch --wait --nodes=1 --ntasks=4 --cpus-per-task=1 --overcommit \
+      -o "$T/job-%j.out" --export=ALL,ZEPHON_EMULATED_NODES=2 \
+      --wrap "srun --mpi=pmix $Z run http://127.0.0.1:$port/manifest.json --epochs 2 --threads 1 --microbatch 16 --cache-dir $T/peercache --report $T/peerreport" 2>&1)
+rc=$?
+kill "$hp" 2>/dev/null; wait "$hp" 2>/dev/null
+job=$(grep -o 'Submitted batch job [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+[[ $rc -eq 0 && -n $job ]] || { echo "$out"; tail -20 "$T/job-$job.out" 2>/dev/null; show_logs; fail "the sharing job failed (rc $rc)"; }
+[[ $(grep -c "every sample once" "$T/job-$job.out") -eq 2 ]] || { tail -20 "$T/job-$job.out"; fail "the sharing job: not every sample once in both epochs"; }
+gets=$(grep -c '"GET /shard-' "$T/http.log")
+uniq_gets=$(grep -o '"GET /shard-[^ ]*' "$T/http.log" | sort -u | wc -l)
+[[ $gets -eq 6 && $uniq_gets -eq 6 ]] || fail "the sharing job: $gets downloads of $uniq_gets shards, not each of the 6 once"
+grep -q "^between nodes: [1-9]" "$T/peerreport/report.txt" || fail "the sharing job's report shows nothing received between nodes"
+[[ -d $T/peercache/node-0 && -d $T/peercache/node-1 ]] || fail "the sharing job: no cache folder per emulated node"
+echo "ok - sharing job $job: srun --mpi=pmix, 2 emulated nodes of 2 ranks, 2 epochs, each shard downloaded once"
 echo "slurm test passed"

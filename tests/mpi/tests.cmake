@@ -162,3 +162,12 @@ add_test(NAME test_mpi_watchdog
   COMMAND bash ${_zp_mpi_tests}/test_mpi_watchdog.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_mpi_watchdog PROPERTIES TIMEOUT 300 LABELS "mpi;cli;net"
   FIXTURES_REQUIRED net ENVIRONMENT "${ZP_MPI_ENV};ZT_NETENV=${ZP_NETENV}")
+
+# Shards shared between nodes over MPI, on 4 and 8 emulated nodes (8 ranks,
+# oversubscribed), downloads counted in the suite's nginx log (fixture net)
+if(ZP_NETENV)
+  add_test(NAME test_mpi_peer
+    COMMAND bash ${_zp_mpi_tests}/test_mpi_peer.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(test_mpi_peer PROPERTIES TIMEOUT 600 LABELS "mpi;cli;net" RUN_SERIAL TRUE
+    FIXTURES_REQUIRED net ENVIRONMENT "${ZP_MPI_ENV};ZT_NETENV=${ZP_NETENV}")
+endif()

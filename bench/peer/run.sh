@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Shards shared between nodes (docs/storage.md, "Shards from other nodes"),
+# on emulated nodes (ZEPHON_EMULATED_NODES) of one machine, 8 ranks under
+# mpirun (oversubscribed), every figure from one run of this script:
+#  (a) bytes from storage (nginx's access log) for 1, 4 and 8 emulated
+#      nodes, a job of 2 epochs, a cache limit that holds the dataset,
+#      against the dataset's size (goal: at most 1.05x for the job whatever
+#      the node count), with and without the sharing (ZEPHON_PEER=0);
+#  (b) eviction with a quarter-dataset limit, one node of 4 ranks, one
+#      epoch and two: bytes from storage per epoch by the node's order, by
+#      each rank's own order (ZEPHON_NODE_ORDER=0) and by LRU
+#      (--cache-policy lru);
+#  (c) samples/s of 8 emulated nodes (a tokenizing pipeline) reading through
+#      a proxy that adds 50 ms to every request, against the same job on
+#      local files (goal >= 0.9), with and without the sharing.
+#   bench/peer/run.sh [BUILD_DIR]   (servers: tests/net/servers.sh, own folder)
+# SHARDS (default 256) x SAMPLES (default 20) samples for (a) and (b); (c)
+# reads shards of a realistic size for its latency to be hidden: C_SHARDS
+# (64) x C_SAMPLES (200), about 160 kB each; PREFETCH (400:8).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build/release}
+if [[ ! -x $B/zephon ]]; then
+  cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$B" -j2 --target zephon_cli >/dev/null
+fi
+Z=$(realpath "$B/zephon")
+O=$(mktemp -d /tmp/zephon-bench-peer.XXXXXX)
+NET=$O/net
+cleanup() { bash tests/net/servers.sh stop "$NET" >/dev/null 2>&1 || true; rm -rf "$O"; }
+trap cleanup EXIT
+ZT_PROXY_DELAY_MS=50 bash tests/net/servers.sh start "$NET" >/dev/null
+get() { sed -n "s/^$1=//p" "$NET/env" | head -n1; }
+HTTP=$(get ZT_HTTP); PROXY=$(get ZT_PROXY); ROOT=$(get ZT_ROOT)
+LOG=$NET/logs/nginx-access.log
+SHARDS=${SHARDS:-256}; SAMPLES=${SAMPLES:-20}; PREFETCH=${PREFETCH:-400:8}; C_SHARDS=${C_SHARDS:-64}; C_SAMPLES=${C_SAMPLES:-200}
+"$Z" gen --out "$ROOT/ds" --shards "$SHARDS" --samples-per-shard "$SAMPLES" --seed 5 --hash >/dev/null
+"$Z" gen --out "$ROOT/big" --shards "$C_SHARDS" --samples-per-shard "$C_SAMPLES" --seed 5 --hash >/dev/null
+chmod -R a+rX "$ROOT/ds" "$ROOT/big"
+DS=$(cat "$ROOT"/ds/shard-*.jsonl.zst | wc -c)
+echo "dataset: $SHARDS shards x $SAMPLES samples, $DS bytes; 8 ranks unless said, 2 epochs"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 \
+  OMPI_MCA_btl=self,vader OMPI_MCA_mpi_yield_when_idle=1
+# job NP NODES URL ARGS...: the job's wall seconds on stdout; its shard
+# bytes from storage (nginx log, after the job) in $O/bytes
+job() {
+  local np=$1 nodes=$2 url=$3; shift 3
+  rm -rf "$O/cache"
+  local before; before=$(wc -l < "$LOG")
+  local t0; t0=$(date +%s.%N)
+  ZEPHON_EMULATED_NODES=$nodes timeout 600 mpirun -np "$np" --oversubscribe --bind-to none \
+    "$Z" run "$url" --seed 3 --threads 1 --microbatch 8 --epochs "${EPOCHS:-2}" --cache-dir "$O/cache" "$@" \
+    > "$O/out" 2>&1 || { echo "job failed:" >&2; tail -5 "$O/out" >&2; exit 1; }
+  local t1; t1=$(date +%s.%N)
+  sleep 0.2
+  tail -n +$((before + 1)) "$LOG" | grep -F "GET /ds/shard-" | awk '{s+=$10} END {print s+0}' > "$O/bytes" || true
+  python3 -c "print($t1 - $t0)"
+}
+per_epoch() { python3 -c "print('%.3f' % ($(cat "$O/bytes") / ${EPOCHS:-2} / $DS))"; }
+job_x() { python3 -c "print('%.3f' % ($(cat "$O/bytes") / $DS))"; }
+
+echo "(a) bytes from storage for the job (2 epochs) / dataset, cache holding the dataset:"
+for n in 1 4 8; do
+  job 8 "$n" "$HTTP/ds/manifest.json" >/dev/null
+  printf "    %d emulated node(s): %sx" "$n" "$(job_x)"
+  ZEPHON_PEER=0 job 8 "$n" "$HTTP/ds/manifest.json" >/dev/null
+  printf "   (without the sharing: %sx)\n" "$(job_x)"
+done
+
+Q=$((DS / 4))
+for ep in 1 2; do
+  echo "(b) quarter-dataset limit, 1 node of 4 ranks, $ep epoch(s): bytes from storage per epoch / dataset:"
+  EPOCHS=$ep job 4 1 "$HTTP/ds/manifest.json" --cache-limit "$Q" >/dev/null; node=$(EPOCHS=$ep per_epoch)
+  EPOCHS=$ep ZEPHON_NODE_ORDER=0 job 4 1 "$HTTP/ds/manifest.json" --cache-limit "$Q" >/dev/null
+  own=$(EPOCHS=$ep per_epoch)
+  EPOCHS=$ep job 4 1 "$HTTP/ds/manifest.json" --cache-limit "$Q" --cache-policy lru >/dev/null
+  lru=$(EPOCHS=$ep per_epoch)
+  echo "    node's order ${node}x, each rank's own order ${own}x, LRU ${lru}x"
+done
+
+echo "(c) samples/s, 8 emulated nodes, tokenizing (gpt2), prefetch $PREFETCH, 2 epochs of" \
+  "$C_SHARDS shards x $C_SAMPLES samples ($(cat "$ROOT"/big/shard-*.jsonl.zst | wc -c) bytes):"
+N=$((C_SHARDS * C_SAMPLES * 2))
+TOK=(--prefetch "$PREFETCH" --tokenize gpt2:1 --seq-len 512)
+tl=$(job 8 8 "$ROOT/big/manifest.json" "${TOK[@]}")
+tr=$(job 8 8 "$PROXY/big/manifest.json" "${TOK[@]}")
+tn=$(ZEPHON_PEER=0 job 8 8 "$PROXY/big/manifest.json" "${TOK[@]}")
+python3 - "$N" "$tl" "$tr" "$tn" <<'PY'
+import sys
+n, tl, tr, tn = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+print("    local files %.0f samples/s (%.2f s)" % (n / tl, tl))
+print("    through the 50 ms proxy, sharing %.0f samples/s (%.2f s): %.2fx of local files"
+      % (n / tr, tr, tl / tr))
+print("    through the 50 ms proxy, without sharing %.0f samples/s (%.2f s): %.2fx" % (n / tn, tn, tl / tn))
+PY
