@@ -58,11 +58,10 @@ zp_dataset *ds;     zp_dataset_create(NULL, &ds);   zp_dataset_add(ds, "data/man
 zp_worksource_config wc; zp_worksource_config_init(&wc);
 wc.seed = 1234; wc.rank = rank; wc.world_size = world;
 zp_worksource *ws;  zp_worksource_create(ds, &wc, &ws);
-zp_pipeline *p;     zp_pipeline_create(ws, NULL, &p);
-zp_pipeline_tokenize(p, "gpt2", "text", 16);
+zp_pipeline *p;     zp_pipeline_create(ws, NULL, &p);   /* fetch, prefetch_batches: ZP_AUTO */
+zp_pipeline_tokenize(p, "gpt2", "text", ZP_AUTO);     /* or a count of tasks */
 zp_pipeline_pack(p, ZP_PACK_CONCAT, 2048);
 zp_pipeline_batch(p, 32);
-zp_pipeline_options(p, 8);
 const zp_batch *b;
 while (zp_pipeline_next(p, &b) == ZP_OK)
     train(b->tokens, b->loss_mask, b->segment_ids);   /* [32, 2049] int32 */
