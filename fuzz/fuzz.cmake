@@ -21,7 +21,7 @@ target_compile_definitions(zephon_fuzz_lib PUBLIC _GNU_SOURCE)
 target_compile_options(zephon_fuzz_lib PRIVATE -fsanitize=fuzzer-no-link ${ZP_FUZZ_SAN})
 target_link_libraries(zephon_fuzz_lib
   PUBLIC OpenMP::OpenMP_C OpenMP::OpenMP_CXX Threads::Threads simdjson::simdjson
-         PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL
+         PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL PkgConfig::EXPAT
          PkgConfig::PCRE2 PkgConfig::UTF8PROC ${HDF5_C_LIBRARIES} m)
 target_include_directories(zephon_fuzz_lib SYSTEM PUBLIC ${ZP_HDF5_INCLUDE_DIRS})
 foreach(f hdf5 megatron)

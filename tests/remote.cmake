@@ -36,3 +36,13 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(test_remote_mpi_stop PROPERTIES TIMEOUT 90 LABELS "net;remote" RUN_SERIAL TRUE
     FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
 endif()
+# Listings: an s3:// folder of 5,000 keys (5 pages, sizes from the listing,
+# no HEAD), an S3 glob and an http folder with the local run's ids, one
+# listing under mpirun (rank 0), S3 errors named (tests/remote/test_remote_list.sh)
+set(_args $<TARGET_FILE:zephon_cli>)
+if(MPIEXEC_EXECUTABLE)
+  list(APPEND _args ${MPIEXEC_EXECUTABLE})
+endif()
+add_test(NAME test_remote_list COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_list.sh ${_args})
+set_tests_properties(test_remote_list PROPERTIES TIMEOUT 300 LABELS "net;remote" RUN_SERIAL TRUE
+  FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")

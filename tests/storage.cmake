@@ -3,6 +3,9 @@
 # mapping and credentials (no network). test_xfer: transfers against the
 # loopback servers (nginx http/https, the S3 server, the fault proxy).
 zp_add_test(test_storage SOURCES tests/test_storage.c tests/testutil.c TIMEOUT 60 LABELS unit)
+# test_s3_list: parsing ListObjectsV2 answers (keys, sizes, continuation
+# tokens, encoding-type=url, S3 error documents, invalid answers).
+zp_add_test(test_s3_list SOURCES tests/test_s3_list.c TIMEOUT 60 LABELS unit)
 zp_add_test(test_xfer SOURCES tests/test_xfer.c tests/testutil.c TIMEOUT 120 LABELS tsan NET)
 target_link_libraries(test_xfer PRIVATE PkgConfig::CURL)
 # The fetcher's peer source (zp_storage_config.peer) with a fake source: no

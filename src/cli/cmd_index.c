@@ -17,6 +17,8 @@
 #include "cli.h"
 #include "base/util.h"
 #include "zephon/dataset.h"
+#include "data/dataset_internal.h"
+#include "data/manifest.h"
 
 static void index_usage(FILE *f)
 {
@@ -32,6 +34,9 @@ static void index_usage(FILE *f)
             "  -o, --output F    the manifest to write (replaced atomically; never read\n"
             "                    as input, even when a glob or folder holds it)\n"
             "  --hash            also write each shard's XXH64 content hash\n"
+            "  --no-count        write the shards and their sizes only, without reading\n"
+            "                    them (a manifest from a listing: an s3:// folder or\n"
+            "                    glob of many keys); a run counts their records\n"
             "  --allow-empty     accept shards without records\n"
             "  --max-record-bytes N  longest line accepted (default 16 MiB)\n"
             "  -v, --verbose     print each shard as it is indexed\n");
@@ -49,7 +54,7 @@ static void log_stderr(void *user, zp_log_level lvl, const char *msg)
 /* The options of `zephon index`. */
 typedef struct index_args {
     const char *out;
-    int hash, verbose;
+    int hash, verbose, no_count;
     zp_dataset_config cfg;
 } index_args;
 
@@ -60,6 +65,7 @@ static int index_parse(int argc, char **argv, index_args *a)
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"hash", no_argument, NULL, 'H'},
+        {"no-count", no_argument, NULL, 'N'},
         {"allow-empty", no_argument, NULL, 'E'},
         {"max-record-bytes", required_argument, NULL, 'R'},
         {"verbose", no_argument, NULL, 'v'},
@@ -97,6 +103,7 @@ static int index_parse(int argc, char **argv, index_args *a)
         }
         case 'o': a->out = optarg; break;
         case 'H': a->hash = 1; break;
+        case 'N': a->no_count = 1; break;
         case 'E': cfg->allow_empty_shards = 1; break;
         case 'v': a->verbose = 1; break;
         case 'R': {
@@ -114,6 +121,11 @@ static int index_parse(int argc, char **argv, index_args *a)
         case 'h': index_usage(stdout); return 0;
         default: index_usage(stderr); return 2;
         }
+    }
+    if (a->hash && a->no_count) {
+        fprintf(stderr, "zephon index: --hash reads every shard: it cannot be combined with "
+                        "--no-count\n");
+        return 2;
     }
     if (!a->out || optind >= argc) {
         fprintf(stderr, "zephon index: %s\n\n", !a->out ? "-o MANIFEST is required" : "no shards given");
@@ -140,6 +152,25 @@ static int index_write(zp_dataset *ds, const index_args *a, int argc, char **arg
             return -1;
         }
     }
+    if (a->no_count) { /* the paths and sizes as added: nothing read */
+        *t_index = zpi_now() - t0;
+        char *dir = zpi_path_dir(a->out), *json = NULL;
+        size_t len = 0;
+        zp_status st = dir ? zpi_dataset_listing_json(ds, dir, &json, &len) : ZP_ERR_NOMEM;
+        free(dir);
+        if (st != ZP_OK) {
+            fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
+            return -1;
+        }
+        int w = zpi_write_file_atomic(a->out, json, len);
+        int e = errno;
+        free(json);
+        if (w != 0) {
+            fprintf(stderr, "zephon index: cannot write '%s': %s\n", a->out, strerror(e));
+            return -1;
+        }
+        return 0;
+    }
     if (zp_dataset_index(ds) != ZP_OK) {
         fprintf(stderr, "zephon index: %s\n", zp_dataset_errmsg(ds));
         return -1;
@@ -159,6 +190,14 @@ static void index_print(zp_dataset *ds, const index_args *a, double t_index, dou
 {
     size_t n = zp_dataset_num_shards(ds);
     uint64_t bytes = 0;
+    if (a->no_count) {
+        for (size_t i = 0; i < n; i++)
+            bytes += zp_dataset_shard_bytes(ds, i);
+        printf("listed %zu shards, %.1f MB, in %.2f s (records not counted: --no-count)\n"
+               "wrote %s\n",
+               n, (double)bytes / 1e6, t_index, a->out);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         bytes += zp_dataset_shard_bytes(ds, i);
         if (a->verbose)

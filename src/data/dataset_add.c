@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -99,9 +100,220 @@ static char *url_name(const char *url)
     return zpi_strdup(buf);
 }
 
+/* ------------------------------------------------------------ S3 listings */
+
+/* What a listing of an s3:// folder or glob keeps: the matching keys and
+ * their sizes. */
+typedef struct s3_listed {
+    const char *prefix;  /* the literal prefix listed */
+    const char *pattern; /* the key's glob pattern (NULL for a folder) */
+    char **keys;
+    uint64_t *sizes;
+    size_t n, cap;
+    size_t unnamed;      /* keys with '?' or '#' (no s3:// URL names them) */
+} s3_listed;
+
+static zp_status s3_keep(void *user, const char *key, uint64_t size, zpi_err *err)
+{
+    s3_listed *l = user;
+    const char *rest = key + strlen(l->prefix);
+    if (strncmp(key, l->prefix, strlen(l->prefix)) != 0)
+        return ZP_OK; /* not under the prefix (a server ignoring it) */
+    if (l->pattern ? fnmatch(l->pattern, key, FNM_PATHNAME) != 0 : (!*rest || strchr(rest, '/')))
+        return ZP_OK; /* a folder is not recursive, as a local one */
+    if (strpbrk(key, "?#")) {
+        l->unnamed++;
+        return ZP_OK;
+    }
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char **k = realloc(l->keys, cap * sizeof *k);
+        if (k)
+            l->keys = k;
+        uint64_t *z = k ? realloc(l->sizes, cap * sizeof *z) : NULL;
+        if (z)
+            l->sizes = z;
+        if (!k || !z)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+        l->cap = cap;
+    }
+    if (!(l->keys[l->n] = zpi_strdup(key)))
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
+    l->sizes[l->n++] = size;
+    return ZP_OK;
+}
+
+typedef struct s3_obj {
+    const char *key;
+    uint64_t size;
+} s3_obj;
+
+static int cmp_obj_key(const void *a, const void *b)
+{
+    return strcmp(((const s3_obj *)a)->key, ((const s3_obj *)b)->key);
+}
+
+/* s3://bucket/prefix/ (a folder: its manifest.json when it has one, else
+ * the shard objects directly under it) or s3://bucket/pattern (a glob
+ * over the keys: '*' and '[...]' within one '/' segment), listed with
+ * ListObjectsV2. The listing's sizes go into the dataset: no request per
+ * object. Shards are added in bytewise key order. */
+static zp_status add_s3_listing(zp_dataset *ds, const char *spec)
+{
+    const char *b = spec + 5;
+    size_t bl = strcspn(b, "/?#");
+    const char *key = b[bl] == '/' ? b + bl + 1 : "";
+    size_t kl = strcspn(key, "?#");
+    int glob = memchr(key, '*', kl) || memchr(key, '[', kl);
+    char red[PATH_MAX];
+    zpi_url_redact(spec, red, sizeof red);
+    char *k = malloc(kl + 1);
+    if (!k)
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    memcpy(k, key, kl);
+    k[kl] = '\0';
+    char *prefix = zpi_strdup(k);
+    zpi_buf list_spec = {0};
+    if (!prefix) {
+        free(k);
+        return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    }
+    if (glob)
+        prefix[strcspn(prefix, "*[")] = '\0';
+    s3_listed l = {prefix, glob ? k : NULL, NULL, NULL, 0, 0, 0};
+    zp_status st = ZP_OK;
+    if (zpi_buf_printf(&list_spec, "s3://%.*s/%s", (int)bl, b, prefix) != 0)
+        st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    else
+        st = zpi_storage_list(ds->storage, list_spec.p, s3_keep, &l, &ds->err);
+    s3_obj *order = NULL;
+    if (st == ZP_OK && l.n && !(order = malloc(l.n * sizeof *order)))
+        st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+    if (st == ZP_OK && l.n) {
+        for (size_t i = 0; i < l.n; i++)
+            order[i] = (s3_obj){l.keys[i], l.sizes[i]};
+        qsort(order, l.n, sizeof *order, cmp_obj_key);
+    }
+    /* a folder with a manifest is read through it, as a local one */
+    const char *manifest = NULL;
+    for (size_t i = 0; st == ZP_OK && !glob && i < l.n; i++)
+        if (!strcmp(l.keys[i] + strlen(prefix), FOLDER_MANIFEST))
+            manifest = l.keys[i];
+    size_t skipped = 0, added = 0;
+    const char *example = NULL;
+    char sfx[256];
+    shard_suffixes(sfx, sizeof sfx, 1);
+    for (size_t j = 0; st == ZP_OK && !manifest && j < l.n; j++) {
+        const char *key_j = order[j].key;
+        zpi_buf url = {0};
+        if (zpi_buf_printf(&url, "s3://%.*s/%s", (int)bl, b, key_j) != 0) {
+            st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        const zpi_format *fmt = zpi_format_for_path(key_j);
+        if (!fmt && glob && zpi_has_suffix(key_j, ".json")) {
+            st = add_remote_manifest(ds, url.p);
+            added++;
+        } else if (!fmt && glob) {
+            st = zpi_ds_fail(ds, ZP_ERR_INVALID,
+                             "glob '%s' matched '%s', which is not a shard (%s) or a manifest "
+                             "(.json)",
+                             red, url.p, sfx);
+        } else if (!fmt) {
+            if (skipped++ == 0)
+                example = key_j;
+        } else {
+            struct stat sb;
+            memset(&sb, 0, sizeof sb);
+            sb.st_size = (off_t)order[j].size;
+            sb.st_mode = S_IFREG;
+            shard *sh;
+            char *name = url_name(url.p);
+            st = name ? zpi_ds_push_shard(ds, name, zpi_strdup(url.p), fmt, &sb, &sh)
+                      : zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");
+            added++;
+        }
+        zpi_buf_free(&url);
+    }
+    if (st == ZP_OK && manifest) {
+        zpi_buf url = {0};
+        st = zpi_buf_printf(&url, "s3://%.*s/%s", (int)bl, b, manifest) != 0
+                 ? zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory")
+                 : add_remote_manifest(ds, url.p);
+        zpi_buf_free(&url);
+    } else if (st == ZP_OK && added == 0) {
+        if (glob)
+            st = zpi_ds_fail(ds, ZP_ERR_IO, "glob '%s' matches no object", red);
+        else
+            st = zpi_ds_fail(ds, ZP_ERR_IO,
+                             "folder '%s' has no shard objects (%s) and no %s directly under it",
+                             red, sfx, FOLDER_MANIFEST);
+    }
+    if (st == ZP_OK && skipped)
+        zpi_dataset_log(ds, ZP_LOG_WARN,
+                        "folder '%s': skipped %zu object%s that %s not a shard (%s), e.g. '%s'",
+                        red, skipped, skipped == 1 ? "" : "s", skipped == 1 ? "is" : "are", sfx,
+                        example);
+    if (st == ZP_OK && l.unnamed)
+        zpi_dataset_log(ds, ZP_LOG_WARN,
+                        "'%s': skipped %zu object%s whose key has a '?' or '#' (an s3:// URL "
+                        "ends its key there)",
+                        red, l.unnamed, l.unnamed == 1 ? "" : "s");
+    for (size_t i = 0; i < l.n; i++)
+        free(l.keys[i]);
+    free(l.keys);
+    free(l.sizes);
+    free(order);
+    free(prefix);
+    free(k);
+    zpi_buf_free(&list_spec);
+    return st;
+}
+
+/* An http(s) folder (its URL's path ends with '/'): its manifest.json. */
+static zp_status add_http_folder(zp_dataset *ds, const char *spec)
+{
+    size_t q = strcspn(spec, "?#");
+    zpi_buf url = {0};
+    zp_status st = zpi_buf_printf(&url, "%.*s%s%s", (int)q, spec, FOLDER_MANIFEST, spec + q) != 0
+                       ? zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory")
+                       : add_remote_manifest(ds, url.p);
+    zpi_buf_free(&url);
+    return st;
+}
+
+/* s3://bucket, s3://bucket/, s3://bucket/prefix/ or a key with a wildcard. */
+static int s3_needs_listing(const char *spec)
+{
+    if (strncasecmp(spec, "s3://", 5) != 0)
+        return 0;
+    const char *b = spec + 5;
+    size_t bl = strcspn(b, "/?#");
+    if (b[bl] != '/')
+        return bl > 0;
+    const char *k = b + bl + 1;
+    size_t kl = strcspn(k, "?#");
+    return kl == 0 || k[kl - 1] == '/' || memchr(k, '*', kl) || memchr(k, '[', kl);
+}
+
+/* 1 when an http(s) URL's path ends with '/' (a folder). */
+static int http_folder(const char *spec)
+{
+    if (strncasecmp(spec, "http://", 7) && strncasecmp(spec, "https://", 8))
+        return 0;
+    const char *auth = strstr(spec, "://") + 3;
+    size_t q = strcspn(spec, "?#");
+    const char *path = auth + strcspn(auth, "/?#");
+    return path < spec + q && spec[q - 1] == '/';
+}
+
 /* A shard or manifest given as a URL. */
 static zp_status add_url(zp_dataset *ds, const char *spec)
 {
+    if (s3_needs_listing(spec))
+        return add_s3_listing(ds, spec);
+    if (http_folder(spec))
+        return add_http_folder(ds, spec);
     char *base = zpi_url_basename(spec);
     if (!base)
         return zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory");

@@ -34,6 +34,11 @@ zp_status zpi_dataset_fetch_table(const zp_dataset *ds, zpi_fetch_shard **out, s
 /* The fingerprint of earlier versions (names whole, as spelled): a state
  * saved before holds it (api/pipeline_state.c accepts it on a resume). */
 uint64_t zpi_dataset_fingerprint_spelled(const zp_dataset *ds);
+/* The manifest of ds for the folder base_dir, as zp_dataset_manifest_json
+ * writes it, but without counting: record counts only where known (from a
+ * manifest), paths and sizes as added (a listing's). `zephon index
+ * --no-count`. OUT: *out, caller frees. */
+zp_status zpi_dataset_listing_json(zp_dataset *ds, const char *base_dir, char **out, size_t *len);
 /* Log through the dataset's callback (printf-style); no-op without one. */
 void zpi_dataset_log(const zp_dataset *ds, zp_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

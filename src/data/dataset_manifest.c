@@ -34,11 +34,12 @@
 
 /* The manifest of ds as malloc'd, NUL-terminated JSON. base_dir: the folder
  * it is for (zpi_manifest_path_for), NULL for one that does not depend on a
- * folder. what names the manifest in messages. */
+ * folder. what names the manifest in messages. count: every shard's records
+ * counted first (else only the counts already known are written). */
 static zp_status manifest_json(zp_dataset *ds, int with_hash, const char *base_dir,
-                               const char *what, char **out, size_t *out_len)
+                               const char *what, int count, char **out, size_t *out_len)
 {
-    zp_status st = zpi_ds_index_all(ds);
+    zp_status st = count ? zpi_ds_index_all(ds) : ZP_OK;
     if (st != ZP_OK)
         return st;
     char *mdir_real = NULL;
@@ -73,7 +74,8 @@ static zp_status manifest_json(zp_dataset *ds, int with_hash, const char *base_d
         if (strcmp(paths[i], s->name) != 0 && (s->named || !base_dir))
             e[i].name = s->name;
         e[i].fmt = s->fmt;
-        e[i].has_bytes = e[i].has_samples = 1;
+        e[i].has_bytes = 1;
+        e[i].has_samples = s->samples != UINT64_MAX;
         e[i].bytes = s->bytes;
         e[i].samples = s->samples;
         if (with_hash && (st = zpi_ds_hash_file(ds, s, &e[i].xxh64)) == ZP_OK)
@@ -106,7 +108,15 @@ zp_status zp_dataset_manifest_json(zp_dataset *ds, int with_hash, const char *ba
     *out = NULL;
     if (len)
         *len = 0;
-    return manifest_json(ds, with_hash, base_dir, "manifest", out, len);
+    return manifest_json(ds, with_hash, base_dir, "manifest", 1, out, len);
+}
+
+zp_status zpi_dataset_listing_json(zp_dataset *ds, const char *base_dir, char **out, size_t *len)
+{
+    RETURN_IF_UNUSABLE(ds);
+    *out = NULL;
+    *len = 0;
+    return manifest_json(ds, 0, base_dir, "manifest", 0, out, len);
 }
 
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash)
@@ -120,7 +130,7 @@ zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_h
     zp_status st;
     if (!mdir || zpi_buf_printf(&what, "manifest '%s'", path) != 0) {
         st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory writing manifest '%s'", path);
-    } else if ((st = manifest_json(ds, with_hash, mdir, what.p, &text, &len)) == ZP_OK &&
+    } else if ((st = manifest_json(ds, with_hash, mdir, what.p, 1, &text, &len)) == ZP_OK &&
                zpi_write_file_atomic(path, text, len) != 0) {
         int e = errno;
         st = zpi_ds_fail(ds, ZP_ERR_IO, "manifest '%s': cannot write: %s", path, strerror(e));

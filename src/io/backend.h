@@ -28,6 +28,10 @@ typedef struct zpi_object_info {
     char last_modified[64]; /* Last-Modified ("" when none) */
 } zpi_object_info;
 
+/* One object of a listing: its key (the name after the bucket) and size.
+ * Returns ZP_OK to go on, else an error (set in err) that ends the listing. */
+typedef zp_status (*zpi_list_fn)(void *user, const char *key, uint64_t size, zpi_err *err);
+
 typedef struct zpi_backend {
     const char *name;                /* "local", "http", "s3" */
     int (*matches)(const char *spec);
@@ -41,6 +45,12 @@ typedef struct zpi_backend {
      * frees after the transfer (may stay NULL). NULL for local. */
     zp_status (*setup_easy)(zpi_storage *s, const char *spec, void *easy, void **headers,
                             zpi_err *err);
+    /* Backends that can list (s3): every object whose name starts with
+     * spec's prefix ("s3://bucket/prefix", "s3://bucket/" for all), in
+     * the server's order (bytewise for S3), each given to fn with its size.
+     * fn's error ends the listing and is returned. NULL: cannot list. */
+    zp_status (*list)(zpi_storage *s, const char *spec, zpi_list_fn fn, void *user,
+                      zpi_err *err);
 } zpi_backend;
 
 /* The backends (storage_local.c, storage_http.c, storage_s3.c). */

@@ -72,11 +72,15 @@ void zpi_tx_free(zpi_tx *t)
     curl_slist_free_all(t->hdrs);
     if (t->xs)
         XXH64_freeState(t->xs);
+    if (t->sink == ZPI_SINK_BUF)
+        free(t->mem);
     free(t->spec);
     t->easy = NULL;
     t->hdrs = NULL;
     t->xs = NULL;
     t->spec = NULL;
+    if (t->sink == ZPI_SINK_BUF)
+        t->mem = NULL;
 }
 
 /* Start over at the object's first wanted byte. */
@@ -241,6 +245,22 @@ static int tx_deliver(zpi_tx *t, const char *p, size_t n, uint64_t at)
         }
     } else if (t->sink == ZPI_SINK_MEM) {
         memcpy(t->mem + (at - t->off), p, n);
+    } else if (t->sink == ZPI_SINK_BUF) {
+        if (at + n > t->mem_max)
+            return stop(t, ZPI_FK_IO, "the answer is longer than the %zu bytes accepted",
+                        t->mem_max);
+        if (at + n + 1 > t->mem_cap) {
+            size_t cap = t->mem_cap ? t->mem_cap : 64 * 1024;
+            while (cap < at + n + 1)
+                cap *= 2;
+            char *m = realloc(t->mem, cap);
+            if (!m)
+                return stop(t, ZPI_FK_IO, "out of memory for %zu bytes", cap);
+            t->mem = m;
+            t->mem_cap = cap;
+        }
+        memcpy(t->mem + at, p, n);
+        t->mem[at + n] = '\0';
     }
     if (t->xs)
         XXH64_update(t->xs, p, n);
@@ -252,6 +272,19 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *user)
 {
     zpi_tx *t = user;
     size_t n = size * nmemb;
+    if (t->sink == ZPI_SINK_BUF && !t->decided) {
+        /* an error answer's body says why (an S3 error document): its start is kept */
+        long code = 0;
+        curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code != 200) {
+            size_t room = sizeof t->errbody - 1 - t->errbody_len;
+            size_t k = n < room ? n : room;
+            memcpy(t->errbody + t->errbody_len, p, k);
+            t->errbody_len += k;
+            t->errbody[t->errbody_len] = '\0';
+            return n;
+        }
+    }
     if (!t->decided && !tx_check_response(t))
         return 0;
     t->bytes += n;
@@ -329,6 +362,11 @@ zp_status zpi_tx_prepare(zpi_tx *t)
     t->ranged = 0;
     char range[64];
     int is_head = t->sink == ZPI_SINK_NONE;
+    if (t->sink == ZPI_SINK_BUF) { /* a whole answer: every attempt from byte 0 */
+        t->written = 0;
+        t->errbody_len = 0;
+        t->errbody[0] = '\0';
+    }
     if (!is_head) {
         if (t->written > 0 && !t->etag[0] && !t->lastmod[0] && t->want == UNKNOWN &&
             tx_restart(t) != ZP_OK) /* no validator: resuming could mix two versions */
@@ -681,6 +719,45 @@ zp_status zpi_request_get(zpi_storage *s, const zpi_backend *be, const char *spe
         *got = (size_t)t.written;
     else
         zpi_err_copy(err, &t.err);
+    zpi_tx_free(&t);
+    return st;
+}
+
+zp_status zpi_request_get_all(zpi_storage *s, const zpi_backend *be, const char *spec,
+                              const char *label, size_t max, char **out, size_t *len,
+                              char *errbody, size_t errcap, long *code, zpi_err *err)
+{
+    *out = NULL;
+    *len = 0;
+    if (errbody && errcap)
+        errbody[0] = '\0';
+    if (code)
+        *code = 0;
+    zpi_tx t;
+    zp_status st = zpi_tx_init(&t, s, be, spec, NULL);
+    if (label && *label)
+        zpi_fmt(t.label, sizeof t.label, "%s", label);
+    if (st == ZP_OK) {
+        t.sink = ZPI_SINK_BUF;
+        t.mem_max = max;
+        st = tx_run_sync(&t);
+    }
+    if (code)
+        *code = t.h_code;
+    if (st == ZP_OK && !t.mem) { /* an empty body */
+        t.mem = calloc(1, 1);
+        if (!t.mem)
+            st = zpi_err_set(&t.err, ZP_ERR_NOMEM, "%s: out of memory", t.label);
+    }
+    if (st == ZP_OK) {
+        *out = t.mem;
+        *len = (size_t)t.written;
+        t.mem = NULL;
+    } else {
+        if (errbody && errcap)
+            zpi_fmt(errbody, errcap, "%s", t.errbody);
+        zpi_err_copy(err, &t.err);
+    }
     zpi_tx_free(&t);
     return st;
 }

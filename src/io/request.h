@@ -26,7 +26,9 @@
 #include "base/error.h"
 #include "io/backend.h"
 
-typedef enum { ZPI_SINK_NONE, ZPI_SINK_FD, ZPI_SINK_MEM } zpi_tx_sink;
+/* NONE: a HEAD; FD: a file; MEM: a caller's buffer of want bytes; BUF: the
+ * whole body, of unknown size, into a buffer the tx grows (a listing). */
+typedef enum { ZPI_SINK_NONE, ZPI_SINK_FD, ZPI_SINK_MEM, ZPI_SINK_BUF } zpi_tx_sink;
 /* Why a callback stopped the transfer. */
 typedef enum {
     ZPI_FK_NONE, ZPI_FK_STATUS, ZPI_FK_RANGE, ZPI_FK_SIZE, ZPI_FK_IO, ZPI_FK_DONE, ZPI_FK_STOP,
@@ -41,7 +43,11 @@ typedef struct zpi_tx {
     char label[512];        /* the name in messages (redacted) */
     zpi_tx_sink sink;
     int fd;                 /* ZPI_SINK_FD */
-    char *mem;              /* ZPI_SINK_MEM: want bytes */
+    char *mem;              /* ZPI_SINK_MEM: want bytes; ZPI_SINK_BUF: grown, malloc'd */
+    size_t mem_cap;         /* ZPI_SINK_BUF: bytes allocated at mem */
+    size_t mem_max;         /* ZPI_SINK_BUF: the most bytes accepted */
+    char errbody[1024];     /* ZPI_SINK_BUF: the start of an error answer's body */
+    size_t errbody_len;
     uint64_t off;           /* first byte wanted (object offset) */
     uint64_t want;          /* bytes wanted from off; UINT64_MAX: to the end */
     uint64_t written;       /* bytes delivered: [off, off + written) */
@@ -112,5 +118,16 @@ zp_status zpi_request_head(zpi_storage *s, const zpi_backend *be, const char *sp
 zp_status zpi_request_get(zpi_storage *s, const zpi_backend *be, const char *spec,
                           const zpi_object_info *v, uint64_t off, void *buf, size_t len,
                           size_t *got, unsigned *retries, zpi_err *err);
+
+/* get_all: the whole body of a GET of spec (no Range; each retry starts
+ * again at byte 0) into *out (malloc'd, NUL-terminated; caller frees),
+ * *len its bytes; more than max bytes fails (ZP_ERR_IO). label (may be NULL)
+ * names the request in messages instead of the redacted URL. On an HTTP
+ * error the start of the answer's body (an S3 error document) is copied
+ * into errbody (NUL-terminated, may be NULL) and *code (may be NULL) is the
+ * status; the message is in err. */
+zp_status zpi_request_get_all(zpi_storage *s, const zpi_backend *be, const char *spec,
+                              const char *label, size_t max, char **out, size_t *len,
+                              char *errbody, size_t errcap, long *code, zpi_err *err);
 
 #endif

@@ -143,6 +143,20 @@ const zpi_backend *zpi_backend_for(const char *spec)
     return &zpi_backend_local;
 }
 
+zp_status zpi_storage_list(zpi_storage *s, const char *spec, zpi_list_fn fn, void *user,
+                           zpi_err *err)
+{
+    const zpi_backend *be = zpi_backend_for(spec);
+    if (!be->list) {
+        char red[512];
+        zpi_url_redact(spec, red, sizeof red);
+        return zpi_err_set(err, ZP_ERR_INVALID,
+                           "%s: %s storage cannot be listed (only s3:// prefixes can)", red,
+                           be->name);
+    }
+    return be->list(s, spec, fn, user, err);
+}
+
 zp_status zpi_object_open(zpi_storage *s, const char *spec, zpi_object **out,
                           zpi_object_info *info, zpi_err *err)
 {

@@ -50,6 +50,12 @@ const zpi_backend *zpi_backend_for(const char *spec);
  * not NULL. Errors name the object (redacted) and the cause:
  * "https://host/a.jsonl: HTTP 404 Not Found". 403/404 fail at once; other
  * failures are retried per the settings. */
+/* Every object under spec's prefix ("s3://bucket/prefix"), in the server's
+ * order, to fn with its size (backend.h: zpi_list_fn); ZP_ERR_INVALID for
+ * storage that cannot list (local paths are listed with readdir/glob by
+ * the dataset, http has no listing). */
+zp_status zpi_storage_list(zpi_storage *s, const char *spec, zpi_list_fn fn, void *user,
+                           zpi_err *err);
 zp_status zpi_object_open(zpi_storage *s, const char *spec, zpi_object **out,
                           zpi_object_info *info, zpi_err *err);
 zp_status zpi_object_read(zpi_object *o, uint64_t off, void *buf, size_t len, size_t *got,

@@ -22,6 +22,11 @@ first in the list whose count is not used up. The body kinds (reset, stall, shor
 corrupt) apply only to a GET answered 200/206 with a body, and only such a request uses
 them up; the status kinds apply to GET and HEAD.
 
+With --forward-all every request header is forwarded (Host, Authorization, x-amz-*
+included) with the query string: a signed S3 request passes unchanged (the client
+signs the proxy's address as Host), so the proxy can stand in front of the S3
+server to count its requests; the path of a bucket listing is counted as /<bucket>.
+
 Admin: GET /__stats -> {"GET": {path: n}, "HEAD": {path: n}, "bytes": {path: body bytes}},
 counted per real path; POST /__reset clears the counts and the fault counters. Both
 take an optional ?prefix=/p/ limiting them to real paths starting with /p/ (so parallel
@@ -289,7 +294,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         up = self.server.upstream
         conn = http.client.HTTPConnection(up.hostname, up.port or 80, timeout=60)
         try:
-            hdrs = {k: self.headers[k] for k in FORWARD_HEADERS if self.headers[k]}
+            if self.server.forward_all:
+                hdrs = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+            else:
+                hdrs = {k: self.headers[k] for k in FORWARD_HEADERS if self.headers[k]}
             conn.request(method, path, headers=hdrs)
             resp = conn.getresponse()
         except OSError as e:
@@ -371,8 +379,9 @@ class Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, addr, upstream, delay_ms, logfile):
+    def __init__(self, addr, upstream, delay_ms, logfile, forward_all=False):
         self.upstream = urllib.parse.urlsplit(upstream)
+        self.forward_all = forward_all
         self.delay_ms = delay_ms
         self.state = State()
         self.stopping = threading.Event()
@@ -401,8 +410,10 @@ def main():
     ap.add_argument("--upstream", required=True, help="http://127.0.0.1:PORT")
     ap.add_argument("--delay-ms", type=int, default=0, help="wait added to every request")
     ap.add_argument("--log", default=None, help="error log file")
+    ap.add_argument("--forward-all", action="store_true",
+                    help="forward every request header (signed S3 requests)")
     a = ap.parse_args()
-    srv = Server((a.bind, a.port), a.upstream, a.delay_ms, a.log)
+    srv = Server((a.bind, a.port), a.upstream, a.delay_ms, a.log, a.forward_all)
     try:
         srv.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

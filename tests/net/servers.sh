@@ -242,7 +242,11 @@ start_once() { # DIR: one try; 0 ok, 1 failed (FAILED says why), 2 port taken
     --delay-ms "${ZT_PROXY_DELAY_MS:-0}" --log "$d/logs/proxy.log" \
     </dev/null >>"$d/logs/proxy.log" 2>&1 &
   echo $! >"$d/proxy.pid"
-  NODE_PATH="$NPM_DIR/node_modules" ZT_S3_SECRET="$S3_SECRET" setsid "$NODE" "$HERE/s3server.js" \
+  # --openssl-legacy-provider: s3rver makes a listing's continuation token with DES,
+  # which OpenSSL 3 keeps in its legacy provider (without it a listing of more than
+  # one page is an InternalError)
+  NODE_PATH="$NPM_DIR/node_modules" ZT_S3_SECRET="$S3_SECRET" setsid "$NODE" --openssl-legacy-provider \
+    "$HERE/s3server.js" \
     "$s3p" "$d/s3" "$BUCKET" "$S3_KEY" </dev/null >>"$d/logs/s3.log" 2>&1 &
   echo $! >"$d/s3.pid"
 
