@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "base/util.h"
 #include "zephon/state_json.h"
 #include "zephon/worksource.h"
@@ -205,6 +207,35 @@ const char *zpi_remainder_name(int r)
     return r == ZP_REMAINDER_PAD ? "pad" : r == ZP_REMAINDER_DROP ? "drop" : NULL;
 }
 
+int zpi_state_first_duplicate(char *const *names, size_t n, size_t *i_out, size_t *j_out)
+{
+    if (n < 2)
+        return 0;
+    /* open addressing, at most half full: each slot holds 1 + an index */
+    size_t cap = 4;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t *slot = calloc(cap, sizeof *slot);
+    if (!slot)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        size_t len = strlen(names[i]);
+        size_t h = (size_t)XXH64(names[i], len, 0) & (cap - 1);
+        for (; slot[h]; h = (h + 1) & (cap - 1))
+            if (strcmp(names[slot[h] - 1], names[i]) == 0) {
+                *i_out = i;
+                *j_out = slot[h] - 1;
+                found = 1;
+                break;
+            }
+        if (!found)
+            slot[h] = i + 1;
+    }
+    free(slot);
+    return found;
+}
+
 /* The checks shared by render, parse and the re-split, on everything but
  * the settings text; `code` is the status of a failure. */
 zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err)
@@ -225,10 +256,13 @@ zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err)
         double w = s->part_weights[i];
         ZPI_RETURN_ERR_IF(!isfinite(w) || w <= 0 || w > 1, err, code,
                           "parts[%zu].weight: %g: must be in (0, 1]", i, w);
-        for (size_t j = 0; j < i; j++)
-            ZPI_RETURN_ERR_IF(!strcmp(s->part_names[j], nm), err, code,
-                              "parts[%zu].name: \"%s\" is also parts[%zu]'s name", i, nm, j);
     }
+    size_t di, dj;
+    int dup = zpi_state_first_duplicate(s->part_names, s->n_parts, &di, &dj);
+    ZPI_RETURN_ERR_IF(dup < 0, err, ZP_ERR_NOMEM, "parts: out of memory checking %zu names",
+                      s->n_parts);
+    ZPI_RETURN_ERR_IF(dup, err, code, "parts[%zu].name: \"%s\" is also parts[%zu]'s name", di,
+                      s->part_names[di], dj);
     ZPI_RETURN_ERR_IF(s->n_ranks == 0, err, code, "ranks: empty: a state holds at least one rank");
     for (size_t k = 0; k < s->n_ranks; k++) {
         const zpi_rank_state *r = &s->ranks[k];
