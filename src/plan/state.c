@@ -50,12 +50,14 @@ void zpi_state_clear(zpi_state *s)
 {
     if (!s)
         return;
-    free(s->settings);
-    for (size_t i = 0; i < s->n_parts; i++)
-        free(s->part_names ? s->part_names[i] : NULL);
-    free(s->part_names);
-    free(s->part_weights);
-    zpi_sched_clear(&s->sched);
+    if (!s->borrowed) {
+        free(s->settings);
+        for (size_t i = 0; i < s->n_parts; i++)
+            free(s->part_names ? s->part_names[i] : NULL);
+        free(s->part_names);
+        free(s->part_weights);
+        zpi_sched_clear(&s->sched);
+    }
     for (size_t i = 0; i < s->n_ranks; i++)
         zpi_rank_state_clear(&s->ranks[i]);
     free(s->ranks);
@@ -249,7 +251,8 @@ zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err)
                       "epoch_samples: %" PRIu64 ": must be 1 .. 2^63 - 1", s->epoch_samples);
     ZPI_RETURN_ERR_IF(!zpi_remainder_name(s->remainder), err, code,
                       "remainder: %d: must be pad (0) or drop (1)", s->remainder);
-    for (size_t i = 0; i < s->n_parts; i++) {
+    /* the parts (a borrowed state's are its lender's, checked with it) */
+    for (size_t i = 0; i < s->n_parts && !s->borrowed; i++) {
         const char *nm = s->part_names ? s->part_names[i] : NULL;
         ZPI_RETURN_ERR_IF(!nm || !*nm, err, code, "parts[%zu].name: must be a non-empty string",
                           i);
@@ -258,7 +261,7 @@ zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err)
                           "parts[%zu].weight: %g: must be in (0, 1]", i, w);
     }
     size_t di, dj;
-    int dup = zpi_state_first_duplicate(s->part_names, s->n_parts, &di, &dj);
+    int dup = s->borrowed ? 0 : zpi_state_first_duplicate(s->part_names, s->n_parts, &di, &dj);
     ZPI_RETURN_ERR_IF(dup < 0, err, ZP_ERR_NOMEM, "parts: out of memory checking %zu names",
                       s->n_parts);
     ZPI_RETURN_ERR_IF(dup, err, code, "parts[%zu].name: \"%s\" is also parts[%zu]'s name", di,

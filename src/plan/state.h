@@ -108,6 +108,9 @@ typedef struct zpi_state {
                                    weights throughout) */
     size_t n_ranks;             /* ranks present, ascending by rank (owned) */
     zpi_rank_state *ranks;
+    int borrowed;               /* 1: settings, part_names, part_weights and sched
+                                   are another state's (zpi_state_parse_ranks_of),
+                                   not freed by zpi_state_clear */
 } zpi_state;
 
 /* Frees what the structs own (not the struct itself) and zeroes them;
@@ -155,7 +158,8 @@ zp_status zpi_state_parse_memo(const char *json, size_t len, zpi_settings_memo *
 int zpi_state_first_duplicate(char *const *names, size_t n, size_t *i, size_t *j);
 
 /* A state whose job-wide members (version ... schedule: everything before
- * "ranks") are job's, parsed: the job-wide fields copied from job, the
+ * "ranks") are job's, parsed: the job-wide fields job's (borrowed, see
+ * zpi_state.borrowed: clear out before job), the
  * ranks parsed from tail, the text of such a state from its "ranks"
  * member to its end ("\"ranks\": [...]\n}"). For a text whose bytes
  * before "ranks" equal those of the text job was parsed from: the same

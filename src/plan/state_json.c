@@ -49,7 +49,19 @@ static void fmt_real(char *out, size_t cap, double v)
 
 static int put_u64(zpi_buf *b, uint64_t v)
 {
-    return v >= BIG ? zpi_buf_printf(b, "\"%" PRIu64 "\"", v) : zpi_buf_printf(b, "%" PRIu64, v);
+    /* decimal digits by hand: a job state holds millions of them */
+    char d[24];
+    size_t n = sizeof d;
+    int quote = v >= BIG;
+    if (quote)
+        d[--n] = '"';
+    do {
+        d[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (quote)
+        d[--n] = '"';
+    return zpi_buf_append(b, d + n, sizeof d - n);
 }
 
 /* The compact canonical form of a JSON value (the settings' form). */
@@ -934,26 +946,13 @@ zp_status zpi_state_parse_ranks_of(const zpi_state *job, const char *tail, size_
         json_decref(root);
         return zpi_err_set(err, ZP_ERR_FORMAT, "state: no \"ranks\" member alone at its end");
     }
+    /* the job-wide fields are job's own (borrowed: job outlives out) */
     zpi_state *s = out;
-    s->version = job->version;
-    s->seed = job->seed;
-    s->world_size = job->world_size;
-    s->epoch_samples = job->epoch_samples;
-    s->remainder = job->remainder;
-    s->settings_hash = job->settings_hash;
-    s->settings = zpi_strdup(job->settings ? job->settings : "");
-    s->part_names = zpi_state_alloc_n(job->n_parts, sizeof(char *));
-    s->part_weights = zpi_state_dup_n(job->part_weights, job->n_parts, sizeof(double));
-    int bad = !s->settings || !s->part_names || !s->part_weights;
-    for (size_t i = 0; i < job->n_parts && !bad; i++) {
-        bad = !(s->part_names[i] = zpi_strdup(job->part_names[i]));
-        s->n_parts = i + 1;
-    }
-    if (!bad && job->sched.n_phases)
-        bad = zpi_sched_copy(&s->sched, &job->sched) != ZP_OK;
-    if (!bad)
-        s->ranks = zpi_state_alloc_n(json_array_size(arr), sizeof *s->ranks);
-    if (bad || !s->ranks)
+    *s = *job;
+    s->borrowed = 1;
+    s->n_ranks = 0;
+    s->ranks = zpi_state_alloc_n(json_array_size(arr), sizeof *s->ranks);
+    if (!s->ranks)
         st = zpi_err_set(err, ZP_ERR_NOMEM, "state: out of memory");
     for (size_t k = 0; k < json_array_size(arr) && st == ZP_OK; k++) {
         char p[64];
