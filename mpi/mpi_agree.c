@@ -578,7 +578,8 @@ static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
             local = build_manifest(m, specs, n_specs, cfg, counts, &bytes, &len);
         if (m->rank == 0)
             zpi_mpi_data_summary(m->data, sizeof m->data, specs, n_specs);
-        st = zpi_mpi_agree_status(m, local);
+        /* the others wait for rank 0 without taking its core */
+        st = zpi_mpi_agree_status_idle(m, local);
     }
     if (st == ZP_OK)
         st = zpi_mpi_check(m, zpi_coll_bcast(m, m->data, (int)sizeof m->data, MPI_CHAR, 0),
