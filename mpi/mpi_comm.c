@@ -40,7 +40,7 @@ zp_status zpi_mpi_agree_status_idle(zp_mpi *m, zp_status local)
         st = zpi_mpi_check(m, zpi_coll_testall(m, 1, &req, &done), "MPI_Test (agreeing on an "
                                                                    "outcome)");
         if (st == ZP_OK && !done)
-            nanosleep(&(struct timespec){0, 200000}, NULL); /* 0.2 ms */
+            nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
     }
     if (st != ZP_OK)
         return st;

@@ -356,7 +356,7 @@ int zpi_mpi_warmup_windows(const zp_cluster_report *r);
  * ("rank R: ...") stored on every rank. */
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
 /* The same, for ranks that may wait long for another (rank 0 building the
- * dataset): the waiting ranks test the non-blocking reduction every 0.2 ms
+ * dataset): the waiting ranks test the non-blocking reduction every 1 ms
  * and sleep in between, instead of spinning in MPI_Allreduce: on a node
  * whose cores are all taken (more ranks than cores, the training's own
  * threads) the rank at work gets the cores. */
