@@ -1608,6 +1608,31 @@ static void test_merge_many_ranks(void **unused)
     assert_int_equal(XXH64(out, olen, 0), 0x160e86506a187687ULL);
     free(out);
 
+    /* a member after "ranks" that repeats one before it: refused as a text
+     * parsed whole refuses it (the job-wide members are not taken from
+     * state 0 then) */
+    {
+        char *t = texts[9];
+        size_t n = lens[9];
+        char *end = strstr(t, "\n  ]\n}");
+        assert_non_null(end);
+        size_t at = (size_t)(end - t) + 4; /* after "\n  ]" */
+        char *dup = xcalloc(n + 32, 1);
+        memcpy(dup, t, at);
+        size_t m = at + (size_t)sprintf(dup + at, ",\n  \"seed\": 11");
+        memcpy(dup + m, t + at, n - at);
+        texts[9] = dup;
+        lens[9] = m + n - at;
+        st = zp_state_merge((const char *const *)texts, lens, MANY_W, &out, &olen, ebuf,
+                            sizeof ebuf);
+        assert_int_equal(st, ZP_ERR_FORMAT);
+        assert_null(out);
+        assert_non_null(strstr(ebuf, "state 9: not a state: not JSON: duplicate object key"));
+        texts[9] = t;
+        lens[9] = n;
+        free(dup);
+    }
+
     /* a rank twice (and so another missing): both named */
     char *keep = texts[7];
     size_t keep_len = lens[7];
