@@ -1,7 +1,8 @@
 /* mpi_agree.c - startup agreement between ranks (dataset, plan, mixture
  * and batch settings compared with one MPI_Allreduce), and the dataset
- * built once on rank 0 and broadcast as a manifest (with the shards each
- * spec added, for a mixture's parts). */
+ * built once on rank 0 and broadcast packed (zp_dataset_pack: the
+ * manifest's content without JSON; with the shards each spec added, for a
+ * mixture's parts). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,9 +472,10 @@ zp_status zp_mpi_agree(zp_mpi *m, const zp_dataset *ds, const zp_worksource_conf
 
 /* ------------------------------------------------------------ dataset broadcast */
 
-/* Rank 0: build the dataset from the specs and serialise it as a manifest
- * that does not depend on a folder (canonical absolute paths or URLs, and
- * each shard's name as rank 0 was given it). *out malloc'd. counts (NULL,
+/* Rank 0: build the dataset from the specs and pack it (zp_dataset_pack:
+ * what a manifest that does not depend on a folder holds: canonical
+ * absolute paths or URLs, each shard's name as rank 0 was given it, sizes,
+ * counts, known hashes). *out malloc'd. counts (NULL,
  * or n entries): the shards each spec added. */
 static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
                                 const zp_dataset_config *cfg, uint64_t *counts, char **out,
@@ -494,7 +496,7 @@ static zp_status build_manifest(zp_mpi *m, const char *const *specs, size_t n,
             counts[i] = zp_dataset_num_shards(ds) - before;
     }
     if (st == ZP_OK) /* indexes the shards without counts */
-        st = zp_dataset_manifest_json(ds, 0, NULL, out, out_len);
+        st = zp_dataset_pack(ds, out, out_len);
     if (st != ZP_OK)
         zpi_mpi_fail(m, st, "%s", zp_dataset_errmsg(ds));
     zp_dataset_destroy(ds);
@@ -515,8 +517,13 @@ static zp_status bcast_bytes(zp_mpi *m, char *buf, uint64_t len)
     return ZP_OK;
 }
 
-/* Every rank: a dataset from the manifest bytes (paths are absolute, so
- * no rank's current folder matters). */
+/* Every rank: a dataset from rank 0's packed dataset (paths are absolute,
+ * so no rank's current folder matters). Rank 0 checked each local shard
+ * when it built them (stat: a regular file of that size, once under one
+ * name, not in an unfinished preprocess folder), so no rank stats them
+ * again here: each rank checks a shard's size when it first loads it
+ * (zp_dataset_add_packed), and startup costs no file system call per
+ * shard on any rank but rank 0; nor a JSON parse of the whole dataset. */
 static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
                                     const zp_dataset_config *cfg, zp_dataset **out)
 {
@@ -528,7 +535,7 @@ static zp_status dataset_from_bytes(zp_mpi *m, const char *bytes, size_t len,
         zp_dataset_destroy(ds);
         return st;
     }
-    if ((st = zp_dataset_add_manifest_json(ds, bytes, len, NULL)) != ZP_OK) {
+    if ((st = zp_dataset_add_packed(ds, bytes, len)) != ZP_OK) {
         zpi_mpi_fail(m, st, "dataset broadcast by rank 0: %s", zp_dataset_errmsg(ds));
         zp_dataset_destroy(ds);
         return st;
@@ -576,7 +583,8 @@ static zp_status dataset_create(zp_mpi *m, const char *const *specs, size_t n_sp
             local = build_manifest(m, specs, n_specs, cfg, counts, &bytes, &len);
         if (m->rank == 0)
             zpi_mpi_data_summary(m->data, sizeof m->data, specs, n_specs);
-        st = zpi_mpi_agree_status(m, local);
+        /* the others wait for rank 0 without taking its core */
+        st = zpi_mpi_agree_status_idle(m, local);
     }
     if (st == ZP_OK)
         st = zpi_mpi_check(m, zpi_coll_bcast(m, m->data, (int)sizeof m->data, MPI_CHAR, 0),

@@ -13,15 +13,45 @@
 
 #include "mpi_internal.h"
 
+typedef struct outcome {
+    int v, r;
+} outcome;
+
+static zp_status agree_end(zp_mpi *m, outcome res);
+
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local)
 {
-    struct {
-        int v, r;
-    } in = {local == ZP_OK ? INT_MAX : (int)local, m->rank}, res;
+    outcome in = {local == ZP_OK ? INT_MAX : (int)local, m->rank}, res;
     zp_status st = zpi_mpi_check(m, zpi_coll_allreduce(m, &in, &res, 1, MPI_2INT, MPI_MINLOC),
                                  "MPI_Allreduce (agreeing on an outcome)");
     if (st != ZP_OK)
         return st;
+    return agree_end(m, res);
+}
+
+zp_status zpi_mpi_agree_status_idle(zp_mpi *m, zp_status local)
+{
+    outcome in = {local == ZP_OK ? INT_MAX : (int)local, m->rank}, res;
+    MPI_Request req;
+    zp_status st = zpi_mpi_check(m, zpi_coll_iallreduce(m, &in, &res, 1, MPI_2INT, MPI_MINLOC,
+                                                        &req),
+                                 "MPI_Iallreduce (agreeing on an outcome)");
+    for (int done = 0; st == ZP_OK && !done;) {
+        st = zpi_mpi_check(m, zpi_coll_testall(m, 1, &req, &done), "MPI_Test (agreeing on an "
+                                                                   "outcome)");
+        if (st == ZP_OK && !done)
+            nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
+    }
+    if (st != ZP_OK)
+        return st;
+    return agree_end(m, res);
+}
+
+/* The agreed outcome res (the lowest status, and the rank that has it):
+ * ZP_OK, or that rank's message on every rank. */
+static zp_status agree_end(zp_mpi *m, outcome res)
+{
+    zp_status st;
     if (res.v == INT_MAX)
         return ZP_OK;
     char msg[ZPI_MPI_ERRMAX];

@@ -371,6 +371,12 @@ int zpi_mpi_warmup_windows(const zp_cluster_report *r);
  * else the status of the lowest failing rank, with that rank's message
  * ("rank R: ...") stored on every rank. */
 zp_status zpi_mpi_agree_status(zp_mpi *m, zp_status local);
+/* The same, for ranks that may wait long for another (rank 0 building the
+ * dataset): the waiting ranks test the non-blocking reduction every 1 ms
+ * and sleep in between, instead of spinning in MPI_Allreduce: on a node
+ * whose cores are all taken (more ranks than cores, the training's own
+ * threads) the rank at work gets the cores. */
+zp_status zpi_mpi_agree_status_idle(zp_mpi *m, zp_status local);
 
 /* A batch the pipeline handed out that zp_mpi_next does not deliver (a
  * step every rank stopped at): its samples are kept for the coverage

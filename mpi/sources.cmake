@@ -59,6 +59,20 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/bench_report.c)
   target_include_directories(bench_mpi_report PRIVATE ${_zp_mpi_dir} ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi)
 endif()
 
+# bench/startup: time to every rank's first batch and bytes read per rank
+# with a manifest of 100,000 shards (bench/startup/run.sh); tests/mpi/fscount.c,
+# the preload library that counts a rank's stat() and open() calls on the
+# shards and the manifest (the benchmark and test_mpi_startup).
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench/startup/bench_startup.c)
+  add_executable(bench_startup ${CMAKE_CURRENT_SOURCE_DIR}/bench/startup/bench_startup.c)
+  target_compile_options(bench_startup PRIVATE ${ZP_WARN})
+  target_compile_definitions(bench_startup PRIVATE _GNU_SOURCE)
+  target_link_libraries(bench_startup PRIVATE zephon_mpi)
+  add_library(zp_fscount MODULE ${CMAKE_CURRENT_SOURCE_DIR}/tests/mpi/fscount.c)
+  target_compile_options(zp_fscount PRIVATE ${ZP_WARN})
+  target_link_libraries(zp_fscount PRIVATE ${CMAKE_DL_LIBS})
+endif()
+
 # slurm/train_example.c: the training loop slurm/zephon-with-training.sbatch runs.
 add_executable(example_mpi_train ${CMAKE_CURRENT_SOURCE_DIR}/slurm/train_example.c)
 target_compile_options(example_mpi_train PRIVATE ${ZP_WARN})

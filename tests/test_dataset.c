@@ -1053,6 +1053,88 @@ static void test_count_checked_on_load(void **state)
     free(b);
 }
 
+/* zp_dataset_pack + zp_dataset_add_packed (the MPI broadcast): the same
+ * dataset as the manifest without a folder gives (names, paths, counts,
+ * hashes: the same manifest again), with no stat() of the shards; a shard
+ * not as packed is caught when it is loaded; bytes that are not packed are
+ * refused whole. */
+static void test_packed_round_trip(void **state)
+{
+    fixture *f = *state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(f->dir), 0);
+    add_ok(f->ds, "b.jsonl");
+    add_ok(f->ds, "./a.jsonl.zst");
+    add_ok(f->ds, "c*.jsonl.zst");
+    assert_int_equal(zp_dataset_verify(f->ds), ZP_OK);
+    char *packed = NULL, *want = NULL, *got = NULL;
+    size_t len = 0, wlen = 0, glen = 0;
+    assert_int_equal(zp_dataset_pack(f->ds, &packed, &len), ZP_OK);
+    assert_int_equal(zp_dataset_manifest_json(f->ds, 0, NULL, &want, &wlen), ZP_OK);
+    assert_int_equal(chdir("/"), 0);
+    zp_dataset *d2 = new_ds(f);
+    assert_int_equal(zp_dataset_add_packed(d2, packed, len), ZP_OK);
+    expect_same_dataset(f->ds, d2);
+    assert_string_equal(zp_dataset_shard_name(d2, 1), "./a.jsonl.zst");
+    assert_int_equal(zp_dataset_manifest_json(d2, 0, NULL, &got, &glen), ZP_OK);
+    assert_string_equal(got, want);
+    free(got);
+    /* every prefix, and one byte more, is refused whole */
+    for (size_t cut = 0; cut < len; cut += 7) {
+        zp_dataset *d3 = new_ds(f);
+        assert_int_not_equal(zp_dataset_add_packed(d3, packed, cut), ZP_OK);
+        assert_int_equal(zp_dataset_num_shards(d3), 0);
+        zp_dataset_destroy(d3);
+    }
+    char *more = malloc(len + 1);
+    assert_non_null(more);
+    memcpy(more, packed, len);
+    more[len] = 'x';
+    zp_dataset *d4 = new_ds(f);
+    assert_int_equal(zp_dataset_add_packed(d4, more, len + 1), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d4), "packed dataset: 1 bytes after its 3 shards");
+    assert_int_equal(zp_dataset_num_shards(d4), 0);
+    zp_dataset_destroy(d4);
+    zp_dataset *d5 = new_ds(f);
+    assert_int_equal(zp_dataset_add_packed(d5, "{\"format_version\": 1}", 21), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d5), "not packed by this version");
+    zp_dataset_destroy(d5);
+    free(more);
+
+    /* the files are not looked at when added: a shard removed since is
+     * added, and its load fails naming it; a shard of another size too */
+    char *b = zpt_path(f->dir, "b.jsonl"), *a = zpt_path(f->dir, "a.jsonl.zst");
+    size_t n;
+    char *data = zpt_read_file(b, &n);
+    assert_int_equal(zpt_write_file(b, data, n - 1), 0);
+    assert_int_equal(unlink(a), 0);
+    zp_dataset *d6 = new_ds(f);
+    assert_int_equal(zp_dataset_add_packed(d6, packed, len), ZP_OK);
+    assert_int_equal(zp_dataset_num_shards(d6), 3);
+    zpi_err err = {0};
+    assert_int_equal(cache_load(d6, 0, &err), ZP_ERR_FORMAT);
+    assert_contains(err.msg, "shard 'b.jsonl': stale manifest: it says");
+    assert_contains(err.msg, "bytes but '");
+    err = (zpi_err){0};
+    assert_int_equal(cache_load(d6, 1, &err), ZP_ERR_IO);
+    assert_contains(err.msg, "shard './a.jsonl.zst': cannot open '");
+    assert_int_equal(cache_load(d6, 2, &err), ZP_OK);
+    /* while a dataset built as usual refuses them when they are added */
+    zp_dataset *d7 = new_ds(f);
+    assert_int_equal(zp_dataset_add_manifest_json(d7, want, wlen, NULL), ZP_ERR_FORMAT);
+    assert_contains(zp_dataset_errmsg(d7), "shard 'b.jsonl': stale manifest (in memory)");
+    zp_dataset_destroy(d7);
+    zp_dataset_destroy(d6);
+    zp_dataset_destroy(d2);
+    assert_int_equal(chdir(cwd), 0);
+    free(data);
+    free(a);
+    free(b);
+    free(want);
+    free(packed);
+}
+
 static void test_index_once(void **state)
 {
     fixture *f = *state;
@@ -1398,6 +1480,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exclude, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hash_checked_on_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_count_checked_on_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_packed_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_error_names_shard, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_store_hit, setup, teardown),

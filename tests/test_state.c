@@ -1481,6 +1481,227 @@ static void test_plan_lookup(void **state)
     assert_null(zpi_plan_find(plans, 0, 2));
 }
 
+/* ------------------------------------------------------------ merge at scale */
+
+#define MANY_W 384u
+#define MANY_PARTS 200u
+
+/* The settings text of the many-ranks job: its parts with their weights,
+ * concat packing (so token offsets are checked). */
+static char *many_settings(void)
+{
+    char *t = xcalloc(64 * MANY_PARTS + 256, 1);
+    size_t n = (size_t)sprintf(t, "{\"seed\":11,\"pack\":\"concat\",\"parts\":[");
+    for (unsigned i = 0; i < MANY_PARTS; i++)
+        n += (size_t)sprintf(t + n, "%s{\"name\":\"part-%03u\",\"weight\":%.17g}", i ? "," : "",
+                             i, (double)(i + 1) / (MANY_PARTS + 1));
+    sprintf(t + n, "],\"seq_len\":2048}");
+    return t;
+}
+
+/* A job of MANY_W ranks with MANY_PARTS parts, every kind of rank field
+ * filled (plans for epoch 1, skips, token offsets, coverage digests),
+ * deterministic. */
+static void many_state(zpi_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->version = ZP_STATE_VERSION;
+    s->seed = 11;
+    s->world_size = MANY_W;
+    s->epoch_samples = 1000003;
+    s->remainder = ZP_REMAINDER_PAD;
+    char *set = many_settings();
+    assert_int_equal(zpi_state_settings_canon(set, &s->settings, &s->settings_hash, NULL), ZP_OK);
+    free(set);
+    s->n_parts = MANY_PARTS;
+    s->part_names = xcalloc(MANY_PARTS, sizeof(char *));
+    s->part_weights = xcalloc(MANY_PARTS, sizeof(double));
+    for (unsigned i = 0; i < MANY_PARTS; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "part-%03u", i);
+        s->part_names[i] = xstrdup(nm);
+        s->part_weights[i] = (double)(i + 1) / (MANY_PARTS + 1);
+    }
+    s->n_ranks = MANY_W;
+    s->ranks = xcalloc(MANY_W, sizeof *s->ranks);
+    rng_state = 24;
+    for (uint32_t k = 0; k < MANY_W; k++) {
+        zpi_rank_state *r = &s->ranks[k];
+        r->rank = k;
+        r->next_batch = 900;
+        r->epoch = 0;
+        r->position = 1000 + rnd_below(1500);
+        r->token_offset = k % 3 == 1 ? 1 + rnd_below(500) : 0;
+        r->carry = (int)(k & 1);
+        r->n_parts = MANY_PARTS;
+        r->part_samples = xcalloc(MANY_PARTS, sizeof(uint64_t));
+        r->part_tokens = xcalloc(MANY_PARTS, sizeof(uint64_t));
+        uint64_t total = 0;
+        for (unsigned i = 0; i < MANY_PARTS; i++) {
+            r->part_samples[i] = rnd_below(20);
+            r->part_tokens[i] = r->part_samples[i] * 600 + rnd_below(600);
+            total += r->part_samples[i];
+        }
+        r->counts = (zp_pipeline_counts){899, total, 0, 0, 0, 1u << 20, 0, 0, 0, 0, 0, 0, 0};
+        r->n_skips = k % 5 == 0;
+        r->skips = xcalloc(1, sizeof(zpi_skip));
+        if (r->n_skips)
+            r->skips[0] = (zpi_skip){.first = 10 + k % 7, .last = 12 + k % 7, .samples = 5,
+                                     .tokens = 3000, .from_position = 40, .to_position = 45};
+        /* epoch 1: rank k plans 3 positions from 3k (none twice) */
+        const uint64_t q[] = {3 * (uint64_t)k, 3, k % 4 == 2 ? 17 : 0};
+        r->plans = xcalloc(1, sizeof(zpi_epoch_plan));
+        add_plan(r, 1, q, 1);
+        if (k % 2 == 0) {
+            r->n_cov = 1;
+            r->cov = xcalloc(1, sizeof *r->cov);
+            r->cov[0].epoch = 0;
+            r->cov[0].c.count = 100 + k;
+            r->cov[0].c.sum = rnd();
+            r->cov[0].c.xr = rnd();
+        }
+    }
+}
+
+/* The many-ranks job as MANY_W texts of one rank each, in a shuffled
+ * order. */
+static void many_texts(const zpi_state *job, char **texts, size_t *lens)
+{
+    uint32_t order[MANY_W];
+    for (uint32_t k = 0; k < MANY_W; k++)
+        order[k] = k;
+    rng_state = 99;
+    for (uint32_t k = MANY_W - 1; k > 0; k--) {
+        uint32_t j = (uint32_t)rnd_below(k + 1), t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+    }
+    for (uint32_t i = 0; i < MANY_W; i++) {
+        zpi_state one = *job;
+        one.n_ranks = 1;
+        one.ranks = &job->ranks[order[i]];
+        texts[i] = render(&one);
+        lens[i] = strlen(texts[i]);
+    }
+}
+
+/* The job state merged from many ranks' texts is the job state, byte for
+ * byte, and the same bytes as before the merge was made linear (the
+ * digest was measured with the quadratic merge of commit f3cd841 and must
+ * not change). */
+static void test_merge_many_ranks(void **unused)
+{
+    zpi_state job;
+    many_state(&job);
+    char *want = render(&job);
+    char **texts = xcalloc(MANY_W, sizeof *texts);
+    size_t *lens = xcalloc(MANY_W, sizeof *lens);
+    many_texts(&job, texts, lens);
+    char *out = NULL, ebuf[512] = "";
+    size_t olen = 0;
+    zp_status st = zp_state_merge((const char *const *)texts, lens, MANY_W, &out, &olen, ebuf,
+                                  sizeof ebuf);
+    if (st != ZP_OK)
+        fail_msg("merge of %u ranks: %s", MANY_W, ebuf);
+    assert_string_equal(out, want);
+    assert_int_equal(olen, 956327);
+    assert_int_equal(XXH64(out, olen, 0), 0x160e86506a187687ULL);
+    free(out);
+
+    /* a member after "ranks" that repeats one before it: refused as a text
+     * parsed whole refuses it (the job-wide members are not taken from
+     * state 0 then) */
+    {
+        char *t = texts[9];
+        size_t n = lens[9];
+        char *end = strstr(t, "\n  ]\n}");
+        assert_non_null(end);
+        size_t at = (size_t)(end - t) + 4; /* after "\n  ]" */
+        char *dup = xcalloc(n + 32, 1);
+        memcpy(dup, t, at);
+        size_t m = at + (size_t)sprintf(dup + at, ",\n  \"seed\": 11");
+        memcpy(dup + m, t + at, n - at);
+        texts[9] = dup;
+        lens[9] = m + n - at;
+        st = zp_state_merge((const char *const *)texts, lens, MANY_W, &out, &olen, ebuf,
+                            sizeof ebuf);
+        assert_int_equal(st, ZP_ERR_FORMAT);
+        assert_null(out);
+        assert_non_null(strstr(ebuf, "state 9: not a state: not JSON: duplicate object key"));
+        texts[9] = t;
+        lens[9] = n;
+        free(dup);
+    }
+
+    /* a rank twice (and so another missing): both named */
+    char *keep = texts[7];
+    size_t keep_len = lens[7];
+    texts[7] = texts[300];
+    lens[7] = lens[300];
+    st = zp_state_merge((const char *const *)texts, lens, MANY_W, &out, &olen, ebuf, sizeof ebuf);
+    assert_int_equal(st, ZP_ERR_MISMATCH);
+    assert_null(out);
+    assert_non_null(strstr(ebuf, "appears twice (state 300 and an earlier one)"));
+    texts[7] = keep;
+    lens[7] = keep_len;
+
+    /* two parts of one name, in one rank's text: that text named */
+    zpi_state one = job;
+    one.n_ranks = 1;
+    one.ranks = &job.ranks[123];
+    char *last = one.part_names[MANY_PARTS - 1];
+    one.part_names[MANY_PARTS - 1] = one.part_names[3];
+    char *bad = NULL;
+    size_t bad_len = 0;
+    zpi_err err = {0};
+    assert_int_equal(zpi_state_render(&one, &bad, &bad_len, &err), ZP_ERR_INVALID);
+    assert_non_null(strstr(zpi_err_msg(&err), "parts[199].name: \"part-003\" is also parts[3]'s "
+                                              "name"));
+    one.part_names[MANY_PARTS - 1] = last;
+    bad = render(&one);
+    char *dupname = strstr(bad, "\n  \"parts\": [");
+    assert_non_null(dupname);
+    dupname = strstr(dupname, "\"part-199\"");
+    assert_non_null(dupname);
+    memcpy(dupname, "\"part-003\"", 10); /* in "parts" only: the settings keep theirs */
+    keep = texts[200];
+    texts[200] = bad;
+    lens[200] = strlen(bad);
+    st = zp_state_merge((const char *const *)texts, lens, MANY_W, &out, &olen, ebuf, sizeof ebuf);
+    assert_int_equal(st, ZP_ERR_FORMAT);
+    assert_non_null(strstr(ebuf, "state 200: parts[199].name: \"part-003\" is also parts[3]'s "
+                                 "name"));
+    free(bad);
+
+    /* one rank's settings in another member order: other settings */
+    char *set = many_settings(), *moved = xcalloc(strlen(set) + 1, 1);
+    char *sl = strstr(set, ",\"seq_len\":2048}");
+    assert_non_null(sl);
+    *sl = '\0';
+    sprintf(moved, "{\"seq_len\":2048,%s}", set + 1);
+    one.settings = NULL;
+    assert_int_equal(zpi_state_settings_canon(moved, &one.settings, &one.settings_hash, NULL),
+                     ZP_OK);
+    bad = render(&one);
+    free(one.settings);
+    texts[200] = bad;
+    lens[200] = strlen(bad);
+    st = zp_state_merge((const char *const *)texts, lens, MANY_W, &out, &olen, ebuf, sizeof ebuf);
+    assert_int_equal(st, ZP_ERR_MISMATCH);
+    assert_non_null(strstr(ebuf, "rank 123's state differs from rank"));
+    assert_non_null(strstr(ebuf, "settings (hash"));
+    free(bad);
+    free(set);
+    free(moved);
+    texts[200] = keep;
+    free(want);
+    for (uint32_t i = 0; i < MANY_W; i++)
+        free(texts[i]);
+    free(texts);
+    free(lens);
+    zpi_state_clear(&job);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1493,6 +1714,7 @@ int main(void)
         cmocka_unit_test(test_check_settings),
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_merge_many_ranks),
         cmocka_unit_test(test_default_range),
         cmocka_unit_test(test_elastic_example),
         cmocka_unit_test(test_bestfit_fields),

@@ -28,6 +28,12 @@
  *     draw counts of its own draws) merged with zp_state_merge(); the job
  *     state restored on 64 ranks (exact) and on 48 (elastic re-split),
  *     with the first sample and the save of the re-split rank;
+ * 3b. a job of 1,024 ranks made the same way (per = ceil(N / 1,024); the
+ *     part counts of the 64-rank job's rank r * 64 / 1,024, divided by 16),
+ *     merged (median of 5): time, CPU time, and the peak resident size above the
+ *     one before the merge (the freed heap trimmed, the peak reset through
+ *     /proc/self/clear_refs), which counts the parsed states and the job
+ *     state but not the rank texts, which are the caller's;
  *  4. the selection per sample: zp_worksource_sample() over 10^6
  *     consecutive positions (median of 5 runs) for the plain dataset (one
  *     part), 3 parts and 1,000 parts, from draw 0 and from draw
@@ -35,7 +41,8 @@
  *     and 1,000 parts. Ratios are to the plain dataset in the same run.
  *
  * $BENCH_STATE_DUMP=FOLDER writes the states there (fresh.json, deep.json,
- * job64.json, rank0of48.json, rank47of48.json).
+ * job64.json, job1024.json, rank0of48.json, rank47of48.json).
+ * $BENCH_STATE_ONLY=merge measures the merges (3 and 3b) only.
  *
  * Each figure is printed with what it checked (the restored position and
  * counts read back, the re-split's lengths): a figure of a restore that did
@@ -44,6 +51,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +79,8 @@
 #define DEEP_POS 500000000ull
 #define JOB_W 64u
 #define JOB_W2 48u
+#define JOB_BIG 1024u /* a job of 1,024 ranks: the merge alone */
+#define BIG_REPS 5
 
 static char g_dir[4096];
 static char g_manifest[4200];
@@ -300,6 +310,45 @@ static void dump_state(const char *name, const char *json, size_t len)
         die("%s: cannot write", path);
 }
 
+/* ------------------------------------------------------------ memory */
+
+/* A field of /proc/self/status in kB ("VmHWM", "VmRSS"); -1 when absent. */
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            v = strtol(line + n + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Starts a peak measurement: the freed heap given back (malloc_trim) and
+ * the process's peak resident size reset to its current one (writing 5 to
+ * /proc/self/clear_refs, Linux >= 4.0); the resident size now in kB. */
+static long peak_start(void)
+{
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+    return status_kb("VmRSS");
+}
+
+/* The peak resident size since peak_start() above its resident size then,
+ * in MB (-1 when /proc does not say). */
+static double peak_mb(long rss0)
+{
+    long hwm = status_kb("VmHWM");
+    return hwm < 0 || rss0 < 0 ? -1 : (double)(hwm - rss0) / 1024.0;
+}
+
 /* ------------------------------------------------------------ figures */
 
 static void line(const char *what, stat3 s, const char *unit, const char *extra)
@@ -413,6 +462,78 @@ static stat3 bare_ns(const zp_mix_part *parts, size_t n, uint64_t g0, uint64_t *
     return stats(v, SEL_RUNS);
 }
 
+/* The 64-rank job's per-part draw counts, rank by rank (make_job). */
+static uint64_t g_job_draws[JOB_W][NSHARDS];
+
+/* W rank states of a job at epoch DEEP_EPOCH (world_size W, each rank
+ * near the middle of its per = ceil(N / W) positions): texts into json[]
+ * (caller frees), positions into pos[], the positions the ranks have left
+ * of the epoch added to *left. W == JOB_W: each rank with the exact draw
+ * counts of its own draws up to there (kept in g_job_draws); a multiple
+ * of JOB_W: rank r with those of 64-rank rank r * 64 / W divided by
+ * W / 64 (numbers of the same sizes, without 8 draw-count walks per rank:
+ * the merge reads them, it does not check them against the mixture). */
+static void make_job(zp_worksource *ws, const char *fresh, size_t fresh_len, uint32_t W,
+                     char **json, size_t *len, uint64_t *pos, uint64_t *left)
+{
+    static uint64_t draws[NSHARDS];
+    const uint64_t per = (NDRAWS + W - 1) / W;
+    for (uint32_t r = 0; r < W; r++) {
+        const uint64_t a = r * per, b = (r + 1) * per < NDRAWS ? (r + 1) * per : NDRAWS;
+        pos[r] = per / 2 + (r * 7919u) % 4096;
+        memset(draws, 0, sizeof draws);
+        if (W == JOB_W) {
+            for (uint64_t e = 0; e < DEEP_EPOCH; e++)
+                add_draws(ws, e * NDRAWS + a, e * NDRAWS + b, draws);
+            add_draws(ws, DEEP_EPOCH * NDRAWS + a, DEEP_EPOCH * NDRAWS + a + pos[r], draws);
+            memcpy(g_job_draws[r], draws, sizeof draws);
+        } else {
+            for (size_t i = 0; i < NSHARDS; i++)
+                draws[i] = g_job_draws[(uint64_t)r * JOB_W / W][i] / (W / JOB_W);
+        }
+        json_t *rj = load(fresh, fresh_len);
+        set_u64(rj, "world_size", W);
+        const uint64_t delivered = DEEP_EPOCH * NDRAWS + (uint64_t)W * per / 2;
+        edit_rank(json_array_get(json_object_get(rj, "ranks"), 0), r, DEEP_EPOCH, pos[r], draws,
+                  delivered * TOKENS_PER_DOC / ((uint64_t)W * ROWS * SEQ_LEN));
+        json[r] = dump(rj, &len[r]);
+        json_decref(rj);
+        *left += per - pos[r];
+    }
+}
+
+/* reps merges of the W texts: the time of each (ms) into v, its CPU time
+ * (the process's, ms; the machine's other load does not count) into cv, the peak
+ * resident growth of the last into *peak (MB); the job state of the last
+ * (caller frees). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char *merge_runs(char **json, const size_t *len, uint32_t W, int reps, double *v,
+                        double *cv, double *peak, size_t *job_len)
+{
+    char *job = NULL;
+    for (int i = 0; i < reps; i++) {
+        free(job);
+        job = NULL;
+        char err[512];
+        long rss0 = i == reps - 1 ? peak_start() : 0;
+        double a = now(), ca = cpu_now();
+        if (zp_state_merge((const char *const *)json, len, W, &job, job_len, err, sizeof err) !=
+            ZP_OK)
+            die("merge of %u: %s", W, err);
+        v[i] = (now() - a) * 1e3;
+        cv[i] = (cpu_now() - ca) * 1e3;
+        if (i == reps - 1)
+            *peak = peak_mb(rss0);
+    }
+    return job;
+}
+
 int main(int argc, char **argv)
 {
     int own_dir = argc < 2;
@@ -449,9 +570,12 @@ int main(int argc, char **argv)
     double v[REPS];
     char *fresh = NULL;
     size_t fresh_len = 0;
+    const char *only = getenv("BENCH_STATE_ONLY");
+    const int merge_only = only && strcmp(only, "merge") == 0;
+    const int reps1 = merge_only ? 1 : REPS;
     {
         double o[REPS];
-        for (int i = 0; i < REPS; i++) {
+        for (int i = 0; i < reps1; i++) {
             double a = now();
             zp_worksource *ws = ws_open(MIX_1000, 0, 1);
             double b = now();
@@ -465,11 +589,11 @@ int main(int argc, char **argv)
             zp_pipeline_destroy(p);
             zp_worksource_destroy(ws);
         }
-        line("worksource create, 1,000 parts", stats(o, REPS), "ms", NULL);
+        line("worksource create, 1,000 parts", stats(o, reps1), "ms", NULL);
     }
     char extra[256];
     snprintf(extra, sizeof extra, "state %zu bytes", fresh_len);
-    line("1. save, fresh pipeline (rank 0 of 1)", stats(v, REPS), "us", extra);
+    line("1. save, fresh pipeline (rank 0 of 1)", stats(v, reps1), "us", extra);
     dump_state("fresh.json", fresh, fresh_len);
 
     /* 2. deep into the run: epoch 3, position 5e8 of 1e9 */
@@ -484,7 +608,10 @@ int main(int argc, char **argv)
     size_t deep_len;
     char *deep = dump(j, &deep_len);
     json_decref(j);
-    restore_fig f = restore_runs(deep, deep_len, 0, 1, DEEP_EPOCH, DEEP_POS);
+    restore_fig f = {0};
+    if (merge_only)
+        goto job;
+    f = restore_runs(deep, deep_len, 0, 1, DEEP_EPOCH, DEEP_POS);
     check_rank(f.saved, DEEP_EPOCH, DEEP_POS, "deep state");
     dump_state("deep.json", f.saved, strlen(f.saved));
     {
@@ -515,46 +642,67 @@ int main(int argc, char **argv)
     free(f.saved);
 
     /* 3. a job of 64 ranks */
+job:;
     const uint64_t per = NDRAWS / JOB_W; /* 15,625,000: W divides N */
     char *rank_json[JOB_W];
     size_t rank_len[JOB_W];
     uint64_t job_left = 0, rank_pos[JOB_W];
     double te = now();
-    for (uint32_t r = 0; r < JOB_W; r++) {
-        rank_pos[r] = per / 2 + (r * 7919u) % 4096;
-        memset(draws, 0, sizeof draws);
-        for (uint64_t e = 0; e < DEEP_EPOCH; e++)
-            add_draws(ws, e * NDRAWS + r * per, e * NDRAWS + (r + 1) * per, draws);
-        add_draws(ws, DEEP_EPOCH * NDRAWS + r * per,
-                  DEEP_EPOCH * NDRAWS + r * per + rank_pos[r], draws);
-        json_t *rj = load(fresh, fresh_len);
-        set_u64(rj, "world_size", JOB_W);
-        const uint64_t delivered = DEEP_EPOCH * NDRAWS + JOB_W * per / 2;
-        edit_rank(json_array_get(json_object_get(rj, "ranks"), 0), r, DEEP_EPOCH, rank_pos[r],
-                  draws, delivered * TOKENS_PER_DOC / (JOB_W * ROWS * SEQ_LEN));
-        rank_json[r] = dump(rj, &rank_len[r]);
-        json_decref(rj);
-        job_left += per - rank_pos[r];
-    }
+    make_job(ws, fresh, fresh_len, JOB_W, rank_json, rank_len, rank_pos, &job_left);
     double t_edit = now() - te;
-    char *job = NULL;
     size_t job_len = 0;
-    for (int i = 0; i < REPS; i++) {
-        free(job);
-        char err[512];
-        double a = now();
-        if (zp_state_merge((const char *const *)rank_json, rank_len, JOB_W, &job, &job_len, err,
-                           sizeof err) != ZP_OK)
-            die("merge: %s", err);
-        v[i] = (now() - a) * 1e3;
-    }
+    double peak = 0, cv[REPS];
+    char *job = merge_runs(rank_json, rank_len, JOB_W, REPS, v, cv, &peak, &job_len);
     printf("\n  job of %u ranks at epoch %u, each near the middle of its %llu positions "
            "(made in %.2f s)\n",
            JOB_W, DEEP_EPOCH, (unsigned long long)per, t_edit);
-    snprintf(extra, sizeof extra, "rank states %zu bytes each, job state %zu bytes", rank_len[0],
-             job_len);
+    snprintf(extra, sizeof extra,
+             "CPU %.0f ms; rank states %zu bytes each, job state %zu bytes, peak +%.1f MB",
+             stats(cv, REPS).med, rank_len[0], job_len, peak);
     line("3. merge of 64 rank states", stats(v, REPS), "ms", extra);
     dump_state("job64.json", job, job_len);
+    {
+        /* the same at 1,024 ranks: the merge only */
+        static char *big_json[JOB_BIG];
+        static size_t big_len[JOB_BIG];
+        static uint64_t big_pos[JOB_BIG];
+        uint64_t big_left = 0;
+        double tb = now(), bv[BIG_REPS], bcv[BIG_REPS], bpeak = 0;
+        make_job(ws, fresh, fresh_len, JOB_BIG, big_json, big_len, big_pos, &big_left);
+        tb = now() - tb;
+        size_t big_job_len = 0, in_bytes = 0;
+        for (uint32_t r = 0; r < JOB_BIG; r++)
+            in_bytes += big_len[r];
+        char *big =
+            merge_runs(big_json, big_len, JOB_BIG, BIG_REPS, bv, bcv, &bpeak, &big_job_len);
+        json_t *bj = load(big, big_job_len);
+        size_t got = json_array_size(json_object_get(bj, "ranks"));
+        json_decref(bj);
+        if (got != JOB_BIG)
+            die("merge of %u: the job state holds %zu ranks", JOB_BIG, got);
+        printf("  job of %u ranks, the same way (made in %.2f s; the %.1f MB of rank states "
+               "are the caller's)\n",
+               JOB_BIG, tb, (double)in_bytes / 1e6);
+        snprintf(extra, sizeof extra, "CPU %.0f ms; job state %zu bytes (%zu ranks), peak +%.1f MB",
+                 stats(bcv, BIG_REPS).med, big_job_len, got, bpeak);
+        line("3b. merge of 1,024 rank states (median of 5)", stats(bv, BIG_REPS), "ms", extra);
+        dump_state("job1024.json", big, big_job_len);
+        free(big);
+        for (uint32_t r = 0; r < JOB_BIG; r++)
+            free(big_json[r]);
+    }
+    if (merge_only) {
+        for (uint32_t r = 0; r < JOB_W; r++)
+            free(rank_json[r]);
+        free(job);
+        free(deep);
+        free(fresh);
+        zp_worksource_destroy(ws);
+        zp_dataset_destroy(g_ds);
+        if (own_dir)
+            rmdir_all();
+        return 0;
+    }
 
     f = restore_runs(job, job_len, 5, JOB_W, DEEP_EPOCH, rank_pos[5]);
     check_rank(f.saved, DEEP_EPOCH, rank_pos[5], "job state on 64 ranks");

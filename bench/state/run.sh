@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoint states at 1,000 mixture parts and 10^9 samples (save, a restore
 # deep into the run, a 64-rank job state merged and restored on 64 and on
-# 48 ranks) and the mixture's selection cost per sample, in one run
+# 48 ranks, a 1,024-rank job state merged: time, CPU time, peak memory) and
+# the mixture's selection cost per sample, in one run
+# (BENCH_STATE_ONLY=merge: the merges only)
 # (bench/state/bench_state.c says what each figure measures).
 #   bench/state/run.sh [BUILD_DIR]        (default build/release)
 # CMAKE_ARGS="..." adds options to the configure step (for example

@@ -139,6 +139,29 @@ ZP_API void zp_dataset_spec_redact(const char *spec, char *out, size_t cap);
  * zp_dataset_add(); a second call replaces the first. */
 ZP_API zp_status zp_dataset_exclude(zp_dataset *ds, const char *path);
 
+/* The dataset as compact bytes for zp_dataset_add_packed() in another
+ * process running the same build (what zp_mpi_dataset_create broadcasts):
+ * each shard's name, canonical absolute path (a URL as given), format,
+ * size, record count and known hash, as zp_dataset_manifest_json(ds, 0,
+ * NULL, ...) describes them, without JSON: decoding 100,000 shards takes
+ * milliseconds where parsing their manifest takes most of a second. Not a
+ * file format: the layout may change between versions. Indexes shards
+ * without counts first. OUT: *out malloc'd (caller frees), *len bytes
+ * (len may be NULL). */
+ZP_API zp_status zp_dataset_pack(zp_dataset *ds, char **out, size_t *len);
+
+/* Add the shards of zp_dataset_pack()'s bytes (borrowed for the call),
+ * trusted as the packing process checked them: a local shard is not
+ * stat()ed when added (its size is the packed one, checked when the shard
+ * is first loaded: a missing file ZP_ERR_IO, another size ZP_ERR_FORMAT
+ * naming the shard, its path and both sizes), and neither "one file under
+ * two names" (a hard link, a symlink; the same path twice still is) nor
+ * the unfinished-preprocess marker is looked for. Otherwise as a manifest
+ * entry (formats, remote shards, names). All or nothing, like
+ * zp_dataset_add(). ZP_ERR_FORMAT for bytes that are not packed by this
+ * version (named "packed dataset"). */
+ZP_API zp_status zp_dataset_add_packed(zp_dataset *ds, const char *buf, size_t len);
+
 /* Add the shards of a manifest given as bytes (JSON, len bytes; no NUL
  * needed at the end), exactly as zp_dataset_add() adds a manifest file:
  * the same fields, validation and messages (the manifest is named

@@ -190,6 +190,7 @@ void zp_dataset_destroy(zp_dataset *ds)
     zpi_index_store_destroy(ds->store);
     free(ds->store_dir);
     free(ds->ex_path);
+    free(ds->ok_dir);
     free(ds);
 }
 
@@ -204,6 +205,8 @@ void zpi_ds_shard_sync(const zp_dataset *ds, shard *s)
     s->lim.records_from_manifest = s->from_manifest;
     s->lim.has_xxh64 = s->has_hash;
     s->lim.expect_xxh64 = s->xxh64;
+    s->lim.has_bytes = s->trusted;
+    s->lim.expect_bytes = s->bytes;
 }
 
 static size_t bucket_of(const zp_dataset *ds, dev_t dev, ino_t ino)
@@ -248,6 +251,33 @@ static void path_note(char *buf, size_t cap, const char *name, const char *path)
         zpi_fmt(buf, cap, " ('%s')", red);
 }
 
+/* The length of path's folder part with its final '/' (0: none). */
+static size_t dir_len(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+/* 1 when path's folder is the one last found without the unfinished marker
+ * (the shards of a folder come one after another: one check each). */
+static int in_ok_dir(const zp_dataset *ds, const char *path)
+{
+    size_t n = dir_len(path);
+    return ds->ok_dir && strlen(ds->ok_dir) == n && strncmp(ds->ok_dir, path, n) == 0;
+}
+
+static void remember_ok_dir(zp_dataset *ds, const char *path)
+{
+    size_t n = dir_len(path);
+    char *d = malloc(n + 1);
+    if (!d)
+        return; /* checked again next time */
+    memcpy(d, path, n);
+    d[n] = '\0';
+    free(ds->ok_dir);
+    ds->ok_dir = d;
+}
+
 /* Append a shard for the file described by sb; takes ownership of name and
  * path (freed on failure). The same file twice (by device and inode: two
  * spellings, a hard link, a symlink) is an error naming both. */
@@ -275,9 +305,12 @@ zp_status zpi_ds_push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
         rsb.st_ino = (ino_t)XXH64(identity, strlen(identity), 0);
         rsb.st_size = sb->st_size;
         sb = &rsb;
-    } else if (path && zpi_unfinished_check(path, name, &ds->err) != ZP_OK) {
-        st = ds->err.code; /* a folder that zephon preprocess has not finished */
-        goto fail;
+    } else if (path && sb->st_dev != TRUSTED_DEV && !in_ok_dir(ds, path)) {
+        if (zpi_unfinished_check(path, name, &ds->err) != ZP_OK) {
+            st = ds->err.code; /* a folder that zephon preprocess has not finished */
+            goto fail;
+        }
+        remember_ok_dir(ds, path);
     }
     if (!name || !path) {
         st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory adding a shard");
@@ -291,7 +324,8 @@ zp_status zpi_ds_push_shard(zp_dataset *ds, char *name, char *path, const zpi_fo
     for (size_t i = ds->buckets[h]; i != NONE; i = ds->shards[i].next) {
         const shard *o = &ds->shards[i];
         if (o->dev == sb->st_dev && o->ino == sb->st_ino &&
-            (!identity || (o->identity && strcmp(o->identity, identity) == 0))) {
+            (!identity || (o->identity && strcmp(o->identity, identity) == 0)) &&
+            (sb->st_dev != TRUSTED_DEV || strcmp(o->path, path) == 0)) {
             char pa[PATH_MAX + 8], pb[PATH_MAX + 8];
             path_note(pa, sizeof pa, name, path);
             path_note(pb, sizeof pb, o->name, o->path);
@@ -448,7 +482,9 @@ static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
     zpi_fetch_pin pin;
     const char *path;
     ZPI_FORWARD_IF_ERR(shard_file(ds, s, &pin, &path));
-    zp_status st = s->fmt->load(path, s->name, &s->lim, &sh, &err);
+    zp_status st = s->identity ? ZP_OK : zpi_load_check_size(&s->lim, s->name, path, &err);
+    if (st == ZP_OK)
+        st = s->fmt->load(path, s->name, &s->lim, &sh, &err);
     if (s->identity)
         zpi_fetcher_release(ds->fetcher, &pin, st == ZP_ERR_FORMAT && s->has_hash);
     /* a pre-tokenized HDF5 shard's record of its tokenizer (attribute

@@ -119,6 +119,98 @@ zp_status zpi_dataset_listing_json(zp_dataset *ds, const char *base_dir, char **
     return manifest_json(ds, 0, base_dir, "manifest", 0, out, len);
 }
 
+/* ------------------------------------------------------------ packed */
+
+static int put_u64le(zpi_buf *b, uint64_t v)
+{
+    unsigned char x[8];
+    for (int i = 0; i < 8; i++)
+        x[i] = (unsigned char)(v >> (8 * i));
+    return zpi_buf_append(b, x, 8);
+}
+
+static int put_str(zpi_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > UINT32_MAX)
+        return -1;
+    unsigned char x[4] = {(unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 24)};
+    return zpi_buf_append(b, x, 4) || zpi_buf_append(b, s, n + 1) ? -1 : 0;
+}
+
+/* The canonical absolute path of a local file as the manifest without a
+ * folder writes it (its folder's realpath + its base name), the folder's
+ * realpath kept in *dir / *real for the next shard of the same folder (a
+ * realpath() costs a readlink per path component). NULL with errno. */
+static char *abs_cached(const char *path, char **dir, char **real)
+{
+    char *d = zpi_path_dir(path);
+    if (!d)
+        return NULL;
+    if (!*dir || strcmp(*dir, d) != 0) {
+        char *r = realpath(*d ? d : ".", NULL);
+        if (!r) {
+            free(d);
+            return NULL;
+        }
+        free(*dir);
+        free(*real);
+        *dir = d;
+        *real = r;
+    } else {
+        free(d);
+    }
+    return zpi_path_join(*real, path + strlen(*dir));
+}
+
+zp_status zp_dataset_pack(zp_dataset *ds, char **out, size_t *len)
+{
+    RETURN_IF_UNUSABLE(ds);
+    if (!out)
+        return zpi_ds_fail(ds, ZP_ERR_INVALID, "no output given");
+    *out = NULL;
+    if (len)
+        *len = 0;
+    zp_status st = zpi_ds_index_all(ds);
+    if (st != ZP_OK)
+        return st;
+    zpi_buf b = {0};
+    char *dir = NULL, *real = NULL;
+    int bad = zpi_buf_append(&b, ZPI_PACK_MAGIC, ZPI_PACK_MAGIC_LEN) || put_u64le(&b, ds->n);
+    for (size_t i = 0; i < ds->n && !bad && st == ZP_OK; i++) {
+        const shard *s = &ds->shards[i];
+        /* as manifest_json() without a folder: a URL as given, a file by its
+         * canonical absolute path, the name when it differs */
+        char *path = s->identity ? zpi_strdup(s->path) : abs_cached(s->path, &dir, &real);
+        if (!path) {
+            int er = errno;
+            st = zpi_ds_fail(ds, ZP_ERR_IO, "shard '%s': cannot resolve '%s': %s", s->name,
+                             s->path, strerror(er));
+            break;
+        }
+        int named = strcmp(path, s->name) != 0;
+        uint64_t flags = (named ? ZPI_PACK_NAME : 0) | ZPI_PACK_SAMPLES |
+                         (s->has_hash ? ZPI_PACK_XXH64 : 0);
+        bad = put_u64le(&b, flags) || put_u64le(&b, s->bytes) || put_u64le(&b, s->samples) ||
+              put_u64le(&b, s->has_hash ? s->xxh64 : 0) || put_str(&b, path) ||
+              (named && put_str(&b, s->name)) || put_str(&b, s->fmt->name);
+        free(path);
+    }
+    free(dir);
+    free(real);
+    if (st == ZP_OK && bad)
+        st = zpi_ds_fail(ds, ZP_ERR_NOMEM, "out of memory packing %zu shards", ds->n);
+    if (st != ZP_OK) {
+        zpi_buf_free(&b);
+        return st;
+    }
+    *out = b.p;
+    if (len)
+        *len = b.len;
+    return ZP_OK;
+}
+
 zp_status zp_dataset_write_manifest(zp_dataset *ds, const char *path, int with_hash)
 {
     RETURN_IF_UNUSABLE(ds);

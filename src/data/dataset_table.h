@@ -28,6 +28,17 @@
 #define FOLDER_MANIFEST "manifest.json"
 /* The device number that marks a remote shard's identity. */
 #define REMOTE_DEV ((dev_t)-1)
+/* zp_dataset_pack's layout: the magic, u64 shard count, then per shard u64
+ * flags, bytes, samples, xxh64 (little endian), and strings (u32 length,
+ * bytes, NUL): path, name (when ZPI_PACK_NAME), format name. */
+#define ZPI_PACK_MAGIC "ZPDSPK1\n"
+#define ZPI_PACK_MAGIC_LEN 8
+#define ZPI_PACK_NAME 1u
+#define ZPI_PACK_SAMPLES 2u
+#define ZPI_PACK_XXH64 4u
+/* The device number of a local shard taken from a trusted manifest without
+ * a stat() (zp_dataset_trust_manifest): its identity is its path. */
+#define TRUSTED_DEV ((dev_t)-2)
 /* Largest remote manifest read. */
 #define MAX_REMOTE_MANIFEST ((size_t)256 << 20)
 
@@ -45,6 +56,8 @@ typedef struct shard {
     dev_t dev;             /* the file's identity: a file is in the table once */
     ino_t ino;             /* (a remote shard: REMOTE_DEV and the hash of its identity) */
     char *identity;        /* remote shard: zpi_url_identity() of its URL; owned. NULL: local */
+    int trusted;           /* local, added from a trusted manifest without a stat():
+                              its size is checked when it is loaded (lim.has_bytes) */
     size_t next;           /* next shard in the same identity bucket, NONE at the end */
     zpi_load_limits lim;   /* what a load of this shard accepts and expects */
     char *tokenizer;       /* the tokenizer identity recorded for a pre-tokenized shard
@@ -70,6 +83,9 @@ struct zp_dataset {
     dev_t ex_dev;
     ino_t ex_ino;
     char *ex_path; /* owned */
+    int trust_manifest; /* zp_dataset_add_packed() at work: local shards not stat()ed */
+    char *ok_dir;       /* the folder last found without the unfinished-preprocess
+                           marker: its next shards are not checked again (owned) */
     zpi_err err;
 };
 

@@ -471,6 +471,8 @@ static zp_status load_shard(zpi_shard_cache *c, uint32_t index, const zpi_format
                 break;
             }
             path = pin.path;
+        } else if ((st = zpi_load_check_size(lim, name, path, err)) != ZP_OK) {
+            break; /* a shard of a trusted manifest, not as it says */
         }
         st = fmt->load_bufs ? fmt->load_bufs(path, name, lim, bufs, sh, err)
                             : fmt->load(path, name, lim, sh, err);

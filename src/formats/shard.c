@@ -4,7 +4,10 @@
  */
 #include "formats/shard.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "formats/reader.h"
 #include "base/util.h"
@@ -23,6 +26,29 @@ void zpi_shard_free(zpi_shard *s)
     s->offsets = NULL;
     s->data_len = 0;
     s->n_records = 0;
+}
+
+zp_status zpi_load_check_size(const zpi_load_limits *lim, const char *name, const char *path,
+                              zpi_err *err)
+{
+    if (!lim->has_bytes)
+        return ZP_OK;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        int e = errno;
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", name, path,
+                           strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode))
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': '%s' is not a regular file", name, path);
+    if ((uint64_t)sb.st_size != lim->expect_bytes)
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': stale manifest: it says %llu bytes but '%s' has %llu "
+                           "bytes (re-run zephon index; under MPI, rank 0 saw that size: does "
+                           "this node see another file?)",
+                           name, (unsigned long long)lim->expect_bytes, path,
+                           (unsigned long long)sb.st_size);
+    return ZP_OK;
 }
 
 zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,

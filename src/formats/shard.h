@@ -55,7 +55,20 @@ typedef struct zpi_load_limits {
      * ZP_ERR_FORMAT naming the shard, its path and both hashes. */
     int has_xxh64;
     uint64_t expect_xxh64;
+    /* has_bytes: the shard's size as its manifest says, for a shard added
+     * without a stat() (zp_dataset_trust_manifest): zpi_load_check_size()
+     * stats it before the load. */
+    int has_bytes;
+    uint64_t expect_bytes;
 } zpi_load_limits;
+
+/* A local shard added without a stat() (lim->has_bytes): its file must be
+ * a regular file of lim->expect_bytes bytes (one stat()). ZP_OK (also
+ * when lim->has_bytes is 0); ZP_ERR_IO when it cannot be opened or is not
+ * a regular file, ZP_ERR_FORMAT for another size, naming the shard, its
+ * path and both sizes. */
+zp_status zpi_load_check_size(const zpi_load_limits *lim, const char *name, const char *path,
+                              zpi_err *err);
 
 /* Buffers a load may reuse instead of allocating fresh memory: fresh pages
  * cost a page fault each (far more on some VMs) and must be zeroed by the

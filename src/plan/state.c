@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "base/util.h"
 #include "zephon/state_json.h"
 #include "zephon/worksource.h"
@@ -48,12 +50,14 @@ void zpi_state_clear(zpi_state *s)
 {
     if (!s)
         return;
-    free(s->settings);
-    for (size_t i = 0; i < s->n_parts; i++)
-        free(s->part_names ? s->part_names[i] : NULL);
-    free(s->part_names);
-    free(s->part_weights);
-    zpi_sched_clear(&s->sched);
+    if (!s->borrowed) {
+        free(s->settings);
+        for (size_t i = 0; i < s->n_parts; i++)
+            free(s->part_names ? s->part_names[i] : NULL);
+        free(s->part_names);
+        free(s->part_weights);
+        zpi_sched_clear(&s->sched);
+    }
     for (size_t i = 0; i < s->n_ranks; i++)
         zpi_rank_state_clear(&s->ranks[i]);
     free(s->ranks);
@@ -205,6 +209,35 @@ const char *zpi_remainder_name(int r)
     return r == ZP_REMAINDER_PAD ? "pad" : r == ZP_REMAINDER_DROP ? "drop" : NULL;
 }
 
+int zpi_state_first_duplicate(char *const *names, size_t n, size_t *i_out, size_t *j_out)
+{
+    if (n < 2)
+        return 0;
+    /* open addressing, at most half full: each slot holds 1 + an index */
+    size_t cap = 4;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t *slot = calloc(cap, sizeof *slot);
+    if (!slot)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        size_t len = strlen(names[i]);
+        size_t h = (size_t)XXH64(names[i], len, 0) & (cap - 1);
+        for (; slot[h]; h = (h + 1) & (cap - 1))
+            if (strcmp(names[slot[h] - 1], names[i]) == 0) {
+                *i_out = i;
+                *j_out = slot[h] - 1;
+                found = 1;
+                break;
+            }
+        if (!found)
+            slot[h] = i + 1;
+    }
+    free(slot);
+    return found;
+}
+
 /* The checks shared by render, parse and the re-split, on everything but
  * the settings text; `code` is the status of a failure. */
 zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err)
@@ -218,17 +251,21 @@ zp_status zpi_state_validate(const zpi_state *s, zp_status code, zpi_err *err)
                       "epoch_samples: %" PRIu64 ": must be 1 .. 2^63 - 1", s->epoch_samples);
     ZPI_RETURN_ERR_IF(!zpi_remainder_name(s->remainder), err, code,
                       "remainder: %d: must be pad (0) or drop (1)", s->remainder);
-    for (size_t i = 0; i < s->n_parts; i++) {
+    /* the parts (a borrowed state's are its lender's, checked with it) */
+    for (size_t i = 0; i < s->n_parts && !s->borrowed; i++) {
         const char *nm = s->part_names ? s->part_names[i] : NULL;
         ZPI_RETURN_ERR_IF(!nm || !*nm, err, code, "parts[%zu].name: must be a non-empty string",
                           i);
         double w = s->part_weights[i];
         ZPI_RETURN_ERR_IF(!isfinite(w) || w <= 0 || w > 1, err, code,
                           "parts[%zu].weight: %g: must be in (0, 1]", i, w);
-        for (size_t j = 0; j < i; j++)
-            ZPI_RETURN_ERR_IF(!strcmp(s->part_names[j], nm), err, code,
-                              "parts[%zu].name: \"%s\" is also parts[%zu]'s name", i, nm, j);
     }
+    size_t di, dj;
+    int dup = s->borrowed ? 0 : zpi_state_first_duplicate(s->part_names, s->n_parts, &di, &dj);
+    ZPI_RETURN_ERR_IF(dup < 0, err, ZP_ERR_NOMEM, "parts: out of memory checking %zu names",
+                      s->n_parts);
+    ZPI_RETURN_ERR_IF(dup, err, code, "parts[%zu].name: \"%s\" is also parts[%zu]'s name", di,
+                      s->part_names[di], dj);
     ZPI_RETURN_ERR_IF(s->n_ranks == 0, err, code, "ranks: empty: a state holds at least one rank");
     for (size_t k = 0; k < s->n_ranks; k++) {
         const zpi_rank_state *r = &s->ranks[k];

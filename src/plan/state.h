@@ -108,6 +108,9 @@ typedef struct zpi_state {
                                    weights throughout) */
     size_t n_ranks;             /* ranks present, ascending by rank (owned) */
     zpi_rank_state *ranks;
+    int borrowed;               /* 1: settings, part_names, part_weights and sched
+                                   are another state's (zpi_state_parse_ranks_of),
+                                   not freed by zpi_state_clear */
 } zpi_state;
 
 /* Frees what the structs own (not the struct itself) and zeroes them;
@@ -131,6 +134,44 @@ zp_status zpi_state_render(const zpi_state *s, char **out, size_t *len, zpi_err 
  * members are refused); ZP_ERR_UNSUPPORTED for another version. On
  * failure *out holds nothing. */
 zp_status zpi_state_parse(const char *json, size_t len, zpi_state *out, zpi_err *err);
+
+/* The settings last canonicalised by zpi_state_parse_memo(): a job's rank
+ * states carry the same settings, canonicalised once for all of them
+ * (zp_state_merge). Zero-initialise; release with zpi_settings_memo_clear(). */
+typedef struct zpi_settings_memo {
+    void *obj;      /* the settings object parsed (a json_t reference) */
+    char *canon;    /* its canonical text (owned) */
+    uint64_t hash;  /* and hash */
+} zpi_settings_memo;
+void zpi_settings_memo_clear(zpi_settings_memo *m);
+/* zpi_state_parse(), with the settings' canonical text and hash taken from
+ * memo when the state's settings object is the one memo holds (the same
+ * members in the same order, the same values bit for bit: the same text),
+ * else computed and kept in memo. memo may be NULL. Same results as
+ * zpi_state_parse(). */
+zp_status zpi_state_parse_memo(const char *json, size_t len, zpi_settings_memo *memo,
+                               zpi_state *out, zpi_err *err);
+
+/* The first name of names[0 .. n) that an earlier one repeats: 1 with
+ * *i its index and *j the earlier one's (the lowest), 0 when all differ,
+ * -1 when out of memory. Linear: a hash set of the names (state.c). */
+int zpi_state_first_duplicate(char *const *names, size_t n, size_t *i, size_t *j);
+
+/* A state whose job-wide members (version ... schedule: everything before
+ * "ranks") are job's, parsed: the job-wide fields job's (borrowed, see
+ * zpi_state.borrowed: clear out before job), the
+ * ranks parsed from tail, the text of such a state from its "ranks"
+ * member to its end ("\"ranks\": [...]\n}"). For a text whose bytes
+ * before "ranks" equal those of the text job was parsed from: the same
+ * result as zpi_state_parse() of the whole text (the members before
+ * "ranks" parse alike; the "ranks" member alone after them, as the text
+ * that is parsed whole checks, no duplicate key), at the cost of parsing
+ * the ranks only (zp_state_merge: a job's rank states repeat their
+ * settings and parts, 1,000 parts make most of each text). An error
+ * (ZP_ERR_FORMAT also for a tail that is not such a "ranks" member, whose
+ * message is then no use: parse the text whole for the message). */
+zp_status zpi_state_parse_ranks_of(const zpi_state *job, const char *tail, size_t len,
+                                   zpi_state *out, zpi_err *err);
 
 /* The state checked against itself (state_check.c), beyond what
  * zpi_state_parse() checks field by field: the seed, epoch_samples,

@@ -267,15 +267,25 @@ zp_status zpi_state_check(const zpi_state *s, zpi_err *err)
     json_decref(set);
     for (size_t k = 0; k < s->n_ranks && st == ZP_OK; k++)
         st = check_rank(s, k, concat, bestfit, balance, err);
-    /* the epochs any rank plans, each once */
+    /* the epochs any rank plans, each once, in the order of their first
+     * plan (a rank's plans are of its epoch and later: check_rank) */
+    uint32_t *seen = NULL;
+    size_t n_seen = 0, cap = 0;
     for (size_t k = 0; k < s->n_ranks && st == ZP_OK && s->n_ranks > 1; k++)
         for (size_t i = 0; i < s->ranks[k].n_plans && st == ZP_OK; i++) {
             uint32_t e = s->ranks[k].plans[i].epoch;
-            int seen = 0;
-            for (size_t j = 0; j < k && !seen; j++)
-                seen = zpi_rank_find_plan(&s->ranks[j], e) != NULL && s->ranks[j].epoch <= e;
-            if (!seen)
+            size_t j = 0;
+            while (j < n_seen && seen[j] != e) /* few epochs: a list */
+                j++;
+            if (j < n_seen)
+                continue;
+            if (zpi_grow((void **)&seen, &cap, n_seen + 1, sizeof *seen) != 0)
+                st = zpi_err_set(err, ZP_ERR_NOMEM, "state: out of memory checking the plans");
+            else
+                seen[n_seen++] = e;
+            if (st == ZP_OK)
                 st = check_epoch(s, e, err);
         }
+    free(seen);
     return st;
 }

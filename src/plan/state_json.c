@@ -49,7 +49,19 @@ static void fmt_real(char *out, size_t cap, double v)
 
 static int put_u64(zpi_buf *b, uint64_t v)
 {
-    return v >= BIG ? zpi_buf_printf(b, "\"%" PRIu64 "\"", v) : zpi_buf_printf(b, "%" PRIu64, v);
+    /* decimal digits by hand: a job state holds millions of them */
+    char d[24];
+    size_t n = sizeof d;
+    int quote = v >= BIG;
+    if (quote)
+        d[--n] = '"';
+    do {
+        d[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (quote)
+        d[--n] = '"';
+    return zpi_buf_append(b, d + n, sizeof d - n);
 }
 
 /* The compact canonical form of a JSON value (the settings' form). */
@@ -123,6 +135,73 @@ static zp_status canon_of(json_t *o, char **out, uint64_t *hash, zpi_err *err)
     else
         zpi_buf_free(&b);
     return ZP_OK;
+}
+
+/* 1 when a and b have the same canonical text (zpi_state_put_compact):
+ * the same types, members (keys in the same order), strings, integers and
+ * reals bit for bit. 0 may also be said of two values whose texts happen
+ * to be equal (a real of another bit pattern that prints alike): the memo
+ * below then only misses. */
+static int same_canon(json_t *a, json_t *b)
+{
+    if (json_typeof(a) != json_typeof(b))
+        return 0;
+    switch (json_typeof(a)) {
+    case JSON_OBJECT: {
+        if (json_object_size(a) != json_object_size(b))
+            return 0;
+        void *ia = json_object_iter(a), *ib = json_object_iter(b);
+        for (; ia && ib; ia = json_object_iter_next(a, ia), ib = json_object_iter_next(b, ib))
+            if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
+                !same_canon(json_object_iter_value(ia), json_object_iter_value(ib)))
+                return 0;
+        return !ia && !ib;
+    }
+    case JSON_ARRAY:
+        if (json_array_size(a) != json_array_size(b))
+            return 0;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!same_canon(json_array_get(a, i), json_array_get(b, i)))
+                return 0;
+        return 1;
+    case JSON_STRING: return strcmp(json_string_value(a), json_string_value(b)) == 0;
+    case JSON_INTEGER: return json_integer_value(a) == json_integer_value(b);
+    case JSON_REAL: {
+        double x = json_real_value(a), y = json_real_value(b);
+        return memcmp(&x, &y, sizeof x) == 0;
+    }
+    default: return 1; /* true, false, null: the type says all */
+    }
+}
+
+void zpi_settings_memo_clear(zpi_settings_memo *m)
+{
+    if (!m)
+        return;
+    json_decref((json_t *)m->obj);
+    free(m->canon);
+    memset(m, 0, sizeof *m);
+}
+
+/* The canonical text and hash of the settings object o, from the memo when
+ * it holds the same settings, else computed (and kept in the memo). */
+static zp_status canon_memo(json_t *o, zpi_settings_memo *memo, char **out, uint64_t *hash,
+                            zpi_err *err)
+{
+    if (!memo)
+        return canon_of(o, out, hash, err);
+    if (!memo->obj || !same_canon((json_t *)memo->obj, o)) {
+        char *c = NULL;
+        uint64_t h = 0;
+        ZPI_FORWARD_IF_ERR(canon_of(o, &c, &h, err));
+        zpi_settings_memo_clear(memo);
+        memo->obj = json_incref(o);
+        memo->canon = c;
+        memo->hash = h;
+    }
+    *out = zpi_strdup(memo->canon);
+    *hash = memo->hash;
+    return *out ? ZP_OK : zpi_err_set(err, ZP_ERR_NOMEM, "settings: out of memory");
 }
 
 zp_status zpi_state_settings_canon(const char *settings, char **out, uint64_t *hash, zpi_err *err)
@@ -388,7 +467,7 @@ static zp_status get_u64(json_t *o, const char *prefix, const char *key, uint64_
 static zp_status get_u32(json_t *o, const char *prefix, const char *key, uint32_t *out,
                          zpi_err *err)
 {
-    uint64_t v;
+    uint64_t v = 0;
     ZPI_FORWARD_IF_ERR(get_u64(o, prefix, key, UINT32_MAX, &v, err));
     *out = (uint32_t)v;
     return ZP_OK;
@@ -741,7 +820,7 @@ static zp_status parse_schedule(json_t *o, zpi_state *s, zpi_err *err)
     return ZP_OK;
 }
 
-static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
+static zp_status parse_root(json_t *root, zpi_settings_memo *memo, zpi_state *s, zpi_err *err)
 {
     static const char *const known[] = {"version",       "seed",     "world_size", "epoch_samples",
                                         "remainder",     "settings_hash", "settings", "parts",
@@ -777,7 +856,7 @@ static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
     ZPI_RETURN_ERR_IF(parse_hex64(json_string_value(x), &hash) != ZP_OK, err, ZP_ERR_FORMAT,
                       "settings_hash: \"%s\": not 16 lowercase hex digits", json_string_value(x));
     ZPI_FORWARD_IF_ERR(get_kind(root, "", "settings", JSON_OBJECT, "an object", &x, err));
-    ZPI_FORWARD_IF_ERR(canon_of(x, &s->settings, &s->settings_hash, err));
+    ZPI_FORWARD_IF_ERR(canon_memo(x, memo, &s->settings, &s->settings_hash, err));
     ZPI_RETURN_ERR_IF(hash != s->settings_hash, err, ZP_ERR_FORMAT,
                       "settings_hash: %016" PRIx64
                       " does not match the settings (their hash is %016" PRIx64 ")",
@@ -810,11 +889,8 @@ static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
         ZPI_RETURN_ERR_IF(!(d > 0 && d <= 1), err, ZP_ERR_FORMAT, "%s: %g: must be in (0, 1]", q,
                           d);
         s->part_weights[i] = d;
-        for (size_t j = 0; j < i; j++)
-            ZPI_RETURN_ERR_IF(!strcmp(s->part_names[j], s->part_names[i]), err, ZP_ERR_FORMAT,
-                              "%s.name: \"%s\" is also parts[%zu]'s name", p, s->part_names[i],
-                              j);
     }
+    /* names once each: zpi_state_validate() below (one linear pass) */
 
     if (json_object_get(root, "schedule"))
         ZPI_FORWARD_IF_ERR(parse_schedule(json_object_get(root, "schedule"), s, err));
@@ -833,14 +909,60 @@ static zp_status parse_root(json_t *root, zpi_state *s, zpi_err *err)
 
 zp_status zpi_state_parse(const char *json, size_t len, zpi_state *out, zpi_err *err)
 {
+    return zpi_state_parse_memo(json, len, NULL, out, err);
+}
+
+zp_status zpi_state_parse_memo(const char *json, size_t len, zpi_settings_memo *memo,
+                               zpi_state *out, zpi_err *err)
+{
     memset(out, 0, sizeof *out);
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return zpi_err_set(err, ZP_ERR_FORMAT, "not a state: not JSON: %s (line %d, column %d)",
                            je.text, je.line, je.column);
-    zp_status st = parse_root(root, out, err);
+    zp_status st = parse_root(root, memo, out, err);
     json_decref(root);
+    if (st != ZP_OK)
+        zpi_state_clear(out);
+    return st;
+}
+
+zp_status zpi_state_parse_ranks_of(const zpi_state *job, const char *tail, size_t len,
+                                   zpi_state *out, zpi_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char *doc = malloc(len + 1);
+    ZPI_RETURN_ERR_IF(!doc, err, ZP_ERR_NOMEM, "state: out of memory");
+    doc[0] = '{';
+    memcpy(doc + 1, tail, len);
+    json_error_t je;
+    json_t *root = json_loadb(doc, len + 1, JSON_REJECT_DUPLICATES, &je);
+    free(doc);
+    json_t *arr = json_object_get(root, "ranks");
+    zp_status st = ZP_OK;
+    if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(arr)) {
+        /* not the text after the job-wide members: the caller parses it whole */
+        json_decref(root);
+        return zpi_err_set(err, ZP_ERR_FORMAT, "state: no \"ranks\" member alone at its end");
+    }
+    /* the job-wide fields are job's own (borrowed: job outlives out) */
+    zpi_state *s = out;
+    *s = *job;
+    s->borrowed = 1;
+    s->n_ranks = 0;
+    s->ranks = zpi_state_alloc_n(json_array_size(arr), sizeof *s->ranks);
+    if (!s->ranks)
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "state: out of memory");
+    for (size_t k = 0; k < json_array_size(arr) && st == ZP_OK; k++) {
+        char p[64];
+        zpi_fmt(p, sizeof p, "ranks[%zu]", k);
+        s->n_ranks = k + 1;
+        st = parse_rank(json_array_get(arr, k), p, s->n_parts, &s->ranks[k], err);
+    }
+    json_decref(root);
+    if (st == ZP_OK)
+        st = zpi_state_validate(s, ZP_ERR_FORMAT, err);
     if (st != ZP_OK)
         zpi_state_clear(out);
     return st;

@@ -38,14 +38,15 @@ static int job_diff(const zpi_state *a, const zpi_state *b, char *msg, size_t ca
         return zpi_fmt(msg, cap, "remainder %s, %s in", zpi_remainder_name(b->remainder),
                        zpi_remainder_name(a->remainder)),
                1;
-    if (a->settings_hash != b->settings_hash || strcmp(a->settings, b->settings) != 0)
+    if (a->settings_hash != b->settings_hash ||
+        (a->settings != b->settings && strcmp(a->settings, b->settings) != 0))
         return zpi_fmt(msg, cap,
                        "settings (hash %016" PRIx64 ": %.200s), hash %016" PRIx64 " (%.200s) in",
                        b->settings_hash, b->settings, a->settings_hash, a->settings),
                1;
     if (a->n_parts != b->n_parts)
         return zpi_fmt(msg, cap, "%zu parts, %zu in", b->n_parts, a->n_parts), 1;
-    for (size_t i = 0; i < a->n_parts; i++)
+    for (size_t i = 0; i < a->n_parts && a->part_names != b->part_names; i++)
         if (strcmp(a->part_names[i], b->part_names[i]) != 0 ||
             a->part_weights[i] != b->part_weights[i])
             return zpi_fmt(msg, cap, "part %zu = %s (weight %.17g), %s (weight %.17g) in", i,
@@ -110,6 +111,7 @@ zp_status zpi_state_merge(const zpi_state *const *in, size_t n, zpi_state *out, 
                              r, w, total);
     if (st == ZP_OK) {
         *out = *a;
+        out->borrowed = 0;
         out->settings = zpi_strdup(a->settings);
         out->part_names = zpi_state_alloc_n(a->n_parts, sizeof(char *));
         out->part_weights = zpi_state_dup_n(a->part_weights, a->n_parts, sizeof(double));

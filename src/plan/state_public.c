@@ -46,14 +46,31 @@ zp_status zp_state_merge(const char *const *states, const size_t *lens, size_t n
     const zpi_state **ptr = alloc_n(n, sizeof *ptr);
     zp_status st = in && ptr ? ZP_OK : zpi_err_set(&err, ZP_ERR_NOMEM, "merge: out of memory");
     size_t parsed = 0;
+    /* the ranks' settings are one text: canonicalised once (the memo) */
+    zpi_settings_memo memo = {0};
+    /* k0: the length of state 0's text before its "ranks" member (0: not
+     * found); a state whose text starts with the same k0 bytes has the
+     * same job-wide fields, and only its ranks are parsed */
+    size_t k0 = 0;
     for (size_t i = 0; i < n && st == ZP_OK; i++) {
+        zpi_err quiet = {0};
         if (!states[i])
             st = zpi_err_set(&err, ZP_ERR_INVALID, "state %zu: NULL", i);
-        else if ((st = zpi_state_parse(states[i], lens[i], &in[i], &err)) != ZP_OK)
+        else if (i && k0 && lens[i] > k0 && memcmp(states[i], states[0], k0) == 0 &&
+                 zpi_state_parse_ranks_of(&in[0], states[i] + k0, lens[i] - k0, &in[i],
+                                          &quiet) == ZP_OK)
+            ptr[parsed++] = &in[i];
+        else if ((st = zpi_state_parse_memo(states[i], lens[i], &memo, &in[i], &err)) != ZP_OK)
             zpi_err_prefix(&err, "state %zu", i);
         else
             ptr[parsed++] = &in[i];
+        if (i == 0 && st == ZP_OK) {
+            static const char sep[] = "\n  \"ranks\": [";
+            const char *r = memmem(states[0], lens[0], sep, sizeof sep - 1);
+            k0 = r ? (size_t)(r - states[0]) + 3 : 0; /* up to the quote of "ranks" */
+        }
     }
+    zpi_settings_memo_clear(&memo);
     zpi_state job = {0};
     if (st == ZP_OK)
         st = zpi_state_merge(ptr, n, &job, &err);

@@ -68,6 +68,18 @@ add_test(NAME test_mpi_bestfit
 set_tests_properties(test_mpi_bestfit PROPERTIES TIMEOUT 600 LABELS "mpi;cli"
   ENVIRONMENT "${ZP_MPI_ENV}")
 
+# Startup at job scale: rank 0 alone reads the manifest and stats the
+# shards; the other ranks build the dataset from its broadcast without a
+# stat() per shard (file system calls counted by tests/mpi/fscount.c, a
+# preload library: not under ASan, label nosan).
+if(TARGET bench_startup AND TARGET zp_fscount)
+  add_test(NAME test_mpi_startup
+    COMMAND bash ${_zp_mpi_tests}/test_mpi_startup.sh $<TARGET_FILE:bench_startup>
+            $<TARGET_FILE:zp_fscount> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(test_mpi_startup PROPERTIES TIMEOUT 300 LABELS "mpi;nosan"
+    ENVIRONMENT "${ZP_MPI_ENV}")
+endif()
+
 # `zephon run --balance-ranks K` under mpirun: each step's samples over the
 # ranks as without, the figures in the summary and the report, determinism,
 # resume at a step boundary, the refusals (docs/mpi.md).
