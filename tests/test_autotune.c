@@ -357,6 +357,94 @@ static void test_autotune_digests_equal_auto_and_fixed(void **state)
     assert_int_equal(tuned(&o.m, "fetch")->value, 2);
 }
 
+/* The automatic prefetch look-ahead: shards whose loads take fetch's time
+ * (jsonl.zst, shuffle blocks of one shard, a cache that keeps only its
+ * working set, 2 epochs, a consumer that never waits on its own) make the
+ * tuner start the look-ahead, and the batches are those of a run without
+ * it. */
+static void test_autotune_prefetch_look_ahead(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    assert_non_null(dir);
+    zp_dataset *ds;
+    assert_int_equal(zp_dataset_create(NULL, &ds), ZP_OK);
+    const size_t cap = 4u << 20;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    uint64_t x = 88172645463325252ull;
+    for (int sh = 0; sh < 10; sh++) {
+        size_t len = 0;
+        for (int i = 0; i < 2500; i++) {
+            len += (size_t)snprintf(buf + len, cap - len, "{\"id\": %d, \"text\": \"", i);
+            for (int w = 0; w < 120; w++) { /* words of a xorshift: little to compress */
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                len += (size_t)snprintf(buf + len, cap - len, "%c%llx", w ? ' ' : 'w',
+                                        (unsigned long long)(x & 0xfffff));
+            }
+            len += (size_t)snprintf(buf + len, cap - len, "\"}\n");
+        }
+        char path[512];
+        snprintf(path, sizeof path, "%s/big-%02d.jsonl.zst", dir, sh);
+        assert_int_equal(zpt_write_zst(path, buf, len, 1), 0);
+        assert_int_equal(zp_dataset_add(ds, path), ZP_OK);
+    }
+    free(buf);
+    assert_int_equal(zp_dataset_index(ds), ZP_OK);
+    uint64_t digest[2] = {0, 0};
+    zp_metrics_snapshot *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    for (int k = 0; k < 2; k++) {
+        zp_worksource_config wc;
+        zp_worksource_config_init(&wc);
+        wc.seed = 3;
+        wc.shuffle_block_shards = 1;
+        zp_worksource *ws;
+        assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
+        zp_pipeline_config pc;
+        zp_pipeline_config_init(&pc);
+        pc.threads = 2;
+        pc.fetch_parallelism = 1;
+        pc.epochs = 2;
+        pc.microbatch_size = 16;
+        pc.shard_cache_bytes = 1; /* the working set only: every shard loaded per epoch */
+        zp_pipeline *p;
+        assert_int_equal(zp_pipeline_create(ws, &pc, &p), ZP_OK);
+        assert_int_equal(zp_pipeline_enable_observability(p), ZP_OK);
+        if (k == 1)
+            assert_int_equal(zp_pipeline_prefetch(p, ZP_AUTO, ZP_AUTO), ZP_OK);
+        const zp_batch *b;
+        zp_status st;
+        while ((st = zp_pipeline_next(p, &b)) == ZP_OK)
+            digest[k] = digest[k] * 1000003u ^ zp_batch_digest(b);
+        assert_int_equal(st, ZP_END);
+        assert_int_equal(zp_pipeline_metrics_snapshot(p, m), ZP_OK);
+        const zp_tuned_setting *la = NULL, *lp = NULL;
+        for (uint32_t i = 0; i < m->n_tuned; i++)
+            if (!strcmp(m->tuned[i].op, "prefetch"))
+                *(strcmp(m->tuned[i].setting, "look_ahead") ? &lp : &la) = &m->tuned[i];
+        if (k == 0) {
+            assert_null(la); /* no look-ahead set: none listed */
+        } else {
+            assert_non_null(la);
+            assert_non_null(lp);
+            assert_true(la->is_auto && lp->is_auto);
+            print_message("# look-ahead %u (cap %u), tasks %u (cap %u): %s\n", la->value, la->cap,
+                          lp->value, lp->cap, la->why);
+            assert_true(la->value > 0);
+            assert_true(la->value <= la->cap);
+            assert_non_null(strstr(la->why, "raised look-ahead"));
+        }
+        zp_pipeline_destroy(p);
+        zp_worksource_destroy(ws);
+    }
+    assert_true(digest[0] == digest[1]);
+    free(m);
+    zp_dataset_destroy(ds);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -367,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_autotune_chunks_in_flight_follow_parallelism),
         cmocka_unit_test(test_autotune_caps_within_the_memory_budget),
         cmocka_unit_test(test_autotune_digests_equal_auto_and_fixed),
+        cmocka_unit_test(test_autotune_prefetch_look_ahead),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -60,6 +60,23 @@ class TestAutotune(unittest.TestCase):
         self.assertTrue(t["output"]["auto"] and t["fetch"]["auto"] and t["tokenize"]["auto"], t)
         p.close()
 
+    def test_prefetch_look_ahead_auto(self):
+        ref = digest(self.pipeline(1, 1, 1, 2))
+        p = self.pipeline(2, "auto", "auto", "auto").prefetch("auto").enable_observability()
+        self.assertEqual(digest(p), ref)
+        t = {e["setting"]: e for e in p.metrics_snapshot()["tuning"] if e["op"] == "prefetch"}
+        self.assertEqual(set(t), {"look_ahead", "parallelism"})
+        for e in t.values():
+            self.assertTrue(e["auto"], e)
+            self.assertLessEqual(e["value"], e["cap"], e)
+        p.close()
+        p = self.pipeline(1, 1, 1, 2).prefetch(64, "auto").enable_observability()
+        self.assertEqual(digest(p), ref)
+        t = {e["setting"]: e for e in p.metrics_snapshot()["tuning"] if e["op"] == "prefetch"}
+        self.assertEqual((t["look_ahead"]["value"], t["look_ahead"]["auto"]), (64, False))
+        self.assertTrue(t["parallelism"]["auto"])
+        p.close()
+
     def test_bad_values(self):
         ws = WorkSource(Dataset(manifest()))
         p = Pipeline(ws)
@@ -71,6 +88,10 @@ class TestAutotune(unittest.TestCase):
             p.tokenize("gpt2", parallelism="many")
         with self.assertRaises(zephon.Error):
             p.options(prefetch_batches="deep")
+        with self.assertRaises(zephon.Error):
+            p.prefetch("far")
+        with self.assertRaises(zephon.Error):
+            p.prefetch(16, "many")
         p.close()
 
 

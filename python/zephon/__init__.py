@@ -286,8 +286,15 @@ class Pipeline(_core.Pipeline):
     # ------------------------------------------------------------ builder
     def prefetch(self, buffer_size=4096, parallelism=1):
         """Download/open shards `buffer_size` samples ahead of fetch, with
-        `parallelism` concurrent loads."""
-        self._prefetch(buffer_size, parallelism)
+        `parallelism` concurrent loads. Either may be "auto": raised while
+        running when the loop waits while fetch waits for shard loads
+        (docs/pipeline.md, "Autotune"); prefetch("auto") makes both automatic."""
+        if buffer_size == "auto" and parallelism == 1:
+            parallelism = "auto"
+        buf = -2 if buffer_size == "auto" else buffer_size
+        if isinstance(buf, (str, bool)):
+            raise Error(f"prefetch: buffer_size = {buffer_size!r}: must be a count or 'auto'", 2)
+        self._prefetch(buf, _par("prefetch", parallelism))
         return self
 
     def fetch(self, parallelism="auto"):

@@ -138,10 +138,13 @@ static int check_open(zpy_PipelineObject *self)
 static PyObject *Pipeline_prefetch(zpy_PipelineObject *self, PyObject *args)
 {
     Py_ssize_t buf, par;
-    if (!PyArg_ParseTuple(args, "nn", &buf, &par) || zpy_nonneg("prefetch", "buffer_size", buf) ||
-        zpy_nonneg("prefetch", "parallelism", par))
+    /* -2: "auto" (ZP_AUTO) */
+    if (!PyArg_ParseTuple(args, "nn", &buf, &par) ||
+        (buf != -2 && zpy_nonneg("prefetch", "buffer_size", buf)) ||
+        (par != -2 && zpy_nonneg("prefetch", "parallelism", par)))
         return NULL;
-    CALL_OR_RAISE(self, zp_pipeline_prefetch(self->p, (size_t)buf, (size_t)par));
+    CALL_OR_RAISE(self, zp_pipeline_prefetch(self->p, buf == -2 ? ZP_AUTO : (size_t)buf,
+                                             par == -2 ? ZP_AUTO : (size_t)par));
 }
 
 static PyObject *Pipeline_fetch(zpy_PipelineObject *self, PyObject *args)

@@ -458,8 +458,9 @@ static zp_status budget_input(zp_pipeline *p, zpi_budget_in *in, zpi_err *e)
             p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches,
         .balance = p->tok ? p->balance : 0,
         .pack_window = p->tok ? zp_pipeline_pack_window(p) : 0,
-        .prefetch_buffer = p->prefetch_buffer,
-        .prefetch_parallelism = p->prefetch_parallelism,
+        /* an automatic look-ahead counts as on, its tasks at their cap */
+        .prefetch_buffer = p->prefetch_buffer == ZP_AUTO ? 1 : p->prefetch_buffer,
+        .prefetch_parallelism = budget_par(p, p->prefetch_parallelism, 0),
         .block_shards = wc->shuffle ? wc->shuffle_block_shards : 1,
         .shard_cache_bytes = p->cfg.shard_cache_bytes,
         .sh = p->shards,
@@ -717,8 +718,15 @@ static zp_status start(zp_pipeline *p)
                  .masking = p->tok ? p->masking : 0,
                  .positions = p->positions,
                  .ds = zp_worksource_dataset(p->ws)},
-        .prefetch_buffer = p->prefetch_buffer,
-        .prefetch_parallelism = p->prefetch_parallelism,
+        /* the look-ahead: an automatic one starts off (0 positions, 1
+         * task) and rises to its caps (the engine lowers the positions' cap
+         * to one block of units ahead) */
+        .prefetch_buffer = p->prefetch_buffer == ZP_AUTO ? 0 : p->prefetch_buffer,
+        .prefetch_parallelism = p->prefetch_parallelism == ZP_AUTO ? 1 : p->prefetch_parallelism,
+        .prefetch_buffer_max = p->prefetch_buffer == ZP_AUTO ? SIZE_MAX : 0,
+        .prefetch_parallelism_max = p->prefetch_buffer != 0 && p->prefetch_parallelism == ZP_AUTO
+                                        ? caps.op_parallelism
+                                        : 0,
         .observe = p->observe,
     };
     st = zpi_engine_start(&plan, &p->q, &p->engine, &p->fatal);
@@ -1115,6 +1123,27 @@ int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max)
         } else {
             t->is_auto = p->ops[i].parallelism == ZP_AUTO;
             t->value = t->cap = t->is_auto ? 1 : (uint32_t)p->ops[i].parallelism;
+        }
+    }
+    /* the prefetch look-ahead, when set: positions ahead, then tasks */
+    if (p->prefetch_buffer && n + 2 <= max) {
+        zpi_prefetch_tuning pt = {0};
+        if (p->engine)
+            zpi_engine_prefetch_tuning(p->engine, &pt);
+        const int ab = p->prefetch_buffer == ZP_AUTO, ap = p->prefetch_parallelism == ZP_AUTO;
+        for (int j = 0; j < 2; j++, n++) {
+            t = &out[n];
+            zpi_fmt(t->op, sizeof t->op, "prefetch");
+            zpi_fmt(t->setting, sizeof t->setting, j == 0 ? "look_ahead" : "parallelism");
+            t->is_auto = (uint32_t)(j == 0 ? ab : ap);
+            size_t v = j == 0 ? (p->engine ? pt.buffer : ab ? 0 : p->prefetch_buffer)
+                              : (p->engine ? pt.parallelism : ap ? 1 : p->prefetch_parallelism);
+            size_t cap = j == 0 ? (pt.buffer_max ? pt.buffer_max : v)
+                                : (pt.parallelism_max ? pt.parallelism_max : v);
+            t->value = (uint32_t)(v > UINT32_MAX ? UINT32_MAX : v);
+            t->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
+            if (t->is_auto && p->engine)
+                zpi_fmt(t->why, sizeof t->why, "%s", pt.why);
         }
     }
     return n;

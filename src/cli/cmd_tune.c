@@ -45,7 +45,7 @@ static int dropped(const char *a, int *takes_value)
 {
     static const char *with_value[] = {"--seconds", "--max-batches", "--step-time",
                                        "--fetch-parallelism", "--tokenize", "--map",
-                                       "--prefetch-batches", "--metrics-out"};
+                                       "--prefetch-batches", "--metrics-out", "--prefetch"};
     *takes_value = 1;
     for (size_t i = 0; i < sizeof with_value / sizeof *with_value; i++)
         if (!strcmp(a, with_value[i]))
@@ -96,6 +96,7 @@ static void paste_lines(const tune_ctx *t, const zp_metrics_snapshot *m, char *r
     }
     snprintf(py, py_cap, "zephon.Pipeline(ws)");
     char arg[700];
+    unsigned look = 0, look_par = 1;
     for (uint32_t i = 0; i < m->n_tuned; i++) {
         const zp_tuned_setting *s = &m->tuned[i];
         size_t r = strlen(run), q = strlen(py);
@@ -112,7 +113,16 @@ static void paste_lines(const tune_ctx *t, const zp_metrics_snapshot *m, char *r
                      o->tok_id, o->field ? o->field : "text", s->value);
         } else if (!strcmp(s->op, "strip") && o->map_strip) {
             snprintf(run + r, run_cap - r, " --map strip:%u", s->value);
+        } else if (!strcmp(s->op, "prefetch") && !strcmp(s->setting, "look_ahead")) {
+            look = s->value;
+        } else if (!strcmp(s->op, "prefetch")) {
+            look_par = s->value ? s->value : 1;
         }
+    }
+    if (look) { /* the look-ahead as it ended (0: it never started: off) */
+        size_t r = strlen(run), q = strlen(py);
+        snprintf(run + r, run_cap - r, " --prefetch %u:%u", look, look_par);
+        snprintf(py + q, py_cap - q, ".prefetch(%u, %u)", look, look_par);
     }
     size_t q = strlen(py);
     snprintf(py + q, py_cap - q, ".options(prefetch_batches=%u)",

@@ -79,7 +79,9 @@ void cli_run_usage(FILE *f)
         "                          window allows (gradient accumulation; docs/packing.md)\n"
         "  --microbatch N          rows per batch (default 32)\n"
         "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
-        "                          with P loads at once (default P 1; default off)\n"
+        "                          with P loads at once (default P 1; default off); N or\n"
+        "                          P auto: raised while running when fetch waits for\n"
+        "                          shard loads (--prefetch auto: both; docs/pipeline.md)\n"
         "  --prefetch-batches N|auto finished batches buffered (default auto: from 2,\n"
         "                          deepened while the loop waits in bursts; docs/pipeline.md)\n"
         "  --chunk-samples N       samples per task (default 64)\n"
@@ -540,9 +542,12 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         NUM(o->pc.microbatch_size, 1, MAX_ROWS);
     else if (!strcmp(a, "--prefetch")) {
         char n[32];
-        uint64_t par = 1;
-        if (name_par(a, v, n, sizeof n, &par) != 0 ||
-            num("--prefetch", n, 1, (uint64_t)1 << 40, &u) != 0)
+        uint64_t par = v && !strncmp(v, "auto", 4) ? ZP_AUTO : 1; /* auto: auto:auto */
+        if (name_par(a, v, n, sizeof n, &par) != 0)
+            return -1;
+        if (!strcmp(n, "auto"))
+            u = ZP_AUTO;
+        else if (num("--prefetch", n, 1, (uint64_t)1 << 40, &u) != 0)
             return -1;
         o->prefetch_buffer = u;
         o->prefetch_parallelism = par;

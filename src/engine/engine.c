@@ -72,6 +72,14 @@ struct zpi_engine {
     unsigned pf_recent_n;
     uint32_t pf_queue[64];
     size_t pf_head, pf_count, pf_running;
+    /* the look-ahead's tuning (tune_locked), under mu: caps (0: fixed),
+     * raises so far, the last decision; fetch tasks' time in the shard
+     * cache (env.sync_load_ns) and its value at the stretch's start */
+    size_t pf_buf_max, pf_par_max;
+    unsigned pf_raises;
+    char pf_why[200];
+    _Atomic uint64_t sync_load_ns;
+    uint64_t tune_load0;
 
     /* the drainer's (one thread at a time, handed over under mu) */
     zpi_packer pk;
@@ -525,6 +533,46 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
 #define TUNE_SPAN_NS (50 * 1000000ull)
 #define TUNE_CHUNKS 4
 
+/* Under mu, at the end of a tuning stretch: the automatic prefetch
+ * look-ahead. `stall`: the consumer's wait over the stretch; `load`: the
+ * fetch tasks' time in the shard cache (loading a unit, or waiting for a
+ * load) over the stretch, summed over tasks. When the consumer waited more
+ * than 1% while fetch spent more than a tenth of the stretch getting units,
+ * the look-ahead starts (one window of chunks ahead of admission) or
+ * doubles, up to its cap; at its cap, its tasks rise by one. Which units are
+ * loaded early changes, never which records are delivered. */
+static void tune_prefetch_locked(zpi_engine *e, double stall, double load, double span)
+{
+    if (!e->pf_buf_max && !e->pf_par_max)
+        return;
+    const int want = stall > 0.01 && load > 0.10;
+    const size_t b0 = e->prefetch_buffer, p0 = e->prefetch_parallelism;
+    if (want && e->pf_buf_max && e->prefetch_buffer < e->pf_buf_max) {
+        size_t b = e->prefetch_buffer ? 2 * e->prefetch_buffer : e->chunk_samples * e->W;
+        e->prefetch_buffer = b < e->pf_buf_max ? b : e->pf_buf_max;
+    } else if (want && e->pf_par_max && e->prefetch_parallelism < e->pf_par_max) {
+        e->prefetch_parallelism++;
+    }
+    if (e->prefetch_buffer != b0 || e->prefetch_parallelism != p0) {
+        e->pf_raises++;
+        zpi_fmt(e->pf_why, sizeof e->pf_why,
+                "raised look-ahead %zu -> %zu positions, %zu -> %zu tasks after chunk %llu: the "
+                "consumer waited %.1f%% of %.0f ms while fetch spent %.0f%% of it getting shard "
+                "units",
+                b0, e->prefetch_buffer, p0, e->prefetch_parallelism,
+                (unsigned long long)e->next_seq, 100.0 * stall, span * 1e-6, 100.0 * load);
+    } else if (e->pf_raises == 0) {
+        zpi_fmt(e->pf_why, sizeof e->pf_why,
+                "kept look-ahead %zu positions, %zu tasks: the consumer waited %.1f%% of the last "
+                "%.0f ms, fetch spent %.0f%% of it getting shard units%s",
+                e->prefetch_buffer, e->prefetch_parallelism, 100.0 * stall, span * 1e-6,
+                100.0 * load,
+                stall <= 0.01  ? " (the pipeline keeps up)"
+                : load <= 0.10 ? " (loads are not what fetch waits for)"
+                               : " (at its caps)");
+    }
+}
+
 /* Under mu, by the drainer after each chunk, when an operator's
  * parallelism is automatic. `waited`: the consumer's wait so far
  * (zpi_outq_waited_ns, read before taking mu). At the end of a stretch: when
@@ -539,9 +587,11 @@ static int tune_locked(zpi_engine *e, uint64_t waited, uint64_t now, zpi_chunk *
     *spawn_c = NULL;
     if (!e->tuning)
         return -1;
+    const uint64_t loads = atomic_load_explicit(&e->sync_load_ns, memory_order_relaxed);
     if (e->tune_t0 == 0 || waited < e->tune_waited0) {
         e->tune_t0 = now;
         e->tune_waited0 = waited;
+        e->tune_load0 = loads;
         e->tune_chunks = 0;
         for (int s = 0; s < e->n_stages; s++)
             e->stages[s].tune_wait_ns = 0;
@@ -600,8 +650,10 @@ static int tune_locked(zpi_engine *e, uint64_t waited, uint64_t now, zpi_chunk *
                           "queued: its tasks are not what the consumer waits for)");
         st->tune_wait_ns = 0;
     }
+    tune_prefetch_locked(e, stall, (double)(loads - e->tune_load0) / span, span);
     e->tune_t0 = now;
     e->tune_waited0 = waited;
+    e->tune_load0 = loads;
     e->tune_chunks = 0;
     return ret;
 }
@@ -690,7 +742,11 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
         .storage = zpi_dataset_storage(ds),
         .shards = tab,
         .n_shards = n,
-        .parallelism = plan->prefetch_parallelism ? (unsigned)plan->prefetch_parallelism : 1,
+        /* downloads at once: the look-ahead's tasks (at their cap when
+         * automatic) */
+        .parallelism = (unsigned)(plan->prefetch_parallelism_max   ? plan->prefetch_parallelism_max
+                                  : plan->prefetch_parallelism ? plan->prefetch_parallelism
+                                                               : 1),
         .demand_slots = (unsigned)(fpar ? fpar : 1),
         .use_peer = 1,
     };
@@ -751,7 +807,14 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
             e->tuning = 1;
     }
     e->prefetch_buffer = plan->prefetch_buffer;
-    e->prefetch_parallelism = plan->prefetch_parallelism;
+    e->prefetch_parallelism = plan->prefetch_parallelism ? plan->prefetch_parallelism : 1;
+    e->pf_buf_max = plan->prefetch_buffer_max;
+    e->pf_par_max = plan->prefetch_parallelism_max;
+    atomic_init(&e->sync_load_ns, 0);
+    if (e->pf_buf_max || e->pf_par_max) {
+        e->tuning = 1;
+        e->env.sync_load_ns = &e->sync_load_ns;
+    }
     e->q = q;
     e->W = plan->in_flight_chunks ? plan->in_flight_chunks : 2 * par + 2;
     atomic_init(&e->stop, 0);
@@ -777,7 +840,7 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
             zp_worksource_dataset(e->ws), wc->shuffle ? wc->shuffle_block_shards : 1,
             plan->n_ops > 0 ? (plan->ops[0].auto_max ? plan->ops[0].auto_max : plan->ops[0].parallelism)
                             : 1,
-            plan->prefetch_buffer > 0),
+            plan->prefetch_buffer > 0 || plan->prefetch_buffer_max > 0),
         .log = plan->env.log,
         .log_user = plan->env.log_user,
         .fetcher = e->fetcher,
@@ -789,6 +852,19 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         goto fail;
     }
     e->env.cache = e->cache;
+    if (e->pf_buf_max) {
+        /* the automatic look-ahead's cap: the positions of one shuffle
+         * block of units more than the window in flight covers (the cache
+         * keeps the next block when prefetch looks ahead:
+         * zpi_shard_cache_keep_units) */
+        const size_t units = zpi_shard_cache_num_units(e->cache);
+        const uint64_t samples = zp_dataset_num_samples(ds);
+        const uint64_t per_unit = units ? samples / units : samples;
+        const uint64_t block = wc->shuffle ? wc->shuffle_block_shards : 1;
+        const uint64_t cap = per_unit * (block + 1) + (uint64_t)e->chunk_samples * e->W;
+        if (cap < e->pf_buf_max)
+            e->pf_buf_max = (size_t)cap;
+    }
     if (plan->observe && (st = zpi_obs_create(e->threads, &e->obs)) != ZP_OK) {
         zpi_err_set(err, st, "cannot start the pipeline: observability: %s", zp_status_str(st));
         goto fail;
@@ -895,6 +971,17 @@ int zpi_engine_stages(zpi_engine *e, uint64_t now, zpi_stage_view *out, int max)
     int n = e->n_stages;
     pthread_mutex_unlock(&e->mu);
     return n;
+}
+
+void zpi_engine_prefetch_tuning(zpi_engine *e, zpi_prefetch_tuning *out)
+{
+    pthread_mutex_lock(&e->mu);
+    out->buffer = e->prefetch_buffer;
+    out->parallelism = e->prefetch_buffer ? e->prefetch_parallelism : 0;
+    out->buffer_max = e->pf_buf_max;
+    out->parallelism_max = e->pf_par_max;
+    zpi_fmt(out->why, sizeof out->why, "%s", e->pf_why);
+    pthread_mutex_unlock(&e->mu);
 }
 
 int zpi_engine_tuning(zpi_engine *e, zpi_op_tuning *out, int max)

@@ -47,6 +47,10 @@ typedef struct zpi_engine_plan {
     zpi_op_env env;             /* cache is set by the engine */
     zpi_pack_settings pack;
     size_t prefetch_buffer, prefetch_parallelism;
+    /* the prefetch look-ahead's automatic settings (docs/pipeline.md,
+     * "Autotune"): the most each may be raised to while running, from the
+     * starting values above; 0: fixed */
+    size_t prefetch_buffer_max, prefetch_parallelism_max;
     int observe;
 } zpi_engine_plan;
 
@@ -88,6 +92,13 @@ typedef struct zpi_op_tuning {
 /* Any thread: the operators' parallelism now into out[0 .. min(n_ops,
  * max)). Returns the number of operators. */
 int zpi_engine_tuning(zpi_engine *e, zpi_op_tuning *out, int max);
+/* The prefetch look-ahead now: positions ahead and tasks, their caps (0:
+ * fixed) and the tuner's last decision on them ("" before one). */
+typedef struct zpi_prefetch_tuning {
+    size_t buffer, parallelism, buffer_max, parallelism_max;
+    char why[200];
+} zpi_prefetch_tuning;
+void zpi_engine_prefetch_tuning(zpi_engine *e, zpi_prefetch_tuning *out);
 void zpi_engine_cache_stats(zpi_engine *e, zpi_shard_cache_stats *out);
 /* The stall watchdog: fills r's tasks (what each busy team thread does, as
  * of `now`), operator queues, prefetch and in-flight counts and the batches

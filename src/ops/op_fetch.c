@@ -29,9 +29,9 @@ static void pins_release(zpi_shard_cache *cache, pinset *ps)
 /* Pins the unit of `shard` that holds `record` into ps (a no-op when it is
  * there). wait 0: when another task is loading it, *out is NULL and
  * nothing is pinned. */
-static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, zpi_activity *a, pinset *ps,
-                          uint32_t shard, uint64_t record, int wait, const zpi_shard **out,
-                          zpi_err *err)
+static zp_status pins_get(zpi_shard_cache *cache, _Atomic uint64_t *sync_load_ns,
+                          zpi_obs_thread *ot, zpi_activity *a, pinset *ps, uint32_t shard,
+                          uint64_t record, int wait, const zpi_shard **out, zpi_err *err)
 {
     const uint32_t unit = zpi_shard_cache_unit(cache, shard, record);
     for (int i = 0; i < ps->n; i++)
@@ -42,12 +42,14 @@ static zp_status pins_get(zpi_shard_cache *cache, zpi_obs_thread *ot, zpi_activi
     if (ps->n == 16)
         pins_release(cache, ps);
     int loaded = 0;
-    uint64_t t0 = ot ? zpi_now_ns() : 0;
+    uint64_t t0 = ot || sync_load_ns ? zpi_now_ns() : 0;
     zpi_act_item(a, ZP_TASK_LOADING, shard, UINT64_MAX);
     zp_status st = wait ? zpi_shard_cache_get(cache, unit, out, &loaded, err)
                         : zpi_shard_cache_get_unless_loading(cache, unit, out, &loaded, err);
     if (st == ZP_OK && !*out)
         return ZP_OK;
+    if (sync_load_ns && st == ZP_OK) /* loaded, or waited for a load */
+        atomic_fetch_add_explicit(sync_load_ns, zpi_now_ns() - t0, memory_order_relaxed);
     if (ot) {
         ps->cache_end_ns = zpi_now_ns();
         uint64_t dt = ps->cache_end_ns - t0;
@@ -357,8 +359,8 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
      * stream order. */
     for (size_t i = 0; i < c->n && ps.n < 16; i++) {
         const zpi_shard *sh;
-        if (pins_get(env->cache, ot, a, &ps, c->samples[i].shard, c->samples[i].record, 0, &sh,
-                     &err) != ZP_OK)
+        if (pins_get(env->cache, env->sync_load_ns, ot, a, &ps, c->samples[i].shard,
+                     c->samples[i].record, 0, &sh, &err) != ZP_OK)
             break;
     }
     ps.cache_end_ns = 0;
@@ -369,7 +371,8 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
         if (done && done[i])
             continue;
         const zpi_shard *sh;
-        zp_status st = pins_get(env->cache, ot, a, &ps, s->shard, s->record, 1, &sh, &err);
+        zp_status st =
+            pins_get(env->cache, env->sync_load_ns, ot, a, &ps, s->shard, s->record, 1, &sh, &err);
         if (st != ZP_OK) {
             zpi_chunk_fail(c, st, "%s", err.msg);
             break;

@@ -68,6 +68,11 @@ typedef struct zpi_op_env {
     /* Set by the engine: fixed-shape fields can be batched (record mode or
      * pad packing: one sample per row). */
     int fixed_ok;
+    /* Set by the engine when the prefetch look-ahead is automatic: fetch
+     * tasks add the time they spent getting shard units from the cache
+     * (loading one themselves, or waiting for another task's load: what a
+     * look-ahead far enough ahead saves), in ns; NULL otherwise. */
+    _Atomic uint64_t *sync_load_ns;
 } zpi_op_env;
 
 /* What a team thread is doing now, for the stall watchdog

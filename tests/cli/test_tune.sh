@@ -83,6 +83,16 @@ check "--observe (no value) left out of the run line, the next option kept ($rc)
 check "--seconds 0: usage error ($rc)" '[[ $rc -eq 2 ]] && grep -q -- "--seconds" "$T/err"'
 "$Z" tune "$M" --fetch-parallelism autox >/dev/null 2>"$T/err"; rc=$?
 check "--fetch-parallelism autox: usage error ($rc)" '[[ $rc -eq 2 ]]'
+# the prefetch look-ahead: automatic when asked (--prefetch auto), listed
+# with its tasks; the pasted line carries what it reached (or nothing: off)
+"$Z" tune "$M" --threads 2 --max-batches 40 --prefetch auto --json >"$T/pf.json" 2>"$T/err"; rc=$?
+check "--prefetch auto: exit 0 ($rc)" '[[ $rc -eq 0 ]]'
+check "--prefetch auto: look_ahead and its tasks listed as automatic" \
+  'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=[e for e in d[\"settings\"] if e[\"op\"]==\"prefetch\"]; assert sorted(e[\"setting\"] for e in s)==[\"look_ahead\",\"parallelism\"] and all(e[\"auto\"] for e in s), s" "$T/pf.json"'
+check "--prefetch auto: not repeated in the run line" \
+  '[[ $(grep -o -- "--prefetch [a-z0-9:]*" <<<"$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"zephon_run\"])" "$T/pf.json")" | grep -c auto) -eq 0 ]]'
+"$Z" run "$M" --prefetch far >/dev/null 2>"$T/err"; rc=$?
+check "--prefetch far: usage error ($rc)" '[[ $rc -eq 2 ]]'
 "$Z" tune --help >"$T/help"; rc=$?
 check "--help ($rc)" '[[ $rc -eq 0 ]] && grep -q "usage: zephon tune" "$T/help"'
 finish
