@@ -226,20 +226,7 @@ static zp_status end_load(zp_status st, zpi_line_index *ix, char *data, size_t l
         memset(out, 0, sizeof *out);
         return st;
     }
-    /* Give back a large unused tail (more than 1 MiB and a quarter of the
-     * data); a recycled buffer a little larger than this shard is kept
-     * whole, so that the next shard of about the same size fits it again. */
-    if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
-        char *d = realloc(data, len + ZPI_JSON_PADDING);
-        if (d) {
-            data = d;
-            cap = len;
-        }
-    }
-    memset(data + len, 0, ZPI_JSON_PADDING);
-    out->data = data;
-    out->data_len = len;
-    out->data_cap = cap;
+    zpi_shard_set_data(out, data, len, cap);
     return ZP_OK;
 }
 

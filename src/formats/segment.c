@@ -681,19 +681,7 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         memset(out, 0, sizeof *out);
         return st;
     }
-    /* give back a large unused tail (the cache accounts for capacity); a
-     * buffer a little larger is kept whole, to fit the next segment */
-    if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
-        char *d = realloc(data, len + ZPI_JSON_PADDING);
-        if (d) {
-            data = d;
-            cap = len;
-        }
-    }
-    memset(data + len, 0, ZPI_JSON_PADDING);
-    out->data = data;
-    out->data_len = len;
-    out->data_cap = cap;
+    zpi_shard_set_data(out, data, len, cap); /* (the cache accounts for capacity) */
     out->first_record = first;
     out->file_bytes = r->bytes_read;
     out->read_seconds = r->t_read;

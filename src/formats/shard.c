@@ -76,3 +76,18 @@ zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const cha
     }
     return ZP_OK;
 }
+
+void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap)
+{
+    if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
+        char *d = realloc(data, len + ZPI_JSON_PADDING);
+        if (d) {
+            data = d;
+            cap = len;
+        }
+    }
+    memset(data + len, 0, ZPI_JSON_PADDING);
+    out->data = data;
+    out->data_len = len;
+    out->data_cap = cap;
+}

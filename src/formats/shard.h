@@ -101,6 +101,13 @@ typedef struct zpi_format {
 /* Free a loaded shard's buffers (not the struct). */
 void zpi_shard_free(zpi_shard *s);
 
+/* A load's decoded records into out: data[0..len) of a buffer of cap bytes
+ * (and its padding). A large unused tail (more than 1 MiB and a quarter of
+ * the data) is given back; a buffer a little larger is kept whole, so that
+ * the next load of about the same size fits it again (a recycled buffer).
+ * Zeroes the padding; sets data, data_len, data_cap. */
+void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap);
+
 /* The end of every load: checks a loaded shard against lim's expectations.
  * hash: XXH64 of the bytes read, or NULL when lim->has_xxh64 is 0. A
  * mismatch of the hash is reported before one of the count (it explains
