@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_mpi_autotune.sh ZEPHON MPIRUN - the cluster report shows each rank's
 # automatic settings (docs/pipeline.md, "Autotune"; docs/report.md): 2 ranks,
-# 2 threads each, fetch slowed by 20 ms a chunk (fault injection), so that
+# 2 threads each, fetch slowed by 60 ms a chunk (fault injection), so that
+# fetch is what the consumer waits for (also under ASan, where tokenize is
+# many times slower: at 20 ms its queue was not always the longest) and
 # automatic fetch parallelism rises to 2 on both; the JSON's ranks carry
 # the values and which are automatic, the text's header a "tuning:" line.
 # With --fetch-parallelism 1 the report says 1, not automatic.
@@ -11,7 +13,7 @@ MPIRUN=${2:-mpirun}
 . "$(dirname "$0")/mpilib.sh"
 "$Z" gen --out "$T/d" --shards 4 --samples-per-shard 100 --seed 2 >/dev/null || { echo "FAIL - gen"; exit 1; }
 args=(--microbatch 8 --chunk-samples 8 --threads 2 --tokenize gpt2 --seq-len 127 --quiet
-      --fetch-delay-us 20000)
+      --fetch-delay-us 60000)
 tuning() { # FILE KEY: each rank's tuning[KEY], space-separated
   python3 -c "import json,sys; print(' '.join(str(x['tuning'].get(sys.argv[2])) for x in json.load(open(sys.argv[1]))['ranks']))" "$1" "$2"
 }
