@@ -370,13 +370,9 @@ static zp_status check_hash(const char *path, const char *name, const zpi_load_l
     if (e)
         return zpi_err_set(err, ZP_ERR_IO, "shard '%s': read error at byte %llu of '%s': %s",
                            name, (unsigned long long)off, path, strerror(e));
-    if (h != lim->expect_xxh64)
-        return zpi_err_set(err, ZP_ERR_FORMAT,
-                           "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
-                           "'%s' has %016llx (the file changed since it was indexed: re-run "
-                           "zephon index)",
-                           name, (unsigned long long)lim->expect_xxh64, path,
-                           (unsigned long long)h);
+    zp_status st = zpi_load_check_hash(lim, name, path, h, err);
+    if (st != ZP_OK)
+        return st;
     src->verified = 1;
     return ZP_OK;
 }

@@ -51,17 +51,25 @@ zp_status zpi_load_check_size(const zpi_load_limits *lim, const char *name, cons
     return ZP_OK;
 }
 
+zp_status zpi_load_check_hash(const zpi_load_limits *lim, const char *name, const char *path,
+                              uint64_t hash, zpi_err *err)
+{
+    if (!lim->has_xxh64 || hash == lim->expect_xxh64)
+        return ZP_OK;
+    return zpi_err_set(err, ZP_ERR_FORMAT,
+                       "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
+                       "'%s' has "
+                       "%016llx (the file changed since it was indexed: re-run zephon index)",
+                       name, (unsigned long long)lim->expect_xxh64, path,
+                       (unsigned long long)hash);
+}
+
 zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,
                          const uint64_t *hash, const zpi_shard *sh, zpi_err *err)
 {
-    if (lim->has_xxh64 && hash && *hash != lim->expect_xxh64) {
-        return zpi_err_set(err, ZP_ERR_FORMAT,
-                           "shard '%s': content hash mismatch: the manifest says xxh64 %016llx, "
-                           "'%s' has "
-                           "%016llx (the file changed since it was indexed: re-run zephon index)",
-                           name, (unsigned long long)lim->expect_xxh64, path,
-                           (unsigned long long)*hash);
-    }
+    zp_status st = hash ? zpi_load_check_hash(lim, name, path, *hash, err) : ZP_OK;
+    if (st != ZP_OK)
+        return st;
     if (lim->has_records && sh->n_records != lim->expect_records) {
         if (lim->records_from_manifest)
             return zpi_err_set(err, ZP_ERR_FORMAT,

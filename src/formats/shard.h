@@ -108,6 +108,11 @@ void zpi_shard_free(zpi_shard *s);
  * Zeroes the padding; sets data, data_len, data_cap. */
 void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap);
 
+/* hash (XXH64 of a shard's stored bytes) against the manifest's, when lim
+ * has one: ZP_OK, or ZP_ERR_FORMAT naming the shard, path and both hashes. */
+zp_status zpi_load_check_hash(const zpi_load_limits *lim, const char *name, const char *path,
+                              uint64_t hash, zpi_err *err);
+
 /* The end of every load: checks a loaded shard against lim's expectations.
  * hash: XXH64 of the bytes read, or NULL when lim->has_xxh64 is 0. A
  * mismatch of the hash is reported before one of the count (it explains
