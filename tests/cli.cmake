@@ -46,3 +46,18 @@ set_tests_properties(test_cli_segments_rss PROPERTIES TIMEOUT 120 LABELS "cli;no
 add_test(NAME test_cli_tune
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_tune.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_tune PROPERTIES TIMEOUT 240 LABELS cli)
+# Parquet files the project did not write (issue 25, point 5): a corpus by
+# pyarrow (each codec, page version and encoding forced), datasets, DuckDB and
+# hyparquet-writer, read back by DuckDB and hyparquet and compared field by
+# field with Zephon's records; exactly once over ranks, resume, tokenizing
+# against .jsonl.zst, token-id columns, index, damaged files
+# (tests/cli/test_parquet.sh). Label pqref: it installs the independent
+# writers and readers (tools/pqref.sh, build/pqref, shared by the build
+# folders) on its first run. With MPI it also runs 3 ranks under mpirun.
+set(_zp_pq_mpi "")
+if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
+  set(_zp_pq_mpi ${MPIEXEC_EXECUTABLE})
+endif()
+add_test(NAME test_cli_parquet
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_parquet.sh $<TARGET_FILE:zephon_cli> ${_zp_pq_mpi})
+set_tests_properties(test_cli_parquet PROPERTIES TIMEOUT 900 LABELS "cli;pqref")

@@ -1,6 +1,6 @@
 """Compare JSON-lines row dumps with the logical rows, field by field.
 
-    python compare.py [--by-id] [--skip-null-text] EXPECTED.jsonl WHO FILE.jsonl [WHO FILE.jsonl ...]
+    python compare.py [--by-id[=K]] [--skip-null-text] EXPECTED.jsonl WHO FILE.jsonl [WHO FILE.jsonl ...]
 
 EXPECTED holds the logical rows (rows.jsonl). FILE is a reader's dump (DuckDB,
 hyparquet or Zephon's --emit-records), one JSON object per row; WHO names it
@@ -10,7 +10,8 @@ strings exactly, floats as parsed doubles (exactly: the writers keep every
 bit and the readers print the shortest repr that round-trips), lists element
 by element, nulls as null. Rows are matched by position, or with --by-id by "id" when
 FILE's rows come in another order (a shuffled run): then every expected row
-must appear exactly once. --skip-null-text leaves out the expected rows whose
+must appear exactly once (K times, each equal, with --by-id=K: a dataset of
+K files of the same rows). --skip-null-text leaves out the expected rows whose
 text is null (a reader that refuses them as bad records). Prints the first
 differences of each FILE naming the column and the row; exit 1 when any FILE
 differs.
@@ -34,7 +35,7 @@ def load(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def compare(expected, who, got, by_id):
+def compare(expected, who, got, by_id, copies=1):
     errors = []
     if by_id:
         seen = {}
@@ -43,10 +44,10 @@ def compare(expected, who, got, by_id):
         pairs = []
         for e in expected:
             rs = seen.pop(e["id"], [])
-            if len(rs) != 1:
-                errors.append("row id %s delivered %d times" % (e["id"], len(rs)))
+            if len(rs) != copies:
+                errors.append("row id %s delivered %d times, expected %d" % (e["id"], len(rs), copies))
             else:
-                pairs.append((e, rs[0]))
+                pairs += [(e, r) for r in rs]
         for k in seen:
             errors.append("row id %r not in the expected rows" % (k,))
     else:
@@ -70,14 +71,15 @@ def compare(expected, who, got, by_id):
 def main():
     args = sys.argv[1:]
     skip_null = "--skip-null-text" in args
-    by_id = "--by-id" in args
+    by_id = any(a.startswith("--by-id") for a in args)
+    copies = [int(a.split("=")[1]) for a in args if a.startswith("--by-id=")] or [1]
     args = [a for a in args if not a.startswith("--")]
     expected = load(args[0])
     if skip_null:
         expected = [r for r in expected if r["text"] is not None]
     good = True
     for who, path in zip(args[1::2], args[2::2]):
-        good = compare(expected, who, load(path), by_id) and good
+        good = compare(expected, who, load(path), by_id, copies[0]) and good
     sys.exit(0 if good else 1)
 
 

@@ -5,7 +5,8 @@
 Run with the Python of tools/pqref.sh (pyarrow, datasets, duckdb). Writes into
 OUTDIR the rows of rows.py (N rows, default 2500) as:
   rows.jsonl         the logical rows, one JSON object per line, schema order
-  rows_js.jsonl      the same with the int64 list values as decimal strings
+  text.jsonl         {"id", "text"} of the rows whose text is not null
+  rows_js.jsonl      the rows with the int64 list values as decimal strings
                      (for write_hyparquet.mjs: JavaScript numbers are doubles)
   pa_*.parquet       pyarrow: its defaults, each codec forced, data page v1
                      and v2, dictionary on and off, each column encoding
@@ -111,6 +112,10 @@ def main():
     with open(os.path.join(out, "rows.jsonl"), "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    with open(os.path.join(out, "text.jsonl"), "w", encoding="utf-8") as f:
+        for r in rows:
+            if r["text"] is not None:
+                f.write(json.dumps({"id": r["id"], "text": r["text"]}, ensure_ascii=False) + "\n")
     with open(os.path.join(out, "rows_js.jsonl"), "w", encoding="utf-8") as f:
         for r in rows:
             js = dict(r, ids64=[str(v) for v in r["ids64"]])
