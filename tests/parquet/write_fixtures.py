@@ -9,7 +9,8 @@ OUTDIR the rows of rows.py (N rows, default 2500) as:
   rows_js.jsonl      the rows with the int64 list values as decimal strings
                      (for write_hyparquet.mjs: JavaScript numbers are doubles)
   pa_*.parquet       pyarrow: its defaults, each codec forced, data page v1
-                     and v2, dictionary on and off, each column encoding
+                     and v2, dictionary on and off, a dictionary that falls
+                     back to PLAIN within a chunk, each column encoding
                      forced, small row groups, small pages
   hf_default.parquet datasets (the Hugging Face hub's library), its defaults
   duck_*.parquet     DuckDB's COPY ... TO (FORMAT parquet): each codec,
@@ -67,6 +68,10 @@ def pyarrow_files(t, out):
                                    "compression": "gzip",
                                    "column_encoding": {"text": "DELTA_BYTE_ARRAY"}},
         "pa_row_groups": {"row_group_size": 64},
+        # a dictionary that outgrows its limit: the chunk's first pages use
+        # it, the rest fall back to PLAIN (what a large text column gets)
+        "pa_dict_fallback": {"dictionary_pagesize_limit": 4096, "data_page_size": 4096,
+                             "write_batch_size": 64},
         "pa_pages": {"data_page_size": 512, "write_batch_size": 16},
         "pa_pages_v2": {"data_page_size": 512, "write_batch_size": 16, "data_page_version": "2.0",
                         "row_group_size": 300},
