@@ -26,7 +26,11 @@
 #     the texts' ids (from `zephon tokenize`) with --field input_ids gives
 #     the batches of tokenizing the text;
 #  6. `zephon index` counts every file's rows from its footer;
-#  7. truncated and bit-flipped files: exit 1, the message names the shard.
+#  7. truncated and bit-flipped files: exit 1, the message names the shard;
+#  8. a column of a type the reader refuses (struct, map, list of lists,
+#     FIXED_LEN_BYTE_ARRAY: decimal, half float, fixed-size binary): exit 1
+#     naming the shard and the column; a list<string> and a timestamp
+#     column are read (tests/parquet/write_odd.py).
 set -u
 Z=$(realpath "${1:?usage: test_parquet.sh PATH_TO_ZEPHON [MPIEXEC]}")
 MPIRUN=${2:-}
@@ -188,5 +192,21 @@ for f in cut_half cut_magic cut_100 bad_footer_len flip_gzip_page; do
   "$Z" run $f.parquet --quiet --no-shuffle >/dev/null 2>"$T/err"; rc=$?
   check "$f.parquet: exit 1 naming the shard ($(head -c 160 "$T/err" | tr '\n' ' '))" '[[ $rc -eq 1 ]] && grep -q "$f.parquet" "$T/err"'
 done
+
+# 8. column types beyond the corpus: refused naming the shard and the column, or read
+"$py" "$P/write_odd.py" "$fx/odd" >/dev/null 2>"$T/err" || bad "write_odd.py: $(first "$T/err")"
+for c in struct_col map_col nested_list_col decimal_col float16_col fixed_binary_col; do
+  "$Z" run "odd/$c.parquet" --quiet --no-shuffle >/dev/null 2>"$T/err"; rc=$?
+  check "$c (refused): exit 1 naming the shard and the column ($(first "$T/err"))" \
+    '[[ $rc -eq 1 ]] && grep -q "$c.parquet" "$T/err" && grep -q "column .$c.*unsupported" "$T/err"'
+done
+for c in string_list_col timestamp_col; do
+  "$Z" run "odd/$c.parquet" --quiet --no-shuffle --emit-records "$T/odd-$c" >/dev/null 2>"$T/err" ||
+    bad "$c: $(first "$T/err")"
+done
+check "a list<string> column is read: [\"a\", \"<i>\"] in every row" \
+  "python3 -c 'import json,sys; r=[json.loads(l) for l in open(\"$T/odd-string_list_col/rank-0.jsonl\")]; sys.exit(0 if len(r)==50 and all(x==dict(id=i, text=\"row %d\" % i, string_list_col=[\"a\", str(i)]) for i, x in enumerate(r)) else 1)'"
+check "a timestamp column is read as its stored integer" \
+  "python3 -c 'import json,sys; r=[json.loads(l) for l in open(\"$T/odd-timestamp_col/rank-0.jsonl\")]; sys.exit(0 if len(r)==50 and all(x==dict(id=i, text=\"row %d\" % i, timestamp_col=i) for i, x in enumerate(r)) else 1)'"
 
 finish
