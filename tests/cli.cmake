@@ -61,3 +61,9 @@ endif()
 add_test(NAME test_cli_parquet
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_parquet.sh $<TARGET_FILE:zephon_cli> ${_zp_pq_mpi})
 set_tests_properties(test_cli_parquet PROPERTIES TIMEOUT 900 LABELS "cli;pqref")
+# The same Parquet files over http, https and S3 (the loopback servers,
+# fixture net): records, shuffled sample ids and index counts.
+add_test(NAME test_remote_parquet
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_parquet.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_remote_parquet PROPERTIES TIMEOUT 300 LABELS "net;remote;pqref"
+  FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
