@@ -12,11 +12,13 @@
         SELECT text FROM read_parquet([...]) fetched whole as Python
         objects (fetchall) and as an Arrow table (to_arrow_table), with
         SET threads=THREADS (0: DuckDB's default); prints
-        "fetchall RECORDS SECONDS BYTES THREADS" and the same for "arrow"
-        (BYTES: of text; THREADS: the setting DuckDB ran with)
+        "fetchall RECORDS SECONDS BYTES THREADS CPU" and the same for "arrow"
+        (BYTES: of text; THREADS: the setting DuckDB ran with; CPU: user +
+        system seconds of the process during the query)
 """
 import json
 import os
+import resource
 import sys
 import time
 
@@ -43,6 +45,12 @@ def write(text, out, shards):
           % (len(docs), text_bytes, shards, pa.__version__, groups, size))
 
 
+def cpu():
+    """User + system seconds of this process, all its threads (DuckDB's too)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def duck(threads, files):
     import duckdb
     con = duckdb.connect()
@@ -50,17 +58,17 @@ def duck(threads, files):
         con.execute("SET threads=%d" % threads)
     threads = con.sql("SELECT current_setting('threads')").fetchall()[0][0]
     q = "SELECT text FROM read_parquet(%s)" % json.dumps(files)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu()
     rows = con.sql(q).fetchall()
-    s = time.perf_counter() - t
+    s, cs = time.perf_counter() - t, cpu() - c
     n = len(rows)
     nbytes = sum(len(r[0].encode("utf-8")) for r in rows)
     del rows
-    print("fetchall %d %.6f %d %d" % (n, s, nbytes, threads))
-    t = time.perf_counter()
+    print("fetchall %d %.6f %d %d %.6f" % (n, s, nbytes, threads, cs))
+    t, c = time.perf_counter(), cpu()
     tab = con.sql(q).to_arrow_table()
-    s = time.perf_counter() - t
-    print("arrow %d %.6f %d %d" % (tab.num_rows, s, nbytes, threads))
+    s, cs = time.perf_counter() - t, cpu() - c
+    print("arrow %d %.6f %d %d %.6f" % (tab.num_rows, s, nbytes, threads, cs))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@
 #       (seq_len 2048, microbatch 8), samples/s from Parquet (written by
 #       pyarrow with its defaults: snappy, dictionary, one row group per
 #       shard) against the same documents from .jsonl.zst, at 1 and 2
-#       threads, shuffled (seed 0); best of PASSES interleaved passes; the
-#       ratio Parquet / .jsonl.zst is printed (the goal: at least 0.9). One
+#       threads, shuffled (seed 0); best of PASSES interleaved passes, in
+#       samples/s (wall clock, the run's summary) and in documents per
+#       CPU-second of the process (steadier on a shared machine); the
+#       ratios Parquet / .jsonl.zst are printed (the goal: at least 0.9). One
 #       unshuffled run of each at 2 threads checks that both give the same
 #       batches (--emit-digest).
 #   (b) reading the text column: `zephon run` in record mode (no
@@ -18,13 +20,13 @@
 #       query's wall clock.
 # BUILD_DIR defaults to build/release (configured Release when missing).
 # Environment: MB=128 (text from bench/tokenizer/gen_text.mjs; needs node),
-# SHARDS=8, PASSES=2. The independent readers come from tools/pqref.sh (a
+# SHARDS=8, PASSES=3. The independent readers come from tools/pqref.sh (a
 # virtual environment with pyarrow and duckdb). Data under
 # BUILD_DIR/bench-parquet (kept between runs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
-MB=${MB:-128} SHARDS=${SHARDS:-8} PASSES=${PASSES:-2}
+MB=${MB:-128} SHARDS=${SHARDS:-8} PASSES=${PASSES:-3}
 command -v node >/dev/null || { echo "run.sh: node is required (to generate the text)" >&2; exit 1; }
 command -v zstd >/dev/null || { echo "run.sh: zstd is required" >&2; exit 1; }
 if [[ ! -f $B/CMakeCache.txt ]]; then
@@ -57,19 +59,33 @@ rate() { awk '/samples\/s/ { for (i = 1; i <= NF; i++) if ($i == "samples/s,") {
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b + 0 > a + 0) ? b : a }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 tok=(--tokenize gpt2 --seq-len 2048 --microbatch 8 --quiet)
+docs=$(awk '{ print $1 }' "$data/layout.txt") bytes=$(awk '{ print $3 }' "$data/layout.txt")
+# timed ARGS...: "SAMPLES/S CPU" of one `zephon run ARGS`: its summary's
+# samples/s, and documents per CPU-second (user + system time of the process)
+timed() {
+  local out t
+  TIMEFORMAT='%U %S'
+  t=$( { time "$Z" run "$@" > "$D/run.out" 2>/dev/null; } 2>&1 ) || { echo "0 0"; return; }
+  echo "$(rate < "$D/run.out") $(echo "$t" | awk -v n="$docs" '{ c = $1 + $2; printf "%.0f", (c > 0 ? n / c : 0) }')"
+}
 
 echo
-echo "== (a) text -> gpt2 -> packed batches (seq_len 2048, microbatch 8, shuffled), samples/s, best of $PASSES"
-declare -A A
+echo "== (a) text -> gpt2 -> packed batches (seq_len 2048, microbatch 8, shuffled), best of $PASSES"
+declare -A A C
 for _ in $(seq "$PASSES"); do
   for t in 1 2; do
-    A[pq$t]=$(best "${A[pq$t]:-}" "$("$Z" run "${pq[@]}" "${tok[@]}" --threads $t 2>/dev/null | rate)")
-    A[zs$t]=$(best "${A[zs$t]:-}" "$("$Z" run "${zs[@]}" "${tok[@]}" --threads $t 2>/dev/null | rate)")
+    for k in pq zs; do
+      if [[ $k == pq ]]; then in=("${pq[@]}"); else in=("${zs[@]}"); fi
+      read -r r c < <(timed "${in[@]}" "${tok[@]}" --threads $t)
+      A[$k$t]=$(best "${A[$k$t]:-}" "$r"); C[$k$t]=$(best "${C[$k$t]:-}" "$c")
+    done
   done
 done
-printf '%-8s %12s %12s %18s\n' threads parquet jsonl.zst "parquet/jsonl.zst"
+printf '%-8s %12s %12s %8s   %12s %12s %8s\n' threads parquet jsonl.zst ratio parquet jsonl.zst ratio
+printf '%-8s %34s   %34s\n' "" "samples/s (wall)" "samples per CPU-second"
 for t in 1 2; do
-  printf '%-8s %12s %12s %18s\n' $t "${A[pq$t]}" "${A[zs$t]}" "$(ratio "${A[pq$t]}" "${A[zs$t]}")"
+  printf '%-8s %12s %12s %8s   %12s %12s %8s\n' $t "${A[pq$t]}" "${A[zs$t]}" "$(ratio "${A[pq$t]}" "${A[zs$t]}")" \
+    "${C[pq$t]}" "${C[zs$t]}" "$(ratio "${C[pq$t]}" "${C[zs$t]}")"
 done
 rm -f "$D/pq.dig" "$D/zs.dig"
 "$Z" run "${pq[@]}" "${tok[@]}" --threads 2 --no-shuffle --emit-digest "$D/pq.dig" >/dev/null 2>&1 || true
@@ -79,19 +95,23 @@ echo "unshuffled, 2 threads: the two inputs' batches are $same ($(cat "$D/pq.dig
 
 echo
 echo "== (b) reading the text column, one run each"
-docs=$(awk '{ print $1 }' "$data/layout.txt") bytes=$(awk '{ print $3 }' "$data/layout.txt")
-printf '%-40s %8s %12s %10s\n' reader threads records/s "MB/s text"
-row() { awk -v w="$1" -v t="$2" -v r="$3" -v b="$4" -v n="$5" \
-  'BEGIN { printf "%-40s %8s %12.0f %10.1f\n", w, t, r, (n > 0 ? b * r / n / 1e6 : 0) }'; }
-for t in 1 2; do
-  row "zephon run, record mode, parquet" $t "$("$Z" run "${pq[@]}" --threads $t --no-shuffle --quiet 2>/dev/null | rate)" "$bytes" "$docs"
-done
-for t in 1 2; do
-  row "zephon run, record mode, jsonl.zst" $t "$("$Z" run "${zs[@]}" --threads $t --no-shuffle --quiet 2>/dev/null | rate)" "$bytes" "$docs"
-done
+printf '%-40s %12s %12s %10s %14s\n' reader threads records/s "MB/s text" "rec/CPU-second"
+row() { # WHO THREADS RECORDS SECONDS CPU_SECONDS
+  awk -v w="$1" -v t="$2" -v n="$3" -v s="$4" -v c="$5" -v b="$bytes" -v d="$docs" 'BEGIN {
+    r = s > 0 ? n / s : 0; printf "%-40s %12s %12.0f %10.1f %14.0f\n", w, t, r, (d > 0 ? b * r / d / 1e6 : 0), (c > 0 ? n / c : 0) }'
+}
+zrow() { # WHO THREADS FILES...: one record-mode run
+  local who=$1 t=$2 r c; shift 2
+  read -r r c < <(timed "$@" --threads $t --no-shuffle --quiet)
+  # timed gives samples/s and records per CPU-second: back to seconds
+  row "$who" $t "$docs" "$(awk -v n="$docs" -v r="$r" 'BEGIN { print (r > 0 ? n / r : 0) }')" \
+    "$(awk -v n="$docs" -v c="$c" 'BEGIN { print (c > 0 ? n / c : 0) }')"
+}
+for t in 1 2; do zrow "zephon run, record mode, parquet" $t "${pq[@]}"; done
+for t in 1 2; do zrow "zephon run, record mode, jsonl.zst" $t "${zs[@]}"; done
 for t in 1 0; do   # 0: DuckDB's default thread count
-  while read -r how n s b th; do
+  while read -r how n s b th c; do
     label=$th; [[ $t == 0 ]] && label="$th (default)"
-    row "duckdb SELECT text, $how" "$label" "$(awk -v n="$n" -v s="$s" 'BEGIN { print n / s }')" "$b" "$n"
+    row "duckdb SELECT text, $how" "$label" "$n" "$s" "$c"
   done < <("$PY" bench/parquet/prep.py duckdb $t "${pq[@]}")
 done
