@@ -106,8 +106,12 @@ if [[ -n $MPIRUN ]]; then
   # as tests/mpi/mpilib.sh sets them (not sourced: it would start a second testlib.sh)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
+  # under ASan: Open MPI's allocations kept until exit are suppressed by
+  # library name, as tests/mpi/tests.cmake does (needs full stacks)
+  mpi_env=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+           LSAN_OPTIONS="suppressions=$root/tests/mpi/lsan.supp:print_suppressions=0")
   rm -rf "$T/mids" "$T/mrec"
-  timeout 120 "$MPIRUN" --oversubscribe --bind-to none -np 3 "$Z" run "${set3[@]}" --quiet --seed 7 --microbatch 16 --emit-ids "$T/mids" \
+  env "${mpi_env[@]}" timeout 120 "$MPIRUN" --oversubscribe --bind-to none -np 3 "$Z" run "${set3[@]}" --quiet --seed 7 --microbatch 16 --emit-ids "$T/mids" \
     --emit-records "$T/mrec" >/dev/null 2>"$T/err"; rc=$?
   check "mpirun -np 3: runs (rc $rc)" '[[ $rc -eq 0 ]]' || head -5 "$T/err"
   uniq=$(cat "$T"/mids/rank-*.ids 2>/dev/null | sort -u | wc -l); all=$(cat "$T"/mids/rank-*.ids 2>/dev/null | wc -l)
