@@ -39,6 +39,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 export XDG_CACHE_HOME="$T/cache"
 P=$root/tests/parquet
 first() { head -n 1 "$1" | cut -c 1-300; }   # a failed run's message, for the FAIL line
+# check_or DESC COND CMD...: check, and when it fails run CMD (the details)
+check_or() { local _d=$1 _c=$2; shift 2; if eval "$_c"; then ok "$_d"; else bad "$_d"; "$@"; fi; }
 
 ref=$("$root/tools/pqref.sh" | tail -n 1) || { echo "FAIL - tools/pqref.sh (the independent writers and readers)"; exit 1; }
 py=$ref/venv/bin/python
@@ -54,7 +56,7 @@ nrows=$(wc -l < rows.jsonl)
 
 # 1. the corpus and the independent readers
 "$py" "$P/coverage.py" "${files[@]}" > "$T/cover.txt"; rc=$?
-check "the corpus covers every codec, encoding and several row groups" '[[ $rc -eq 0 ]]' || cat "$T/cover.txt"
+check_or "the corpus covers every codec, encoding and several row groups" '[[ $rc -eq 0 ]]' cat "$T/cover.txt"
 dargs=() hargs=() cargs=()
 for f in "${files[@]}"; do
   b=${f%.parquet}
@@ -64,7 +66,7 @@ done
 "$py" "$P/read_duckdb.py" "${dargs[@]}" 2>"$T/err" || cat "$T/err"
 node "$P/read_hyparquet.mjs" "$ref/npm" "${hargs[@]}" 2>"$T/err" || cat "$T/err"
 "$py" "$P/compare.py" rows.jsonl "${cargs[@]}" > "$T/cmp.txt"; rc=$?
-check "DuckDB and hyparquet read the logical rows back from every file" '[[ $rc -eq 0 ]]' || grep -v "rows equal" "$T/cmp.txt"
+check_or "DuckDB and hyparquet read the logical rows back from every file" '[[ $rc -eq 0 ]]' grep -v "rows equal" "$T/cmp.txt"
 
 # 2. Zephon's records, every file, field by field
 zargs=()
@@ -77,7 +79,7 @@ for f in "${files[@]}"; do
   fi
 done
 "$py" "$P/compare.py" rows.jsonl "${zargs[@]}" > "$T/zcmp.txt"; rc=$?
-check "Zephon's records equal the logical rows in all ${#zargs[@]} read files" '[[ $rc -eq 0 && ${#zargs[@]} -eq $((2 * ${#files[@]})) ]]' || grep -v "rows equal" "$T/zcmp.txt"
+check_or "Zephon's records equal the logical rows in all ${#zargs[@]} read files" '[[ $rc -eq 0 && ${#zargs[@]} -eq $((2 * ${#files[@]})) ]]' grep -v "rows equal" "$T/zcmp.txt"
 for w in pa hf duck hy; do
   n=$(grep -c "^zephon:${w}_.*rows equal" "$T/zcmp.txt")
   check "  of them written by ${w}: $n files equal" '[[ $n -ge 1 ]]'
@@ -98,7 +100,7 @@ for W in 1 3; do
   check "W=$W: ids name the Parquet shards (shard:record)" 'grep -q "parquet:[0-9]*$" "$T/ids/rank-0.ids"'
   cat "$T"/rec/rank-*.jsonl > "$T/rec.jsonl"
   "$py" "$P/compare.py" --by-id=3 rows.jsonl "records W=$W" "$T/rec.jsonl" > "$T/out"; rc=$?
-  check "W=$W: every row delivered 3 times (one per file), fields intact" '[[ $rc -eq 0 ]]' || cat "$T/out"
+  check_or "W=$W: every row delivered 3 times (one per file), fields intact" '[[ $rc -eq 0 ]]' cat "$T/out"
   check "W=$W: shuffled (not the files' order)" \
     '[[ -s "$T/ids/rank-0.ids" ]] && ! cmp -s <(cut -d: -f2 "$T/ids/rank-0.ids" | head -50) <(seq 0 49)'
 done
@@ -113,14 +115,14 @@ if [[ -n $MPIRUN ]]; then
   rm -rf "$T/mids" "$T/mrec"
   env "${mpi_env[@]}" timeout 120 "$MPIRUN" --oversubscribe --bind-to none -np 3 "$Z" run "${set3[@]}" --quiet --seed 7 --microbatch 16 --emit-ids "$T/mids" \
     --emit-records "$T/mrec" >/dev/null 2>"$T/err"; rc=$?
-  check "mpirun -np 3: runs (rc $rc)" '[[ $rc -eq 0 ]]' || head -5 "$T/err"
+  check_or "mpirun -np 3: runs (rc $rc)" '[[ $rc -eq 0 ]]' head -5 "$T/err"
   uniq=$(cat "$T"/mids/rank-*.ids 2>/dev/null | sort -u | wc -l); all=$(cat "$T"/mids/rank-*.ids 2>/dev/null | wc -l)
   check "mpirun -np 3: every shard:record once ($uniq of $total)" '[[ $uniq -eq $total && $all -eq $total ]]'
   same_streams() { local r; for r in 0 1 2; do cmp -s "$T/mids/rank-$r.ids" "$T/ids/rank-$r.ids" || return 1; done; }
   check "mpirun -np 3: the same streams as --rank/--world-size" same_streams
   cat "$T"/mrec/rank-*.jsonl > "$T/mrec.jsonl" 2>/dev/null
   "$py" "$P/compare.py" --by-id=3 rows.jsonl "records mpirun -np 3" "$T/mrec.jsonl" > "$T/out"; rc=$?
-  check "mpirun -np 3: every row 3 times, fields intact" '[[ $rc -eq 0 ]]' || cat "$T/out"
+  check_or "mpirun -np 3: every row 3 times, fields intact" '[[ $rc -eq 0 ]]' cat "$T/out"
 fi
 
 # 4. resume mid-epoch
@@ -173,7 +175,7 @@ check "--field text of the same file: the same batches" 'cmp -s "$T/pqtext.dig" 
 
 # 6. zephon index: counts from the footers
 "$Z" index -o "$T/m.json" "$fx/*.parquet" >/dev/null 2>"$T/err"; rc=$?
-check "zephon index over ${#files[@]}+ Parquet files (rc $rc)" '[[ $rc -eq 0 ]]' || head -3 "$T/err"
+check_or "zephon index over ${#files[@]}+ Parquet files (rc $rc)" '[[ $rc -eq 0 ]]' head -3 "$T/err"
 count_ok() { # every file of the corpus (not the ids_* files of 5.) counted $nrows rows
   python3 - "$T/m.json" "$nrows" "${#files[@]}" <<'PY'
 import json, os, sys
@@ -184,7 +186,7 @@ PY
 }
 check "every file of the corpus counted $nrows rows" count_ok
 "$Z" run "$T/m.json" --quiet --no-shuffle --max-batches 2 >/dev/null 2>"$T/err"; rc=$?
-check "the manifest runs" '[[ $rc -eq 0 ]]' || head -3 "$T/err"
+check_or "the manifest runs" '[[ $rc -eq 0 ]]' head -3 "$T/err"
 
 # 7. damaged files: exit 1, the message names the shard
 size=$(stat -c %s pa_default.parquet)

@@ -12,6 +12,8 @@ Z=$(realpath "${1:?usage: test_remote_parquet.sh PATH_TO_ZEPHON}")
 root=$(cd "$HERE/../.." && pwd)
 P=$root/tests/parquet
 export XDG_CACHE_HOME="$T/cache"
+# check_or DESC COND CMD...: check, and when it fails run CMD (the details)
+check_or() { local _d=$1 _c=$2; shift 2; if eval "$_c"; then ok "$_d"; else bad "$_d"; "$@"; fi; }
 ref=$("$root/tools/pqref.sh" | tail -n 1) || { echo "FAIL - tools/pqref.sh"; exit 1; }
 py=$ref/venv/bin/python
 "$py" "$P/write_fixtures.py" "$T/fx" >/dev/null 2>"$T/err" &&
@@ -34,7 +36,7 @@ remote() { # NAME BASE_URL ARGS...: the files from BASE_URL, records and ids che
   "$Z" run "${urls[@]}" --quiet --no-shuffle $FAST --cache-dir "$T/c-$name" --emit-records "$T/rec-$name" "$@" \
     >/dev/null 2>"$T/err" || bad "$name: records run: $(head -n1 "$T/err")"
   "$py" "$P/compare.py" --by-id=${#files[@]} "$T/fx/rows.jsonl" "$name" "$T/rec-$name/rank-0.jsonl" > "$T/out"; rc=$?
-  check "$name: every row of the ${#files[@]} files, fields equal to the logical rows" '[[ $rc -eq 0 ]]' || cat "$T/out"
+  check_or "$name: every row of the ${#files[@]} files, fields equal to the logical rows" '[[ $rc -eq 0 ]]' cat "$T/out"
   "$Z" run "${urls[@]}" "${RUN[@]}" $FAST --cache-dir "$T/c-$name" --emit-ids "$T/ids-$name" "$@" \
     >/dev/null 2>"$T/err" || bad "$name: shuffled run: $(head -n1 "$T/err")"
   ids_of "$T/ids-$name/rank-0.ids" > "$T/$name.ids" 2>/dev/null
