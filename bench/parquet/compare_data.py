@@ -1,13 +1,13 @@
-"""Helpers of bench/parquet/run.sh (run with tools/pqref.sh's Python).
+"""Helpers of bench/parquet/compare.sh (run with tools/pqref.sh's Python).
 
-    python prep.py write TEXT.jsonl OUTDIR SHARDS
+    python compare_data.py write TEXT.jsonl OUTDIR SHARDS
         the documents of TEXT.jsonl ({"text": ...} per line) split in SHARDS
         consecutive parts, each written as OUTDIR/part-K.parquet by pyarrow
         with its defaults (snappy, dictionary, data page v1, one row group up
         to 1 Mi rows) and as OUTDIR/part-K.jsonl (to be zstd-compressed by
         the caller); prints one line: documents, bytes of text, shards,
         row groups and bytes of Parquet
-    python prep.py duckdb THREADS FILE...
+    python compare_data.py duckdb THREADS FILE...
         DuckDB reading the text column of FILE...: one timed run of
         SELECT text FROM read_parquet([...]) fetched whole as Python
         objects (fetchall) and as an Arrow table (to_arrow_table), with

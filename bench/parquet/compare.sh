@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/parquet/run.sh [BUILD_DIR] - Parquet shards measured in one run
-# (docs/formats.md, "Parquet: benchmark"):
+# bench/parquet/compare.sh [BUILD_DIR] - Parquet shards measured in one run
+# (docs/formats.md, "Parquet: files of other writers, and the benchmark"):
 #   (a) training input: the text column -> GPT-2 -> concat-packed batches
 #       (seq_len 2048, microbatch 8), samples/s from Parquet (written by
 #       pyarrow with its defaults: snappy, dictionary, one row group per
@@ -27,8 +27,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/release}
 MB=${MB:-128} SHARDS=${SHARDS:-8} PASSES=${PASSES:-3}
-command -v node >/dev/null || { echo "run.sh: node is required (to generate the text)" >&2; exit 1; }
-command -v zstd >/dev/null || { echo "run.sh: zstd is required" >&2; exit 1; }
+command -v node >/dev/null || { echo "compare.sh: node is required (to generate the text)" >&2; exit 1; }
+command -v zstd >/dev/null || { echo "compare.sh: zstd is required" >&2; exit 1; }
 if [[ ! -f $B/CMakeCache.txt ]]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DZEPHON_BUILD_TESTS=OFF >/dev/null
 fi
@@ -41,10 +41,10 @@ mkdir -p "$D"
 export XDG_CACHE_HOME=$D/cache   # the index store of record counts, not the user's
 
 data=$D/data-${MB}MB-$SHARDS
-if [[ ! -f $data/.done || bench/parquet/prep.py -nt $data/.done ]]; then
+if [[ ! -f $data/.done || bench/parquet/compare_data.py -nt $data/.done ]]; then
   rm -rf "$data"; mkdir -p "$data"
   node bench/tokenizer/gen_text.mjs "$D/text-${MB}MB.jsonl" "$MB" > "$data/text.txt"
-  "$PY" bench/parquet/prep.py write "$D/text-${MB}MB.jsonl" "$data" "$SHARDS" > "$data/layout.txt"
+  "$PY" bench/parquet/compare_data.py write "$D/text-${MB}MB.jsonl" "$data" "$SHARDS" > "$data/layout.txt"
   for f in "$data"/part-*.jsonl; do zstd -q -3 --rm "$f"; done
   touch "$data/.done"
 fi
@@ -113,5 +113,5 @@ for t in 1 0; do   # 0: DuckDB's default thread count
   while read -r how n s b th c; do
     label=$th; [[ $t == 0 ]] && label="$th (default)"
     row "duckdb SELECT text, $how" "$label" "$n" "$s" "$c"
-  done < <("$PY" bench/parquet/prep.py duckdb $t "${pq[@]}")
+  done < <("$PY" bench/parquet/compare_data.py duckdb $t "${pq[@]}")
 done
