@@ -41,10 +41,11 @@ check "ids with a trailing EOT stored: the same batches" 'cmp -s "$T/d.txt" "$T/
 # 2. bad ids
 mkdir -p "$T/bad"
 badcase() { # NAME JSON-VALUE EXPECTED-MESSAGE
+  want=$3
   printf '{"input_ids":[1,2,3]}\n{"input_ids":%s}\n{"input_ids":[4]}\n' "$2" > "$T/bad/b.jsonl"
   "$Z" run "$T/bad/b.jsonl" $RUN --field input_ids >/dev/null 2>"$T/err"; rc=$?
   check "$1: exit 1, names the shard and line: $3" \
-    '[[ $rc -eq 1 ]] && grep -q "b.jsonl" "$T/err" && grep -q "line 2" "$T/err" && grep -q -- "$3" "$T/err"'
+    '[[ $rc -eq 1 ]] && grep -q "b.jsonl" "$T/err" && grep -Eq "line 2|record 1" "$T/err" && grep -q -- "$want" "$T/err"'
   "$Z" run "$T/bad/b.jsonl" $RUN --field input_ids --skip-bad-records --json >"$T/out" 2>"$T/err"; rc=$?
   check "$1 with --skip-bad-records: exit 0, one skipped" \
     '[[ $rc -eq 0 ]] && grep -q "\"skipped\": *1\b" "$T/out"'
