@@ -572,8 +572,9 @@ static zp_status map_schema(zpi_pq_file *f, zpi_err *err) {
         }
         if (r->num_children != 1 || i + 2 >= m->n_schema || s[i + 2].num_children > 0 ||
             s[i + 2].type < 0)
-            return fmt_err(f, err, ZP_ERR_FORMAT,
-                           "column '%s': unsupported type: a list of structs, maps or lists", name);
+            return fmt_err(f, err, ZP_ERR_FORMAT, "column '%s': unsupported type: a list of %s",
+                           name, r->num_children == 1 && i + 2 < m->n_schema &&
+                                         is_list_group(&s[i + 2]) ? "lists" : "structs or maps");
         const zpi_pq_schema_el *el = &s[i + 2];
         if (el->repetition == ZPI_PQR_REPEATED)
             return fmt_err(f, err, ZP_ERR_FORMAT,
@@ -800,8 +801,14 @@ zp_status zpi_pq_open(const char *path, const char *name, zpi_pq_file **out, zpi
                     "with an encryption algorithm)");
         goto fail;
     }
-    if ((s = map_schema(f, err)) != ZP_OK || (s = check_row_groups(f, err)) != ZP_OK)
+    if ((s = map_schema(f, err)) != ZP_OK || (s = check_row_groups(f, err)) != ZP_OK) {
+        if (err && s == ZP_ERR_FORMAT) { /* where the footer is, for a corrupt one */
+            size_t l = strlen(err->msg);
+            snprintf(err->msg + l, sizeof err->msg - l, " (footer at byte %llu)",
+                     (unsigned long long)f->data_end);
+        }
         goto fail;
+    }
     f->cols = calloc(f->n_leaves ? f->n_leaves : 1, sizeof *f->cols);
     if (!f->cols) {
         s = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
