@@ -28,7 +28,7 @@
 
 #define PQ_MAX_FOOTER (64u << 20)         /* bytes of the footer */
 #define PQ_MAX_PAGE (256u << 20)          /* decompressed bytes of one page */
-#define PQ_MAX_LEVELS ((size_t)1 << 28)   /* levels (values and nulls) of one column chunk */
+#define PQ_MAX_LEVELS ((size_t)1 << 27)   /* levels (values and nulls) of one column chunk */
 #define PQ_MAX_STRINGS ((size_t)1 << 26)  /* byte-array values of one column chunk */
 
 /* Codecs (CompressionCodec). */
@@ -174,55 +174,61 @@ static inline uint64_t load_bits(const uint8_t *src, size_t srclen, size_t bit, 
 }
 
 /* The RLE / bit-packed hybrid: count values of bw bits (0..32) from
- * p[0..n) into out. 0, or -1 when the runs end early. */
-static int hybrid_decode(const uint8_t *p, size_t n, int bw, uint32_t *out, size_t count) {
-    size_t pos = 0, k = 0;
-    size_t bytew = ((size_t)bw + 7) / 8;
-    while (k < count) {
-        uint64_t h;
-        if (rd_uleb(p, n, &pos, &h))
-            return -1;
-        if (h & 1) {
-            uint64_t groups = h >> 1;
-            if (bw > 0 && groups > (n - pos) / (size_t)bw)
-                return -1;
-            size_t nbytes = (size_t)groups * (size_t)bw;
-            size_t take = count - k;
-            if (groups < take / 8 + 1 && groups * 8 < take)
-                take = (size_t)groups * 8;
-            const uint8_t *src = p + pos;
-            if (bw == 0) {
-                memset(out + k, 0, take * sizeof *out);
-            } else if (bw == 1) {
-                for (size_t i = 0; i < take; i++)
-                    out[k + i] = (src[i >> 3] >> (i & 7)) & 1;
-            } else if (bw == 8) {
-                for (size_t i = 0; i < take; i++)
-                    out[k + i] = src[i];
-            } else {
-                for (size_t i = 0; i < take; i++)
-                    out[k + i] = (uint32_t)load_bits(src, nbytes, i * (size_t)bw, bw);
-            }
-            k += take;
-            pos += nbytes;
-        } else {
-            uint64_t run = h >> 1;
-            if (bytew > n - pos)
-                return -1;
-            uint32_t v = 0;
-            for (size_t i = 0; i < bytew; i++)
-                v |= (uint32_t)p[pos + i] << (8 * i);
-            pos += bytew;
-            size_t take = count - k;
-            if (run < take)
-                take = (size_t)run;
-            for (size_t i = 0; i < take; i++)
-                out[k + i] = v;
-            k += take;
-        }
+ * p[0..n) into out (uint32_t for dictionary indices, uint8_t for levels,
+ * whose bw is at most 8). 0, or -1 when the runs end early. */
+#define PQ_HYBRID(NAME, T)                                                                         \
+    static int NAME(const uint8_t *p, size_t n, int bw, T *out, size_t count) {                    \
+        size_t pos = 0, k = 0;                                                                     \
+        size_t bytew = ((size_t)bw + 7) / 8;                                                       \
+        while (k < count) {                                                                        \
+            uint64_t h;                                                                            \
+            if (rd_uleb(p, n, &pos, &h))                                                           \
+                return -1;                                                                         \
+            if (h & 1) {                                                                           \
+                uint64_t groups = h >> 1;                                                          \
+                if (bw > 0 && groups > (n - pos) / (size_t)bw)                                     \
+                    return -1;                                                                     \
+                size_t nbytes = (size_t)groups * (size_t)bw;                                       \
+                size_t take = count - k;                                                           \
+                if (groups < take / 8 + 1 && groups * 8 < take)                                    \
+                    take = (size_t)groups * 8;                                                     \
+                const uint8_t *src = p + pos;                                                      \
+                if (bw == 0) {                                                                     \
+                    memset(out + k, 0, take * sizeof *out);                                        \
+                } else if (bw == 1) {                                                              \
+                    for (size_t i = 0; i < take; i++)                                              \
+                        out[k + i] = (T)((src[i >> 3] >> (i & 7)) & 1);                            \
+                } else if (bw == 8) {                                                              \
+                    for (size_t i = 0; i < take; i++)                                              \
+                        out[k + i] = src[i];                                                       \
+                } else {                                                                           \
+                    for (size_t i = 0; i < take; i++)                                              \
+                        out[k + i] = (T)load_bits(src, nbytes, i * (size_t)bw, bw);                \
+                }                                                                                  \
+                k += take;                                                                         \
+                pos += nbytes;                                                                     \
+            } else {                                                                               \
+                uint64_t run = h >> 1;                                                             \
+                if (bytew > n - pos)                                                               \
+                    return -1;                                                                     \
+                uint32_t v = 0;                                                                    \
+                for (size_t i = 0; i < bytew; i++)                                                 \
+                    v |= (uint32_t)p[pos + i] << (8 * i);                                          \
+                pos += bytew;                                                                      \
+                size_t take = count - k;                                                           \
+                if (run < take)                                                                    \
+                    take = (size_t)run;                                                            \
+                if (sizeof(T) == 1 && v > 255)                                                     \
+                    return -1;                                                                     \
+                for (size_t i = 0; i < take; i++)                                                  \
+                    out[k + i] = (T)v;                                                             \
+                k += take;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        return 0;                                                                                  \
     }
-    return 0;
-}
+PQ_HYBRID(hybrid_decode, uint32_t)
+PQ_HYBRID(hybrid_decode8, uint8_t)
 
 /* DELTA_BINARY_PACKED: exactly count integers from p[0..n) into out;
  * *used: the stream's bytes. NULL, or what is wrong. */
@@ -953,15 +959,11 @@ static zp_status decode_levels(pq_ctx *x, const uint8_t *p, size_t n, int mx, ui
     int bw = 0;
     while ((1 << bw) <= mx)
         bw++;
-    ZPI_FORWARD_IF_ERR(need_u32(x, nv));
-    uint32_t *t = x->f->idx;
-    if (hybrid_decode(p, n, bw, t, nv))
+    if (hybrid_decode8(p, n, bw, out, nv))
         return page_err(x, "%s levels end before their %zu values", what, nv);
-    for (size_t i = 0; i < nv; i++) {
-        if (t[i] > (uint32_t)mx)
-            return page_err(x, "%s level %u over the maximum %d", what, t[i], mx);
-        out[i] = (uint8_t)t[i];
-    }
+    for (size_t i = 0; i < nv; i++)
+        if (out[i] > mx)
+            return page_err(x, "%s level %u over the maximum %d", what, out[i], mx);
     return ZP_OK;
 }
 
