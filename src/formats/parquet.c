@@ -357,15 +357,28 @@ static int put_str(obuf *b, const uint8_t *s, size_t n) {
     return 0;
 }
 
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
+                                     "31323334353637383940414243444546474849505152535455565758596061"
+                                     "62636465666768697071727374757677787980818283848586878889909192"
+                                     "939495969798990";
+
 static size_t fmt_u64(uint64_t v, char *out) {
     char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
+    char *e = tmp + sizeof tmp, *p = e;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * r, 2);
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
+    size_t n = (size_t)(e - p);
+    memcpy(out, p, n);
     return n;
 }
 
@@ -1401,6 +1414,32 @@ static void seek_row(const pq_leaf *l, pq_col *c, uint64_t r) {
     c->val_pos = vv;
 }
 
+/* A number (every kind but strings) at out (at least 48 bytes). */
+static inline size_t fmt_num(const pq_leaf *l, const uint8_t *v, char *out) {
+    switch (l->kind) {
+    case K_I32: {
+        int32_t x;
+        memcpy(&x, v, 4);
+        return fmt_i64(x, out);
+    }
+    case K_U32: {
+        uint32_t x;
+        memcpy(&x, v, 4);
+        return fmt_u64(x, out);
+    }
+    case K_I64: {
+        int64_t x;
+        memcpy(&x, v, 8);
+        return fmt_i64(x, out);
+    }
+    default: {
+        uint64_t x;
+        memcpy(&x, v, 8);
+        return fmt_u64(x, out);
+    }
+    }
+}
+
 static int put_value(zpi_pq_file *f, const pq_leaf *l, const pq_col *c, size_t i, obuf *b,
                      size_t g, const char **bad) {
     char tmp[48];
@@ -1536,6 +1575,30 @@ static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, 
                 } else if (d == l->d_list) {
                     rc = put_raw(b, "[]", 2);
                     c->lev_pos++;
+                } else if (l->kind == K_I32 || l->kind == K_U32 || l->kind == K_I64 ||
+                           l->kind == K_U64) {
+                    /* integer lists (input_ids): one capacity check per list */
+                    size_t e_lev = c->lev_pos + 1;
+                    while (e_lev < c->n_lev && c->rep[e_lev] != 0)
+                        e_lev++;
+                    OB_NEED(b, (e_lev - c->lev_pos) * 22 + 2);
+                    char *o = b->p + b->len;
+                    *o++ = '[';
+                    const uint8_t *vals = c->vals;
+                    size_t w = l->width, vp = c->val_pos;
+                    for (size_t k = c->lev_pos; k < e_lev; k++) {
+                        if (c->def[k] == l->max_def) {
+                            o += fmt_num(l, vals + w * vp++, o);
+                        } else {
+                            memcpy(o, "null", 4);
+                            o += 4;
+                        }
+                        *o++ = ',';
+                    }
+                    o[-1] = ']';
+                    b->len = (size_t)(o - b->p);
+                    c->val_pos = vp;
+                    c->lev_pos = e_lev;
                 } else {
                     rc = put_raw(b, "[", 1);
                     int first = 1;
