@@ -311,6 +311,17 @@ static const char hexd[] = "0123456789abcdef";
 /* s[0..n) as a JSON string. */
 static int put_str(obuf *b, const uint8_t *s, size_t n) {
     size_t i = 0;
+    /* eight bytes at a time: any byte < 0x20, '"' or '\\' stops the scan */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (i + 8 <= n) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
+        uint64_t hit = ((x - ones * 0x20) | (q - ones) | (bs - ones)) & ~x & highs;
+        if (hit)
+            break;
+        i += 8;
+    }
     while (i < n && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
         i++;
     if (i == n) {
