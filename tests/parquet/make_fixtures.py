@@ -160,6 +160,29 @@ readable.append("decimal")
 expected(write("empty", T.slice(0, 0)))
 readable.append("empty")
 
+# pyarrow's older list naming (list<item>, use_compliant_nested_type=False)
+expected(write("list_item", T.select(["id", "input_ids", "words", "ids64"]),
+               use_compliant_nested_type=False, compression="snappy"))
+readable.append("list_item")
+
+# DuckDB, a writer of other habits: its defaults (snappy), zstd, page v2
+import duckdb
+con = duckdb.connect()
+con.execute("""CREATE TABLE t AS SELECT i AS id,
+    CASE WHEN i % 7 = 3 THEN NULL ELSE 'row ' || i || ' ' || repeat('é', i % 5) || chr(10) END AS text,
+    CASE WHEN i % 11 = 5 THEN NULL WHEN i % 13 = 2 THEN []::INTEGER[]
+         ELSE list_transform(range(i % 30 + 1), lambda x: (x * 7919 + i) % 50257)::INTEGER[] END AS input_ids,
+    CASE WHEN i % 4 = 0 THEN NULL ELSE i / 8.0 END AS score,
+    (i % 3 = 0) AS flag,
+    ['a' || (i % 5), NULL, 'b']::VARCHAR[] AS words
+    FROM range(5000) r(i)""")
+for name, opts in [("duckdb_default", "FORMAT parquet"),
+                   ("duckdb_zstd_v2", "FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION v2, ROW_GROUP_SIZE 2048"),
+                   ("duckdb_gzip", "FORMAT parquet, COMPRESSION gzip, ROW_GROUP_SIZE 1000")]:
+    con.execute(f"COPY t TO '{os.path.join(out, name + '.parquet')}' ({opts})")
+    expected(os.path.join(out, name + ".parquet"))
+    readable.append(name)
+
 # files to refuse
 write("bad_lz4", T.slice(0, 50), compression="lz4")
 write("bad_brotli", T.slice(0, 50), compression="brotli")
