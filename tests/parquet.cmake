@@ -13,5 +13,6 @@ set_tests_properties(parquet_fixtures PROPERTIES TIMEOUT 900 FIXTURES_SETUP parq
   LABELS "unit;parquet;pqref")
 zp_add_test(test_parquet SOURCES tests/test_parquet.c tests/testutil.c TIMEOUT 300
   LABELS unit parquet pqref)
+target_compile_definitions(test_parquet PRIVATE ZP_TEST_SRC="${CMAKE_CURRENT_LIST_DIR}")
 set_tests_properties(test_parquet PROPERTIES FIXTURES_REQUIRED parquet_fixtures
   ENVIRONMENT "ZP_PQ_FIXTURES=${ZP_PQ_FIXTURES}")

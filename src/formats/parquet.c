@@ -98,6 +98,8 @@ struct zpi_pq_file {
 /* ------------------------------------------------------------ small helpers */
 
 static zp_status grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need == 0)
+        need = 1; /* never a NULL buffer to offset into */
     if (need <= *cap)
         return ZP_OK;
     size_t nc = *cap ? *cap : 64;
