@@ -183,6 +183,105 @@ for name, opts in [("duckdb_default", "FORMAT parquet"),
     expected(os.path.join(out, name + ".parquet"))
     readable.append(name)
 
+# The legacy list forms no writer here produces, written field by field
+# from the Parquet specification (Thrift compact protocol): a 2-level LIST
+# ("optional group ids (LIST) { repeated int32 array; }") and a bare
+# repeated leaf at the top level ("repeated binary tags (UTF8)"). pyarrow
+# reads the file back for the expected lines.
+def tc_varint(v):
+    b = bytearray()
+    while True:
+        if v < 0x80:
+            b.append(v)
+            return bytes(b)
+        b.append((v & 0x7F) | 0x80)
+        v >>= 7
+
+
+def tc_zz(v):
+    return tc_varint((v << 1) ^ (v >> 63))
+
+
+class TStruct:
+    """A compact-protocol struct: fields added in increasing id order."""
+    def __init__(self):
+        self.b, self.last = bytearray(), 0
+
+    def field(self, fid, ctype):
+        self.b.append(((fid - self.last) << 4) | ctype)
+        self.last = fid
+
+    def i32(self, fid, v):
+        self.field(fid, 5); self.b += tc_zz(v); return self
+
+    def i64(self, fid, v):
+        self.field(fid, 6); self.b += tc_zz(v); return self
+
+    def str(self, fid, v):
+        v = v.encode(); self.field(fid, 8); self.b += tc_varint(len(v)) + v; return self
+
+    def struct(self, fid, st):
+        self.field(fid, 12); self.b += st.end(); return self
+
+    def lst(self, fid, ctype, items):
+        self.field(fid, 9)
+        self.b.append((len(items) << 4) | ctype if len(items) < 15 else 0xF0 | ctype)
+        if len(items) >= 15:
+            self.b += tc_varint(len(items))
+        for it in items:
+            if ctype == 12:
+                self.b += it.end()
+            elif ctype == 8:
+                self.b += tc_varint(len(it.encode())) + it.encode()
+            else:
+                self.b += tc_zz(it)
+        return self
+
+    def end(self):
+        return bytes(self.b) + b"\x00"
+
+
+def bitpacked(vals, bw):
+    vals = list(vals) + [0] * (-len(vals) % 8)
+    acc = sum(v << (i * bw) for i, v in enumerate(vals))
+    return tc_varint((len(vals) // 8) << 1 | 1) + acc.to_bytes(len(vals) * bw // 8, "little")
+
+
+def legacy_lists(path):
+    # rows: ids [1,2,3] null [] [7] ; tags ["a","b"] [] ["c"] []
+    cols = [
+        ("ids", 1, [0, 1, 1, 0, 0, 0], [2, 2, 2, 0, 1, 2], 2,
+         b"".join(v.to_bytes(4, "little") for v in [1, 2, 3, 7]), ["ids", "array"]),
+        ("tags", 6, [0, 1, 0, 0, 0], [1, 1, 0, 1, 0], 1,
+         b"".join(len(v).to_bytes(4, "little") + v for v in [b"a", b"b", b"c"]), ["tags"]),
+    ]
+    body, chunks = bytearray(b"PAR1"), []
+    for name, ptype, rep, dfn, maxd, vals, path_in in cols:
+        r = bitpacked(rep, 1)
+        d = bitpacked(dfn, 2 if maxd > 1 else 1)
+        page = len(r).to_bytes(4, "little") + r + len(d).to_bytes(4, "little") + d + vals
+        hdr = (TStruct().i32(1, 0).i32(2, len(page)).i32(3, len(page))
+               .struct(5, TStruct().i32(1, len(rep)).i32(2, 0).i32(3, 3).i32(4, 3))).end()
+        off = len(body)
+        body += hdr + page
+        meta = (TStruct().i32(1, ptype).lst(2, 5, [0, 3]).lst(3, 8, path_in).i32(4, 0)
+                .i64(5, len(rep)).i64(6, len(hdr) + len(page)).i64(7, len(hdr) + len(page))
+                .i64(9, off))
+        chunks.append(TStruct().i64(2, off).struct(3, meta))
+    schema = [TStruct().str(4, "schema").i32(5, 2),
+              TStruct().i32(3, 1).str(4, "ids").i32(5, 1).i32(6, 3),
+              TStruct().i32(1, 1).i32(3, 2).str(4, "array"),
+              TStruct().i32(1, 6).i32(3, 2).str(4, "tags").i32(6, 0)]
+    rg = TStruct().lst(1, 12, chunks).i64(2, len(body) - 4).i64(3, 4)
+    footer = TStruct().i32(1, 1).lst(2, 12, schema).i64(3, 4).lst(4, 12, [rg]).end()
+    with open(path, "wb") as o:
+        o.write(bytes(body) + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+
+
+legacy_lists(os.path.join(out, "legacy_lists.parquet"))
+expected(os.path.join(out, "legacy_lists.parquet"))
+readable.append("legacy_lists")
+
 # files to refuse
 write("bad_lz4", T.slice(0, 50), compression="lz4")
 write("bad_brotli", T.slice(0, 50), compression="brotli")
