@@ -1204,8 +1204,11 @@ static zp_status dict_page(pq_ctx *x, pq_col *col, const zpi_pq_page_header *h, 
     if (h->num_values < 0)
         return page_err(x, "dictionary of %d values", h->num_values);
     size_t nv = (size_t)h->num_values;
-    /* every PLAIN value takes at least one bit (booleans) or a byte */
-    if (l->ptype == ZPI_PQT_BOOLEAN ? (nv + 7) / 8 > n : nv > n)
+    /* every PLAIN value takes at least a bit (booleans), 4 bytes (byte
+     * arrays: their length) or its width: the allocation below is bounded
+     * by the page's size */
+    size_t min_bytes = l->ptype == ZPI_PQT_BYTE_ARRAY ? 4 : l->width;
+    if (l->ptype == ZPI_PQT_BOOLEAN ? (nv + 7) / 8 > n : nv > n / min_bytes)
         return page_err(x, "dictionary of %zu values in %zu bytes", nv, n);
     col->dict = malloc((nv ? nv : 1) * l->width);
     if (!col->dict)
