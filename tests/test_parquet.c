@@ -411,6 +411,39 @@ static void test_parquet_damaged(void **state) {
     free(dir);
 }
 
+/* Damage in the first page of the first column chunk (header, then snappy
+ * data): the error names the column, the row group and the page's offset. */
+static void test_parquet_damaged_page(void **state) {
+    (void)state;
+    char *dir = zpt_tmpdir();
+    char *path = fixture("snappy_v1_plain", ".parquet");
+    size_t len;
+    char *all = zpt_read_file(path, &len);
+    assert_non_null(all);
+    char *buf = malloc(len);
+    int header = 0, data = 0;
+    for (size_t o = 4; o < 300; o++) {
+        memcpy(buf, all, len);
+        buf[o] = (char)0xff;
+        char *p = write_tmp(dir, "p.parquet", buf, len);
+        zpi_err err = {0};
+        if (read_all(p, &err) != ZP_OK) {
+            const char *m = zpi_err_msg(&err);
+            if (!strstr(m, "column 'id', row group 0: page at byte 4: "))
+                fail_msg("offset %zu: %s", o, m);
+            header += strstr(m, "page header") != NULL;
+            data += strstr(m, "SNAPPY data") != NULL;
+        }
+        free(p);
+    }
+    assert_true(header > 0 && data > 0);
+    free(buf);
+    free(all);
+    free(path);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
 /* Inputs the fuzz target found (tests/parquet/regress): each reads or fails
  * with a message naming the shard; under the sanitizer builds, without
  * undefined behaviour (empty-page-values: a page of no values offset a NULL
@@ -434,6 +467,7 @@ int main(void) {
         cmocka_unit_test(test_parquet_footer_rows),
         cmocka_unit_test(test_parquet_refused),
         cmocka_unit_test(test_parquet_damaged),
+        cmocka_unit_test(test_parquet_damaged_page),
         cmocka_unit_test(test_parquet_fuzz_regressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1698,6 +1698,7 @@ zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_
         int rc = emit_rows(f, g, a, e, &b, offsets + done, &bad, &bc, &br);
         if (rc == -1) {
             s = fmt_err(f, err, ZP_ERR_NOMEM, "out of memory for rows of row group %zu", g);
+            drop_row_group(f); /* its cursors are mid-row */
             goto fail;
         }
         if (rc) {
