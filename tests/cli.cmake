@@ -46,6 +46,11 @@ set_tests_properties(test_cli_segments_rss PROPERTIES TIMEOUT 120 LABELS "cli;no
 add_test(NAME test_cli_tune
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_tune.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_tune PROPERTIES TIMEOUT 240 LABELS cli)
+# A tokenize field of token ids (pre-tokenized documents in JSON records,
+# as Parquet's list<int> columns arrive) and --emit-records.
+add_test(NAME test_cli_token_ids
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_token_ids.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_token_ids PROPERTIES TIMEOUT 180 LABELS cli)
 # Parquet files the project did not write (issue 25, point 5): a corpus by
 # pyarrow (each codec, page version and encoding forced), datasets, DuckDB and
 # hyparquet-writer, read back by DuckDB and hyparquet and compared field by

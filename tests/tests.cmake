@@ -16,7 +16,7 @@ function(zp_add_source_test name)
 endfunction()
 
 foreach(part net dataset worksource engine cli storage disk_cache remote mixture state resume
-             hdf5 megatron preprocess ondemand python tokenizers budget)
+             hdf5 megatron preprocess ondemand python tokenizers budget parquet)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
   endif()

@@ -12,7 +12,7 @@ pkgs=(build-essential cmake pkg-config clang libomp-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
       libzstd-dev zstd libcurl4-openssl-dev libexpat1-dev libcmocka-dev
       libjansson-dev libsimdjson-dev libxxhash-dev libpcre2-dev libutf8proc-dev python3
-      libthrift-dev libsnappy-dev zlib1g-dev libdeflate-dev libisal-dev
+      libthrift-dev libboost-dev libsnappy-dev zlib1g-dev libdeflate-dev libisal-dev
       python3-dev python3-venv python3-pip python3-setuptools python3-numpy
       python3-torch python3-mpi4py python3-h5py python3-regex
       sentencepiece

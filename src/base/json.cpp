@@ -143,3 +143,46 @@ extern "C" zp_status zpi_json_get_string(zpi_json *j, const char *key, const cha
         return ZP_ERR_INTERNAL;
     }
 }
+
+extern "C" zp_status zpi_json_get_ids(zpi_json *j, const char *key,
+                                      int32_t *(*room)(void *ctx, size_t n), void *ctx,
+                                      size_t *n, size_t *bad_at)
+{
+    if (!j || !key || !room || !n || !bad_at)
+        return ZP_ERR_INVALID;
+    if (!j->have_doc)
+        return ZP_ERR_STATE;
+    *n = 0;
+    *bad_at = 0;
+    try {
+        simdjson::dom::object obj;
+        if (j->doc.get_object().get(obj))
+            return ZP_ERR_STATE;
+        simdjson::dom::element v;
+        simdjson::error_code e = obj.at_key(std::string_view(key, std::strlen(key))).get(v);
+        if (e == simdjson::NO_SUCH_FIELD)
+            return ZP_END;
+        if (e)
+            return ZP_ERR_FORMAT;
+        simdjson::dom::array arr;
+        if (v.get_array().get(arr))
+            return ZP_ERR_UNSUPPORTED;
+        size_t count = arr.size();
+        int32_t *dst = room(ctx, count);
+        if (!dst)
+            return ZP_ERR_NOMEM;
+        size_t k = 0;
+        for (simdjson::dom::element x : arr) {
+            int64_t id;
+            if (x.get_int64().get(id) || id < 0 || id > INT32_MAX) {
+                *bad_at = k;
+                return ZP_ERR_FORMAT;
+            }
+            dst[k++] = (int32_t)id;
+        }
+        *n = k;
+        return ZP_OK;
+    } catch (...) {
+        return ZP_ERR_INTERNAL;
+    }
+}

@@ -40,6 +40,16 @@ zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, zpi_err *err)
  * ZP_ERR_FORMAT when present but not a string. */
 zp_status zpi_json_get_string(zpi_json *j, const char *key, const char **s, size_t *n);
 
+/* After a successful parse: a top-level field that is an array of token
+ * ids (integers 0..INT32_MAX; a pre-tokenized document such as a Parquet
+ * list<int> column input_ids). room(ctx, count) gives space for the
+ * array's count ids (NULL: out of memory); they are written there and *n
+ * set. ZP_OK; ZP_END when the key is absent; ZP_ERR_UNSUPPORTED when the
+ * field is not an array (a text, say); ZP_ERR_FORMAT when element
+ * *bad_at is not such an integer; ZP_ERR_NOMEM. */
+zp_status zpi_json_get_ids(zpi_json *j, const char *key, int32_t *(*room)(void *ctx, size_t n),
+                           void *ctx, size_t *n, size_t *bad_at);
+
 #ifdef __cplusplus
 }
 #endif

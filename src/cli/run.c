@@ -516,7 +516,7 @@ typedef struct run_ctx {
     zp_worksource *ws;
     zp_pipeline *p;
     strip_ctx sc; /* the strip transform's (lives as long as the pipeline) */
-    cli_out ids, dig, smp;
+    cli_out ids, dig, smp, rec;
     int started, out_failed, save_failed;
     uint64_t saved_at; /* batches delivered at the last save */
     char why[1024];
@@ -659,6 +659,21 @@ static int run_open_outputs(run_ctx *x)
         if (cli_out_open(&x->smp, path) != 0)
             return 1;
     }
+    if (o->emit_records) {
+        if (o->tok_id[0]) {
+            fprintf(stderr, "zephon run: --emit-records writes records: it needs record mode "
+                            "(no --tokenize)\n");
+            return 2;
+        }
+        if (zpi_mkdir_p(o->emit_records, 0777) != 0) {
+            fprintf(stderr, "zephon run: cannot create folder '%s': %s\n", o->emit_records,
+                    strerror(errno));
+            return 1;
+        }
+        zpi_fmt(path, sizeof path, "%s/rank-%u.jsonl", o->emit_records, o->ws.rank);
+        if (cli_out_open(&x->rec, path) != 0)
+            return 1;
+    }
     if (o->emit_digest) {
         if (o->ws.world_size > 1)
             zpi_fmt(path, sizeof path, "%s.rank-%u", o->emit_digest, o->ws.rank);
@@ -691,7 +706,7 @@ static int run_start(run_ctx *x)
 static void run_emit(run_ctx *x, const zp_batch *b)
 {
     const zp_dataset *ds = x->ds;
-    cli_out *ids = &x->ids, *smp = &x->smp, *dig = &x->dig;
+    cli_out *ids = &x->ids, *smp = &x->smp, *dig = &x->dig, *rec = &x->rec;
     if (ids->f)
         for (size_t i = 0; i < b->n_samples && !ids->failed; i++)
             cli_out_printf(ids, "%s:%llu\n", zp_dataset_shard_name(ds, b->samples[i].shard),
@@ -702,6 +717,14 @@ static void run_emit(run_ctx *x, const zp_batch *b)
             cli_out_printf(smp, "%llu %u %u %llu %d %s:%llu\n", (unsigned long long)b->index,
                           s->epoch, s->part, (unsigned long long)s->pass, s->padded,
                           zp_dataset_shard_name(ds, s->shard), (unsigned long long)s->record);
+        }
+    if (rec->f && b->data && b->offsets)
+        for (size_t i = 0; i < b->rows && !rec->failed; i++) {
+            const char *d = b->data + b->offsets[i];
+            size_t n = (size_t)(b->offsets[i + 1] - b->offsets[i]);
+            while (n && (d[n - 1] == '\n' || d[n - 1] == '\0'))
+                n--;
+            cli_out_printf(rec, "%.*s\n", (int)n, d);
         }
     if (dig->f)
         cli_out_printf(dig, "%llu %u %016llx\n", (unsigned long long)b->index, b->epoch,
@@ -732,7 +755,7 @@ static void run_after_step(run_ctx *x)
         if (cli_flush_stdout("zephon run") != 0)
             x->out_failed = 1;
     }
-    x->out_failed |= x->ids.failed | x->dig.failed | x->smp.failed;
+    x->out_failed |= x->ids.failed | x->dig.failed | x->smp.failed | x->rec.failed;
     if (x->tty) {
         double t = zpi_now();
         if (t - x->last_progress >= 1.0) {
@@ -877,7 +900,8 @@ static int run_close(run_ctx *x, int rc)
 {
     cli_run_result *res = x->res;
     const cli_run_hooks *hk = x->hk;
-    if (cli_out_close(&x->ids) + cli_out_close(&x->dig) + cli_out_close(&x->smp) != 0) /* each 0 or -1 */
+    if (cli_out_close(&x->ids) + cli_out_close(&x->dig) + cli_out_close(&x->smp) +
+        cli_out_close(&x->rec) != 0) /* each 0 or -1 */
         rc = 1;
     if (res->stop == CLI_RUN_STOP_OUTPUT)
         rc = 1;

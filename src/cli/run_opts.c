@@ -119,6 +119,8 @@ void cli_run_usage(FILE *f)
         "                          when the world size is above 1)\n"
         "  --emit-samples DIR      write DIR/rank-<R>.samples: per sample its batch, epoch,\n"
         "                          part, pass, padded (0/1) and shard:record\n"
+        "  --emit-records DIR      record mode: write DIR/rank-<R>.jsonl, each delivered\n"
+        "                          record's JSON on a line (a Parquet row as its JSON object)\n"
         "  --balance-ranks K       MPI: balance the attention cost across the ranks of each\n"
         "                          global step of K microbatches per rank (rows move\n"
         "                          between ranks; docs/mpi.md); --max-batches is rounded\n"
@@ -425,6 +427,8 @@ static int opt_data(cli_run_opts *o, const char *a, const char *v)
         used = 2;
     } else if (!strcmp(a, "--emit-samples"))
         STR(o->emit_samples);
+    else if (!strcmp(a, "--emit-records"))
+        STR(o->emit_records);
     else if (!strcmp(a, "--seed"))
         NUM(o->ws.seed, 0, UINT64_MAX);
     else if (!strcmp(a, "--epochs"))

@@ -90,7 +90,7 @@ typedef struct cli_run_opts {
     uint64_t balance;  /* --balance K: attention-cost balance window (0: off) */
     double step_time;
     uint64_t max_batches;
-    const char *emit_ids, *emit_digest;
+    const char *emit_ids, *emit_digest, *emit_records;
     const char *emit_samples; /* --emit-samples DIR: DIR/rank-<R>.samples */
     int h5_driver;            /* --h5-driver: 0 auto, 1 mpio, 2 serial (zp_mpi_h5_driver) */
     /* checkpoints: --save-state FILE, --save-every N (0: at the end only),

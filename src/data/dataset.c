@@ -459,10 +459,73 @@ static void set_count(zp_dataset *ds, shard *s, uint64_t bytes, uint64_t n)
     zpi_ds_shard_sync(ds, s);
 }
 
-/* Count the records of shard s: from the index store when it has them,
- * else by loading the shard (and then keeping the count in the store). */
+/* Shard s's count from its metadata alone (zpi_format.count: a Parquet
+ * footer), local or remote (a range read of the object's last bytes: no
+ * download). Sets *done when the format counts so. */
+static zp_status count_from_metadata(zp_dataset *ds, shard *s, int *done)
+{
+    *done = 0;
+    zpi_err err;
+    uint64_t n = 0, bytes = 0;
+    zp_status st;
+    if (!s->identity) {
+        if (!s->fmt->count)
+            return ZP_OK;
+        st = s->fmt->count(s->path, s->name, &s->lim, &n, &bytes, &err);
+        if (st != ZP_OK)
+            return zpi_ds_fail(ds, st, "%s", err.msg);
+    } else {
+        if (!s->fmt->count_tail)
+            return ZP_OK;
+        zpi_object *o;
+        zpi_object_info info;
+        if ((st = zpi_object_open(ds->storage, s->path, &o, &info, &err)) != ZP_OK)
+            return zpi_ds_fail(ds, st, "shard '%s': %s", s->name, err.msg);
+        size_t want = info.size < 65536 ? (size_t)info.size : 65536, need = 0;
+        char *tail = NULL;
+        for (int pass = 0; pass < 2; pass++) {
+            char *t = realloc(tail, want ? want : 1);
+            if (!t) {
+                st = zpi_err_set(&err, ZP_ERR_NOMEM, "out of memory");
+                break;
+            }
+            tail = t;
+            size_t got = 0;
+            st = zpi_object_read(o, info.size - want, tail, want, &got, &err);
+            if (st == ZP_OK && got != want)
+                st = zpi_err_set(&err, ZP_ERR_IO, "short read of the last %zu bytes", want);
+            if (st == ZP_OK)
+                st = s->fmt->count_tail(tail, want, info.size, s->name, &n, &need, &err);
+            if (st != ZP_END)
+                break;
+            if (need <= want || need > info.size) {
+                st = zpi_err_set(&err, ZP_ERR_FORMAT, "its footer does not fit the file");
+                break;
+            }
+            want = need;
+        }
+        free(tail);
+        zpi_object_close(o);
+        if (st != ZP_OK)
+            return zpi_ds_fail(ds, st, "shard '%s': %s", s->name, err.msg);
+        bytes = info.size;
+    }
+    set_count(ds, s, bytes, n);
+    zpi_dataset_log(ds, ZP_LOG_DEBUG, "shard '%s': %llu records (from its metadata)", s->name,
+                    (unsigned long long)n);
+    *done = 1;
+    return ZP_OK;
+}
+
+/* Count the records of shard s: from its metadata when the format has a
+ * count there, from the index store when it has them, else by loading the
+ * shard (and then keeping the count in the store). */
 static zp_status index_shard(zp_dataset *ds, shard *s, zpi_index_pass *pass)
 {
+    int counted;
+    ZPI_FORWARD_IF_ERR(count_from_metadata(ds, s, &counted));
+    if (counted)
+        return ZP_OK;
     zpi_index_key k;
     int use_store = ds->store && zpi_index_key_init(ds->store, s->path, s->fmt, &k) == 0;
     uint64_t n;
@@ -512,7 +575,8 @@ zp_status zpi_ds_index_all(zp_dataset *ds)
     zpi_index_pass pass = {0, 0, 0};
     /* remote shards to count: their downloads start together */
     for (size_t i = 0; i < ds->n; i++) {
-        if (ds->shards[i].samples != UNKNOWN || !ds->shards[i].identity)
+        if (ds->shards[i].samples != UNKNOWN || !ds->shards[i].identity ||
+            ds->shards[i].fmt->count_tail)
             continue;
         ZPI_FORWARD_IF_ERR(dataset_fetcher(ds));
         zpi_fetcher_prefetch(ds->fetcher, i);
@@ -635,7 +699,7 @@ uint64_t zp_dataset_shard_segments(const zp_dataset *ds, size_t i, uint64_t *per
     const shard *s = &ds->shards[i];
     uint64_t n = s->samples, nseg = 1;
     int plain = strcmp(s->fmt->name, "jsonl") == 0;
-    if (plain || strcmp(s->fmt->name, "jsonl.zst") == 0) {
+    if (plain || strcmp(s->fmt->name, "jsonl.zst") == 0 || strcmp(s->fmt->name, "parquet") == 0) {
         uint64_t sb = ds->cfg.segment_bytes ? ds->cfg.segment_bytes
                                             : plain ? DEFAULT_SEGMENT_PLAIN
                                                     : DEFAULT_SEGMENT_ZST;

@@ -415,7 +415,10 @@ static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_lo
         }
         if (st == ZP_OK && lim->has_xxh64 && !src->verified)
             st = check_hash(path, name, lim, src, err);
-        if (st == ZP_OK)
+        if (st == ZP_OK && strcmp(fmt->name, "parquet") == 0)
+            st = zpi_seg_reader_open_parquet(path, name, lim, zp_dataset_shard_samples(c->ds, i),
+                                             c->per[i], &src->rd, err);
+        else if (st == ZP_OK)
             st = zpi_seg_reader_open(path, name, strcmp(fmt->name, "jsonl.zst") == 0, lim,
                                      zp_dataset_shard_samples(c->ds, i), c->per[i], &src->rd,
                                      err);

@@ -11,6 +11,7 @@ extern const zpi_format zpi_format_jsonl_zst;
 extern const zpi_format zpi_format_hdf5;     /* ".h5" */
 extern const zpi_format zpi_format_hdf5_alt; /* ".hdf5", the same format */
 extern const zpi_format zpi_format_megatron;
+extern const zpi_format zpi_format_parquet;  /* ".parquet" */
 
 static const zpi_format *const formats[] = {
     &zpi_format_jsonl,
@@ -21,6 +22,9 @@ static const zpi_format *const formats[] = {
 #endif
 #ifdef ZP_HAVE_FORMAT_MEGATRON
     &zpi_format_megatron,
+#endif
+#ifdef ZP_HAVE_FORMAT_PARQUET
+    &zpi_format_parquet,
 #endif
 };
 #define N_FORMATS (sizeof formats / sizeof formats[0])

@@ -780,5 +780,5 @@ static zp_status h5_load(const char *path, const char *name, const zpi_load_limi
     return st;
 }
 
-const zpi_format zpi_format_hdf5 = {"hdf5", ".h5", h5_load, NULL};
-const zpi_format zpi_format_hdf5_alt = {"hdf5", ".hdf5", h5_load, NULL};
+const zpi_format zpi_format_hdf5 = {.name = "hdf5", .suffix = ".h5", .load = h5_load};
+const zpi_format zpi_format_hdf5_alt = {.name = "hdf5", .suffix = ".hdf5", .load = h5_load};

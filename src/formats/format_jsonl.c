@@ -636,5 +636,7 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     return load_zst_bufs(path, name, lim, NULL, out, err);
 }
 
-const zpi_format zpi_format_jsonl = {"jsonl", ".jsonl", load_plain, load_plain_bufs};
-const zpi_format zpi_format_jsonl_zst = {"jsonl.zst", ".jsonl.zst", load_zst, load_zst_bufs};
+const zpi_format zpi_format_jsonl = {
+    .name = "jsonl", .suffix = ".jsonl", .load = load_plain, .load_bufs = load_plain_bufs};
+const zpi_format zpi_format_jsonl_zst = {
+    .name = "jsonl.zst", .suffix = ".jsonl.zst", .load = load_zst, .load_bufs = load_zst_bufs};

@@ -700,7 +700,7 @@ fail:
     return st;
 }
 
-const zpi_format zpi_format_megatron = {"megatron", ".bin", mg_load, NULL};
+const zpi_format zpi_format_megatron = {.name = "megatron", .suffix = ".bin", .load = mg_load};
 
 /* ------------------------------------------------------------ writer */
 

@@ -9,6 +9,7 @@
  * caller. Thread safety: one thread at a time per reader.
  */
 #include "formats/segment.h"
+#include "formats/parquet.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +70,8 @@ struct zpi_seg_reader {
     /* figures of the current load */
     uint64_t bytes_read;
     double t_read, t_dec;
+    /* parquet: the file's reader (parquet.h); nothing above is used */
+    zpi_pq_file *pq;
 };
 
 static inline uint32_t rd32(const unsigned char *p)
@@ -509,6 +512,44 @@ zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed
     return ZP_OK;
 }
 
+zp_status zpi_seg_reader_open_parquet(const char *path, const char *name,
+                                      const zpi_load_limits *lim, uint64_t n_records,
+                                      uint64_t per_segment, zpi_seg_reader **out, zpi_err *err)
+{
+    if (!out || !path || !name || !lim || per_segment == 0)
+        return ZP_ERR_INVALID;
+    zpi_seg_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
+    r->fd = -1;
+    r->kind = ZPI_SEG_PARQUET;
+    r->lim = lim;
+    r->n = n_records;
+    r->per = per_segment;
+    r->nseg = n_records ? (n_records + per_segment - 1) / per_segment : 1;
+    zp_status st = zpi_pq_open(path, name, &r->pq, err);
+    if (st == ZP_OK && zpi_pq_num_rows(r->pq) != n_records)
+        st = zpi_err_set(err, ZP_ERR_FORMAT,
+                         "shard '%s': %llu records, but the dataset counted %llu (the "
+                         "file changed since it was indexed?)",
+                         name, (unsigned long long)zpi_pq_num_rows(r->pq),
+                         (unsigned long long)n_records);
+    if (st != ZP_OK) {
+        zpi_seg_reader_close(r);
+        return st;
+    }
+    *out = r;
+    return ZP_OK;
+}
+
+static zp_status load_parquet(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs, zpi_shard *out,
+                              zpi_err *err)
+{
+    const uint64_t first = j * r->per;
+    const uint64_t m = r->n - first < r->per ? r->n - first : r->per;
+    return zpi_pq_read_rows(r->pq, first, m, bufs, out, err);
+}
+
 zpi_seg_kind zpi_seg_reader_kind(const zpi_seg_reader *r) { return r->kind; }
 
 uint64_t zpi_seg_reader_restarts(const zpi_seg_reader *r) { return r->restarts; }
@@ -519,6 +560,8 @@ void zpi_seg_reader_close(zpi_seg_reader *r)
         return;
     if (r->fd >= 0)
         close(r->fd);
+    if (r->pq)
+        zpi_pq_close(r->pq);
     ZSTD_freeDCtx(r->dctx);
     free(r->path);
     free(r->name);
@@ -574,6 +617,8 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
     if (!r || j >= r->nseg)
         return zpi_err_set(err, ZP_ERR_INVALID, "segment %llu out of range",
                            (unsigned long long)j);
+    if (r->kind == ZPI_SEG_PARQUET)
+        return load_parquet(r, j, bufs, out, err);
     r->bytes_read = 0;
     r->t_read = r->t_dec = 0;
     zp_status st = find_start(r, j, err);

@@ -40,7 +40,8 @@ typedef struct zpi_seg_reader zpi_seg_reader;
 typedef enum zpi_seg_kind {
     ZPI_SEG_PLAIN = 0,    /* pread of the file */
     ZPI_SEG_SEEKABLE = 1, /* frame by frame through the seek table */
-    ZPI_SEG_STREAM = 2    /* one forward streaming decoder */
+    ZPI_SEG_STREAM = 2,   /* one forward streaming decoder */
+    ZPI_SEG_PARQUET = 3   /* a .parquet file's row groups (parquet.h) */
 } zpi_seg_kind;
 
 /* Open shard `path` (name: for messages) of n_records records cut into
@@ -51,6 +52,12 @@ typedef enum zpi_seg_kind {
 zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed,
                               const zpi_load_limits *lim, uint64_t n_records,
                               uint64_t per_segment, zpi_seg_reader **out, zpi_err *err);
+/* The same for a .parquet shard (parquet.h): a segment's records are the
+ * rows [j*per, ...) of the file as JSON lines, decoded from the row groups
+ * that hold them. The file's row count must be n_records. */
+zp_status zpi_seg_reader_open_parquet(const char *path, const char *name,
+                                      const zpi_load_limits *lim, uint64_t n_records,
+                                      uint64_t per_segment, zpi_seg_reader **out, zpi_err *err);
 /* Load segment j into *out (caller owns; zpi_shard_free()). The last
  * segment checks that the shard ends with record n_records. bufs (or
  * NULL): a spare decode buffer the load takes (bufs->data set to NULL)

@@ -96,6 +96,18 @@ typedef struct zpi_format {
      * the format cannot reuse buffers. */
     zp_status (*load_bufs)(const char *path, const char *name, const zpi_load_limits *lim,
                            zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err);
+    /* The shard's record count and stored size without decoding it, from
+     * its metadata (Parquet: the footer). Optional: NULL when a count needs
+     * a load. Checks lim's size expectation (zpi_load_check_size), not its
+     * content hash (that needs every byte: the first load checks it). */
+    zp_status (*count)(const char *path, const char *name, const zpi_load_limits *lim,
+                       uint64_t *records, uint64_t *file_bytes, zpi_err *err);
+    /* The same from the last tail_len bytes of a file of file_size bytes (a
+     * range read of a remote object): ZP_OK with *records, or ZP_END with
+     * *need set to the bytes of tail it needs (read them and call again).
+     * Optional. */
+    zp_status (*count_tail)(const void *tail, size_t tail_len, uint64_t file_size,
+                            const char *name, uint64_t *records, size_t *need, zpi_err *err);
 } zpi_format;
 
 /* Free a loaded shard's buffers (not the struct). */

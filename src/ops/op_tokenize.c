@@ -52,9 +52,14 @@ void zpi_op_tokenize(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c)
         }
         const char *s;
         size_t n;
-        zp_status st = zpi_record_tokenize_text(env, w, c, i, &s, &n, &err);
+        int ids;
+        zp_status st = zpi_record_tokenize_text(env, w, c, i, &s, &n, &ids, &err);
         if (st != ZP_OK) {
             zpi_op_bad_record(env, c, i, st, err.msg);
+            continue;
+        }
+        if (ids) { /* a pre-tokenized document in the JSON (docs/formats.md) */
+            pass_tokens(env, c, i);
             continue;
         }
         void *t = c->tok;

@@ -150,8 +150,12 @@ zp_status zpi_record_map(const zpi_op_env *env, const zpi_op *op, zpi_worker *w,
 void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w, zpi_chunk *c);
 /* Frees the worker's batch scratch. */
 void zpi_record_scratch_free(zpi_worker *w);
-/* The text of record i for tokenize (parsing its JSON when not kept). */
+/* The text of record i for tokenize (parsing its JSON when not kept). A
+ * tokenize field that is an array of token ids (a pre-tokenized document:
+ * a Parquet list<int> column such as input_ids, or the same in a JSON
+ * line) is not a text: its ids are appended to c->tok as the record's
+ * tokens (tok_off, tok_len, ZPI_REC_TOKENS) and *ids set to 1. */
 zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
-                                   const char **s, size_t *n, zpi_err *err);
+                                   const char **s, size_t *n, int *ids, zpi_err *err);
 
 #endif

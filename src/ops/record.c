@@ -258,18 +258,53 @@ void zpi_record_map_batch(const zpi_op_env *env, const zpi_op *op, zpi_worker *w
     }
 }
 
+/* zpi_json_get_ids's room: n more ids at the end of c->tok. */
+static int32_t *ids_room(void *ctx, size_t n)
+{
+    zpi_chunk *c = ctx;
+    void *t = c->tok;
+    size_t need = c->tok_len + n;
+    if (zpi_grow(&t, &c->tok_cap, need < 4096 ? 4096 : need, sizeof *c->tok) != 0)
+        return NULL;
+    c->tok = t;
+    return c->tok + c->tok_len;
+}
+
 zp_status zpi_record_tokenize_text(const zpi_op_env *env, zpi_worker *w, zpi_chunk *c, size_t i,
-                                   const char **s, size_t *n, zpi_err *err)
+                                   const char **s, size_t *n, int *ids, zpi_err *err)
 {
     char msg[ZPI_ERRMAX];
     msg[0] = '\0';
+    *ids = 0;
     zp_record rec = {.env = env, .w = w, .c = c, .i = i, .parsed = 0, .err = msg, .errcap = sizeof msg};
     zp_status st = zp_record_text(&rec, s, n);
     if (st == ZP_OK)
         return ZP_OK;
+    if (st == ZP_ERR_FORMAT && !msg[0] && rec.parsed) {
+        /* not a string: an array of token ids? */
+        const char *field = env->tok_field ? env->tok_field : "text";
+        size_t got = 0, bad = 0;
+        zp_status is = zpi_json_get_ids(w->json, field, ids_room, c, &got, &bad);
+        if (is == ZP_OK) {
+            zpi_rec *r = &c->recs[i];
+            r->tok_off = c->tok_len;
+            r->tok_len = got;
+            c->tok_len += got;
+            r->flags |= ZPI_REC_TOKENS;
+            *ids = 1;
+            return ZP_OK;
+        }
+        if (is == ZP_ERR_NOMEM)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for tokens");
+        if (is == ZP_ERR_FORMAT)
+            zpi_fmt(msg, sizeof msg,
+                    "field '%s': element %zu is not a token id (an integer from 0 to 2^31-1)",
+                    field, bad);
+    }
     if (st == ZP_END)
         zpi_fmt(msg, sizeof msg, "no field '%s'", env->tok_field);
     else if (st == ZP_ERR_FORMAT && !msg[0])
-        zpi_fmt(msg, sizeof msg, "field '%s' is not a string", env->tok_field);
+        zpi_fmt(msg, sizeof msg, "field '%s' is not a string or an array of token ids",
+                env->tok_field);
     return name_record(env, c, i, "tokenize", msg, st == ZP_END ? ZP_ERR_FORMAT : st, err);
 }

@@ -156,8 +156,9 @@ zp_status zpi_budget_scan(const zp_dataset *ds, zpi_budget_shards *out, zpi_err 
             if (index > out->reader_index)
                 out->reader_index = index;
         } else {
-            if (!strcmp(fmt, "jsonl.zst")) {
-                data = remote ? 0 : zstd_decoded_size(path);
+            if (!strcmp(fmt, "jsonl.zst") || !strcmp(fmt, "parquet")) {
+                /* parquet: its rows as JSON lines, estimated as zstd's */
+                data = remote || strcmp(fmt, "jsonl.zst") ? 0 : zstd_decoded_size(path);
                 if (!data)
                     data = bytes * ZPI_BUDGET_ZSTD_RATIO;
                 comp = bytes;
