@@ -7,8 +7,10 @@
 # encoding forced; small row groups; small pages), datasets, DuckDB and
 # hyparquet-writer (tests/parquet/write_fixtures.py, write_hyparquet.mjs),
 # with the versions of tools/pqref.sh. Checks:
-#  1. the corpus covers every codec and encoding the reader supports and
-#     several row groups (coverage.py, from the footers as DuckDB reads them)
+#  1. the corpus covers every codec and encoding the reader supports, data
+#     page v1 and v2, a dictionary falling back to PLAIN, several row groups
+#     and many pages a chunk (coverage.py: the footers as DuckDB reads them,
+#     the page headers read there)
 #     and two independent readers (DuckDB, hyparquet) give back the logical
 #     rows of every file: the fixtures are right;
 #  2. Zephon's records (--emit-records, --no-shuffle) equal the logical
@@ -51,7 +53,7 @@ fx=$T/fx
 cd "$fx"
 files=(*.parquet)
 check "fixtures written by four writers (${#files[@]} files)" \
-  '[[ ${#files[@]} -ge 28 ]] && grep -q "^pa_" "$T/writers.txt" && grep -q "^hf_" "$T/writers.txt" && grep -q "^duck_" "$T/writers.txt" && grep -q "^hy_" "$T/writers.txt"'
+  '[[ ${#files[@]} -eq 31 ]] && grep -q "^pa_" "$T/writers.txt" && grep -q "^hf_" "$T/writers.txt" && grep -q "^duck_" "$T/writers.txt" && grep -q "^hy_" "$T/writers.txt"'
 nrows=$(wc -l < rows.jsonl)
 
 # 1. the corpus and the independent readers
