@@ -53,7 +53,7 @@ fx=$T/fx
 cd "$fx"
 files=(*.parquet)
 check "fixtures written by four writers (${#files[@]} files)" \
-  '[[ ${#files[@]} -eq 31 ]] && grep -q "^pa_" "$T/writers.txt" && grep -q "^hf_" "$T/writers.txt" && grep -q "^duck_" "$T/writers.txt" && grep -q "^hy_" "$T/writers.txt"'
+  '[[ ${#files[@]} -eq 32 ]] && grep -q "^pa_" "$T/writers.txt" && grep -q "^hf_" "$T/writers.txt" && grep -q "^duck_" "$T/writers.txt" && grep -q "^hy_" "$T/writers.txt"'
 nrows=$(wc -l < rows.jsonl)
 
 # 1. the corpus and the independent readers
@@ -156,7 +156,7 @@ tok=(--quiet --no-shuffle --tokenize gpt2 --seq-len 127 --microbatch 4 --skip-ba
 "$Z" run rows.jsonl.zst "${tok[@]}" --emit-digest "$T/zst.dig" > "$T/zst.out" 2>"$T/err" || bad "jsonl.zst: $(first "$T/err")"
 nulls=$(grep -c '"text": null' rows.jsonl)
 check "jsonl.zst: the $nulls null texts skipped" 'grep -q "skipped $nulls," "$T/zst.out"'
-for f in pa_default.parquet pa_delta_byte_array.parquet pa_page_v2.parquet hf_default.parquet duck_v2.parquet hy_default.parquet hy_gzip_pages.parquet; do
+for f in pa_default.parquet pa_delta_byte_array.parquet pa_page_v2.parquet hf_default.parquet hf_v2.parquet duck_v2.parquet hy_default.parquet hy_gzip_pages.parquet; do
   "$Z" run "$f" "${tok[@]}" --emit-digest "$T/$f.dig" > "$T/$f.out" 2>"$T/err" || bad "$f --tokenize: $(first "$T/err")"
   check "--tokenize gpt2: $f gives the batches of rows.jsonl.zst, $nulls null texts skipped" \
     '[[ -s "$T/zst.dig" ]] && cmp -s "$T/$f.dig" "$T/zst.dig" && grep -q "skipped $nulls," "$T/$f.out"'

@@ -12,7 +12,9 @@ OUTDIR the rows of rows.py (N rows, default 2500) as:
                      and v2, dictionary on and off, a dictionary that falls
                      back to PLAIN within a chunk, each column encoding
                      forced, small row groups, small pages
-  hf_default.parquet datasets (the Hugging Face hub's library), its defaults
+  hf_*.parquet       datasets (the Hugging Face hub's library): its defaults
+                     (content-defined page chunking, page index); data
+                     page v2 in row groups of 500 rows
   duck_*.parquet     DuckDB's COPY ... TO (FORMAT parquet): each codec,
                      PARQUET_VERSION V1 and V2, row groups of 2048 rows (its
                      smallest: DuckDB cuts row groups at multiples of 2048)
@@ -86,6 +88,11 @@ def datasets_file(t, out):
     ds = datasets.Dataset(t)  # the features come from the Arrow schema
     ds.to_parquet(os.path.join(out, "hf_default.parquet"))
     print("hf_default.parquet\tdatasets %s Dataset.to_parquet defaults" % datasets.__version__)
+    # its writer options go to pyarrow's ParquetWriter (it sets the codec and
+    # the dictionary per column itself); its batches are the row groups
+    ds.to_parquet(os.path.join(out, "hf_v2.parquet"), batch_size=500, data_page_version="2.0")
+    print("hf_v2.parquet\tdatasets %s Dataset.to_parquet(batch_size=500, data_page_version=2.0)"
+          % datasets.__version__)
 
 
 def duckdb_files(t, out):
