@@ -1,0 +1,165 @@
+/*
+ * gzip_stream.c - the gzip decoder of gzip_stream.h on ISA-L's igzip
+ * (isal_inflate with its gzip wrapper: header, deflate data, CRC-32 and
+ * ISIZE checked by the library), restarted at each member's end.
+ *
+ * Ownership: the decoder owns its state; input is borrowed.
+ * Thread safety: one thread at a time per decoder.
+ */
+#include "formats/gzip_stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <isa-l/igzip_lib.h>
+
+struct zpi_gz {
+    struct inflate_state st;
+    const unsigned char *chunk; /* the current input, for offsets */
+    uint64_t chunk_at;          /* file offset of chunk[0] */
+    size_t chunk_len;
+    uint64_t members;  /* members begun */
+    uint64_t member_at; /* file offset where the current (last) member began */
+    int in_member;     /* a member begun and not finished */
+};
+
+static void begin_state(zpi_gz *g)
+{
+    isal_inflate_reset(&g->st);
+    g->st.crc_flag = ISAL_GZIP;
+}
+
+zp_status zpi_gz_create(zpi_gz **out)
+{
+    *out = NULL;
+    zpi_gz *g = malloc(sizeof *g);
+    if (!g)
+        return ZP_ERR_NOMEM;
+    isal_inflate_init(&g->st);
+    g->st.crc_flag = ISAL_GZIP;
+    g->chunk = NULL;
+    g->chunk_at = 0;
+    g->chunk_len = 0;
+    g->members = 0;
+    g->member_at = 0;
+    g->in_member = 0;
+    *out = g;
+    return ZP_OK;
+}
+
+void zpi_gz_destroy(zpi_gz *g) { free(g); }
+
+void zpi_gz_reset(zpi_gz *g)
+{
+    begin_state(g);
+    g->st.next_in = NULL;
+    g->st.avail_in = 0;
+    g->chunk = NULL;
+    g->chunk_at = 0;
+    g->chunk_len = 0;
+    g->members = 0;
+    g->member_at = 0;
+    g->in_member = 0;
+}
+
+void zpi_gz_input(zpi_gz *g, const void *in, size_t n)
+{
+    g->chunk_at += g->chunk_len;
+    g->chunk = in;
+    g->chunk_len = n;
+    g->st.next_in = (uint8_t *)(uintptr_t)in;
+    g->st.avail_in = (uint32_t)n;
+}
+
+size_t zpi_gz_avail_in(const zpi_gz *g) { return g->st.avail_in; }
+
+uint64_t zpi_gz_consumed(const zpi_gz *g) { return g->chunk_at + g->chunk_len - g->st.avail_in; }
+
+uint64_t zpi_gz_members(const zpi_gz *g) { return g->members; }
+
+/* The message of an isal_inflate error ret, at compressed offset at. */
+static zp_status gz_error(const zpi_gz *g, int ret, uint64_t at, const char *name,
+                          const char *where, zpi_err *err)
+{
+    if (ret == ISAL_INVALID_WRAPPER || ret == ISAL_UNSUPPORTED_METHOD) {
+        if (g->members == 1 && g->member_at == 0 && ret == ISAL_INVALID_WRAPPER &&
+            !(g->chunk_len >= 2 && g->chunk_at == 0 && g->chunk[0] == 0x1f && g->chunk[1] == 0x8b))
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': not a gzip file (no gzip header at byte 0)", name);
+        if (g->members > 1 && ret == ISAL_INVALID_WRAPPER)
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': garbage after gzip member %llu: the bytes at "
+                               "compressed byte %llu are not a gzip header (%s)",
+                               name, (unsigned long long)(g->members - 1),
+                               (unsigned long long)g->member_at, where);
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': %s gzip header of member %llu at compressed byte %llu "
+                           "(%s)", name,
+                           ret == ISAL_UNSUPPORTED_METHOD ? "unsupported compression method in the"
+                                                          : "invalid",
+                           (unsigned long long)g->members, (unsigned long long)g->member_at,
+                           where);
+    }
+    if (ret == ISAL_INCORRECT_CHECKSUM)
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': bad gzip trailer of member %llu (CRC-32 or ISIZE differs "
+                           "from the data) near compressed byte %llu (%s)", name,
+                           (unsigned long long)g->members, (unsigned long long)at, where);
+    const char *what = ret == ISAL_INVALID_BLOCK    ? "invalid block"
+                       : ret == ISAL_INVALID_SYMBOL ? "invalid symbol"
+                       : ret == ISAL_INVALID_LOOKBACK ? "invalid distance"
+                       : ret == ISAL_NEED_DICT        ? "preset dictionary required"
+                                                      : "decoder error";
+    return zpi_err_set(err, ZP_ERR_FORMAT,
+                       "shard '%s': corrupt deflate data in gzip member %llu near compressed "
+                       "byte %llu (%s): %s (%d)", name, (unsigned long long)g->members,
+                       (unsigned long long)at, where, what, ret);
+}
+
+zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const char *name,
+                        const char *where, zpi_err *err)
+{
+    *got = 0;
+    size_t done = 0;
+    while (done < cap) {
+        if (!g->in_member) {
+            if (g->st.avail_in == 0)
+                break;
+            if (g->members > 0)
+                begin_state(g);
+            g->members++;
+            g->member_at = zpi_gz_consumed(g);
+            g->in_member = 1;
+        }
+        size_t want = cap - done;
+        if (want > UINT32_MAX)
+            want = UINT32_MAX;
+        const uint32_t in0 = g->st.avail_in;
+        g->st.next_out = (uint8_t *)out + done;
+        g->st.avail_out = (uint32_t)want;
+        int ret = isal_inflate(&g->st);
+        const size_t produced = want - g->st.avail_out;
+        done += produced;
+        if (ret < 0 || ret == ISAL_NEED_DICT)
+            return gz_error(g, ret, zpi_gz_consumed(g), name, where, err);
+        if (g->st.block_state == ISAL_BLOCK_FINISH) {
+            g->in_member = 0;
+            continue;
+        }
+        if (produced == 0 && g->st.avail_in == in0)
+            break; /* needs input */
+    }
+    *got = done;
+    return ZP_OK;
+}
+
+zp_status zpi_gz_end(const zpi_gz *g, const char *name, const char *where, zpi_err *err)
+{
+    if (!g->in_member)
+        return ZP_OK;
+    return zpi_err_set(err, ZP_ERR_FORMAT,
+                       "shard '%s': truncated gzip file: it ends at compressed byte %llu inside "
+                       "member %llu (begun at compressed byte %llu) (%s)", name,
+                       (unsigned long long)zpi_gz_consumed(g), (unsigned long long)g->members,
+                       (unsigned long long)g->member_at, where);
+}
