@@ -718,10 +718,13 @@ static zp_status load_gz_bufs(const char *path, const char *name, const zpi_load
             if (st != ZP_OK)
                 break;
         }
-        zpi_fmt(where, sizeof where, "after line %zu, decoded byte %zu", ix.n, ix.line_start);
+        zpi_fmt(where, sizeof where, "after line %zu", ix.n);
         size_t got;
         double t0 = zpi_now();
-        st = zpi_gz_decode(g, data + len, cap - len, &got, name, where, err);
+        /* a read chunk's worth at most per call: the lines are indexed
+         * between calls, so that a message names a line near the damage */
+        size_t room = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
+        st = zpi_gz_decode(g, data + len, room, &got, name, where, err);
         t_dec += zpi_now() - t0;
         if (st != ZP_OK)
             break;
@@ -732,7 +735,7 @@ static zp_status load_gz_bufs(const char *path, const char *name, const zpi_load
         }
         st = zpi_line_index_feed(&ix, data, len, err);
         if (st == ZP_OK && got == 0 && zpi_gz_avail_in(g) == 0 && eof) {
-            zpi_fmt(where, sizeof where, "after line %zu, decoded byte %zu", ix.n, ix.line_start);
+            zpi_fmt(where, sizeof where, "after line %zu", ix.n);
             st = zpi_gz_end(g, name, where, err);
             break;
         }

@@ -8,6 +8,7 @@
  */
 #include "formats/gzip_stream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@ struct zpi_gz {
     uint64_t members;  /* members begun */
     uint64_t member_at; /* file offset where the current (last) member began */
     int in_member;     /* a member begun and not finished */
+    uint64_t out_total; /* bytes decoded since the file's start */
+    char ctx[160];      /* the position for messages: decoded byte, caller's where */
 };
 
 static void begin_state(zpi_gz *g)
@@ -43,6 +46,7 @@ zp_status zpi_gz_create(zpi_gz **out)
     g->members = 0;
     g->member_at = 0;
     g->in_member = 0;
+    g->out_total = 0;
     *out = g;
     return ZP_OK;
 }
@@ -60,6 +64,7 @@ void zpi_gz_reset(zpi_gz *g)
     g->members = 0;
     g->member_at = 0;
     g->in_member = 0;
+    g->out_total = 0;
 }
 
 void zpi_gz_input(zpi_gz *g, const void *in, size_t n)
@@ -77,10 +82,19 @@ uint64_t zpi_gz_consumed(const zpi_gz *g) { return g->chunk_at + g->chunk_len - 
 
 uint64_t zpi_gz_members(const zpi_gz *g) { return g->members; }
 
-/* The message of an isal_inflate error ret, at compressed offset at. */
-static zp_status gz_error(const zpi_gz *g, int ret, uint64_t at, const char *name,
-                          const char *where, zpi_err *err)
+/* "decoded byte N, WHERE" (where may be NULL) into g->ctx. */
+static const char *context(zpi_gz *g, const char *where)
 {
+    snprintf(g->ctx, sizeof g->ctx, "decoded byte %llu%s%s", (unsigned long long)g->out_total,
+             where ? ", " : "", where ? where : "");
+    return g->ctx;
+}
+
+/* The message of an isal_inflate error ret, at compressed offset at. */
+static zp_status gz_error(zpi_gz *g, int ret, uint64_t at, const char *name, const char *where,
+                          zpi_err *err)
+{
+    where = context(g, where);
     if (ret == ISAL_INVALID_WRAPPER || ret == ISAL_UNSUPPORTED_METHOD) {
         if (g->members == 1 && g->member_at == 0 && ret == ISAL_INVALID_WRAPPER &&
             !(g->chunk_len >= 2 && g->chunk_at == 0 && g->chunk[0] == 0x1f && g->chunk[1] == 0x8b))
@@ -140,6 +154,7 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
         int ret = isal_inflate(&g->st);
         const size_t produced = want - g->st.avail_out;
         done += produced;
+        g->out_total += produced;
         if (ret < 0 || ret == ISAL_NEED_DICT)
             return gz_error(g, ret, zpi_gz_consumed(g), name, where, err);
         if (g->st.block_state == ISAL_BLOCK_FINISH) {
@@ -153,10 +168,11 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
     return ZP_OK;
 }
 
-zp_status zpi_gz_end(const zpi_gz *g, const char *name, const char *where, zpi_err *err)
+zp_status zpi_gz_end(zpi_gz *g, const char *name, const char *where, zpi_err *err)
 {
     if (!g->in_member)
         return ZP_OK;
+    where = context(g, where);
     return zpi_err_set(err, ZP_ERR_FORMAT,
                        "shard '%s': truncated gzip file: it ends at compressed byte %llu inside "
                        "member %llu (begun at compressed byte %llu) (%s)", name,

@@ -7,8 +7,8 @@
  * a.gz b.gz`, pigz and bgzip write several. The decoder reads them all as
  * one stream of decoded bytes. Its errors name the shard, the compressed
  * byte offset where it failed (to within the few bytes the decoder reads
- * ahead) and the caller's position in the decoded stream (`where`, e.g.
- * "after line 120 (decoded byte 53311)"):
+ * ahead), the decoded bytes before it, and the caller's `where` (or NULL),
+ * e.g. "after line 120":
  *   - not gzip at all: the file does not start with a gzip header;
  *   - garbage after member k: bytes after a member that are not a header;
  *   - corrupt deflate data: an invalid block, symbol or distance;
@@ -56,6 +56,6 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
 /* The file's end (all its bytes given and decoded, zpi_gz_decode giving
  * 0 bytes): ZP_OK when it ended after a whole member (or had no bytes),
  * else a ZP_ERR_FORMAT "truncated" message. */
-zp_status zpi_gz_end(const zpi_gz *g, const char *name, const char *where, zpi_err *err);
+zp_status zpi_gz_end(zpi_gz *g, const char *name, const char *where, zpi_err *err);
 
 #endif
