@@ -164,10 +164,11 @@ static zp_status name_outputs(zp_preprocess *pp)
                                "shard '%s': preprocess reads local files only (download "
                                "remote shards first)",
                                name ? name : "?");
-        if (strcmp(f->name, "jsonl") != 0 && strcmp(f->name, "jsonl.zst") != 0)
+        if (strcmp(f->name, "jsonl") != 0 && strcmp(f->name, "jsonl.zst") != 0 &&
+            strcmp(f->name, "jsonl.gz") != 0)
             return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
                                "shard '%s': format '%s': preprocess reads JSON text shards "
-                               "(jsonl, jsonl.zst)",
+                               "(jsonl, jsonl.zst, jsonl.gz)",
                                name, f->name);
         const char *base = strrchr(path, '/');
         base = base ? base + 1 : path;
