@@ -96,7 +96,7 @@ static zp_status gz_error(zpi_gz *g, int ret, uint64_t at, const char *name, con
 {
     where = context(g, where);
     if (ret == ISAL_INVALID_WRAPPER || ret == ISAL_UNSUPPORTED_METHOD) {
-        if (g->members == 1 && g->member_at == 0 && ret == ISAL_INVALID_WRAPPER &&
+        if (g->members == 1 && ret == ISAL_INVALID_WRAPPER &&
             !(g->chunk_len >= 2 && g->chunk_at == 0 && g->chunk[0] == 0x1f && g->chunk[1] == 0x8b))
             return zpi_err_set(err, ZP_ERR_FORMAT,
                                "shard '%s': not a gzip file (no gzip header at byte 0)", name);
@@ -144,6 +144,12 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
             g->members++;
             g->member_at = zpi_gz_consumed(g);
             g->in_member = 1;
+            /* the magic number, when its bytes are here (ISA-L waits for a
+             * whole header before it looks: a short tail of garbage would
+             * read as a truncated member) */
+            const unsigned char *p = g->st.next_in;
+            if (p[0] != 0x1f || (g->st.avail_in >= 2 && p[1] != 0x8b))
+                return gz_error(g, ISAL_INVALID_WRAPPER, g->member_at, name, where, err);
         }
         size_t want = cap - done;
         if (want > UINT32_MAX)
