@@ -166,6 +166,14 @@ expect crc "bad gzip trailer of member 1 .*near compressed byte $sz" "the traile
 expect isize "bad gzip trailer of member 1" "the trailer"
 expect garbage "garbage after gzip member 1: the bytes at compressed byte $sz are not a gzip header" "the offset"
 expect plain "not a gzip file" "that it is not gzip"
+# trailing zeros after the last member are garbage too
+{ cat "$good"; head -c 64 /dev/zero; } > "$T/bad/zeros.jsonl.gz"
+expect zeros "garbage after gzip member 1: the bytes at compressed byte $sz" "the offset"
+# a .json.gz holding one JSON array (not JSON Lines) is refused
+printf '[{"text": "a"}, {"text": "b"}]\n' | gzip -c > "$T/bad/array.json.gz"
+"$Z" run "$T/bad/array.json.gz" --quiet >/dev/null 2>"$T/err"; rc=$?
+check "a .json.gz of one JSON array is refused (rc $rc), naming shard and line" \
+  '[[ $rc -ne 0 ]] && grep -q "array.json.gz.* line 1 .*not an object" "$T/err"'
 # the segment reader: files damaged after indexing (same size and count):
 # a big member then a small one, whose first deflate block gets the
 # reserved type 11
