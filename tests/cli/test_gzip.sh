@@ -130,6 +130,34 @@ check "segments: resumed mid-round, the two parts are the uninterrupted run" \
   --emit-digest "$T/seqp.txt" >/dev/null 2>&1 || bad "plain in order"
 check "segments of the .jsonl.gz in order: the records of the .jsonl" 'cmp -s "$T/seq.txt" "$T/seqp.txt"'
 
+# 3b. remote shards (http, through the disk cache): the same batches; read by
+# segments from the cached file too
+python3 - "$T" > "$T/port" 2>/dev/null <<'PY' &
+import http.server, os, socketserver, sys
+os.chdir(sys.argv[1])
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+s = socketserver.TCPServer(("127.0.0.1", 0), Quiet)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+srv=$!
+for _ in $(seq 50); do [[ -s "$T/port" ]] && break; sleep 0.1; done
+U="http://127.0.0.1:$(cat "$T/port")"
+"$Z" run "$U/gz/shard-00000.jsonl.gz" "$U/gz/shard-00001.jsonl.gz" "$U/gz/shard-00002.jsonl.gz" --quiet \
+  --seed 3 --microbatch 8 --cache-dir "$T/dc" --emit-digest "$T/remote.txt" >/dev/null 2>"$T/err" \
+  || { bad "remote run"; cat "$T/err"; }
+check "http shards: the same batches as local .jsonl" 'cmp -s "$T/remote.txt" "$T/rec-plain-1.txt"'
+"$Z" run "$U/big/shard-00000.jsonl.gz" --quiet --no-shuffle --segment-mb 1 --microbatch 8 \
+  --cache-dir "$T/dc" --emit-digest "$T/remote-seg.txt" >/dev/null 2>"$T/err" \
+  || { bad "remote run by segments"; cat "$T/err"; }
+"$Z" run "$T/bigp/shard-00000.jsonl" --quiet --no-shuffle --microbatch 8 \
+  --emit-digest "$T/local-seq.txt" >/dev/null 2>&1 || bad "local run in order"
+check "an http shard of 3 segments read from the disk cache: its records in order" \
+  'cmp -s "$T/remote-seg.txt" "$T/local-seq.txt"'
+kill $srv 2>/dev/null; wait $srv 2>/dev/null
+
 # 4. damaged files: named errors
 mkdir -p "$T/bad"
 good="$T/gz/shard-00001.jsonl.gz"
