@@ -14,7 +14,8 @@
 #     loads, and the segment reader of a file changed after indexing); a
 #     manifest's content hash is checked;
 #  5. `zephon preprocess` reads them (the same token shards as from
-#     .jsonl.zst); `zephon convert --seekable` reads them.
+#     .jsonl.zst); `zephon convert --seekable` reads them;
+#  3b (after 3). http shards through the disk cache, whole and by segments.
 set -u
 Z=${1:?usage: test_gzip.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
