@@ -200,8 +200,17 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
             g->in_member = 0;
             continue;
         }
-        if (produced == 0 && g->st.avail_in == in0)
-            break; /* needs input */
+        if (produced == 0 && g->st.avail_in == in0) {
+            if (in0 == 0)
+                break; /* needs input */
+            /* input and room left, and no progress: never seen, but a
+             * caller looping on it would never end */
+            return zpi_err_set(err, ZP_ERR_FORMAT,
+                               "shard '%s': the gzip decoder stopped at compressed byte %llu "
+                               "in member %llu (%s)", name,
+                               (unsigned long long)zpi_gz_consumed(g),
+                               (unsigned long long)g->members, context(g, where));
+        }
     }
     *got = done;
     return ZP_OK;
