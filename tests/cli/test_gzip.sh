@@ -4,7 +4,8 @@
 #  1. the same records as .jsonl, .jsonl.gz, .json.gz and .jsonl.zst give the
 #     same samples (ids) and batches (digests), in record mode and with
 #     --tokenize gpt2, at 1 and 3 ranks; `zephon index` counts them;
-#  2. a multi-member file (cat a.gz b.gz c.gz) reads as the whole;
+#  2. a multi-member file (cat a.gz b.gz c.gz, one member empty) and a BGZF
+#     (bgzip) file read as the whole, also by segments;
 #  3. shards larger than one segment (--segment-mb 1): every sample once at
 #     1 and 3 ranks, digests independent of threads and cache, a run
 #     resumed mid-round continues it exactly, a segment behind the decoder
@@ -87,6 +88,27 @@ for s in shard-00000 one; do
 done
 check "a file of 4 members (one empty) gives the records of the one-member file" \
   'cmp -s "$T/mm-shard-00000.txt" "$T/mm-one.txt"'
+# bgzip's layout (BGZF: members of at most 64 KiB, each with an extra field
+# "BC" giving its size, and an empty member at the end), written here
+python3 - "$f0" "$T/mm/bgzf.jsonl.gz" <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], 'rb').read()
+def member(chunk):
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = c.compress(chunk) + c.flush()
+    bsize = 18 + len(body) + 8 - 1
+    hdr = b'\x1f\x8b\x08\x04' + b'\0\0\0\0' + b'\x00\xff' + struct.pack('<H', 6) + b'BC' \
+        + struct.pack('<HH', 2, bsize)
+    return hdr + body + struct.pack('<II', zlib.crc32(chunk), len(chunk))
+with open(sys.argv[2], 'wb') as out:
+    for i in range(0, len(data), 65280):
+        out.write(member(data[i:i + 65280]))
+    out.write(member(b''))
+PY
+"$Z" run "$T/mm/bgzf.jsonl.gz" --quiet --no-shuffle --microbatch 8 --emit-digest "$T/mm-bgzf.txt" \
+  >/dev/null 2>"$T/err" || { bad "run BGZF"; cat "$T/err"; }
+check "a BGZF (bgzip) file of $(( $(stat -c %s "$f0") / 65280 + 2 )) members: the records of the one-member file" \
+  'cmp -s "$T/mm-bgzf.txt" "$T/mm-one.txt"'
 "$Z" run "$T/mm/shard-00000.jsonl.gz" --quiet --no-shuffle --segment-mb 1 --microbatch 8 \
   --emit-digest "$T/mm-seg.txt" >/dev/null 2>"$T/err" || { bad "multi-member by segments"; cat "$T/err"; }
 check "the multi-member file read by segments: the same records in order" \
