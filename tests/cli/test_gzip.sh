@@ -8,8 +8,8 @@
 #     (bgzip) file read as the whole, also by segments;
 #  3. shards larger than one segment (--segment-mb 1): every sample once at
 #     1 and 3 ranks, digests independent of threads and cache, a run
-#     resumed mid-round continues it exactly, a segment behind the decoder
-#     restarts it;
+#     resumed mid-round continues it exactly, in order they are the
+#     .jsonl's records (the decoder's restarts: test_segments);
 #  4. truncated, corrupt, bad-CRC, bad-ISIZE, garbage after a member, not
 #     gzip: failed runs whose message names the shard and the fault (whole
 #     loads, and the segment reader of a file changed after indexing); a
