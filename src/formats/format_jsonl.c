@@ -640,8 +640,10 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
 
 /* ------------------------------------------------------------ gzip */
 
-/* Free room wanted in the decode buffer before a gzip decoding call. */
+/* Free room wanted in the decode buffer before a gzip decoding call, and
+ * the most one call decodes. */
 #define GZ_MIN_SPACE ((size_t)128 << 10)
+#define GZ_SLICE ((size_t)256 << 10)
 
 /* First guess of a gzip shard's decoded size: the ISIZE of its last
  * member (the whole decoded size mod 2^32 for a file of one member) when
@@ -721,9 +723,9 @@ static zp_status load_gz_bufs(const char *path, const char *name, const zpi_load
         zpi_fmt(where, sizeof where, "after line %zu", ix.n);
         size_t got;
         double t0 = zpi_now();
-        /* a read chunk's worth at most per call: the lines are indexed
-         * between calls, so that a message names a line near the damage */
-        size_t room = cap - len < READ_CHUNK ? cap - len : READ_CHUNK;
+        /* 256 KiB at most per call: the lines are indexed between calls,
+         * so that a message names a line near the damage */
+        size_t room = cap - len < GZ_SLICE ? cap - len : GZ_SLICE;
         st = zpi_gz_decode(g, data + len, room, &got, name, where, err);
         t_dec += zpi_now() - t0;
         if (st != ZP_OK)

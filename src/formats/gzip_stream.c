@@ -197,8 +197,10 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
         if (ret < 0 || ret == ISAL_NEED_DICT)
             return gz_error(g, ret, zpi_gz_consumed(g), name, where, err);
         if (g->st.block_state == ISAL_BLOCK_FINISH) {
+            /* back to the caller at each member's end, so that the
+             * position it gives for the next member's messages is current */
             g->in_member = 0;
-            continue;
+            break;
         }
         if (produced == 0 && g->st.avail_in == in0) {
             if (in0 == 0)

@@ -49,7 +49,7 @@ uint64_t zpi_gz_consumed(const zpi_gz *g);
 uint64_t zpi_gz_members(const zpi_gz *g);
 
 /* Decodes into out[0..cap): *got bytes written (0 when it needs input).
- * Stops when out is full or the input is used up. name, where: for
+ * Stops when out is full, the input is used up or a member ends. name, where: for
  * messages. ZP_OK, or ZP_ERR_FORMAT with the message in err. */
 zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const char *name,
                         const char *where, zpi_err *err);
