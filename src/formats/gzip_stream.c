@@ -23,6 +23,7 @@ struct zpi_gz {
     uint64_t member_at; /* file offset where the current (last) member began */
     int in_member;     /* a member begun and not finished */
     uint64_t out_total; /* bytes decoded since the file's start */
+    uint64_t member_out; /* of those, in the current member */
     char ctx[160];      /* the position for messages: decoded byte, caller's where */
 };
 
@@ -47,6 +48,7 @@ zp_status zpi_gz_create(zpi_gz **out)
     g->member_at = 0;
     g->in_member = 0;
     g->out_total = 0;
+    g->member_out = 0;
     *out = g;
     return ZP_OK;
 }
@@ -65,6 +67,7 @@ void zpi_gz_reset(zpi_gz *g)
     g->member_at = 0;
     g->in_member = 0;
     g->out_total = 0;
+    g->member_out = 0;
 }
 
 void zpi_gz_input(zpi_gz *g, const void *in, size_t n)
@@ -114,6 +117,14 @@ static zp_status gz_error(zpi_gz *g, int ret, uint64_t at, const char *name, con
                            (unsigned long long)g->members, (unsigned long long)g->member_at,
                            where);
     }
+    /* ISA-L checks a header's CRC-16 (FHCRC) too: that error comes before
+     * the member's first block */
+    if (ret == ISAL_INCORRECT_CHECKSUM && g->st.block_state == ISAL_BLOCK_NEW_HDR &&
+        g->member_out == 0)
+        return zpi_err_set(err, ZP_ERR_FORMAT,
+                           "shard '%s': bad header CRC in the gzip header of member %llu at "
+                           "compressed byte %llu (%s)", name, (unsigned long long)g->members,
+                           (unsigned long long)g->member_at, where);
     if (ret == ISAL_INCORRECT_CHECKSUM)
         return zpi_err_set(err, ZP_ERR_FORMAT,
                            "shard '%s': bad gzip trailer of member %llu (CRC-32 or ISIZE differs "
@@ -179,6 +190,7 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
                 begin_state(g);
             g->members++;
             g->member_at = zpi_gz_consumed(g);
+            g->member_out = 0;
             g->in_member = 1;
         }
         zp_status hs = check_header(g, name, where, err);
@@ -194,6 +206,7 @@ zp_status zpi_gz_decode(zpi_gz *g, char *out, size_t cap, size_t *got, const cha
         const size_t produced = want - g->st.avail_out;
         done += produced;
         g->out_total += produced;
+        g->member_out += produced;
         if (ret < 0 || ret == ISAL_NEED_DICT)
             return gz_error(g, ret, zpi_gz_consumed(g), name, where, err);
         if (g->st.block_state == ISAL_BLOCK_FINISH) {

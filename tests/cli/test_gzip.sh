@@ -220,6 +220,20 @@ expect plain "not a gzip file" "that it is not gzip"
 # trailing zeros after the last member are garbage too
 { cat "$good"; head -c 64 /dev/zero; } > "$T/bad/zeros.jsonl.gz"
 expect zeros "garbage after gzip member 1: the bytes at compressed byte $sz" "the offset"
+# a header with a CRC-16 (FHCRC): accepted when right, refused when wrong
+python3 - "$T/bad" <<'PY'
+import struct, sys, zlib
+data = b'{"text": "a"}\n'
+c = zlib.compressobj(6, zlib.DEFLATED, -15)
+body = c.compress(data) + c.flush()
+hdr = b'\x1f\x8b\x08\x02\0\0\0\0\x00\xff'
+tail = struct.pack('<II', zlib.crc32(data), len(data))
+for name, k in (('hcrc', 0), ('badhcrc', 1)):
+    crc = struct.pack('<H', (zlib.crc32(hdr) + k) & 0xffff)
+    open(f'{sys.argv[1]}/{name}.jsonl.gz', 'wb').write(hdr + crc + body + tail)
+PY
+"$Z" run "$T/bad/hcrc.jsonl.gz" --quiet >/dev/null 2>"$T/err" || { bad "a right header CRC"; cat "$T/err"; }
+expect badhcrc "bad header CRC in the gzip header of member 1 at compressed byte 0" "the header"
 # a .json.gz holding one JSON array (not JSON Lines) is refused
 printf '[{"text": "a"}, {"text": "b"}]\n' | gzip -c > "$T/bad/array.json.gz"
 "$Z" run "$T/bad/array.json.gz" --quiet >/dev/null 2>"$T/err"; rc=$?
