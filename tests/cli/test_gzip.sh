@@ -16,7 +16,8 @@
 #     manifest's content hash is checked;
 #  5. `zephon preprocess` reads them (the same token shards as from
 #     .jsonl.zst); `zephon convert --seekable` reads them;
-#  3b (after 3). http shards through the disk cache, whole and by segments.
+#  3b (after 3). http shards through the disk cache, whole and by segments;
+#  6. `zephon tokenize` reads gzip (a file, members on standard input).
 set -u
 Z=${1:?usage: test_gzip.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -286,4 +287,17 @@ check "preprocess: .jsonl.gz in gives the token shards of .jsonl.zst in" \
   >/dev/null 2>"$T/err" || { bad "convert .jsonl.gz"; cat "$T/err"; }
 check "convert --seekable of a multi-member .jsonl.gz keeps the bytes" \
   'zstd -dc "$T/conv.jsonl.zst" | cmp -s - "$f0"'
+# `zephon tokenize` reads gzip (file or standard input, every member)
+"$Z" tokenize --tokenizer gpt2 "$T/zst/shard-00000.jsonl.zst" > "$T/tok-zst.txt" 2>"$T/err" \
+  || { bad "tokenize .jsonl.zst"; cat "$T/err"; }
+"$Z" tokenize --tokenizer gpt2 --threads 2 "$T/gz/shard-00000.jsonl.gz" > "$T/tok-gz.txt" 2>"$T/err" \
+  || { bad "tokenize .jsonl.gz"; cat "$T/err"; }
+check "tokenize: a .jsonl.gz gives the ids of the .jsonl.zst" \
+  '[[ -s "$T/tok-zst.txt" ]] && cmp -s "$T/tok-zst.txt" "$T/tok-gz.txt"'
+{ head -n 7 "$T/plain/shard-00000.jsonl" | gzip -c; tail -n +8 "$T/plain/shard-00000.jsonl" | gzip -c; } |
+  "$Z" tokenize --tokenizer gpt2 - > "$T/tok-mm.txt" 2>"$T/err" || { bad "tokenize stdin"; cat "$T/err"; }
+check "tokenize: two gzip members on standard input" 'cmp -s "$T/tok-zst.txt" "$T/tok-mm.txt"'
+"$Z" tokenize --tokenizer gpt2 "$T/bad/trunc.jsonl.gz" >/dev/null 2>"$T/err"; rc=$?
+check "tokenize: a truncated .jsonl.gz fails (rc $rc) naming the file" \
+  '[[ $rc -eq 1 ]] && grep -q "trunc.jsonl.gz.*truncated gzip file" "$T/err"'
 finish
