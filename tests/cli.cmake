@@ -51,3 +51,8 @@ set_tests_properties(test_cli_tune PROPERTIES TIMEOUT 240 LABELS cli)
 add_test(NAME test_cli_token_ids
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_token_ids.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_token_ids PROPERTIES TIMEOUT 180 LABELS cli)
+# gzip shards (.jsonl.gz, .json.gz; docs/formats.md "gzip"): the same
+# samples as .jsonl/.jsonl.zst, members, segments, resume, named errors.
+add_test(NAME test_cli_gzip
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_gzip.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_gzip PROPERTIES TIMEOUT 300 LABELS cli)

@@ -83,6 +83,24 @@ class TestExactlyOnce(unittest.TestCase):
         got = [r for b in Pipeline(ws).batch(microbatch_size=64) for r in b.records]
         self.assertEqual(got, lines)
 
+    def test_gzip_glob_reads_the_shards_lines(self):
+        # .jsonl.gz shards (docs/formats.md "gzip") through a glob: the
+        # records are the lines, and the batches those of the C pipeline
+        import gzip
+        d = zptest.tmpdir() / "gz"
+        d.mkdir(exist_ok=True)
+        lines = []
+        for f in sorted(zptest.small().glob("*.jsonl")):
+            (d / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes()))
+            lines.extend(f.read_bytes().splitlines())
+        spec = str(d / "*.jsonl.gz")
+        ws = WorkSource(Dataset(spec), shuffle=False)
+        got = [r for b in Pipeline(ws).batch(microbatch_size=64) for r in b.records]
+        self.assertEqual(got, lines)
+        want = zptest.c_digests(spec, "--seed", 3, "--microbatch", 8)
+        p = Pipeline(WorkSource(Dataset(spec), seed=3)).batch(microbatch_size=8)
+        self.assertEqual([(b.index, b.epoch, b.digest()) for b in p], want)
+
     def test_plan_is_the_delivered_order(self):
         ws = WorkSource(Dataset(manifest()), seed=11, rank=1, world_size=2)
         plan = ws.samples(0, 0, 300)
