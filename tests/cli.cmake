@@ -56,3 +56,7 @@ set_tests_properties(test_cli_token_ids PROPERTIES TIMEOUT 180 LABELS cli)
 add_test(NAME test_cli_gzip
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_gzip.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_gzip PROPERTIES TIMEOUT 300 LABELS cli)
+# Parquet: a shuffled epoch reads each row group once (pyarrow fixtures).
+add_test(NAME test_cli_parquet_locality
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_parquet_locality.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_parquet_locality PROPERTIES TIMEOUT 300 LABELS "cli;parquet;pqref")
