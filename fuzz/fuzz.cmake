@@ -21,9 +21,9 @@ target_compile_definitions(zephon_fuzz_lib PUBLIC _GNU_SOURCE)
 target_compile_options(zephon_fuzz_lib PRIVATE -fsanitize=fuzzer-no-link ${ZP_FUZZ_SAN})
 target_link_libraries(zephon_fuzz_lib
   PUBLIC OpenMP::OpenMP_C OpenMP::OpenMP_CXX Threads::Threads simdjson::simdjson
-         PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL PkgConfig::EXPAT
+         PkgConfig::ZSTD PkgConfig::ISAL PkgConfig::JANSSON PkgConfig::XXHASH PkgConfig::CURL PkgConfig::EXPAT
          PkgConfig::PCRE2 PkgConfig::UTF8PROC PkgConfig::THRIFT PkgConfig::SNAPPY PkgConfig::ZLIB
-         ${HDF5_C_LIBRARIES} m)
+         ${HDF5_C_LIBRARIES} z m)
 target_include_directories(zephon_fuzz_lib SYSTEM PUBLIC ${ZP_HDF5_INCLUDE_DIRS})
 foreach(f hdf5 megatron)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/formats/format_${f}.c)
@@ -32,10 +32,11 @@ foreach(f hdf5 megatron)
   endif()
 endforeach()
 
-set(ZP_FUZZ_TARGETS shard_jsonl shard_zst shard_segments manifest index_cache tokenizer_roundtrip
+set(ZP_FUZZ_TARGETS shard_jsonl shard_zst shard_gz shard_segments manifest index_cache tokenizer_roundtrip
                     tokenizer_files parquet)
 set(ZP_FUZZ_EXTRA_shard_jsonl fuzz/fuzz_shard.c)
 set(ZP_FUZZ_EXTRA_shard_zst fuzz/fuzz_shard.c)
+set(ZP_FUZZ_EXTRA_shard_gz fuzz/fuzz_shard.c)
 # the formats read on demand (reader.h), each with its own target
 foreach(f hdf5 megatron)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_shard_${f}.c)

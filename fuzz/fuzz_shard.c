@@ -11,6 +11,10 @@
  *  - jsonl.zst: the same rule on the bytes zstd's streaming decoder gives
  *    (any number of frames, skippable frames ignored); a file zstd cannot
  *    decode fully (corrupt, truncated, larger than max_shard_bytes) fails.
+ *  - jsonl.gz: the same rule on the bytes zlib's inflate gives (another
+ *    library than the loader's ISA-L), member after member; a file zlib
+ *    cannot decode fully (not gzip, corrupt, bad trailer, truncated, bytes
+ *    after a member that are not one, too large) fails.
  *
  * Every record is then parsed by the record parser (src/base/json.h, with the
  * padding the loader guarantees), as the fetch stage does.
@@ -23,6 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <zlib.h>
 #include <zstd.h>
 
 #include "formats/format.h"
@@ -112,6 +117,48 @@ static int g_fd = -1;
 static char g_path[64];
 static zpi_json *g_json;
 
+/* zlib's inflate over all of src, every gzip member: 1 and the bytes in
+ * *out (borrowed until the next call), or 0 when it fails, ends inside a
+ * member, or gives more than MAX_SHARD. An empty file is no member. */
+static int gzip_reference(const uint8_t *src, size_t n, const char **out, size_t *out_len)
+{
+    static char *buf;
+    *out = NULL;
+    *out_len = 0;
+    if (!buf) {
+        buf = malloc(MAX_SHARD + 1);
+        FUZZ_CHECK(buf, "out of memory");
+    }
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    FUZZ_CHECK(inflateInit2(&z, 16 + 15) == Z_OK, "inflateInit2");
+    z.next_in = (Bytef *)(uintptr_t)src;
+    z.avail_in = (uInt)n;
+    z.next_out = (Bytef *)buf;
+    z.avail_out = (uInt)(MAX_SHARD + 1);
+    int ok = 1, in_member = 0;
+    while (z.avail_in > 0) {
+        in_member = 1;
+        int ret = inflate(&z, Z_NO_FLUSH);
+        if (ret == Z_STREAM_END) {
+            in_member = 0;
+            inflateReset(&z);
+            continue;
+        }
+        if (ret != Z_OK || z.avail_out == 0) {
+            ok = 0; /* damaged, or more than MAX_SHARD */
+            break;
+        }
+    }
+    size_t len = MAX_SHARD + 1 - z.avail_out;
+    inflateEnd(&z);
+    if (!ok || in_member || len > MAX_SHARD)
+        return 0;
+    *out = buf;
+    *out_len = len;
+    return 1;
+}
+
 void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
 {
     if (g_fd < 0) {
@@ -140,6 +187,8 @@ void fuzz_shard(const char *fmt_name, const uint8_t *data, size_t size)
     int decoded = 1;
     if (strcmp(fmt_name, "jsonl.zst") == 0)
         decoded = zstd_reference(data, size, &ref, &ref_len);
+    else if (strcmp(fmt_name, "jsonl.gz") == 0)
+        decoded = gzip_reference(data, size, &ref, &ref_len);
     int expect_ok = decoded && lines_ok(ref ? ref : "", ref_len, &n_lines);
 
     if (st != ZP_OK) {

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-20}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(shard_jsonl shard_zst shard_segments manifest index_cache tokenizer_roundtrip
+[[ ${#targets[@]} -gt 0 ]] || targets=(shard_jsonl shard_zst shard_gz shard_segments manifest index_cache tokenizer_roundtrip
                                          tokenizer_files parquet)
 for f in hdf5 megatron; do
   [[ ${#@} -gt 0 || ! -f fuzz/fuzz_shard_$f.c ]] || targets+=(shard_$f)
@@ -40,7 +40,7 @@ if ! cmake --build "$build" "${tgts[@]}" -j"${ZP_JOBS:-2}" > "$build.build.log" 
     tail -50 "$build.build.log" >&2; exit 1
 fi
 
-declare -A max_len=([shard_jsonl]=65536 [shard_zst]=16384 [shard_hdf5]=16384 [shard_megatron]=16384 [manifest]=4096 [index_cache]=2048
+declare -A max_len=([shard_jsonl]=65536 [shard_zst]=16384 [shard_gz]=16384 [shard_hdf5]=16384 [shard_megatron]=16384 [manifest]=4096 [index_cache]=2048
                     [tokenizer_roundtrip]=4096 [tokenizer_files]=4096 [parquet]=16384)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zephon-fuzz-run-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -51,6 +51,15 @@ set_tests_properties(test_cli_tune PROPERTIES TIMEOUT 240 LABELS cli)
 add_test(NAME test_cli_token_ids
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_token_ids.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_token_ids PROPERTIES TIMEOUT 180 LABELS cli)
+# gzip shards (.jsonl.gz, .json.gz; docs/formats.md "gzip"): the same
+# samples as .jsonl/.jsonl.zst, members, segments, resume, named errors.
+add_test(NAME test_cli_gzip
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_gzip.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_gzip PROPERTIES TIMEOUT 300 LABELS cli)
+# Parquet: a shuffled epoch reads each row group once (pyarrow fixtures).
+add_test(NAME test_cli_parquet_locality
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_parquet_locality.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_parquet_locality PROPERTIES TIMEOUT 300 LABELS "cli;parquet;pqref")
 # Parquet files the project did not write (issue 25, point 5): a corpus by
 # pyarrow (each codec, page version and encoding forced), datasets, DuckDB and
 # hyparquet-writer, read back by DuckDB and hyparquet and compared field by
@@ -65,10 +74,10 @@ if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
 endif()
 add_test(NAME test_cli_parquet
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_parquet.sh $<TARGET_FILE:zephon_cli> ${_zp_pq_mpi})
-set_tests_properties(test_cli_parquet PROPERTIES TIMEOUT 900 LABELS "cli;pqref")
+set_tests_properties(test_cli_parquet PROPERTIES TIMEOUT 900 LABELS "cli;parquet;pqref")
 # The same Parquet files over http, https and S3 (the loopback servers,
 # fixture net): records, shuffled sample ids and index counts.
 add_test(NAME test_remote_parquet
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_parquet.sh $<TARGET_FILE:zephon_cli>)
-set_tests_properties(test_remote_parquet PROPERTIES TIMEOUT 300 LABELS "net;remote;pqref"
+set_tests_properties(test_remote_parquet PROPERTIES TIMEOUT 300 LABELS "net;remote;parquet;pqref"
   FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")

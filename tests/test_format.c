@@ -185,7 +185,11 @@ static void test_format_lookup(void **state)
     assert_string_equal(zpi_format_for_path("a/b.jsonl")->name, "jsonl");
     assert_string_equal(zpi_format_for_path("a/b.jsonl.zst")->name, "jsonl.zst");
     assert_null(zpi_format_for_path("b.json"));
-    assert_null(zpi_format_for_path("b.jsonl.gz"));
+    assert_string_equal(zpi_format_for_path("b.jsonl.gz")->name, "jsonl.gz");
+    assert_string_equal(zpi_format_for_path("c4/c4-train.00000-of-01024.json.gz")->name,
+                        "jsonl.gz"); /* .json.gz: JSON Lines too */
+    assert_null(zpi_format_for_path("b.gz"));
+    assert_null(zpi_format_for_path("b.txt.gz"));
     assert_null(zpi_format_for_path(""));
     assert_string_equal(zpi_format_by_name("jsonl.zst")->suffix, ".jsonl.zst");
     assert_null(zpi_format_by_name("hdf5-nope"));

@@ -2,7 +2,9 @@
  * the segment reader gives the records of the whole-shard load, for plain
  * .jsonl, seekable .jsonl.zst (zpi_seekable_convert and `zephon gen`'s
  * writer), single-frame and multi-frame .jsonl.zst without a seek table,
- * in any order of segments; a damaged seek table is an error naming the
+ * .jsonl.gz of one and of several members (one streaming decoder), in any
+ * order of segments, a segment behind the gzip decoder's window restarting
+ * it; a damaged seek table is an error naming the
  * file; a shard with another record count than the dataset's is an error;
  * the shard cache's resident bytes over a shuffled pass of big shards stay
  * at about block x segment, not block x shard. */
@@ -151,6 +153,98 @@ static void test_segments_every_format(void **state)
     free(single);
     free(multi);
     free(seek);
+    free(t);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
+/* gzip: `gzip -c` of `path` (from byte `from`, `len` bytes; len 0: to
+ * the end) appended to `out`. 0 on success. */
+static int gzip_part(const char *path, size_t from, size_t len, const char *out)
+{
+    char cmd[4096];
+    if (len)
+        snprintf(cmd, sizeof cmd, "tail -c +%zu '%s' | head -c %zu | gzip -6 -c >> '%s'",
+                 from + 1, path, len, out);
+    else
+        snprintf(cmd, sizeof cmd, "tail -c +%zu '%s' | gzip -6 -c >> '%s'", from + 1, path, out);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* .jsonl.gz shards: one decoder (kind STREAM) over every member, the
+ * records of the whole load in either order; a segment behind the window
+ * restarts the decoder and gives the same records. */
+static void test_segments_gzip(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t n;
+    char *t = records_text(3, N_RECORDS, &n);
+    char *plain = zpt_path(dir, "a.jsonl");
+    char *one = zpt_path(dir, "a1.jsonl.gz");
+    char *three = zpt_path(dir, "a3.jsonl.gz");
+    assert_int_equal(zpt_write_file(plain, t, n), 0);
+    assert_int_equal(gzip_part(plain, 0, 0, one), 0);
+    /* three members cut inside lines: the members make one stream */
+    assert_int_equal(gzip_part(plain, 0, n / 3 + 5, three), 0);
+    assert_int_equal(gzip_part(plain, n / 3 + 5, n / 3, three), 0);
+    assert_int_equal(gzip_part(plain, 2 * (n / 3) + 5, 0, three), 0);
+    static const uint64_t pers[] = {1, 7, 333, N_RECORDS};
+    for (size_t k = 0; k < sizeof pers / sizeof pers[0]; k++) {
+        for (int desc = 0; desc < 2; desc++) {
+            check_segments(one, ZPI_SEG_GZIP, pers[k], desc, ZPI_SEG_STREAM);
+            check_segments(three, ZPI_SEG_GZIP, pers[k], desc, ZPI_SEG_STREAM);
+        }
+    }
+    /* several MiB, more than the window: in order no restart (checked by
+     * check_segments_n), then segment 0 again restarts once */
+    size_t bn;
+    char *bt = records_text(6, 20 * N_RECORDS, &bn);
+    char *bigp = zpt_path(dir, "big.jsonl");
+    char *big = zpt_path(dir, "big.jsonl.gz");
+    assert_int_equal(zpt_write_file(bigp, bt, bn), 0);
+    assert_int_equal(gzip_part(bigp, 0, 0, big), 0);
+    check_segments_n(big, ZPI_SEG_GZIP, 3001, 0, ZPI_SEG_STREAM, 20 * N_RECORDS);
+    zpi_load_limits lim = limits();
+    zpi_err err;
+    zpi_seg_reader *r;
+    assert_int_equal(
+        zpi_seg_reader_open(big, "t", ZPI_SEG_GZIP, &lim, 20 * N_RECORDS, 3001, &r, &err), ZP_OK);
+    zpi_shard a, b;
+    assert_int_equal(zpi_seg_reader_load(r, 0, NULL, &a, &err), ZP_OK);
+    for (uint64_t j = 1; j < 7; j++) {
+        zpi_shard s;
+        assert_int_equal(zpi_seg_reader_load(r, j, NULL, &s, &err), ZP_OK);
+        zpi_shard_free(&s);
+    }
+    assert_int_equal(zpi_seg_reader_restarts(r), 0);
+    assert_int_equal(zpi_seg_reader_load(r, 0, NULL, &b, &err), ZP_OK);
+    assert_int_equal(zpi_seg_reader_restarts(r), 1);
+    assert_int_equal(a.data_len, b.data_len);
+    assert_memory_equal(a.data, b.data, a.data_len);
+    zpi_shard_free(&a);
+    zpi_shard_free(&b);
+    zpi_seg_reader_close(r);
+    /* convert --seekable reads gzip: the same records, frame by frame */
+    char *conv = zpt_path(dir, "c.jsonl.zst");
+    assert_int_equal(zpi_seekable_convert(three, conv, 4096, 3, &err), ZP_OK);
+    check_segments(conv, ZPI_SEG_ZSTD, 64, 0, ZPI_SEG_SEEKABLE);
+    size_t cl;
+    char *cb = zpt_read_file(plain, &cl);
+    zpi_shard w;
+    zpi_load_limits l2 = limits();
+    assert_int_equal(zpi_format_for_path(conv)->load(conv, "c", &l2, &w, &err), ZP_OK);
+    assert_int_equal(w.data_len, cl);
+    assert_memory_equal(w.data, cb, cl);
+    zpi_shard_free(&w);
+    free(cb);
+    free(conv);
+    free(bt);
+    free(bigp);
+    free(big);
+    free(plain);
+    free(one);
+    free(three);
     free(t);
     zpt_rmtree(dir);
     free(dir);
@@ -356,6 +450,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_segments_every_format),
+        cmocka_unit_test(test_segments_gzip),
         cmocka_unit_test(test_segments_corrupt_seek_table),
         cmocka_unit_test(test_segments_count_mismatch),
         cmocka_unit_test(test_segments_cache_bounded),

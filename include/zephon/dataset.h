@@ -69,14 +69,14 @@ typedef struct zp_dataset_config {
      * Returns 0, or nonzero to refuse the open (the shard's load fails). */
     int (*h5_fapl)(void *user, int64_t fapl, const char *path);
     void *h5_fapl_user;
-    /* Segments of line-based shards (.jsonl, .jsonl.zst), in bytes as
+    /* Segments of line-based shards (.jsonl, .jsonl.zst, .jsonl.gz), in bytes as
      * stored: a shard of B stored bytes is read in ceil(B / segment_bytes)
      * segments of equal record counts (docs/datasets.md "Segments"), so
      * that memory follows the segment, not the shard. Part of the dataset's
      * definition: it changes the shuffled order of shards larger than one
      * segment (never the memory budget or thread count does). 0 (default):
-     * 8 MiB for .jsonl, 2 MiB for .jsonl.zst (about 8 MiB decoded at a
-     * ratio of 4); SIZE_MAX: every shard is one segment (whole shards). */
+     * 8 MiB for .jsonl, 2 MiB for .jsonl.zst and .jsonl.gz (about 8 MiB
+     * decoded at a ratio of 4); SIZE_MAX: every shard is one segment (whole shards). */
     size_t segment_bytes;
 } zp_dataset_config;
 

@@ -4,6 +4,8 @@ checkpoints, errors."""
 import gc
 import hashlib
 import json
+import os
+import subprocess
 import unittest
 
 import zptest  # noqa: F401  (sets sys.path)
@@ -82,6 +84,51 @@ class TestExactlyOnce(unittest.TestCase):
         ws = WorkSource(Dataset(manifest()), shuffle=False)
         got = [r for b in Pipeline(ws).batch(microbatch_size=64) for r in b.records]
         self.assertEqual(got, lines)
+
+    def test_gzip_glob_reads_the_shards_lines(self):
+        # .jsonl.gz shards (docs/formats.md "gzip") through a glob: the
+        # records are the lines, and the batches those of the C pipeline
+        import gzip
+        d = zptest.tmpdir() / "gz"
+        d.mkdir(exist_ok=True)
+        lines = []
+        for f in sorted(zptest.small().glob("*.jsonl")):
+            (d / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes()))
+            lines.extend(f.read_bytes().splitlines())
+        spec = str(d / "*.jsonl.gz")
+        ws = WorkSource(Dataset(spec), shuffle=False)
+        got = [r for b in Pipeline(ws).batch(microbatch_size=64) for r in b.records]
+        self.assertEqual(got, lines)
+        want = zptest.c_digests(spec, "--seed", 3, "--microbatch", 8)
+        p = Pipeline(WorkSource(Dataset(spec), seed=3)).batch(microbatch_size=8)
+        self.assertEqual([(b.index, b.epoch, b.digest()) for b in p], want)
+
+    def test_parquet_glob_reads_the_rows(self):
+        # .parquet shards (docs/formats.md "Parquet") written by pyarrow
+        # (tools/pqref.sh's environment): each record is the row as a JSON
+        # object, equal to the line it was written from; the batches, with
+        # tokenize, those of the C pipeline
+        import json
+        pqref = subprocess.run(["bash", str(zptest.REPO / "tools" / "pqref.sh")], check=True,
+                               capture_output=True, text=True).stdout.split()[-1]
+        d = zptest.tmpdir() / "pq"
+        d.mkdir(exist_ok=True)
+        lines = []
+        for f in sorted(zptest.small().glob("*.jsonl")):
+            lines.extend(f.read_bytes().splitlines())
+            subprocess.run([os.path.join(pqref, "venv", "bin", "python"), "-c",
+                            "import sys, pyarrow.json as j, pyarrow.parquet as q; "
+                            "q.write_table(j.read_json(sys.argv[1]), sys.argv[2], row_group_size=64)",
+                            str(f), str(d / (f.name[:-len(".jsonl")] + ".parquet"))], check=True)
+        spec = str(d / "*.parquet")
+        ws = WorkSource(Dataset(spec), shuffle=False)
+        got = [json.loads(r) for b in Pipeline(ws).batch(microbatch_size=64) for r in b.records]
+        self.assertEqual(got, [json.loads(l) for l in lines])
+        want = zptest.c_digests(spec, "--seed", 3, "--tokenize", "gpt2", "--seq-len", 64,
+                                "--microbatch", 4)
+        p = (Pipeline(WorkSource(Dataset(spec), seed=3)).tokenize("gpt2")
+             .pack("concat", seq_len=64).batch(microbatch_size=4))
+        self.assertEqual([(b.index, b.epoch, b.digest()) for b in p], want)
 
     def test_plan_is_the_delivered_order(self):
         ws = WorkSource(Dataset(manifest()), seed=11, rank=1, world_size=2)

@@ -165,10 +165,10 @@ static zp_status name_outputs(zp_preprocess *pp)
                                "remote shards first)",
                                name ? name : "?");
         if (strcmp(f->name, "jsonl") != 0 && strcmp(f->name, "jsonl.zst") != 0 &&
-            strcmp(f->name, "parquet") != 0)
+            strcmp(f->name, "jsonl.gz") != 0 && strcmp(f->name, "parquet") != 0)
             return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
                                "shard '%s': format '%s': preprocess reads text shards "
-                               "(jsonl, jsonl.zst, parquet)",
+                               "(jsonl, jsonl.zst, jsonl.gz, parquet)",
                                name, f->name);
         const char *base = strrchr(path, '/');
         base = base ? base + 1 : path;

@@ -1,6 +1,6 @@
 /* cmd_convert.c - `zephon convert --seekable [--frame-mb N] [--zstd-level L] IN OUT`
  *
- * Rewrites a .jsonl or .jsonl.zst shard as a seekable .jsonl.zst (the zstd
+ * Rewrites a .jsonl, .jsonl.zst or .jsonl.gz shard as a seekable .jsonl.zst (the zstd
  * seekable format: independent frames, each ending at a record's end, and
  * a seek table), which the loader reads frame by frame (docs/datasets.md
  * "Segments"). Streams: memory is a frame or two whatever the shard's
@@ -21,9 +21,9 @@ static void convert_usage(FILE *f)
     fprintf(f,
             "usage: zephon convert --seekable [--frame-mb N] [--zstd-level L] IN OUT\n"
             "\n"
-            "Rewrite the shard IN (.jsonl or .jsonl.zst, one frame or many) as OUT, a\n"
-            "seekable .jsonl.zst: independent zstd frames, each ending at a record's end,\n"
-            "and a seek table (the zstd seekable format), read frame by frame.\n"
+            "Rewrite the shard IN (.jsonl, .jsonl.zst of one frame or many, or .jsonl.gz)\n"
+            "as OUT, a seekable .jsonl.zst: independent zstd frames, each ending at a\n"
+            "record's end, and a seek table (the zstd seekable format), read frame by frame.\n"
             "  --seekable        the output format (the only one)\n"
             "  --frame-mb N      decoded MiB per frame, 1 to 1024 (default 4)\n"
             "  --zstd-level L    zstd level, 1 to 22 (default 3)\n"

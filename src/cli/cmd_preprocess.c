@@ -1,5 +1,5 @@
 /*
- * cmd_preprocess.c - `zephon preprocess`: tokenize a JSONL / JSONL.zst
+ * cmd_preprocess.c - `zephon preprocess`: tokenize a JSONL (.zst, .gz)
  * dataset once into pre-tokenized shards (HDF5 or Megatron .bin/.idx) and
  * a manifest (the library's zephon/preprocess.h; docs/preprocess.md).
  *
@@ -39,9 +39,10 @@ static void usage(FILE *f)
 {
     fputs("usage: zephon preprocess --out DIR [options] DATA...\n"
           "\n"
-          "Tokenizes the text field of every record of a JSONL / JSONL.zst dataset once and\n"
-          "writes pre-tokenized shards: one output shard per input shard, with the same base\n"
-          "name and one document per record, and DIR/manifest.json listing them (written\n"
+          "Tokenizes the text field of every record of a JSONL dataset (.jsonl, .jsonl.zst,\n"
+          ".jsonl.gz) once and writes pre-tokenized shards: one output shard per input\n"
+          "shard, with the same base name and one document per record, and\n"
+          "DIR/manifest.json listing them (written\n"
           "last: the output is finished when it exists). `zephon run --data DIR/manifest.json\n"
           "--tokenize ...` then gives the same batches as tokenizing DATA on the fly.\n"
           "\n"

@@ -5,8 +5,8 @@
  *   zephon tokenize [--tokenizer gpt2|DIR|FILE.tiktoken] [--field text]
  *                   [--threads N] [--match-special] [FILE|-]
  *
- * FILE may be plain JSONL or zstd-compressed (recognised by its magic
- * number, so compressed standard input works too). Blank lines are skipped
+ * FILE may be plain JSONL, zstd- or gzip-compressed (recognised by its
+ * magic number, so compressed standard input works too). Blank lines are skipped
  * (they are not records). The first bad line stops the command with a
  * message naming the file and line, and exit status 1 (2 for a usage
  * error); the lines before it are printed. This is the command, not the
@@ -56,9 +56,9 @@ static void usage(FILE *f)
     fputs("usage: zephon tokenize [--tokenizer NAME] [--field NAME] [--threads N]\n"
           "                       [--match-special] [FILE|-]\n"
           "\n"
-          "Reads JSONL (one JSON object per line; plain or zstd-compressed) from FILE or\n"
-          "standard input and prints, for each record, the token ids of its text field as\n"
-          "a JSON array on one line, in input order.\n"
+          "Reads JSONL (one JSON object per line; plain, zstd- or gzip-compressed) from\n"
+          "FILE or standard input and prints, for each record, the token ids of its text\n"
+          "field as a JSON array on one line, in input order.\n"
           "\n"
           "  --tokenizer NAME  \"gpt2\" (the default), r50k_base, p50k_base, cl100k_base,\n"
           "                    o200k_base, or a path: tokenizer.json (or its folder),\n"

@@ -20,7 +20,7 @@ static void usage(FILE *f)
             "  tokenize   print the token ids of each line of a JSONL file (any tokenizer)\n"
             "  state      show a saved pipeline state; merge the states of a job's ranks\n"
             "  preprocess tokenize a JSONL dataset once into token shards (HDF5, Megatron)\n"
-            "  convert    rewrite a .jsonl(.zst) shard as a seekable .jsonl.zst\n"
+            "  convert    rewrite a .jsonl(.zst|.gz) shard as a seekable .jsonl.zst\n"
             "\n"
             "`zephon <command> --help` describes each command.\n",
             zp_version());

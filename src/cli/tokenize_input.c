@@ -1,6 +1,6 @@
 /*
  * tokenize_input.c - the input of `zephon tokenize` (tokenize_input.h):
- * decoding (plain or zstd) and cutting into runs of complete lines.
+ * decoding (plain, zstd or gzip) and cutting into runs of complete lines.
  */
 #include "tokenize_input.h"
 
@@ -37,8 +37,8 @@ static int is_zstd_magic(const unsigned char *p, size_t n)
     return m == 0xFD2FB528u || (m & 0xFFFFFFF0u) == 0x184D2A50u;
 }
 
-/* Open: read the first 4 bytes (a zstd magic number or not). 0, or -1 with
- * the message printed. */
+/* Open: read the first 4 bytes (a zstd or gzip magic number or not). 0, or
+ * -1 with the message printed. */
 int tok_input_open(tok_input *in, int fd, const char *name)
 {
     memset(in, 0, sizeof *in);
@@ -58,6 +58,11 @@ int tok_input_open(tok_input *in, int fd, const char *name)
     in->zlen = (size_t)r;
     in->eof = r < 4;
     in->zst = is_zstd_magic((const unsigned char *)in->zbuf, in->zlen);
+    const unsigned char *m = (const unsigned char *)in->zbuf;
+    if (in->zlen >= 2 && m[0] == 0x1f && m[1] == 0x8b && zpi_gz_create(&in->gz) != ZP_OK) {
+        fprintf(stderr, "zephon tokenize: out of memory\n");
+        return -1;
+    }
     if (in->zst) {
         in->dctx = ZSTD_createDCtx();
         if (!in->dctx) {
@@ -71,15 +76,54 @@ int tok_input_open(tok_input *in, int fd, const char *name)
 void tok_input_close(tok_input *in)
 {
     ZSTD_freeDCtx(in->dctx);
+    zpi_gz_destroy(in->gz);
     free(in->zbuf);
 }
 
 /* Read up to cap decoded bytes into dst; *got gets the count (0 only at the
  * end of the input). 0, or -1 with the cause in err ("read error: ...",
  * "truncated zstd frame", ...). */
+static int input_read(tok_input *in, char *dst, size_t cap, size_t *got, zpi_err *err);
+
+/* input_read of gzip data: every member decoded by one decoder (errors:
+ * "truncated gzip file ...", "corrupt deflate data ...", gzip_stream.h). */
+static int gz_read(tok_input *in, char *dst, size_t cap, size_t *got, zpi_err *err)
+{
+    for (;;) {
+        if (zpi_gz_avail_in(in->gz) == 0) {
+            if (in->zpos < in->zlen) { /* borrowed until used up */
+                zpi_gz_input(in->gz, in->zbuf + in->zpos, in->zlen - in->zpos);
+                in->zpos = in->zlen;
+            } else if (!in->eof) {
+                ssize_t r = read_once(in, in->zbuf, in->zcap);
+                if (r < 0) {
+                    zpi_err_set(err, ZP_ERR_IO, "read error: %s", strerror(errno));
+                    return -1;
+                }
+                in->zlen = (size_t)r;
+                in->zpos = 0;
+                if (r == 0)
+                    in->eof = 1;
+                continue;
+            }
+        }
+        size_t g;
+        if (zpi_gz_decode(in->gz, dst, cap, &g, in->name, NULL, err) != ZP_OK)
+            return -1;
+        if (g > 0) {
+            *got = g;
+            return 0;
+        }
+        if (zpi_gz_avail_in(in->gz) == 0 && in->zpos == in->zlen && in->eof)
+            return zpi_gz_end(in->gz, in->name, NULL, err) == ZP_OK ? 0 : -1;
+    }
+}
+
 static int input_read(tok_input *in, char *dst, size_t cap, size_t *got, zpi_err *err)
 {
     *got = 0;
+    if (in->gz)
+        return gz_read(in, dst, cap, got, err);
     if (!in->zst) {
         if (in->zpos < in->zlen) { /* the bytes read by input_open first */
             size_t n = in->zlen - in->zpos < cap ? in->zlen - in->zpos : cap;

@@ -1,7 +1,7 @@
 /*
  * tokenize_input.h - the input of `zephon tokenize` (cmd_tokenize.c): a
- * file or standard input, plain or zstd-compressed (recognised by its
- * magic number), cut into runs of complete lines. CLI-private.
+ * file or standard input, plain, zstd- or gzip-compressed (recognised by
+ * its magic number), cut into runs of complete lines. CLI-private.
  */
 #ifndef ZP_CLI_TOKENIZE_INPUT_H
 #define ZP_CLI_TOKENIZE_INPUT_H
@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "base/error.h"
+#include "formats/gzip_stream.h"
 
 /* The input: a file descriptor, plain or zstd (by magic number). */
 typedef struct tok_input {
@@ -19,13 +20,14 @@ typedef struct tok_input {
     int zst;          /* 1 when the data is zstd frames */
     int eof;          /* the file is at its end */
     ZSTD_DCtx *dctx;
+    zpi_gz *gz;       /* the decoder when the data is gzip (every member), else NULL */
     char *zbuf;       /* raw bytes read (compressed, or the first plain bytes) */
     size_t zcap, zlen, zpos;
     size_t last_ret;  /* last ZSTD_decompressStream result: 0 at a frame's end */
     int short_read;   /* the last read() gave less than asked (a pipe or terminal) */
 } tok_input;
 
-/* Open: read the first 4 bytes (a zstd magic number or not). 0, or -1 with
+/* Open: read the first 4 bytes (a zstd or gzip magic number or not). 0, or -1 with
  * the message printed. */
 int tok_input_open(tok_input *in, int fd, const char *name);
 void tok_input_close(tok_input *in);

@@ -419,7 +419,10 @@ static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_lo
             st = zpi_seg_reader_open_parquet(path, name, lim, zp_dataset_shard_samples(c->ds, i),
                                              c->per[i], &src->rd, err);
         else if (st == ZP_OK)
-            st = zpi_seg_reader_open(path, name, strcmp(fmt->name, "jsonl.zst") == 0, lim,
+            st = zpi_seg_reader_open(path, name,
+                                     !strcmp(fmt->name, "jsonl.zst")  ? ZPI_SEG_ZSTD
+                                     : !strcmp(fmt->name, "jsonl.gz") ? ZPI_SEG_GZIP
+                                                                      : ZPI_SEG_NONE, lim,
                                      zp_dataset_shard_samples(c->ds, i), c->per[i], &src->rd,
                                      err);
         src->next_seg = 0;

@@ -8,6 +8,8 @@
 /* Formats live in their own files; adding one is a line here. */
 extern const zpi_format zpi_format_jsonl;
 extern const zpi_format zpi_format_jsonl_zst;
+extern const zpi_format zpi_format_jsonl_gz; /* ".jsonl.gz" */
+extern const zpi_format zpi_format_json_gz;  /* ".json.gz", the same format */
 extern const zpi_format zpi_format_hdf5;     /* ".h5" */
 extern const zpi_format zpi_format_hdf5_alt; /* ".hdf5", the same format */
 extern const zpi_format zpi_format_megatron;
@@ -16,6 +18,8 @@ extern const zpi_format zpi_format_parquet;  /* ".parquet" */
 static const zpi_format *const formats[] = {
     &zpi_format_jsonl,
     &zpi_format_jsonl_zst,
+    &zpi_format_jsonl_gz,
+    &zpi_format_json_gz,
 #ifdef ZP_HAVE_FORMAT_HDF5
     &zpi_format_hdf5,
     &zpi_format_hdf5_alt,

@@ -1,7 +1,8 @@
 /*
- * format_jsonl.c - the "jsonl" and "jsonl.zst" shard formats: one JSON
- * record per line, plain or zstd-compressed (any number of frames,
- * skippable frames ignored).
+ * format_jsonl.c - the "jsonl", "jsonl.zst" and "jsonl.gz" shard formats:
+ * one JSON record per line, plain, zstd-compressed (any number of frames,
+ * skippable frames ignored) or gzip-compressed (any number of members,
+ * gzip_stream.h; suffixes .jsonl.gz and .json.gz).
  *
  * A load reads the file in 1 MiB reads into one buffer (decompressing with
  * one ZSTD_DCtx per load), and indexes lines as the bytes arrive. The
@@ -29,6 +30,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "formats/gzip_stream.h"
 #include "formats/line_index.h"
 #include "base/util.h"
 
@@ -636,7 +638,136 @@ static zp_status load_zst(const char *path, const char *name, const zpi_load_lim
     return load_zst_bufs(path, name, lim, NULL, out, err);
 }
 
+/* ------------------------------------------------------------ gzip */
+
+/* Free room wanted in the decode buffer before a gzip decoding call, and
+ * the most one call decodes. */
+#define GZ_MIN_SPACE ((size_t)128 << 10)
+#define GZ_SLICE ((size_t)256 << 10)
+
+/* First guess of a gzip shard's decoded size: the ISIZE of its last
+ * member (the whole decoded size mod 2^32 for a file of one member) when
+ * that is larger, else 4x the file; at most limit. */
+static size_t gz_first_guess(int fd, const struct stat *sb, size_t limit)
+{
+    uint64_t guess = (uint64_t)sb->st_size * 4;
+    unsigned char t[4];
+    if (sb->st_size >= 20 && pread(fd, t, 4, sb->st_size - 4) == 4) {
+        uint64_t isize = (uint64_t)t[0] | (uint64_t)t[1] << 8 | (uint64_t)t[2] << 16 |
+                         (uint64_t)t[3] << 24;
+        if (isize > guess)
+            guess = isize + 1;
+    }
+    if (guess < GZ_MIN_SPACE)
+        guess = GZ_MIN_SPACE;
+    return guess > limit ? limit : (size_t)guess;
+}
+
+/* The whole-shard load of a .jsonl.gz: the file read in chunks and
+ * decoded by one streaming decoder (every member) into one buffer, its
+ * lines indexed as they arrive. */
+static zp_status load_gz_bufs(const char *path, const char *name, const zpi_load_limits *lim,
+                              zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int fd;
+    struct stat sb;
+    zp_status st = open_shard(path, name, &fd, &sb, err);
+    if (st != ZP_OK)
+        return st;
+    const size_t limit = lim->max_shard_bytes < SIZE_MAX - ZPI_JSON_PADDING - 1
+                             ? lim->max_shard_bytes + 1
+                             : lim->max_shard_bytes;
+    int own_in;
+    char *inbuf = scratch(bufs, READ_CHUNK, &own_in);
+    zpi_gz *g = NULL;
+    char *data;
+    size_t cap, len = 0;
+    take_spare(bufs, &data, &cap);
+    zpi_line_index ix;
+    zpi_line_index_init(&ix, name, lim);
+    XXH64_state_t *h = NULL;
+    double t_read = 0, t_dec = 0;
+    char where[96];
+    if (!inbuf || zpi_gz_create(&g) != ZP_OK)
+        st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
+    if (st == ZP_OK)
+        st = hash_begin(lim, name, &h, err);
+    if (st == ZP_OK)
+        st = resize(&data, &cap, gz_first_guess(fd, &sb, limit), 0, name, err);
+    int eof = 0;
+    while (st == ZP_OK) {
+        if (zpi_gz_avail_in(g) == 0 && !eof) {
+            uint64_t at = zpi_gz_consumed(g);
+            ssize_t r = timed_read(fd, inbuf, READ_CHUNK, &t_read, name, at, err);
+            if (r < 0) {
+                st = ZP_ERR_IO;
+                break;
+            }
+            if (h)
+                XXH64_update(h, inbuf, (size_t)r);
+            if ((size_t)r < READ_CHUNK)
+                eof = 1;
+            zpi_gz_input(g, inbuf, (size_t)r);
+        }
+        if (cap - len < GZ_MIN_SPACE && cap < limit) {
+            size_t ncap = cap + cap / 2;
+            if (ncap < cap + GZ_MIN_SPACE)
+                ncap = cap + GZ_MIN_SPACE;
+            if (ncap > limit)
+                ncap = limit;
+            st = resize(&data, &cap, ncap, len, name, err);
+            if (st != ZP_OK)
+                break;
+        }
+        zpi_fmt(where, sizeof where, "after line %zu", ix.n);
+        size_t got;
+        double t0 = zpi_now();
+        /* 256 KiB at most per call: the lines are indexed between calls,
+         * so that a message names a line near the damage */
+        size_t room = cap - len < GZ_SLICE ? cap - len : GZ_SLICE;
+        st = zpi_gz_decode(g, data + len, room, &got, name, where, err);
+        t_dec += zpi_now() - t0;
+        if (st != ZP_OK)
+            break;
+        len += got;
+        if (len > lim->max_shard_bytes) {
+            st = too_big(name, lim, ix.n + 1, err);
+            break;
+        }
+        st = zpi_line_index_feed(&ix, data, len, err);
+        if (st == ZP_OK && got == 0 && zpi_gz_avail_in(g) == 0 && eof) {
+            zpi_fmt(where, sizeof where, "after line %zu", ix.n);
+            st = zpi_gz_end(g, name, where, err);
+            break;
+        }
+    }
+    out->file_bytes = g ? zpi_gz_consumed(g) : 0;
+    out->read_seconds = t_read;
+    out->decompress_seconds = t_dec;
+    close(fd);
+    zpi_gz_destroy(g);
+    if (own_in)
+        free(inbuf);
+    if (st == ZP_OK && !data)
+        st = resize(&data, &cap, 0, 0, name, err);
+    uint64_t hv;
+    const uint64_t *hash = hash_end(h, &hv);
+    return end_load(st, &ix, data, len, cap, path, hash, out, err);
+}
+
+static zp_status load_gz(const char *path, const char *name, const zpi_load_limits *lim,
+                         zpi_shard *out, zpi_err *err)
+{
+    return load_gz_bufs(path, name, lim, NULL, out, err);
+}
+
 const zpi_format zpi_format_jsonl = {
     .name = "jsonl", .suffix = ".jsonl", .load = load_plain, .load_bufs = load_plain_bufs};
 const zpi_format zpi_format_jsonl_zst = {
     .name = "jsonl.zst", .suffix = ".jsonl.zst", .load = load_zst, .load_bufs = load_zst_bufs};
+/* One format under two suffixes: ".json.gz" is JSON Lines too (docs/formats.md). */
+const zpi_format zpi_format_jsonl_gz = {
+    .name = "jsonl.gz", .suffix = ".jsonl.gz", .load = load_gz, .load_bufs = load_gz_bufs};
+const zpi_format zpi_format_json_gz = {
+    .name = "jsonl.gz", .suffix = ".json.gz", .load = load_gz, .load_bufs = load_gz_bufs};

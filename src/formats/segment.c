@@ -21,6 +21,7 @@
 #include <zstd.h>
 
 #include "base/util.h"
+#include "formats/gzip_stream.h"
 #include "formats/line_index.h"
 #include "base/fsio.h"
 
@@ -47,6 +48,7 @@ struct zpi_seg_reader {
     uint64_t n, per, nseg;
     uint64_t *start; /* [nseg + 1] decoded offset of each segment's first record */
     ZSTD_DCtx *dctx;
+    zpi_gz *gz; /* a gzip shard's decoder (kind STREAM), else NULL */
     /* seekable */
     uint64_t nf;
     uint64_t *doff, *coff; /* [nf + 1] decoded and compressed start of each frame */
@@ -300,13 +302,51 @@ static zp_status seek_decode_frame(zpi_seg_reader *r, uint64_t f, zpi_err *err)
 /* The streaming decoder back at the file's beginning. */
 static void stream_restart(zpi_seg_reader *r)
 {
-    ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
+    if (r->gz)
+        zpi_gz_reset(r->gz);
+    else
+        ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
     r->in_size = r->in_pos = 0;
     r->eof = r->need_flush = 0;
     r->last_ret = 0;
     r->cpos = 0;
     r->wpos = 0;
     r->wlen = 0;
+}
+
+/* stream_next for a gzip shard: more decoded bytes at the end of win
+ * (room made by the caller). *more 0: the end of the file, after its last
+ * whole member. */
+static zp_status gz_stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
+{
+    for (;;) {
+        if (zpi_gz_avail_in(r->gz) == 0 && !r->eof) {
+            double t0 = zpi_now();
+            ssize_t got = pread_full(r->fd, r->inb, SEG_CHUNK, r->cpos);
+            r->t_read += zpi_now() - t0;
+            if (got < 0)
+                return io_error(r, r->cpos, err);
+            r->cpos += (uint64_t)got;
+            r->bytes_read += (uint64_t)got;
+            if ((size_t)got < SEG_CHUNK)
+                r->eof = 1;
+            zpi_gz_input(r->gz, r->inb, (size_t)got);
+        }
+        size_t got;
+        double t0 = zpi_now();
+        zp_status st = zpi_gz_decode(r->gz, r->win + r->wlen, WIN_CAP - r->wlen, &got, r->name,
+                                     NULL, err);
+        r->t_dec += zpi_now() - t0;
+        if (st != ZP_OK)
+            return st;
+        if (got > 0) {
+            r->wlen += got;
+            *more = 1;
+            return ZP_OK;
+        }
+        if (zpi_gz_avail_in(r->gz) == 0 && r->eof)
+            return zpi_gz_end(r->gz, r->name, NULL, err);
+    }
 }
 
 /* More decoded bytes of the stream at the end of win, dropping its oldest
@@ -320,6 +360,8 @@ static zp_status stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
         r->wpos += drop;
         r->wlen = WIN_KEEP;
     }
+    if (r->gz)
+        return gz_stream_next(r, more, err);
     for (;;) {
         if (r->in_pos == r->in_size && !r->need_flush) {
             if (r->eof) {
@@ -463,12 +505,19 @@ static zp_status open_raw(const char *path, const char *name, int compressed, ui
     r->fsize = (uint64_t)sb.st_size;
     r->kind = ZPI_SEG_PLAIN;
     zp_status st = ZP_OK;
-    if (compressed) {
+    if (compressed == ZPI_SEG_GZIP) {
+        /* gzip has no seek table: always one forward decoder */
+        if (zpi_gz_create(&r->gz) != ZP_OK)
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
+        r->kind = ZPI_SEG_STREAM;
+    } else if (compressed) {
         r->dctx = ZSTD_createDCtx();
         if (!r->dctx)
             st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
         if (st == ZP_OK)
             st = read_seek_table(r, max_frame, err);
+    }
+    if (compressed) {
         if (st == ZP_OK && r->kind == ZPI_SEG_STREAM) {
             r->inb = malloc(SEG_CHUNK);
             r->win = malloc(WIN_CAP);
@@ -563,6 +612,7 @@ void zpi_seg_reader_close(zpi_seg_reader *r)
     if (r->pq)
         zpi_pq_close(r->pq);
     ZSTD_freeDCtx(r->dctx);
+    zpi_gz_destroy(r->gz);
     free(r->path);
     free(r->name);
     free(r->start);
@@ -750,7 +800,9 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
     if (level == 0)
         level = 3;
     size_t il = strlen(in_path);
-    int compressed = il > 4 && strcmp(in_path + il - 4, ".zst") == 0;
+    int compressed = il > 4 && strcmp(in_path + il - 4, ".zst") == 0   ? ZPI_SEG_ZSTD
+                     : il > 3 && strcmp(in_path + il - 3, ".gz") == 0 ? ZPI_SEG_GZIP
+                                                                      : ZPI_SEG_NONE;
     zpi_seg_reader *r;
     zp_status st = open_raw(in_path, in_path, compressed, (uint64_t)1 << 30, &r, err);
     if (st != ZP_OK)

@@ -1,5 +1,5 @@
 /*
- * segment.h - a line-based shard (jsonl, jsonl.zst) read one segment at a
+ * segment.h - a line-based shard (jsonl, jsonl.zst, jsonl.gz) read one segment at a
  * time, and the zstd seekable format (private).
  *
  * A segment is a run of consecutive records of a shard: segment j of a
@@ -13,10 +13,11 @@
  *   - seekable .jsonl.zst (independent frames and a seek table in a
  *     skippable frame at the end, the zstd seekable format): only the
  *     frames that hold the segment are decoded, one at a time;
- *   - any other .jsonl.zst (one frame, or frames without a seek table):
- *     the file is decoded forward by one streaming decoder kept between
- *     loads; a segment before the decoder's position restarts it from the
- *     file's beginning (decoded and discarded: bounded memory, more time).
+ *   - any other .jsonl.zst (one frame, or frames without a seek table),
+ *     and every .jsonl.gz (all its members, gzip_stream.h): the file is
+ *     decoded forward by one streaming decoder kept between loads; a
+ *     segment before the decoder's position restarts it from the file's
+ *     beginning (decoded and discarded: bounded memory, more time).
  *
  * Where a segment starts in the decoded stream is found by counting lines:
  * the reader keeps the start of every segment it has passed, so reading
@@ -44,8 +45,12 @@ typedef enum zpi_seg_kind {
     ZPI_SEG_PARQUET = 3   /* a .parquet file's row groups (parquet.h) */
 } zpi_seg_kind;
 
+/* How a shard's bytes are stored: zpi_seg_reader_open's `compressed`. */
+enum { ZPI_SEG_NONE = 0, ZPI_SEG_ZSTD = 1, ZPI_SEG_GZIP = 2 };
+
 /* Open shard `path` (name: for messages) of n_records records cut into
- * segments of per_segment records. compressed: .jsonl.zst. A seek table
+ * segments of per_segment records. compressed: ZPI_SEG_NONE (.jsonl),
+ * ZPI_SEG_ZSTD (.jsonl.zst) or ZPI_SEG_GZIP (.jsonl.gz). A seek table
  * that is present (the file ends with the seekable magic number) but
  * damaged is a ZP_ERR_FORMAT naming the file. OUT: *out, release with
  * zpi_seg_reader_close(). */
@@ -87,7 +92,7 @@ int zpi_seek_table_add(zpi_seek_table *t, uint64_t csize, uint64_t dsize);
 int zpi_seek_table_encode(const zpi_seek_table *t, char **out, size_t *len);
 void zpi_seek_table_free(zpi_seek_table *t);
 
-/* Rewrite the .jsonl or .jsonl.zst file in_path as a seekable .jsonl.zst
+/* Rewrite the .jsonl, .jsonl.zst or gzip (.gz) file in_path as a seekable .jsonl.zst
  * at out_path: frames of about frame_bytes decoded bytes (0: 4 MiB), each
  * ending at a record's end, zstd level `level` (0: 3), then the seek table.
  * Streams: memory is a frame or two, whatever the file's size. ZP_OK, or an

@@ -43,7 +43,8 @@ typedef struct zpi_budget_shards {
 /* Reads what ds's shards need (their sizes, a jsonl.zst file's frame
  * headers; nothing is decoded). A shard whose decoded size cannot be known
  * before it is read (a remote jsonl.zst, a frame that does not record its
- * size) is taken as ZPI_BUDGET_ZSTD_RATIO times its compressed size. */
+ * size, every jsonl.gz) is taken as ZPI_BUDGET_ZSTD_RATIO times its
+ * compressed size. */
 #define ZPI_BUDGET_ZSTD_RATIO 8
 zp_status zpi_budget_scan(const zp_dataset *ds, zpi_budget_shards *out, zpi_err *err);
 
