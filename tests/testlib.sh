@@ -6,6 +6,7 @@ trap 'rm -rf "$T"' EXIT
 fails=0; passes=0
 ok()   { passes=$((passes+1)); echo "ok - $*"; }
 bad()  { fails=$((fails+1)); echo "FAIL - $*"; }
-# check DESCRIPTION 'CONDITION': ok when the condition (a shell string) holds
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+# check DESCRIPTION 'CONDITION': ok when the condition (a shell string) holds; its
+# status is the condition's, so that `check ... || cat details` shows them
+check() { if eval "$2"; then ok "$1"; else bad "$1"; return 1; fi; }
 finish() { echo "$passes passed, $fails failed"; [[ $fails -eq 0 ]]; }
