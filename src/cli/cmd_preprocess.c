@@ -39,8 +39,8 @@ static void usage(FILE *f)
 {
     fputs("usage: zephon preprocess --out DIR [options] DATA...\n"
           "\n"
-          "Tokenizes the text field of every record of a JSONL dataset (.jsonl, .jsonl.zst,\n"
-          ".jsonl.gz) once and writes pre-tokenized shards: one output shard per input\n"
+          "Tokenizes the text field of every record of a text dataset (.jsonl, .jsonl.zst,\n"
+          ".jsonl.gz, .parquet) once and writes pre-tokenized shards: one output shard per input\n"
           "shard, with the same base name and one document per record, and\n"
           "DIR/manifest.json listing them (written\n"
           "last: the output is finished when it exists). `zephon run --data DIR/manifest.json\n"
