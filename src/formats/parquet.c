@@ -1260,15 +1260,12 @@ static zp_status data_page(pq_ctx *x, pq_col *col, int nv_i, int enc, const uint
 }
 
 /* A v1 page's levels: rep then def, each a 4-byte length and RLE runs. */
-static zp_status v1_levels(pq_ctx *x, const zpi_pq_page_header *h, const pq_leaf *l,
-                           const uint8_t **p, size_t *n, const uint8_t **lp, size_t *ln,
+static zp_status v1_levels(pq_ctx *x, const uint8_t **p, size_t *n, const uint8_t **lp, size_t *ln,
                            int mx, int enc, const char *what) {
     *lp = NULL;
     *ln = 0;
     if (!mx)
         return ZP_OK;
-    (void)h;
-    (void)l;
     if (enc != ENC_RLE)
         return page_err(x, "unsupported %s level encoding %d (only RLE)", what, enc);
     if (*n < 4 || rd_u32le(*p) > *n - 4)
@@ -1341,9 +1338,9 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
             }
             const uint8_t *rl, *dl;
             size_t rl_n, dl_n;
-            ZPI_FORWARD_IF_ERR(v1_levels(&x, &h, l, &p, &n, &rl, &rl_n, l->max_rep, h.rep_encoding,
+            ZPI_FORWARD_IF_ERR(v1_levels(&x, &p, &n, &rl, &rl_n, l->max_rep, h.rep_encoding,
                                          "repetition"));
-            ZPI_FORWARD_IF_ERR(v1_levels(&x, &h, l, &p, &n, &dl, &dl_n, l->max_def, h.def_encoding,
+            ZPI_FORWARD_IF_ERR(v1_levels(&x, &p, &n, &dl, &dl_n, l->max_def, h.def_encoding,
                                          "definition"));
             ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, rl, rl_n, dl, dl_n, p,
                                          n, chunk_values));
@@ -1456,8 +1453,7 @@ static inline size_t fmt_num(const pq_leaf *l, const uint8_t *v, char *out) {
     }
 }
 
-static int put_value(zpi_pq_file *f, const pq_leaf *l, const pq_col *c, size_t i, obuf *b,
-                     size_t g, const char **bad) {
+static int put_value(const pq_leaf *l, const pq_col *c, size_t i, obuf *b, const char **bad) {
     char tmp[48];
     size_t n;
     const uint8_t *v = c->vals + i * l->width;
@@ -1543,8 +1539,6 @@ static int put_value(zpi_pq_file *f, const pq_leaf *l, const pq_col *c, size_t i
         return put_str(b, s->p, s->n);
     }
     }
-    (void)f;
-    (void)g;
     OB_NEED(b, n);
     memcpy(b->p + b->len, tmp, n);
     b->len += n;
@@ -1558,9 +1552,9 @@ static int put_raw(obuf *b, const char *s, size_t n) {
     return 0;
 }
 
-/* Rows [a, b) of the decoded row group g; offsets[0..b-a) set. -1: out of
+/* Rows [a, e) of the decoded row group; offsets[0..b-a) set. -1: out of
  * memory; -2: a value refused (*bad, *bad_col). */
-static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, uint64_t *offsets,
+static int emit_rows(zpi_pq_file *f, uint64_t a, uint64_t e, obuf *b, uint64_t *offsets,
                      const char **bad, size_t *bad_col, uint64_t *bad_row) {
     for (size_t c = 0; c < f->n_leaves; c++)
         seek_row(&f->leaves[c], &f->cols[c], a);
@@ -1580,7 +1574,7 @@ static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, 
                 if (l->max_def && c->def[c->lev_pos++] != l->max_def)
                     rc = put_raw(b, "null", 4);
                 else
-                    rc = put_value(f, l, c, c->val_pos++, b, g, bad);
+                    rc = put_value(l, c, c->val_pos++, b, bad);
                 if (!l->max_def)
                     c->lev_pos++;
             } else {
@@ -1626,7 +1620,7 @@ static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, 
                         if (rc)
                             break;
                         if (d == l->max_def)
-                            rc = put_value(f, l, c, c->val_pos++, b, g, bad);
+                            rc = put_value(l, c, c->val_pos++, b, bad);
                         else
                             rc = put_raw(b, "null", 4);
                     } while (!rc && c->lev_pos < c->n_lev && c->rep[c->lev_pos] != 0);
@@ -1695,7 +1689,7 @@ zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_
         const char *bad = NULL;
         size_t bc = 0;
         uint64_t br = 0;
-        int rc = emit_rows(f, g, a, e, &b, offsets + done, &bad, &bc, &br);
+        int rc = emit_rows(f, a, e, &b, offsets + done, &bad, &bc, &br);
         if (rc == -1) {
             s = fmt_err(f, err, ZP_ERR_NOMEM, "out of memory for rows of row group %zu", g);
             drop_row_group(f); /* its cursors are mid-row */
