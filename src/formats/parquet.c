@@ -375,27 +375,28 @@ static const char digit_pairs[201] = "000102030405060708091011121314151617181920
                                      "62636465666768697071727374757677787980818283848586878889909192"
                                      "93949596979899";
 
-static size_t fmt_u64(uint64_t v, char *out) {
-    char tmp[24];
-    char *e = tmp + sizeof tmp, *p = e;
+static inline size_t fmt_u64(uint64_t v, char *out) {
+    size_t n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *p = out + n;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         p -= 2;
-        memcpy(p, digit_pairs + 2 * r, 2);
+        p[0] = digit_pairs[2 * r];
+        p[1] = digit_pairs[2 * r + 1];
     }
     if (v >= 10) {
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * v, 2);
+        p[-2] = digit_pairs[2 * v];
+        p[-1] = digit_pairs[2 * v + 1];
     } else {
-        *--p = (char)('0' + v);
+        p[-1] = (char)('0' + v);
     }
-    size_t n = (size_t)(e - p);
-    memcpy(out, p, n);
     return n;
 }
 
-static size_t fmt_i64(int64_t v, char *out) {
+static inline size_t fmt_i64(int64_t v, char *out) {
     if (v < 0) {
         out[0] = '-';
         return 1 + fmt_u64((uint64_t)0 - (uint64_t)v, out + 1);
