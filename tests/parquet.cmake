@@ -11,7 +11,7 @@ add_test(NAME parquet_fixtures
   COMMAND bash -c "set -e; d=$(ZP_PQREF=${CMAKE_BINARY_DIR}/pqref ${CMAKE_CURRENT_LIST_DIR}/../tools/pqref.sh | tail -n 1); rm -rf '${ZP_PQ_FIXTURES}'; \"$d/venv/bin/python\" ${CMAKE_CURRENT_LIST_DIR}/parquet/make_fixtures.py '${ZP_PQ_FIXTURES}'")
 set_tests_properties(parquet_fixtures PROPERTIES TIMEOUT 900 FIXTURES_SETUP parquet_fixtures
   LABELS "unit;parquet;pqref")
-zp_add_test(test_parquet SOURCES tests/test_parquet.c tests/testutil.c TIMEOUT 300
+zp_add_test(test_parquet SOURCES tests/test_parquet.c tests/testutil.c TIMEOUT 600
   LABELS unit parquet pqref)
 target_compile_definitions(test_parquet PRIVATE ZP_TEST_SRC="${CMAKE_CURRENT_LIST_DIR}")
 set_tests_properties(test_parquet PROPERTIES FIXTURES_REQUIRED parquet_fixtures
