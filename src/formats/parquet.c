@@ -90,6 +90,8 @@ struct zpi_pq_file {
     size_t cap_u64;
     uint64_t *u64b;
     size_t cap_u64b;
+    uint8_t *pbuf;      /* scratch: a decompressed page of fixed-width values */
+    size_t cap_pbuf;
     /* the current read's counters */
     uint64_t bytes_read;
     double t_read, t_dec;
@@ -885,6 +887,7 @@ void zpi_pq_close(zpi_pq_file *f) {
     free(f->idx);
     free(f->u64);
     free(f->u64b);
+    free(f->pbuf);
     free(f->name);
     free(f);
 }
@@ -916,9 +919,11 @@ static zp_status nomem(pq_ctx *x) {
 }
 
 /* src[0..n) decompressed with the chunk's codec into exactly usz bytes;
- * *dst: a new buffer kept by the column (or src itself, uncompressed). */
+ * *dst: src itself (uncompressed), a new buffer kept by the column (keep:
+ * byte arrays point into their page), or the file's page scratch, valid
+ * until the next page (fixed-width values are copied out). */
 static zp_status decompress(pq_ctx *x, pq_col *col, int codec, const uint8_t *src, size_t n,
-                            size_t usz, const uint8_t **dst) {
+                            size_t usz, const uint8_t **dst, int keep) {
     if (codec == CODEC_NONE) {
         if (n != usz)
             return page_err(x, "uncompressed page of %zu bytes, its header says %zu", n, usz);
@@ -927,10 +932,17 @@ static zp_status decompress(pq_ctx *x, pq_col *col, int codec, const uint8_t *sr
     }
     if (usz > PQ_MAX_PAGE)
         return page_err(x, "page of %zu bytes decompressed: over the limit of 256 MiB", usz);
-    uint8_t *buf = malloc(usz ? usz : 1);
-    if (!buf || col_keep(col, buf)) {
-        free(buf);
-        return nomem(x);
+    uint8_t *buf;
+    if (keep) {
+        buf = malloc(usz ? usz : 1);
+        if (!buf || col_keep(col, buf)) {
+            free(buf);
+            return nomem(x);
+        }
+    } else {
+        if (grow((void **)&x->f->pbuf, &x->f->cap_pbuf, usz, 1))
+            return nomem(x);
+        buf = x->f->pbuf;
     }
     double t0 = zpi_now();
     size_t got = 0;
@@ -1302,7 +1314,15 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
         free(buf);
         return nomem(&x);
     }
+    size_t buf_at = col->n_bufs - 1;
     ZPI_FORWARD_IF_ERR(pread_all(f, buf, len, (uint64_t)start, err));
+    /* Byte-array values point into their pages: a decompressed page is kept
+     * with the row group, and the stored chunk too when a page is stored
+     * uncompressed (raw_used). Fixed-width values are copied out: their
+     * pages are decompressed into the file's scratch, and the stored chunk
+     * is freed once decoded. */
+    int keep = l->ptype == ZPI_PQT_BYTE_ARRAY;
+    int raw_used = keep && cm->codec == CODEC_NONE;
     size_t pos = 0;
     for (;;) {
         size_t have = l->max_def || l->max_rep ? col->n_lev : col->n_vals;
@@ -1331,7 +1351,7 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
             return page_err(&x, "page header without its type's header");
         if (h.type == ZPI_PQP_DICT || h.type == ZPI_PQP_DATA) {
             const uint8_t *p;
-            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p));
+            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p, keep));
             size_t n = usz;
             if (h.type == ZPI_PQP_DICT) {
                 ZPI_FORWARD_IF_ERR(dict_page(&x, col, &h, p, n));
@@ -1354,15 +1374,22 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
                             h.def_len, csz);
         size_t lv = (size_t)h.rep_len + (size_t)h.def_len;
         const uint8_t *vp;
-        if (h.is_compressed)
-            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp));
-        else if (csz != usz)
+        if (h.is_compressed) {
+            ZPI_FORWARD_IF_ERR(
+                decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp, keep));
+        } else if (csz != usz) {
             return page_err(&x, "uncompressed v2 page of %zu bytes, its header says %zu", csz, usz);
-        else
+        } else {
             vp = raw + lv;
+            raw_used |= keep;
+        }
         ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, raw, (size_t)h.rep_len,
                                      raw + h.rep_len, (size_t)h.def_len, vp, usz - lv,
                                      chunk_values));
+    }
+    if (!raw_used) {
+        free(col->bufs[buf_at]);
+        col->bufs[buf_at] = NULL;
     }
     /* the rows: as many as the row group says */
     uint64_t rows;
