@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
 mb=${2:-64}
-py=$(ZP_PQREF=${ZP_PQREF:-$build/pqref} tools/pqref.sh | tail -n 1)/venv/bin/python
+py=$(tools/pqref.sh | tail -n 1)/venv/bin/python
 dir=$build/bench_parquet_files
 [[ -f $dir/.mb && "$(cat "$dir/.mb")" == "$mb" ]] || {
   "$py" bench/parquet/make_bench.py "$dir" "$mb" && echo "$mb" > "$dir/.mb"; }

@@ -90,6 +90,8 @@ struct zpi_pq_file {
     size_t cap_u64;
     uint64_t *u64b;
     size_t cap_u64b;
+    uint8_t *pbuf;      /* scratch: a decompressed page of fixed-width values */
+    size_t cap_pbuf;
     /* the current read's counters */
     uint64_t bytes_read;
     double t_read, t_dec;
@@ -373,29 +375,30 @@ static int put_str(obuf *b, const uint8_t *s, size_t n) {
 static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
                                      "31323334353637383940414243444546474849505152535455565758596061"
                                      "62636465666768697071727374757677787980818283848586878889909192"
-                                     "939495969798990";
+                                     "93949596979899";
 
-static size_t fmt_u64(uint64_t v, char *out) {
-    char tmp[24];
-    char *e = tmp + sizeof tmp, *p = e;
+static inline size_t fmt_u64(uint64_t v, char *out) {
+    size_t n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *p = out + n;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         p -= 2;
-        memcpy(p, digit_pairs + 2 * r, 2);
+        p[0] = digit_pairs[2 * r];
+        p[1] = digit_pairs[2 * r + 1];
     }
     if (v >= 10) {
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * v, 2);
+        p[-2] = digit_pairs[2 * v];
+        p[-1] = digit_pairs[2 * v + 1];
     } else {
-        *--p = (char)('0' + v);
+        p[-1] = (char)('0' + v);
     }
-    size_t n = (size_t)(e - p);
-    memcpy(out, p, n);
     return n;
 }
 
-static size_t fmt_i64(int64_t v, char *out) {
+static inline size_t fmt_i64(int64_t v, char *out) {
     if (v < 0) {
         out[0] = '-';
         return 1 + fmt_u64((uint64_t)0 - (uint64_t)v, out + 1);
@@ -884,6 +887,7 @@ void zpi_pq_close(zpi_pq_file *f) {
     free(f->idx);
     free(f->u64);
     free(f->u64b);
+    free(f->pbuf);
     free(f->name);
     free(f);
 }
@@ -915,9 +919,11 @@ static zp_status nomem(pq_ctx *x) {
 }
 
 /* src[0..n) decompressed with the chunk's codec into exactly usz bytes;
- * *dst: a new buffer kept by the column (or src itself, uncompressed). */
+ * *dst: src itself (uncompressed), a new buffer kept by the column (keep:
+ * byte arrays point into their page), or the file's page scratch, valid
+ * until the next page (fixed-width values are copied out). */
 static zp_status decompress(pq_ctx *x, pq_col *col, int codec, const uint8_t *src, size_t n,
-                            size_t usz, const uint8_t **dst) {
+                            size_t usz, const uint8_t **dst, int keep) {
     if (codec == CODEC_NONE) {
         if (n != usz)
             return page_err(x, "uncompressed page of %zu bytes, its header says %zu", n, usz);
@@ -926,10 +932,17 @@ static zp_status decompress(pq_ctx *x, pq_col *col, int codec, const uint8_t *sr
     }
     if (usz > PQ_MAX_PAGE)
         return page_err(x, "page of %zu bytes decompressed: over the limit of 256 MiB", usz);
-    uint8_t *buf = malloc(usz ? usz : 1);
-    if (!buf || col_keep(col, buf)) {
-        free(buf);
-        return nomem(x);
+    uint8_t *buf;
+    if (keep) {
+        buf = malloc(usz ? usz : 1);
+        if (!buf || col_keep(col, buf)) {
+            free(buf);
+            return nomem(x);
+        }
+    } else {
+        if (grow((void **)&x->f->pbuf, &x->f->cap_pbuf, usz, 1))
+            return nomem(x);
+        buf = x->f->pbuf;
     }
     double t0 = zpi_now();
     size_t got = 0;
@@ -1260,15 +1273,12 @@ static zp_status data_page(pq_ctx *x, pq_col *col, int nv_i, int enc, const uint
 }
 
 /* A v1 page's levels: rep then def, each a 4-byte length and RLE runs. */
-static zp_status v1_levels(pq_ctx *x, const zpi_pq_page_header *h, const pq_leaf *l,
-                           const uint8_t **p, size_t *n, const uint8_t **lp, size_t *ln,
+static zp_status v1_levels(pq_ctx *x, const uint8_t **p, size_t *n, const uint8_t **lp, size_t *ln,
                            int mx, int enc, const char *what) {
     *lp = NULL;
     *ln = 0;
     if (!mx)
         return ZP_OK;
-    (void)h;
-    (void)l;
     if (enc != ENC_RLE)
         return page_err(x, "unsupported %s level encoding %d (only RLE)", what, enc);
     if (*n < 4 || rd_u32le(*p) > *n - 4)
@@ -1304,7 +1314,15 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
         free(buf);
         return nomem(&x);
     }
+    size_t buf_at = col->n_bufs - 1;
     ZPI_FORWARD_IF_ERR(pread_all(f, buf, len, (uint64_t)start, err));
+    /* Byte-array values point into their pages: a decompressed page is kept
+     * with the row group, and the stored chunk too when a page is stored
+     * uncompressed (raw_used). Fixed-width values are copied out: their
+     * pages are decompressed into the file's scratch, and the stored chunk
+     * is freed once decoded. */
+    int keep = l->ptype == ZPI_PQT_BYTE_ARRAY;
+    int raw_used = keep && cm->codec == CODEC_NONE;
     size_t pos = 0;
     for (;;) {
         size_t have = l->max_def || l->max_rep ? col->n_lev : col->n_vals;
@@ -1333,7 +1351,7 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
             return page_err(&x, "page header without its type's header");
         if (h.type == ZPI_PQP_DICT || h.type == ZPI_PQP_DATA) {
             const uint8_t *p;
-            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p));
+            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p, keep));
             size_t n = usz;
             if (h.type == ZPI_PQP_DICT) {
                 ZPI_FORWARD_IF_ERR(dict_page(&x, col, &h, p, n));
@@ -1341,9 +1359,9 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
             }
             const uint8_t *rl, *dl;
             size_t rl_n, dl_n;
-            ZPI_FORWARD_IF_ERR(v1_levels(&x, &h, l, &p, &n, &rl, &rl_n, l->max_rep, h.rep_encoding,
+            ZPI_FORWARD_IF_ERR(v1_levels(&x, &p, &n, &rl, &rl_n, l->max_rep, h.rep_encoding,
                                          "repetition"));
-            ZPI_FORWARD_IF_ERR(v1_levels(&x, &h, l, &p, &n, &dl, &dl_n, l->max_def, h.def_encoding,
+            ZPI_FORWARD_IF_ERR(v1_levels(&x, &p, &n, &dl, &dl_n, l->max_def, h.def_encoding,
                                          "definition"));
             ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, rl, rl_n, dl, dl_n, p,
                                          n, chunk_values));
@@ -1356,15 +1374,22 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
                             h.def_len, csz);
         size_t lv = (size_t)h.rep_len + (size_t)h.def_len;
         const uint8_t *vp;
-        if (h.is_compressed)
-            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp));
-        else if (csz != usz)
+        if (h.is_compressed) {
+            ZPI_FORWARD_IF_ERR(
+                decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp, keep));
+        } else if (csz != usz) {
             return page_err(&x, "uncompressed v2 page of %zu bytes, its header says %zu", csz, usz);
-        else
+        } else {
             vp = raw + lv;
+            raw_used |= keep;
+        }
         ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, raw, (size_t)h.rep_len,
                                      raw + h.rep_len, (size_t)h.def_len, vp, usz - lv,
                                      chunk_values));
+    }
+    if (!raw_used) {
+        free(col->bufs[buf_at]);
+        col->bufs[buf_at] = NULL;
     }
     /* the rows: as many as the row group says */
     uint64_t rows;
@@ -1456,8 +1481,7 @@ static inline size_t fmt_num(const pq_leaf *l, const uint8_t *v, char *out) {
     }
 }
 
-static int put_value(zpi_pq_file *f, const pq_leaf *l, const pq_col *c, size_t i, obuf *b,
-                     size_t g, const char **bad) {
+static int put_value(const pq_leaf *l, const pq_col *c, size_t i, obuf *b, const char **bad) {
     char tmp[48];
     size_t n;
     const uint8_t *v = c->vals + i * l->width;
@@ -1543,8 +1567,6 @@ static int put_value(zpi_pq_file *f, const pq_leaf *l, const pq_col *c, size_t i
         return put_str(b, s->p, s->n);
     }
     }
-    (void)f;
-    (void)g;
     OB_NEED(b, n);
     memcpy(b->p + b->len, tmp, n);
     b->len += n;
@@ -1558,9 +1580,9 @@ static int put_raw(obuf *b, const char *s, size_t n) {
     return 0;
 }
 
-/* Rows [a, b) of the decoded row group g; offsets[0..b-a) set. -1: out of
+/* Rows [a, e) of the decoded row group; offsets[0..b-a) set. -1: out of
  * memory; -2: a value refused (*bad, *bad_col). */
-static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, uint64_t *offsets,
+static int emit_rows(zpi_pq_file *f, uint64_t a, uint64_t e, obuf *b, uint64_t *offsets,
                      const char **bad, size_t *bad_col, uint64_t *bad_row) {
     for (size_t c = 0; c < f->n_leaves; c++)
         seek_row(&f->leaves[c], &f->cols[c], a);
@@ -1580,7 +1602,7 @@ static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, 
                 if (l->max_def && c->def[c->lev_pos++] != l->max_def)
                     rc = put_raw(b, "null", 4);
                 else
-                    rc = put_value(f, l, c, c->val_pos++, b, g, bad);
+                    rc = put_value(l, c, c->val_pos++, b, bad);
                 if (!l->max_def)
                     c->lev_pos++;
             } else {
@@ -1626,7 +1648,7 @@ static int emit_rows(zpi_pq_file *f, size_t g, uint64_t a, uint64_t e, obuf *b, 
                         if (rc)
                             break;
                         if (d == l->max_def)
-                            rc = put_value(f, l, c, c->val_pos++, b, g, bad);
+                            rc = put_value(l, c, c->val_pos++, b, bad);
                         else
                             rc = put_raw(b, "null", 4);
                     } while (!rc && c->lev_pos < c->n_lev && c->rep[c->lev_pos] != 0);
@@ -1695,7 +1717,7 @@ zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_
         const char *bad = NULL;
         size_t bc = 0;
         uint64_t br = 0;
-        int rc = emit_rows(f, g, a, e, &b, offsets + done, &bad, &bc, &br);
+        int rc = emit_rows(f, a, e, &b, offsets + done, &bad, &bc, &br);
         if (rc == -1) {
             s = fmt_err(f, err, ZP_ERR_NOMEM, "out of memory for rows of row group %zu", g);
             drop_row_group(f); /* its cursors are mid-row */

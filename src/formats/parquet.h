@@ -8,8 +8,9 @@
  * decoded a row group at a time: a read decodes the row groups its range
  * overlaps, whole, and keeps the last one decoded for the next read (so
  * consecutive segments of one row group decode it once). Memory: the
- * footer, the stored and decompressed pages of one row group and the
- * values decoded from them.
+ * footer and one row group's decoded values (string columns keep their
+ * pages, which the values point into), plus a column chunk's stored bytes
+ * while it is decoded.
  *
  * A zpi_pq_file is used by one thread at a time (not thread-safe); several
  * files may be used by several threads. Errors name the shard and, where

@@ -139,6 +139,9 @@ for ver in ["1.0", "2.0"]:
                        column_encoding=enc))
         readable.append(name)
 
+# a dictionary that fills up: dictionary pages, then PLAIN pages in the same chunk
+expected(write("dict_fallback", compression="snappy", dictionary_pagesize_limit=600))
+readable.append("dict_fallback")
 # format version 1.0: PLAIN_DICTIONARY pages
 expected(write("plaindict_v1", compression="snappy", version="1.0"))
 readable.append("plaindict_v1")
