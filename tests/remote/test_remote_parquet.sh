@@ -54,4 +54,23 @@ urls=(); for f in "${files[@]}"; do urls+=("$HTTP/rpq/$f"); done
 "$Z" index -o "$T/m.json" --cache-dir "$T/c-idx" "${urls[@]}" >/dev/null 2>"$T/err" || bad "index of URLs: $(head -n1 "$T/err")"
 check "zephon index of the URLs: $nrows rows in each file" \
   "python3 -c 'import json,sys; c=[s[\"samples\"] for s in json.load(open(\"$T/m.json\"))[\"shards\"]]; sys.exit(0 if c == [$nrows] * ${#files[@]} else 1)'"
+
+# indexing reads footers only: through the fault proxy (no fault), which
+# counts the body bytes it serves, the index of the URLs reads at most
+# 64 KiB (the tail read) of each file, not the file
+PFX=rpq
+proxy_reset
+purls=(); for f in "${files[@]}"; do purls+=("$PROXY/rpq/$f"); done
+"$Z" index -o "$T/mp.json" --cache-dir "$T/c-idx2" "${purls[@]}" >/dev/null 2>"$T/err" || bad "index through the proxy: $(head -n1 "$T/err")"
+proxy_stats > "$T/pstats.json"
+read -r got total <<<"$(python3 - "$T/pstats.json" "$ROOT/rpq" <<'PY'
+import json, os, sys
+st = json.load(open(sys.argv[1]))
+got = sum(st.get("bytes", {}).values())
+total = sum(os.path.getsize(os.path.join(sys.argv[2], f)) for f in os.listdir(sys.argv[2]))
+print(got, total)
+PY
+)"
+check "index of the URLs read $got bytes of the files' $total: footers only (<= 64 KiB a file)" \
+  '[[ -n "$got" && $got -gt 0 && $got -le $((65536 * ${#files[@]})) && $got -lt $total ]]'
 finish
