@@ -1,8 +1,8 @@
 # Remote shards end to end against the loopback servers (tests/net.cmake
 # starts them: fixture `net`): runs over http, https, S3 and the fault proxy
 # give the local run's sample ids; the shard cache on disk (limit, kill -9,
-# 4 ranks sharing it).
-foreach(t run faults cache hostile watchdog)
+# 4 ranks sharing it); the prefetch look-ahead over many small shards.
+foreach(t run faults cache hostile watchdog lookahead)
   set(_args $<TARGET_FILE:zephon_cli>)
   if(t STREQUAL "cache" AND MPIEXEC_EXECUTABLE)
     list(APPEND _args ${MPIEXEC_EXECUTABLE})
