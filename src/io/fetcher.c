@@ -330,7 +330,7 @@ zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, z
     unsigned dem = cfg->demand_slots ? cfg->demand_slots : 1;
     /* twice the transfers' slots: the next ones are queued when one ends */
     f->pf_cap = 2 * par;
-    if ((st = zpi_xfer_create(f->st, par, dem, &f->x, err)) != ZP_OK)
+    if ((st = zpi_xfer_create_shared(f->st, par, dem, zpi_disk_cache_dir(f->dc), &f->x, err)) != ZP_OK)
         goto fail;
     if (pthread_create(&f->renew_thread, NULL, renew_main, f) != 0) {
         st = zpi_err_set(err, ZP_ERR_NOMEM, "shard fetcher: cannot create its thread");

@@ -14,10 +14,12 @@ headers and body. A path of the form /f/<faults>/<path> serves <path> with fault
     badlen                   a Content-Length larger than the body, body sent, then close
     corrupt                  the body with some bytes flipped (same length)
     slowfirst:<ms>, delay:<ms>  wait before the status line
-    slowdown:<r>             a request rate limit: r requests a second (a token bucket
-                             holding r/2, half a second of them, shared by every path of the same
-                             fault list); a request over it is answered 503 with S3's
-                             SlowDown error and Retry-After: 1 (use *0: every request)
+    slowdown:<r>             a request rate limit: r requests a second, a token bucket
+                             shared by every path of the same fault list, refilled at r a
+                             second and holding a burst of max(1, r/4) requests (a quarter
+                             of a second of them; full at the first request); a request
+                             with no token left is answered at once (no delay) 503 with
+                             S3's SlowDown error and Retry-After: 1 (use *0: every request)
 
 Each fault has its own counter per (fault list, real path) and applies to the first
 <count> requests (default 1; 0 = every request). The timing kinds (slowfirst, delay)
@@ -138,10 +140,10 @@ class State:
                 self.bytes[path] = self.bytes.get(path, 0) + n
 
     def over_rate(self, key, rate):
-        """Token bucket `key` (rate a second, holding half a second of it): True when
-        this request is over the rate (no token left)."""
+        """Token bucket `key` (rate a second, a burst of a quarter of a second of it): True
+        when this request is over the rate (no token left)."""
         now = time.monotonic()
-        cap = max(1.0, rate / 2.0)
+        cap = max(1.0, rate / 4.0)
         with self.lock:
             tokens, last = self.buckets.get(key, (cap, now))
             tokens = min(cap, tokens + (now - last) * rate)
@@ -318,6 +320,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     outcome = (kind, arg)
                 elif method == "GET":
                     outcome = (kind, arg, key, count)  # taken once the body is known
+        if outcome and outcome[0] in RATE_KINDS:
+            wait_ms = 0  # refused at once, as a store does
         if wait_ms:
             time.sleep(wait_ms / 1000.0)
         head = method == "HEAD"

@@ -1,0 +1,68 @@
+/*
+ * throttle.h - how many transfers may run at once to one host, shared by
+ * every process of the node (private).
+ *
+ * Each host (scheme://host:port of the requests, the endpoint for S3) has
+ * a window: the number of requests the node keeps in flight to it. A
+ * request starts only while the node's requests in flight to that host
+ * are fewer than the window. The window follows the answers (AIMD):
+ *
+ *  - a 503 (S3's SlowDown) or a 429 multiplies it by 0.8 (at least 1),
+ *    once per congestion event: only an answer to a request that started
+ *    after the last decrease lowers it again (the requests already in
+ *    flight then answer for the same event);
+ *    The decrease starts from the requests really in flight when the
+ *    window is above them.
+ *  - every other answer adds 1/window (about one more request in flight
+ *    per window of answers: additive increase) while the requests in
+ *    flight fill the window.
+ *
+ * The rejected request itself waits for the server's Retry-After before
+ * it is sent again (request.c); the others go on within the lowered window.
+ *
+ * Node-wide: the state of a host is a small file in the shard cache folder,
+ * ".zephon-throttle-<hash of the host>" (0600, the folder is one user's),
+ * read and written under an exclusive flock held for microseconds. It
+ * keeps the window and, for each process using the host, its pid and its
+ * requests in flight, so that the window bounds the node's total; a
+ * process that died is dropped from it (its pid no longer exists). With no
+ * folder (NULL) the state is the process's own.
+ *
+ * Thread safety: a zpi_throttle is used by one thread (the transfers' I/O
+ * thread).
+ */
+#ifndef ZP_THROTTLE_H
+#define ZP_THROTTLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zpi_throttle zpi_throttle;
+
+/* dir: the shard cache folder (copied; NULL: process-local state). NULL
+ * when out of memory. A host's window starts at 1024 (no limit: the
+ * transfers' own parallelism limits them) until its first slow-down. */
+zpi_throttle *zpi_throttle_create(const char *dir);
+void zpi_throttle_destroy(zpi_throttle *th);
+
+/* The host key of a request's URL (scheme://host[:port], lower-cased)
+ * into buf; for an s3:// spec, the endpoint's. */
+void zpi_throttle_host(const char *spec, const char *s3_endpoint, char *buf, size_t cap);
+
+/* May a request to host start now? 1: yes, counted in flight until
+ * zpi_throttle_end (*start_ns receives its start, for that call); 0: not
+ * now (try again in a few milliseconds). */
+int zpi_throttle_begin(zpi_throttle *th, const char *host, uint64_t *start_ns);
+
+typedef enum { ZPI_THR_OK, ZPI_THR_SLOWDOWN, ZPI_THR_OTHER } zpi_thr_outcome;
+/* A request started by zpi_throttle_begin at start_ns ended: OK (an answer
+ * that is not a slow-down: the window grows), SLOWDOWN (503 or 429: the
+ * window shrinks, once per event), OTHER (no answer: a connection error,
+ * a stop; the window stays). */
+void zpi_throttle_end(zpi_throttle *th, const char *host, uint64_t start_ns,
+                      zpi_thr_outcome outcome);
+
+/* The host's window now (for tests and stats); 0 when the host is unknown. */
+double zpi_throttle_window(zpi_throttle *th, const char *host);
+
+#endif
