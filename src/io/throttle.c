@@ -33,6 +33,10 @@
 #define SLOTS 128
 #define WINDOW_MAX 1024.0
 #define DECREASE 0.9
+/* A host not asked for this long starts afresh (not limited): what it
+ * said then says little now (and a window left by an earlier job would
+ * slow the next one down). */
+#define STALE_NS 60000000000ULL
 
 typedef struct slot {
     int32_t pid;
@@ -49,6 +53,7 @@ typedef struct shared {
     double begun;           /* requests started within about the last srtt_ns */
     uint64_t begun_ns;      /* when begun was last brought up to date */
     uint64_t refused_ns;    /* the last start refused (by the window or the pacing) */
+    uint64_t touched_ns;    /* the last begin or end */
     uint32_t avoid;         /* 0: slow start (+1 a good answer), 1: +1/window */
     uint32_t pad;
     slot slots[SLOTS];
@@ -158,15 +163,26 @@ static host *find_host(zpi_throttle *th, const char *key)
 /* The state of h, locked (shared file: flock + read). */
 static shared *lock_state(host *h)
 {
-    if (h->fd < 0)
-        return &h->local;
-    while (flock(h->fd, LOCK_EX) != 0 && errno == EINTR) {
+    shared *s = &h->local;
+    if (h->fd >= 0) {
+        while (flock(h->fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+        ssize_t r = pread(h->fd, s, sizeof *s, 0);
+        if (r != (ssize_t)sizeof *s || s->magic != MAGIC || !(s->window >= 1.0) ||
+            !(s->window <= WINDOW_MAX))
+            fresh(s);
     }
-    ssize_t r = pread(h->fd, &h->local, sizeof h->local, 0);
-    if (r != (ssize_t)sizeof h->local || h->local.magic != MAGIC || !(h->local.window >= 1.0) ||
-        !(h->local.window <= WINDOW_MAX))
-        fresh(&h->local);
-    return &h->local;
+    uint64_t now = zpi_now_ns();
+    if (s->touched_ns > now || now - s->touched_ns > STALE_NS) {
+        /* not asked for a while (or times of before a reboot): the window
+         * afresh, the processes' requests in flight kept */
+        slot keep[SLOTS];
+        memcpy(keep, s->slots, sizeof keep);
+        fresh(s);
+        memcpy(s->slots, keep, sizeof keep);
+    }
+    s->touched_ns = now;
+    return s;
 }
 
 static void unlock_state(host *h)

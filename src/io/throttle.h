@@ -7,15 +7,23 @@
  * request starts only while the node's requests in flight to that host
  * are fewer than the window. The window follows the answers (AIMD):
  *
- *  - a 503 (S3's SlowDown) or a 429 multiplies it by 0.8 (at least 1),
- *    once per congestion event: only an answer to a request that started
- *    after the last decrease lowers it again (the requests already in
- *    flight then answer for the same event);
- *    The decrease starts from the requests really in flight when the
- *    window is above them.
- *  - every other answer adds 1/window (about one more request in flight
- *    per window of answers: additive increase) while the requests in
- *    flight fill the window.
+ *  - a 503 (S3's SlowDown) or a 429 sets it to 0.9 x the requests the node
+ *    started to that host within the last answer time (before any good
+ *    answer has given an answer time: 0.9 x those in flight), at least 1;
+ *    once per congestion event: only an answer to a request started after
+ *    the last decrease, and at least one answer time after it, lowers it
+ *    again (the requests sent meanwhile answer for the same load);
+ *  - every other answer, while starts are being refused (the window is
+ *    what limits), adds 1 (slow start, until the first decrease of paced
+ *    requests) or 1/window (about one more request in flight per round of
+ *    answers: additive increase).
+ *
+ * Until the first slow-down the window is 1024 (no limit: the transfers'
+ * own parallelism limits them). After it, starts are also paced: one per
+ * answer time / window (the answer time smoothed over the good answers),
+ * so that the host sees a steady rate, not a window's worth of requests
+ * at once each time a round of answers comes back. A host not asked for
+ * 60 s starts afresh.
  *
  * The rejected request itself waits for the server's Retry-After before
  * it is sent again (request.c); the others go on within the lowered window.
@@ -49,16 +57,17 @@ void zpi_throttle_destroy(zpi_throttle *th);
  * into buf; for an s3:// spec, the endpoint's. */
 void zpi_throttle_host(const char *spec, const char *s3_endpoint, char *buf, size_t cap);
 
-/* May a request to host start now? 1: yes, counted in flight until
- * zpi_throttle_end (*start_ns receives its start, for that call); 0: not
- * now (try again in a few milliseconds). */
+/* May a request to host start now (within its window and its pacing)? 1:
+ * yes, counted in flight until zpi_throttle_end (*start_ns receives its
+ * start, for that call); 0: not now (try again in a few milliseconds). */
 int zpi_throttle_begin(zpi_throttle *th, const char *host, uint64_t *start_ns);
 
 typedef enum { ZPI_THR_OK, ZPI_THR_SLOWDOWN, ZPI_THR_OTHER } zpi_thr_outcome;
 /* A request started by zpi_throttle_begin at start_ns ended: OK (an answer
- * that is not a slow-down: the window grows), SLOWDOWN (503 or 429: the
- * window shrinks, once per event), OTHER (no answer: a connection error,
- * a stop; the window stays). */
+ * that is not a slow-down: its time updates the answer time, and the
+ * window grows while it limits), SLOWDOWN (503 or 429: the window shrinks,
+ * once per event), OTHER (no answer: a connection error, a stop; the
+ * window stays). */
 void zpi_throttle_end(zpi_throttle *th, const char *host, uint64_t start_ns,
                       zpi_thr_outcome outcome);
 
