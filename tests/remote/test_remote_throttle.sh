@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_remote_throttle.sh ZEPHON - a run against a store that throttles: 400
 # shards behind the fault proxy's "slowdown:30" (30 requests a second, a
-# burst of 7; above it 503 SlowDown with Retry-After: 1) at 500 ms a
+# burst of 7.5; above it 503 SlowDown with Retry-After: 1) at 500 ms a
 # request, --prefetch 4096:32 (64 requests a second wanted). The run
 # completes with the local run's sample ids (each refused request is
 # retried after its Retry-After, with the default --retries); after the
