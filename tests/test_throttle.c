@@ -351,6 +351,14 @@ static void test_rate_limited_host(void **state)
     assert_true(goodput >= 0.9 * LIMIT);
     json_decref(ev);
     zpi_buf_free(&body);
+    /* this test's 800 paths out of the proxy's counts (other tests list them all) */
+    snprintf(url, sizeof url, "%s/__reset?prefix=/%s/", proxy, prefix);
+    e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
+    assert_int_equal(curl_easy_perform(e), CURLE_OK);
+    curl_easy_cleanup(e);
     zpt_rmtree(dir);
     zpt_rmtree(cache);
     zpt_rmtree(out);
