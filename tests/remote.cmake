@@ -1,8 +1,8 @@
 # Remote shards end to end against the loopback servers (tests/net.cmake
 # starts them: fixture `net`): runs over http, https, S3 and the fault proxy
 # give the local run's sample ids; the shard cache on disk (limit, kill -9,
-# 4 ranks sharing it).
-foreach(t run faults cache hostile watchdog)
+# 4 ranks sharing it); the prefetch look-ahead over many small shards.
+foreach(t run faults cache hostile watchdog lookahead)
   set(_args $<TARGET_FILE:zephon_cli>)
   if(t STREQUAL "cache" AND MPIEXEC_EXECUTABLE)
     list(APPEND _args ${MPIEXEC_EXECUTABLE})
@@ -45,4 +45,12 @@ if(MPIEXEC_EXECUTABLE)
 endif()
 add_test(NAME test_remote_list COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_list.sh ${_args})
 set_tests_properties(test_remote_list PROPERTIES TIMEOUT 300 LABELS "net;remote" RUN_SERIAL TRUE
+  FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")
+# A store that throttles (the fault proxy's slowdown:30 at 500 ms a request):
+# same sample ids as the local run, the request rate within 1.1x of the
+# limit and the downloads at 0.9 of it (docs/storage.md, "Throttling").
+# Alone: its rates are measured at the proxy, which the other tests share.
+add_test(NAME test_remote_throttle
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/remote/test_remote_throttle.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_remote_throttle PROPERTIES TIMEOUT 180 LABELS "net;remote" RUN_SERIAL TRUE
   FIXTURES_REQUIRED net ENVIRONMENT "ZT_NETENV=${ZP_NETENV}")

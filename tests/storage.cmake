@@ -12,3 +12,11 @@ target_link_libraries(test_xfer PRIVATE PkgConfig::CURL)
 # MPI, no server (storage is an address nothing listens on).
 zp_add_test(test_peer_source SOURCES tests/test_peer_source.c tests/testutil.c TIMEOUT 60
             LABELS unit tsan)
+# test_throttle: the per-host window (AIMD on 503 SlowDown / 429, shared by
+# the node's processes through the cache folder), and two processes'
+# transfers through the fault proxy's rate limit (rate within 1.1x of it,
+# downloads at 0.9 of it).
+zp_add_test(test_throttle SOURCES tests/test_throttle.c tests/testutil.c TIMEOUT 180 LABELS net NET)
+target_link_libraries(test_throttle PRIVATE PkgConfig::CURL)
+# alone: its rates are measured at the proxy, which the other tests share
+set_tests_properties(test_throttle PROPERTIES RUN_SERIAL TRUE)

@@ -386,34 +386,47 @@ static size_t pf_plan_locked(zpi_engine *e, uint32_t *out, size_t max_out, uint3
     return n;
 }
 
+/* The look-ahead filled up to prefetch_buffer samples: local units to
+ * prefetch tasks, remote shards' downloads started (the fetcher queues
+ * those beyond its parallelism). The plan gives at most 64 downloads at a
+ * time: planned again until it gives fewer, so that the look-ahead covers
+ * its whole length (and the samples admitted next) however many shards it
+ * spans, not 64 shards per admission. */
 static void prefetch_more(zpi_engine *e)
 {
     uint32_t shards[64], dl[64];
-    size_t n_dl = 0;
-    pthread_mutex_lock(&e->mu);
-    size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
-    uint32_t epoch = e->adm_epoch;
-    uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
-    /* next uses count from the oldest chunk not yet past its fetch, not
-     * from admission: the shards of admitted chunks not yet read are still
-     * needed (else the cache may evict them before their fetch) */
-    for (uint64_t sq = e->next_seq; sq < e->admit_seq; sq++) {
-        zpi_chunk *c = e->window[sq % e->W];
-        if (c && c->seq == sq && c->stage == 0 && !c->complete) {
-            epoch = c->epoch;
-            pos = c->pos0;
-            break;
+    for (int first = 1;; first = 0) {
+        size_t n_dl = 0;
+        pthread_mutex_lock(&e->mu);
+        size_t n = pf_plan_locked(e, shards, 64, dl, &n_dl);
+        uint32_t epoch = e->adm_epoch;
+        uint64_t pos = e->adm_pos; /* at an epoch's end its length: the next one's start */
+        /* next uses count from the oldest chunk not yet past its fetch, not
+         * from admission: the shards of admitted chunks not yet read are still
+         * needed (else the cache may evict them before their fetch) */
+        for (uint64_t sq = e->next_seq; first && sq < e->admit_seq; sq++) {
+            zpi_chunk *c = e->window[sq % e->W];
+            if (c && c->seq == sq && c->stage == 0 && !c->complete) {
+                epoch = c->epoch;
+                pos = c->pos0;
+                break;
+            }
         }
+        pthread_mutex_unlock(&e->mu);
+        if (e->fetcher) {
+            if (first) {
+                zpi_next_use_set_position(e->order, epoch, pos);
+                zpi_fetcher_set_position(e->fetcher, epoch, pos,
+                                         zpi_worksource_linear(e->ws, epoch, pos));
+            }
+            for (size_t i = 0; i < n_dl; i++)
+                zpi_fetcher_prefetch(e->fetcher, dl[i]);
+        }
+        for (size_t i = 0; i < n; i++)
+            spawn_prefetch(e, shards[i]);
+        if (n_dl < 64)
+            return;
     }
-    pthread_mutex_unlock(&e->mu);
-    if (e->fetcher) {
-        zpi_next_use_set_position(e->order, epoch, pos);
-        zpi_fetcher_set_position(e->fetcher, epoch, pos, zpi_worksource_linear(e->ws, epoch, pos));
-        for (size_t i = 0; i < n_dl; i++)
-            zpi_fetcher_prefetch(e->fetcher, dl[i]);
-    }
-    for (size_t i = 0; i < n; i++)
-        spawn_prefetch(e, shards[i]);
 }
 
 /* Admit as many chunks as the window allows and start their fetch. */

@@ -10,7 +10,9 @@
  *                                  its mtime is the lease (renewed by the owner)
  *   <key>.zdc.part.<nonce hex16>   the temporary file of the download <nonce>
  * The suffixes keep the cache's files apart from a user's files in the same
- * folder (the default folder is a shared temporary folder).
+ * folder (the default folder is a shared temporary folder). The transfers'
+ * per-host windows (.zephon-throttle-<hash>, io/throttle.h) live there
+ * too; like every other name, the cache ignores them.
  *
  * Every decision (hit, takeover, eviction, commit) is made holding the
  * cache's mutex and an exclusive flock() of the folder lock, so threads of

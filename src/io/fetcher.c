@@ -49,6 +49,7 @@ typedef struct download {
     zpi_err err;
     int waiters;
     int peer;         /* asked from the peer source, its answer not in yet */
+    int pf;           /* started by prefetch(): counted in f->pf_out until done */
     uint64_t t_peer;  /* when asked */
     struct download *next_active; /* in f->active while not done */
 } download;
@@ -58,6 +59,7 @@ typedef struct slot {
     char *key;        /* NULL for a local shard */
     download *dl;     /* this process's download in progress (or done, with waiters) */
     unsigned bad;     /* downloads of it that failed the size or hash check */
+    int pending;      /* in f->pend: a prefetch waiting for a place */
 } slot;
 
 struct zpi_fetcher {
@@ -77,7 +79,19 @@ struct zpi_fetcher {
     download *active;
     zpi_fetcher_stats stats;
 
-    /* renewal thread */
+    /* prefetches: at most pf_cap downloads started by prefetch() are out
+     * (queued or running in the transfers) at once; the others wait in
+     * pend (a FIFO of shard numbers, each shard at most once), holding no
+     * cache entry (no lock file, no open file), until one ends. So a
+     * look-ahead of thousands of shards keeps neither thousands of files
+     * open nor thousands of cache locks that another process of the node
+     * would wait on while the download is still far back in this
+     * process's queue. */
+    unsigned pf_out, pf_cap;
+    size_t *pend;       /* n slots: a ring */
+    size_t pend_head, pend_n;
+
+    /* renewal thread (also starts the pending prefetches) */
     pthread_t renew_thread;
     int renew_started;
     int renew_stop;
@@ -205,24 +219,35 @@ void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position,
 
 /* ------------------------------------------------------------ renewal */
 
+static void feed_locked(zpi_fetcher *f);
+
 static void *renew_main(void *arg)
 {
     zpi_fetcher *f = arg;
     pthread_mutex_lock(&f->mu);
+    double step = f->lease_s / 4;
+    if (step < 0.01)
+        step = 0.01;
+    uint64_t next_renew = zpi_now_ns() + (uint64_t)(step * 1e9);
     while (!f->renew_stop) {
+        feed_locked(f);
+        uint64_t now = zpi_now_ns();
+        if (now >= next_renew) {
+            for (download *d = f->active; d && !f->renew_stop; d = d->next_active) {
+                zpi_err e;
+                (void)zpi_dc_renew(f->dc, &d->e, &e); /* a lost lease shows at commit */
+            }
+            next_renew = zpi_now_ns() + (uint64_t)(step * 1e9);
+            continue;
+        }
+        if (f->renew_stop || (f->pend_n && f->pf_out < f->pf_cap && !f->cancelled))
+            continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        double step = f->lease_s / 4;
-        if (step < 0.01)
-            step = 0.01;
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(step * 1e9);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (next_renew - now);
         ts.tv_sec += (time_t)(ns / 1000000000u);
         ts.tv_nsec = (long)(ns % 1000000000u);
         pthread_cond_timedwait(&f->renew_cv, &f->mu, &ts);
-        for (download *d = f->active; d && !f->renew_stop; d = d->next_active) {
-            zpi_err e;
-            (void)zpi_dc_renew(f->dc, &d->e, &e); /* a lost lease shows at commit */
-        }
     }
     pthread_mutex_unlock(&f->mu);
     return NULL;
@@ -238,10 +263,11 @@ static zp_status copy_shards(zpi_fetcher *f, const zpi_fetcher_config *cfg, zpi_
 {
     f->n = cfg->n_shards;
     f->slots = calloc(f->n ? f->n : 1, sizeof *f->slots);
+    f->pend = malloc((f->n ? f->n : 1) * sizeof *f->pend);
     for (f->kcap = 16; f->kcap < 2 * f->n + 2; f->kcap *= 2)
         ;
     f->kmap = malloc(f->kcap * sizeof *f->kmap);
-    if (!f->slots || !f->kmap)
+    if (!f->slots || !f->kmap || !f->pend)
         return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard fetcher");
     for (size_t h = 0; h < f->kcap; h++)
         f->kmap[h] = SIZE_MAX;
@@ -302,7 +328,9 @@ zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, z
         goto fail;
     unsigned par = cfg->parallelism ? cfg->parallelism : 1;
     unsigned dem = cfg->demand_slots ? cfg->demand_slots : 1;
-    if ((st = zpi_xfer_create(f->st, par, dem, &f->x, err)) != ZP_OK)
+    /* twice the transfers' slots: the next ones are queued when one ends */
+    f->pf_cap = 2 * par;
+    if ((st = zpi_xfer_create_shared(f->st, par, dem, zpi_disk_cache_dir(f->dc), &f->x, err)) != ZP_OK)
         goto fail;
     if (pthread_create(&f->renew_thread, NULL, renew_main, f) != 0) {
         st = zpi_err_set(err, ZP_ERR_NOMEM, "shard fetcher: cannot create its thread");
@@ -355,6 +383,7 @@ void zpi_fetcher_destroy(zpi_fetcher *f)
     }
     zpi_disk_cache_destroy(f->dc);
     free(f->slots);
+    free(f->pend);
     free(f->kmap);
     pthread_cond_destroy(&f->cv);
     pthread_cond_destroy(&f->renew_cv);
@@ -395,6 +424,18 @@ static void active_remove_locked(zpi_fetcher *f, download *d)
             *pp = d->next_active;
             return;
         }
+}
+
+/* Under mu: d (ending now) no longer counts among the prefetches out; the
+ * renewal thread starts the next pending one. */
+static void pf_end_locked(zpi_fetcher *f, download *d)
+{
+    if (!d->pf)
+        return;
+    d->pf = 0;
+    f->pf_out--;
+    if (f->pend_n)
+        pthread_cond_signal(&f->renew_cv);
 }
 
 typedef struct done_ctx {
@@ -438,6 +479,7 @@ static void on_done(void *user, const zpi_xfer_result *r)
     d->status = st;
     zpi_err_copy(&d->err, &e);
     d->done = 1;
+    pf_end_locked(f, d);
     pthread_cond_broadcast(&f->cv);
     dl_drop_if_unused_locked(f, d);
     pthread_mutex_unlock(&f->mu);
@@ -451,6 +493,7 @@ static void dl_end_locked(zpi_fetcher *f, download *d, zp_status st, const zpi_e
     if (e)
         zpi_err_copy(&d->err, e);
     d->done = 1;
+    pf_end_locked(f, d);
     pthread_cond_broadcast(&f->cv);
     dl_drop_if_unused_locked(f, d);
 }
@@ -595,6 +638,10 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
     d->shard = i;
     d->e = *e;
     d->demand = demand;
+    if (!demand) {
+        d->pf = 1;
+        f->pf_out++;
+    }
     c->f = f;
     c->d = d;
     const zpi_fetch_shard *sh = &f->slots[i].sh;
@@ -652,6 +699,7 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
         d->status = st;
         zpi_err_copy(&d->err, err);
         d->done = 1;
+        pf_end_locked(f, d);
         free(c);
         pthread_cond_broadcast(&f->cv);
         dl_drop_if_unused_locked(f, d);
@@ -666,15 +714,10 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
     return ZP_OK;
 }
 
-void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
+/* Shard i's download started now, unless it is in the cache or on its way
+ * (f->mu not held). */
+static void prefetch_now(zpi_fetcher *f, size_t i)
 {
-    if (!f || i >= f->n || !f->slots[i].key)
-        return;
-    pthread_mutex_lock(&f->mu);
-    int busy = f->slots[i].dl != NULL || f->cancelled || stop_requested(f);
-    pthread_mutex_unlock(&f->mu);
-    if (busy)
-        return;
     zpi_dc_entry e;
     zpi_dc_state state;
     zpi_err err;
@@ -696,6 +739,42 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
         f->stats.noroom++;
         pthread_mutex_unlock(&f->mu);
     }
+}
+
+/* Under mu (the renewal thread): the pending prefetches started while
+ * fewer than pf_cap are out, in their order (mu released around each). */
+static void feed_locked(zpi_fetcher *f)
+{
+    while (f->pend_n && f->pf_out < f->pf_cap && !f->renew_stop) {
+        size_t i = f->pend[f->pend_head];
+        f->pend_head = (f->pend_head + 1) % f->n;
+        f->pend_n--;
+        f->slots[i].pending = 0;
+        if (f->slots[i].dl || f->cancelled || stop_requested(f))
+            continue; /* on its way already (demanded meanwhile), or stopping */
+        pthread_mutex_unlock(&f->mu);
+        prefetch_now(f, i);
+        pthread_mutex_lock(&f->mu);
+    }
+}
+
+void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
+{
+    if (!f || i >= f->n || !f->slots[i].key)
+        return;
+    pthread_mutex_lock(&f->mu);
+    int busy = f->slots[i].dl != NULL || f->slots[i].pending || f->cancelled || stop_requested(f);
+    int wait = !busy && (f->pf_out >= f->pf_cap || f->pend_n);
+    if (wait) {
+        /* behind the others: started in this order as places free up */
+        f->pend[(f->pend_head + f->pend_n) % f->n] = i;
+        f->pend_n++;
+        f->slots[i].pending = 1;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (busy || wait)
+        return;
+    prefetch_now(f, i);
 }
 
 zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_err *err)

@@ -10,8 +10,10 @@
  * acquire() gives a local path for a shard: a local shard's own path, or a
  * remote shard's file in the disk cache, downloading it first when needed
  * (demanded: ahead of every prefetch) and pinning it until release().
- * prefetch() starts a shard's download without waiting (at most
- * `parallelism` at once). A download whose bytes do not match the shard's
+ * prefetch() starts a shard's download without waiting: at most
+ * 2 x `parallelism` prefetch downloads are handed to the transfers at once
+ * (`parallelism` of them run); the others wait in call order, holding no
+ * cache entry, and start as those end. A download whose bytes do not match the shard's
  * size or manifest hash is fetched again (ZPI_FETCH_REFETCHES times) before
  * its error is returned. The processes of a node share the cache folder: a
  * shard downloaded by one of them is a hit for the others.

@@ -21,6 +21,11 @@
 #include "base/util.h"
 #include "io/request.h"
 #include "io/storage.h"
+#include "io/throttle.h"
+
+/* How often jobs held back by a host's window look again (another
+ * process of the node may have ended a request). */
+#define THROTTLE_POLL_NS 2000000ULL
 
 typedef enum { J_QUEUED, J_RUNNING, J_WAITING } job_state;
 
@@ -33,6 +38,9 @@ typedef struct job {
     void *user;
     uint64_t start_ns;     /* first attempt */
     uint64_t wake_ns;      /* J_WAITING: when to retry */
+    char host[256];        /* the throttle's key of the request's host */
+    int holds;             /* the running attempt counts in the host's window */
+    uint64_t thr_start;    /* its start (zpi_throttle_begin) */
     struct job *prev, *next;
 } job;
 
@@ -77,11 +85,21 @@ struct zpi_xfer {
     uint64_t next_id;
     job_list qd, qp;       /* queued: demanded, prefetches */
     job_list active;       /* running or waiting for a retry */
+    zpi_throttle *th;      /* the hosts' windows (used on the I/O thread only) */
     /* Stats (under mu). */
     zpi_xfer_stats st;
     unsigned in_multi;     /* easy handles in the multi handle (I/O thread) */
     uint64_t busy_since;   /* when in_multi became non-zero (under mu) */
 };
+
+/* The attempt that held a place in its host's window ended (I/O thread). */
+static void thr_release(zpi_xfer *x, job *j, zpi_thr_outcome outcome)
+{
+    if (!j->holds)
+        return;
+    j->holds = 0;
+    zpi_throttle_end(x->th, j->host, j->thr_start, outcome);
+}
 
 static void job_free(job *j)
 {
@@ -103,6 +121,7 @@ static void job_complete(zpi_xfer *x, job *j, zp_status status)
     r.os_errno = status == ZP_ERR_IO ? j->t.os_errno : 0;
     uint64_t now = zpi_now_ns();
     r.ns = j->start_ns ? now - j->start_ns : 0;
+    thr_release(x, j, ZPI_THR_OTHER);
     pthread_mutex_lock(&x->mu);
     if (j->state != J_QUEUED)
         list_remove(&x->active, j);
@@ -150,35 +169,56 @@ static void job_launch(zpi_xfer *x, job *j)
 /* Under the lock: the jobs to launch now (queued ones that fit in a slot,
  * waiting ones whose backoff is over), moved to active/J_RUNNING; and the
  * time of the earliest pending retry. */
+/* May j's next attempt start now, within its host's window? A host that
+ * said no in this round (denied) is not asked again for the next jobs. */
+static int may_start(zpi_xfer *x, job *j, char *denied, size_t cap)
+{
+    if (denied[0] && !strcmp(denied, j->host))
+        return 0;
+    if (zpi_throttle_begin(x->th, j->host, &j->thr_start)) {
+        j->holds = 1;
+        return 1;
+    }
+    zpi_fmt(denied, cap, "%s", j->host);
+    return 0;
+}
+
+/* Under the lock: the jobs to launch now (queued ones that fit in a slot
+ * and in their host's window, waiting ones whose backoff is over), moved
+ * to active/J_RUNNING; and the time of the earliest pending retry (or of
+ * the next look at a window that held a job back). */
 static size_t pick_jobs(zpi_xfer *x, job **out, size_t cap, uint64_t now, uint64_t *next_wake)
 {
     size_t k = 0;
+    char denied[256] = "";
     *next_wake = UINT64_MAX;
     for (job *j = x->active.head; j; j = j->next) {
         if (j->state != J_WAITING)
             continue;
-        if (j->wake_ns <= now && k < cap) {
+        if (j->wake_ns <= now && k < cap && may_start(x, j, denied, sizeof denied)) {
             j->state = J_RUNNING;
             out[k++] = j;
         } else if (j->wake_ns < *next_wake) {
-            *next_wake = j->wake_ns;
+            *next_wake = j->wake_ns > now ? j->wake_ns : now + THROTTLE_POLL_NS;
         }
     }
-    while (k < cap && x->qd.head && x->active.n < x->max_parallel + x->max_demand) {
-        job *j = x->qd.head;
-        list_remove(&x->qd, j);
-        j->state = J_RUNNING;
-        j->start_ns = now;
-        list_push(&x->active, j);
-        out[k++] = j;
-    }
-    while (k < cap && x->qp.head && x->active.n < x->max_parallel) {
-        job *j = x->qp.head;
-        list_remove(&x->qp, j);
-        j->state = J_RUNNING;
-        j->start_ns = now;
-        list_push(&x->active, j);
-        out[k++] = j;
+    job_list *queues[2] = {&x->qd, &x->qp};
+    size_t limits[2] = {x->max_parallel + x->max_demand, x->max_parallel};
+    for (int q = 0; q < 2; q++) {
+        job *j = queues[q]->head;
+        while (j && k < cap && x->active.n < limits[q]) {
+            job *next = j->next;
+            if (may_start(x, j, denied, sizeof denied)) {
+                list_remove(queues[q], j);
+                j->state = J_RUNNING;
+                j->start_ns = now;
+                list_push(&x->active, j);
+                out[k++] = j;
+            } else if (now + THROTTLE_POLL_NS < *next_wake) {
+                *next_wake = now + THROTTLE_POLL_NS;
+            }
+            j = next;
+        }
     }
     return k;
 }
@@ -250,6 +290,13 @@ static void *io_thread(void *arg)
             job *j = (job *)(void *)t; /* t is the job's first member */
             double delay;
             finished = 1;
+            /* the host's answer moves its window: a 503 (SlowDown) or 429
+             * lowers it, any other answer lets it grow */
+            long code = 0;
+            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+            thr_release(x, j, code == 503 || code == 429 ? ZPI_THR_SLOWDOWN
+                              : code > 0                 ? ZPI_THR_OK
+                                                         : ZPI_THR_OTHER);
             zpi_tx_decision d = zpi_tx_finish(t, cc, &delay);
             if (d == ZPI_TX_RETRY) {
                 pthread_mutex_lock(&x->mu);
@@ -286,6 +333,12 @@ static void *io_thread(void *arg)
 zp_status zpi_xfer_create(zpi_storage *s, unsigned max_parallel, unsigned max_demand,
                           zpi_xfer **out, zpi_err *err)
 {
+    return zpi_xfer_create_shared(s, max_parallel, max_demand, NULL, out, err);
+}
+
+zp_status zpi_xfer_create_shared(zpi_storage *s, unsigned max_parallel, unsigned max_demand,
+                                 const char *throttle_dir, zpi_xfer **out, zpi_err *err)
+{
     *out = NULL;
     if (max_parallel == 0)
         return zpi_err_set(err, ZP_ERR_INVALID, "transfers: max_parallel = 0: must be at least 1");
@@ -293,11 +346,17 @@ zp_status zpi_xfer_create(zpi_storage *s, unsigned max_parallel, unsigned max_de
     if (!x)
         return zpi_err_set(err, ZP_ERR_NOMEM, "transfers: out of memory");
     x->s = s;
+    x->th = zpi_throttle_create(throttle_dir);
+    if (!x->th) {
+        free(x);
+        return zpi_err_set(err, ZP_ERR_NOMEM, "transfers: out of memory");
+    }
     x->max_parallel = max_parallel;
     x->max_demand = max_demand;
     zp_hist_init(&x->st.latency_ns);
     x->multi = curl_multi_init();
     if (!x->multi) {
+        zpi_throttle_destroy(x->th);
         free(x);
         return zpi_err_set(err, ZP_ERR_NOMEM, "transfers: cannot create a libcurl multi handle");
     }
@@ -308,6 +367,7 @@ zp_status zpi_xfer_create(zpi_storage *s, unsigned max_parallel, unsigned max_de
     if (rc != 0) {
         pthread_mutex_destroy(&x->mu);
         curl_multi_cleanup(x->multi);
+        zpi_throttle_destroy(x->th);
         free(x);
         return zpi_err_set(err, ZP_ERR_NOMEM, "transfers: cannot start the I/O thread: %s",
                            strerror(rc));
@@ -327,6 +387,7 @@ void zpi_xfer_destroy(zpi_xfer *x)
     pthread_join(x->thread, NULL);
     curl_multi_cleanup(x->multi);
     pthread_mutex_destroy(&x->mu);
+    zpi_throttle_destroy(x->th);
     free(x);
 }
 
@@ -344,6 +405,7 @@ zp_status zpi_xfer_submit(zpi_xfer *x, const zpi_xfer_job *jb, uint64_t *id, zpi
         job_free(j);
         return st;
     }
+    zpi_throttle_host(jb->spec, x->s->s3_endpoint, j->host, sizeof j->host);
     j->demand = jb->demand;
     j->done = jb->done;
     j->user = jb->user;

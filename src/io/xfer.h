@@ -6,7 +6,10 @@
  * state (curl_global_init is not called here; libcurl >= 7.84 initialises
  * itself thread-safely). Jobs are queued; at most max_parallel run at once,
  * demand jobs (a fetch waiting on the shard) first and, when every slot is
- * busy with prefetches, in up to max_demand extra slots.
+ * busy with prefetches, in up to max_demand extra slots. Each host's
+ * requests are also kept within its window (throttle.h: lowered by 503
+ * SlowDown / 429 answers, raised again by the others), shared by the
+ * node's processes.
  *
  * Each transfer is one request's tries (request.h): connect timeout and low-speed abort from the settings; on a
  * timeout, a connection error, a short body, HTTP 408/429/5xx: retry after
@@ -69,6 +72,11 @@ typedef struct zpi_xfer_stats {
 /* s is borrowed (must outlive the zpi_xfer). Starts the I/O thread. */
 zp_status zpi_xfer_create(zpi_storage *s, unsigned max_parallel, unsigned max_demand,
                           zpi_xfer **out, zpi_err *err);
+/* The same, with the hosts' windows (throttle.h) shared by the node's
+ * processes through files in throttle_dir (the shard cache folder; NULL:
+ * this process's own windows, as zpi_xfer_create). */
+zp_status zpi_xfer_create_shared(zpi_storage *s, unsigned max_parallel, unsigned max_demand,
+                                 const char *throttle_dir, zpi_xfer **out, zpi_err *err);
 /* Cancels queued and running jobs (their done gets ZP_ERR_STATE "cancelled"),
  * joins the thread. NULL accepted. */
 void zpi_xfer_destroy(zpi_xfer *x);

@@ -14,6 +14,12 @@ headers and body. A path of the form /f/<faults>/<path> serves <path> with fault
     badlen                   a Content-Length larger than the body, body sent, then close
     corrupt                  the body with some bytes flipped (same length)
     slowfirst:<ms>, delay:<ms>  wait before the status line
+    slowdown:<r>             a request rate limit: r requests a second, a token bucket
+                             shared by every path of the same fault list, refilled at r a
+                             second and holding a burst of max(1, r/4) requests (a quarter
+                             of a second of them; full at the first request); a request
+                             with no token left is answered at once (no delay) 503 with
+                             S3's SlowDown error and Retry-After: 1 (use *0: every request)
 
 Each fault has its own counter per (fault list, real path) and applies to the first
 <count> requests (default 1; 0 = every request). The timing kinds (slowfirst, delay)
@@ -28,7 +34,9 @@ signs the proxy's address as Host), so the proxy can stand in front of the S3
 server to count its requests; the path of a bucket listing is counted as /<bucket>.
 
 Admin: GET /__stats -> {"GET": {path: n}, "HEAD": {path: n}, "bytes": {path: body bytes}},
-counted per real path; POST /__reset clears the counts and the fault counters. Both
+counted per real path; GET /__events -> [[seconds, status, path], ...]: every request's
+arrival (seconds since the proxy started) and the status answered, for rates; POST
+/__reset clears the counts, the events and the fault counters. All three
 take an optional ?prefix=/p/ limiting them to real paths starting with /p/ (so parallel
 tests do not disturb each other).
 
@@ -55,12 +63,16 @@ FORWARD_HEADERS = ("Range", "If-Range", "If-None-Match", "If-Modified-Since",
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "proxy-connection",
                "te", "trailer", "upgrade"}
 STATUS_KINDS = {"500", "503", "403", "404", "429"}
+RATE_KINDS = {"slowdown"}
+SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+                 b'<Message>Please reduce your request rate.</Message></Error>')
+MAX_EVENTS = 500000
 # redirect: after the waits, 307 to the same path at the upstream (nginx), so
 # that the bytes come from nginx while every request still pays the waits
 REDIRECT_KINDS = {"redirect"}
 BODY_KINDS = {"reset", "stall", "short", "badlen", "corrupt"}
 TIMING_KINDS = {"slowfirst", "delay"}
-NEEDS_ARG = {"429", "reset", "stall", "short", "slowfirst", "delay"}
+NEEDS_ARG = {"429", "reset", "stall", "short", "slowfirst", "delay", "slowdown"}
 
 
 class FaultError(ValueError):
@@ -80,7 +92,7 @@ def parse_faults(text):
                 raise FaultError("bad count in %r" % text)
             count = int(c)
         kind, _, arg = tok.partition(":")
-        if kind not in STATUS_KINDS | BODY_KINDS | TIMING_KINDS | REDIRECT_KINDS:
+        if kind not in STATUS_KINDS | BODY_KINDS | TIMING_KINDS | REDIRECT_KINDS | RATE_KINDS:
             raise FaultError("unknown fault kind %r" % kind)
         if kind in NEEDS_ARG:
             if not arg.isdigit():
@@ -107,7 +119,10 @@ class State:
                 self.counts = {"GET": {}, "HEAD": {}}
                 self.bytes = {}
                 self.used = {}
+                self.buckets = {}
+                self.events = []
                 return
+            self.events = [e for e in self.events if not e[2].startswith(prefix)]
             for table in (self.counts["GET"], self.counts["HEAD"], self.bytes):
                 for k in [k for k in table if k.startswith(prefix)]:
                     del table[k]
@@ -123,6 +138,25 @@ class State:
         if n:
             with self.lock:
                 self.bytes[path] = self.bytes.get(path, 0) + n
+
+    def over_rate(self, key, rate):
+        """Token bucket `key` (rate a second, a burst of a quarter of a second of it): True
+        when this request is over the rate (no token left)."""
+        now = time.monotonic()
+        cap = max(1.0, rate / 4.0)
+        with self.lock:
+            tokens, last = self.buckets.get(key, (cap, now))
+            tokens = min(cap, tokens + (now - last) * rate)
+            over = tokens < 1.0
+            if not over:
+                tokens -= 1.0
+            self.buckets[key] = (tokens, now)
+            return over
+
+    def event(self, t, code, path):
+        with self.lock:
+            if len(self.events) < MAX_EVENTS:
+                self.events.append((t, code, path))
 
     def take(self, key, count):
         """Uses one application of fault `key`; False when its count is used up."""
@@ -217,6 +251,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         prefix = q.get("prefix", [""])[0]
         if url.path == "/__stats" and method == "GET":
             self.send_json(self.server.state.snapshot(prefix))
+        elif url.path == "/__events" and method == "GET":
+            st = self.server.state
+            with st.lock:
+                ev = [[round(t - self.server.t0, 4), c, p] for t, c, p in st.events
+                      if p.startswith(prefix)]
+            self.send_json(ev)
         elif url.path == "/__reset" and method == "POST":
             n = int(self.headers.get("Content-Length") or 0)
             if n:
@@ -260,6 +300,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         real = urllib.parse.urlsplit(path).path
         st = self.server.state
         st.count(method, real)
+        arrival = time.monotonic()
 
         # which faults this request gets
         wait_ms = self.server.delay_ms
@@ -269,12 +310,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if kind in TIMING_KINDS:
                 if st.take(key, count):
                     wait_ms += arg
+            elif outcome is None and kind in RATE_KINDS:
+                if st.peek(key, count) and st.over_rate(fault_text, arg):
+                    st.take(key, count)
+                    outcome = (kind, arg)
             elif outcome is None and st.peek(key, count):
                 if kind in STATUS_KINDS or kind in REDIRECT_KINDS:
                     st.take(key, count)
                     outcome = (kind, arg)
                 elif method == "GET":
                     outcome = (kind, arg, key, count)  # taken once the body is known
+        if outcome and outcome[0] in RATE_KINDS:
+            wait_ms = 0  # refused at once, as a store does
         if wait_ms:
             time.sleep(wait_ms / 1000.0)
         head = method == "HEAD"
@@ -285,8 +332,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        if outcome and outcome[0] in RATE_KINDS:
+            st.event(arrival, 503, real)
+            self.send_response(503, "Slow Down")
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(SLOWDOWN_BODY)))
+            self.send_header("Retry-After", "1")
+            self.end_headers()
+            if not head:
+                self.wfile.write(SLOWDOWN_BODY)
+            return
         if outcome and outcome[0] in STATUS_KINDS:
             code = int(outcome[0])
+            st.event(arrival, code, real)
             extra = [("Retry-After", str(outcome[1]))] if code == 429 else []
             return self.send_page(code, extra, head)
 
@@ -305,6 +363,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.log_error("upstream %s %s: %s", method, path, e)
             self.close_connection = True
             return self.send_page(502, head=head)
+        st.event(arrival, resp.status, real)
         try:
             self.relay(resp, real, head, outcome)
         finally:
@@ -384,6 +443,7 @@ class Server(http.server.ThreadingHTTPServer):
         self.forward_all = forward_all
         self.delay_ms = delay_ms
         self.state = State()
+        self.t0 = time.monotonic()
         self.stopping = threading.Event()
         self.logfile = logfile
         self.loglock = threading.Lock()

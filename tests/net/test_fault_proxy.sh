@@ -7,7 +7,7 @@
 #     byte counts of reset/stall/short/badlen, corrupt differs at the same length,
 #     slowfirst/delay wait, counts (*N, *0) and per-URL counters, HEAD does not use up
 #     a body fault, a resumed Range after a reset completes the file, a bad fault list
-#     is 400;
+#     is 400; slowdown (a rate limit: 503 SlowDown at once) and /__events;
 #  3. /__stats counts GET and HEAD per real path and the body bytes; /__reset?prefix=
 #     clears counts and fault counters of that prefix only;
 #  4. https works with ZT_CA and fails without it;
@@ -177,6 +177,21 @@ req "$P/f/500/$A"
 check "after the reset the fault counter starts again (500)" '[[ $CODE == 500 ]]'
 code=$(curl -s -o /dev/null -w '%{http_code}' "$P/__reset")
 check "GET /__reset is not a reset (404)" '[[ $code == 404 ]]'
+
+# slowdown:R, a token bucket of R a second (a burst of max(1, R/4)): at 1 a
+# second the first request passes, the next one at once is refused with
+# S3's SlowDown and Retry-After: 1, at once (without the list's delay);
+# /__events has both, with their status
+mkdir -p "$ROOT/$sub/sd"
+head -c 100 /dev/urandom >"$ROOT/$sub/sd/b.bin"
+req "$P/f/slowdown:1*0,delay:300*0/$sub/sd/b.bin"
+check "slowdown:1: the first request passes (200)" '[[ $CODE == 200 ]]'
+req "$P/f/slowdown:1*0,delay:300*0/$sub/sd/b.bin"
+check "slowdown:1: the next one: 503 SlowDown, Retry-After: 1, at once (${TTFB}s)" \
+  '[[ $CODE == 503 && $(hdr Retry-After) == 1 ]] && grep -q SlowDown "$T/body" && awk "BEGIN{exit !($TTFB < 0.25)}"'
+ev=$(curl -s "$P/__events?prefix=/$sub/sd/")
+check "/__events?prefix=: both requests, in order, with their status" \
+  'python3 -c "import json, sys; e = json.loads(sys.argv[1]); sys.exit(0 if [x[1] for x in e] == [200, 503] and e[0][0] <= e[1][0] else 1)" "$ev"'
 
 # ---------------------------------------------------------------- 4. https
 req --cacert "$CA" "$HTTPS/$F"
