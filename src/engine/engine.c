@@ -78,6 +78,7 @@ struct zpi_engine {
     size_t pf_buf_max, pf_par_max;
     unsigned pf_raises;
     char pf_why[200];
+    int pf_started_at_cap; /* remote shards: the look-ahead started at its cap */
     _Atomic uint64_t sync_load_ns;
     uint64_t tune_load0;
 
@@ -544,6 +545,10 @@ static zp_status drain_one(zpi_engine *e, zpi_chunk *c)
 
 /* The tuner's stretch: at least this long and this many chunks drained. */
 #define TUNE_SPAN_NS (50 * 1000000ull)
+/* Downloads at once under an automatic look-ahead, at least: enough to
+ * keep an object store of ~50 ms a request busy (bench/prefetch/run.sh);
+ * a store that throttles lowers it (docs/storage.md, "Throttling"). */
+#define AUTO_DOWNLOADS 16u
 #define TUNE_CHUNKS 4
 
 /* Under mu, at the end of a tuning stretch: the automatic prefetch
@@ -574,7 +579,7 @@ static void tune_prefetch_locked(zpi_engine *e, double stall, double load, doubl
                 "units",
                 b0, e->prefetch_buffer, p0, e->prefetch_parallelism,
                 (unsigned long long)e->next_seq, 100.0 * stall, span * 1e-6, 100.0 * load);
-    } else if (e->pf_raises == 0) {
+    } else if (e->pf_raises == 0 && !e->pf_started_at_cap) {
         zpi_fmt(e->pf_why, sizeof e->pf_why,
                 "kept look-ahead %zu positions, %zu tasks: the consumer waited %.1f%% of the last "
                 "%.0f ms, fetch spent %.0f%% of it getting shard units%s",
@@ -755,9 +760,14 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
         .storage = zpi_dataset_storage(ds),
         .shards = tab,
         .n_shards = n,
-        /* downloads at once: the look-ahead's tasks (at their cap when
-         * automatic) */
-        .parallelism = (unsigned)(plan->prefetch_parallelism_max   ? plan->prefetch_parallelism_max
+        /* downloads at once: the look-ahead's tasks; when automatic, at
+         * least AUTO_DOWNLOADS (a download waits on the network, not on a
+         * core: the tasks' cap, the thread count, would leave a store's
+         * latency uncovered) */
+        .parallelism = (unsigned)(plan->prefetch_parallelism_max
+                                      ? (plan->prefetch_parallelism_max > AUTO_DOWNLOADS
+                                             ? plan->prefetch_parallelism_max
+                                             : AUTO_DOWNLOADS)
                                   : plan->prefetch_parallelism ? plan->prefetch_parallelism
                                                                : 1),
         .demand_slots = (unsigned)(fpar ? fpar : 1),
@@ -877,6 +887,19 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         const uint64_t cap = per_unit * (block + 1) + (uint64_t)e->chunk_samples * e->W;
         if (cap < e->pf_buf_max)
             e->pf_buf_max = (size_t)cap;
+        /* remote shards: the look-ahead starts at its cap. What it
+         * prefetches is downloads into the disk cache (bounded by its
+         * limit), not decoded memory, and rising from 0 one tuning period
+         * at a time would leave the first seconds to one demand download
+         * at a time (bench/prefetch/run.sh) */
+        if (e->fetcher) {
+            e->prefetch_buffer = e->pf_buf_max;
+            e->pf_started_at_cap = 1;
+            zpi_fmt(e->pf_why, sizeof e->pf_why,
+                    "started at its cap of %zu positions: the dataset has remote shards, whose "
+                    "look-ahead downloads into the disk cache, not memory",
+                    e->pf_buf_max);
+        }
     }
     if (plan->observe && (st = zpi_obs_create(e->threads, &e->obs)) != ZP_OK) {
         zpi_err_set(err, st, "cannot start the pipeline: observability: %s", zp_status_str(st));

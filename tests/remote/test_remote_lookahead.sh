@@ -8,7 +8,8 @@
 # at most 64 shards per admission, the first chunks' shards were fetched one
 # at a time on demand: about 55 s). The pending prefetches hold no cache
 # entry: the run needs no more file descriptors than with a short
-# look-ahead (ulimit -n 64). Same sample ids as the local run.
+# look-ahead (ulimit -n 64). Same sample ids as the local run. Then the
+# same with --prefetch auto.
 set -u
 Z=${1:?usage: test_remote_lookahead.sh PATH_TO_ZEPHON}
 . "$(dirname "$0")/../testlib.sh"
@@ -35,5 +36,29 @@ echo "# $n downloads arrived within $span s"
 check "each shard downloaded once ($n)" '[[ $n -eq 240 ]]'
 check "downloads in parallel from the start ($span s <= 18 s)" \
   'python3 -c "import sys; sys.exit(0 if float(\"$span\") <= 18 else 1)"'
+
+# --prefetch auto: over remote shards the automatic look-ahead starts at its
+# cap (its downloads go to the disk cache, not memory) with at least 16
+# downloads at once, so it keeps up with the fixed 4096:16 from the start;
+# the metrics say so (when it started from 0 and rose a tuning period at a
+# time, with as many downloads as threads, it took 83 s)
+proxy_reset
+( ulimit -n 64; timeout 120 "$Z" run "$T/slow.json" $RUN $FAST --cache-dir "$T/c2" \
+    --prefetch auto --emit-ids "$T/auto" --metrics-out "$T/m.json" ) >"$T/run.out" 2>&1 ||
+  { bad "remote run, --prefetch auto"; tail -5 "$T/run.out"; }
+ids_of "$T/auto/rank-0.ids" > "$T/auto.ids" 2>/dev/null
+check "--prefetch auto: same sample ids, same order as local" 'cmp -s "$T/local.ids" "$T/auto.ids"'
+read -r n span <<<"$(curl -s --max-time 5 "$PROXY/__events?prefix=/$PFX/" | python3 -c "
+import json, sys
+t = sorted(e[0] for e in json.load(sys.stdin) if e[1] == 200)
+print(len(t), '%.1f' % (t[-1] - t[0]) if t else 999)")"
+echo "# --prefetch auto: $n downloads arrived within $span s"
+check "--prefetch auto: each shard downloaded once ($n), in parallel from the start ($span s <= 18 s)" \
+  '[[ $n -eq 240 ]] && python3 -c "import sys; sys.exit(0 if float(\"$span\") <= 18 else 1)"'
+check "--prefetch auto: the metrics say the look-ahead started at its cap" \
+  'python3 -c "
+import json, sys
+t = [e for e in json.load(open(sys.argv[1]))[\"metrics\"][\"tuning\"] if e[\"op\"] == \"prefetch\" and e[\"setting\"] == \"look_ahead\"]
+sys.exit(0 if t and t[0][\"auto\"] and \"started at its cap\" in t[0][\"why\"] and t[0][\"value\"] == t[0][\"cap\"] else 1)" "$T/m.json"'
 proxy_reset  # its many paths out of the proxy's counts (other tests list them all)
 finish
