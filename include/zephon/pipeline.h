@@ -128,6 +128,9 @@ ZP_API void zp_pipeline_destroy(zp_pipeline *p);
  * Every parallelism may be ZP_AUTO: tuned while running (from 1, up to the
  * team's threads; a map callback must then be safe to call concurrently,
  * as with any parallelism above 1). */
+/* zp_pipeline_prefetch: the look-ahead of shard loads (buffer_size samples
+ * ahead of fetch, parallelism loads at once; buffer_size 0: off, the
+ * default; docs/pipeline.md, "Autotune"). */
 ZP_API zp_status zp_pipeline_prefetch(zp_pipeline *p, size_t buffer_size, size_t parallelism);
 ZP_API zp_status zp_pipeline_fetch(zp_pipeline *p, size_t parallelism);
 /* Append a map operator (at most 8). name may be NULL ("map_transform"). */

@@ -288,7 +288,8 @@ class Pipeline(_core.Pipeline):
         """Download/open shards `buffer_size` samples ahead of fetch, with
         `parallelism` concurrent loads. Either may be "auto": raised while
         running when the loop waits while fetch waits for shard loads
-        (docs/pipeline.md, "Autotune"); prefetch("auto") makes both automatic."""
+        (docs/pipeline.md, "Autotune"); prefetch("auto") makes both automatic.
+        Without this call the look-ahead is off."""
         if buffer_size == "auto" and parallelism == 1:
             parallelism = "auto"
         buf = -2 if buffer_size == "auto" else buffer_size

@@ -624,7 +624,7 @@ static int run_make_pipeline(run_ctx *x)
         return run_pipeline_error(x, st);
     if (o->balance && (st = zp_pipeline_balance(p, o->balance)) != ZP_OK)
         return run_pipeline_error(x, st);
-    if (o->prefetch_buffer &&
+    if (o->prefetch_set &&
         (st = zp_pipeline_prefetch(p, o->prefetch_buffer, o->prefetch_parallelism)) != ZP_OK)
         return run_pipeline_error(x, st);
     int observing = o->observe >= 0 || o->metrics_out || o->report;

@@ -78,10 +78,10 @@ void cli_run_usage(FILE *f)
         "                          between them so the costliest is as cheap as the\n"
         "                          window allows (gradient accumulation; docs/packing.md)\n"
         "  --microbatch N          rows per batch (default 32)\n"
-        "  --prefetch N[:P]        load the shards of the next N samples ahead of fetch,\n"
-        "                          with P loads at once (default P 1; default off); N or\n"
-        "                          P auto: raised while running when fetch waits for\n"
-        "                          shard loads (--prefetch auto: both; docs/pipeline.md)\n"
+        "  --prefetch N[:P]|off    load the shards of the next N samples ahead of fetch,\n"
+        "                          with P loads at once (default P 1); N or P auto:\n"
+        "                          raised while running when fetch waits for shard loads\n"
+        "                          (--prefetch auto: both; docs/pipeline.md); default off\n"
         "  --prefetch-batches N|auto finished batches buffered (default auto: from 2,\n"
         "                          deepened while the loop waits in bursts; docs/pipeline.md)\n"
         "  --chunk-samples N       samples per task (default 64)\n"
@@ -545,7 +545,12 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
         NUM(o->pc.seq_len, 1, MAX_ROWS);
     else if (!strcmp(a, "--microbatch"))
         NUM(o->pc.microbatch_size, 1, MAX_ROWS);
-    else if (!strcmp(a, "--prefetch")) {
+    else if (!strcmp(a, "--prefetch") && v && !strcmp(v, "off")) {
+        o->prefetch_buffer = 0;
+        o->prefetch_parallelism = 1;
+        o->prefetch_set = 1;
+        used = 2;
+    } else if (!strcmp(a, "--prefetch")) {
         char n[32];
         uint64_t par = v && !strncmp(v, "auto", 4) ? ZP_AUTO : 1; /* auto: auto:auto */
         if (name_par(a, v, n, sizeof n, &par) != 0)
@@ -556,6 +561,7 @@ static int opt_pipeline(cli_run_opts *o, const char *a, const char *v)
             return -1;
         o->prefetch_buffer = u;
         o->prefetch_parallelism = par;
+        o->prefetch_set = 1;
         used = 2;
     } else if (!strcmp(a, "--prefetch-batches") && v && !strcmp(v, "auto")) {
         o->pc.prefetch_batches = ZP_PREFETCH_AUTO;

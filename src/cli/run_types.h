@@ -83,6 +83,7 @@ typedef struct cli_run_opts {
     uint64_t tok_parallelism;
     int64_t tok_eot, tok_bos; /* --eot, --bos (-1: none); ZP_TOKEN_DEFAULT when not given */
     uint64_t prefetch_buffer, prefetch_parallelism; /* --prefetch N[:P]; 0: off */
+    int prefetch_set;                               /* --prefetch given (else the default) */
     const char *field;
     zp_pack_mode pack; /* 0: default */
     uint64_t pack_window; /* --pack bestfit:N; 0: ZP_PACK_WINDOW_DEFAULT */

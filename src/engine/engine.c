@@ -887,6 +887,17 @@ zp_status zpi_engine_start(const zpi_engine_plan *plan, zpi_outq *q, zpi_engine 
         const uint64_t cap = per_unit * (block + 1) + (uint64_t)e->chunk_samples * e->W;
         if (cap < e->pf_buf_max)
             e->pf_buf_max = (size_t)cap;
+        /* remote shards: the look-ahead's downloads wait in the disk cache,
+         * which the node's ranks share: when its limit does not hold the
+         * dataset, the cap covers at most the shards a quarter of it holds
+         * (at least a chunk), so that they are not evicted before their use */
+        int all = 1;
+        const uint64_t fit = e->fetcher ? zpi_fetcher_limit_shards(e->fetcher, &all) : 0;
+        if (!all) {
+            const uint64_t room = fit / 4 * per_unit, lo = e->chunk_samples;
+            if (e->pf_buf_max > (room > lo ? room : lo))
+                e->pf_buf_max = (size_t)(room > lo ? room : lo);
+        }
         /* remote shards: the look-ahead starts at its cap. What it
          * prefetches is downloads into the disk cache (bounded by its
          * limit), not decoded memory, and rising from 0 one tuning period

@@ -930,6 +930,22 @@ zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism
     return ZP_OK;
 }
 
+uint64_t zpi_fetcher_limit_shards(const zpi_fetcher *f, int *all)
+{
+    uint64_t total = 0, n = 0;
+    for (size_t i = 0; i < f->n; i++)
+        if (f->slots[i].key) {
+            total += f->slots[i].sh.bytes;
+            n++;
+        }
+    uint64_t limit = zpi_storage_config(f->st)->cache_limit_bytes;
+    *all = limit >= total;
+    if (!n || !total)
+        return n ? n : 1;
+    uint64_t fit = limit / (total / n ? total / n : 1);
+    return fit < 1 ? 1 : fit > n ? n : fit;
+}
+
 void zpi_fetcher_stats_get(zpi_fetcher *f, zpi_fetcher_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -109,6 +109,9 @@ void zpi_fetcher_cancel(zpi_fetcher *f);
  * each as large as the largest remote shard. ZP_ERR_INVALID naming the
  * setting, what it needs and why, when it is smaller. */
 zp_status zpi_fetcher_check_limit(const zpi_fetcher *f, size_t fetch_parallelism, zpi_err *err);
+/* How many remote shards of the average size the cache limit holds (at
+ * least 1), and in *all whether it holds every remote shard. */
+uint64_t zpi_fetcher_limit_shards(const zpi_fetcher *f, int *all);
 
 zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t shard, zpi_fetch_pin *pin, zpi_err *err);
 /* corrupt: the reader found the file bad (a format error on a shard with a
