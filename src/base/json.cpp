@@ -115,24 +115,32 @@ extern "C" zp_status zpi_json_parse(zpi_json *j, const char *buf, size_t len, zp
     }
 }
 
+/* The value of top-level key `key` of the parsed document into *v: ZP_OK,
+ * ZP_END when absent, ZP_ERR_STATE without a document, ZP_ERR_FORMAT. */
+static zp_status lookup(zpi_json *j, const char *key, simdjson::dom::element *v)
+{
+    if (!j->have_doc)
+        return ZP_ERR_STATE;
+    simdjson::dom::object obj;
+    if (j->doc.get_object().get(obj))
+        return ZP_ERR_STATE;
+    /* at_key compares against the unescaped key, exactly; the first of
+     * duplicate keys wins. */
+    simdjson::error_code e = obj.at_key(std::string_view(key, std::strlen(key))).get(*v);
+    if (e == simdjson::NO_SUCH_FIELD)
+        return ZP_END;
+    return e ? ZP_ERR_FORMAT : ZP_OK;
+}
+
 extern "C" zp_status zpi_json_get_string(zpi_json *j, const char *key, const char **s, size_t *n)
 {
     if (!j || !key || !s || !n)
         return ZP_ERR_INVALID;
-    if (!j->have_doc)
-        return ZP_ERR_STATE;
     try {
-        simdjson::dom::object obj;
-        if (j->doc.get_object().get(obj))
-            return ZP_ERR_STATE;
         simdjson::dom::element v;
-        /* at_key compares against the unescaped key, exactly; the first of
-         * duplicate keys wins. */
-        simdjson::error_code e = obj.at_key(std::string_view(key, std::strlen(key))).get(v);
-        if (e == simdjson::NO_SUCH_FIELD)
-            return ZP_END;
-        if (e)
-            return ZP_ERR_FORMAT;
+        zp_status st = lookup(j, key, &v);
+        if (st != ZP_OK)
+            return st;
         std::string_view sv;
         if (v.get_string().get(sv))
             return ZP_ERR_FORMAT;
@@ -150,20 +158,13 @@ extern "C" zp_status zpi_json_get_ids(zpi_json *j, const char *key,
 {
     if (!j || !key || !room || !n || !bad_at)
         return ZP_ERR_INVALID;
-    if (!j->have_doc)
-        return ZP_ERR_STATE;
     *n = 0;
     *bad_at = 0;
     try {
-        simdjson::dom::object obj;
-        if (j->doc.get_object().get(obj))
-            return ZP_ERR_STATE;
         simdjson::dom::element v;
-        simdjson::error_code e = obj.at_key(std::string_view(key, std::strlen(key))).get(v);
-        if (e == simdjson::NO_SUCH_FIELD)
-            return ZP_END;
-        if (e)
-            return ZP_ERR_FORMAT;
+        zp_status st = lookup(j, key, &v);
+        if (st != ZP_OK)
+            return st;
         simdjson::dom::array arr;
         if (v.get_array().get(arr))
             return ZP_ERR_UNSUPPORTED;
