@@ -70,6 +70,15 @@ typedef struct pq_col {
     /* where the next row starts (zpi_pq_read_rows reads consecutive ranges) */
     uint64_t row_pos;
     size_t lev_pos, val_pos;
+    /* the column chunk, decoded page by page as rows are asked for
+     * (decode_more): its stored bytes (in bufs[ck_buf]), the next page's
+     * offset in them, and the complete rows decoded so far */
+    uint8_t *ck;
+    size_t ck_len, ck_pos, ck_values, ck_buf;
+    uint64_t ck_start;
+    int ck_keep, ck_raw_used, ck_done;
+    size_t ck_lev_seen;   /* levels counted for ck_rows_started */
+    uint64_t ck_rows_started, ck_rows;
 } pq_col;
 
 struct zpi_pq_file {
@@ -1291,7 +1300,10 @@ static zp_status v1_levels(pq_ctx *x, const uint8_t **p, size_t *n, const uint8_
 }
 
 /* Reads and decodes column chunk c of row group g into f->cols[c]. */
-static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) {
+/* Opens column c of row group g for decoding: its stored bytes read, no
+ * page decoded yet (decode_more decodes them as rows are asked for, so that
+ * the first segment of a large row group does not pay for all of it). */
+static zp_status open_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) {
     pq_ctx x = {f, g, c, 0, err};
     const zpi_pq_chunk_meta *cm = &f->meta.rgs[g].cols[c];
     const pq_leaf *l = &f->leaves[c];
@@ -1308,27 +1320,62 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
         return page_err(&x, "column chunk of %lld values: unsupported (limit %zu)",
                         (long long)cm->num_values, PQ_MAX_LEVELS);
     size_t len = (size_t)cm->total_compressed;
-    size_t chunk_values = (size_t)cm->num_values;
     uint8_t *buf = malloc(len);
     if (!buf || col_keep(col, buf)) {
         free(buf);
         return nomem(&x);
     }
-    size_t buf_at = col->n_bufs - 1;
-    ZPI_FORWARD_IF_ERR(pread_all(f, buf, len, (uint64_t)start, err));
+    col->ck = buf;
+    col->ck_buf = col->n_bufs - 1;
+    col->ck_len = len;
+    col->ck_pos = 0;
+    col->ck_start = (uint64_t)start;
+    col->ck_values = (size_t)cm->num_values;
     /* Byte-array values point into their pages: a decompressed page is kept
      * with the row group, and the stored chunk too when a page is stored
      * uncompressed (raw_used). Fixed-width values are copied out: their
      * pages are decompressed into the file's scratch, and the stored chunk
      * is freed once decoded. */
-    int keep = l->ptype == ZPI_PQT_BYTE_ARRAY;
-    int raw_used = keep && cm->codec == CODEC_NONE;
-    size_t pos = 0;
-    for (;;) {
+    col->ck_keep = l->ptype == ZPI_PQT_BYTE_ARRAY;
+    col->ck_raw_used = col->ck_keep && cm->codec == CODEC_NONE;
+    col->ck_done = 0;
+    col->ck_lev_seen = 0;
+    col->ck_rows_started = col->ck_rows = 0;
+    return pread_all(f, buf, len, (uint64_t)start, err);
+}
+
+/* Column c's complete rows after a page: all its rows once the chunk is
+ * decoded; before, for a repeated column, the rows started but the last
+ * (it may go on in the next page). */
+static void count_rows(const pq_leaf *l, pq_col *col) {
+    if (!l->max_rep) {
+        col->ck_rows = l->max_def ? col->n_lev : col->n_vals;
+        return;
+    }
+    for (; col->ck_lev_seen < col->n_lev; col->ck_lev_seen++)
+        col->ck_rows_started += col->rep[col->ck_lev_seen] == 0;
+    col->ck_rows = col->ck_done || !col->ck_rows_started ? col->ck_rows_started
+                                                         : col->ck_rows_started - 1;
+}
+
+/* Decodes column c's next pages of row group g until it holds `rows`
+ * complete rows (or all of them); at the chunk's end, checks its row count
+ * against the row group's. */
+static zp_status decode_more(zpi_pq_file *f, size_t g, size_t c, uint64_t rows, zpi_err *err) {
+    pq_ctx x = {f, g, c, 0, err};
+    const zpi_pq_chunk_meta *cm = &f->meta.rgs[g].cols[c];
+    const pq_leaf *l = &f->leaves[c];
+    pq_col *col = &f->cols[c];
+    const uint8_t *buf = col->ck;
+    const size_t len = col->ck_len, chunk_values = col->ck_values;
+    while (!col->ck_done && col->ck_rows < rows) {
         size_t have = l->max_def || l->max_rep ? col->n_lev : col->n_vals;
-        if (have == chunk_values)
+        if (have == chunk_values) {
+            col->ck_done = 1;
             break;
-        x.page_off = (uint64_t)start + pos;
+        }
+        size_t pos = col->ck_pos;
+        x.page_off = col->ck_start + pos;
         if (pos >= len)
             return page_err(&x, "column chunk ends after %zu of its %zu values", have, chunk_values);
         zpi_pq_page_header h;
@@ -1343,6 +1390,7 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
         const uint8_t *raw = buf + pos;
         size_t csz = (size_t)h.compressed_size, usz = (size_t)h.uncompressed_size;
         pos += csz;
+        col->ck_pos = pos;
         if (h.type == ZPI_PQP_INDEX)
             continue;
         if (h.type != ZPI_PQP_DICT && h.type != ZPI_PQP_DATA && h.type != ZPI_PQP_DATA_V2)
@@ -1351,7 +1399,7 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
             return page_err(&x, "page header without its type's header");
         if (h.type == ZPI_PQP_DICT || h.type == ZPI_PQP_DATA) {
             const uint8_t *p;
-            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p, keep));
+            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p, col->ck_keep));
             size_t n = usz;
             if (h.type == ZPI_PQP_DICT) {
                 ZPI_FORWARD_IF_ERR(dict_page(&x, col, &h, p, n));
@@ -1365,6 +1413,7 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
                                          "definition"));
             ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, rl, rl_n, dl, dl_n, p,
                                          n, chunk_values));
+            count_rows(l, col);
             continue;
         }
         /* v2: levels uncompressed before the (maybe compressed) values */
@@ -1376,51 +1425,64 @@ static zp_status decode_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) 
         const uint8_t *vp;
         if (h.is_compressed) {
             ZPI_FORWARD_IF_ERR(
-                decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp, keep));
+                decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp, col->ck_keep));
         } else if (csz != usz) {
             return page_err(&x, "uncompressed v2 page of %zu bytes, its header says %zu", csz, usz);
         } else {
             vp = raw + lv;
-            raw_used |= keep;
+            col->ck_raw_used |= col->ck_keep;
         }
         ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, raw, (size_t)h.rep_len,
                                      raw + h.rep_len, (size_t)h.def_len, vp, usz - lv,
                                      chunk_values));
+        count_rows(l, col);
     }
-    if (!raw_used) {
-        free(col->bufs[buf_at]);
-        col->bufs[buf_at] = NULL;
+    if (!col->ck_done)
+        return ZP_OK;
+    if (col->ck && !col->ck_raw_used) {
+        free(col->bufs[col->ck_buf]);
+        col->bufs[col->ck_buf] = NULL;
     }
-    /* the rows: as many as the row group says */
-    uint64_t rows;
-    if (l->max_rep) {
-        if (col->n_lev && col->rep[0] != 0)
-            return page_err(&x, "column chunk starts inside a row (repetition level %u)",
-                            col->rep[0]);
-        rows = 0;
-        for (size_t i = 0; i < col->n_lev; i++)
-            rows += col->rep[i] == 0;
-    } else {
-        rows = l->max_def ? col->n_lev : col->n_vals;
-    }
-    if (rows != (uint64_t)f->meta.rgs[g].num_rows)
+    col->ck = NULL;
+    count_rows(l, col);
+    if (l->max_rep && col->n_lev && col->rep[0] != 0)
+        return page_err(&x, "column chunk starts inside a row (repetition level %u)", col->rep[0]);
+    if (col->ck_rows != (uint64_t)f->meta.rgs[g].num_rows)
         return page_err(&x, "column chunk holds %llu rows, its row group %lld",
-                        (unsigned long long)rows, (long long)f->meta.rgs[g].num_rows);
+                        (unsigned long long)col->ck_rows, (long long)f->meta.rgs[g].num_rows);
+    col->ck_rows = UINT64_MAX; /* checked: asks of any row are met */
     return ZP_OK;
 }
 
+/* Row group g opened (its chunks read, decoded as rows are asked for:
+ * decode_rows); the one already open is kept. */
 static zp_status load_row_group(zpi_pq_file *f, size_t g, zpi_err *err) {
     if (f->cur_g == (long)g)
         return ZP_OK;
     drop_row_group(f);
     for (size_t c = 0; c < f->n_leaves; c++) {
-        zp_status s = decode_chunk(f, g, c, err);
+        zp_status s = open_chunk(f, g, c, err);
         if (s != ZP_OK) {
             drop_row_group(f);
             return s;
         }
     }
     f->cur_g = (long)g;
+    return ZP_OK;
+}
+
+/* Every column of the open row group g decoded through its row `rows` - 1
+ * (and the start of row `rows`: a repeated column's row is complete only
+ * when the next begins or the chunk ends). On an error the row group is
+ * dropped. */
+static zp_status decode_rows(zpi_pq_file *f, size_t g, uint64_t rows, zpi_err *err) {
+    for (size_t c = 0; c < f->n_leaves; c++) {
+        zp_status s = decode_more(f, g, c, rows, err);
+        if (s != ZP_OK) {
+            drop_row_group(f);
+            return s;
+        }
+    }
     return ZP_OK;
 }
 
@@ -1712,7 +1774,7 @@ zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_
         uint64_t e = rg1 - rg0;
         if (e - a > n - done)
             e = a + (n - done);
-        if ((s = load_row_group(f, g, err)) != ZP_OK)
+        if ((s = load_row_group(f, g, err)) != ZP_OK || (s = decode_rows(f, g, e, err)) != ZP_OK)
             goto fail;
         const char *bad = NULL;
         size_t bc = 0;
