@@ -5,12 +5,14 @@
  * "Parquet", lists what is supported and what is refused).
  *
  * The open reads the footer only (a stat and two preads); rows are then
- * decoded a row group at a time: a read decodes the row groups its range
- * overlaps, whole, and keeps the last one decoded for the next read (so
- * consecutive segments of one row group decode it once). Memory: the
- * footer and one row group's decoded values (string columns keep their
- * pages, which the values point into), plus a column chunk's stored bytes
- * while it is decoded.
+ * read a row group at a time: a read opens the row groups its range
+ * overlaps (their column chunks' stored bytes) and decodes their pages up to
+ * its last row, and keeps the last row group for the next read (so
+ * consecutive segments of one row group decode each page once, and the
+ * first segment does not pay for the whole row group). Memory: the footer
+ * and one row group's values decoded so far (string columns keep their
+ * pages, which the values point into), plus its column chunks' stored
+ * bytes while they are decoded.
  *
  * A zpi_pq_file is used by one thread at a time (not thread-safe); several
  * files may be used by several threads. Errors name the shard and, where
