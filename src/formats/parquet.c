@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -57,6 +58,15 @@ typedef struct pq_leaf {
     int d_list;       /* list columns: the definition level of an empty list */
 } pq_leaf;
 
+/* A decompressed page buffer. */
+typedef struct pq_page {
+    void *p;
+    size_t cap;
+    size_t end_val; /* the column's value count after this page */
+} pq_page;
+
+#define PQ_POOL 8 /* spare page buffers a file keeps */
+
 /* One decoded column chunk. */
 typedef struct pq_col {
     uint8_t *def, *rep; /* n_lev levels each (NULL when the max level is 0) */
@@ -67,6 +77,13 @@ typedef struct pq_col {
     size_t n_dict;
     void **bufs;        /* buffers the values point into */
     size_t n_bufs, cap_bufs;
+    void *map;          /* the stored chunk's pages mapped (NULL: read into bufs) */
+    size_t map_len;
+    /* decompressed data pages the values point into, oldest first, each
+     * with the value count after it: released (to the file's pool) once
+     * the rows read have gone past them */
+    pq_page *pages;
+    size_t n_pages, cap_pages, pages_head;
     /* where the next row starts (zpi_pq_read_rows reads consecutive ranges) */
     uint64_t row_pos;
     size_t lev_pos, val_pos;
@@ -93,6 +110,7 @@ struct zpi_pq_file {
     long cur_g;         /* the decoded row group, -1: none */
     pq_col *cols;
     ZSTD_DCtx *zstd;
+    pq_page pool[PQ_POOL]; /* spare page buffers (p NULL: none), reused warm */
     uint32_t *idx;      /* scratch: dictionary indices, levels */
     size_t cap_idx;
     uint64_t *u64;      /* scratch: delta-decoded integers */
@@ -131,7 +149,50 @@ static int col_keep(pq_col *c, void *buf) {
     return 0;
 }
 
-static void col_clear(pq_col *c) {
+/* A page buffer of at least n bytes: a spare of the pool (the smallest
+ * that fits) or a new one. */
+static void *pool_take(pq_page *pool, size_t n, size_t *cap) {
+    size_t best = PQ_POOL;
+    for (size_t i = 0; i < PQ_POOL; i++)
+        if (pool[i].p && pool[i].cap >= n && (best == PQ_POOL || pool[i].cap < pool[best].cap))
+            best = i;
+    if (best < PQ_POOL) {
+        void *p = pool[best].p;
+        *cap = pool[best].cap;
+        pool[best].p = NULL;
+        return p;
+    }
+    /* a little over n, so that the next slightly larger page fits */
+    *cap = (n + n / 16 + 65535) & ~(size_t)65535;
+    return malloc(*cap);
+}
+
+/* p back to the pool (replacing its smallest spare when full). */
+static void pool_put(pq_page *pool, void *p, size_t cap) {
+    size_t small = 0;
+    for (size_t i = 0; i < PQ_POOL; i++) {
+        if (!pool[i].p) {
+            small = i;
+            break;
+        }
+        if (pool[i].cap < pool[small].cap)
+            small = i;
+    }
+    if (pool[small].p && pool[small].cap >= cap) {
+        free(p);
+        return;
+    }
+    free(pool[small].p);
+    pool[small].p = p;
+    pool[small].cap = cap;
+}
+
+static void col_clear(pq_col *c, pq_page *pool) {
+    for (size_t i = c->pages_head; i < c->n_pages; i++)
+        pool_put(pool, c->pages[i].p, c->pages[i].cap);
+    free(c->pages);
+    if (c->map)
+        munmap(c->map, c->map_len);
     for (size_t i = 0; i < c->n_bufs; i++)
         free(c->bufs[i]);
     free(c->bufs);
@@ -305,6 +366,23 @@ static int ob_grow(obuf *b, size_t extra) {
     size_t nc = b->cap ? b->cap : 65536;
     while (nc < need)
         nc *= 2;
+    char *q = realloc(b->p, nc + ZPI_JSON_PADDING);
+    if (!q)
+        return -1;
+    b->p = q;
+    b->cap = nc;
+    return 0;
+}
+
+/* Room for extra more bytes, allocated once at about that size (not by
+ * doubling: a row group's text is tens of MB, and each doubling copies it
+ * and touches fresh memory). */
+static int ob_reserve(obuf *b, size_t extra) {
+    if (b->cap - b->len >= extra)
+        return 0;
+    if (extra > SIZE_MAX / 2 - b->len)
+        return -1;
+    size_t nc = b->len + extra + extra / 16;
     char *q = realloc(b->p, nc + ZPI_JSON_PADDING);
     if (!q)
         return -1;
@@ -874,7 +952,7 @@ uint64_t zpi_pq_file_size(const zpi_pq_file *f) { return f->size; }
 
 static void drop_row_group(zpi_pq_file *f) {
     for (size_t c = 0; c < f->n_leaves; c++)
-        col_clear(&f->cols[c]);
+        col_clear(&f->cols[c], f->pool);
     f->cur_g = -1;
 }
 
@@ -897,6 +975,8 @@ void zpi_pq_close(zpi_pq_file *f) {
     free(f->u64);
     free(f->u64b);
     free(f->pbuf);
+    for (size_t i = 0; i < PQ_POOL; i++)
+        free(f->pool[i].p);
     free(f->name);
     free(f);
 }
@@ -942,7 +1022,14 @@ static zp_status decompress(pq_ctx *x, pq_col *col, int codec, const uint8_t *sr
     if (usz > PQ_MAX_PAGE)
         return page_err(x, "page of %zu bytes decompressed: over the limit of 256 MiB", usz);
     uint8_t *buf;
-    if (keep) {
+    if (keep == 2) { /* a data page: released once read past (release_pages) */
+        if (grow((void **)&col->pages, &col->cap_pages, col->n_pages + 1, sizeof *col->pages))
+            return nomem(x);
+        size_t cap;
+        if (!(buf = pool_take(x->f->pool, usz, &cap)))
+            return nomem(x);
+        col->pages[col->n_pages++] = (pq_page){buf, cap, SIZE_MAX};
+    } else if (keep) {
         buf = malloc(usz ? usz : 1);
         if (!buf || col_keep(col, buf)) {
             free(buf);
@@ -1320,13 +1407,30 @@ static zp_status open_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) {
         return page_err(&x, "column chunk of %lld values: unsupported (limit %zu)",
                         (long long)cm->num_values, PQ_MAX_LEVELS);
     size_t len = (size_t)cm->total_compressed;
-    uint8_t *buf = malloc(len);
-    if (!buf || col_keep(col, buf)) {
-        free(buf);
-        return nomem(&x);
+    /* The stored bytes are mapped, not copied: no copy and no fresh
+     * anonymous memory for each chunk (the page cache holds them anyway).
+     * Unmapped when the row group is dropped, so a large file's pages do
+     * not pile up in the process. A failed mapping falls back to a read. */
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), moff = (uint64_t)start / pg * pg;
+    size_t mlen = len + (size_t)((uint64_t)start - moff);
+    void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE, f->fd, (off_t)moff);
+    if (m != MAP_FAILED) {
+        col->map = m;
+        col->map_len = mlen;
+        col->ck = (uint8_t *)m + ((uint64_t)start - moff);
+        col->ck_buf = SIZE_MAX;
+        f->bytes_read += len;
     }
-    col->ck = buf;
-    col->ck_buf = col->n_bufs - 1;
+    uint8_t *buf = NULL;
+    if (!col->map) {
+        buf = malloc(len);
+        if (!buf || col_keep(col, buf)) {
+            free(buf);
+            return nomem(&x);
+        }
+        col->ck = buf;
+        col->ck_buf = col->n_bufs - 1;
+    }
     col->ck_len = len;
     col->ck_pos = 0;
     col->ck_start = (uint64_t)start;
@@ -1341,7 +1445,7 @@ static zp_status open_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) {
     col->ck_done = 0;
     col->ck_lev_seen = 0;
     col->ck_rows_started = col->ck_rows = 0;
-    return pread_all(f, buf, len, (uint64_t)start, err);
+    return buf ? pread_all(f, buf, len, (uint64_t)start, err) : ZP_OK;
 }
 
 /* Column c's complete rows after a page: all its rows once the chunk is
@@ -1397,9 +1501,13 @@ static zp_status decode_more(zpi_pq_file *f, size_t g, size_t c, uint64_t rows, 
             return page_err(&x, "unsupported page type %d", h.type);
         if (!h.has_sub)
             return page_err(&x, "page header without its type's header");
+        /* a data page's buffer is released once read past; a dictionary's
+         * is kept with the chunk */
+        const size_t np0 = col->n_pages;
+        const int keep = col->ck_keep ? (h.type == ZPI_PQP_DICT ? 1 : 2) : 0;
         if (h.type == ZPI_PQP_DICT || h.type == ZPI_PQP_DATA) {
             const uint8_t *p;
-            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p, col->ck_keep));
+            ZPI_FORWARD_IF_ERR(decompress(&x, col, cm->codec, raw, csz, usz, &p, keep));
             size_t n = usz;
             if (h.type == ZPI_PQP_DICT) {
                 ZPI_FORWARD_IF_ERR(dict_page(&x, col, &h, p, n));
@@ -1413,6 +1521,8 @@ static zp_status decode_more(zpi_pq_file *f, size_t g, size_t c, uint64_t rows, 
                                          "definition"));
             ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, rl, rl_n, dl, dl_n, p,
                                          n, chunk_values));
+            if (col->n_pages > np0)
+                col->pages[col->n_pages - 1].end_val = col->n_vals;
             count_rows(l, col);
             continue;
         }
@@ -1425,7 +1535,7 @@ static zp_status decode_more(zpi_pq_file *f, size_t g, size_t c, uint64_t rows, 
         const uint8_t *vp;
         if (h.is_compressed) {
             ZPI_FORWARD_IF_ERR(
-                decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp, col->ck_keep));
+                decompress(&x, col, cm->codec, raw + lv, csz - lv, usz - lv, &vp, keep));
         } else if (csz != usz) {
             return page_err(&x, "uncompressed v2 page of %zu bytes, its header says %zu", csz, usz);
         } else {
@@ -1435,13 +1545,18 @@ static zp_status decode_more(zpi_pq_file *f, size_t g, size_t c, uint64_t rows, 
         ZPI_FORWARD_IF_ERR(data_page(&x, col, h.num_values, h.encoding, raw, (size_t)h.rep_len,
                                      raw + h.rep_len, (size_t)h.def_len, vp, usz - lv,
                                      chunk_values));
+        if (col->n_pages > np0)
+            col->pages[col->n_pages - 1].end_val = col->n_vals;
         count_rows(l, col);
     }
     if (!col->ck_done)
         return ZP_OK;
-    if (col->ck && !col->ck_raw_used) {
+    if (col->ck && !col->ck_raw_used && col->ck_buf != SIZE_MAX) {
         free(col->bufs[col->ck_buf]);
         col->bufs[col->ck_buf] = NULL;
+    } else if (col->map && !col->ck_raw_used) {
+        munmap(col->map, col->map_len);
+        col->map = NULL;
     }
     col->ck = NULL;
     count_rows(l, col);
@@ -1731,6 +1846,29 @@ static int emit_rows(zpi_pq_file *f, uint64_t a, uint64_t e, obuf *b, uint64_t *
     return 0;
 }
 
+/* The data pages every column has read past (their values all before the
+ * column's cursor) back to the pool: a row group's decompressed text is not
+ * held whole, and the next pages reuse warm buffers. */
+static void release_pages(zpi_pq_file *f) {
+    for (size_t c = 0; c < f->n_leaves; c++) {
+        pq_col *col = &f->cols[c];
+        while (col->pages_head < col->n_pages &&
+               col->pages[col->pages_head].end_val <= col->val_pos) {
+            pool_put(f->pool, col->pages[col->pages_head].p, col->pages[col->pages_head].cap);
+            col->pages[col->pages_head++].p = NULL;
+        }
+    }
+}
+
+/* Whether row a of the open row group lies before a column's released
+ * pages (a read that goes back: the row group must be decoded again). */
+static int before_released(const zpi_pq_file *f, uint64_t a) {
+    for (size_t c = 0; c < f->n_leaves; c++)
+        if (f->cols[c].pages_head && a < f->cols[c].row_pos)
+            return 1;
+    return 0;
+}
+
 zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_bufs *bufs,
                            zpi_shard *out, zpi_err *err) {
     memset(out, 0, sizeof *out);
@@ -1774,8 +1912,22 @@ zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_
         uint64_t e = rg1 - rg0;
         if (e - a > n - done)
             e = a + (n - done);
+        if (f->cur_g == (long)g && before_released(f, a))
+            drop_row_group(f); /* rows asked again whose pages were released: decoded anew */
         if ((s = load_row_group(f, g, err)) != ZP_OK || (s = decode_rows(f, g, e, err)) != ZP_OK)
             goto fail;
+        /* the rows' JSON, estimated from their share of the row group's
+         * decoded bytes, plus the keys and separators */
+        const zpi_pq_row_group *rg = &f->meta.rgs[g];
+        double est = 0, share = (double)(e - a) / (double)(rg1 - rg0);
+        for (size_t c = 0; c < f->n_leaves; c++)
+            est += share * (double)(rg->cols[c].total_uncompressed > 0
+                                        ? rg->cols[c].total_uncompressed : 0) +
+                   (double)(e - a) * (double)(f->leaves[c].key_len + 8);
+        if (est < 1e12 && ob_reserve(&b, (size_t)est) != 0) {
+            s = fmt_err(f, err, ZP_ERR_NOMEM, "out of memory for rows of row group %zu", g);
+            goto fail;
+        }
         const char *bad = NULL;
         size_t bc = 0;
         uint64_t br = 0;
@@ -1791,6 +1943,7 @@ zp_status zpi_pq_read_rows(zpi_pq_file *f, uint64_t first, uint64_t n, zpi_load_
             drop_row_group(f); /* its cursors are mid-row */
             goto fail;
         }
+        release_pages(f);
         done += e - a;
     }
     offsets[n] = b.len;

@@ -9,10 +9,16 @@
  * overlaps (their column chunks' stored bytes) and decodes their pages up to
  * its last row, and keeps the last row group for the next read (so
  * consecutive segments of one row group decode each page once, and the
- * first segment does not pay for the whole row group). Memory: the footer
- * and one row group's values decoded so far (string columns keep their
- * pages, which the values point into), plus its column chunks' stored
- * bytes while they are decoded.
+ * first segment does not pay for the whole row group). A row group's
+ * column chunks are mapped (mmap), not copied, and unmapped once decoded
+ * (or when the row group is dropped); a failed mapping falls back to
+ * pread. As for every mapped shard (Megatron's), the file must not be
+ * truncated while it is read: a mapped page past its end faults (SIGBUS).
+ * Memory: the footer, the open row group's levels and value references,
+ * and the decompressed pages of string columns from the first row not yet
+ * read on (a page read past goes back to a pool of PQ_POOL spare buffers
+ * that the next pages reuse; a read that goes back before a released page
+ * decodes the row group again).
  *
  * A zpi_pq_file is used by one thread at a time (not thread-safe); several
  * files may be used by several threads. Errors name the shard and, where
