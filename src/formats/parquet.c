@@ -78,7 +78,7 @@ typedef struct pq_col {
     void **bufs;        /* buffers the values point into */
     size_t n_bufs, cap_bufs;
     void *map;          /* the stored chunk's pages mapped (NULL: read into bufs) */
-    size_t map_len;
+    size_t map_len, map_dropped; /* bytes of the mapping given back (decoded) */
     /* decompressed data pages the values point into, oldest first, each
      * with the value count after it: released (to the file's pool) once
      * the rows read have gone past them */
@@ -1549,8 +1549,21 @@ static zp_status decode_more(zpi_pq_file *f, size_t g, size_t c, uint64_t rows, 
             col->pages[col->n_pages - 1].end_val = col->n_vals;
         count_rows(l, col);
     }
-    if (!col->ck_done)
+    if (!col->ck_done) {
+        /* the mapped pages decoded so far leave the process (the page cache
+         * keeps them): a large chunk is not resident whole while decoded */
+        if (col->map && !col->ck_raw_used) {
+            uintptr_t base = (uintptr_t)col->map, upto = (uintptr_t)(col->ck + col->ck_pos);
+            size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+            size_t drop = (size_t)(upto - base) / pg * pg;
+            if (drop > col->map_dropped) {
+                madvise((char *)col->map + col->map_dropped, drop - col->map_dropped,
+                        MADV_DONTNEED);
+                col->map_dropped = drop;
+            }
+        }
         return ZP_OK;
+    }
     if (col->ck && !col->ck_raw_used && col->ck_buf != SIZE_MAX) {
         free(col->bufs[col->ck_buf]);
         col->bufs[col->ck_buf] = NULL;
