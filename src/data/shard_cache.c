@@ -50,7 +50,6 @@
 #include <unistd.h>
 
 #include "data/dataset_internal.h"
-#include "base/filehash.h"
 #include "base/util.h"
 #include "formats/segment.h"
 
@@ -358,23 +357,10 @@ static void src_close(zpi_shard_cache *c, seg_src *src)
 static zp_status check_hash(const char *path, const char *name, const zpi_load_limits *lim,
                             seg_src *src, zpi_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", name, path,
-                           strerror(errno));
-    uint64_t h = 0, off = 0;
-    int e = zpi_xxh64_fd(fd, &h, &off);
-    close(fd);
-    if (e == ENOMEM)
-        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
-    if (e)
-        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': read error at byte %llu of '%s': %s",
-                           name, (unsigned long long)off, path, strerror(e));
-    zp_status st = zpi_load_check_hash(lim, name, path, h, err);
-    if (st != ZP_OK)
-        return st;
-    src->verified = 1;
-    return ZP_OK;
+    zp_status st = zpi_load_check_file_hash(lim, name, path, err);
+    if (st == ZP_OK)
+        src->verified = 1;
+    return st;
 }
 
 /* Loads segment j of shard i (a shard of several segments) through its

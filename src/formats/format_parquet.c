@@ -10,40 +10,17 @@
  * corpus), and the count from a remote file's last bytes. A shard of
  * several segments is read through segment.h, which opens the same reader.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
 
-#include "base/filehash.h"
 #include "base/util.h"
 #include "formats/parquet.h"
 #include "formats/shard.h"
-
-/* The manifest's content hash, when it has one: every byte of the file,
- * once (the reader reads only the row groups it needs). */
-static zp_status check_file_hash(const char *path, const char *name, const zpi_load_limits *lim,
-                                 zpi_err *err)
-{
-    if (!lim->has_xxh64)
-        return ZP_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s'", name, path);
-    uint64_t h = 0, off = 0;
-    int rc = zpi_xxh64_fd(fd, &h, &off);
-    close(fd);
-    if (rc)
-        return zpi_err_set(err, rc == ENOMEM ? ZP_ERR_NOMEM : ZP_ERR_IO,
-                           "shard '%s': read error at byte %llu", name, (unsigned long long)off);
-    return zpi_load_check_hash(lim, name, path, h, err);
-}
 
 static zp_status pq_load_bufs(const char *path, const char *name, const zpi_load_limits *lim,
                               zpi_load_bufs *bufs, zpi_shard *out, zpi_err *err)
 {
     zp_status st = zpi_load_check_size(lim, name, path, err);
     if (st == ZP_OK)
-        st = check_file_hash(path, name, lim, err);
+        st = zpi_load_check_file_hash(lim, name, path, err);
     if (st != ZP_OK)
         return st;
     zpi_pq_file *f;

@@ -1645,7 +1645,7 @@ static void seek_row(const pq_leaf *l, pq_col *c, uint64_t r) {
     c->val_pos = vv;
 }
 
-/* A number (every kind but strings) at out (at least 48 bytes). */
+/* An integer of the leaf's kind (K_I32, K_U32, K_I64, K_U64) at out (at least 24 bytes). */
 static inline size_t fmt_num(const pq_leaf *l, const uint8_t *v, char *out) {
     switch (l->kind) {
     case K_I32: {
@@ -1686,30 +1686,12 @@ static int put_value(const pq_leaf *l, const pq_col *c, size_t i, obuf *b, const
             b->len += 5;
         }
         return 0;
-    case K_I32: {
-        int32_t x;
-        memcpy(&x, v, 4);
-        n = fmt_i64(x, tmp);
+    case K_I32:
+    case K_U32:
+    case K_I64:
+    case K_U64:
+        n = fmt_num(l, v, tmp);
         break;
-    }
-    case K_U32: {
-        uint32_t x;
-        memcpy(&x, v, 4);
-        n = fmt_u64(x, tmp);
-        break;
-    }
-    case K_I64: {
-        int64_t x;
-        memcpy(&x, v, 8);
-        n = fmt_i64(x, tmp);
-        break;
-    }
-    case K_U64: {
-        uint64_t x;
-        memcpy(&x, v, 8);
-        n = fmt_u64(x, tmp);
-        break;
-    }
     case K_DEC32: {
         int32_t x;
         memcpy(&x, v, 4);

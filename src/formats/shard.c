@@ -5,11 +5,14 @@
 #include "formats/shard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/reader.h"
+#include "base/filehash.h"
 #include "base/util.h"
 
 void zpi_shard_free(zpi_shard *s)
@@ -62,6 +65,27 @@ zp_status zpi_load_check_hash(const zpi_load_limits *lim, const char *name, cons
                        "%016llx (the file changed since it was indexed: re-run zephon index)",
                        name, (unsigned long long)lim->expect_xxh64, path,
                        (unsigned long long)hash);
+}
+
+zp_status zpi_load_check_file_hash(const zpi_load_limits *lim, const char *name, const char *path,
+                                   zpi_err *err)
+{
+    if (!lim->has_xxh64)
+        return ZP_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': cannot open '%s': %s", name, path,
+                           strerror(errno));
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    uint64_t h = 0, off = 0;
+    int e = zpi_xxh64_fd(fd, &h, &off);
+    close(fd);
+    if (e == ENOMEM)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
+    if (e)
+        return zpi_err_set(err, ZP_ERR_IO, "shard '%s': read error at byte %llu of '%s': %s",
+                           name, (unsigned long long)off, path, strerror(e));
+    return zpi_load_check_hash(lim, name, path, h, err);
 }
 
 zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const char *path,

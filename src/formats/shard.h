@@ -125,6 +125,13 @@ void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap);
 zp_status zpi_load_check_hash(const zpi_load_limits *lim, const char *name, const char *path,
                               uint64_t hash, zpi_err *err);
 
+/* The same for the file at path, hashed whole (streamed with pread), when
+ * lim has a hash: for readers that read only part of a file (Parquet, the
+ * segments of a shard). ZP_ERR_IO naming the shard, the path and where a
+ * read failed; ZP_ERR_NOMEM. */
+zp_status zpi_load_check_file_hash(const zpi_load_limits *lim, const char *name, const char *path,
+                                   zpi_err *err);
+
 /* The end of every load: checks a loaded shard against lim's expectations.
  * hash: XXH64 of the bytes read, or NULL when lim->has_xxh64 is 0. A
  * mismatch of the hash is reported before one of the count (it explains
