@@ -934,7 +934,7 @@ static void test_pinned_never_evicted(void **state)
     wait_ready(r[0]);
     /* Demands for many other objects: neither pinned file goes. */
     for (int i = 0; i < 6; i++) {
-        char key[16];
+        char key[24];
         snprintf(key, sizeof key, "other%d", i);
         put(c, key, 150, 1);
         assert_true(done_exists(dir, "mine"));
