@@ -164,8 +164,7 @@ static zp_status name_outputs(zp_preprocess *pp)
                                "shard '%s': preprocess reads local files only (download "
                                "remote shards first)",
                                name ? name : "?");
-        if (strcmp(f->name, "jsonl") != 0 && strcmp(f->name, "jsonl.zst") != 0 &&
-            strcmp(f->name, "jsonl.gz") != 0 && strcmp(f->name, "parquet") != 0)
+        if (f->seg == ZPI_FMT_NO_SEGMENTS) /* the text formats (formats/shard.h) */
             return zpi_err_set(&pp->err, ZP_ERR_UNSUPPORTED,
                                "shard '%s': format '%s': preprocess reads text shards "
                                "(jsonl, jsonl.zst, jsonl.gz, parquet)",

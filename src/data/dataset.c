@@ -698,9 +698,8 @@ uint64_t zp_dataset_shard_segments(const zp_dataset *ds, size_t i, uint64_t *per
         return 0;
     const shard *s = &ds->shards[i];
     uint64_t n = s->samples, nseg = 1;
-    int plain = strcmp(s->fmt->name, "jsonl") == 0;
-    if (plain || strcmp(s->fmt->name, "jsonl.zst") == 0 || strcmp(s->fmt->name, "jsonl.gz") == 0 ||
-        strcmp(s->fmt->name, "parquet") == 0) {
+    int plain = s->fmt->seg == ZPI_FMT_SEG_PLAIN;
+    if (s->fmt->seg != ZPI_FMT_NO_SEGMENTS) {
         uint64_t sb = ds->cfg.segment_bytes ? ds->cfg.segment_bytes
                                             : plain ? DEFAULT_SEGMENT_PLAIN
                                                     : DEFAULT_SEGMENT_ZST;

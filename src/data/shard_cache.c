@@ -401,14 +401,14 @@ static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_lo
         }
         if (st == ZP_OK && lim->has_xxh64 && !src->verified)
             st = check_hash(path, name, lim, src, err);
-        if (st == ZP_OK && strcmp(fmt->name, "parquet") == 0)
+        if (st == ZP_OK && fmt->seg == ZPI_FMT_SEG_PARQUET)
             st = zpi_seg_reader_open_parquet(path, name, lim, zp_dataset_shard_samples(c->ds, i),
                                              c->per[i], &src->rd, err);
         else if (st == ZP_OK)
             st = zpi_seg_reader_open(path, name,
-                                     !strcmp(fmt->name, "jsonl.zst")  ? ZPI_SEG_ZSTD
-                                     : !strcmp(fmt->name, "jsonl.gz") ? ZPI_SEG_GZIP
-                                                                      : ZPI_SEG_NONE, lim,
+                                     fmt->seg == ZPI_FMT_SEG_ZSTD   ? ZPI_SEG_ZSTD
+                                     : fmt->seg == ZPI_FMT_SEG_GZIP ? ZPI_SEG_GZIP
+                                                                    : ZPI_SEG_NONE, lim,
                                      zp_dataset_shard_samples(c->ds, i), c->per[i], &src->rd,
                                      err);
         src->next_seg = 0;

@@ -763,11 +763,15 @@ static zp_status load_gz(const char *path, const char *name, const zpi_load_limi
 }
 
 const zpi_format zpi_format_jsonl = {
-    .name = "jsonl", .suffix = ".jsonl", .load = load_plain, .load_bufs = load_plain_bufs};
+    .name = "jsonl", .suffix = ".jsonl", .seg = ZPI_FMT_SEG_PLAIN,
+    .load = load_plain, .load_bufs = load_plain_bufs};
 const zpi_format zpi_format_jsonl_zst = {
-    .name = "jsonl.zst", .suffix = ".jsonl.zst", .load = load_zst, .load_bufs = load_zst_bufs};
+    .name = "jsonl.zst", .suffix = ".jsonl.zst", .seg = ZPI_FMT_SEG_ZSTD,
+    .load = load_zst, .load_bufs = load_zst_bufs};
 /* One format under two suffixes: ".json.gz" is JSON Lines too (docs/formats.md). */
 const zpi_format zpi_format_jsonl_gz = {
-    .name = "jsonl.gz", .suffix = ".jsonl.gz", .load = load_gz, .load_bufs = load_gz_bufs};
+    .name = "jsonl.gz", .suffix = ".jsonl.gz", .seg = ZPI_FMT_SEG_GZIP,
+    .load = load_gz, .load_bufs = load_gz_bufs};
 const zpi_format zpi_format_json_gz = {
-    .name = "jsonl.gz", .suffix = ".json.gz", .load = load_gz, .load_bufs = load_gz_bufs};
+    .name = "jsonl.gz", .suffix = ".json.gz", .seg = ZPI_FMT_SEG_GZIP,
+    .load = load_gz, .load_bufs = load_gz_bufs};

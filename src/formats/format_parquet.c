@@ -66,6 +66,7 @@ static zp_status pq_count(const char *path, const char *name, const zpi_load_lim
 
 const zpi_format zpi_format_parquet = {.name = "parquet",
                                        .suffix = ".parquet",
+                                       .seg = ZPI_FMT_SEG_PARQUET,
                                        .load = pq_load,
                                        .load_bufs = pq_load_bufs,
                                        .count = pq_count,

@@ -82,9 +82,23 @@ typedef struct zpi_load_bufs {
     size_t scratch_cap;
 } zpi_load_bufs;
 
+/* How a format's shards are read by segments (zpi_format.seg; docs/datasets.md
+ * "Segments"). The segmented formats are the text ones, whose records are
+ * JSON lines (Parquet's rows are delivered as such): what `zephon
+ * preprocess` reads. The others are read whole or by their own on-demand
+ * reader. */
+enum {
+    ZPI_FMT_NO_SEGMENTS = 0,
+    ZPI_FMT_SEG_PLAIN,   /* .jsonl: pread */
+    ZPI_FMT_SEG_ZSTD,    /* .jsonl.zst: seek table or a streaming decoder */
+    ZPI_FMT_SEG_GZIP,    /* .jsonl.gz: a streaming decoder */
+    ZPI_FMT_SEG_PARQUET  /* .parquet: its row groups (parquet.h) */
+};
+
 typedef struct zpi_format {
     const char *name;   /* "jsonl", "jsonl.zst" */
     const char *suffix; /* file name suffix that selects it */
+    int seg;            /* ZPI_FMT_NO_SEGMENTS or how segments are read (above) */
     /* Load the whole shard at path. name is the shard's name for messages.
      * Errors name the shard and, where it applies, the line and byte offset:
      * "shard 'a.jsonl.zst': truncated zstd frame after line 120 (byte 53311)".
