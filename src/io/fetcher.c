@@ -48,6 +48,7 @@ typedef struct download {
     zp_status status;
     zpi_err err;
     int waiters;
+    int pinned;       /* e is the committed file, pinned for a waiter to take over */
     int peer;         /* asked from the peer source, its answer not in yet */
     int pf;           /* started by prefetch(): counted in f->pf_out until done */
     uint64_t t_peer;  /* when asked */
@@ -412,6 +413,9 @@ static int stop_requested(const zpi_fetcher *f)
 static void dl_drop_if_unused_locked(zpi_fetcher *f, download *d)
 {
     if (d->done && d->waiters == 0) {
+        if (d->pinned) /* no waiter took the file over */
+            zpi_dc_release(f->dc, &d->e);
+        d->pinned = 0;
         f->slots[d->shard].dl = NULL;
         free(d);
     }
@@ -438,6 +442,20 @@ static void pf_end_locked(zpi_fetcher *f, download *d)
         pthread_cond_signal(&f->renew_cv);
 }
 
+/* Under mu: d's file was just committed (and pinned by the commit). With
+ * a thread waiting on d (a demand), the pin is kept for the first waiter to
+ * take over (zpi_fetcher_acquire): released here and pinned again there,
+ * another process of the node could evict the file in between, and the
+ * waiter would download it once more (docs/storage.md, "A shard downloaded
+ * twice in an epoch"). Without a waiter (a prefetch), released. */
+static void keep_or_release_locked(zpi_fetcher *f, download *d)
+{
+    if (d->waiters > 0)
+        d->pinned = 1;
+    else
+        zpi_dc_release(f->dc, &d->e);
+}
+
 typedef struct done_ctx {
     zpi_fetcher *f;
     download *d;
@@ -458,7 +476,7 @@ static void on_done(void *user, const zpi_xfer_result *r)
     if (st == ZP_OK) {
         st = zpi_dc_commit(f->dc, &d->e, &e);
         if (st == ZP_OK)
-            zpi_dc_release(f->dc, &d->e);
+            keep_or_release_locked(f, d);
         else if (st == ZP_ERR_STATE)
             d->lost = 1; /* another process took the download over: its file will do */
     } else if (st == ZP_ERR_IO && r->os_errno) {
@@ -536,7 +554,7 @@ static void peer_done(void *user, int ok)
         active_remove_locked(f, d);
         zp_status st = zpi_dc_commit(f->dc, &d->e, &e);
         if (st == ZP_OK) {
-            zpi_dc_release(f->dc, &d->e);
+            keep_or_release_locked(f, d);
             f->stats.peer_shards++;
             f->stats.peer_bytes += sh->bytes;
             f->stats.peer_ns += ns;
@@ -823,6 +841,19 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             int done = d->done;
             zp_status ds = d->status;
             int was_lost = d->lost;
+            if (done && ds == ZP_OK && d->pinned) {
+                /* the committed file, still pinned: ours now */
+                pin->e = d->e;
+                d->pinned = 0;
+                d->e.fd = -1;
+                d->e.state = -1;
+                pin->path = pin->e.path;
+                pin->remote = 1;
+                f->stats.misses++;
+                dl_drop_if_unused_locked(f, d);
+                pthread_mutex_unlock(&f->mu);
+                break;
+            }
             if (done && ds != ZP_OK)
                 zpi_err_copy(err, &d->err);
             dl_drop_if_unused_locked(f, d);
