@@ -122,6 +122,7 @@ typedef struct ivtab {
     size_t *off;             /* n_shards + 1 */
     struct iv {
         int32_t rank;
+        int32_t served;      /* another node's reader: its node was sent the shard */
         uint64_t first, last;
     } *iv;
 } ivtab;
@@ -181,6 +182,7 @@ static ivtab *ivtab_build(zpi_mpi_peer *p, uint32_t e)
             }
             tmp[len].shard = (uint32_t)i;
             tmp[len].v.rank = r;
+            tmp[len].v.served = 0;
             tmp[len].v.first = first[i];
             tmp[len].v.last = last[i];
             len++;
@@ -254,9 +256,18 @@ static uint64_t p_next_use(void *user, size_t shard)
                 uint32_t e;
                 uint64_t pos;
                 pos_of(p, v->rank, &e, &pos);
-                /* another node's reader needs our copy only until it has
-                 * its own: its first use */
-                uint64_t last = p->node_of[v->rank] == p->node ? v->last : v->first;
+                /* another node's reader needs our copy until its node has
+                 * been sent it (this epoch), or, when its node never asks
+                 * (it kept the shard from the epoch before), until its last
+                 * use. Not until its first use at our position: its
+                 * position is not ours (the ranks are in lock-step at the
+                 * batches they deliver, not at the chunks they fetch), and
+                 * a reader behind us that had not asked yet found the shard
+                 * evicted: downloaded twice in the epoch (docs/storage.md,
+                 * "A shard downloaded twice in an epoch") */
+                if (p->node_of[v->rank] != p->node && v->served)
+                    continue;
+                uint64_t last = v->last;
                 uint64_t at; /* its next use, as a global position of its stream */
                 if (e < t->epoch)
                     at = (uint64_t)t->epoch * p->per + v->first;
@@ -528,6 +539,35 @@ static void set_serving(zpi_mpi_peer *p, uint64_t v)
             __atomic_store_n(&p->npos[k][1], v, __ATOMIC_RELAXED);
 }
 
+/* Under mu: shard was sent to rank `to`: the readers of its node no longer
+ * need our copy in the earliest epoch (of our two tables) in which they
+ * had not been sent it. */
+static void mark_served_locked(zpi_mpi_peer *p, size_t shard, int to)
+{
+    if (shard >= p->n_shards || to < 0 || to >= p->size)
+        return;
+    ivtab *t[2] = {p->tab[0], p->tab[1]};
+    if (t[0] && t[1] && t[1]->epoch < t[0]->epoch) {
+        ivtab *x = t[0];
+        t[0] = t[1];
+        t[1] = x;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!t[k])
+            continue;
+        int marked = 0;
+        for (size_t j = t[k]->off[shard]; j < t[k]->off[shard + 1]; j++) {
+            struct iv *v = &t[k]->iv[j];
+            if (p->node_of[v->rank] == p->node_of[to] && !v->served) {
+                v->served = 1;
+                marked = 1;
+            }
+        }
+        if (marked)
+            return;
+    }
+}
+
 /* A request from another node: answered with the shard (through this
  * node's cache) or with a refusal. */
 static int serve_one(zpi_mpi_peer *p, int answer)
@@ -557,6 +597,8 @@ static int serve_one(zpi_mpi_peer *p, int answer)
         ok = serve(ctx, (size_t)m[1], buf + 2, bytes) == 0;
         set_serving(p, 0);
         pthread_mutex_lock(&p->mu);
+        if (ok)
+            mark_served_locked(p, (size_t)m[1], s.MPI_SOURCE);
         p->serving = 0;
         p->serving_ctx = NULL;
         pthread_cond_broadcast(&p->cv);

@@ -10,7 +10,10 @@
  *  - serve() gives the shard's bytes through the cache;
  *  - destroy with a request in flight: detach fails it, nothing hangs;
  *  - next_use(): the source's next use keeps a shard in the cache that
- *    this process's own order does not need.
+ *    this process's own order does not need;
+ *  - a demanded shard is handed to its reader still pinned by the commit:
+ *    the cache is not looked up again (between the two, another rank of
+ *    the node could evict the file and the reader would download it twice).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -323,6 +326,35 @@ static void test_next_use_keeps_what_the_source_needs(void **state)
     fx_stop(&x);
 }
 
+static void test_demanded_shard_handed_over_pinned(void **state)
+{
+    (void)state;
+    fx x;
+    fx_start(&x, 1 << 20);
+    zpi_fetch_pin pin;
+    zpi_err err;
+    assert_int_equal(zpi_fetcher_acquire(x.f, 3, &pin, &err), ZP_OK);
+    assert_int_equal(pin.remote, 1);
+    assert_true(pin.e.fd >= 0);
+    size_t len = 0;
+    char *got = zpt_read_file(pin.path, &len);
+    assert_int_equal(len, SZ);
+    assert_memory_equal(got, content[3], SZ);
+    free(got);
+    zpi_fetcher_stats s;
+    zpi_fetcher_stats_get(x.f, &s);
+    assert_int_equal(s.cache.misses, 1); /* the one lookup: not there, received */
+    assert_int_equal(s.cache.hits, 0);   /* no second lookup after the commit */
+    assert_int_equal(s.misses, 1);
+    zpi_fetcher_release(x.f, &pin, 0);
+    assert_int_equal(zpi_fetcher_acquire(x.f, 3, &pin, &err), ZP_OK); /* now a hit */
+    zpi_fetcher_release(x.f, &pin, 0);
+    zpi_fetcher_stats_get(x.f, &s);
+    assert_int_equal(s.cache.hits, 1);
+    assert_int_equal(x.fk.requests, 1);
+    fx_stop(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_declined_goes_to_storage),
         cmocka_unit_test(test_destroy_with_a_request_in_flight),
         cmocka_unit_test(test_next_use_keeps_what_the_source_needs),
+        cmocka_unit_test(test_demanded_shard_handed_over_pinned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -356,6 +356,7 @@ static int open_dataset(cli_run_opts *o, zp_mpi *m, zp_dataset **out)
      * "stopped", and zp_mpi_next gives every rank that status at the same
      * step, which a signalled rank takes as its stop (docs/storage.md). */
     dcfg.storage.stop_requested = cli_run_stop_requested;
+    dcfg.log = cli_run_log_debug; /* ZEPHON_DEBUG=1: the trace of downloads and evictions */
     char cache_dir[PATH_MAX];
     if (!o->no_index_store && cli_run_index_store_dir(cache_dir, sizeof cache_dir) == 0)
         dcfg.index_store_dir = cache_dir;

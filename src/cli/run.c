@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,13 +196,34 @@ static zp_status map_strip(void *user, zp_record *rec)
 
 /* ------------------------------------------------------------ batches */
 
+/* ZEPHON_DEBUG=1 in the environment: the library's debug messages on
+ * stderr too, among them the trace of downloads and evictions
+ * (docs/storage.md, "Tracing downloads"). */
+static int debug_wanted;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static void debug_read_env(void)
+{
+    const char *v = getenv("ZEPHON_DEBUG");
+    debug_wanted = v && v[0] && strcmp(v, "0") != 0;
+}
+
 static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
 {
     static const char *names[] = {"error", "warning", "info", "debug"};
     int quiet = *(int *)user;
-    if (lvl == ZP_LOG_DEBUG || (lvl == ZP_LOG_INFO && quiet))
+    pthread_once(&debug_once, debug_read_env);
+    if ((lvl == ZP_LOG_DEBUG && !debug_wanted) || (lvl == ZP_LOG_INFO && quiet))
         return;
     fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
+}
+
+void cli_run_log_debug(void *user, zp_log_level lvl, const char *msg)
+{
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    (void)user;
+    pthread_once(&debug_once, debug_read_env);
+    if (debug_wanted)
+        fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
 }
 
 static size_t batch_bytes(const zp_batch *b)

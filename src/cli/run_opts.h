@@ -59,6 +59,10 @@ void cli_run_result_free(cli_run_result *r);
 /* The index store folder of `zephon run` ($XDG_CACHE_HOME/zephon/index or
  * $HOME/.cache/zephon/index), created if needed. 0, or -1 with errno. */
 int cli_run_index_store_dir(char *buf, size_t cap);
+/* A dataset's log under mpirun (zp_log_fn): nothing, unless ZEPHON_DEBUG=1
+ * is set: then every message on stderr, the debug ones among them (the trace
+ * of downloads and evictions, docs/storage.md). user: unused. */
+void cli_run_log_debug(void *user, zp_log_level lvl, const char *msg);
 
 /* ---- run_print.c: printing and output files */
 

@@ -48,6 +48,8 @@ typedef struct download {
     zp_status status;
     zpi_err err;
     int waiters;
+    int pinned;       /* e is the committed file, pinned for a waiter to take over */
+    int serving;      /* demanded to serve another node (peer_serve) */
     int peer;         /* asked from the peer source, its answer not in yet */
     int pf;           /* started by prefetch(): counted in f->pf_out until done */
     uint64_t t_peer;  /* when asked */
@@ -100,6 +102,11 @@ struct zpi_fetcher {
     /* shards from other nodes (attached when set) */
     const zp_peer_source *peer;
     uint64_t pos_g;     /* the consumer's global position (atomic) */
+    uint64_t pos_ep;    /* the same as (epoch << 40 | position) + 1, 0 unknown (atomic) */
+
+    /* debug messages (the trace of downloads: trace_download) */
+    zp_log_fn log;
+    void *log_user;
 
     /* next use: the caller's order */
     zpi_fetch_next_use_fn next_use;
@@ -213,6 +220,8 @@ void zpi_fetcher_set_position(zpi_fetcher *f, uint32_t epoch, uint64_t position,
     if (!f)
         return;
     __atomic_store_n(&f->pos_g, g, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->pos_ep, (((uint64_t)epoch << 40) | (position & (((uint64_t)1 << 40) - 1))) + 1,
+                     __ATOMIC_RELAXED);
     if (f->peer && f->peer->position)
         f->peer->position(f->peer->user, f, epoch, position);
 }
@@ -324,6 +333,8 @@ zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, z
         .log = cfg->log,
         .log_user = cfg->log_user,
     };
+    f->log = cfg->log;
+    f->log_user = cfg->log_user;
     if ((st = zpi_disk_cache_create(&dcc, &f->dc, err)) != ZP_OK)
         goto fail;
     unsigned par = cfg->parallelism ? cfg->parallelism : 1;
@@ -412,6 +423,9 @@ static int stop_requested(const zpi_fetcher *f)
 static void dl_drop_if_unused_locked(zpi_fetcher *f, download *d)
 {
     if (d->done && d->waiters == 0) {
+        if (d->pinned) /* no waiter took the file over */
+            zpi_dc_release(f->dc, &d->e);
+        d->pinned = 0;
         f->slots[d->shard].dl = NULL;
         free(d);
     }
@@ -438,6 +452,41 @@ static void pf_end_locked(zpi_fetcher *f, download *d)
         pthread_cond_signal(&f->renew_cv);
 }
 
+/* Under mu: d's file was just committed (and pinned by the commit). With
+ * a thread waiting on d (a demand), the pin is kept for the first waiter to
+ * take over (zpi_fetcher_acquire): released here and pinned again there,
+ * another process of the node could evict the file in between, and the
+ * waiter would download it once more (docs/storage.md, "A shard downloaded
+ * twice in an epoch"). Without a waiter (a prefetch), released. */
+static void keep_or_release_locked(zpi_fetcher *f, download *d)
+{
+    if (d->waiters > 0)
+        d->pinned = 1;
+    else
+        zpi_dc_release(f->dc, &d->e);
+}
+
+/* The trace of downloads (docs/storage.md, "Tracing downloads"): one
+ * debug message per download from storage, naming the shard, why it is
+ * downloaded (a fetch waits on it, the look-ahead, another node asked for
+ * it, another node did not send it) and this rank's position. */
+static void trace_download(zpi_fetcher *f, const download *d, int fallback)
+{
+    if (!f->log)
+        return;
+    uint64_t v = __atomic_load_n(&f->pos_ep, __ATOMIC_RELAXED);
+    char msg[512];
+    const char *why = d->serving ? "for another node" : d->demand ? "needed now" : "look-ahead";
+    if (v)
+        zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s), epoch %u position %llu",
+                f->slots[d->shard].sh.name, why, fallback ? ", after another node did not send it" : "",
+                (unsigned)((v - 1) >> 40), (unsigned long long)((v - 1) & (((uint64_t)1 << 40) - 1)));
+    else
+        zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s)",
+                f->slots[d->shard].sh.name, why, fallback ? ", after another node did not send it" : "");
+    f->log(f->log_user, ZP_LOG_DEBUG, msg);
+}
+
 typedef struct done_ctx {
     zpi_fetcher *f;
     download *d;
@@ -458,7 +507,7 @@ static void on_done(void *user, const zpi_xfer_result *r)
     if (st == ZP_OK) {
         st = zpi_dc_commit(f->dc, &d->e, &e);
         if (st == ZP_OK)
-            zpi_dc_release(f->dc, &d->e);
+            keep_or_release_locked(f, d);
         else if (st == ZP_ERR_STATE)
             d->lost = 1; /* another process took the download over: its file will do */
     } else if (st == ZP_ERR_IO && r->os_errno) {
@@ -536,7 +585,7 @@ static void peer_done(void *user, int ok)
         active_remove_locked(f, d);
         zp_status st = zpi_dc_commit(f->dc, &d->e, &e);
         if (st == ZP_OK) {
-            zpi_dc_release(f->dc, &d->e);
+            keep_or_release_locked(f, d);
             f->stats.peer_shards++;
             f->stats.peer_bytes += sh->bytes;
             f->stats.peer_ns += ns;
@@ -558,6 +607,7 @@ static void peer_done(void *user, int ok)
         return;
     }
     /* from storage, as without a peer (the transfer truncates the file) */
+    trace_download(f, d, 1);
     zpi_xfer_job job = {
         .spec = sh->spec,
         .name = sh->name,
@@ -589,6 +639,8 @@ static void peer_done(void *user, int ok)
     pthread_mutex_unlock(&f->mu);
 }
 
+static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, int serving, zpi_err *err);
+
 /* The peer source's serve(): shard i for another node, through this
  * node's cache (downloaded when needed), copied into buf. */
 static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
@@ -596,7 +648,7 @@ static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
     zpi_fetcher *f = ctx;
     zpi_fetch_pin pin;
     zpi_err err;
-    if (i >= f->n || !f->slots[i].key || zpi_fetcher_acquire(f, i, &pin, &err) != ZP_OK)
+    if (i >= f->n || !f->slots[i].key || acquire(f, i, &pin, 1, &err) != ZP_OK)
         return -1;
     int rc = 0;
     struct stat sb;
@@ -625,7 +677,7 @@ static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
 /* Start the download of shard i into the entry e the cache gave us
  * (DOWNLOAD). Under f->mu. */
 static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, int demand,
-                              download **hold, zpi_err *err)
+                              int serving, download **hold, zpi_err *err)
 {
     download *d = calloc(1, sizeof *d);
     done_ctx *c = malloc(sizeof *c);
@@ -638,6 +690,7 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
     d->shard = i;
     d->e = *e;
     d->demand = demand;
+    d->serving = serving;
     if (!demand) {
         d->pf = 1;
         f->pf_out++;
@@ -687,6 +740,7 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
         }
         d->peer = 0;
     }
+    trace_download(f, d, 0);
     pthread_mutex_unlock(&f->mu);
     uint64_t id = 0;
     zp_status st = zpi_xfer_submit(f->x, &job, &id, err);
@@ -732,7 +786,7 @@ static void prefetch_now(zpi_fetcher *f, size_t i)
                                gives DOWNLOAD to one caller; keep ours consistent anyway */
             zpi_dc_abort(f->dc, &e);
         else
-            (void)start_locked(f, i, &e, 0, NULL, &err);
+            (void)start_locked(f, i, &e, 0, 0, NULL, &err);
         pthread_mutex_unlock(&f->mu);
     } else if (state == ZPI_DC_NOROOM) {
         pthread_mutex_lock(&f->mu);
@@ -777,7 +831,8 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
     prefetch_now(f, i);
 }
 
-zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_err *err)
+/* serving: for another node (peer_serve), in the trace only */
+static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, int serving, zpi_err *err)
 {
     memset(pin, 0, sizeof *pin);
     pin->e.fd = -1;
@@ -823,6 +878,19 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
             int done = d->done;
             zp_status ds = d->status;
             int was_lost = d->lost;
+            if (done && ds == ZP_OK && d->pinned) {
+                /* the committed file, still pinned: ours now */
+                pin->e = d->e;
+                d->pinned = 0;
+                d->e.fd = -1;
+                d->e.state = -1;
+                pin->path = pin->e.path;
+                pin->remote = 1;
+                f->stats.misses++;
+                dl_drop_if_unused_locked(f, d);
+                pthread_mutex_unlock(&f->mu);
+                break;
+            }
             if (done && ds != ZP_OK)
                 zpi_err_copy(err, &d->err);
             dl_drop_if_unused_locked(f, d);
@@ -860,7 +928,7 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
         waited = 1;
         if (state == ZPI_DC_DOWNLOAD) {
             pthread_mutex_lock(&f->mu);
-            st = start_locked(f, i, &pin->e, 1, &held, err);
+            st = start_locked(f, i, &pin->e, 1, serving, &held, err);
             pthread_mutex_unlock(&f->mu);
             pin->e.fd = -1;
             if (st != ZP_OK)
@@ -880,6 +948,11 @@ zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_
     f->stats.wait_ns += zpi_now_ns() - t0;
     pthread_mutex_unlock(&f->mu);
     return st;
+}
+
+zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_err *err)
+{
+    return acquire(f, i, pin, 0, err);
 }
 
 /* 1 when the pinned file's bytes do not have the shard's manifest hash (or

@@ -9,9 +9,14 @@
 #     rest received from other nodes (the cluster report says how many),
 #     one cache folder per emulated node;
 #  2. the same with a limit of a quarter of a node's share of the dataset:
-#     every sample once, and the job's downloads within 1.05x the shard
-#     count per epoch (each shard once per epoch but for the few the limit
-#     forces again);
+#     every sample once, the job's downloads within 1.05x the shard count
+#     per epoch, no shard downloaded more than twice in the 2 epochs, and
+#     the trace of downloads (ZEPHON_DEBUG=1) names each of them, never the
+#     same shard twice in an epoch; then the two epochs as two jobs on one
+#     cache folder, so that nginx's log tells them apart: epoch 0 downloads
+#     every shard exactly once, epoch 1 each shard at most once, and every
+#     shard epoch 1 did not download was in the cache epoch 0 left
+#     (docs/storage.md, "A shard downloaded twice in an epoch");
 #  3. one emulated node's service stalls (never answers): the others time
 #     out (0.5 s), download from storage themselves and finish, every
 #     sample once, the report counting the failed requests.
@@ -29,12 +34,13 @@ shard_bytes=$(cat "$ROOT"/mpipeer/*.jsonl.zst | wc -c)
 
 # job NAME NODES DS ARGS...: 8 ranks as NODES emulated nodes; the access
 # log lines of this run for the dataset DS are left in $T/NAME.log, the
-# downloads per shard (count, then how many shards) in $T/NAME.counts
+# downloads per shard (count, then how many shards) in $T/NAME.counts. The
+# cache folder is $T/NAME.cache, or $T/$CACHE.cache when CACHE is set.
 job() {
   local name=$1 nodes=$2 ds=$3; shift 3
   local before; before=$(wc -l < "$LOG")
   ZEPHON_EMULATED_NODES=$nodes run -np 8 "$Z" run "$HTTP/$ds/manifest.json" --seed 5 --threads 1 \
-    --microbatch 8 --cache-dir "$T/$name.cache" --report "$T/$name.rep" "$@" \
+    --microbatch 8 --cache-dir "$T/${CACHE:-$name}.cache" --report "$T/$name.rep" "$@" \
     > "$T/$name.out" 2> "$T/$name.err"
   local rc=$?
   sleep 0.2 # nginx writes its log line after the response
@@ -69,15 +75,52 @@ ZEPHON_PEER=0 job alone 4 mpipeer --epochs 2
 check "without the sharing the nodes download $(downloads alone) times (the sharing: $(downloads hold4))" \
   '[[ $(downloads alone) -gt $((512 * 3 / 2)) ]]'
 
+# traced NAME: the trace's downloads (ZEPHON_DEBUG=1), one line each: shard epoch
+traced() {
+  sed -n "s/.*debug: download: shard '\([^']*\)' from storage.*, epoch \([0-9]*\) position.*/\1 \2/p" \
+    "$T/$1.err"
+}
+# most_per_epoch NAME: the most downloads of one shard in one epoch, in the trace
+most_per_epoch() { traced "$1" | sort | uniq -c | awk 'BEGIN {m = 0} $1 > m {m = $1} END {print m}'; }
+# most NAME: the most downloads of one shard in the run, in nginx's log
+most() { awk '{print $7}' "$T/$1.log" | sort | uniq -c | awk 'BEGIN {m = 0} $1 > m {m = $1} END {print m}'; }
+# at_most_once NAME: no shard downloaded twice in the run, in nginx's log
+at_most_once() { [[ $(most "$1") -le 1 ]]; }
+# kept_or_downloaded NAME CACHE SHARDS: every shard either downloaded by the
+# run NAME or in the cache folder $T/CACHE.cache (any node's) before it
+kept_or_downloaded() {
+  [[ $( { awk '{print $7}' "$T/$1.log" | sed 's#.*/##'
+          sed 's#^[0-9a-f]*-##; s#\.zdc$##' "$T/$2.kept"; } | sort -u | wc -l) -eq $3 ]]
+}
+
 for n in 4 8; do
   lim=$((shard_bytes / n / 4))
-  job quarter$n $n mpipeer --epochs 2 --cache-limit "$lim"; rc=$?
+  ZEPHON_DEBUG=1 job quarter$n $n mpipeer --epochs 2 --cache-limit "$lim"; rc=$?
   check "$n nodes, 2 epochs, limit a quarter of a node's share ($lim bytes; rc $rc)" '[[ $rc -eq 0 ]]' ||
-    tail -5 "$T/quarter$n.err"
+    grep -v "debug:" "$T/quarter$n.err" | tail -5
   check "$n nodes, quarter limit: every sample once in each epoch" 'epochs_once quarter$n 2'
   check "$n nodes, quarter limit: $(downloads quarter$n) downloads of 512 shards in 2 epochs (at most \
 1.05x per epoch; downloads per shard, shards: $(tr -s ' \n' ' ' < "$T/quarter$n.counts"))" \
     '[[ $(awk "{print \$7}" "$T/quarter$n.log" | sort -u | wc -l) -eq 512 && $(downloads quarter$n) -le 1075 ]]'
+  check "$n nodes, quarter limit: no shard downloaded more than twice in 2 epochs (at most $(most quarter$n))" \
+    '[[ $(most quarter$n) -le 2 ]]'
+  check "$n nodes, quarter limit: the trace names every download ($(traced quarter$n | wc -l) of \
+$(downloads quarter$n)), no shard twice in an epoch (at most $(most_per_epoch quarter$n))" \
+    '[[ $(traced quarter$n | wc -l) -eq $(downloads quarter$n) && $(most_per_epoch quarter$n) -eq 1 ]]'
+
+  # the epochs as two jobs on one cache folder: nginx's log split between them
+  CACHE=epochs$n job epoch0_$n $n mpipeer --epochs 1 --cache-limit "$lim"; rc0=$?
+  find "$T/epochs$n.cache" -name '*-shard-*.zdc' -printf '%f\n' > "$T/epochs$n.kept"
+  CACHE=epochs$n job epoch1_$n $n mpipeer --start-epoch 1 --epochs 1 --cache-limit "$lim"; rc1=$?
+  check "$n nodes, quarter limit, the epochs as two jobs (rc $rc0, $rc1), every sample once in each" \
+    '[[ $rc0 -eq 0 && $rc1 -eq 0 ]] && epochs_once epoch0_$n 1 && epochs_once epoch1_$n 1' ||
+    tail -5 "$T/epoch0_$n.err" "$T/epoch1_$n.err"
+  check "$n nodes, quarter limit, epoch 0: each of the 512 shards downloaded once ($(downloads epoch0_$n) \
+downloads; per shard, shards: $(tr -s ' \n' ' ' < "$T/epoch0_$n.counts"))" 'exactly_once epoch0_$n 512'
+  check "$n nodes, quarter limit, epoch 1: no shard downloaded twice ($(downloads epoch1_$n) downloads; \
+per shard, shards: $(tr -s ' \n' ' ' < "$T/epoch1_$n.counts"))" 'at_most_once epoch1_$n'
+  check "$n nodes, quarter limit, epoch 1: every shard downloaded or kept by the cache from epoch 0 \
+($(wc -l < "$T/epochs$n.kept") kept)" 'kept_or_downloaded epoch1_$n epochs$n 512'
 done
 
 # a stalled node: its service never answers
