@@ -775,7 +775,7 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
     };
     fc.log = zpi_dataset_log_fn(ds, &fc.log_user);
     if (!zpi_storage_config(fc.storage)->cache_lru &&
-        (st = zpi_next_use_create(e->ws, &e->order, err)) != ZP_OK) {
+        (st = zpi_next_use_create(e->ws, e->end_epoch, &e->order, err)) != ZP_OK) {
         free(tab);
         return zpi_err_prefix(err, "cannot start the pipeline");
     }

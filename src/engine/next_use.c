@@ -15,6 +15,7 @@
 struct zpi_next_use {
     pthread_mutex_t mu;
     zp_worksource *ws;      /* private copy */
+    uint32_t end_epoch;     /* the first epoch not read (UINT32_MAX: none) */
     size_t n;               /* shards */
     uint64_t *nu;           /* per shard: next global position, NU_UNKNOWN */
     uint32_t *seq;          /* the horizon: shard of position from + k */
@@ -37,7 +38,8 @@ static void compute_locked(zpi_next_use *u, uint64_t from)
         uint32_t epoch;
         uint64_t position;
         if (!zpi_worksource_unlinear(u->ws, from + k, &epoch, &position) ||
-            epoch == UINT32_MAX || zp_worksource_sample(u->ws, epoch, position, &s) != ZP_OK)
+            epoch == UINT32_MAX || epoch >= u->end_epoch ||
+            zp_worksource_sample(u->ws, epoch, position, &s) != ZP_OK)
             break;
         u->seq[k] = s.shard;
     }
@@ -106,12 +108,14 @@ static zp_status copy_worksource(const zp_worksource *ws, zp_worksource **out, z
     return ZP_OK;
 }
 
-zp_status zpi_next_use_create(const zp_worksource *ws, zpi_next_use **out, zpi_err *err)
+zp_status zpi_next_use_create(const zp_worksource *ws, uint32_t end_epoch, zpi_next_use **out,
+                              zpi_err *err)
 {
     *out = NULL;
     zpi_next_use *u = calloc(1, sizeof *u);
     if (!u)
         return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory for the shard order");
+    u->end_epoch = end_epoch;
     pthread_mutex_init(&u->mu, NULL);
     zp_status st = copy_worksource(ws, &u->ws, err);
     if (st != ZP_OK || zp_worksource_samples_per_rank(u->ws) == 0) {

@@ -29,9 +29,13 @@
 
 typedef struct zpi_next_use zpi_next_use;
 
-/* The order of ws's stream (its settings and plans; ws is only read here).
- * *out stays NULL, with ZP_OK, when ws delivers no sample to this rank. */
-zp_status zpi_next_use_create(const zp_worksource *ws, zpi_next_use **out, zpi_err *err);
+/* The order of ws's stream (its settings and plans; ws is only read here)
+ * up to epoch end_epoch (excluded; UINT32_MAX: without end): positions of
+ * epochs the run does not read are never computed (a run of 2 epochs of a
+ * few thousand samples computed a horizon of 2^20). *out stays NULL, with
+ * ZP_OK, when ws delivers no sample to this rank. */
+zp_status zpi_next_use_create(const zp_worksource *ws, uint32_t end_epoch, zpi_next_use **out,
+                              zpi_err *err);
 void zpi_next_use_destroy(zpi_next_use *nu);
 /* The consumer's position in the order (the next sample to admit). */
 void zpi_next_use_set_position(zpi_next_use *nu, uint32_t epoch, uint64_t position);
