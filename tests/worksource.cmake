@@ -8,3 +8,9 @@ foreach(t test_worksource test_ws_mixture test_ws_schedule)
                      src/plan/plan.c src/plan/mixture.c src/plan/schedule.c src/base/util.c src/base/error.c src/base/status.c
                      src/base/coverage.c)
 endforeach()
+# test_next_use: the disk cache's next-use order (src/engine/next_use.c) over
+# the same fake dataset.
+zp_add_source_test(test_next_use SOURCES tests/test_next_use.c tests/fake_dataset.c
+                   src/engine/next_use.c src/plan/worksource.c src/plan/plan.c src/plan/mixture.c
+                   src/plan/schedule.c src/base/util.c src/base/error.c src/base/status.c
+                   src/base/coverage.c)
