@@ -361,17 +361,21 @@ typedef struct obuf {
     size_t len, cap;
 } obuf;
 
-static int ob_grow(obuf *b, size_t extra) {
-    size_t need = b->len + extra;
-    size_t nc = b->cap ? b->cap : 65536;
-    while (nc < need)
-        nc *= 2;
+static int ob_resize(obuf *b, size_t nc) {
     char *q = realloc(b->p, nc + ZPI_JSON_PADDING);
     if (!q)
         return -1;
     b->p = q;
     b->cap = nc;
     return 0;
+}
+
+static int ob_grow(obuf *b, size_t extra) {
+    size_t need = b->len + extra;
+    size_t nc = b->cap ? b->cap : 65536;
+    while (nc < need)
+        nc *= 2;
+    return ob_resize(b, nc);
 }
 
 /* Room for extra more bytes, allocated once at about that size (not by
@@ -382,13 +386,7 @@ static int ob_reserve(obuf *b, size_t extra) {
         return 0;
     if (extra > SIZE_MAX / 2 - b->len)
         return -1;
-    size_t nc = b->len + extra + extra / 16;
-    char *q = realloc(b->p, nc + ZPI_JSON_PADDING);
-    if (!q)
-        return -1;
-    b->p = q;
-    b->cap = nc;
-    return 0;
+    return ob_resize(b, b->len + extra + extra / 16);
 }
 
 #define OB_NEED(b, n)                                                                              \
