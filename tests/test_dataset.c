@@ -789,6 +789,9 @@ static void test_folder_sorted(void **state)
     assert_int_equal(zp_dataset_add(f->ds, empty), ZP_ERR_IO);
     assert_contains(zp_dataset_errmsg(f->ds), "has no shard files");
     assert_contains(zp_dataset_errmsg(f->ds), empty);
+    /* it names every suffix the folder could have held */
+    assert_contains(zp_dataset_errmsg(f->ds), ".jsonl.gz");
+    assert_contains(zp_dataset_errmsg(f->ds), ".parquet");
     free(empty);
     free(slash);
     free(notes);

@@ -50,7 +50,7 @@ static const char *url_note(const char *path)
 }
 
 /* The shard file suffixes for messages, in one list: ".jsonl, .jsonl.zst,
- * .jsonl.gz, .json.gz (JSON Lines), .h5, .hdf5, .bin + .idx (Megatron)". Each is named only when the
+ * .jsonl.gz, .json.gz (JSON Lines), .parquet, .h5, .hdf5, .bin + .idx (Megatron)". Each is named only when the
  * format table of this build reads it (a build without HDF5 does not name
  * .h5); remote: only the formats read from a URL (not Megatron's pairs). */
 static void shard_suffixes(char *buf, size_t cap, int remote)
@@ -62,6 +62,7 @@ static void shard_suffixes(char *buf, size_t cap, int remote)
                  {".jsonl.zst", "", 0},
                  {".jsonl.gz", "", 0},
                  {".json.gz", " (JSON Lines)", 0},
+                 {".parquet", "", 0},
                  {".h5", "", 0},
                  {".hdf5", "", 0},
                  {".bin", " + .idx (Megatron)", 1}};
