@@ -207,23 +207,27 @@ static void debug_read_env(void)
     debug_wanted = v && v[0] && strcmp(v, "0") != 0;
 }
 
-static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
+static void print_log(zp_log_level lvl, const char *msg)
 {
     static const char *names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
+}
+
+static void log_to_stderr(void *user, zp_log_level lvl, const char *msg)
+{
     int quiet = *(int *)user;
     pthread_once(&debug_once, debug_read_env);
     if ((lvl == ZP_LOG_DEBUG && !debug_wanted) || (lvl == ZP_LOG_INFO && quiet))
         return;
-    fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
+    print_log(lvl, msg);
 }
 
 void cli_run_log_debug(void *user, zp_log_level lvl, const char *msg)
 {
-    static const char *names[] = {"error", "warning", "info", "debug"};
     (void)user;
     pthread_once(&debug_once, debug_read_env);
     if (debug_wanted)
-        fprintf(stderr, "zephon: %s: %s\n", names[lvl], msg);
+        print_log(lvl, msg);
 }
 
 static size_t batch_bytes(const zp_batch *b)

@@ -1407,8 +1407,9 @@ static zp_status open_chunk(zpi_pq_file *f, size_t g, size_t c, zpi_err *err) {
     size_t len = (size_t)cm->total_compressed;
     /* The stored bytes are mapped, not copied: no copy and no fresh
      * anonymous memory for each chunk (the page cache holds them anyway).
-     * Unmapped when the row group is dropped, so a large file's pages do
-     * not pile up in the process. A failed mapping falls back to a read. */
+     * Given back as they are decoded and unmapped once the chunk is (or
+     * when the row group is dropped), so a large file's pages do not pile
+     * up in the process. A failed mapping falls back to a read. */
     uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), moff = (uint64_t)start / pg * pg;
     size_t mlen = len + (size_t)((uint64_t)start - moff);
     void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE, f->fd, (off_t)moff);

@@ -426,13 +426,11 @@ static int make_room(zpi_disk_cache *c, dc_scan *s, const char *key, uint64_t si
                 a.st_dev == b.st_dev && unlink(p) == 0) {
                 c->st.evictions++;
                 s->total -= s->done[i].size;
-                if (s->done[i].next == UINT64_MAX)
-                    dc_log(c, ZP_LOG_DEBUG, "evicted: %s (next use unknown) for %s (%s)",
-                           s->done[i].key, key, demand ? "needed now" : "look-ahead");
-                else
-                    dc_log(c, ZP_LOG_DEBUG, "evicted: %s (next use at %llu) for %s (%s)",
-                           s->done[i].key, (unsigned long long)s->done[i].next, key,
-                           demand ? "needed now" : "look-ahead");
+                char nx[32] = "unknown";
+                if (s->done[i].next != UINT64_MAX)
+                    zpi_fmt(nx, sizeof nx, "at %llu", (unsigned long long)s->done[i].next);
+                dc_log(c, ZP_LOG_DEBUG, "evicted: %s (next use %s) for %s (%s)", s->done[i].key,
+                       nx, key, demand ? "needed now" : "look-ahead");
             }
         }
         close(fds[i]);

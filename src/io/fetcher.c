@@ -475,15 +475,14 @@ static void trace_download(zpi_fetcher *f, const download *d, int fallback)
     if (!f->log)
         return;
     uint64_t v = __atomic_load_n(&f->pos_ep, __ATOMIC_RELAXED);
-    char msg[512];
+    char msg[512], at[64] = "";
     const char *why = d->serving ? "for another node" : d->demand ? "needed now" : "look-ahead";
     if (v)
-        zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s), epoch %u position %llu",
-                f->slots[d->shard].sh.name, why, fallback ? ", after another node did not send it" : "",
-                (unsigned)((v - 1) >> 40), (unsigned long long)((v - 1) & (((uint64_t)1 << 40) - 1)));
-    else
-        zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s)",
-                f->slots[d->shard].sh.name, why, fallback ? ", after another node did not send it" : "");
+        zpi_fmt(at, sizeof at, ", epoch %u position %llu", (unsigned)((v - 1) >> 40),
+                (unsigned long long)((v - 1) & (((uint64_t)1 << 40) - 1)));
+    zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s)%s",
+            f->slots[d->shard].sh.name, why, fallback ? ", after another node did not send it" : "",
+            at);
     f->log(f->log_user, ZP_LOG_DEBUG, msg);
 }
 
