@@ -16,11 +16,15 @@ XDG_CACHE_HOME="$T/cache"
 
 "$Z" gen --out "$T/ds" --shards 4 --samples-per-shard 2000 --format jsonl >/dev/null || { echo "FAIL - gen"; exit 1; }
 M="$T/ds/manifest.json"
-# Under AddressSanitizer a process's end (MPI_Finalize, the leak check with
-# full stacks) takes seconds on a loaded machine: the bounds on the
-# processes' end are wider there; the stop itself (the report written) is
-# bounded the same in every build.
-end_ms=2000; mpirun_ms=3000
+# A rank's end after the report goes through MPI_Finalize, whose last
+# exchange with mpirun is served on mpirun's own one-second tick (mpirun
+# ends 1.2 or 2.2 s after the signal on a quiet machine): on a loaded one a
+# rank has been seen ending with mpirun, 2.16 s after the signal. The
+# bounds on the processes' end allow for that; the stop itself (every rank
+# stopped, the report written) is bounded the same in every build. Under
+# AddressSanitizer the end (the leak check with full stacks) takes seconds
+# more.
+end_ms=4000; mpirun_ms=5000
 if ldd "$Z" 2>/dev/null | grep -q libasan; then end_ms=10000; mpirun_ms=12000; fi
 
 # a process that has not exited (a zombie not yet reaped by mpirun has)
@@ -70,7 +74,7 @@ for sig in ${ZP_SIGNALS:-TERM INT}; do
   check "SIG$sig to rank 1: mpirun done within $((mpirun_ms / 1000)) s (${ms} ms)" '[[ $ms -lt $mpirun_ms ]]'
   # (under ASan a rank still in its leak check when the other exits may be
   # ended by mpirun, which then reports 1)
-  check "SIG$sig to rank 1: exit $want ($rc)" '[[ $rc -eq $want || ( $end_ms -gt 2000 && $rc -eq 1 ) ]]'
+  check "SIG$sig to rank 1: exit $want ($rc)" '[[ $rc -eq $want || ( $end_ms -gt 4000 && $rc -eq 1 ) ]]'
   n0=$(wc -l < "$T/d.txt.rank-0"); n1=$(wc -l < "$T/d.txt.rank-1")
   check "SIG$sig: both ranks stopped at the same step ($n0, $n1) before the end" '[[ $n0 -eq $n1 && $n0 -ge 1 && $n0 -lt 1000 ]]'
   check "SIG$sig: digests end in complete lines" '[[ -z $(tail -c1 "$T/d.txt.rank-0") && -z $(tail -c1 "$T/d.txt.rank-1") ]]'
