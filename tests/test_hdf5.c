@@ -1103,6 +1103,87 @@ static void damage(const char *src, const char *dst, const zpi_load_limits *lim,
     free(bytes);
 }
 
+/* Loads path and returns the error's message ("" when it loaded). */
+static void load_msg(const char *path, const zpi_load_limits *lim, char *msg, size_t cap)
+{
+    zpi_shard sh;
+    zpi_err err = {0};
+    zp_status st = zpi_format_for_path(path)->load(path, "s.h5", lim, &sh, &err);
+    snprintf(msg, cap, "%s", st == ZP_OK ? "" : err.msg);
+    if (st == ZP_OK)
+        zpi_shard_free(&sh);
+}
+
+/* The superblock's end address is checked against the file before HDF5
+ * reads more: a damaged 133-byte file (found by fuzz_shard_hdf5) saying
+ * the data ends at 2^62 with a 2 GB driver block made H5Fopen allocate
+ * 2 GB. Files of every superblock version and with a user block (the
+ * superblock at 512) still load. */
+static void test_superblock_end(void **state)
+{
+    fixture *f = *state;
+    static const unsigned char fuzzed[133] = {
+        0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0, 0, 8, 8, 0,
+        4, 0, 0xa0, 0x10, 0, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c,
+        0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c, 0x7c,
+        0x7c, 0x7c, [0x73] = 0x0f, [0x74] = 0xe6, [0x82] = 0x7c, 0x7c, 0x7c};
+    char *p = zpt_path(f->dir, "sb.h5");
+    char msg[sizeof ((zpi_err *)0)->msg];
+    assert_int_equal(zpt_write_file(p, (const char *)fuzzed, sizeof fuzzed), 0);
+    load_msg(p, &f->lim, msg, sizeof msg);
+    assert_non_null(strstr(msg, "shard 's.h5'"));
+    assert_non_null(strstr(msg, "the superblock at byte 0 says the data ends at byte "
+                                "8970181431921507452, past the file's end"));
+    /* files of the old and the newest format, with and without a user
+     * block: they load; with their end address moved past the file's
+     * end, they are refused with the superblock's place */
+    for (int k = 0; k < 4; k++) {
+        int latest = k & 1, ub = k & 2;
+        zpi_h5_lock(NULL);
+        hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
+        if (latest)
+            H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+        if (ub)
+            H5Pset_userblock(fcpl, 512);
+        hid_t h = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, fapl);
+        assert_true(h >= 0);
+        int32_t v[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+        hsize_t d = 10;
+        fx_write(h, "x", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &d, v);
+        H5Fclose(h);
+        H5Pclose(fapl);
+        H5Pclose(fcpl);
+        zpi_h5_unlock();
+        zpi_shard sh = load_ok(p, &f->lim);
+        assert_int_equal(sh.n_records, 10);
+        zpi_shard_free(&sh);
+        size_t len;
+        char *b = zpt_read_file(p, &len);
+        assert_non_null(b);
+        size_t at = ub ? 512 : 0;
+        unsigned char *sb = (unsigned char *)b + at;
+        assert_int_equal(sb[8], latest ? 3 : 0);
+        /* version 0: after 24 bytes, the base and free-space addresses;
+         * version 3: after 12 bytes, the base and extension addresses */
+        size_t off = at + (latest ? 12 : 24) + 16;
+        uint64_t eof = 0;
+        for (int i = 7; i >= 0; i--)
+            eof = eof << 8 | (unsigned char)b[off + (size_t)i];
+        assert_true(eof > 0 && eof <= len);
+        uint64_t bad = (uint64_t)len + 1;
+        for (int i = 0; i < 8; i++)
+            b[off + (size_t)i] = (char)(bad >> (8 * i));
+        assert_int_equal(zpt_write_file(p, b, len), 0);
+        load_msg(p, &f->lim, msg, sizeof msg);
+        char want[160];
+        snprintf(want, sizeof want, "the superblock at byte %zu says the data ends at byte %llu",
+                 at, (unsigned long long)bad);
+        assert_non_null(strstr(msg, want));
+        free(b);
+    }
+    free(p);
+}
+
 static void test_damaged_files(void **state)
 {
     fixture *f = *state;
@@ -1366,6 +1447,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_links_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_unavailable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_superblock_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_wait, setup, teardown),

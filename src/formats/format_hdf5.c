@@ -545,10 +545,78 @@ static int field_cmp(const void *a, const void *b)
     return strcmp(((const member *)a)->name, ((const member *)b)->name);
 }
 
+/* The superblock's end-of-file address against the file's size, before
+ * HDF5 reads anything else: HDF5 bounds every piece of metadata it loads
+ * by that address, and checks it against the file only after it has read
+ * the driver information block, whose length (4 bytes) it allocates
+ * first. A damaged 133-byte file saying "EOF 2^62, driver block 2 GB"
+ * made H5Fopen allocate 2 GB before failing. The superblock is where
+ * HDF5 looks for it: at 0, 512, 1024, 2048, ... (after a user block).
+ * Layout of the versions (the format's spec, "Superblock"): 0 and 1 have
+ * the end address after the signature, 4 version bytes, the address and
+ * length sizes, 2 reserved bytes, two B-tree K values (version 1: one
+ * more and 2 reserved), 4 flag bytes, the base and free-space addresses;
+ * 2 and 3 after the signature, version, the two sizes, the flags, the base
+ * and extension addresses. Returns 0, or -1 with why. */
+static int check_superblock(int fd, uint64_t size, char *why, size_t cap)
+{
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    for (uint64_t at = 0; at + 8 <= size; at = at ? at * 2 : 512) {
+        unsigned char b[64];
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        if (zpi_h5_pread_all(fd, b, n, at) != 0) {
+            zpi_fmt(why, cap, "cannot read byte %llu: %s", (unsigned long long)at, strerror(errno));
+            return -1;
+        }
+        if (memcmp(b, sig, 8) != 0)
+            continue;
+        if (n < 9)
+            break;
+        unsigned v = b[8];
+        size_t so, off;
+        if (v <= 1) {
+            if (n < 15)
+                break;
+            so = b[13];
+            off = (v == 0 ? 24 : 28) + 2 * so;
+        } else if (v <= 3) {
+            if (n < 11)
+                break;
+            so = b[9];
+            off = 12 + 2 * so;
+        } else {
+            zpi_fmt(why, cap, "superblock version %u at byte %llu (0 to 3 are known)", v,
+                    (unsigned long long)at);
+            return -1;
+        }
+        if (so != 4 && so != 8) {
+            zpi_fmt(why, cap, "addresses of %zu bytes in the superblock at byte %llu (4 or 8 are read)",
+                    so, (unsigned long long)at);
+            return -1;
+        }
+        if (off + so > n)
+            break;
+        uint64_t eof = 0;
+        for (size_t i = so; i-- > 0;)
+            eof = eof << 8 | b[off + i];
+        if (eof > size) {
+            zpi_fmt(why, cap, "the superblock at byte %llu says the data ends at byte %llu, "
+                    "past the file's end", (unsigned long long)at, (unsigned long long)eof);
+            return -1;
+        }
+        return 0;
+    }
+    return 0; /* no complete superblock: HDF5 says what is wrong */
+}
+
 /* Opens the file into r->file, with its address sizes, user block and
  * driver (under the lock). */
 static zp_status open_file(lctx *L, const char *path, const zpi_load_limits *lim, h5_reader *r)
 {
+    char why[200];
+    if (check_superblock(r->fd, r->file_size, why, sizeof why) != 0)
+        LFAIL(L, ZP_ERR_FORMAT, "cannot open '%s' (%llu bytes) as HDF5, truncated or damaged: %s",
+              path, (unsigned long long)r->file_size, why);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0)
         H5FAIL(L, "H5Pcreate", "file '%s'", path);
