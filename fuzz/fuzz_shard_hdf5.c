@@ -5,7 +5,11 @@
  * .h5 file (seeds in fuzz/corpus/shard_hdf5: a sample file with text,
  * tokens, features and labels; a ragged token file; small variants).
  *
- * Checked: no crash, leak or sanitizer report on any input; a failed load
+ * Checked: no crash, leak or sanitizer report on any input; no HDF5
+ * object (file, dataset, type, space, attribute) left open after the
+ * shard is freed or its load failed (leaks inside libhdf5 itself, on
+ * files it refuses, are suppressed by fuzz/lsan.supp: this count is what
+ * sees the reader's own); a failed load
  * or read leaves a message naming the shard and no reader; a successful
  * load has a schema of 1..ZPI_MAX_FIELDS fields; every record a read
  * delivers lies inside the chunk's arenas; bad-record messages name the
@@ -18,6 +22,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <hdf5.h>
 
 #include "ops/chunk.h"
 #include "formats/format.h"
@@ -65,6 +71,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st != ZP_OK) {
         FUZZ_CHECK(strstr(err.msg, "fuzz-shard") != NULL, "load message without the shard: %s", err.msg);
         FUZZ_CHECK(sh.rd == NULL, "a failed load left a reader");
+        FUZZ_CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0,
+                   "a failed load left %zd HDF5 objects open",
+                   (ssize_t)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL));
         return 0;
     }
     const zpi_schema *s = sh.rd->schema;
@@ -99,5 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         zpi_chunk_fini(&c);
     }
     zpi_shard_free(&sh);
+    FUZZ_CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0,
+               "the freed shard left %zd HDF5 objects open",
+               (ssize_t)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL));
     return 0;
 }

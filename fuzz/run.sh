@@ -49,6 +49,7 @@ run_one() { # target
     local t=$1 work=$build/corpus/$1 art=$build/artifacts/$1
     mkdir -p "$work" "$art" "$tmp/$t"
     TMPDIR=$tmp/$t ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0 \
         "$build/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
         -max_len="${max_len[$t]:-4096}" -print_final_stats=1 -artifact_prefix="$art/" \
         "$work" "fuzz/corpus/$t" > "$tmp/$t.log" 2>&1
