@@ -1135,16 +1135,19 @@ static void test_superblock_end(void **state)
     assert_non_null(strstr(msg, "the superblock at byte 0 says the data ends at byte "
                                 "8970181431921507452, past the file's end"));
     /* files of the old and the newest format, with and without a user
-     * block: they load; with their end address moved past the file's
-     * end, they are refused with the superblock's place */
-    for (int k = 0; k < 4; k++) {
+     * block, with addresses of 8 and of 4 bytes: they load; with their end
+     * address moved past the file's end, they are refused with the
+     * superblock's place */
+    for (int k = 0; k < 8; k++) {
         int latest = k & 1, ub = k & 2;
+        size_t so = k & 4 ? 4 : 8;
         zpi_h5_lock(NULL);
         hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
         if (latest)
             H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
         if (ub)
             H5Pset_userblock(fcpl, 512);
+        assert_true(H5Pset_sizes(fcpl, so, so) >= 0);
         hid_t h = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, fapl);
         assert_true(h >= 0);
         int32_t v[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -1165,14 +1168,14 @@ static void test_superblock_end(void **state)
         assert_int_equal(sb[8], latest ? 3 : 0);
         /* version 0: after 24 bytes, the base and free-space addresses;
          * version 3: after 12 bytes, the base and extension addresses */
-        size_t off = at + (latest ? 12 : 24) + 16;
+        size_t off = at + (latest ? 12 : 24) + 2 * so;
         uint64_t eof = 0;
-        for (int i = 7; i >= 0; i--)
-            eof = eof << 8 | (unsigned char)b[off + (size_t)i];
+        for (size_t i = so; i-- > 0;)
+            eof = eof << 8 | (unsigned char)b[off + i];
         assert_true(eof > 0 && eof <= len);
         uint64_t bad = (uint64_t)len + 1;
-        for (int i = 0; i < 8; i++)
-            b[off + (size_t)i] = (char)(bad >> (8 * i));
+        for (size_t i = 0; i < so; i++)
+            b[off + i] = (char)(bad >> (8 * i));
         assert_int_equal(zpt_write_file(p, b, len), 0);
         load_msg(p, &f->lim, msg, sizeof msg);
         char want[160];
@@ -1181,6 +1184,31 @@ static void test_superblock_end(void **state)
         assert_non_null(strstr(msg, want));
         free(b);
     }
+    /* addresses of 2 bytes: a valid file that the reader does not read,
+     * refused as such (not as damaged); with its end address past the
+     * file's end, refused before HDF5 opens it */
+    zpi_h5_lock(NULL);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    assert_true(H5Pset_sizes(fcpl, 2, 2) >= 0);
+    hid_t h = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    assert_true(h >= 0);
+    H5Fclose(h);
+    H5Pclose(fcpl);
+    zpi_h5_unlock();
+    zpi_shard sh;
+    zpi_err err = {0};
+    assert_int_equal(zpi_format_for_path(p)->load(p, "s.h5", &f->lim, &sh, &err),
+                     ZP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "addresses of 2 and lengths of 2 bytes"));
+    size_t len;
+    char *b = zpt_read_file(p, &len);
+    assert_non_null(b);
+    assert_int_equal((unsigned char)b[13], 2);
+    b[24 + 4] = (char)0xff, b[24 + 5] = (char)0xff; /* version 0: the end address */
+    assert_int_equal(zpt_write_file(p, b, len), 0);
+    load_msg(p, &f->lim, msg, sizeof msg);
+    assert_non_null(strstr(msg, "the superblock at byte 0 says the data ends at byte 65535"));
+    free(b);
     free(p);
 }
 

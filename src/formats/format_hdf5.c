@@ -562,7 +562,7 @@ static int check_superblock(int fd, uint64_t size, char *why, size_t cap)
 {
     static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     for (uint64_t at = 0; at + 8 <= size; at = at ? at * 2 : 512) {
-        unsigned char b[64];
+        unsigned char b[128]; /* the end address lies within 124 bytes in every version */
         size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
         if (zpi_h5_pread_all(fd, b, n, at) != 0) {
             zpi_fmt(why, cap, "cannot read byte %llu: %s", (unsigned long long)at, strerror(errno));
@@ -589,16 +589,25 @@ static int check_superblock(int fd, uint64_t size, char *why, size_t cap)
                     (unsigned long long)at);
             return -1;
         }
-        if (so != 4 && so != 8) {
-            zpi_fmt(why, cap, "addresses of %zu bytes in the superblock at byte %llu (4 or 8 are read)",
-                    so, (unsigned long long)at);
-            return -1;
-        }
+        /* addresses of 2 to 32 bytes (HDF5 refuses other sizes itself,
+         * before it allocates; open_file refuses all but 4 and 8 after) */
+        if (so != 2 && so != 4 && so != 8 && so != 16 && so != 32)
+            break;
         if (off + so > n)
             break;
         uint64_t eof = 0;
-        for (size_t i = so; i-- > 0;)
-            eof = eof << 8 | b[off + i];
+        int high = 0; /* a byte above the 8th: past any file's end */
+        for (size_t i = so; i-- > 0;) {
+            if (i >= 8)
+                high |= b[off + i] != 0;
+            else
+                eof = eof << 8 | b[off + i];
+        }
+        if (high) {
+            zpi_fmt(why, cap, "the superblock at byte %llu says the data ends past byte 2^64, "
+                    "past the file's end", (unsigned long long)at);
+            return -1;
+        }
         if (eof > size) {
             zpi_fmt(why, cap, "the superblock at byte %llu says the data ends at byte %llu, "
                     "past the file's end", (unsigned long long)at, (unsigned long long)eof);
