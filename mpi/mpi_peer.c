@@ -19,8 +19,10 @@
  * downloads the shard from storage, so a slow or stalled node never blocks
  * another.
  *
- * Messages (tags on the service's communicator): a request, three
- * uint64 (request id, shard, bytes); an answer, two uint64 (request id,
+ * Messages (tags on the service's communicator): a request, five
+ * uint64 (request id, shard, bytes, and the epoch and position of the
+ * asking rank's read it is for: the owner's trace of downloads and which
+ * epoch's readers it has served); an answer, two uint64 (request id,
  * ok) followed, when ok, by the shard's bytes (one message: shards of 2 GiB
  * and more are not asked for).
  *
@@ -42,10 +44,13 @@
 #define TAG_REQ 71
 #define TAG_ANS 72
 #define MAX_CTX 8
+#define REQ_WORDS 5
 #define MAX_MSG ((uint64_t)INT32_MAX - 64)
 
 typedef struct preq {
     uint64_t id;
+    uint64_t use_epoch;  /* the read it is for: this rank's epoch, UINT64_MAX unknown */
+    uint64_t use_pos;
     void *ctx;
     size_t shard;
     uint64_t bytes;
@@ -348,6 +353,30 @@ static int tables_progress(zpi_mpi_peer *p)
 
 /* ------------------------------------------------------------ the fetcher's side */
 
+/* Under mu: this rank's next read of shard (epoch, position), from the
+ * node's tables; 0 when they do not know it. */
+static int own_use_locked(const zpi_mpi_peer *p, size_t shard, uint32_t *epoch, uint64_t *pos)
+{
+    int found = 0;
+    for (int k = 0; k < 2 && shard < p->n_shards; k++) {
+        const ivtab *t = p->tab[k];
+        if (!t || t->epoch < p->epoch)
+            continue;
+        for (size_t j = t->off[shard]; j < t->off[shard + 1]; j++) {
+            const struct iv *v = &t->iv[j];
+            if (v->rank != p->rank || (t->epoch == p->epoch && p->pos > v->last))
+                continue;
+            uint64_t at = t->epoch == p->epoch && p->pos > v->first ? p->pos : v->first;
+            if (!found || t->epoch < *epoch || (t->epoch == *epoch && at < *pos)) {
+                *epoch = t->epoch;
+                *pos = at;
+                found = 1;
+            }
+        }
+    }
+    return found;
+}
+
 static int p_request(void *user, void *ctx, size_t shard, uint64_t bytes, int fd,
                      void (*done)(void *, int), void *done_user)
 {
@@ -365,6 +394,15 @@ static int p_request(void *user, void *ctx, size_t shard, uint64_t bytes, int fd
         return -1; /* this node fetches it from storage */
     }
     q->id = ++p->next_id;
+    uint32_t ue = UINT32_MAX;
+    uint64_t up = 0;
+    if (own_use_locked(p, shard, &ue, &up)) {
+        q->use_epoch = ue;
+        q->use_pos = up;
+    } else {
+        q->use_epoch = UINT64_MAX;
+        q->use_pos = 0;
+    }
     q->ctx = ctx;
     q->shard = shard;
     q->bytes = bytes;
@@ -498,12 +536,14 @@ static int requests_progress(zpi_mpi_peer *p)
             continue;
         }
         if (!q->sent) {
-            uint64_t *m = malloc(3 * sizeof *m);
+            uint64_t *m = malloc(REQ_WORDS * sizeof *m);
             if (m) {
                 m[0] = q->id;
                 m[1] = q->shard;
                 m[2] = q->bytes;
-                if (send_async(p, m, 3 * sizeof *m, q->dest, TAG_REQ) == 0)
+                m[3] = q->use_epoch;
+                m[4] = q->use_pos;
+                if (send_async(p, m, REQ_WORDS * sizeof *m, q->dest, TAG_REQ) == 0)
                     q->sent = 1;
             }
             work = 1;
@@ -539,13 +579,23 @@ static void set_serving(zpi_mpi_peer *p, uint64_t v)
             __atomic_store_n(&p->npos[k][1], v, __ATOMIC_RELAXED);
 }
 
-/* Under mu: shard was sent to rank `to`: the readers of its node no longer
- * need our copy in the earliest epoch (of our two tables) in which they
- * had not been sent it. */
-static void mark_served_locked(zpi_mpi_peer *p, size_t shard, int to)
+/* Under mu: shard was sent to rank `to` for its read in epoch `epoch`
+ * (UINT64_MAX unknown): the readers of its node no longer need our copy in
+ * that epoch, or, unknown, in the earliest epoch (of our two tables) in
+ * which they had not been sent it. */
+static void mark_served_locked(zpi_mpi_peer *p, size_t shard, int to, uint64_t epoch)
 {
     if (shard >= p->n_shards || to < 0 || to >= p->size)
         return;
+    for (int k = 0; epoch != UINT64_MAX && k < 2; k++) {
+        ivtab *t = p->tab[k];
+        if (!t || t->epoch != epoch)
+            continue;
+        for (size_t j = t->off[shard]; j < t->off[shard + 1]; j++)
+            if (p->node_of[t->iv[j].rank] == p->node_of[to])
+                t->iv[j].served = 1;
+        return;
+    }
     ivtab *t[2] = {p->tab[0], p->tab[1]};
     if (t[0] && t[1] && t[1]->epoch < t[0]->epoch) {
         ivtab *x = t[0];
@@ -577,8 +627,9 @@ static int serve_one(zpi_mpi_peer *p, int answer)
     MPI_Iprobe(MPI_ANY_SOURCE, TAG_REQ, p->comm, &flag, &s);
     if (!flag)
         return 0;
-    uint64_t m[3];
+    uint64_t m[REQ_WORDS];
     MPI_Recv(m, (int)sizeof m, MPI_BYTE, s.MPI_SOURCE, TAG_REQ, p->comm, MPI_STATUS_IGNORE);
+    zp_peer_use use = {s.MPI_SOURCE, m[3] < UINT32_MAX ? (uint32_t)m[3] : UINT32_MAX, m[4]};
     if (!answer || p->stall)
         return 1; /* closing (the asker has given up) or stalled (tests) */
     uint64_t bytes = m[2] < MAX_MSG ? m[2] : 0;
@@ -594,11 +645,11 @@ static int serve_one(zpi_mpi_peer *p, int answer)
         p->serving_ctx = ctx;
         pthread_mutex_unlock(&p->mu);
         set_serving(p, m[1] + 1);
-        ok = serve(ctx, (size_t)m[1], buf + 2, bytes) == 0;
+        ok = serve(ctx, (size_t)m[1], buf + 2, bytes, &use) == 0;
         set_serving(p, 0);
         pthread_mutex_lock(&p->mu);
         if (ok)
-            mark_served_locked(p, (size_t)m[1], s.MPI_SOURCE);
+            mark_served_locked(p, (size_t)m[1], s.MPI_SOURCE, m[3]);
         p->serving = 0;
         p->serving_ctx = NULL;
         pthread_cond_broadcast(&p->cv);

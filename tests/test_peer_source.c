@@ -222,7 +222,8 @@ static void test_peer_bytes_become_the_cache_file(void **state)
 
     /* serve(): another node's request, through this cache */
     char buf[SZ];
-    assert_int_equal(x.fk.serve(x.fk.ctx, 1, buf, SZ), 0);
+    zp_peer_use use = {3, 1, 17};
+    assert_int_equal(x.fk.serve(x.fk.ctx, 1, buf, SZ, &use), 0);
     assert_memory_equal(buf, content[1], SZ);
     zpi_fetcher_stats_get(x.f, &s);
     assert_int_equal(s.peer_served, 1);

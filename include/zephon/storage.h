@@ -30,10 +30,13 @@ extern "C" {
  *    (this node fetches it from storage): done is never called. Must not
  *    block.
  *  - attach()/detach(): the fetcher `ctx` starts / stops. While attached,
- *    the source may call serve(ctx, shard, buf, bytes) from its own thread
- *    to get a shard for another node: serve puts the shard in this node's
- *    cache (downloading it when needed) and copies its bytes into buf; 0 on
- *    success. detach() returns once no serve() runs for ctx any more and
+ *    the source may call serve(ctx, shard, buf, bytes, use) from its own
+ *    thread to get a shard for another node: serve puts the shard in this
+ *    node's cache (downloading it when needed) and copies its bytes into
+ *    buf; 0 on success. use (or NULL) names the read it is for: the asking
+ *    rank and the epoch and position of its stream at which it reads the
+ *    shard, for the trace of downloads (docs/storage.md, "Tracing
+ *    downloads"). detach() returns once no serve() runs for ctx any more and
  *    done() was called for each of ctx's requests (with ok = 0 for those in
  *    flight); nothing is called for ctx after it.
  *  - position() (optional): fetcher ctx's consumer is at (epoch,
@@ -45,7 +48,13 @@ extern "C" {
  *    nodes it serves) is done with it. Called under the cache's lock:
  *    quick, and never calling the fetcher.
  * request, attach and detach are set together (or none: no source). */
-typedef int (*zp_peer_serve_fn)(void *ctx, size_t shard, void *buf, uint64_t bytes);
+typedef struct zp_peer_use {
+    int rank;          /* the asking rank, -1 unknown */
+    uint32_t epoch;    /* UINT32_MAX unknown */
+    uint64_t position; /* in the asking rank's stream of that epoch */
+} zp_peer_use;
+typedef int (*zp_peer_serve_fn)(void *ctx, size_t shard, void *buf, uint64_t bytes,
+                                const zp_peer_use *use);
 typedef struct zp_peer_source {
     int (*request)(void *user, void *ctx, size_t shard, uint64_t bytes, int fd,
                    void (*done)(void *done_user, int ok), void *done_user);

@@ -782,6 +782,7 @@ static zp_status start_fetcher(zpi_engine *e, const zpi_engine_plan *plan, const
     if (e->order) {
         fc.next_use = zpi_next_use_of;
         fc.next_use_user = e->order;
+        fc.locate = zpi_next_use_locate;
     }
     st = zpi_fetcher_create(&fc, &e->fetcher, err);
     free(tab);

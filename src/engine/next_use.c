@@ -77,6 +77,17 @@ uint64_t zpi_next_use_of(void *user, size_t shard)
     return v;
 }
 
+int zpi_next_use_locate(void *user, uint64_t g, uint32_t *epoch, uint64_t *position)
+{
+    zpi_next_use *u = user;
+    if (!u || g == NU_UNKNOWN)
+        return 0;
+    pthread_mutex_lock(&u->mu);
+    int ok = zpi_worksource_unlinear(u->ws, g, epoch, position) && *epoch != UINT32_MAX;
+    pthread_mutex_unlock(&u->mu);
+    return ok;
+}
+
 void zpi_next_use_set_position(zpi_next_use *u, uint32_t epoch, uint64_t position)
 {
     if (!u)

@@ -43,5 +43,8 @@ void zpi_next_use_set_position(zpi_next_use *nu, uint32_t epoch, uint64_t positi
  * after the consumer's), or UINT64_MAX when unknown. user: the
  * zpi_next_use. The fetcher's next-use callback. */
 uint64_t zpi_next_use_of(void *user, size_t shard);
+/* A position of that order as (epoch, position); 0 when unknown. The
+ * fetcher's locate callback. */
+int zpi_next_use_locate(void *user, uint64_t g, uint32_t *epoch, uint64_t *position);
 
 #endif

@@ -50,6 +50,7 @@ typedef struct download {
     int waiters;
     int pinned;       /* e is the committed file, pinned for a waiter to take over */
     int serving;      /* demanded to serve another node (peer_serve) */
+    zp_peer_use use;  /* serving: the read it is for (the trace) */
     int peer;         /* asked from the peer source, its answer not in yet */
     int pf;           /* started by prefetch(): counted in f->pf_out until done */
     uint64_t t_peer;  /* when asked */
@@ -111,6 +112,7 @@ struct zpi_fetcher {
     /* next use: the caller's order */
     zpi_fetch_next_use_fn next_use;
     void *next_use_user;
+    int (*locate)(void *, uint64_t, uint32_t *, uint64_t *);
 };
 
 void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t cap)
@@ -264,7 +266,7 @@ static void *renew_main(void *arg)
 
 /* ------------------------------------------------------------ create / destroy */
 
-static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes);
+static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes, const zp_peer_use *use);
 
 /* The caller's shard table, copied into f->slots, and the key map of the
  * remote shards. */
@@ -318,6 +320,7 @@ zp_status zpi_fetcher_create(const zpi_fetcher_config *cfg, zpi_fetcher **out, z
     if (!sc->cache_lru) {
         f->next_use = cfg->next_use;
         f->next_use_user = cfg->next_use_user;
+        f->locate = cfg->locate;
     }
     zp_status st = copy_shards(f, cfg, err);
     if (st != ZP_OK)
@@ -475,14 +478,32 @@ static void trace_download(zpi_fetcher *f, const download *d, int fallback)
     if (!f->log)
         return;
     uint64_t v = __atomic_load_n(&f->pos_ep, __ATOMIC_RELAXED);
-    char msg[512], at[64] = "";
+    char msg[640], at[64] = "", rd[96] = "", who[32] = "";
     const char *why = d->serving ? "for another node" : d->demand ? "needed now" : "look-ahead";
     if (v)
-        zpi_fmt(at, sizeof at, ", epoch %u position %llu", (unsigned)((v - 1) >> 40),
+        zpi_fmt(at, sizeof at, ", this rank at epoch %u position %llu", (unsigned)((v - 1) >> 40),
                 (unsigned long long)((v - 1) & (((uint64_t)1 << 40) - 1)));
-    zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s)%s",
-            f->slots[d->shard].sh.name, why, fallback ? ", after another node did not send it" : "",
-            at);
+    /* the read it is for: the asking rank's, or this rank's next one (a
+     * look-ahead may cross into the next epoch, and another node asks
+     * ahead of its reads: the epoch of the download is the read's) */
+    uint32_t re = UINT32_MAX;
+    uint64_t rp = 0;
+    if (d->serving) {
+        re = d->use.epoch;
+        rp = d->use.position;
+        if (d->use.rank >= 0)
+            zpi_fmt(who, sizeof who, ": rank %d", d->use.rank);
+    } else if (f->next_use && f->locate) {
+        uint64_t g = f->next_use(f->next_use_user, d->shard);
+        if (g == NU_UNKNOWN || !f->locate(f->next_use_user, g, &re, &rp))
+            re = UINT32_MAX;
+    }
+    if (re != UINT32_MAX)
+        zpi_fmt(rd, sizeof rd, ", read at epoch %u position %llu", (unsigned)re,
+                (unsigned long long)rp);
+    zpi_fmt(msg, sizeof msg, "download: shard '%s' from storage (%s%s%s)%s%s",
+            f->slots[d->shard].sh.name, why, who,
+            fallback ? ", after another node did not send it" : "", rd, at);
     f->log(f->log_user, ZP_LOG_DEBUG, msg);
 }
 
@@ -638,16 +659,18 @@ static void peer_done(void *user, int ok)
     pthread_mutex_unlock(&f->mu);
 }
 
-static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, int serving, zpi_err *err);
+static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, const zp_peer_use *serving,
+                         zpi_err *err);
 
 /* The peer source's serve(): shard i for another node, through this
  * node's cache (downloaded when needed), copied into buf. */
-static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
+static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes, const zp_peer_use *use)
 {
     zpi_fetcher *f = ctx;
     zpi_fetch_pin pin;
     zpi_err err;
-    if (i >= f->n || !f->slots[i].key || acquire(f, i, &pin, 1, &err) != ZP_OK)
+    zp_peer_use u = use ? *use : (zp_peer_use){-1, UINT32_MAX, 0};
+    if (i >= f->n || !f->slots[i].key || acquire(f, i, &pin, &u, &err) != ZP_OK)
         return -1;
     int rc = 0;
     struct stat sb;
@@ -676,7 +699,7 @@ static int peer_serve(void *ctx, size_t i, void *buf, uint64_t bytes)
 /* Start the download of shard i into the entry e the cache gave us
  * (DOWNLOAD). Under f->mu. */
 static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, int demand,
-                              int serving, download **hold, zpi_err *err)
+                              const zp_peer_use *serving, download **hold, zpi_err *err)
 {
     download *d = calloc(1, sizeof *d);
     done_ctx *c = malloc(sizeof *c);
@@ -689,7 +712,9 @@ static zp_status start_locked(zpi_fetcher *f, size_t i, const zpi_dc_entry *e, i
     d->shard = i;
     d->e = *e;
     d->demand = demand;
-    d->serving = serving;
+    d->serving = serving != NULL;
+    if (serving)
+        d->use = *serving;
     if (!demand) {
         d->pf = 1;
         f->pf_out++;
@@ -785,7 +810,7 @@ static void prefetch_now(zpi_fetcher *f, size_t i)
                                gives DOWNLOAD to one caller; keep ours consistent anyway */
             zpi_dc_abort(f->dc, &e);
         else
-            (void)start_locked(f, i, &e, 0, 0, NULL, &err);
+            (void)start_locked(f, i, &e, 0, NULL, NULL, &err);
         pthread_mutex_unlock(&f->mu);
     } else if (state == ZPI_DC_NOROOM) {
         pthread_mutex_lock(&f->mu);
@@ -830,8 +855,10 @@ void zpi_fetcher_prefetch(zpi_fetcher *f, size_t i)
     prefetch_now(f, i);
 }
 
-/* serving: for another node (peer_serve), in the trace only */
-static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, int serving, zpi_err *err)
+/* serving: for another node (peer_serve), the read it is for; the trace
+ * only. NULL: for this rank. */
+static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, const zp_peer_use *serving,
+                         zpi_err *err)
 {
     memset(pin, 0, sizeof *pin);
     pin->e.fd = -1;
@@ -951,7 +978,7 @@ static zp_status acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, int servi
 
 zp_status zpi_fetcher_acquire(zpi_fetcher *f, size_t i, zpi_fetch_pin *pin, zpi_err *err)
 {
-    return acquire(f, i, pin, 0, err);
+    return acquire(f, i, pin, NULL, err);
 }
 
 /* 1 when the pinned file's bytes do not have the shard's manifest hash (or

@@ -62,6 +62,10 @@ typedef struct zpi_fetcher_config {
      * storage settings ask for LRU. */
     zpi_fetch_next_use_fn next_use;
     void *next_use_user;
+    /* (optional, with next_use) a position of that order as the epoch and
+     * position of this rank's stream; 0 when unknown. The trace of
+     * downloads names the read a download is for with it. */
+    int (*locate)(void *next_use_user, uint64_t g, uint32_t *epoch, uint64_t *position);
     zp_log_fn log;         /* optional: the cache's warnings */
     void *log_user;
     /* 1: ask the storage settings' peer source (zp_storage_config.peer)
