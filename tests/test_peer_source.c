@@ -13,7 +13,10 @@
  *    this process's own order does not need;
  *  - a demanded shard is handed to its reader still pinned by the commit:
  *    the cache is not looked up again (between the two, another rank of
- *    the node could evict the file and the reader would download it twice).
+ *    the node could evict the file and the reader would download it twice);
+ *  - the trace of downloads names the read each download is for: this
+ *    rank's next read (its order's position as epoch and position), or the
+ *    asking rank's read that serve() was given.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +47,9 @@ typedef struct fake {
     void (*held_done)(void *, int);
     void *held_user;
     uint64_t nu[NSH];    /* next_use answers (UINT64_MAX: none) */
+    uint64_t own[NSH];   /* this process's order (UINT64_MAX: none) */
+    char trace[8][512];  /* the debug messages, the first 8 */
+    int ntrace;
     int answering;       /* answer threads not done (detach waits for them, as a source must) */
     pthread_cond_t cv;
 } fake;
@@ -142,11 +148,25 @@ typedef struct fx {
     zpi_fetcher *f;
 } fx;
 
-static uint64_t own_unknown(void *user, size_t shard)
+/* this process's order: the fake's own[] (next_use_user is the fake) */
+static uint64_t own_next(void *user, size_t shard) { return ((fake *)user)->own[shard]; }
+
+/* positions of that order: 100 samples an epoch */
+static int own_locate(void *user, uint64_t g, uint32_t *epoch, uint64_t *position)
 {
     (void)user;
-    (void)shard;
-    return UINT64_MAX;
+    *epoch = (uint32_t)(g / 100);
+    *position = g % 100;
+    return 1;
+}
+
+static void capture(void *user, zp_log_level level, const char *msg)
+{
+    fake *f = user;
+    pthread_mutex_lock(&f->mu);
+    if (level == ZP_LOG_DEBUG && f->ntrace < 8)
+        snprintf(f->trace[f->ntrace++], sizeof f->trace[0], "%s", msg);
+    pthread_mutex_unlock(&f->mu);
 }
 
 static void fx_start(fx *x, uint64_t limit)
@@ -156,7 +176,7 @@ static void fx_start(fx *x, uint64_t limit)
     pthread_mutex_init(&x->fk.mu, NULL);
     pthread_cond_init(&x->fk.cv, NULL);
     for (int i = 0; i < NSH; i++)
-        x->fk.nu[i] = UINT64_MAX;
+        x->fk.nu[i] = x->fk.own[i] = UINT64_MAX;
     x->src = (zp_peer_source){.request = f_request, .attach = f_attach, .detach = f_detach,
                               .next_use = f_next_use, .user = &x->fk};
     zp_storage_config c;
@@ -179,7 +199,9 @@ static void fx_start(fx *x, uint64_t limit)
                                   .xxh64 = XXH64(content[i], SZ, 0)};
     }
     zpi_fetcher_config fc = {.storage = x->st, .shards = sh, .n_shards = NSH, .parallelism = 1,
-                             .demand_slots = 1, .use_peer = 1, .next_use = own_unknown};
+                             .demand_slots = 1, .use_peer = 1, .next_use = own_next,
+                             .next_use_user = &x->fk, .locate = own_locate, .log = capture,
+                             .log_user = &x->fk};
     assert_int_equal(zpi_fetcher_create(&fc, &x->f, &err), ZP_OK);
     assert_non_null(x->fk.ctx); /* attached */
 }
@@ -356,6 +378,35 @@ static void test_demanded_shard_handed_over_pinned(void **state)
     fx_stop(&x);
 }
 
+static void test_trace_names_the_read(void **state)
+{
+    (void)state;
+    fx x;
+    fx_start(&x, 1 << 20);
+    x.fk.mode = 3; /* declined: from storage (nothing listens there: it fails) */
+    x.fk.own[2] = 205; /* this rank reads shard 2 at epoch 2, position 5 */
+    zpi_fetch_pin pin;
+    zpi_err err;
+    assert_int_not_equal(zpi_fetcher_acquire(x.f, 2, &pin, &err), ZP_OK);
+    /* another node's rank 3 asked for shard 1, for its read at epoch 1,
+     * position 17: the download is for that read, not for this rank's */
+    char buf[SZ];
+    zp_peer_use use = {3, 1, 17};
+    assert_int_not_equal(x.fk.serve(x.fk.ctx, 1, buf, SZ, &use), 0);
+    pthread_mutex_lock(&x.fk.mu);
+    int n = x.fk.ntrace;
+    char t0[512], t1[512];
+    snprintf(t0, sizeof t0, "%s", n > 0 ? x.fk.trace[0] : "");
+    snprintf(t1, sizeof t1, "%s", n > 1 ? x.fk.trace[1] : "");
+    pthread_mutex_unlock(&x.fk.mu);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(t0, "download: shard 's2' from storage (needed now), read at epoch 2 position 5"));
+    assert_non_null(
+        strstr(t1, "download: shard 's1' from storage (for another node: rank 3), read at epoch 1 "
+                   "position 17"));
+    fx_stop(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_destroy_with_a_request_in_flight),
         cmocka_unit_test(test_next_use_keeps_what_the_source_needs),
         cmocka_unit_test(test_demanded_shard_handed_over_pinned),
+        cmocka_unit_test(test_trace_names_the_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
