@@ -100,6 +100,35 @@ static void check_segments_n(const char *path, int compressed, uint64_t per, int
     zpi_shard_free(&whole);
 }
 
+/* Segments js[0..nj) of path loaded in that order: each one's records as
+ * in a whole load; the decoder restarted `restarts` times. */
+static void check_order(const char *path, int compressed, uint64_t per, uint64_t n_records,
+                        const uint64_t *js, size_t nj, uint64_t restarts)
+{
+    zpi_load_limits lim = limits();
+    zpi_err err;
+    zpi_shard whole;
+    assert_int_equal(zpi_format_for_path(path)->load(path, "t", &lim, &whole, &err), ZP_OK);
+    zpi_seg_reader *r;
+    assert_int_equal(zpi_seg_reader_open(path, "t", compressed, &lim, n_records, per, &r, &err),
+                     ZP_OK);
+    for (size_t k = 0; k < nj; k++) {
+        uint64_t j = js[k];
+        zpi_shard s;
+        if (zpi_seg_reader_load(r, j, NULL, &s, &err) != ZP_OK)
+            fail_msg("segment %llu: %s", (unsigned long long)j, err.msg);
+        uint64_t m = n_records - j * per < per ? n_records - j * per : per;
+        assert_int_equal(s.n_records, m);
+        size_t a = whole.offsets[j * per + m] - whole.offsets[j * per];
+        assert_int_equal(s.offsets[m] - s.offsets[0], a);
+        assert_memory_equal(whole.data + whole.offsets[j * per], s.data + s.offsets[0], a - 1);
+        zpi_shard_free(&s);
+    }
+    assert_int_equal(zpi_seg_reader_restarts(r), restarts);
+    zpi_seg_reader_close(r);
+    zpi_shard_free(&whole);
+}
+
 static void check_segments(const char *path, int compressed, uint64_t per, int descending,
                            zpi_seg_kind want_kind)
 {
@@ -140,6 +169,17 @@ static void test_segments_every_format(void **state)
     assert_int_equal(zpt_write_zst(big, bt, bn, 1), 0);
     check_segments_n(big, 1, 3001, 0, ZPI_SEG_STREAM, 20 * N_RECORDS);
     check_segments_n(big, 1, 777, 1, ZPI_SEG_STREAM, 20 * N_RECORDS);
+    /* a load decodes straight into the segment's buffer and keeps only the
+     * next segment's first bytes in the window: skipping segments ahead
+     * (their starts found by scanning through the window) and segments
+     * of several reads never restart; a segment behind the window (more
+     * than two reads back) does, once */
+    static const uint64_t ahead[] = {0, 2, 3, 6, 7, 9};
+    check_order(big, 1, 1777, 20 * N_RECORDS, ahead, 6, 0);
+    static const uint64_t back[] = {1, 8, 9, 2};
+    check_order(big, 1, 1777, 20 * N_RECORDS, back, 4, 1);
+    static const uint64_t large[] = {0, 1, 2};
+    check_order(big, 1, 7001, 20 * N_RECORDS, large, 3, 0);
     free(big);
     free(bt);
     /* the seekable file is an ordinary .jsonl.zst for a whole load (the

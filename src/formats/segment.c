@@ -64,6 +64,8 @@ struct zpi_seg_reader {
     size_t last_ret;
     uint64_t cpos;   /* file bytes read */
     char *win;       /* decoded bytes [wpos, wpos + wlen) */
+    uint64_t dpos;   /* zstd: decoded bytes the decoder has given (wpos + wlen
+                      * but after a read decoded straight into its buffer) */
     uint64_t restarts; /* decoder restarts (a read behind its window) */
     size_t wlen;
     uint64_t wpos;
@@ -312,6 +314,7 @@ static void stream_restart(zpi_seg_reader *r)
     r->cpos = 0;
     r->wpos = 0;
     r->wlen = 0;
+    r->dpos = 0;
 }
 
 /* stream_next for a gzip shard: more decoded bytes at the end of win
@@ -349,6 +352,9 @@ static zp_status gz_stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
     }
 }
 
+static zp_status stream_decode(zpi_seg_reader *r, char *dst, size_t cap, size_t *got,
+                               zpi_err *err);
+
 /* More decoded bytes of the stream at the end of win, dropping its oldest
  * bytes beyond WIN_KEEP first. *more 0: end of the stream. */
 static zp_status stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
@@ -362,6 +368,22 @@ static zp_status stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
     }
     if (r->gz)
         return gz_stream_next(r, more, err);
+    size_t got;
+    zp_status st = stream_decode(r, r->win + r->wlen, WIN_CAP - r->wlen, &got, err);
+    if (st == ZP_OK && got > 0) {
+        r->wlen += got;
+        *more = 1;
+    }
+    return st;
+}
+
+/* More decoded bytes of a zstd stream into dst (at most cap, at least 1
+ * unless the stream ended): *got of them. The decoder's position moves on;
+ * the window is left to the caller. */
+static zp_status stream_decode(zpi_seg_reader *r, char *dst, size_t cap, size_t *got,
+                               zpi_err *err)
+{
+    *got = 0;
     for (;;) {
         if (r->in_pos == r->in_size && !r->need_flush) {
             if (r->eof) {
@@ -369,24 +391,24 @@ static zp_status stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
                     return zpi_err_set(err, ZP_ERR_FORMAT,
                                        "shard '%s': truncated zstd frame at the end of '%s' "
                                        "(decoded byte %llu)", r->name, r->path,
-                                       (unsigned long long)(r->wpos + r->wlen));
+                                       (unsigned long long)r->dpos);
                 return ZP_OK;
             }
             double t0 = zpi_now();
-            ssize_t got = pread_full(r->fd, r->inb, SEG_CHUNK, r->cpos);
+            ssize_t rd = pread_full(r->fd, r->inb, SEG_CHUNK, r->cpos);
             r->t_read += zpi_now() - t0;
-            if (got < 0)
+            if (rd < 0)
                 return io_error(r, r->cpos, err);
-            r->cpos += (uint64_t)got;
-            r->bytes_read += (uint64_t)got;
-            r->in_size = (size_t)got;
+            r->cpos += (uint64_t)rd;
+            r->bytes_read += (uint64_t)rd;
+            r->in_size = (size_t)rd;
             r->in_pos = 0;
-            if ((size_t)got < SEG_CHUNK)
+            if ((size_t)rd < SEG_CHUNK)
                 r->eof = 1;
             continue;
         }
         ZSTD_inBuffer in = {r->inb, r->in_size, r->in_pos};
-        ZSTD_outBuffer ob = {r->win, WIN_CAP, r->wlen};
+        ZSTD_outBuffer ob = {dst, cap, 0};
         double t0 = zpi_now();
         size_t ret = ZSTD_decompressStream(r->dctx, &ob, &in);
         r->t_dec += zpi_now() - t0;
@@ -394,23 +416,26 @@ static zp_status stream_next(zpi_seg_reader *r, int *more, zpi_err *err)
             return zpi_err_set(err, ZP_ERR_FORMAT,
                                "shard '%s': corrupt zstd frame in '%s' (decoded byte %llu, file "
                                "bytes %llu-%llu): %s", r->name, r->path,
-                               (unsigned long long)(r->wpos + r->wlen),
+                               (unsigned long long)r->dpos,
                                (unsigned long long)(r->cpos - r->in_size + r->in_pos),
                                (unsigned long long)r->cpos, ZSTD_getErrorName(ret));
         r->in_pos = in.pos;
         r->need_flush = ob.pos == ob.size && ret != 0;
         r->last_ret = ret;
-        if (ob.pos > r->wlen) {
-            r->wlen = ob.pos;
-            *more = 1;
+        if (ob.pos > 0) {
+            r->dpos += ob.pos;
+            *got = ob.pos;
             return ZP_OK;
         }
     }
 }
 
-/* Decoded bytes [pos, pos + n) into dst; *got < n only at the end. */
+/* Decoded bytes [pos, pos + n) into dst; *got < n only at the end.
+ * direct (a zstd stream): the bytes past the window are decoded straight
+ * into dst, not through the window, which is then empty at the decoder's
+ * position (the caller keeps what a later read needs: keep_tail). */
 static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, size_t *got,
-                       zpi_err *err)
+                       int direct, zpi_err *err)
 {
     *got = 0;
     if (r->kind == ZPI_SEG_PLAIN) {
@@ -461,6 +486,20 @@ static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, siz
             if (k > n - done)
                 k = n - done;
             memcpy(dst + done, r->win + (pos - r->wpos), k);
+            done += k;
+            pos += k;
+            continue;
+        }
+        if (direct && !r->gz && pos == r->dpos) {
+            /* at the decoder's position (the window is used up) */
+            size_t k;
+            zp_status st = stream_decode(r, dst + done, n - done, &k, err);
+            r->wpos = r->dpos;
+            r->wlen = 0;
+            if (st != ZP_OK)
+                return st;
+            if (k == 0)
+                break;
             done += k;
             pos += k;
             continue;
@@ -635,7 +674,7 @@ static zp_status find_start(zpi_seg_reader *r, uint64_t j, zpi_err *err)
     uint64_t pos = r->start[k], lines = 0;
     while (k < j) {
         size_t got;
-        zp_status st = dread(r, pos, r->sbuf, SEG_CHUNK, &got, err);
+        zp_status st = dread(r, pos, r->sbuf, SEG_CHUNK, &got, 0, err);
         if (st != ZP_OK)
             return st;
         if (got == 0)
@@ -726,7 +765,7 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
             cap = nc;
         }
         size_t got;
-        st = dread(r, s0 + len, data + len, SEG_CHUNK, &got, err);
+        st = dread(r, s0 + len, data + len, SEG_CHUNK, &got, 1, err);
         if (st != ZP_OK)
             break;
         len += got;
@@ -756,6 +795,15 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         }
     }
     if (st == ZP_OK && !last) {
+        /* the next segment starts at s0 + end: its first bytes, decoded
+         * into data past the end, stay in the window (the read decoded
+         * straight into data left it empty); a chunk at most */
+        if (r->kind == ZPI_SEG_STREAM && !r->gz && r->wlen == 0 && r->wpos == s0 + len &&
+            len - end <= WIN_CAP) {
+            memcpy(r->win, data + end, len - end);
+            r->wpos = s0 + end;
+            r->wlen = len - end;
+        }
         len = end;
         ix.n = (size_t)m;
         ix.line_start = end;
@@ -830,7 +878,7 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
     while (!eof || len > 0) {
         if (!eof && len < frame_bytes) {
             size_t want = cap - len < SEG_CHUNK ? cap - len : SEG_CHUNK, got;
-            st = dread(r, pos, buf + len, want, &got, err);
+            st = dread(r, pos, buf + len, want, &got, 0, err);
             if (st != ZP_OK)
                 goto out;
             pos += got;
@@ -873,7 +921,7 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
                         }
                     }
                     size_t got;
-                    st = dread(r, pos, buf + len, SEG_CHUNK, &got, err);
+                    st = dread(r, pos, buf + len, SEG_CHUNK, &got, 0, err);
                     if (st != ZP_OK)
                         goto out;
                     pos += got;
