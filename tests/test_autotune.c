@@ -192,7 +192,7 @@ static void test_autotune_settings(void **state)
     assert_int_equal(m.n_tuned, 4);
     assert_string_equal(m.tuned[0].setting, "prefetch_batches");
     assert_int_equal(m.tuned[0].is_auto, 1);
-    assert_int_equal(m.tuned[0].value, 2);
+    assert_int_equal(m.tuned[0].value, 8); /* ZPI_PREFETCH_AUTO_START */
     const char *ops[] = {"fetch", "strip", "tokenize"};
     for (int i = 0; i < 3; i++) {
         assert_string_equal(m.tuned[i + 1].op, ops[i]);

@@ -68,7 +68,7 @@ typedef struct zp_pipeline_config {
                                    when the consumer waits and chunks queue
                                    for fetch, up to the team's threads */
     size_t prefetch_batches;    /* finished batches buffered, 0..4096, or
-                                   ZP_PREFETCH_AUTO (default): from 2,
+                                   ZP_PREFETCH_AUTO (default): from 8,
                                    deepened while running when the
                                    consumer waits for batches while the
                                    packer waits for room (bursts), up to

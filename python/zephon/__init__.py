@@ -381,7 +381,7 @@ class Pipeline(_core.Pipeline):
 
     def options(self, prefetch_batches=None, runner=None, watchdog=None, memory_budget=None):
         """prefetch_batches: finished batches buffered ahead of the loop, or
-        "auto" (the default: from 2, deepened while running when the loop
+        "auto" (the default: from 8, deepened while running when the loop
         waits for batches that come in bursts; docs/pipeline.md).
         runner: "thread" (default) or "process" (Python map_transforms in
         forked worker processes). watchdog: seconds a next() may wait for a

@@ -12,6 +12,11 @@
 #include "ops/operators.h"
 #include "zephon/pipeline.h"
 
+/* Where an automatic prefetch_batches starts (at most its cap): 8 batches
+ * cost little (a few MiB at the usual shapes), and a run no longer stalls
+ * while the queue doubles up from 2 (docs/pipeline.md, "Autotune"). */
+#define ZPI_PREFETCH_AUTO_START 8
+
 typedef struct zpi_tune_caps {
     size_t op_parallelism;   /* tasks an automatic operator may reach: the team's threads */
     size_t fetch_parallelism; /* the same for fetch: op_parallelism, or less under a memory

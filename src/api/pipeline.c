@@ -669,7 +669,9 @@ static zp_status start(zp_pipeline *p)
         }
     }
     const int autop = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
-    const size_t prefetch = autop ? 2 : p->cfg.prefetch_batches;
+    const size_t prefetch = !autop ? p->cfg.prefetch_batches
+                            : caps.prefetch_batches < ZPI_PREFETCH_AUTO_START ? caps.prefetch_batches
+                                                                              : ZPI_PREFETCH_AUTO_START;
     const size_t nbufs = prefetch + 2 + p->balance;
     zp_status st = zpi_outq_init(&p->q, nbufs, rows, cols, p->masking);
     if (st == ZP_OK && autop) {
@@ -1106,7 +1108,8 @@ int zpi_pipeline_tuning(zp_pipeline *p, zp_tuned_setting *out, int max)
         t->cap = (uint32_t)cap;
     } else {
         t->is_auto = p->cfg.prefetch_batches == ZP_PREFETCH_AUTO;
-        t->value = t->cap = (uint32_t)(t->is_auto ? 2 : p->cfg.prefetch_batches);
+        t->value = t->cap =
+            (uint32_t)(t->is_auto ? ZPI_PREFETCH_AUTO_START : p->cfg.prefetch_batches);
     }
     int n = 1;
     zpi_op_tuning ot[ZPI_MAX_OPS];
@@ -1153,7 +1156,8 @@ size_t zpi_pipeline_prefetch_batches(const zp_pipeline *p)
 {
     if (p->q_ready)
         return zpi_outq_prefetch((zpi_outq *)&p->q, NULL, NULL, NULL, 0);
-    return p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? 2 : p->cfg.prefetch_batches;
+    return p->cfg.prefetch_batches == ZP_PREFETCH_AUTO ? ZPI_PREFETCH_AUTO_START
+                                                       : p->cfg.prefetch_batches;
 }
 
 const zp_memory_plan *zpi_pipeline_mem(const zp_pipeline *p) { return &p->mem; }

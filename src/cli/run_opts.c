@@ -82,7 +82,7 @@ void cli_run_usage(FILE *f)
         "                          with P loads at once (default P 1); N or P auto:\n"
         "                          raised while running when fetch waits for shard loads\n"
         "                          (--prefetch auto: both; docs/pipeline.md); default off\n"
-        "  --prefetch-batches N|auto finished batches buffered (default auto: from 2,\n"
+        "  --prefetch-batches N|auto finished batches buffered (default auto: from 8,\n"
         "                          deepened while the loop waits in bursts; docs/pipeline.md)\n"
         "  --chunk-samples N       samples per task (default 64)\n"
         "  --in-flight N           chunks in flight (default: from parallelism)\n"
