@@ -512,6 +512,16 @@ typedef struct done_ctx {
     download *d;
 } done_ctx;
 
+/* A finished download's file flushed to the disk before the fetcher's lock
+ * is taken: the commit's own fdatasync (which reports errors and decides)
+ * then finds nothing to write, and the rank's fetch tasks and other
+ * completions do not wait on this disk write under the lock. */
+static void flush_early(download *d)
+{
+    if (d->e.fd >= 0)
+        (void)fdatasync(d->e.fd);
+}
+
 /* xfer's completion, on its I/O thread. */
 static void on_done(void *user, const zpi_xfer_result *r)
 {
@@ -519,6 +529,8 @@ static void on_done(void *user, const zpi_xfer_result *r)
     zpi_fetcher *f = c->f;
     download *d = c->d;
     free(c);
+    if (r->status == ZP_OK)
+        flush_early(d);
     pthread_mutex_lock(&f->mu);
     active_remove_locked(f, d);
     zp_status st = r->status;
@@ -595,6 +607,8 @@ static void peer_done(void *user, int ok)
     download *d = c->d;
     const zpi_fetch_shard *sh = &f->slots[d->shard].sh;
     int good = ok && peer_file_ok(&d->e, sh); /* d lives until done */
+    if (good)
+        flush_early(d);
     zpi_err e;
     zpi_err_clear(&e);
     pthread_mutex_lock(&f->mu);
