@@ -18,6 +18,10 @@
 #      each figure is the job's fastest pass, so that a pass slowed by this
 #      shared machine (its disk, other guests) does not decide the ratio.
 #   bench/peer/run.sh [BUILD_DIR]   (servers: tests/net/servers.sh, own folder)
+# CACHE_ROOT: where the jobs' cache folder is made (default: the run's
+# own folder, on this machine's disk). The emulated nodes of one machine
+# share its one disk, where real nodes each write to their own:
+# CACHE_ROOT=/dev/shm measures the sharing without that contention.
 # SHARDS (default 256) x SAMPLES (default 20) samples for (a) and (b);
 # PREFETCH (400:8) for (c).
 set -euo pipefail
@@ -30,7 +34,13 @@ fi
 Z=$(realpath "$B/zephon")
 O=$(mktemp -d /tmp/zephon-bench-peer.XXXXXX)
 NET=$O/net
-cleanup() { bash tests/net/servers.sh stop "$NET" >/dev/null 2>&1 || true; rm -rf "$O"; }
+CACHE=$O/cache
+[[ -n ${CACHE_ROOT:-} ]] && CACHE=$(mktemp -d "$CACHE_ROOT/zephon-bench-peer-cache.XXXXXX")
+cleanup() {
+  bash tests/net/servers.sh stop "$NET" >/dev/null 2>&1 || true
+  rm -rf "$O"
+  [[ -z ${CACHE_ROOT:-} ]] || rm -rf "$CACHE"
+}
 trap cleanup EXIT
 ZT_PROXY_DELAY_MS=50 bash tests/net/servers.sh start "$NET" >/dev/null
 get() { sed -n "s/^$1=//p" "$NET/env" | head -n1; }
@@ -50,11 +60,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob
 # bytes from storage (nginx log, after the job) in $O/bytes
 job() {
   local np=$1 nodes=$2 url=$3; shift 3
-  rm -rf "$O/cache"
+  local cache=$CACHE/c
+  rm -rf "$cache"
   local before; before=$(wc -l < "$LOG")
   local t0; t0=$(date +%s.%N)
   ZEPHON_EMULATED_NODES=$nodes timeout 600 mpirun -np "$np" --oversubscribe --bind-to none \
-    "$Z" run "$url" --seed 3 --threads 1 --microbatch 8 --epochs "${EPOCHS:-2}" --cache-dir "$O/cache" "$@" \
+    "$Z" run "$url" --seed 3 --threads 1 --microbatch 8 --epochs "${EPOCHS:-2}" --cache-dir "$cache" "$@" \
     > "$O/out" 2>&1 || { echo "job failed:" >&2; tail -5 "$O/out" >&2; exit 1; }
   local t1; t1=$(date +%s.%N)
   sleep 0.2
