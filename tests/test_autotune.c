@@ -73,14 +73,14 @@ static void sleep_s(double s)
     nanosleep(&ts, NULL);
 }
 
-/* A map that holds the pipeline 40 ms on every 80th record (parallelism 1:
- * one call at a time): production in bursts. */
+/* A map that holds the pipeline 100 ms on every 200th record (parallelism
+ * 1: one call at a time): production in bursts. */
 static zp_status hiccup_map(void *user, zp_record *rec)
 {
     (void)rec;
     unsigned *calls = user;
-    if (++*calls % 80 == 0)
-        sleep_s(0.04);
+    if (++*calls % 200 == 0)
+        sleep_s(0.1);
     return ZP_OK;
 }
 
@@ -257,11 +257,12 @@ static void test_autotune_keeps_when_the_pipeline_keeps_up(void **state)
     assert_non_null(strstr(t->why, "kept 1"));
 }
 
-/* Production in bursts (a map that stalls 40 ms every 10 batches, fast in
+/* Production in bursts (a map that stalls 100 ms every 25 batches, fast in
  * between) against a consumer at 5 ms a batch, about 80% of the
- * pipeline's mean rate: with 2 batches queued the consumer waits at each
- * burst while the packer waits for room between them, so automatic
- * prefetch_batches deepens; fixed at 2 it stays. */
+ * pipeline's mean rate: with the 8 batches an automatic queue starts with
+ * (40 ms of the consumer's steps) the consumer waits at each burst while
+ * the packer waits for room between them, so automatic prefetch_batches
+ * deepens; fixed at 2 it stays. */
 static void test_autotune_deepens_the_output_queue_for_bursts(void **state)
 {
     fixture *f = *state;
