@@ -395,14 +395,9 @@ static int p_request(void *user, void *ctx, size_t shard, uint64_t bytes, int fd
     }
     q->id = ++p->next_id;
     uint32_t ue = UINT32_MAX;
-    uint64_t up = 0;
-    if (own_use_locked(p, shard, &ue, &up)) {
-        q->use_epoch = ue;
-        q->use_pos = up;
-    } else {
-        q->use_epoch = UINT64_MAX;
-        q->use_pos = 0;
-    }
+    uint64_t up = 0; /* left 0 when not known */
+    q->use_epoch = own_use_locked(p, shard, &ue, &up) ? ue : UINT64_MAX;
+    q->use_pos = up;
     q->ctx = ctx;
     q->shard = shard;
     q->bytes = bytes;

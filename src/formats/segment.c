@@ -433,7 +433,7 @@ static zp_status stream_decode(zpi_seg_reader *r, char *dst, size_t cap, size_t 
 /* Decoded bytes [pos, pos + n) into dst; *got < n only at the end.
  * direct (a zstd stream): the bytes past the window are decoded straight
  * into dst, not through the window, which is then empty at the decoder's
- * position (the caller keeps what a later read needs: keep_tail). */
+ * position (zpi_seg_reader_load puts back what the next segment needs). */
 static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, size_t *got,
                        int direct, zpi_err *err)
 {

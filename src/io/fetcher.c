@@ -112,7 +112,7 @@ struct zpi_fetcher {
     /* next use: the caller's order */
     zpi_fetch_next_use_fn next_use;
     void *next_use_user;
-    int (*locate)(void *, uint64_t, uint32_t *, uint64_t *);
+    zpi_fetch_locate_fn locate;
 };
 
 void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t cap)

@@ -51,6 +51,9 @@ typedef struct zpi_fetch_shard {
  * along the order), or UINT64_MAX when unknown. Called under the disk
  * cache's lock: quick, and never calling the fetcher. */
 typedef uint64_t (*zpi_fetch_next_use_fn)(void *user, size_t shard);
+/* A position g of that order as the epoch and position of this rank's
+ * stream; 0 when unknown. */
+typedef int (*zpi_fetch_locate_fn)(void *user, uint64_t g, uint32_t *epoch, uint64_t *position);
 
 typedef struct zpi_fetcher_config {
     zpi_storage *storage;          /* borrowed: outlives the fetcher */
@@ -62,10 +65,9 @@ typedef struct zpi_fetcher_config {
      * storage settings ask for LRU. */
     zpi_fetch_next_use_fn next_use;
     void *next_use_user;
-    /* (optional, with next_use) a position of that order as the epoch and
-     * position of this rank's stream; 0 when unknown. The trace of
+    /* (optional, with next_use; its user is next_use_user) the trace of
      * downloads names the read a download is for with it. */
-    int (*locate)(void *next_use_user, uint64_t g, uint32_t *epoch, uint64_t *position);
+    zpi_fetch_locate_fn locate;
     zp_log_fn log;         /* optional: the cache's warnings */
     void *log_user;
     /* 1: ask the storage settings' peer source (zp_storage_config.peer)
