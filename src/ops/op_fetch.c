@@ -77,6 +77,40 @@ static zp_status pins_get(zpi_shard_cache *cache, _Atomic uint64_t *sync_load_ns
     return ZP_OK;
 }
 
+/* Starts reading record k of chunk c into the cache when its unit is
+ * pinned already: the records of a shuffled chunk lie far apart in the
+ * decoded segments (a memory walk the hardware cannot predict), so later
+ * ones are asked for while this one is parsed, in two steps: the entry of
+ * the offsets table first (data 0), then, two records later, the record's
+ * first 1 KiB (the hardware's stream prefetcher carries on from there). */
+#define PREFETCH_AHEAD 2
+#define PREFETCH_BYTES 1024
+static void prefetch_record(const zpi_shard_cache *cache, const pinset *ps, const zpi_chunk *c,
+                            size_t k, int data)
+{
+    if (k >= c->n)
+        return;
+    const zp_sample *s = &c->samples[k];
+    const uint32_t unit = zpi_shard_cache_unit(cache, s->shard, s->record);
+    for (int i = 0; i < ps->n; i++) {
+        const zpi_shard *sh = ps->sh[i];
+        if (ps->idx[i] != unit || !sh->data || s->record < sh->first_record ||
+            s->record - sh->first_record >= sh->n_records)
+            continue;
+        const uint64_t rec = s->record - sh->first_record;
+        if (!data) {
+            __builtin_prefetch(&sh->offsets[rec], 0, 3);
+            return;
+        }
+        const uint64_t a = sh->offsets[rec], b = sh->offsets[rec + 1];
+        const char *p = sh->data + a;
+        const uint64_t n = b - a < PREFETCH_BYTES ? b - a : PREFETCH_BYTES;
+        for (uint64_t o = 0; o < n; o += 64)
+            __builtin_prefetch(p + o, 0, 3);
+        return;
+    }
+}
+
 /* Copies record bytes into the chunk's JSON arena for record r; on failure
  * the chunk fails and the status is returned. */
 static zp_status keep_json(zpi_chunk *c, zpi_rec *r, const char *rec, size_t len)
@@ -398,6 +432,11 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
                 t_rec = zpi_now_ns();
             continue;
         }
+        if (i == 0)
+            for (size_t k = 1; k < 2 * PREFETCH_AHEAD; k++)
+                prefetch_record(env->cache, &ps, c, k, k < PREFETCH_AHEAD + 1);
+        prefetch_record(env->cache, &ps, c, i + PREFETCH_AHEAD, 1);
+        prefetch_record(env->cache, &ps, c, i + 2 * PREFETCH_AHEAD, 0);
         size_t len;
         if (fetch_record(env, json, c, i, sh, &len) != 0)
             break;
