@@ -101,6 +101,8 @@ struct zpi_shard_cache {
     size_t unpinned_bytes;
     spare_buf *spare;        /* [max_spare] */
     int n_spare, max_spare;
+    zpi_seg_kit *kits;       /* [max_spare] closed segment readers' buffers */
+    int n_kits;
     scratch_buf *scratch_free;
     int warned;
     size_t largest_size;     /* the largest shard loaded so far (accounted bytes) */
@@ -176,10 +178,12 @@ zp_status zpi_shard_cache_create(const zp_dataset *ds, const zpi_shard_cache_con
     if (c->n > c->nshards && (int)(cfg->keep_shards / 2) > c->max_spare)
         c->max_spare = cfg->keep_shards / 2 < 64 ? (int)(cfg->keep_shards / 2) : 64;
     c->spare = calloc((size_t)c->max_spare, sizeof *c->spare);
-    if (!c->spare)
+    c->kits = calloc((size_t)c->max_spare, sizeof *c->kits);
+    if (!c->spare || !c->kits)
         bad = ZP_ERR_NOMEM;
     c->slots = bad == ZP_OK ? calloc(c->n ? c->n : 1, sizeof *c->slots) : NULL;
     if (!c->slots) {
+        free(c->kits);
         free(c->spare);
         free(c->ushard);
         free(c->ubase);
@@ -215,6 +219,9 @@ void zpi_shard_cache_destroy(zpi_shard_cache *c)
     for (int i = 0; i < c->n_spare; i++)
         free(c->spare[i].p);
     free(c->spare);
+    for (int i = 0; i < c->n_kits; i++)
+        zpi_seg_kit_free(&c->kits[i]);
+    free(c->kits);
     while (c->scratch_free) {
         scratch_buf *b = c->scratch_free;
         c->scratch_free = b->next;
@@ -341,10 +348,20 @@ static void fmt_bytes(char *buf, size_t cap, size_t n)
 static zp_status cache_get(zpi_shard_cache *c, uint32_t index, int wait, const zpi_shard **out,
                            int *loaded, zpi_err *err);
 
-/* Closes a shard's segment reader (and unpins its cached file). */
+/* Closes a shard's segment reader (and unpins its cached file), keeping
+ * its buffers for the next reader when the pool has room. */
 static void src_close(zpi_shard_cache *c, seg_src *src)
 {
-    zpi_seg_reader_close(src->rd);
+    zpi_seg_kit kit;
+    memset(&kit, 0, sizeof kit);
+    zpi_seg_reader_retire(src->rd, &kit);
+    pthread_mutex_lock(&c->mu);
+    if (c->n_kits < c->max_spare) {
+        c->kits[c->n_kits++] = kit;
+        memset(&kit, 0, sizeof kit);
+    }
+    pthread_mutex_unlock(&c->mu);
+    zpi_seg_kit_free(&kit);
     src->rd = NULL;
     zpi_fetcher_release(c->cfg.fetcher, &src->pin, 0);
     memset(&src->pin, 0, sizeof src->pin);
@@ -404,13 +421,21 @@ static zp_status load_segment(zpi_shard_cache *c, uint32_t i, uint64_t j, zpi_lo
         if (st == ZP_OK && fmt->seg == ZPI_FMT_SEG_PARQUET)
             st = zpi_seg_reader_open_parquet(path, name, lim, zp_dataset_shard_samples(c->ds, i),
                                              c->per[i], &src->rd, err);
-        else if (st == ZP_OK)
-            st = zpi_seg_reader_open(path, name,
-                                     fmt->seg == ZPI_FMT_SEG_ZSTD   ? ZPI_SEG_ZSTD
-                                     : fmt->seg == ZPI_FMT_SEG_GZIP ? ZPI_SEG_GZIP
-                                                                    : ZPI_SEG_NONE, lim,
-                                     zp_dataset_shard_samples(c->ds, i), c->per[i], &src->rd,
-                                     err);
+        else if (st == ZP_OK) {
+            zpi_seg_kit kit;
+            memset(&kit, 0, sizeof kit);
+            pthread_mutex_lock(&c->mu);
+            if (c->n_kits > 0)
+                kit = c->kits[--c->n_kits];
+            pthread_mutex_unlock(&c->mu);
+            st = zpi_seg_reader_open_kit(path, name,
+                                         fmt->seg == ZPI_FMT_SEG_ZSTD   ? ZPI_SEG_ZSTD
+                                         : fmt->seg == ZPI_FMT_SEG_GZIP ? ZPI_SEG_GZIP
+                                                                        : ZPI_SEG_NONE, lim,
+                                         zp_dataset_shard_samples(c->ds, i), c->per[i], &kit,
+                                         &src->rd, err);
+            zpi_seg_kit_free(&kit); /* what the reader did not take */
+        }
         src->next_seg = 0;
     } else if (j < src->next_seg && zpi_seg_reader_kind(src->rd) == ZPI_SEG_STREAM) {
         restart = 1; /* behind the streaming decoder: decoded again from the start */

@@ -30,6 +30,7 @@
  * stay in it, so that a segment that starts inside the read that ended the
  * one before finds its bytes there (no restart). */
 #define WIN_CAP (3 * SEG_CHUNK)
+#define SEG_MIN_READ ((size_t)16 << 10) /* the least room a read is given */
 #define WIN_KEEP (2 * SEG_CHUNK)
 #define UNKNOWN_START UINT64_MAX
 
@@ -518,8 +519,19 @@ static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, siz
 /* ------------------------------------------------------------ open, load */
 
 /* max_frame: the largest decoded frame a seek table may list. */
+/* A buffer from the kit (which no longer holds it), else a new one. */
+static void *kit_take(void **slot, size_t size)
+{
+    void *p = slot ? *slot : NULL;
+    if (p) {
+        *slot = NULL;
+        return p;
+    }
+    return malloc(size);
+}
+
 static zp_status open_raw(const char *path, const char *name, int compressed, uint64_t max_frame,
-                          zpi_seg_reader **out, zpi_err *err)
+                          zpi_seg_kit *kit, zpi_seg_reader **out, zpi_err *err)
 {
     *out = NULL;
     zpi_seg_reader *r = calloc(1, sizeof *r);
@@ -528,7 +540,7 @@ static zp_status open_raw(const char *path, const char *name, int compressed, ui
     r->fd = -1;
     r->path = strdup(path);
     r->name = strdup(name);
-    r->sbuf = malloc(SEG_CHUNK);
+    r->sbuf = kit_take(kit ? (void **)&kit->sbuf : NULL, SEG_CHUNK);
     if (!r->path || !r->name || !r->sbuf) {
         zpi_seg_reader_close(r);
         return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
@@ -550,7 +562,13 @@ static zp_status open_raw(const char *path, const char *name, int compressed, ui
             st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
         r->kind = ZPI_SEG_STREAM;
     } else if (compressed) {
-        r->dctx = ZSTD_createDCtx();
+        if (kit && kit->dctx) { /* its window and buffers are reused */
+            r->dctx = kit->dctx;
+            kit->dctx = NULL;
+            ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_and_parameters);
+        } else {
+            r->dctx = ZSTD_createDCtx();
+        }
         if (!r->dctx)
             st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
         if (st == ZP_OK)
@@ -558,8 +576,8 @@ static zp_status open_raw(const char *path, const char *name, int compressed, ui
     }
     if (compressed) {
         if (st == ZP_OK && r->kind == ZPI_SEG_STREAM) {
-            r->inb = malloc(SEG_CHUNK);
-            r->win = malloc(WIN_CAP);
+            r->inb = kit_take(kit ? (void **)&kit->inb : NULL, SEG_CHUNK);
+            r->win = kit_take(kit ? (void **)&kit->win : NULL, WIN_CAP);
             if (!r->inb || !r->win)
                 st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory", name);
             else
@@ -578,10 +596,19 @@ zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed
                               const zpi_load_limits *lim, uint64_t n_records,
                               uint64_t per_segment, zpi_seg_reader **out, zpi_err *err)
 {
+    return zpi_seg_reader_open_kit(path, name, compressed, lim, n_records, per_segment, NULL, out,
+                                   err);
+}
+
+zp_status zpi_seg_reader_open_kit(const char *path, const char *name, int compressed,
+                                  const zpi_load_limits *lim, uint64_t n_records,
+                                  uint64_t per_segment, zpi_seg_kit *kit, zpi_seg_reader **out,
+                                  zpi_err *err)
+{
     if (!out || !path || !name || !lim || per_segment == 0)
         return ZP_ERR_INVALID;
     zpi_seg_reader *r;
-    zp_status st = open_raw(path, name, compressed, lim->max_shard_bytes, &r, err);
+    zp_status st = open_raw(path, name, compressed, lim->max_shard_bytes, kit, &r, err);
     if (st != ZP_OK)
         return st;
     r->lim = lim;
@@ -641,6 +668,42 @@ static zp_status load_parquet(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
 zpi_seg_kind zpi_seg_reader_kind(const zpi_seg_reader *r) { return r->kind; }
 
 uint64_t zpi_seg_reader_restarts(const zpi_seg_reader *r) { return r->restarts; }
+
+void zpi_seg_reader_retire(zpi_seg_reader *r, zpi_seg_kit *kit)
+{
+    if (!r)
+        return;
+    if (kit) { /* (a kit's member still set keeps its own buffer) */
+        if (!kit->dctx) {
+            kit->dctx = r->dctx;
+            r->dctx = NULL;
+        }
+        if (!kit->sbuf) {
+            kit->sbuf = r->sbuf;
+            r->sbuf = NULL;
+        }
+        if (!kit->inb && r->inb) {
+            kit->inb = r->inb;
+            r->inb = NULL;
+        }
+        if (!kit->win && r->win) {
+            kit->win = r->win;
+            r->win = NULL;
+        }
+    }
+    zpi_seg_reader_close(r);
+}
+
+void zpi_seg_kit_free(zpi_seg_kit *kit)
+{
+    if (!kit)
+        return;
+    ZSTD_freeDCtx(kit->dctx);
+    free(kit->sbuf);
+    free(kit->inb);
+    free(kit->win);
+    memset(kit, 0, sizeof *kit);
+}
 
 void zpi_seg_reader_close(zpi_seg_reader *r)
 {
@@ -740,7 +803,8 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
                                                   : (size_t)(guess + guess / 8);
     cap += SEG_CHUNK;
     char *data;
-    if (bufs && bufs->data) { /* a recycled buffer: grown below if too small */
+    const int recycled = bufs && bufs->data;
+    if (recycled) { /* a recycled buffer: grown below if too small */
         data = bufs->data;
         cap = bufs->data_cap;
         bufs->data = NULL;
@@ -752,8 +816,11 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory loading segment %llu",
                            r->name, (unsigned long long)j);
     for (;;) {
-        if (cap - len < SEG_CHUNK) {
-            size_t nc = cap + cap / 2 + SEG_CHUNK;
+        /* a read fills the room left, up to a chunk: a buffer is grown
+         * only when nearly full, a recycled one by a little (growing
+         * touches fresh pages, and it keeps what it grew by) */
+        if (cap - len < SEG_MIN_READ) {
+            size_t nc = recycled ? cap + cap / 8 + SEG_MIN_READ : cap + cap / 2 + SEG_CHUNK;
             char *d = realloc(data, nc + ZPI_JSON_PADDING);
             if (!d) {
                 st = zpi_err_set(err, ZP_ERR_NOMEM,
@@ -764,8 +831,8 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
             data = d;
             cap = nc;
         }
-        size_t got;
-        st = dread(r, s0 + len, data + len, SEG_CHUNK, &got, 1, err);
+        size_t got, want = cap - len < SEG_CHUNK ? cap - len : SEG_CHUNK;
+        st = dread(r, s0 + len, data + len, want, &got, 1, err);
         if (st != ZP_OK)
             break;
         len += got;
@@ -784,7 +851,7 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         }
         if (last && ix.n > m)
             break; /* too many records: the count check below says so */
-        if (got < SEG_CHUNK) {
+        if (got < want) {
             if (!last)
                 st = zpi_err_set(err, ZP_ERR_FORMAT,
                                  "shard '%s': '%s' ends in segment %llu after %llu records, the "
@@ -824,7 +891,13 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         memset(out, 0, sizeof *out);
         return st;
     }
-    zpi_shard_set_data(out, data, len, cap); /* (the cache accounts for capacity) */
+    /* the cache accounts for capacity; a recycled buffer a little larger
+     * than the segment stays whole: trimmed, and grown again by the next
+     * load, its pages would be fresh at every load */
+    if (recycled && cap - len <= len / 4 + SEG_MIN_READ)
+        zpi_shard_set_data_keep(out, data, len, cap);
+    else
+        zpi_shard_set_data(out, data, len, cap);
     out->first_record = first;
     out->file_bytes = r->bytes_read;
     out->read_seconds = r->t_read;
@@ -852,7 +925,7 @@ zp_status zpi_seekable_convert(const char *in_path, const char *out_path, size_t
                      : il > 3 && strcmp(in_path + il - 3, ".gz") == 0 ? ZPI_SEG_GZIP
                                                                       : ZPI_SEG_NONE;
     zpi_seg_reader *r;
-    zp_status st = open_raw(in_path, in_path, compressed, (uint64_t)1 << 30, &r, err);
+    zp_status st = open_raw(in_path, in_path, compressed, (uint64_t)1 << 30, NULL, &r, err);
     if (st != ZP_OK)
         return st;
     int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -57,6 +57,24 @@ enum { ZPI_SEG_NONE = 0, ZPI_SEG_ZSTD = 1, ZPI_SEG_GZIP = 2 };
 zp_status zpi_seg_reader_open(const char *path, const char *name, int compressed,
                               const zpi_load_limits *lim, uint64_t n_records,
                               uint64_t per_segment, zpi_seg_reader **out, zpi_err *err);
+/* The buffers a closed reader leaves for the next one to open (its zstd
+ * decoder with its window, its read and window buffers): a reader opened
+ * with a kit takes what it needs from it, so that a pipeline that opens
+ * shard after shard touches no fresh pages. NULL members: none. */
+typedef struct zpi_seg_kit {
+    struct ZSTD_DCtx_s *dctx;
+    char *sbuf, *inb, *win;
+} zpi_seg_kit;
+/* zpi_seg_reader_open, taking buffers from kit (or NULL). */
+zp_status zpi_seg_reader_open_kit(const char *path, const char *name, int compressed,
+                                  const zpi_load_limits *lim, uint64_t n_records,
+                                  uint64_t per_segment, zpi_seg_kit *kit, zpi_seg_reader **out,
+                                  zpi_err *err);
+/* Closes r, first moving its reusable buffers into the empty members of
+ * kit (or NULL). */
+void zpi_seg_reader_retire(zpi_seg_reader *r, zpi_seg_kit *kit);
+/* Frees what kit holds and empties it. */
+void zpi_seg_kit_free(zpi_seg_kit *kit);
 /* The same for a .parquet shard (parquet.h): a segment's records are the
  * rows [j*per, ...) of the file as JSON lines, decoded from the row groups
  * that hold them. The file's row count must be n_records. */

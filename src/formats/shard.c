@@ -109,6 +109,14 @@ zp_status zpi_load_check(const zpi_load_limits *lim, const char *name, const cha
     return ZP_OK;
 }
 
+void zpi_shard_set_data_keep(zpi_shard *out, char *data, size_t len, size_t cap)
+{
+    memset(data + len, 0, ZPI_JSON_PADDING);
+    out->data = data;
+    out->data_len = len;
+    out->data_cap = cap;
+}
+
 void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap)
 {
     if (cap - len > ((size_t)1 << 20) && cap - len > len / 4) {
@@ -118,8 +126,5 @@ void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap)
             cap = len;
         }
     }
-    memset(data + len, 0, ZPI_JSON_PADDING);
-    out->data = data;
-    out->data_len = len;
-    out->data_cap = cap;
+    zpi_shard_set_data_keep(out, data, len, cap);
 }

@@ -133,6 +133,8 @@ void zpi_shard_free(zpi_shard *s);
  * the next load of about the same size fits it again (a recycled buffer).
  * Zeroes the padding; sets data, data_len, data_cap. */
 void zpi_shard_set_data(zpi_shard *out, char *data, size_t len, size_t cap);
+/* The same, keeping the whole buffer (the caller bounds its spare room). */
+void zpi_shard_set_data_keep(zpi_shard *out, char *data, size_t len, size_t cap);
 
 /* hash (XXH64 of a shard's stored bytes) against the manifest's, when lim
  * has one: ZP_OK, or ZP_ERR_FORMAT naming the shard, path and both hashes. */
