@@ -198,6 +198,126 @@ static void test_segments_every_format(void **state)
     free(dir);
 }
 
+/* Reader after reader of the same shards, as the shard cache opens them:
+ * a reader opened with the kit of one closed before takes its decoder and
+ * buffers (the kit is left without them) and gives a fresh reader's records,
+ * for a single-frame stream, a seekable file and a gzip stream, read
+ * partly (a decoder retired mid-stream) and in full; a recycled segment
+ * buffer a little larger than its segment is kept whole (its pages are
+ * not given back to be touched fresh by the next load), one much larger
+ * is trimmed. */
+static void kit_round(const char *path, int compressed, uint64_t per, uint64_t n_records,
+                      uint64_t nload, zpi_seg_kit *kit, const zpi_shard *whole)
+{
+    zpi_load_limits lim = limits();
+    zpi_err err;
+    zpi_seg_kit before = *kit;
+    zpi_seg_reader *r;
+    assert_int_equal(
+        zpi_seg_reader_open_kit(path, "t", compressed, &lim, n_records, per, kit, &r, &err),
+        ZP_OK);
+    if (before.dctx && compressed == ZPI_SEG_ZSTD) /* taken */
+        assert_null(kit->dctx);
+    if (before.sbuf)
+        assert_null(kit->sbuf);
+    if (before.inb && zpi_seg_reader_kind(r) == ZPI_SEG_STREAM)
+        assert_null(kit->inb);
+    for (uint64_t j = 0; j < nload; j++) {
+        zpi_shard s;
+        if (zpi_seg_reader_load(r, j, NULL, &s, &err) != ZP_OK)
+            fail_msg("%s segment %llu: %s", path, (unsigned long long)j, err.msg);
+        uint64_t m = n_records - j * per < per ? n_records - j * per : per;
+        size_t a = whole->offsets[j * per + m] - whole->offsets[j * per];
+        assert_int_equal(s.n_records, m);
+        assert_int_equal(s.offsets[m] - s.offsets[0], a);
+        assert_memory_equal(whole->data + whole->offsets[j * per], s.data + s.offsets[0], a - 1);
+        zpi_shard_free(&s);
+    }
+    zpi_seg_kit_free(kit); /* what the reader left */
+    zpi_seg_reader_retire(r, kit);
+    assert_non_null(kit->sbuf);
+    if (compressed == ZPI_SEG_ZSTD)
+        assert_non_null(kit->dctx);
+}
+
+static void test_segments_reuse(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t n;
+    char *t = records_text(3, 8 * N_RECORDS, &n);
+    char *plain = zpt_path(dir, "r.jsonl");
+    char *single = zpt_path(dir, "r1.jsonl.zst");
+    char *seek = zpt_path(dir, "rs.jsonl.zst");
+    char *gz = zpt_path(dir, "r.jsonl.gz");
+    assert_int_equal(zpt_write_file(plain, t, n), 0);
+    assert_int_equal(zpt_write_zst(single, t, n, 1), 0);
+    zpi_err err;
+    assert_int_equal(zpi_seekable_convert(plain, seek, 8192, 3, &err), ZP_OK);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "gzip -c '%s' > '%s'", plain, gz);
+    assert_int_equal(system(cmd), 0);
+    zpi_load_limits lim = limits();
+    zpi_shard whole;
+    assert_int_equal(zpi_format_for_path(plain)->load(plain, "t", &lim, &whole, &err), ZP_OK);
+    const uint64_t nr = 8 * N_RECORDS, per = 900, nseg = (nr + per - 1) / per;
+    zpi_seg_kit kit;
+    memset(&kit, 0, sizeof kit);
+    /* the same decoder through single-frame, seekable and gzip readers,
+     * retired mid-stream and at the end */
+    kit_round(single, ZPI_SEG_ZSTD, per, nr, 3, &kit, &whole);
+    kit_round(single, ZPI_SEG_ZSTD, per, nr, nseg, &kit, &whole);
+    kit_round(seek, ZPI_SEG_ZSTD, per, nr, nseg, &kit, &whole);
+    kit_round(single, ZPI_SEG_ZSTD, per, nr, nseg, &kit, &whole);
+    kit_round(gz, ZPI_SEG_GZIP, per, nr, nseg, &kit, &whole);
+    kit_round(single, ZPI_SEG_ZSTD, per, nr, 5, &kit, &whole);
+    kit_round(plain, ZPI_SEG_NONE, per, nr, nseg, &kit, &whole);
+    zpi_seg_kit_free(&kit);
+    assert_null(kit.dctx);
+
+    /* recycled decode buffers: segment 0 is about 900 x 205 bytes */
+    zpi_seg_reader *r;
+    assert_int_equal(zpi_seg_reader_open(single, "t", ZPI_SEG_ZSTD, &lim, nr, per, &r, &err),
+                     ZP_OK);
+    zpi_shard s;
+    assert_int_equal(zpi_seg_reader_load(r, 0, NULL, &s, &err), ZP_OK);
+    const size_t len = s.data_len;
+    zpi_shard_free(&s);
+    /* a little larger: kept whole, the same buffer */
+    zpi_load_bufs bufs;
+    memset(&bufs, 0, sizeof bufs);
+    bufs.data_cap = len + len / 8;
+    bufs.data = malloc(bufs.data_cap + ZPI_JSON_PADDING);
+    char *given = bufs.data;
+    assert_int_equal(zpi_seg_reader_load(r, 1, &bufs, &s, &err), ZP_OK);
+    assert_null(bufs.data); /* taken */
+    assert_ptr_equal(s.data, given);
+    assert_int_equal(s.data_cap, len + len / 8);
+    zpi_shard_free(&s);
+    /* larger by 2 MiB: trimmed to the segment */
+    bufs.data_cap = len + ((size_t)2 << 20);
+    bufs.data = malloc(bufs.data_cap + ZPI_JSON_PADDING);
+    assert_int_equal(zpi_seg_reader_load(r, 2, &bufs, &s, &err), ZP_OK);
+    assert_true(s.data_cap < 2 * len);
+    zpi_shard_free(&s);
+    /* too small: grown by a little, not by half and a read chunk more */
+    bufs.data_cap = len / 2;
+    bufs.data = malloc(bufs.data_cap + ZPI_JSON_PADDING);
+    assert_int_equal(zpi_seg_reader_load(r, 3, &bufs, &s, &err), ZP_OK);
+    assert_true(s.data_cap >= s.data_len);
+    assert_true(s.data_cap <= s.data_len + s.data_len / 4 + (16 << 10));
+    zpi_shard_free(&s);
+    zpi_seg_reader_close(r);
+    zpi_shard_free(&whole);
+    free(plain);
+    free(single);
+    free(seek);
+    free(gz);
+    free(t);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
 /* gzip: `gzip -c` of `path` (from byte `from`, `len` bytes; len 0: to
  * the end) appended to `out`. 0 on success. */
 static int gzip_part(const char *path, size_t from, size_t len, const char *out)
@@ -491,6 +611,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_segments_every_format),
         cmocka_unit_test(test_segments_gzip),
+        cmocka_unit_test(test_segments_reuse),
         cmocka_unit_test(test_segments_corrupt_seek_table),
         cmocka_unit_test(test_segments_count_mismatch),
         cmocka_unit_test(test_segments_cache_bounded),
