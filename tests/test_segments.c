@@ -7,7 +7,9 @@
  * it; a damaged seek table is an error naming the
  * file; a shard with another record count than the dataset's is an error;
  * the shard cache's resident bytes over a shuffled pass of big shards stay
- * at about block x segment, not block x shard. */
+ * at about block x segment, not block x shard, and at that in a run's last
+ * pass whatever the budget; readers reuse a closed reader's decoder and
+ * buffers, and recycled segment buffers are kept whole. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -511,7 +513,17 @@ static void test_segments_count_mismatch(void **state)
  * each sample's unit got and put in stream order as the fetch operator
  * does, through a cache of budget 0 that keeps the working set: the peak
  * of resident bytes. segment_bytes: the dataset's setting. */
+static uint64_t pass_peak_b(const char *dir, size_t segment_bytes, uint64_t *segment_loads,
+                            size_t budget, int last_pass);
 static uint64_t pass_peak(const char *dir, size_t segment_bytes, uint64_t *segment_loads)
+{
+    return pass_peak_b(dir, segment_bytes, segment_loads, 0, 0);
+}
+
+/* A shuffled pass with a cache budget of `budget`, told (last_pass) that
+ * it is the run's last pass or not: the cache's peak resident bytes. */
+static uint64_t pass_peak_b(const char *dir, size_t segment_bytes, uint64_t *segment_loads,
+                            size_t budget, int last_pass)
 {
     zp_dataset_config dc;
     zp_dataset_config_init(&dc);
@@ -535,10 +547,12 @@ static uint64_t pass_peak(const char *dir, size_t segment_bytes, uint64_t *segme
     assert_int_equal(zp_worksource_create(ds, &wc, &ws), ZP_OK);
     zpi_shard_cache_config cc;
     memset(&cc, 0, sizeof cc);
-    cc.budget_bytes = 0;
+    cc.budget_bytes = budget;
     cc.keep_shards = zpi_shard_cache_keep_shards(BIG_SHARDS, 1, 0);
     zpi_shard_cache *c;
     assert_int_equal(zpi_shard_cache_create(ds, &cc, &c), ZP_OK);
+    if (last_pass)
+        zpi_shard_cache_last_pass(c);
     uint64_t total = zp_worksource_samples_per_rank(ws);
     unsigned char *seen = calloc(BIG_SHARDS * BIG_RECORDS, 1);
     for (uint64_t q = 0; q < total; q++) {
@@ -602,6 +616,14 @@ static void test_segments_cache_bounded(void **state)
     /* the working set: 9 segments of ~64 KiB (and their offsets) */
     assert_true(seg_peak < (uint64_t)(BIG_SHARDS + 2) * (128 << 10));
     assert_true(seg_peak * 2 < whole_peak);
+    /* a budget larger than the data keeps every segment read, unless the
+     * pass is the run's last: then only the working set, as with none */
+    uint64_t kept_peak = pass_peak_b(dir, 64 << 10, NULL, (size_t)1 << 30, 0);
+    uint64_t last_peak = pass_peak_b(dir, 64 << 10, NULL, (size_t)1 << 30, 1);
+    print_message("budget 1 GiB: %.2f MB, in the last pass %.2f MB\n", (double)kept_peak / 1e6,
+                  (double)last_peak / 1e6);
+    assert_true(kept_peak >= (uint64_t)BIG_SHARDS * shard_bytes);
+    assert_true(last_peak < (uint64_t)(BIG_SHARDS + 2) * (128 << 10));
     zpt_rmtree(dir);
     free(dir);
 }

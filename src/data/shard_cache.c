@@ -105,6 +105,7 @@ struct zpi_shard_cache {
     int n_kits;
     scratch_buf *scratch_free;
     int warned;
+    int last_pass;           /* zpi_shard_cache_last_pass(): keep the working set only */
     size_t largest_size;     /* the largest shard loaded so far (accounted bytes) */
     uint32_t largest;
     zpi_shard_cache_stats st;
@@ -636,7 +637,8 @@ void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index)
             v = c->slots[v].prev;
             pos--;
         }
-        if (c->unpinned_bytes <= c->cfg.budget_bytes || v < 0 || pos <= c->cfg.keep_shards)
+        if ((c->unpinned_bytes <= c->cfg.budget_bytes && !c->last_pass) || v < 0 ||
+            pos <= c->cfg.keep_shards)
             break;
         slot *victim = &c->slots[v];
         lru_unlink(c, v);
@@ -690,6 +692,15 @@ void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index)
     pthread_mutex_unlock(&c->mu);
     if (msg[0])
         c->cfg.log(c->cfg.log_user, ZP_LOG_WARN, msg);
+}
+
+void zpi_shard_cache_last_pass(zpi_shard_cache *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->last_pass = 1;
+    pthread_mutex_unlock(&c->mu);
 }
 
 void zpi_shard_cache_stats_get(zpi_shard_cache *c, zpi_shard_cache_stats *st)

@@ -94,6 +94,12 @@ zp_status zpi_shard_cache_get_unless_loading(zpi_shard_cache *c, uint32_t index,
                                              const zpi_shard **out, int *loaded, zpi_err *err);
 /* Unpin a shard got with zpi_shard_cache_get(). */
 void zpi_shard_cache_put(zpi_shard_cache *c, uint32_t index);
+/* The run's last pass has begun: a unit it has read is not read again, so
+ * from now on the cache keeps no unit beyond the working set, whatever its
+ * budget (their buffers go to the next loads, which then touch no fresh
+ * pages). A run of one epoch is all last pass. The budget's warning is
+ * unchanged. */
+void zpi_shard_cache_last_pass(zpi_shard_cache *c);
 void zpi_shard_cache_stats_get(zpi_shard_cache *c, zpi_shard_cache_stats *st);
 
 #endif

@@ -62,6 +62,7 @@ struct zpi_engine {
     int draining;
     int admit_done;
     uint32_t adm_epoch, end_epoch; /* end_epoch = UINT32_MAX without end */
+    int last_pass;                 /* 1: admission entered the last epoch, 2: the cache knows */
     uint64_t adm_pos, per_rank;
     /* prefetch: shards of the next `prefetch_buffer` positions are loaded
      * into the shard cache ahead of fetch, by at most prefetch_parallelism
@@ -270,6 +271,8 @@ static zpi_chunk *admit_locked(zpi_engine *e)
         e->admit_done = 1;
         return NULL;
     }
+    if (e->last_pass == 0 && e->end_epoch != UINT32_MAX && e->adm_epoch + 1 == e->end_epoch)
+        e->last_pass = 1;
     zpi_chunk *c = chunk_of(zpi_fifo_pop(&e->chunk_free));
     zpi_chunk_reset(c);
     c->seq = e->admit_seq++;
@@ -438,7 +441,12 @@ static void admit_more(zpi_engine *e)
         pthread_mutex_lock(&e->mu);
         zpi_chunk *c = admit_locked(e);
         int act = c ? handoff_locked(e, 0, c) : 0;
+        const int last_pass = e->last_pass == 1;
+        if (last_pass)
+            e->last_pass = 2;
         pthread_mutex_unlock(&e->mu);
+        if (last_pass) /* what the last epoch has read is not read again */
+            zpi_shard_cache_last_pass(e->cache);
         if (!c)
             return;
         if (act == 1)

@@ -4,7 +4,8 @@
 #
 # On jsonl.zst, HDF5 and Megatron data, at 1 and 2 threads, with settings
 # whose buffers would outgrow the budget (the default 1 GiB shard cache, which
-# keeps every decoded shard or open Megatron mapping; large chunks with 16
+# keeps every decoded shard or open Megatron mapping through the first of 2
+# epochs: a run's last epoch keeps only the working set; large chunks with 16
 # fetch tasks, whose automatic in-flight count holds 34 of them), the peak
 # RSS (the child's ru_maxrss) is at most budget + ZP_MEMORY_OVERHEAD_BYTES
 # with --memory-budget, and above it without: the bound is the budget's
@@ -69,10 +70,11 @@ check() {
       bad "$name threads $th: the summary lacks the memory plan"
   done
 }
-# jsonl.zst: the shard cache holds every decoded shard (96 MB) without a budget
-check zst 16 "$T/zst" --tokenize gpt2 --microbatch 8 --block-shards 2
+# jsonl.zst: the shard cache holds every decoded shard (96 MB) without a
+# budget, through the first of 2 epochs
+check zst 16 "$T/zst" --tokenize gpt2 --microbatch 8 --block-shards 2 --epochs 2
 # Megatron: the cache keeps every pair open, and their mapped pages count
-check megatron 8 "$T/mg" --tokenize gpt2 --microbatch 8 --block-shards 2
+check megatron 8 "$T/mg" --tokenize gpt2 --microbatch 8 --block-shards 2 --epochs 2
 # HDF5: 34 in-flight chunks of 2048 records without a budget
 if ((have_h5)); then
   check hdf5 24 "$T/d.h5" --microbatch 64 --chunk-samples 2048 --fetch-parallelism 16
