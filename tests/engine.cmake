@@ -7,3 +7,5 @@ zp_add_test(test_balance SOURCES tests/test_balance.c TIMEOUT 60)
 zp_add_test(test_watchdog SOURCES tests/test_watchdog.c tests/testutil.c TIMEOUT 120 LABELS engine)
 # Autotune: settings set to ZP_AUTO (docs/pipeline.md, "Autotune").
 zp_add_test(test_autotune SOURCES tests/test_autotune.c tests/testutil.c TIMEOUT 120 LABELS engine)
+# The output queue's hand-over to a consumer (output/outq.h).
+zp_add_test(test_outq SOURCES tests/test_outq.c TIMEOUT 60 LABELS engine)

@@ -205,6 +205,8 @@ zp_status zpi_outq_get_free(zpi_outq *q, zpi_ctr *blocked_ns, zpi_batchbuf **out
     pthread_mutex_lock(&q->mu);
     zpi_batchbuf *bb = q->closed ? NULL : take_free(q);
     if (!bb && !q->closed) {
+        if (q->ready.head) /* the consumer waits for more than there will be */
+            pthread_cond_signal(&q->ready_cv);
         /* blocked on a full output: time it */
         uint64_t t0 = blocked_ns || q->tune.on ? zpi_now_ns() : 0;
         while (!q->closed && !(bb = take_free(q)))
@@ -280,8 +282,20 @@ void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)
 {
     pthread_mutex_lock(&q->mu);
     zpi_fifo_push(&q->ready, &bb->node);
-    pthread_cond_signal(&q->ready_cv);
+    if (q->ready.n >= q->wake_at)
+        pthread_cond_signal(&q->ready_cv);
     pthread_mutex_unlock(&q->mu);
+}
+
+/* Under the lock: the ready batches a consumer about to wait is woken for:
+ * 1 for its first batch and when the queue is shallow, else up to
+ * ZPI_OUTQ_WAKE_BATCHES but no more than half the queue (the producer
+ * also wakes it before it blocks for a free buffer). */
+static size_t wake_count(const zpi_outq *q)
+{
+    if (q->counts.batches == 0 || q->n_bufs < 4)
+        return 1;
+    return q->n_bufs / 2 < ZPI_OUTQ_WAKE_BATCHES ? q->n_bufs / 2 : ZPI_OUTQ_WAKE_BATCHES;
 }
 
 void zpi_counts_add(zp_pipeline_counts *a, const zp_pipeline_counts *d)
@@ -337,28 +351,35 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
         t0 = zpi_now_ns();
     uint64_t w0 = 0, fire = 0;
     while (!q->ready.head && !q->final_set) {
-        if (!q->watch_ns) {
+        q->wake_at = wake_count(q);
+        if (!q->watch_ns && q->wake_at == 1) {
             pthread_cond_wait(&q->ready_cv, &q->mu);
             continue;
         }
-        /* the watchdog: call watch_fn after each watch_ns of this wait */
-        uint64_t now = zpi_now_ns();
-        if (!w0) {
-            w0 = now;
-            fire = now + q->watch_ns;
-        }
-        if (now >= fire) {
-            pthread_mutex_unlock(&q->mu);
-            q->watch_fn(q->watch_user, now - w0);
-            pthread_mutex_lock(&q->mu);
-            fire += q->watch_ns;
-            if (fire <= now)
+        uint64_t now = zpi_now_ns(), until = 0;
+        if (q->watch_ns) {
+            /* the watchdog: call watch_fn after each watch_ns of this wait */
+            if (!w0) {
+                w0 = now;
                 fire = now + q->watch_ns;
-            continue;
+            }
+            if (now >= fire) {
+                pthread_mutex_unlock(&q->mu);
+                q->watch_fn(q->watch_user, now - w0);
+                pthread_mutex_lock(&q->mu);
+                fire += q->watch_ns;
+                if (fire <= now)
+                    fire = now + q->watch_ns;
+                continue;
+            }
+            until = fire;
         }
-        struct timespec ts = {(time_t)(fire / 1000000000u), (long)(fire % 1000000000u)};
+        if (q->wake_at > 1 && (!until || until > now + ZPI_OUTQ_WAKE_NS))
+            until = now + ZPI_OUTQ_WAKE_NS; /* fewer than wake_at may be all there is */
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
         pthread_cond_timedwait(&q->ready_cv, &q->mu, &ts);
     }
+    q->wake_at = 0;
     zpi_batchbuf *bb = buf_of(zpi_fifo_pop(&q->ready));
     zp_status st;
     if (bb) {

@@ -105,6 +105,11 @@ typedef struct zpi_outq_tune {
     char why[200];        /* the last decision, for the metrics */
 } zpi_outq_tune;
 
+/* A consumer waiting for batches is woken when up to this many are ready
+ * (wake_count in outq.c), or after ZPI_OUTQ_WAKE_NS with fewer. */
+#define ZPI_OUTQ_WAKE_BATCHES 4
+#define ZPI_OUTQ_WAKE_NS (10u * 1000000u)
+
 typedef struct zpi_outq {
     pthread_mutex_t mu;
     pthread_cond_t ready_cv, free_cv;
@@ -121,6 +126,11 @@ typedef struct zpi_outq {
     zpi_err final;             /* ZP_END or the stream's error */
     zp_pipeline_counts counts; /* delivered so far */
     zpi_outq_tune tune;
+    /* a waiting consumer is woken when this many batches are ready (0: not
+     * waiting), so that a consumer faster than the pipeline is not woken
+     * (two context switches) for every batch; it wakes by itself after
+     * ZPI_OUTQ_WAKE_NS when fewer come */
+    size_t wake_at;
     /* the stall watchdog (zpi_outq_watch): 0 = off */
     uint64_t watch_ns;
     void (*watch_fn)(void *user, uint64_t waited_ns);
