@@ -1,7 +1,8 @@
 /* test_outq.c - the output queue's hand-over to a consumer faster than the
- * pipeline (output/outq.h): after its first batch, a waiting consumer is
- * woken when 4 batches are ready (half the queue when that is less), not
- * for each; with fewer ready it still gets them, woken by the producer
+ * pipeline (output/outq.h): after its first batch, a waiting consumer that
+ * spends no time with its batches is woken when 4 are ready (half the queue
+ * when that is less), not for each, and one with a step for each; with fewer
+ * ready it still gets them, woken by the producer
  * before it waits for a free buffer (no deadlock with a queue that cannot
  * hold 4) or by its own 10 ms timeout (a producer that stalls); and every
  * batch arrives once, in order. */
@@ -46,68 +47,77 @@ static void *producer(void *arg)
     return NULL;
 }
 
-/* Takes every batch: returns the count; each index in order. */
-static int consume(zpi_outq *q)
+typedef struct cons {
+    zpi_outq *q;
+    long step_ms; /* time spent with each batch */
+    int got;
+} cons;
+
+/* Takes every batch, spending step_ms with each: the count in got; each
+ * index in order. */
+static void *consume(void *arg)
 {
-    int n = 0;
+    cons *c = arg;
     zpi_batchbuf *bb;
     zpi_err err;
-    while (zpi_outq_next(q, &bb, &err, NULL) == ZP_OK) {
-        assert_int_equal(bb->b.index, (uint64_t)n);
-        n++;
+    while (zpi_outq_next(c->q, &bb, &err, NULL) == ZP_OK) {
+        assert_int_equal(bb->b.index, (uint64_t)c->got);
+        c->got++;
+        if (c->step_ms)
+            sleep_ms(c->step_ms);
     }
-    return n;
+    return NULL;
 }
 
-static void *consume_thread(void *arg)
-{
-    static int got;
-    got = consume(arg);
-    return &got;
-}
-
-/* The first batch, pushed and taken: the consumer's next wait is not its
- * first. */
-static void first_batch(zpi_outq *q)
+static void push(zpi_outq *q, uint64_t index)
 {
     zpi_batchbuf *bb;
-    zpi_err err;
     assert_int_equal(zpi_outq_get_free(q, NULL, &bb), ZP_OK);
-    bb->b.index = 0;
+    bb->b.index = index;
     zpi_outq_push(q, bb);
-    assert_int_equal(zpi_outq_next(q, &bb, &err, NULL), ZP_OK);
 }
 
-/* A consumer waiting for its second batch wants 4 ready (a queue of 8),
- * and then takes every batch in order. */
+/* The batches the waiting consumer is woken for, once it has had its first
+ * batch and waits again (0: it did not wait within 5 s). */
+static size_t wake_at_after_first(zpi_outq *q)
+{
+    size_t w = 0;
+    for (int k = 0; k < 5000; k++) {
+        pthread_mutex_lock(&q->mu);
+        w = q->counts.batches >= 1 ? q->wake_at : 0;
+        pthread_mutex_unlock(&q->mu);
+        if (w)
+            break;
+        sleep_ms(1);
+    }
+    return w;
+}
+
+/* A consumer that passes batches on (no time with them) waits for 4 ready
+ * (a queue of 8) after its first batch; one that spends 2 ms with each (a
+ * training step) is woken for every batch. Both take every batch in order. */
+static void wakes_for(long step_ms, size_t want)
+{
+    zpi_outq q;
+    assert_int_equal(zpi_outq_init(&q, 8, 2, 4, 0), ZP_OK);
+    cons c = {&q, step_ms, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, consume, &c), 0);
+    push(&q, 0);
+    assert_int_equal(wake_at_after_first(&q), want);
+    for (uint64_t i = 1; i < 21; i++)
+        push(&q, i);
+    zpi_outq_finish(&q, ZP_END, NULL, NULL);
+    pthread_join(t, NULL);
+    assert_int_equal(c.got, 21);
+    zpi_outq_fini(&q);
+}
+
 static void test_outq_wakes_for_several(void **state)
 {
     (void)state;
-    zpi_outq q;
-    assert_int_equal(zpi_outq_init(&q, 8, 2, 4, 0), ZP_OK);
-    first_batch(&q);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, consume_thread, &q), 0);
-    size_t w = 0;
-    for (int k = 0; k < 5000 && !w; k++) { /* until it waits */
-        pthread_mutex_lock(&q.mu);
-        w = q.wake_at;
-        pthread_mutex_unlock(&q.mu);
-        if (!w)
-            sleep_ms(1);
-    }
-    assert_int_equal(w, ZPI_OUTQ_WAKE_BATCHES);
-    for (int i = 0; i < 20; i++) {
-        zpi_batchbuf *bb;
-        assert_int_equal(zpi_outq_get_free(&q, NULL, &bb), ZP_OK);
-        bb->b.index = (uint64_t)i;
-        zpi_outq_push(&q, bb);
-    }
-    zpi_outq_finish(&q, ZP_END, NULL, NULL);
-    void *ret;
-    pthread_join(t, &ret);
-    assert_int_equal(*(int *)ret, 20);
-    zpi_outq_fini(&q);
+    wakes_for(0, ZPI_OUTQ_WAKE_BATCHES);
+    wakes_for(2, 1);
 }
 
 /* Fewer ready than wanted: a stalled producer's batches still come (the
@@ -120,11 +130,10 @@ static void run_pair(size_t bufs, int n, int stall_after)
     prod p = {&q, n, stall_after};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, producer, &p), 0);
-    uint64_t t0 = zpi_now_ns();
-    assert_int_equal(consume(&q), n);
+    cons c = {&q, 0, 0};
+    consume(&c);
+    assert_int_equal(c.got, n);
     pthread_join(t, NULL);
-    /* the stall is 300 ms: the batches before it did not wait for it */
-    assert_true(zpi_now_ns() - t0 < (uint64_t)5e9);
     zpi_outq_fini(&q);
 }
 
@@ -138,6 +147,17 @@ static void test_outq_fewer_than_wanted(void **state)
     run_pair(8, 10, 6);
 }
 
+static void *late_producer(void *arg)
+{
+    zpi_outq *q = arg;
+    push(q, 0);
+    sleep_ms(50); /* the consumer has batch 0 and waits again */
+    push(q, 1);
+    sleep_ms(300); /* stalled */
+    zpi_outq_finish(q, ZP_END, NULL, NULL);
+    return NULL;
+}
+
 /* A producer that pushes 1 batch and stalls: the consumer, waiting for 4,
  * has it within its timeout, long before the stall ends. */
 static void test_outq_stalled_producer(void **state)
@@ -145,15 +165,15 @@ static void test_outq_stalled_producer(void **state)
     (void)state;
     zpi_outq q;
     assert_int_equal(zpi_outq_init(&q, 8, 2, 4, 0), ZP_OK);
-    first_batch(&q);
-    prod p = {&q, 1, 1}; /* 1 batch, then 300 ms, then the end */
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, producer, &p), 0);
-    uint64_t t0 = zpi_now_ns();
+    assert_int_equal(pthread_create(&t, NULL, late_producer, &q), 0);
     zpi_batchbuf *bb;
     zpi_err err;
     assert_int_equal(zpi_outq_next(&q, &bb, &err, NULL), ZP_OK);
-    assert_true(zpi_now_ns() - t0 < (uint64_t)250 * 1000000u);
+    uint64_t t0 = zpi_now_ns();
+    assert_int_equal(zpi_outq_next(&q, &bb, &err, NULL), ZP_OK);
+    assert_int_equal(bb->b.index, 1);
+    assert_true(zpi_now_ns() - t0 < (uint64_t)250 * 1000000u); /* before the stall ends */
     assert_int_equal(zpi_outq_next(&q, &bb, &err, NULL), ZP_END);
     pthread_join(t, NULL);
     zpi_outq_fini(&q);

@@ -288,12 +288,14 @@ void zpi_outq_push(zpi_outq *q, zpi_batchbuf *bb)
 }
 
 /* Under the lock: the ready batches a consumer about to wait is woken for:
- * 1 for its first batch and when the queue is shallow, else up to
+ * 1 for its first batch, when the queue is shallow and when the consumer
+ * spends time with a batch (step_ns: a training step, which a wait for
+ * several batches would delay after every stall of the pipeline), else up to
  * ZPI_OUTQ_WAKE_BATCHES but no more than half the queue (the producer
  * also wakes it before it blocks for a free buffer). */
-static size_t wake_count(const zpi_outq *q)
+static size_t wake_count(const zpi_outq *q, uint64_t step_ns)
 {
-    if (q->counts.batches == 0 || q->n_bufs < 4)
+    if (q->counts.batches == 0 || q->n_bufs < 4 || step_ns > ZPI_OUTQ_WAKE_STEP_NS)
         return 1;
     return q->n_bufs / 2 < ZPI_OUTQ_WAKE_BATCHES ? q->n_bufs / 2 : ZPI_OUTQ_WAKE_BATCHES;
 }
@@ -338,7 +340,10 @@ void zpi_outq_close(zpi_outq *q)
 
 zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t *taken_ns)
 {
+    /* the consumer's time with its last batch (its step) */
+    const uint64_t entered = zpi_now_ns();
     pthread_mutex_lock(&q->mu);
+    const uint64_t step = q->last_taken_ns ? entered - q->last_taken_ns : UINT64_MAX;
     if (q->held) {
         if (!q->held->kept)
             zpi_fifo_push(&q->free, &q->held->node);
@@ -351,7 +356,7 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
         t0 = zpi_now_ns();
     uint64_t w0 = 0, fire = 0;
     while (!q->ready.head && !q->final_set) {
-        q->wake_at = wake_count(q);
+        q->wake_at = wake_count(q, step);
         if (!q->watch_ns && q->wake_at == 1) {
             pthread_cond_wait(&q->ready_cv, &q->mu);
             continue;
@@ -385,6 +390,7 @@ zp_status zpi_outq_next(zpi_outq *q, zpi_batchbuf **out, zpi_err *err, uint64_t 
     if (bb) {
         q->held = bb;
         uint64_t now = zpi_now_ns();
+        q->last_taken_ns = now;
         if (taken_ns)
             *taken_ns = now;
         if (t0) {

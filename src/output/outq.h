@@ -109,6 +109,9 @@ typedef struct zpi_outq_tune {
  * (wake_count in outq.c), or after ZPI_OUTQ_WAKE_NS with fewer. */
 #define ZPI_OUTQ_WAKE_BATCHES 4
 #define ZPI_OUTQ_WAKE_NS (10u * 1000000u)
+/* ... and only a consumer that spends less than this with a batch (one
+ * that passes batches on: a wake costs as much as its step) */
+#define ZPI_OUTQ_WAKE_STEP_NS (20u * 1000u)
 
 typedef struct zpi_outq {
     pthread_mutex_t mu;
@@ -131,6 +134,7 @@ typedef struct zpi_outq {
      * (two context switches) for every batch; it wakes by itself after
      * ZPI_OUTQ_WAKE_NS when fewer come */
     size_t wake_at;
+    uint64_t last_taken_ns; /* when the consumer took its last batch */
     /* the stall watchdog (zpi_outq_watch): 0 = off */
     uint64_t watch_ns;
     void (*watch_fn)(void *user, uint64_t waited_ns);
