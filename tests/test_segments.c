@@ -429,8 +429,10 @@ static void test_segments_corrupt_seek_table(void **state)
     assert_non_null(good);
     zpi_load_limits lim = limits();
     /* 1: a frame's compressed size off by one (the sizes no longer add up);
-     * 2: reserved bits in the descriptor; 3: the skippable frame's magic */
-    for (int damage = 1; damage <= 3; damage++) {
+     * 2: reserved bits in the descriptor; 3: the skippable frame's magic;
+     * 4: a frame listed as decoding to nothing (no read would decode it:
+     * its records would be dropped without a word) */
+    for (int damage = 1; damage <= 4; damage++) {
         char *bad = malloc(len);
         memcpy(bad, good, len);
         size_t nf = (size_t)(unsigned char)bad[len - 9] | (size_t)(unsigned char)bad[len - 8] << 8;
@@ -439,8 +441,10 @@ static void test_segments_corrupt_seek_table(void **state)
             bad[table + 8] = (char)(bad[table + 8] + 1);
         else if (damage == 2)
             bad[len - 5] = 0x04;
-        else
+        else if (damage == 3)
             bad[table] = 0x00;
+        else
+            memset(bad + table + 8 + 8 + 4, 0, 4); /* frame 1's decoded size */
         assert_int_equal(zpt_write_file(seek, bad, len), 0);
         free(bad);
         zpi_seg_reader *r = NULL;

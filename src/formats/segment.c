@@ -135,6 +135,35 @@ static int grow_buf(char **p, size_t *cap, size_t want)
 /* Reads the seek table when the file ends with the seekable magic number:
  * kind SEEKABLE and the frame offsets. Without the magic number: kind
  * STREAM. A table present but inconsistent: ZP_ERR_FORMAT naming the file. */
+/* Frame i of the seek table, which the table says decodes to nothing:
+ * ZP_OK when it does. */
+static zp_status check_empty_frame(zpi_seg_reader *r, uint32_t i, zpi_err *err)
+{
+    const uint64_t csz = r->coff[i + 1] - r->coff[i];
+    if (csz == 0) /* no bytes: nothing dropped */
+        return ZP_OK;
+    if (grow_buf(&r->cbuf, &r->cbuf_cap, (size_t)csz) != 0)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading its seek table",
+                           r->name);
+    ssize_t got = pread_full(r->fd, r->cbuf, (size_t)csz, r->coff[i]);
+    if (got < 0)
+        return io_error(r, r->coff[i], err);
+    char none[1];
+    size_t d = (uint64_t)got == csz
+                   ? ZSTD_decompressDCtx(r->dctx, none, 0, r->cbuf, (size_t)csz)
+                   : 0;
+    if ((uint64_t)got == csz && !ZSTD_isError(d) && d == 0)
+        return ZP_OK;
+    return zpi_err_set(err, ZP_ERR_FORMAT,
+                       "shard '%s': corrupt zstd seek table in '%s': frame %u (file bytes "
+                       "%llu-%llu) is listed as decoding to 0 bytes but does not: %s",
+                       r->name, r->path, i, (unsigned long long)r->coff[i],
+                       (unsigned long long)r->coff[i + 1],
+                       (uint64_t)got != csz ? "file truncated"
+                       : ZSTD_isError(d)    ? ZSTD_getErrorName(d)
+                                            : "it has bytes");
+}
+
 static zp_status read_seek_table(zpi_seg_reader *r, uint64_t max_frame, zpi_err *err)
 {
     r->kind = ZPI_SEG_STREAM;
@@ -202,6 +231,12 @@ static zp_status read_seek_table(zpi_seg_reader *r, uint64_t max_frame, zpi_err 
                 st = BAD_TABLE("its frames add up to %llu compressed bytes, the file has %llu "
                                "before the table", r->name, r->path,
                                (unsigned long long)r->coff[nf], (unsigned long long)tstart);
+            /* a frame the table says is empty is never decoded by a read
+             * (no position falls in it): decode it here, or a table that
+             * lies would drop its records without a word */
+            for (uint32_t i = 0; st == ZP_OK && i < nf; i++)
+                if (r->doff[i + 1] == r->doff[i])
+                    st = check_empty_frame(r, i, err);
         }
     }
 #undef BAD_TABLE
