@@ -372,7 +372,8 @@ int main(int argc, char **argv)
         printf("%d thread%s, CPU time: tokenizer only %.2f s | pipeline %.2f s (%ld page faults) "
                "| tokenizer/pipeline = %.3f [%.3f..%.3f]\n",
                threads, threads > 1 ? "s" : " ", sct.med, scp.med, faults, scr.med, scr.min,
-               scr.max);        /* Steady state beside the floor's: the floor's rounds reuse their
+               scr.max);
+        /* Steady state beside the floor's: the floor's rounds reuse their
          * buffers, so the pipeline is timed in its second epoch, when its
          * cache recycles the buffers of the first. The cache holds only the
          * working set (a budget of 1 byte: it keeps the segments a pass

@@ -132,38 +132,11 @@ static int grow_buf(char **p, size_t *cap, size_t want)
 
 /* ------------------------------------------------------------ seek table */
 
+static zp_status seek_decode_frame(zpi_seg_reader *r, uint64_t f, zpi_err *err);
+
 /* Reads the seek table when the file ends with the seekable magic number:
  * kind SEEKABLE and the frame offsets. Without the magic number: kind
  * STREAM. A table present but inconsistent: ZP_ERR_FORMAT naming the file. */
-/* Frame i of the seek table, which the table says decodes to nothing:
- * ZP_OK when it does. */
-static zp_status check_empty_frame(zpi_seg_reader *r, uint32_t i, zpi_err *err)
-{
-    const uint64_t csz = r->coff[i + 1] - r->coff[i];
-    if (csz == 0) /* no bytes: nothing dropped */
-        return ZP_OK;
-    if (grow_buf(&r->cbuf, &r->cbuf_cap, (size_t)csz) != 0)
-        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading its seek table",
-                           r->name);
-    ssize_t got = pread_full(r->fd, r->cbuf, (size_t)csz, r->coff[i]);
-    if (got < 0)
-        return io_error(r, r->coff[i], err);
-    char none[1];
-    size_t d = (uint64_t)got == csz
-                   ? ZSTD_decompressDCtx(r->dctx, none, 0, r->cbuf, (size_t)csz)
-                   : 0;
-    if ((uint64_t)got == csz && !ZSTD_isError(d) && d == 0)
-        return ZP_OK;
-    return zpi_err_set(err, ZP_ERR_FORMAT,
-                       "shard '%s': corrupt zstd seek table in '%s': frame %u (file bytes "
-                       "%llu-%llu) is listed as decoding to 0 bytes but does not: %s",
-                       r->name, r->path, i, (unsigned long long)r->coff[i],
-                       (unsigned long long)r->coff[i + 1],
-                       (uint64_t)got != csz ? "file truncated"
-                       : ZSTD_isError(d)    ? ZSTD_getErrorName(d)
-                                            : "it has bytes");
-}
-
 static zp_status read_seek_table(zpi_seg_reader *r, uint64_t max_frame, zpi_err *err)
 {
     r->kind = ZPI_SEG_STREAM;
@@ -235,8 +208,8 @@ static zp_status read_seek_table(zpi_seg_reader *r, uint64_t max_frame, zpi_err 
              * (no position falls in it): decode it here, or a table that
              * lies would drop its records without a word */
             for (uint32_t i = 0; st == ZP_OK && i < nf; i++)
-                if (r->doff[i + 1] == r->doff[i])
-                    st = check_empty_frame(r, i, err);
+                if (r->doff[i + 1] == r->doff[i] && r->coff[i + 1] > r->coff[i])
+                    st = seek_decode_frame(r, i, err);
         }
     }
 #undef BAD_TABLE
@@ -553,7 +526,6 @@ static zp_status dread(zpi_seg_reader *r, uint64_t pos, char *dst, size_t n, siz
 
 /* ------------------------------------------------------------ open, load */
 
-/* max_frame: the largest decoded frame a seek table may list. */
 /* A buffer from the kit (which no longer holds it), else a new one. */
 static void *kit_take(void **slot, size_t size)
 {
@@ -565,6 +537,7 @@ static void *kit_take(void **slot, size_t size)
     return malloc(size);
 }
 
+/* max_frame: the largest decoded frame a seek table may list. */
 static zp_status open_raw(const char *path, const char *name, int compressed, uint64_t max_frame,
                           zpi_seg_kit *kit, zpi_seg_reader **out, zpi_err *err)
 {
@@ -717,11 +690,11 @@ void zpi_seg_reader_retire(zpi_seg_reader *r, zpi_seg_kit *kit)
             kit->sbuf = r->sbuf;
             r->sbuf = NULL;
         }
-        if (!kit->inb && r->inb) {
+        if (!kit->inb) {
             kit->inb = r->inb;
             r->inb = NULL;
         }
-        if (!kit->win && r->win) {
+        if (!kit->win) {
             kit->win = r->win;
             r->win = NULL;
         }

@@ -432,9 +432,11 @@ void zpi_op_fetch(const zpi_op_env *env, zpi_worker *w, zpi_obs_thread *ot, zpi_
                 t_rec = zpi_now_ns();
             continue;
         }
-        if (i == 0)
-            for (size_t k = 1; k < 2 * PREFETCH_AHEAD; k++)
-                prefetch_record(env->cache, &ps, c, k, k < PREFETCH_AHEAD + 1);
+        if (i == 0) /* the records the steps below would have asked for before 0 */
+            for (size_t k = 1; k < PREFETCH_AHEAD; k++) {
+                prefetch_record(env->cache, &ps, c, k, 1);
+                prefetch_record(env->cache, &ps, c, k + PREFETCH_AHEAD, 0);
+            }
         prefetch_record(env->cache, &ps, c, i + PREFETCH_AHEAD, 1);
         prefetch_record(env->cache, &ps, c, i + 2 * PREFETCH_AHEAD, 0);
         size_t len;
