@@ -9,7 +9,9 @@
  * the shard cache's resident bytes over a shuffled pass of big shards stay
  * at about block x segment, not block x shard, and at that in a run's last
  * pass whatever the budget; readers reuse a closed reader's decoder and
- * buffers, and recycled segment buffers are kept whole. */
+ * buffers, and recycled segment buffers are kept whole; read forward in
+ * parts of about a byte count (what preprocess reads), every format gives
+ * the whole load's records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -412,6 +414,161 @@ static void test_segments_gzip(void **state)
     free(dir);
 }
 
+/* A shard read forward in parts (zpi_seg_reader_next, what `zephon
+ * preprocess` reads): the parts' records, in order, are the whole load's,
+ * each part starts where the one before ended, the last one says so and a
+ * call after it gives ZP_END; a stream is never restarted; the buffer of
+ * one part serves the next. */
+static void check_parts(const char *path, int compressed, size_t target, zpi_seg_kind want_kind)
+{
+    zpi_load_limits lim = limits();
+    lim.max_record_bytes = (size_t)8 << 20; /* the long record below */
+    zpi_err err;
+    zpi_shard whole;
+    assert_int_equal(zpi_format_for_path(path)->load(path, "t", &lim, &whole, &err), ZP_OK);
+    zpi_seg_reader *r;
+    assert_int_equal(zpi_seg_reader_open(path, "t", compressed, &lim, 0, 1, &r, &err), ZP_OK);
+    assert_int_equal(zpi_seg_reader_kind(r), want_kind);
+    uint64_t seen = 0, parts = 0;
+    zpi_load_bufs bufs;
+    memset(&bufs, 0, sizeof bufs);
+    while (!zpi_seg_reader_ended(r)) {
+        zpi_shard s;
+        zp_status st = zpi_seg_reader_next(r, target, &bufs, &s, &err);
+        if (st != ZP_OK)
+            fail_msg("%s, target %zu, part %llu: %s", path, target, (unsigned long long)parts,
+                     err.msg);
+        assert_null(bufs.data); /* the spare buffer was taken */
+        assert_int_equal(s.first_record, seen);
+        assert_true(seen + s.n_records <= whole.n_records);
+        size_t longest = 0;
+        for (uint64_t i = 0; i < s.n_records; i++) {
+            uint64_t g = seen + i;
+            size_t a = whole.offsets[g + 1] - whole.offsets[g];
+            assert_int_equal(s.offsets[i + 1] - s.offsets[i], a);
+            assert_memory_equal(whole.data + whole.offsets[g], s.data + s.offsets[i], a - 1);
+            longest = a > longest ? a : longest;
+        }
+        /* a part is about the target: never more than a read chunk (1
+         * MiB) past it unless a record is that long */
+        if (longest < ((size_t)1 << 20))
+            assert_true(s.data_len <= (target > (16 << 10) ? target : (16 << 10)) +
+                                          ((size_t)1 << 20));
+        seen += s.n_records;
+        parts++;
+        bufs.data = s.data; /* the next part's buffer */
+        bufs.data_cap = s.data_cap;
+        s.data = NULL;
+        zpi_shard_free(&s);
+    }
+    free(bufs.data);
+    assert_int_equal(seen, whole.n_records);
+    if (target < whole.data_len / 2)
+        assert_true(parts > 1);
+    zpi_shard e;
+    assert_int_equal(zpi_seg_reader_next(r, target, NULL, &e, &err), ZP_END);
+    assert_int_equal(zpi_seg_reader_restarts(r), 0);
+    zpi_seg_reader_close(r);
+    zpi_shard_free(&whole);
+}
+
+static void test_segments_parts(void **state)
+{
+    (void)state;
+    char *dir = zpt_tmpdir();
+    size_t n;
+    char *t = records_text(7, 20 * N_RECORDS, &n);
+    char *plain = zpt_path(dir, "p.jsonl"), *plain_nl = zpt_path(dir, "pn.jsonl");
+    char *single = zpt_path(dir, "p1.jsonl.zst"), *multi = zpt_path(dir, "p5.jsonl.zst");
+    char *seek = zpt_path(dir, "ps.jsonl.zst"), *gz1 = zpt_path(dir, "p1.jsonl.gz");
+    char *gz3 = zpt_path(dir, "p3.jsonl.gz");
+    assert_int_equal(zpt_write_file(plain, t, n - 1), 0); /* no final newline */
+    assert_int_equal(zpt_write_file(plain_nl, t, n), 0);
+    assert_int_equal(zpt_write_zst(single, t, n, 1), 0);
+    assert_int_equal(zpt_write_zst(multi, t, n, 5), 0);
+    zpi_err err;
+    assert_int_equal(zpi_seekable_convert(plain, seek, 64 << 10, 3, &err), ZP_OK);
+    assert_int_equal(gzip_part(plain_nl, 0, 0, gz1), 0);
+    assert_int_equal(gzip_part(plain_nl, 0, n / 3 + 5, gz3), 0);
+    assert_int_equal(gzip_part(plain_nl, n / 3 + 5, n / 3, gz3), 0);
+    assert_int_equal(gzip_part(plain_nl, 2 * (n / 3) + 5, 0, gz3), 0);
+    static const size_t targets[] = {1, 50000, (1 << 20) + 7, (size_t)64 << 20};
+    for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
+        check_parts(plain, ZPI_SEG_NONE, targets[k], ZPI_SEG_PLAIN);
+        check_parts(plain_nl, ZPI_SEG_NONE, targets[k], ZPI_SEG_PLAIN);
+        check_parts(single, ZPI_SEG_ZSTD, targets[k], ZPI_SEG_STREAM);
+        check_parts(multi, ZPI_SEG_ZSTD, targets[k], ZPI_SEG_STREAM);
+        check_parts(seek, ZPI_SEG_ZSTD, targets[k], ZPI_SEG_SEEKABLE);
+        check_parts(gz1, ZPI_SEG_GZIP, targets[k], ZPI_SEG_STREAM);
+        check_parts(gz3, ZPI_SEG_GZIP, targets[k], ZPI_SEG_STREAM);
+    }
+    /* a record of 2.5 MiB (more than a read chunk and the window) among
+     * small ones: its part grows to hold it */
+    size_t big = (size_t)5 << 19, bn = 0;
+    char *bt = malloc(big + 2 * n + 64);
+    memcpy(bt, t, n / 2);
+    bn = n / 2;
+    while (bt[bn - 1] != '\n')
+        bn--;
+    bn += (size_t)sprintf(bt + bn, "{\"text\": \"");
+    memset(bt + bn, 'x', big);
+    bn += big;
+    bn += (size_t)sprintf(bt + bn, "\"}\n");
+    memcpy(bt + bn, t, n);
+    bn += n;
+    char *lp = zpt_path(dir, "long.jsonl"), *lz = zpt_path(dir, "long.jsonl.zst");
+    assert_int_equal(zpt_write_file(lp, bt, bn), 0);
+    assert_int_equal(zpt_write_zst(lz, bt, bn, 1), 0);
+    check_parts(lp, ZPI_SEG_NONE, 50000, ZPI_SEG_PLAIN);
+    check_parts(lz, ZPI_SEG_ZSTD, 50000, ZPI_SEG_STREAM);
+    /* an empty file: one empty last part, then the end */
+    char *ep = zpt_path(dir, "empty.jsonl");
+    assert_int_equal(zpt_write_file(ep, "", 0), 0);
+    zpi_load_limits lim = limits();
+    zpi_seg_reader *r;
+    zpi_shard s;
+    assert_int_equal(zpi_seg_reader_open(ep, "e", ZPI_SEG_NONE, &lim, 0, 1, &r, &err), ZP_OK);
+    assert_int_equal(zpi_seg_reader_next(r, 50000, NULL, &s, &err), ZP_OK);
+    assert_int_equal(s.n_records, 0);
+    assert_true(zpi_seg_reader_ended(r));
+    zpi_shard_free(&s);
+    assert_int_equal(zpi_seg_reader_next(r, 50000, NULL, &s, &err), ZP_END);
+    zpi_seg_reader_close(r);
+    /* an empty line in a later part: an error naming the shard, the part
+     * (its first record and byte) and the line in it */
+    memcpy(bt, t, n);
+    size_t at = n / 2;
+    while (bt[at - 1] != '\n')
+        at++;
+    bt[at] = '\n'; /* the record that started here is now an empty line + rest */
+    assert_int_equal(zpt_write_file(lp, bt, n), 0);
+    assert_int_equal(zpi_seg_reader_open(lp, "bad", ZPI_SEG_NONE, &lim, 0, 1, &r, &err), ZP_OK);
+    zp_status st = ZP_OK;
+    while (st == ZP_OK && !zpi_seg_reader_ended(r)) {
+        st = zpi_seg_reader_next(r, 50000, NULL, &s, &err);
+        if (st == ZP_OK)
+            zpi_shard_free(&s);
+    }
+    assert_int_equal(st, ZP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "shard 'bad, part from record "));
+    assert_non_null(strstr(err.msg, "empty record at line "));
+    zpi_seg_reader_close(r);
+    free(ep);
+    free(lp);
+    free(lz);
+    free(bt);
+    free(plain);
+    free(plain_nl);
+    free(single);
+    free(multi);
+    free(seek);
+    free(gz1);
+    free(gz3);
+    free(t);
+    zpt_rmtree(dir);
+    free(dir);
+}
+
 /* A damaged seek table: a clear error naming the file, at open. */
 static void test_segments_corrupt_seek_table(void **state)
 {
@@ -637,6 +794,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_segments_every_format),
         cmocka_unit_test(test_segments_gzip),
+        cmocka_unit_test(test_segments_parts),
         cmocka_unit_test(test_segments_reuse),
         cmocka_unit_test(test_segments_corrupt_seek_table),
         cmocka_unit_test(test_segments_count_mismatch),

@@ -2,21 +2,26 @@
  * preprocess.c - JSON text shards -> pre-tokenized token shards
  * (zephon/preprocess.h, docs/preprocess.md).
  *
- * One shard at a time: the shard is decoded whole (its format's load, as
- * the pipeline's shard cache does), its records are cut into blocks of
- * about block_bytes, and a team of OpenMP threads works the blocks:
+ * One shard after the other, each read forward in parts of about 4 MiB of
+ * decoded records (zpi_seg_reader_next: plain, zstd and gzip; a Parquet
+ * shard comes whole) by a thread of its own, the feeder, which reads at
+ * most two parts ahead and on into the next shard. The parts' records are
+ * cut into blocks of about block_bytes, and a team of OpenMP threads works
+ * the blocks:
  *
  *   - a thread takes the next block (in record order) and parses and
  *     encodes its records into the block's own buffers (one zpi_json and
  *     one zp_encoder per thread);
  *   - the block next in record order, once encoded, is written by whichever
  *     thread finds it ready first (one writer at a time, outside the lock),
- *     while the other threads go on encoding the blocks after it.
+ *     while the other threads go on encoding the blocks after it; the write
+ *     of a part's last block hands the part's buffer back to the feeder.
  *
  * At most `window` blocks (4 per thread) are encoded ahead of the writer, so
- * memory is bounded by the threads, not by the shard. The team's hand-overs
- * are ordered by one mutex and condition variable (the block states, the
- * next block to take, the next to write, the writer flag).
+ * memory is bounded by the threads and the parts, not by the shard. The
+ * team's hand-overs are ordered by one mutex and condition variable (the
+ * block states, the next block to take, the next to write, the writer
+ * flag); the feeder's by its own.
  *
  * The documents go to a sink: a token writer (src/formats/tokw.h: .part file,
  * committed and renamed when the shard is complete), or memory
@@ -42,6 +47,7 @@
 #include "data/dataset_internal.h"
 #include "base/error.h"
 #include "formats/format.h"
+#include "formats/segment.h"
 #include "base/json.h"
 #include "data/manifest.h"
 #include "formats/tokw.h"
@@ -472,10 +478,307 @@ static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, zpi_err *er
     return ZP_OK;
 }
 
+/* ------------------------------------------------------------ the feeder */
+
+/* A shard is read forward in parts of about PART_BYTES decoded bytes
+ * (zpi_seg_reader_next) by a thread of its own, the feeder, which runs at
+ * most FEED_AHEAD parts ahead of the team: memory follows the parts, not
+ * the shards, and the feeder reads on into the next shard while the team
+ * finishes one. A part's decode buffer goes back to the feeder when its
+ * last block is written, so the parts after the first few touch no fresh
+ * pages. Formats not read in parts (Parquet) come as one part, loaded
+ * whole. */
+#define PART_BYTES ((size_t)4 << 20)
+#define FEED_AHEAD 2
+#define FEED_SPARES 4
+
+typedef struct part {
+    struct part *next; /* the feeder's queue */
+    size_t shard;
+    zpi_shard sh;      /* its records; sh.first_record: the first one's number */
+    int last;          /* the shard's last part */
+    int whole;         /* loaded whole (its buffer is not recycled) */
+    zp_status st;      /* a failed read: the error, no records */
+    zpi_err err;
+} part;
+
+typedef struct feeder {
+    const zp_preprocess *pp;
+    const size_t *order; /* the shards, in order */
+    size_t n_order;
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    part *head, *tail; /* read, not taken */
+    size_t queued;
+    int stop;
+    char *spare[FEED_SPARES]; /* decode buffers of released parts */
+    size_t spare_cap[FEED_SPARES];
+    size_t n_spare;
+    zpi_seg_kit kit; /* a finished shard's reader's buffers, for the next */
+} feeder;
+
+/* Queue p (under no lock); waits while FEED_AHEAD parts are queued. 0, or
+ * -1 when the feeder is stopped (p freed). */
+static int feed_push(feeder *fd, part *p)
+{
+    pthread_mutex_lock(&fd->mu);
+    while (fd->queued >= FEED_AHEAD && !fd->stop)
+        pthread_cond_wait(&fd->cv, &fd->mu);
+    if (fd->stop) {
+        pthread_mutex_unlock(&fd->mu);
+        zpi_shard_free(&p->sh);
+        free(p);
+        return -1;
+    }
+    p->next = NULL;
+    if (fd->tail)
+        fd->tail->next = p;
+    else
+        fd->head = p;
+    fd->tail = p;
+    fd->queued++;
+    pthread_cond_broadcast(&fd->cv);
+    pthread_mutex_unlock(&fd->mu);
+    return 0;
+}
+
+/* A new part of shard i; NULL when out of memory. */
+static part *part_new(size_t i)
+{
+    part *p = calloc(1, sizeof *p);
+    if (p)
+        p->shard = i;
+    return p;
+}
+
+/* Queue a failed part (the feeder stops after it). */
+static void feed_fail(feeder *fd, size_t i, zp_status st, const zpi_err *e)
+{
+    part *p = part_new(i);
+    if (!p) { /* no room for the message: the team sees a bare failure */
+        pthread_mutex_lock(&fd->mu);
+        fd->stop = 1;
+        pthread_cond_broadcast(&fd->cv);
+        pthread_mutex_unlock(&fd->mu);
+        return;
+    }
+    p->st = st;
+    zpi_err_copy(&p->err, e);
+    p->last = 1;
+    feed_push(fd, p);
+}
+
+/* Shard i read whole (formats not read in parts). 0, or -1 to stop. */
+static int feed_whole(feeder *fd, size_t i)
+{
+    const zp_preprocess *pp = fd->pp;
+    const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
+    part *p = part_new(i);
+    zpi_err e;
+    if (!p) {
+        zpi_err_set(&e, ZP_ERR_NOMEM, "out of memory");
+        feed_fail(fd, i, ZP_ERR_NOMEM, &e);
+        return -1;
+    }
+    zp_status st = f->load(zpi_dataset_shard_path(pp->ds, i), zp_dataset_shard_name(pp->ds, i),
+                           zpi_dataset_shard_limits(pp->ds, i), &p->sh, &e);
+    if (st == ZP_OK && p->sh.rd) {
+        zpi_shard_free(&p->sh);
+        st = zpi_err_set(&e, ZP_ERR_UNSUPPORTED, "shard '%s': not a JSON text shard",
+                         zp_dataset_shard_name(pp->ds, i));
+    }
+    if (st != ZP_OK) {
+        free(p);
+        feed_fail(fd, i, st, &e);
+        return -1;
+    }
+    p->last = 1;
+    p->whole = 1;
+    return feed_push(fd, p);
+}
+
+/* Shard i read forward in parts. 0, or -1 to stop. */
+static int feed_parts(feeder *fd, size_t i, int compressed)
+{
+    const zp_preprocess *pp = fd->pp;
+    const char *path = zpi_dataset_shard_path(pp->ds, i);
+    const char *name = zp_dataset_shard_name(pp->ds, i);
+    const zpi_load_limits *lim = zpi_dataset_shard_limits(pp->ds, i);
+    zpi_err e;
+    zp_status st = zpi_load_check_file_hash(lim, name, path, &e);
+    zpi_seg_reader *rd = NULL;
+    if (st == ZP_OK)
+        st = zpi_seg_reader_open_kit(path, name, compressed, lim, 0, 1, &fd->kit, &rd, &e);
+    uint64_t records = 0;
+    while (st == ZP_OK) {
+        part *p = part_new(i);
+        if (!p) {
+            st = zpi_err_set(&e, ZP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        zpi_load_bufs bufs;
+        memset(&bufs, 0, sizeof bufs);
+        pthread_mutex_lock(&fd->mu);
+        if (fd->n_spare > 0) {
+            fd->n_spare--;
+            bufs.data = fd->spare[fd->n_spare];
+            bufs.data_cap = fd->spare_cap[fd->n_spare];
+        }
+        pthread_mutex_unlock(&fd->mu);
+        st = zpi_seg_reader_next(rd, PART_BYTES, &bufs, &p->sh, &e);
+        free(bufs.data); /* not taken */
+        if (st == ZP_END) {
+            /* the shard ended on a part's cut: an empty last part */
+            memset(&p->sh, 0, sizeof p->sh);
+            st = ZP_OK;
+            p->last = 1;
+        } else if (st != ZP_OK) {
+            free(p);
+            break;
+        }
+        records += p->sh.n_records;
+        if (zpi_seg_reader_ended(rd))
+            p->last = 1;
+        if (p->last) {
+            zpi_shard whole;
+            memset(&whole, 0, sizeof whole);
+            whole.n_records = records;
+            if (records == 0 && !lim->allow_empty)
+                st = zpi_err_set(&e, ZP_ERR_FORMAT, "shard '%s': no records (empty shard)", name);
+            else
+                st = zpi_load_check(lim, name, path, NULL, &whole, &e);
+            if (st != ZP_OK) {
+                zpi_shard_free(&p->sh);
+                free(p);
+                break;
+            }
+        }
+        int last = p->last;
+        if (feed_push(fd, p) != 0) {
+            zpi_seg_reader_close(rd);
+            return -1;
+        }
+        if (last)
+            break;
+    }
+    if (rd)
+        zpi_seg_reader_retire(rd, &fd->kit);
+    if (st != ZP_OK) {
+        feed_fail(fd, i, st, &e);
+        return -1;
+    }
+    return 0;
+}
+
+static void *feed_main(void *arg)
+{
+    feeder *fd = arg;
+    for (size_t k = 0; k < fd->n_order; k++) {
+        size_t i = fd->order[k];
+        const zpi_format *f = zpi_dataset_shard_format(fd->pp->ds, i);
+        int r = f->seg == ZPI_FMT_SEG_PLAIN  ? feed_parts(fd, i, ZPI_SEG_NONE)
+                : f->seg == ZPI_FMT_SEG_ZSTD ? feed_parts(fd, i, ZPI_SEG_ZSTD)
+                : f->seg == ZPI_FMT_SEG_GZIP ? feed_parts(fd, i, ZPI_SEG_GZIP)
+                                             : feed_whole(fd, i);
+        if (r != 0)
+            break;
+    }
+    return NULL;
+}
+
+/* Start reading the shards order[0..n) (in a thread; in this one, whole,
+ * when none can start: then nothing reads ahead). 0, or -1 (out of
+ * resources). */
+static int feeder_start(feeder *fd, const zp_preprocess *pp, const size_t *order, size_t n)
+{
+    memset(fd, 0, sizeof *fd);
+    fd->pp = pp;
+    fd->order = order;
+    fd->n_order = n;
+    if (pthread_mutex_init(&fd->mu, NULL) != 0)
+        return -1;
+    if (pthread_cond_init(&fd->cv, NULL) != 0) {
+        pthread_mutex_destroy(&fd->mu);
+        return -1;
+    }
+    if (pthread_create(&fd->th, NULL, feed_main, fd) != 0) {
+        pthread_cond_destroy(&fd->cv);
+        pthread_mutex_destroy(&fd->mu);
+        return -1;
+    }
+    fd->started = 1;
+    return 0;
+}
+
+/* The next part (in shard order), waiting for it; NULL when the feeder
+ * stopped without one (out of memory). */
+static part *feeder_take(feeder *fd)
+{
+    pthread_mutex_lock(&fd->mu);
+    while (!fd->head && !fd->stop)
+        pthread_cond_wait(&fd->cv, &fd->mu);
+    part *p = fd->head;
+    if (p) {
+        fd->head = p->next;
+        if (!fd->head)
+            fd->tail = NULL;
+        fd->queued--;
+        pthread_cond_broadcast(&fd->cv);
+    }
+    pthread_mutex_unlock(&fd->mu);
+    return p;
+}
+
+/* A part the team is done with: its buffer back to the feeder. */
+static void feeder_release(feeder *fd, part *p)
+{
+    if (!p)
+        return;
+    if (!p->whole && p->sh.data) {
+        pthread_mutex_lock(&fd->mu);
+        if (fd->n_spare < FEED_SPARES) {
+            fd->spare[fd->n_spare] = p->sh.data;
+            fd->spare_cap[fd->n_spare] = p->sh.data_cap;
+            fd->n_spare++;
+            p->sh.data = NULL;
+        }
+        pthread_mutex_unlock(&fd->mu);
+    }
+    zpi_shard_free(&p->sh);
+    free(p);
+}
+
+/* Stop the feeder, wait for it, free what it holds. */
+static void feeder_finish(feeder *fd)
+{
+    if (!fd->started)
+        return;
+    pthread_mutex_lock(&fd->mu);
+    fd->stop = 1;
+    pthread_cond_broadcast(&fd->cv);
+    pthread_mutex_unlock(&fd->mu);
+    pthread_join(fd->th, NULL);
+    for (part *p = fd->head, *n; p; p = n) {
+        n = p->next;
+        zpi_shard_free(&p->sh);
+        free(p);
+    }
+    for (size_t k = 0; k < fd->n_spare; k++)
+        free(fd->spare[k]);
+    zpi_seg_kit_free(&fd->kit);
+    pthread_cond_destroy(&fd->cv);
+    pthread_mutex_destroy(&fd->mu);
+    fd->started = 0;
+}
+
 /* ------------------------------------------------------------ one shard */
 
 typedef struct blk {
-    size_t r0, r1;     /* records [r0, r1) of the shard */
+    part *p;           /* the part its records are in */
+    size_t r0, r1;     /* records [r0, r1) of the part */
+    int part_end;      /* the part's last block: the put releases the part */
     int32_t *tok;      /* the documents' tokens, one after the other */
     size_t tok_len, tok_cap;
     uint32_t *len;     /* tokens of each document (r1 - r0) */
@@ -490,18 +793,22 @@ typedef struct run {
     zp_preprocess *pp;
     size_t shard;
     const char *name;
-    const zpi_shard *sh;
+    feeder *fd;
+    part *cur;          /* the part blocks are cut from (take's) */
+    size_t cur_next;    /* its next record */
+    int cur_cut;        /* all of it is cut into blocks */
+    int shard_done;     /* its last part is cut */
+    uint64_t n_records; /* records put */
     sink *out;
-    size_t *starts; /* n_blocks + 1 record starts */
-    size_t n_blocks;
     blk *ring;             /* the team's slots: block bi in ring[bi % window] */
     size_t window;
     uint64_t bytes_before; /* input bytes of the shards done before */
     uint64_t file_bytes;   /* this shard's */
-    uint64_t recs_done;
+    uint64_t read_bytes;   /* this shard's bytes read by the parts put */
+    part *held;            /* the parts taken and not released, in order */
 } run;
 
-static void fail_block(blk *b, const run *r, size_t rec, const char *fmt, const char *detail)
+static void fail_block(blk *b, const run *r, uint64_t rec, const char *fmt, const char *detail)
 {
     char what[700];
     zpi_fmt(what, sizeof what, fmt, detail);
@@ -513,22 +820,23 @@ static void fail_block(blk *b, const run *r, size_t rec, const char *fmt, const 
 static void encode_block(run *r, blk *b, worker *w)
 {
     zp_preprocess *pp = r->pp;
-    const zpi_shard *sh = r->sh;
+    const zpi_shard *sh = &b->p->sh;
     b->tok_len = 0;
     b->text_bytes = 0;
     b->skipped = 0;
     b->skip_msg[0] = '\0';
     b->st = ZP_OK;
     size_t nrec = b->r1 - b->r0;
-    if (zpi_grow((void **)&b->len, &b->len_cap, nrec, sizeof *b->len) != 0) {
+    if (zpi_grow((void **)&b->len, &b->len_cap, nrec + 1, sizeof *b->len) != 0) {
         b->st = ZP_ERR_NOMEM;
-        fail_block(b, r, b->r0, "%s", "out of memory");
+        fail_block(b, r, sh->first_record + b->r0, "%s", "out of memory");
         return;
     }
     for (size_t k = 0; k < nrec; k++) {
-        size_t rec = b->r0 + k;
-        const char *line = sh->data + sh->offsets[rec];
-        size_t n = (size_t)(sh->offsets[rec + 1] - sh->offsets[rec] - 1);
+        size_t lrec = b->r0 + k;
+        uint64_t rec = sh->first_record + lrec;
+        const char *line = sh->data + sh->offsets[lrec];
+        size_t n = (size_t)(sh->offsets[lrec + 1] - sh->offsets[lrec] - 1);
         zpi_err jerr;
         const char *why = NULL, *det = NULL;
         zp_status st = zpi_json_parse(w->json, line, n, &jerr);
@@ -599,6 +907,11 @@ static void encode_block(run *r, blk *b, worker *w)
     }
 }
 
+
+/* The parts a run has taken and not released, in order (puts are in
+ * order, so a release is always of the first). */
+static void hold(run *r, part *p);
+
 /* Write the documents of b (the writer; one at a time, in block order).
  * Returns ZP_OK or the failure (message in err). */
 static zp_status write_block(run *r, blk *b, zpi_err *err)
@@ -606,6 +919,7 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
     zp_preprocess *pp = r->pp;
     if (b->st != ZP_OK)
         return zpi_err_set(err, b->st, "%s", b->err);
+    const zpi_shard *sh = &b->p->sh;
     size_t off = 0, nrec = b->r1 - b->r0;
     for (size_t k = 0; k < nrec; k++) {
         zp_status st = r->out->add(r->out, b->tok + off, b->len[k], err);
@@ -621,36 +935,79 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
             zpi_log(pp->cfg.log, pp->cfg.log_user, ZP_LOG_WARN,
                     "%s: written as an empty document (and %llu more bad records up to line "
                     "%llu)",
-                    b->skip_msg, (unsigned long long)b->skipped - 1, (unsigned long long)b->r1);
+                    b->skip_msg, (unsigned long long)b->skipped - 1,
+                    (unsigned long long)(sh->first_record + b->r1));
     }
     zp_preprocess_stats *s = &pp->stats;
     s->docs += nrec;
     s->tokens += b->tok_len;
     s->skipped += b->skipped;
     s->text_bytes += b->text_bytes;
-    s->json_bytes += r->sh->offsets[b->r1] - r->sh->offsets[b->r0];
-    r->recs_done += nrec;
-    s->bytes_in = r->bytes_before +
-                  (r->sh->n_records ? (uint64_t)((double)r->file_bytes * (double)r->recs_done /
-                                                 (double)r->sh->n_records)
-                                    : r->file_bytes);
+    s->json_bytes += sh->offsets[b->r1] - sh->offsets[b->r0];
+    r->n_records += nrec;
+    if (b->part_end) {
+        r->read_bytes += sh->file_bytes;
+        r->held = b->p->next;
+        feeder_release(r->fd, b->p);
+        b->p = NULL;
+    }
+    s->bytes_in = r->bytes_before + (r->read_bytes < r->file_bytes ? r->read_bytes
+                                                                     : r->file_bytes);
     s->seconds = zpi_now() - pp->t0;
     if (pp->cfg.progress)
         pp->cfg.progress(pp->cfg.user, s);
     return ZP_OK;
 }
 
-/* The ordered team's callbacks (base/ordered_team.h): block bi's records,
- * encoded by any thread, written in block order. */
+static void hold(run *r, part *p)
+{
+    p->next = NULL;
+    part **at = &r->held;
+    while (*at)
+        at = &(*at)->next;
+    *at = p;
+}
+
+/* The ordered team's callbacks (base/ordered_team.h): blocks of about
+ * block_bytes of records, cut from the parts in order, encoded by any
+ * thread, written in block order. */
 static zp_status team_take(void *ctx, uint64_t bi, size_t slot, zpi_err *err)
 {
     run *r = ctx;
-    (void)err;
-    if (bi >= r->n_blocks)
-        return ZP_END;
+    (void)bi;
+    if (!r->cur || r->cur_cut) {
+        if (r->shard_done)
+            return ZP_END;
+        part *p = feeder_take(r->fd);
+        if (!p)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading it",
+                               r->name);
+        hold(r, p);
+        if (p->st != ZP_OK)
+            return zpi_err_set(err, p->st, "%s", zpi_err_msg(&p->err));
+        if (p->shard != r->shard)
+            return zpi_err_set(err, ZP_ERR_INTERNAL, "shard '%s': a part of shard %zu came",
+                               r->name, p->shard);
+        r->cur = p;
+        r->cur_next = 0;
+        r->cur_cut = 0;
+        r->shard_done = p->last;
+    }
+    const zpi_shard *sh = &r->cur->sh;
     blk *b = &r->ring[slot];
-    b->r0 = r->starts[bi];
-    b->r1 = r->starts[bi + 1];
+    b->p = r->cur;
+    b->r0 = r->cur_next;
+    size_t rec = b->r0;
+    if (rec < sh->n_records) {
+        uint64_t b0 = sh->offsets[rec];
+        rec++;
+        while (rec < sh->n_records && sh->offsets[rec] - b0 < r->pp->cfg.block_bytes)
+            rec++;
+    }
+    b->r1 = rec;
+    r->cur_next = rec;
+    b->part_end = rec == sh->n_records;
+    r->cur_cut = b->part_end;
     return ZP_OK;
 }
 
@@ -674,121 +1031,27 @@ static zp_status team_put(void *ctx, uint64_t bi, size_t slot, zpi_err *err)
 
 static const zpi_oteam_ops team_ops = {team_take, team_work, team_put};
 
-/* ------------------------------------------------------------ loading ahead */
-
-/* A shard decoded by a thread of its own while the team encodes the shard
- * before it (the loads of jsonl.zst shards would otherwise stall every
- * encoding thread). */
-typedef struct loader {
-    pthread_t th;
-    int started;
-    const zp_preprocess *pp;
-    size_t i;
-    zpi_shard sh;
-    zp_status st;
-    zpi_err err;
-} loader;
-
-static void load_now(loader *l)
-{
-    const zp_preprocess *pp = l->pp;
-    size_t i = l->i;
-    memset(&l->sh, 0, sizeof l->sh);
-    const zpi_format *f = zpi_dataset_shard_format(pp->ds, i);
-    l->st = f->load(zpi_dataset_shard_path(pp->ds, i), zp_dataset_shard_name(pp->ds, i),
-                    zpi_dataset_shard_limits(pp->ds, i), &l->sh, &l->err);
-    if (l->st == ZP_OK && l->sh.rd) {
-        zpi_shard_free(&l->sh);
-        l->st = zpi_err_set(&l->err, ZP_ERR_UNSUPPORTED, "shard '%s': not a JSON text shard",
-                            zp_dataset_shard_name(pp->ds, i));
-    }
-}
-
-static void *load_main(void *arg)
-{
-    load_now(arg);
-    return NULL;
-}
-
-/* Start loading shard i (in a thread; in this one if none can start). */
-static void loader_start(loader *l, const zp_preprocess *pp, size_t i)
-{
-    memset(l, 0, sizeof *l);
-    l->pp = pp;
-    l->i = i;
-    if (pthread_create(&l->th, NULL, load_main, l) == 0)
-        l->started = 1;
-    else
-        load_now(l);
-}
-
-/* Wait for it; the shard moves into *sh (ZP_OK) or the error into pp. */
-static zp_status loader_finish(loader *l, zp_preprocess *pp, zpi_shard *sh)
-{
-    if (l->started)
-        pthread_join(l->th, NULL);
-    l->started = 0;
-    if (l->st != ZP_OK)
-        return zpi_err_set(&pp->err, l->st, "%s", l->err.msg);
-    *sh = l->sh;
-    memset(&l->sh, 0, sizeof l->sh);
-    return ZP_OK;
-}
-
-/* Drop it (a run that stops). */
-static void loader_drop(loader *l)
-{
-    if (l->started)
-        pthread_join(l->th, NULL);
-    l->started = 0;
-    zpi_shard_free(&l->sh);
-}
-
-/* Feed the documents of shard i (decoded, in sh; freed here) in order to
+/* Feed the documents of shard i, read by fd (its next parts), in order to
  * out. */
-static zp_status process_shard(zp_preprocess *pp, size_t i, zpi_shard *shp, sink *out,
+static zp_status process_shard(zp_preprocess *pp, size_t i, feeder *fd, sink *out,
                                uint64_t *n_docs)
 {
-    const char *name = zp_dataset_shard_name(pp->ds, i);
-    zpi_shard sh = *shp;
-    memset(shp, 0, sizeof *shp);
-    zp_status st;
+    zp_status st = ZP_OK;
     run r;
     memset(&r, 0, sizeof r);
     r.pp = pp;
     r.shard = i;
-    r.name = name;
-    r.sh = &sh;
+    r.name = zp_dataset_shard_name(pp->ds, i);
+    r.fd = fd;
     r.out = out;
     r.bytes_before = pp->stats.bytes_in;
     r.file_bytes = zp_dataset_shard_bytes(pp->ds, i);
-    /* blocks of about block_bytes of records */
-    size_t cap = 0;
-    st = ZP_OK;
-    for (uint64_t rec = 0; rec < sh.n_records;) {
-        if (zpi_grow((void **)&r.starts, &cap, r.n_blocks + 2, sizeof *r.starts) != 0) {
-            st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
-            break;
-        }
-        r.starts[r.n_blocks++] = (size_t)rec;
-        uint64_t b0 = sh.offsets[rec];
-        rec++;
-        while (rec < sh.n_records && sh.offsets[rec] - b0 < pp->cfg.block_bytes)
-            rec++;
-    }
-    if (st == ZP_OK && !r.starts && !(r.starts = malloc(sizeof *r.starts)))
+    r.window = (size_t)pp->nt * BLOCKS_PER_THREAD;
+    if (!(r.ring = calloc(r.window, sizeof *r.ring)))
         st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
-    if (st == ZP_OK)
-        r.starts[r.n_blocks] = (size_t)sh.n_records;
-    int nt = pp->nt;
-    r.window = (size_t)nt * BLOCKS_PER_THREAD;
-    if (st == ZP_OK && !(r.ring = calloc(r.window, sizeof *r.ring)))
-        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
-    if (st == ZP_OK && r.n_blocks > 0) {
-        if ((size_t)nt > r.n_blocks)
-            nt = (int)r.n_blocks;
+    if (st == ZP_OK) {
         zpi_err e;
-        zp_status rs = zpi_oteam_run(&team_ops, &r, r.window, nt, &e);
+        zp_status rs = zpi_oteam_run(&team_ops, &r, r.window, pp->nt, &e);
         if (rs != ZP_OK)
             st = zpi_err_set(&pp->err, rs, "%s", e.msg);
     }
@@ -798,12 +1061,14 @@ static zp_status process_shard(zp_preprocess *pp, size_t i, zpi_shard *shp, sink
             free(r.ring[k].len);
         }
     free(r.ring);
-    free(r.starts);
+    for (part *p = r.held, *n; p; p = n) { /* a run that failed */
+        n = p->next;
+        feeder_release(fd, p);
+    }
     if (st == ZP_OK) {
         pp->stats.bytes_in = r.bytes_before + r.file_bytes;
-        *n_docs = sh.n_records;
+        *n_docs = r.n_records;
     }
-    zpi_shard_free(&sh);
     return st;
 }
 
@@ -860,6 +1125,8 @@ static zp_status open_writer(zp_preprocess *pp, size_t i, zpi_tokw **w)
     return ZP_OK;
 }
 
+static zp_status run_one(zp_preprocess *pp, size_t i, feeder *fd);
+
 zp_status zp_preprocess_run(zp_preprocess *pp)
 {
     zp_status st = zp_preprocess_prepare(pp);
@@ -872,77 +1139,77 @@ zp_status zp_preprocess_run(zp_preprocess *pp)
             pp->stats.shards_total++;
             pp->stats.bytes_in_total += zp_dataset_shard_bytes(pp->ds, i);
         }
-    /* the selected shards in order; the next one loads while one encodes */
-    size_t next = 0;
-    while (next < pp->n_shards && !selected(pp, next))
-        next++;
-    loader ld;
-    if (next < pp->n_shards)
-        loader_start(&ld, pp, next);
-    while (next < pp->n_shards) {
-        size_t i = next;
-        do
-            next++;
-        while (next < pp->n_shards && !selected(pp, next));
-        zpi_shard sh;
-        memset(&sh, 0, sizeof sh);
-        if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user)) {
-            loader_drop(&ld);
-            return zpi_err_set(&pp->err, ZP_ERR_CALLBACK, "stopped");
-        }
-        if ((st = loader_finish(&ld, pp, &sh)) != ZP_OK)
-            return st;
-        if (next < pp->n_shards)
-            loader_start(&ld, pp, next);
-        zpi_tokw *w = NULL;
-        if ((st = open_writer(pp, i, &w)) != ZP_OK) {
-            zpi_shard_free(&sh);
-            if (next < pp->n_shards)
-                loader_drop(&ld);
-            return st;
-        }
-        sink s;
-        memset(&s, 0, sizeof s);
-        s.add = sink_tokw_add;
-        s.w = w;
-        uint64_t docs = 0, tok0 = pp->stats.tokens;
-        st = process_shard(pp, i, &sh, &s, &docs);
-        if (st == ZP_OK && (w->docs != docs))
-            st = zpi_err_set(&pp->err, ZP_ERR_INTERNAL,
-                             "shard '%s': %llu documents written for %llu records",
-                             zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
-                             (unsigned long long)docs);
-        zpi_err err;
-        if (st != ZP_OK)
-            zpi_tokw_abort(w);
-        else if ((st = zpi_tokw_commit(w, &err)) != ZP_OK)
-            zpi_err_set(&pp->err, st, "%s", err.msg);
-        if (st == ZP_OK && pp->cfg.format == ZP_PREPROCESS_MEGATRON)
-            st = write_pair_tokenizer(pp, i);
-        zp_preprocess_shard *res = &pp->res[i];
-        memset(res, 0, sizeof *res);
-        char a[4096], b[4096];
-        int nf = final_files(pp, i, a, b, sizeof a);
-        if (st == ZP_OK) {
-            res->docs = docs;
-            res->tokens = pp->stats.tokens - tok0;
-            res->bytes = file_size(a);
-            pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
-            if (pp->cfg.hash && (st = hash_file(pp, a, &res->xxh64)) == ZP_OK)
-                res->has_xxh64 = 1;
-        }
-        if (st != ZP_OK) {
-            if (next < pp->n_shards)
-                loader_drop(&ld);
-            return st;
-        }
-        res->done = 1;
-        pp->stats.shards_done++;
-        pp->stats.seconds = zpi_now() - pp->t0;
-        if (pp->cfg.progress)
-            pp->cfg.progress(pp->cfg.user, &pp->stats);
+    /* the selected shards in order, read by the feeder */
+    size_t *order = malloc((pp->n_shards ? pp->n_shards : 1) * sizeof *order), n_order = 0;
+    if (!order)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < pp->n_shards; i++)
+        if (selected(pp, i))
+            order[n_order++] = i;
+    feeder fd;
+    memset(&fd, 0, sizeof fd);
+    if (n_order > 0 && feeder_start(&fd, pp, order, n_order) != 0) {
+        free(order);
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "cannot start the thread that reads the shards");
     }
+    st = ZP_OK;
+    for (size_t k = 0; k < n_order && st == ZP_OK; k++)
+        st = run_one(pp, order[k], &fd);
+    feeder_finish(&fd);
+    free(order);
+    if (st != ZP_OK)
+        return st;
     pp->stats.seconds = zpi_now() - pp->t0;
+    return ZP_OK;
+}
+
+/* Shard i of zp_preprocess_run: its writer, its documents (the next parts
+ * of fd), the commit. */
+static zp_status run_one(zp_preprocess *pp, size_t i, feeder *fd)
+{
+    zp_status st;
+    if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user))
+        return zpi_err_set(&pp->err, ZP_ERR_CALLBACK, "stopped");
+    zpi_tokw *w = NULL;
+    if ((st = open_writer(pp, i, &w)) != ZP_OK)
+        return st;
+    sink s;
+    memset(&s, 0, sizeof s);
+    s.add = sink_tokw_add;
+    s.w = w;
+    uint64_t docs = 0, tok0 = pp->stats.tokens;
+    st = process_shard(pp, i, fd, &s, &docs);
+    if (st == ZP_OK && (w->docs != docs))
+        st = zpi_err_set(&pp->err, ZP_ERR_INTERNAL,
+                         "shard '%s': %llu documents written for %llu records",
+                         zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
+                         (unsigned long long)docs);
+    zpi_err err;
+    if (st != ZP_OK)
+        zpi_tokw_abort(w);
+    else if ((st = zpi_tokw_commit(w, &err)) != ZP_OK)
+        zpi_err_set(&pp->err, st, "%s", err.msg);
+    if (st == ZP_OK && pp->cfg.format == ZP_PREPROCESS_MEGATRON)
+        st = write_pair_tokenizer(pp, i);
+    zp_preprocess_shard *res = &pp->res[i];
+    memset(res, 0, sizeof *res);
+    char a[4096], b[4096];
+    int nf = final_files(pp, i, a, b, sizeof a);
+    if (st == ZP_OK) {
+        res->docs = docs;
+        res->tokens = pp->stats.tokens - tok0;
+        res->bytes = file_size(a);
+        pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
+        if (pp->cfg.hash && (st = hash_file(pp, a, &res->xxh64)) == ZP_OK)
+            res->has_xxh64 = 1;
+    }
+    if (st != ZP_OK)
+        return st;
+    res->done = 1;
+    pp->stats.shards_done++;
+    pp->stats.seconds = zpi_now() - pp->t0;
+    if (pp->cfg.progress)
+        pp->cfg.progress(pp->cfg.user, &pp->stats);
     return ZP_OK;
 }
 
@@ -967,16 +1234,14 @@ zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **tokens,
     s.add = sink_mem_add;
     s.dtype = pp->dtype;
     uint64_t docs = 0;
-    loader ld;
-    memset(&ld, 0, sizeof ld);
-    ld.pp = pp;
-    ld.i = i;
-    load_now(&ld);
-    zpi_shard sh;
-    memset(&sh, 0, sizeof sh);
-    zp_status st = loader_finish(&ld, pp, &sh);
-    if (st == ZP_OK)
-        st = process_shard(pp, i, &sh, &s, &docs);
+    feeder fd;
+    zp_status st = ZP_OK;
+    if (feeder_start(&fd, pp, &i, 1) != 0)
+        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "cannot start the thread that reads the shard");
+    else {
+        st = process_shard(pp, i, &fd, &s, &docs);
+        feeder_finish(&fd);
+    }
     if (st == ZP_OK && !s.off && !(s.off = calloc(1, sizeof *s.off)))
         st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     if (st != ZP_OK) {

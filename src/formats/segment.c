@@ -77,6 +77,10 @@ struct zpi_seg_reader {
     double t_read, t_dec;
     /* parquet: the file's reader (parquet.h); nothing above is used */
     zpi_pq_file *pq;
+    /* zpi_seg_reader_next: where the next part starts (decoded byte,
+     * record), and whether the stream is over */
+    uint64_t fwd_pos, fwd_rec;
+    int fwd_end;
 };
 
 static inline uint32_t rd32(const unsigned char *p)
@@ -913,6 +917,107 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
     r->start[j + 1] = s0 + len;
     return ZP_OK;
 }
+
+zp_status zpi_seg_reader_next(zpi_seg_reader *r, size_t target, zpi_load_bufs *bufs,
+                              zpi_shard *out, zpi_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!r || r->kind == ZPI_SEG_PARQUET)
+        return zpi_err_set(err, ZP_ERR_INVALID, "not a line-based segment reader");
+    if (r->fwd_end)
+        return ZP_END;
+    if (target < SEG_MIN_READ)
+        target = SEG_MIN_READ;
+    r->bytes_read = 0;
+    r->t_read = r->t_dec = 0;
+    const uint64_t s0 = r->fwd_pos;
+    char pname[512];
+    zpi_fmt(pname, sizeof pname, "%s, part from record %llu at decoded byte %llu", r->name,
+            (unsigned long long)r->fwd_rec, (unsigned long long)s0);
+    zpi_load_limits llim = *r->lim;
+    llim.allow_empty = 1; /* the caller checks the shard's count */
+    zpi_line_index ix;
+    zpi_line_index_init(&ix, pname, &llim);
+    size_t cap = target + SEG_CHUNK;
+    char *data;
+    if (bufs && bufs->data) {
+        data = bufs->data;
+        cap = bufs->data_cap;
+        bufs->data = NULL;
+    } else {
+        data = malloc(cap + ZPI_JSON_PADDING);
+    }
+    if (!data)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading a part",
+                           r->name);
+    zp_status st = ZP_OK;
+    size_t len = 0, end = 0;
+    int eof = 0;
+    for (;;) {
+        if (cap - len < SEG_MIN_READ) { /* a record longer than the buffer's room */
+            size_t nc = cap + cap / 2 + SEG_CHUNK;
+            char *d = realloc(data, nc + ZPI_JSON_PADDING);
+            if (!d) {
+                st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading a part",
+                                 r->name);
+                break;
+            }
+            data = d;
+            cap = nc;
+        }
+        size_t got, want = cap - len < SEG_CHUNK ? cap - len : SEG_CHUNK;
+        st = dread(r, s0 + len, data + len, want, &got, 1, err);
+        if (st != ZP_OK)
+            break;
+        const size_t before = len;
+        len += got;
+        st = zpi_line_index_feed(&ix, data, len, err);
+        if (st != ZP_OK)
+            break;
+        if (got < want) {
+            eof = 1;
+            end = len;
+            break;
+        }
+        /* enough: cut after the last newline of this read, so that what
+         * follows it (the next part's first bytes) is less than a chunk */
+        if (len >= target && ix.line_start > before) {
+            end = ix.line_start;
+            break;
+        }
+    }
+    if (st == ZP_OK && !eof) {
+        /* as in zpi_seg_reader_load: a zstd stream decoded straight into
+         * data keeps the next part's first bytes in its window */
+        if (r->kind == ZPI_SEG_STREAM && !r->gz && r->wlen == 0 && r->wpos == s0 + len &&
+            len - end <= WIN_CAP) {
+            memcpy(r->win, data + end, len - end);
+            r->wpos = s0 + end;
+            r->wlen = len - end;
+        }
+        len = end;
+        ix.scanned = end;
+    }
+    if (st == ZP_OK)
+        st = zpi_line_index_finish(&ix, data, len, out, err);
+    zpi_line_index_free(&ix);
+    if (st != ZP_OK) {
+        free(data);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    zpi_shard_set_data_keep(out, data, len, cap);
+    out->first_record = r->fwd_rec;
+    out->file_bytes = r->bytes_read;
+    out->read_seconds = r->t_read;
+    out->decompress_seconds = r->t_dec;
+    r->fwd_pos = s0 + len;
+    r->fwd_rec += out->n_records;
+    r->fwd_end = eof;
+    return ZP_OK;
+}
+
+int zpi_seg_reader_ended(const zpi_seg_reader *r) { return r && r->fwd_end; }
 
 /* ------------------------------------------------------------ conversion */
 

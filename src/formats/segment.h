@@ -87,6 +87,20 @@ zp_status zpi_seg_reader_open_parquet(const char *path, const char *name,
  * instead of allocating fresh memory, as zpi_format.load_bufs. */
 zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs, zpi_shard *out,
                               zpi_err *err);
+/* The shard read forward in parts, whatever its record count (a reader
+ * opened with n_records 0, not used with zpi_seg_reader_load): the next
+ * run of whole records after the last part, about target decoded bytes
+ * (more when a record is longer), into *out (caller owns; zpi_shard_free()
+ * or keep its buffer for the next call's bufs). out->first_record: its
+ * first record's number in the shard. The last part holds the rest of the
+ * shard (a final line without newline is a record, as in a whole load);
+ * then ZP_END. A read or decode error names the shard and the part. Line
+ * checks as in a whole load (empty lines, max_record_bytes); the caller
+ * checks the total count. Not for .parquet readers. */
+zp_status zpi_seg_reader_next(zpi_seg_reader *r, size_t target, zpi_load_bufs *bufs,
+                              zpi_shard *out, zpi_err *err);
+/* 1 once zpi_seg_reader_next has given the shard's last part. */
+int zpi_seg_reader_ended(const zpi_seg_reader *r);
 zpi_seg_kind zpi_seg_reader_kind(const zpi_seg_reader *r);
 /* Times a streaming reader went back to the file's start (a segment, or a
  * segment's start, behind its decoded window). */

@@ -13,6 +13,8 @@
 #     --on-bad-record skip keeps the record count (empty documents);
 #     empty texts give empty documents;
 #  5. bad flags and inputs (exit 2 / 1 with a message).
+#  (3c. shards read in several parts, every input compression: the batches
+#  of tokenize-on-the-fly.)
 #  (1b. --eot/--bos: the stored boundary ids and a run with the same ones.)
 set -u
 Z=${1:?usage: test_preprocess.sh PATH_TO_ZEPHON}
@@ -133,6 +135,30 @@ for f in $formats; do
   check "$f: the redone folder trains ($rc)" '[[ $rc -eq 0 ]]' || cat "$T/out"
 done
 rm -rf "$T/eight"
+
+# 3c. shards of several parts (a shard is read forward about 4 MiB at a
+# time, records cut across the parts' ends): plain, seekable, single-frame
+# and gzip inputs of the same records give the batches of
+# tokenize-on-the-fly, at 1 and 3 threads
+"$Z" gen --out "$T/mp-plain" --format jsonl --shards 2 --bytes 20M --seed 5 >/dev/null || bad "gen multi-part"
+"$Z" gen --out "$T/mp-seek" --shards 2 --bytes 20M --seed 5 >/dev/null || bad "gen multi-part seekable"
+"$Z" gen --out "$T/mp-single" --single-frame --shards 2 --bytes 20M --seed 5 >/dev/null || bad "gen multi-part single"
+mkdir -p "$T/mp-gz"
+for g in "$T"/mp-plain/*.jsonl; do gzip -c "$g" > "$T/mp-gz/$(basename "$g").gz"; done
+mp_run="--quiet --tokenize gpt2 --seq-len 511 --microbatch 4 --seed 6"
+# (the text read as whole shards: segments of a text shard are another,
+# documented, shuffle order)
+"$Z" run "$T/mp-plain" $mp_run --segment-mb whole --emit-digest "$T/mp-a.txt" >/dev/null 2>"$T/err" || bad "multi-part: run text: $(cat "$T/err")"
+for src in plain seek single gz; do
+  for th in 1 3; do
+    rm -rf "$T/mp-o"
+    "$Z" preprocess --quiet --out "$T/mp-o" --format $f --threads $th "$T/mp-$src" >"$T/out" 2>&1 || bad "multi-part $src: preprocess: $(cat "$T/out")"
+    "$Z" run --data "$T/mp-o/manifest.json" $mp_run --emit-digest "$T/mp-b.txt" >/dev/null 2>"$T/err" || bad "multi-part $src: run: $(cat "$T/err")"
+    check "shards of several parts ($src, $th threads): the batches of tokenize-on-the-fly" \
+      '[[ -s "$T/mp-a.txt" ]] && cmp -s "$T/mp-a.txt" "$T/mp-b.txt"'
+  done
+done
+rm -rf "$T"/mp-*
 
 # 4. bad records
 B="$T/bad"; mkdir -p "$B"

@@ -14,7 +14,8 @@
 #     the file;
 #  4. (with `rss`) memory follows the segment: peak RSS of a block of 4
 #     shards of 16 MB (plain) with segments of 2 MiB stays well under that
-#     of whole shards.
+#     of whole shards; `zephon preprocess` of a 128 MB shard peaks where
+#     one of 32 MB does.
 set -u
 Z=${1:?usage: test_segments_cli.sh PATH_TO_ZEPHON [rss]}
 . "$(dirname "$0")/../testlib.sh"
@@ -28,6 +29,15 @@ if [[ ${2:-} == rss ]]; then
   echo "# peak RSS: whole shards $whole KiB, segments of 2 MiB $seg KiB"
   check "peak RSS with segments ($seg KiB) under 60% of whole shards' ($whole KiB)" \
     '[[ $seg =~ ^[0-9]+$ && $whole =~ ^[0-9]+$ && $((seg * 10)) -lt $((whole * 6)) ]]'
+  # preprocess reads a shard in parts: its peak RSS for one shard of 128 MB
+  # is that for one of 32 MB, give or take 16 MB (it held whole shards)
+  "$Z" gen --out "$T/pp32" --format jsonl --shards 1 --bytes 32M --seed 3 >/dev/null || bad "gen 32M"
+  "$Z" gen --out "$T/pp128" --format jsonl --shards 1 --bytes 128M --seed 3 >/dev/null || bad "gen 128M"
+  pp_rss() { /usr/bin/time -f %M "$Z" preprocess --quiet --no-progress --threads 2 --out "$T/ppo-$1" "$T/pp$1" 2>&1 >/dev/null | tail -1; }
+  r32=$(pp_rss 32); r128=$(pp_rss 128)
+  echo "# preprocess peak RSS: shard of 32 MB $r32 KiB, of 128 MB $r128 KiB"
+  check "preprocess: peak RSS for a 128 MB shard ($r128 KiB) within 16 MB of a 32 MB shard's ($r32 KiB)" \
+    '[[ $r32 =~ ^[0-9]+$ && $r128 =~ ^[0-9]+$ && $r128 -lt $((r32 + 16384)) ]]'
   finish
   exit
 fi
