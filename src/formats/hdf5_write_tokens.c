@@ -144,15 +144,21 @@ static zp_status tokw_spill(h5_tokw *w, zpi_err *err)
     return ZP_OK;
 }
 
-/* Copies n elements of `bytes` each from the spill file fd into dataset d
- * (from element 0), through buf (cap elements). Under the lock. */
+/* Moves n elements of `bytes` each from the spill file fd into dataset d
+ * (from element 0), through buf (cap elements), from the end backwards,
+ * cutting each copied piece off the spill file (ftruncate): the file's
+ * pages go back to the kernel as the dataset's are written, so the output
+ * never needs its room twice (page cache and disk), and the freed pages,
+ * still warm, serve the dataset's. Under the lock. */
 static int copy_spill(int fd, hid_t d, hid_t mt, uint64_t n, size_t bytes, void *buf, size_t cap)
 {
-    for (uint64_t at = 0; at < n;) {
-        size_t m = n - at < cap ? (size_t)(n - at) : cap;
-        if (zpi_h5_pread_all(fd, buf, m * bytes, at * bytes) != 0 || zpi_h5_append_1d(d, mt, at, buf, m) != 0)
+    for (uint64_t end = n; end > 0;) {
+        size_t m = end < cap ? (size_t)end : cap;
+        uint64_t at = end - m;
+        if (zpi_h5_pread_all(fd, buf, m * bytes, at * bytes) != 0 ||
+            ftruncate(fd, (off_t)(at * bytes)) != 0 || zpi_h5_append_1d(d, mt, at, buf, m) != 0)
             return -1;
-        at += m;
+        end = at;
     }
     return 0;
 }
