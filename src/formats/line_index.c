@@ -45,12 +45,12 @@ static zp_status add_line(zpi_line_index *ix, const char *data, size_t start, si
                           zpi_err *err)
 {
     size_t len = end - start;
-    size_t line = ix->n + 1;
+    uint64_t line = ix->line0 + ix->n + 1;
     if (len > ix->lim->max_record_bytes) {
         return zpi_err_set(err, ZP_ERR_LIMIT,
-                           "shard '%s': line %zu is longer than max_record_bytes (%zu bytes > "
-                           "%zu) at byte %zu", ix->name, line, len, ix->lim->max_record_bytes,
-                           start);
+                           "shard '%s': line %llu is longer than max_record_bytes (%zu bytes > "
+                           "%zu) at byte %llu", ix->name, (unsigned long long)line, len,
+                           ix->lim->max_record_bytes, (unsigned long long)(ix->byte0 + start));
     }
     /* A record normally starts with '{': the whitespace scan only runs for
      * the rare line that starts with whitespace. */
@@ -58,8 +58,9 @@ static zp_status add_line(zpi_line_index *ix, const char *data, size_t start, si
     while (p < end && is_ws((unsigned char)data[p]))
         p++;
     if (p == end) {
-        return zpi_err_set(err, ZP_ERR_FORMAT, "shard '%s': empty record at line %zu (byte %zu)",
-                           ix->name, line, start);
+        return zpi_err_set(err, ZP_ERR_FORMAT, "shard '%s': empty record at line %llu (byte %llu)",
+                           ix->name, (unsigned long long)line,
+                           (unsigned long long)(ix->byte0 + start));
     }
     zp_status st = reserve(ix, ix->n + 2, err); /* +1 for the end sentinel */
     if (st != ZP_OK)
@@ -86,9 +87,10 @@ zp_status zpi_line_index_feed(zpi_line_index *ix, const char *data, size_t len, 
     /* Fail a runaway line early instead of decoding the rest of it. */
     if (len - ix->line_start > ix->lim->max_record_bytes) {
         return zpi_err_set(err, ZP_ERR_LIMIT,
-                           "shard '%s': line %zu is longer than max_record_bytes (more than %zu "
-                           "bytes) at byte %zu", ix->name, ix->n + 1, ix->lim->max_record_bytes,
-                           ix->line_start);
+                           "shard '%s': line %llu is longer than max_record_bytes (more than %zu "
+                           "bytes) at byte %llu", ix->name,
+                           (unsigned long long)(ix->line0 + ix->n + 1), ix->lim->max_record_bytes,
+                           (unsigned long long)(ix->byte0 + ix->line_start));
     }
     return ZP_OK;
 }

@@ -19,6 +19,9 @@ typedef struct zpi_line_index {
     size_t n, cap;                 /* records indexed so far, capacity of offsets */
     size_t line_start;             /* start of the line not yet terminated */
     size_t scanned;                /* bytes already scanned */
+    /* added to the line and byte numbers of messages, for data that does
+     * not start at the shard's beginning (0 after init) */
+    uint64_t line0, byte0;
 } zpi_line_index;
 
 void zpi_line_index_init(zpi_line_index *ix, const char *name, const zpi_load_limits *lim);

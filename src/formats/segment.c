@@ -931,13 +931,12 @@ zp_status zpi_seg_reader_next(zpi_seg_reader *r, size_t target, zpi_load_bufs *b
     r->bytes_read = 0;
     r->t_read = r->t_dec = 0;
     const uint64_t s0 = r->fwd_pos;
-    char pname[512];
-    zpi_fmt(pname, sizeof pname, "%s, part from record %llu at decoded byte %llu", r->name,
-            (unsigned long long)r->fwd_rec, (unsigned long long)s0);
     zpi_load_limits llim = *r->lim;
     llim.allow_empty = 1; /* the caller checks the shard's count */
     zpi_line_index ix;
-    zpi_line_index_init(&ix, pname, &llim);
+    zpi_line_index_init(&ix, r->name, &llim);
+    ix.line0 = r->fwd_rec; /* messages give the shard's lines and decoded bytes */
+    ix.byte0 = s0;
     size_t cap = target + SEG_CHUNK;
     char *data;
     if (bufs && bufs->data) {
