@@ -19,7 +19,10 @@
  * with the load, CPU time at 1 thread much less. A last line runs a steady
  * state: 2 epochs with a shard cache smaller than the dataset, so that
  * shards are evicted and decoded again (the case recycled decode buffers
- * are for); there the first pass's fresh pages weigh half as much.
+ * are for); there the first pass's fresh pages weigh half as much. The
+ * single pass is also set against a cold floor: a new floor each round,
+ * whose buffers are touched for the first time as a single pass's are
+ * (the floor's own rounds reuse theirs).
  *
  * What the reference leaves out: reading and decompressing the shards,
  * checking their hashes, validating each record's JSON and extracting its
@@ -335,12 +338,21 @@ int main(int argc, char **argv)
     for (int threads = 1; threads <= 2; threads++) {
         uint64_t tk_tok = 0, tk_pipe = 0, tk_floor = 0;
         long faults = 0;
+        double wcold[MAXR], coldratio[MAXR];
         for (int r = 0; r < rounds; r++) {
             wt[r] = tokenizer_only(tok, &t, threads, &tk_tok, &ct[r]);
             wf[r] = floor_once(fl, threads, &tk_floor, &cf[r]);
+            /* a cold floor: a new one, whose buffers are touched for the
+             * first time in its one round, as a single pass's are */
+            bench_floor *cold = bench_floor_create((const char *const *)fpaths,
+                                                   zp_dataset_num_shards(ds), tok, 1);
+            uint64_t tk_cold = 0;
+            wcold[r] = floor_once(cold, threads, &tk_cold, NULL);
+            bench_floor_destroy(cold);
             wp[r] = pipeline(ds, threads, threads, &tk_pipe, &cp[r], &faults);
             ratio[r] = wt[r] / wp[r];
             fratio[r] = wf[r] / wp[r];
+            coldratio[r] = wcold[r] / wp[r];
             cfratio[r] = cf[r] / cp[r];
             cratio[r] = ct[r] / cp[r];
             if (tk_tok != tk_pipe || tk_floor != tk_pipe) {
@@ -355,6 +367,11 @@ int main(int argc, char **argv)
         print_rate(" floor (read, hash, decompress, parse, encode)", mb, sf);
         print_rate(" | pipeline", mb, stats_of(wp, rounds));
         printf(" | pipeline/floor = %.3f [%.3f..%.3f]\n", sfr.med, sfr.min, sfr.max);
+        stats swc = stats_of(wcold, rounds), swcr = stats_of(coldratio, rounds);
+        printf("%d thread%s, single pass against a cold floor (a new floor each round):", threads,
+               threads > 1 ? "s" : " ");
+        print_rate(" cold floor", mb, swc);
+        printf(" | pipeline/cold floor = %.3f [%.3f..%.3f]\n", swcr.med, swcr.min, swcr.max);
         stats scf = stats_of(cf, rounds), scfr = stats_of(cfratio, rounds);
         printf("%d thread%s, CPU time: floor %.2f s | pipeline (below) | floor/pipeline = %.3f "
                "[%.3f..%.3f]\n", threads, threads > 1 ? "s" : " ", scf.med, scfr.med, scfr.min,

@@ -688,9 +688,8 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
-/* Start reading the shards order[0..n) (in a thread; in this one, whole,
- * when none can start: then nothing reads ahead). 0, or -1 (out of
- * resources). */
+/* Start reading the shards order[0..n) in a thread of its own. 0, or -1
+ * when the thread cannot start (the caller fails the run). */
 static int feeder_start(feeder *fd, const zp_preprocess *pp, const size_t *order, size_t n)
 {
     memset(fd, 0, sizeof *fd);
