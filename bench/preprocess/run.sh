@@ -8,7 +8,8 @@
 #               shared with bench/tokenize_cli); configured here (Release,
 #               no tests, no MPI) when it does not exist yet.
 #   MB=32       size of the generated text in megabytes (environment)
-#   PASSES=3    passes per measurement; the best one counts (environment)
+#   PASSES=3    passes per measurement; the best one counts, and against the
+#               floor also the median of each pass's own ratio (environment)
 #   FORMAT=h5   output format (h5 or megatron; megatron when this build has
 #               no HDF5 writer)
 #   ZSTD=1      also measure a .jsonl.zst input (2 threads)
@@ -104,18 +105,28 @@ floor_mbps() { # threads file
 
 echo "== measuring (best of $passes passes each, interleaved; output format $fmt)"
 e1= e2= f1= f2= t1= t2= p1= p2= r1= r2= pz= rz=
+# per pass: the ratios of that pass's own figures (the floor, then the
+# commands right after it), whose median is steadier than the ratio of
+# the bests on a machine whose speed drifts
+pr_t1= pr_t2= pr_p1= pr_p2=
 for _ in $(seq "$passes"); do
     z=$("$bench" "$text" 1)
-    f1=$(hi "$f1" "$(floor_mbps 1 "$text")"); f2=$(hi "$f2" "$(floor_mbps 2 "$text")")
+    bytes=$(get "$z" bytes)
+    a1=$(floor_mbps 1 "$text"); a2=$(floor_mbps 2 "$text")
+    f1=$(hi "$f1" "$a1"); f2=$(hi "$f2" "$a2")
     e1=$(hi "$e1" "$(get "$z" mbps_1t)"); e2=$(hi "$e2" "$(get "$z" mbps_2t)")
-    t1=$(lo "$t1" "$(time_tok 1 "$text")"); t2=$(lo "$t2" "$(time_tok 2 "$text")")
+    x=$(time_tok 1 "$text"); t1=$(lo "$t1" "$x"); pr_t1="$pr_t1 $(ratio "$(mbps "$bytes" "$x")" "$a1")"
+    x=$(time_tok 2 "$text"); t2=$(lo "$t2" "$x"); pr_t2="$pr_t2 $(ratio "$(mbps "$bytes" "$x")" "$a2")"
     read -r w s < <(time_pp 1 "$text"); p1=$(lo "$p1" "$w"); r1=$(lo "$r1" "$s")
+    pr_p1="$pr_p1 $(ratio "$(mbps "$bytes" "$w")" "$a1")"
     read -r w s < <(time_pp 2 "$text"); p2=$(lo "$p2" "$w"); r2=$(lo "$r2" "$s")
+    pr_p2="$pr_p2 $(ratio "$(mbps "$bytes" "$w")" "$a2")"
     if [ -s "$text.zst" ]; then
         read -r w s < <(time_pp 2 "$text.zst"); pz=$(lo "$pz" "$w"); rz=$(lo "$rz" "$s")
     fi
 done
-bytes=$(get "$z" bytes)
+# median [min..max] of a list of numbers
+med() { printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f [%.2f..%.2f]", m, v[1], v[NR] }'; }
 jbytes=$(stat -c %s "$text")
 [ -s "$out/pp.err" ] && { echo "preprocess said:"; cat "$out/pp.err"; }
 
@@ -145,6 +156,9 @@ echo "  2 threads:  $(ratio "$P2" "$e2") whole command, $(ratio "$R2" "$e2") run
 echo "against the floor (issue 23, point 9: goal >= 0.92), whole commands:"
 echo "  1 thread:   tokenize $(ratio "$T1" "$f1"), preprocess $(ratio "$P1" "$f1") ($(ratio "$R1" "$f1") run alone)"
 echo "  2 threads:  tokenize $(ratio "$T2" "$f2"), preprocess $(ratio "$P2" "$f2") ($(ratio "$R2" "$f2") run alone)"
+echo "against the floor, the median of each pass's own ratio [min..max] ($passes passes):"
+echo "  1 thread:   tokenize $(med "$pr_t1"), preprocess $(med "$pr_p1")"
+echo "  2 threads:  tokenize $(med "$pr_t2"), preprocess $(med "$pr_p2")"
 echo "preprocess / zephon tokenize (both whole commands):"
 echo "  1 thread:   $(ratio "$P1" "$T1")"
 echo "  2 threads:  $(ratio "$P2" "$T2")"
