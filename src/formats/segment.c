@@ -740,6 +740,41 @@ void zpi_seg_reader_close(zpi_seg_reader *r)
     free(r);
 }
 
+/* The next read of a load that has decoded bytes [s0, s0 + len) into
+ * *data (*cap bytes): it fills the room left, up to a chunk (*want), and
+ * gets *got bytes (fewer only at the end). A buffer is grown only when
+ * nearly full, a recycled one by a little (growing touches fresh pages, and
+ * it keeps what it grew by). ZP_ERR_NOMEM (no message) when it cannot
+ * grow; a read error with its message. */
+static zp_status read_on(zpi_seg_reader *r, uint64_t s0, char **data, size_t *cap, size_t len,
+                         int recycled, size_t *got, size_t *want, zpi_err *err)
+{
+    if (*cap - len < SEG_MIN_READ) {
+        size_t nc = recycled ? *cap + *cap / 8 + SEG_MIN_READ : *cap + *cap / 2 + SEG_CHUNK;
+        char *d = realloc(*data, nc + ZPI_JSON_PADDING);
+        if (!d)
+            return ZP_ERR_NOMEM;
+        *data = d;
+        *cap = nc;
+    }
+    *want = *cap - len < SEG_CHUNK ? *cap - len : SEG_CHUNK;
+    return dread(r, s0 + len, *data + len, *want, got, 1, err);
+}
+
+/* After a load of decoded bytes [s0, s0 + len) into data that ends at
+ * s0 + end: a zstd stream decoded straight into data (which left its
+ * window empty at the decoder's position) puts the bytes past end back
+ * into the window, so that the next load finds them there (no restart). */
+static void keep_tail(zpi_seg_reader *r, uint64_t s0, const char *data, size_t len, size_t end)
+{
+    if (r->kind == ZPI_SEG_STREAM && !r->gz && r->wlen == 0 && r->wpos == s0 + len &&
+        len - end <= WIN_CAP) {
+        memcpy(r->win, data + end, len - end);
+        r->wpos = s0 + end;
+        r->wlen = len - end;
+    }
+}
+
 /* Learns start[j] by counting lines from the nearest known start before it. */
 static zp_status find_start(zpi_seg_reader *r, uint64_t j, zpi_err *err)
 {
@@ -828,23 +863,11 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
         return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory loading segment %llu",
                            r->name, (unsigned long long)j);
     for (;;) {
-        /* a read fills the room left, up to a chunk: a buffer is grown
-         * only when nearly full, a recycled one by a little (growing
-         * touches fresh pages, and it keeps what it grew by) */
-        if (cap - len < SEG_MIN_READ) {
-            size_t nc = recycled ? cap + cap / 8 + SEG_MIN_READ : cap + cap / 2 + SEG_CHUNK;
-            char *d = realloc(data, nc + ZPI_JSON_PADDING);
-            if (!d) {
-                st = zpi_err_set(err, ZP_ERR_NOMEM,
-                                 "shard '%s': out of memory loading segment %llu", r->name,
-                                 (unsigned long long)j);
-                break;
-            }
-            data = d;
-            cap = nc;
-        }
-        size_t got, want = cap - len < SEG_CHUNK ? cap - len : SEG_CHUNK;
-        st = dread(r, s0 + len, data + len, want, &got, 1, err);
+        size_t got, want;
+        st = read_on(r, s0, &data, &cap, len, recycled, &got, &want, err);
+        if (st == ZP_ERR_NOMEM)
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory loading segment %llu",
+                             r->name, (unsigned long long)j);
         if (st != ZP_OK)
             break;
         len += got;
@@ -875,14 +898,8 @@ zp_status zpi_seg_reader_load(zpi_seg_reader *r, uint64_t j, zpi_load_bufs *bufs
     }
     if (st == ZP_OK && !last) {
         /* the next segment starts at s0 + end: its first bytes, decoded
-         * into data past the end, stay in the window (the read decoded
-         * straight into data left it empty); a chunk at most */
-        if (r->kind == ZPI_SEG_STREAM && !r->gz && r->wlen == 0 && r->wpos == s0 + len &&
-            len - end <= WIN_CAP) {
-            memcpy(r->win, data + end, len - end);
-            r->wpos = s0 + end;
-            r->wlen = len - end;
-        }
+         * into data past the end, stay in the window; a chunk at most */
+        keep_tail(r, s0, data, len, end);
         len = end;
         ix.n = (size_t)m;
         ix.line_start = end;
@@ -953,19 +970,11 @@ zp_status zpi_seg_reader_next(zpi_seg_reader *r, size_t target, zpi_load_bufs *b
     size_t len = 0, end = 0;
     int eof = 0;
     for (;;) {
-        if (cap - len < SEG_MIN_READ) { /* a record longer than the buffer's room */
-            size_t nc = cap + cap / 2 + SEG_CHUNK;
-            char *d = realloc(data, nc + ZPI_JSON_PADDING);
-            if (!d) {
-                st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading a part",
-                                 r->name);
-                break;
-            }
-            data = d;
-            cap = nc;
-        }
-        size_t got, want = cap - len < SEG_CHUNK ? cap - len : SEG_CHUNK;
-        st = dread(r, s0 + len, data + len, want, &got, 1, err);
+        size_t got, want; /* grown only for a record longer than the buffer's room */
+        st = read_on(r, s0, &data, &cap, len, 0, &got, &want, err);
+        if (st == ZP_ERR_NOMEM)
+            st = zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading a part",
+                             r->name);
         if (st != ZP_OK)
             break;
         const size_t before = len;
@@ -986,14 +995,7 @@ zp_status zpi_seg_reader_next(zpi_seg_reader *r, size_t target, zpi_load_bufs *b
         }
     }
     if (st == ZP_OK && !eof) {
-        /* as in zpi_seg_reader_load: a zstd stream decoded straight into
-         * data keeps the next part's first bytes in its window */
-        if (r->kind == ZPI_SEG_STREAM && !r->gz && r->wlen == 0 && r->wpos == s0 + len &&
-            len - end <= WIN_CAP) {
-            memcpy(r->win, data + end, len - end);
-            r->wpos = s0 + end;
-            r->wlen = len - end;
-        }
+        keep_tail(r, s0, data, len, end); /* the next part's first bytes */
         len = end;
         ix.scanned = end;
     }
