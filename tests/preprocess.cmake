@@ -4,6 +4,10 @@
 add_test(NAME test_cli_preprocess
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_preprocess.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_preprocess PROPERTIES TIMEOUT 300 LABELS cli)
+# shards read in several parts by several threads, also under TSan (label tsan)
+add_test(NAME test_cli_preprocess_parts
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_preprocess_parts.sh $<TARGET_FILE:zephon_cli>)
+set_tests_properties(test_cli_preprocess_parts PROPERTIES TIMEOUT 300 LABELS "cli;tsan")
 if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
   add_test(NAME test_mpi_preprocess
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/mpi/test_mpi_preprocess.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE})

@@ -908,7 +908,8 @@ static void encode_block(run *r, blk *b, worker *w)
 
 
 /* The parts a run has taken and not released, in order (puts are in
- * order, so a release is always of the first). */
+ * order, so a release is always of the first); the list is guarded by the
+ * feeder's lock, since a take and a put may run at once. */
 static void hold(run *r, part *p);
 
 /* Write the documents of b (the writer; one at a time, in block order).
@@ -946,7 +947,9 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
     r->n_records += nrec;
     if (b->part_end) {
         r->read_bytes += sh->file_bytes;
+        pthread_mutex_lock(&r->fd->mu); /* take may be appending to the list */
         r->held = b->p->next;
+        pthread_mutex_unlock(&r->fd->mu);
         feeder_release(r->fd, b->p);
         b->p = NULL;
     }
@@ -960,11 +963,13 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
 
 static void hold(run *r, part *p)
 {
+    pthread_mutex_lock(&r->fd->mu); /* a put may be releasing the first */
     p->next = NULL;
     part **at = &r->held;
     while (*at)
         at = &(*at)->next;
     *at = p;
+    pthread_mutex_unlock(&r->fd->mu);
 }
 
 /* The ordered team's callbacks (base/ordered_team.h): blocks of about
