@@ -118,6 +118,13 @@ zp_status zpi_oteam_run(const zpi_oteam_ops *ops, void *ctx, size_t window, int 
     pthread_cond_init(&t.cv, NULL);
 #pragma omp parallel num_threads(threads)
     run_thread(&t, omp_get_thread_num());
+    /* Each thread's last act was to unlock mu: taking it once more orders
+     * all of their accesses before what follows (the parallel region's end
+     * is a barrier inside libgomp, which TSan does not see; without this,
+     * the next team on this stack reads as racing with the last one's
+     * pool threads). */
+    pthread_mutex_lock(&t.mu);
+    pthread_mutex_unlock(&t.mu);
     pthread_cond_destroy(&t.cv);
     pthread_mutex_destroy(&t.mu);
     free(t.state);
