@@ -6,8 +6,10 @@
  * decoded records (zpi_seg_reader_next: plain, zstd and gzip; a Parquet
  * shard comes whole) by a thread of its own, the feeder, which reads at
  * most two parts ahead and on into the next shard. The parts' records are
- * cut into blocks of about block_bytes, and a team of OpenMP threads works
- * the blocks:
+ * cut into blocks of about block_bytes, and one team of OpenMP threads for
+ * the whole run works the blocks, across the shards' ends (no barrier
+ * between shards: the put of a shard's first block opens its output, that
+ * of its last block commits it, while the other threads encode on):
  *
  *   - a thread takes the next block (in record order) and parses and
  *     encodes its records into the block's own buffers (one zpi_json and
@@ -788,30 +790,43 @@ typedef struct blk {
     char err[1024];
 } blk;
 
-typedef struct run {
+/* One team for all the shards of a run: blocks are cut from the parts in
+ * order, across the shards' ends (no barrier between shards), and the put
+ * of a shard's first block begins its output, that of its last block ends
+ * it (shard_begin, shard_end). */
+typedef struct run run;
+struct run {
     zp_preprocess *pp;
-    size_t shard;
-    const char *name;
     feeder *fd;
-    part *cur;          /* the part blocks are cut from (take's) */
+    const size_t *order; /* the shards, in order (the feeder's) */
+    size_t n_order;
+    /* take's */
+    part *cur;          /* the part blocks are cut from */
     size_t cur_next;    /* its next record */
     int cur_cut;        /* all of it is cut into blocks */
-    int shard_done;     /* its last part is cut */
-    uint64_t n_records; /* records put */
-    sink *out;
+    size_t shards_cut;  /* shards whose last part is cut */
+    /* put's: the shard being written */
+    int writing;           /* its first block was put, not its last */
+    uint64_t n_records;    /* its records put */
+    uint64_t bytes_before; /* input bytes of the shards done before */
+    uint64_t file_bytes;   /* its stored bytes */
+    uint64_t read_bytes;   /* its bytes read by the parts put */
+    sink *out;             /* where its documents go (set by shard_begin, or fixed) */
+    /* optional; a failure's message in pp->err */
+    zp_status (*shard_begin)(run *r, size_t i);
+    zp_status (*shard_end)(run *r, size_t i);
+    void *user;
     blk *ring;             /* the team's slots: block bi in ring[bi % window] */
     size_t window;
-    uint64_t bytes_before; /* input bytes of the shards done before */
-    uint64_t file_bytes;   /* this shard's */
-    uint64_t read_bytes;   /* this shard's bytes read by the parts put */
     part *held;            /* the parts taken and not released, in order */
-} run;
+};
 
 static void fail_block(blk *b, const run *r, uint64_t rec, const char *fmt, const char *detail)
 {
     char what[700];
     zpi_fmt(what, sizeof what, fmt, detail);
-    zpi_fmt(b->err, sizeof b->err, "shard '%s' line %llu (record %llu): %s", r->name,
+    zpi_fmt(b->err, sizeof b->err, "shard '%s' line %llu (record %llu): %s",
+            zp_dataset_shard_name(r->pp->ds, b->p->shard),
             (unsigned long long)rec + 1, (unsigned long long)rec, what);
 }
 
@@ -868,7 +883,8 @@ static void encode_block(run *r, blk *b, worker *w)
                 char what[400];
                 zpi_fmt(what, sizeof what, why, det);
                 zpi_fmt(b->skip_msg, sizeof b->skip_msg, "shard '%s' line %llu (record %llu): %s",
-                        r->name, (unsigned long long)rec + 1, (unsigned long long)rec, what);
+                        zp_dataset_shard_name(pp->ds, b->p->shard), (unsigned long long)rec + 1,
+                        (unsigned long long)rec, what);
             }
             b->len[k] = 0;
             continue;
@@ -919,7 +935,18 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
     zp_preprocess *pp = r->pp;
     if (b->st != ZP_OK)
         return zpi_err_set(err, b->st, "%s", b->err);
+    const size_t shard = b->p->shard;
+    if (!r->writing) { /* the shard's first block */
+        r->writing = 1;
+        r->n_records = r->read_bytes = 0;
+        r->bytes_before = pp->stats.bytes_in;
+        r->file_bytes = zp_dataset_shard_bytes(pp->ds, shard);
+        zp_status st = r->shard_begin ? r->shard_begin(r, shard) : ZP_OK;
+        if (st != ZP_OK)
+            return zpi_err_set(err, st, "%s", zpi_err_msg(&pp->err));
+    }
     const zpi_shard *sh = &b->p->sh;
+    const int shard_end = b->part_end && b->p->last;
     size_t off = 0, nrec = b->r1 - b->r0;
     for (size_t k = 0; k < nrec; k++) {
         zp_status st = r->out->add(r->out, b->tok + off, b->len[k], err);
@@ -958,6 +985,13 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
     s->seconds = zpi_now() - pp->t0;
     if (pp->cfg.progress)
         pp->cfg.progress(pp->cfg.user, s);
+    if (shard_end) {
+        s->bytes_in = r->bytes_before + r->file_bytes;
+        r->writing = 0;
+        zp_status st = r->shard_end ? r->shard_end(r, shard) : ZP_OK;
+        if (st != ZP_OK)
+            return zpi_err_set(err, st, "%s", zpi_err_msg(&pp->err));
+    }
     return ZP_OK;
 }
 
@@ -980,22 +1014,23 @@ static zp_status team_take(void *ctx, uint64_t bi, size_t slot, zpi_err *err)
     run *r = ctx;
     (void)bi;
     if (!r->cur || r->cur_cut) {
-        if (r->shard_done)
+        if (r->shards_cut == r->n_order)
             return ZP_END;
+        const size_t want = r->order[r->shards_cut];
         part *p = feeder_take(r->fd);
         if (!p)
             return zpi_err_set(err, ZP_ERR_NOMEM, "shard '%s': out of memory reading it",
-                               r->name);
+                               zp_dataset_shard_name(r->pp->ds, want));
         hold(r, p);
         if (p->st != ZP_OK)
             return zpi_err_set(err, p->st, "%s", zpi_err_msg(&p->err));
-        if (p->shard != r->shard)
+        if (p->shard != want)
             return zpi_err_set(err, ZP_ERR_INTERNAL, "shard '%s': a part of shard %zu came",
-                               r->name, p->shard);
+                               zp_dataset_shard_name(r->pp->ds, want), p->shard);
         r->cur = p;
         r->cur_next = 0;
         r->cur_cut = 0;
-        r->shard_done = p->last;
+        r->shards_cut += (size_t)p->last;
     }
     const zpi_shard *sh = &r->cur->sh;
     blk *b = &r->ring[slot];
@@ -1035,44 +1070,44 @@ static zp_status team_put(void *ctx, uint64_t bi, size_t slot, zpi_err *err)
 
 static const zpi_oteam_ops team_ops = {team_take, team_work, team_put};
 
-/* Feed the documents of shard i, read by fd (its next parts), in order to
- * out. */
-static zp_status process_shard(zp_preprocess *pp, size_t i, feeder *fd, sink *out,
-                               uint64_t *n_docs)
+/* Feed the documents of the shards order[0..n) to r's sinks, in order,
+ * reading them with a feeder; r: pp, the hooks, user and out set, the rest
+ * zero. */
+static zp_status process_shards(run *r, const size_t *order, size_t n)
 {
+    zp_preprocess *pp = r->pp;
+    if (n == 0)
+        return ZP_OK;
+    feeder fd;
+    if (feeder_start(&fd, pp, order, n) != 0)
+        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "cannot start the thread that reads the shards");
     zp_status st = ZP_OK;
-    run r;
-    memset(&r, 0, sizeof r);
-    r.pp = pp;
-    r.shard = i;
-    r.name = zp_dataset_shard_name(pp->ds, i);
-    r.fd = fd;
-    r.out = out;
-    r.bytes_before = pp->stats.bytes_in;
-    r.file_bytes = zp_dataset_shard_bytes(pp->ds, i);
-    r.window = (size_t)pp->nt * BLOCKS_PER_THREAD;
-    if (!(r.ring = calloc(r.window, sizeof *r.ring)))
+    r->fd = &fd;
+    r->order = order;
+    r->n_order = n;
+    r->window = (size_t)pp->nt * BLOCKS_PER_THREAD;
+    if (!(r->ring = calloc(r->window, sizeof *r->ring)))
         st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     if (st == ZP_OK) {
         zpi_err e;
-        zp_status rs = zpi_oteam_run(&team_ops, &r, r.window, pp->nt, &e);
+        zp_status rs = zpi_oteam_run(&team_ops, r, r->window, pp->nt, &e);
         if (rs != ZP_OK)
             st = zpi_err_set(&pp->err, rs, "%s", e.msg);
     }
-    if (r.ring)
-        for (size_t k = 0; k < r.window; k++) {
-            free(r.ring[k].tok);
-            free(r.ring[k].len);
+    if (r->ring)
+        for (size_t k = 0; k < r->window; k++) {
+            free(r->ring[k].tok);
+            free(r->ring[k].len);
         }
-    free(r.ring);
-    for (part *p = r.held, *n; p; p = n) { /* a run that failed */
-        n = p->next;
-        feeder_release(fd, p);
+    free(r->ring);
+    r->ring = NULL;
+    for (part *p = r->held, *nx; p; p = nx) { /* a run that failed */
+        nx = p->next;
+        feeder_release(&fd, p);
     }
-    if (st == ZP_OK) {
-        pp->stats.bytes_in = r.bytes_before + r.file_bytes;
-        *n_docs = r.n_records;
-    }
+    r->held = NULL;
+    feeder_finish(&fd);
+    r->fd = NULL;
     return st;
 }
 
@@ -1129,7 +1164,73 @@ static zp_status open_writer(zp_preprocess *pp, size_t i, zpi_tokw **w)
     return ZP_OK;
 }
 
-static zp_status run_one(zp_preprocess *pp, size_t i, feeder *fd);
+/* zp_preprocess_run's shard hooks: a shard's token writer, opened at its
+ * first block and committed at its last. */
+typedef struct run_files {
+    zpi_tokw *w; /* the open writer, or NULL */
+    sink s;
+    uint64_t tok0; /* pp->stats.tokens at the shard's start */
+} run_files;
+
+static zp_status files_begin(run *r, size_t i)
+{
+    zp_preprocess *pp = r->pp;
+    run_files *f = r->user;
+    zp_status st = open_writer(pp, i, &f->w);
+    if (st != ZP_OK) {
+        f->w = NULL;
+        return st;
+    }
+    memset(&f->s, 0, sizeof f->s);
+    f->s.add = sink_tokw_add;
+    f->s.w = f->w;
+    f->tok0 = pp->stats.tokens;
+    r->out = &f->s;
+    return ZP_OK;
+}
+
+static zp_status files_end(run *r, size_t i)
+{
+    zp_preprocess *pp = r->pp;
+    run_files *f = r->user;
+    zpi_tokw *w = f->w;
+    const uint64_t docs = r->n_records;
+    f->w = NULL;
+    zp_status st = ZP_OK;
+    if (w->docs != docs) {
+        st = zpi_err_set(&pp->err, ZP_ERR_INTERNAL,
+                         "shard '%s': %llu documents written for %llu records",
+                         zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
+                         (unsigned long long)docs);
+        zpi_tokw_abort(w);
+    } else {
+        zpi_err err;
+        if ((st = zpi_tokw_commit(w, &err)) != ZP_OK)
+            zpi_err_set(&pp->err, st, "%s", err.msg);
+    }
+    if (st == ZP_OK && pp->cfg.format == ZP_PREPROCESS_MEGATRON)
+        st = write_pair_tokenizer(pp, i);
+    zp_preprocess_shard *res = &pp->res[i];
+    memset(res, 0, sizeof *res);
+    char a[4096], b[4096];
+    int nf = final_files(pp, i, a, b, sizeof a);
+    if (st == ZP_OK) {
+        res->docs = docs;
+        res->tokens = pp->stats.tokens - f->tok0;
+        res->bytes = file_size(a);
+        pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
+        if (pp->cfg.hash && (st = hash_file(pp, a, &res->xxh64)) == ZP_OK)
+            res->has_xxh64 = 1;
+    }
+    if (st != ZP_OK)
+        return st;
+    res->done = 1;
+    pp->stats.shards_done++;
+    pp->stats.seconds = zpi_now() - pp->t0;
+    if (pp->cfg.progress)
+        pp->cfg.progress(pp->cfg.user, &pp->stats);
+    return ZP_OK;
+}
 
 zp_status zp_preprocess_run(zp_preprocess *pp)
 {
@@ -1143,77 +1244,28 @@ zp_status zp_preprocess_run(zp_preprocess *pp)
             pp->stats.shards_total++;
             pp->stats.bytes_in_total += zp_dataset_shard_bytes(pp->ds, i);
         }
-    /* the selected shards in order, read by the feeder */
+    /* the selected shards in order, one team for all of them */
     size_t *order = malloc((pp->n_shards ? pp->n_shards : 1) * sizeof *order), n_order = 0;
     if (!order)
         return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pp->n_shards; i++)
         if (selected(pp, i))
             order[n_order++] = i;
-    feeder fd;
-    memset(&fd, 0, sizeof fd);
-    if (n_order > 0 && feeder_start(&fd, pp, order, n_order) != 0) {
-        free(order);
-        return zpi_err_set(&pp->err, ZP_ERR_NOMEM, "cannot start the thread that reads the shards");
-    }
-    st = ZP_OK;
-    for (size_t k = 0; k < n_order && st == ZP_OK; k++)
-        st = run_one(pp, order[k], &fd);
-    feeder_finish(&fd);
+    run_files files;
+    memset(&files, 0, sizeof files);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.pp = pp;
+    r.shard_begin = files_begin;
+    r.shard_end = files_end;
+    r.user = &files;
+    st = process_shards(&r, order, n_order);
+    if (files.w) /* a run that stopped inside a shard */
+        zpi_tokw_abort(files.w);
     free(order);
     if (st != ZP_OK)
         return st;
     pp->stats.seconds = zpi_now() - pp->t0;
-    return ZP_OK;
-}
-
-/* Shard i of zp_preprocess_run: its writer, its documents (the next parts
- * of fd), the commit. */
-static zp_status run_one(zp_preprocess *pp, size_t i, feeder *fd)
-{
-    zp_status st;
-    if (pp->cfg.stop && pp->cfg.stop(pp->cfg.user))
-        return zpi_err_set(&pp->err, ZP_ERR_CALLBACK, "stopped");
-    zpi_tokw *w = NULL;
-    if ((st = open_writer(pp, i, &w)) != ZP_OK)
-        return st;
-    sink s;
-    memset(&s, 0, sizeof s);
-    s.add = sink_tokw_add;
-    s.w = w;
-    uint64_t docs = 0, tok0 = pp->stats.tokens;
-    st = process_shard(pp, i, fd, &s, &docs);
-    if (st == ZP_OK && (w->docs != docs))
-        st = zpi_err_set(&pp->err, ZP_ERR_INTERNAL,
-                         "shard '%s': %llu documents written for %llu records",
-                         zp_dataset_shard_name(pp->ds, i), (unsigned long long)w->docs,
-                         (unsigned long long)docs);
-    zpi_err err;
-    if (st != ZP_OK)
-        zpi_tokw_abort(w);
-    else if ((st = zpi_tokw_commit(w, &err)) != ZP_OK)
-        zpi_err_set(&pp->err, st, "%s", err.msg);
-    if (st == ZP_OK && pp->cfg.format == ZP_PREPROCESS_MEGATRON)
-        st = write_pair_tokenizer(pp, i);
-    zp_preprocess_shard *res = &pp->res[i];
-    memset(res, 0, sizeof *res);
-    char a[4096], b[4096];
-    int nf = final_files(pp, i, a, b, sizeof a);
-    if (st == ZP_OK) {
-        res->docs = docs;
-        res->tokens = pp->stats.tokens - tok0;
-        res->bytes = file_size(a);
-        pp->stats.bytes_out += res->bytes + (nf > 1 ? file_size(b) : 0);
-        if (pp->cfg.hash && (st = hash_file(pp, a, &res->xxh64)) == ZP_OK)
-            res->has_xxh64 = 1;
-    }
-    if (st != ZP_OK)
-        return st;
-    res->done = 1;
-    pp->stats.shards_done++;
-    pp->stats.seconds = zpi_now() - pp->t0;
-    if (pp->cfg.progress)
-        pp->cfg.progress(pp->cfg.user, &pp->stats);
     return ZP_OK;
 }
 
@@ -1237,15 +1289,11 @@ zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **tokens,
     memset(&s, 0, sizeof s);
     s.add = sink_mem_add;
     s.dtype = pp->dtype;
-    uint64_t docs = 0;
-    feeder fd;
-    zp_status st = ZP_OK;
-    if (feeder_start(&fd, pp, &i, 1) != 0)
-        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "cannot start the thread that reads the shard");
-    else {
-        st = process_shard(pp, i, &fd, &s, &docs);
-        feeder_finish(&fd);
-    }
+    run r;
+    memset(&r, 0, sizeof r);
+    r.pp = pp;
+    r.out = &s;
+    zp_status st = process_shards(&r, &i, 1);
     if (st == ZP_OK && !s.off && !(s.off = calloc(1, sizeof *s.off)))
         st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
     if (st != ZP_OK) {
