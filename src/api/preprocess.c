@@ -495,7 +495,7 @@ static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, zpi_err *er
 #define FEED_SPARES 4
 
 typedef struct part {
-    struct part *next; /* the feeder's queue */
+    zpi_fifo_node node; /* in the feeder's queue, then in the run's held list */
     size_t shard;
     zpi_shard sh;      /* its records; sh.first_record: the first one's number */
     int last;          /* the shard's last part */
@@ -512,8 +512,7 @@ typedef struct feeder {
     int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    part *head, *tail; /* read, not taken */
-    size_t queued;
+    zpi_fifo queue; /* parts read, not taken */
     int stop;
     char *spare[FEED_SPARES]; /* decode buffers of released parts */
     size_t spare_cap[FEED_SPARES];
@@ -526,7 +525,7 @@ typedef struct feeder {
 static int feed_push(feeder *fd, part *p)
 {
     pthread_mutex_lock(&fd->mu);
-    while (fd->queued >= FEED_AHEAD && !fd->stop)
+    while (fd->queue.n >= FEED_AHEAD && !fd->stop)
         pthread_cond_wait(&fd->cv, &fd->mu);
     if (fd->stop) {
         pthread_mutex_unlock(&fd->mu);
@@ -534,13 +533,7 @@ static int feed_push(feeder *fd, part *p)
         free(p);
         return -1;
     }
-    p->next = NULL;
-    if (fd->tail)
-        fd->tail->next = p;
-    else
-        fd->head = p;
-    fd->tail = p;
-    fd->queued++;
+    zpi_fifo_push(&fd->queue, &p->node);
     pthread_cond_broadcast(&fd->cv);
     pthread_mutex_unlock(&fd->mu);
     return 0;
@@ -718,18 +711,13 @@ static int feeder_start(feeder *fd, const zp_preprocess *pp, const size_t *order
 static part *feeder_take(feeder *fd)
 {
     pthread_mutex_lock(&fd->mu);
-    while (!fd->head && !fd->stop)
+    while (!fd->queue.n && !fd->stop)
         pthread_cond_wait(&fd->cv, &fd->mu);
-    part *p = fd->head;
-    if (p) {
-        fd->head = p->next;
-        if (!fd->head)
-            fd->tail = NULL;
-        fd->queued--;
+    zpi_fifo_node *x = zpi_fifo_pop(&fd->queue);
+    if (x)
         pthread_cond_broadcast(&fd->cv);
-    }
     pthread_mutex_unlock(&fd->mu);
-    return p;
+    return x ? ZPI_CONTAINER_OF(x, part, node) : NULL;
 }
 
 /* A part the team is done with: its buffer back to the feeder. */
@@ -761,8 +749,8 @@ static void feeder_finish(feeder *fd)
     pthread_cond_broadcast(&fd->cv);
     pthread_mutex_unlock(&fd->mu);
     pthread_join(fd->th, NULL);
-    for (part *p = fd->head, *n; p; p = n) {
-        n = p->next;
+    for (zpi_fifo_node *x; (x = zpi_fifo_pop(&fd->queue));) {
+        part *p = ZPI_CONTAINER_OF(x, part, node);
         zpi_shard_free(&p->sh);
         free(p);
     }
@@ -818,7 +806,10 @@ struct run {
     void *user;
     blk *ring;             /* the team's slots: block bi in ring[bi % window] */
     size_t window;
-    part *held;            /* the parts taken and not released, in order */
+    /* the parts taken and not released, in order (puts are in order, so
+     * a release is always of the first); guarded by the feeder's lock,
+     * since a take and a put may run at once */
+    zpi_fifo held;
 };
 
 static void fail_block(blk *b, const run *r, uint64_t rec, const char *fmt, const char *detail)
@@ -922,11 +913,21 @@ static void encode_block(run *r, blk *b, worker *w)
     }
 }
 
+/* The held list (run.held): a part taken, the first one released. */
+static void hold(run *r, part *p)
+{
+    pthread_mutex_lock(&r->fd->mu);
+    zpi_fifo_push(&r->held, &p->node);
+    pthread_mutex_unlock(&r->fd->mu);
+}
 
-/* The parts a run has taken and not released, in order (puts are in
- * order, so a release is always of the first); the list is guarded by the
- * feeder's lock, since a take and a put may run at once. */
-static void hold(run *r, part *p);
+static part *unhold(run *r)
+{
+    pthread_mutex_lock(&r->fd->mu);
+    zpi_fifo_node *x = zpi_fifo_pop(&r->held);
+    pthread_mutex_unlock(&r->fd->mu);
+    return x ? ZPI_CONTAINER_OF(x, part, node) : NULL;
+}
 
 /* Write the documents of b (the writer; one at a time, in block order).
  * Returns ZP_OK or the failure (message in err). */
@@ -974,10 +975,8 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
     r->n_records += nrec;
     if (b->part_end) {
         r->read_bytes += sh->file_bytes;
-        pthread_mutex_lock(&r->fd->mu); /* take may be appending to the list */
-        r->held = b->p->next;
-        pthread_mutex_unlock(&r->fd->mu);
-        feeder_release(r->fd, b->p);
+        part *first = unhold(r); /* b->p: puts are in order */
+        feeder_release(r->fd, first);
         b->p = NULL;
     }
     s->bytes_in = r->bytes_before + (r->read_bytes < r->file_bytes ? r->read_bytes
@@ -993,17 +992,6 @@ static zp_status write_block(run *r, blk *b, zpi_err *err)
             return zpi_err_set(err, st, "%s", zpi_err_msg(&pp->err));
     }
     return ZP_OK;
-}
-
-static void hold(run *r, part *p)
-{
-    pthread_mutex_lock(&r->fd->mu); /* a put may be releasing the first */
-    p->next = NULL;
-    part **at = &r->held;
-    while (*at)
-        at = &(*at)->next;
-    *at = p;
-    pthread_mutex_unlock(&r->fd->mu);
 }
 
 /* The ordered team's callbacks (base/ordered_team.h): blocks of about
@@ -1101,11 +1089,8 @@ static zp_status process_shards(run *r, const size_t *order, size_t n)
         }
     free(r->ring);
     r->ring = NULL;
-    for (part *p = r->held, *nx; p; p = nx) { /* a run that failed */
-        nx = p->next;
+    for (part *p; (p = unhold(r));) /* a run that failed */
         feeder_release(&fd, p);
-    }
-    r->held = NULL;
     feeder_finish(&fd);
     r->fd = NULL;
     return st;
