@@ -19,6 +19,8 @@ add_test(NAME test_cli_state
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_state_cli.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_state PROPERTIES TIMEOUT 240 LABELS cli)
 zp_add_test(test_gen SOURCES tests/cli/test_gen.c tests/testutil.c TIMEOUT 60 LABELS unit cli)
+# `zephon tokenize`'s id formatter (src/cli/id_text.h), every id below 2^21.
+zp_add_test(test_id_text SOURCES tests/cli/test_id_text.c TIMEOUT 60 LABELS unit cli)
 if(TARGET zephon_mpi)
   if(MPIEXEC_EXECUTABLE)
     add_test(NAME test_cli_signals_mpi

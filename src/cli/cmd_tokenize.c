@@ -21,7 +21,7 @@
  * chunk), and the chunks' outputs are written in input order, one thread
  * at a time, while the others encode. From a pipe or a terminal, a chunk is
  * the complete lines that have arrived, so that output follows input. Ids
- * are formatted from a table of their decimal forms. The thread count is
+ * are formatted by id_text.h (two lookups in 9 KB of tables an id). The thread count is
  * set with a num_threads clause only (no process-wide OpenMP state).
  * docs/tokenizer.md ("The command") has the figures.
  */
@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "id_text.h"
 #include "tokenize_input.h"
 #include "base/json.h"
 #include "base/ordered_team.h"
@@ -74,45 +75,6 @@ static void usage(FILE *f)
           f);
 }
 
-/* ------------------------------------------------------------ output format */
-
-static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930"
-                                 "31323334353637383940414243444546474849505152535455565758596061"
-                                 "62636465666768697071727374757677787980818283848586878889909192"
-                                 "93949596979899";
-
-static inline unsigned n_digits(uint32_t u)
-{
-    unsigned n = 1;
-    while (u >= 10000) {
-        u /= 10000;
-        n += 4;
-    }
-    return n + (u >= 10) + (u >= 100) + (u >= 1000);
-}
-
-/* Append the decimal form of v to p (at most 11 bytes); returns the new end. */
-static inline char *put_int(char *p, int32_t v)
-{
-    uint32_t u = (uint32_t)v;
-    if (v < 0) {
-        *p++ = '-';
-        u = (uint32_t)0 - u;
-    }
-    char *end = p + n_digits(u), *q = end;
-    while (u >= 100) {
-        uint32_t r = u % 100;
-        u /= 100;
-        q -= 2;
-        memcpy(q, digits2 + 2 * r, 2);
-    }
-    if (u >= 10)
-        memcpy(q - 2, digits2 + 2 * u, 2);
-    else
-        q[-1] = (char)('0' + u);
-    return end;
-}
-
 /* ------------------------------------------------------------ work */
 
 /* One thread's tools. */
@@ -137,38 +99,10 @@ typedef struct slot {
     char err[512];
 } slot;
 
-/* The decimal form of every id below n followed by its comma, 8 bytes per
- * id (ids below 10^7), so that formatting an id is one 8-byte copy. */
-typedef struct id_text {
-    uint64_t *text; /* n entries: the digits and ',' in the first len[i] bytes */
-    uint8_t *len;
-    size_t n;
-} id_text;
-
-static int id_text_init(id_text *t, size_t n)
-{
-    if (n > 10000000)
-        n = 10000000;
-    t->n = 0;
-    t->text = malloc(n * sizeof *t->text);
-    t->len = malloc(n ? n : 1);
-    if (!t->text || !t->len)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        char tmp[16] = {0};
-        char *e = put_int(tmp, (int32_t)i);
-        *e++ = ',';
-        memcpy(&t->text[i], tmp, 8);
-        t->len[i] = (uint8_t)(e - tmp);
-    }
-    t->n = n;
-    return 0;
-}
-
 typedef struct job {
     const char *field;
     const char *name;
-    const id_text *ids;
+    const zpc_id_text *ids;
 } job;
 
 static int is_blank(const char *s, size_t n)
@@ -245,25 +179,16 @@ static void run_chunk(const job *jb, slot *c, worker *w)
             chunk_fail(c, jb, i, "%s", zp_status_str(st));
             return;
         }
-        /* at most 11 bytes per id ("-2147483648"), its comma, "[]\n", and
-         * the 8-byte copies' overhang */
+        /* at most 11 bytes per id ("4294967295,"), "[]\n", and the
+         * 8-byte stores' overhang (id_text.h) */
         if (zpi_grow((void **)&c->out, &c->cap, c->len + n_ids * 12 + 3 + 8, 1) != 0) {
             chunk_fail(c, jb, i, "out of memory");
             return;
         }
         char *p = c->out + c->len;
-        const id_text *tt = jb->ids;
         *p++ = '[';
-        for (size_t k = 0; k < n_ids; k++) {
-            uint32_t id = (uint32_t)w->ids[k];
-            if (id < tt->n) {
-                memcpy(p, &tt->text[id], 8);
-                p += tt->len[id];
-            } else {
-                p = put_int(p, w->ids[k]);
-                *p++ = ',';
-            }
-        }
+        for (size_t k = 0; k < n_ids; k++)
+            p = zpc_id_put(jb->ids, p, (uint32_t)w->ids[k]);
         if (n_ids)
             p--;
         *p++ = ']';
@@ -429,7 +354,7 @@ static int parse_args(int argc, char **argv, opts *o)
 
 /* The tokenizer, the threads' tools, the id table and the team's slots.
  * 0, or -1 with the message printed. */
-static int setup(run *r, const opts *o, zp_tokenizer **tok, id_text *idt, size_t window)
+static int setup(run *r, const opts *o, zp_tokenizer **tok, size_t window)
 {
     char err[512];
     r->ws = calloc((size_t)o->nt, sizeof *r->ws);
@@ -444,10 +369,6 @@ static int setup(run *r, const opts *o, zp_tokenizer **tok, id_text *idt, size_t
     zp_status st = zp_tokenizer_create(o->tokname, &tc, tok, err, sizeof err);
     if (st != ZP_OK) {
         fprintf(stderr, "zephon tokenize: %s\n", err);
-        return -1;
-    }
-    if (id_text_init(idt, zp_tokenizer_vocab_size(*tok)) != 0) {
-        fprintf(stderr, "zephon tokenize: out of memory\n");
         return -1;
     }
     for (int t = 0; t < o->nt; t++) {
@@ -498,7 +419,8 @@ int cli_cmd_tokenize(int argc, char **argv)
     }
     rc = 1;
     zp_tokenizer *tok = NULL;
-    id_text idt = {NULL, NULL, 0};
+    zpc_id_text idt;
+    zpc_id_text_init(&idt);
     size_t window = (size_t)o.nt * CHUNKS_PER_THREAD;
     run r;
     memset(&r, 0, sizeof r);
@@ -512,7 +434,7 @@ int cli_cmd_tokenize(int argc, char **argv)
     if (tok_input_open(&in, fd, name) != 0)
         goto out;
     tok_lines_init(&r.lines, &in);
-    if (setup(&r, &o, &tok, &idt, window) != 0)
+    if (setup(&r, &o, &tok, window) != 0)
         goto out;
     zpi_err err;
     if (zpi_oteam_run(&team_ops, &r, window, o.nt, &err) != ZP_OK) {
@@ -522,8 +444,6 @@ int cli_cmd_tokenize(int argc, char **argv)
     rc = 0;
 out:
     teardown(&r, o.nt, window);
-    free(idt.text);
-    free(idt.len);
     tok_input_close(&in);
     zp_tokenizer_destroy(tok);
     if (fd != STDIN_FILENO)
