@@ -299,38 +299,49 @@ int main(int argc, char **argv)
            argv[1], t.n, mb, rounds);
     double wt[MAXR], wp[MAXR], ct[MAXR], cp[MAXR], ratio[MAXR], cratio[MAXR];
     if (argc > 4 && strcmp(argv[3], "--scaling") == 0) {
-        /* Thread scaling on a larger machine: tokenizer alone and the whole
-         * pipeline (fetch and tokenize parallelism = threads) at each count,
-         * speedups against the same measurement at the first count. */
-        double base_t = 0, base_p = 0;
+        /* Thread scaling on a larger machine (bench/scaling): at each count,
+         * the tokenizer alone, the floor, the pipeline's single pass and its
+         * steady state (2nd epoch, cache = working set; fetch and tokenize
+         * parallelism = threads), alternated round by round. Each rate's
+         * share of linear is its speed-up over the first count divided by
+         * the thread ratio; pipeline/floor is at equal thread counts. */
+        double base[4] = {0, 0, 0, 0};
+        int base_threads = 0;
+        variant sv = {0, 1, 2, 1};
         for (char *tk = strtok(argv[4], ","); tk; tk = strtok(NULL, ",")) {
             int threads = atoi(tk);
             if (threads < 1 || threads > 1024)
                 die("--scaling", "thread counts must be 1..1024");
-            uint64_t tk_tok = 0, tk_pipe = 0, tk_floor = 0;
+            uint64_t tk_tok = 0, tk_pipe = 0, tk_floor = 0, tk_st = 0;
             long faults = 0;
+            double ws[MAXR], sratio[MAXR];
             for (int r = 0; r < rounds; r++) {
                 wt[r] = tokenizer_only(tok, &t, threads, &tk_tok, &ct[r]);
                 wf[r] = floor_once(fl, threads, &tk_floor, NULL);
                 wp[r] = pipeline(ds, threads, threads, &tk_pipe, &cp[r], &faults);
+                ws[r] = pipeline_v(ds, threads, threads, &sv, &tk_st, &cp[r], &faults);
                 ratio[r] = wt[r] / wp[r];
                 fratio[r] = wf[r] / wp[r];
+                sratio[r] = wf[r] / ws[r];
             }
-            if (tk_tok != tk_pipe || tk_floor != tk_pipe)
+            if (tk_tok != tk_pipe || tk_floor != tk_pipe || tk_st != 2 * tk_pipe)
                 die("scaling", "token counts differ between tokenizer, floor and pipeline");
-            stats st = stats_of(wt, rounds), sp = stats_of(wp, rounds), sr = stats_of(ratio, rounds);
-            stats sf = stats_of(wf, rounds), sfr = stats_of(fratio, rounds);
-            if (!base_t) {
-                base_t = mb / st.med;
-                base_p = mb / sp.med;
+            stats st = stats_of(wt, rounds), sf = stats_of(wf, rounds), sp = stats_of(wp, rounds);
+            stats ss = stats_of(ws, rounds), sfr = stats_of(fratio, rounds);
+            stats ssr = stats_of(sratio, rounds);
+            double rate[4] = {mb / st.med, mb / sf.med, mb / sp.med, mb / ss.med}, lin[4];
+            if (!base_threads) {
+                base_threads = threads;
+                for (int k = 0; k < 4; k++)
+                    base[k] = rate[k];
             }
-            printf("scaling %2d threads: tokenizer only %8.1f MB/s (x%.2f, %.1f MB/s per thread) | "
-                   "floor %8.1f MB/s | "
-                   "pipeline %8.1f MB/s (x%.2f, %.1f MB/s per thread) | pipeline/tokenizer = %.3f | "
-                   "pipeline/floor = %.3f [%.3f..%.3f]\n",
-                   threads, mb / st.med, mb / st.med / base_t, mb / st.med / threads, mb / sf.med,
-                   mb / sp.med, mb / sp.med / base_p, mb / sp.med / threads, sr.med, sfr.med,
-                   sfr.min, sfr.max);
+            for (int k = 0; k < 4; k++)
+                lin[k] = rate[k] / base[k] / ((double)threads / base_threads);
+            printf("scaling %2d threads: tokenizer %7.1f MB/s (%.2f of linear) | floor %7.1f MB/s "
+                   "(%.2f) | pipeline single pass %7.1f MB/s (%.2f), /floor %.3f [%.3f..%.3f] | "
+                   "steady state %7.1f MB/s (%.2f), /floor %.3f [%.3f..%.3f]\n",
+                   threads, rate[0], lin[0], rate[1], lin[1], rate[2], lin[2], sfr.med, sfr.min,
+                   sfr.max, rate[3], lin[3], ssr.med, ssr.min, ssr.max);
             fflush(stdout);
         }
         return 0;
