@@ -4,6 +4,7 @@
  * measured in one run, at 1 and 2 threads.
  *
  *   bench_e2e MANIFEST [ROUNDS]
+ *   bench_e2e MANIFEST ROUNDS --scaling 1,2,4,8,16   (bench/scaling/run.sh)
  *
  * Tokenizer-only: all texts are first extracted into memory (not timed),
  * then encoded with zp_encode, one encoder per thread, texts split between
