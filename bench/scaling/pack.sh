@@ -23,11 +23,11 @@ fi
 cmake --build "$build" --target zephon_cli bench_e2e bench_floor_cli -j "$(nproc)" >/dev/null
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-bins="$build/zephon $build/bench_e2e $build/bench_floor"
-cp $bins "$bundle/bin/"
+bins=("$build/zephon" "$build/bench_e2e" "$build/bench_floor")
+cp "${bins[@]}" "$bundle/bin/"
 # every library the binaries load, but the C library's own (those come
 # with any Linux system, and a copy of them would not match its loader)
-for b in $bins; do
+for b in "${bins[@]}"; do
     ldd "$b" | awk '$3 ~ /^\// { print $3 }'
 done | sort -u | while read -r lib; do
     case $(basename "$lib") in

@@ -20,13 +20,23 @@
 #   one      one plain .jsonl file, MB in all, for the commands
 # bench_e2e --scaling prints, per thread count, each rate's share of linear
 # (its speed-up over the first count / the thread ratio) and pipeline/floor
-# (median of the rounds' own ratios). The commands are timed whole
-# (tokenizer load included) against the floor's one round on the same file.
+# (median of the rounds' own ratios). The commands and the floor's one
+# round on the same file are timed whole (tokenizer load included).
 set -uo pipefail
-bundle=$(cd "${1:?usage: run.sh BUNDLE}" && pwd)
+usage() { echo "usage: [THREADS=\"1 2 4 8 16\"] [MB=320] [ROUNDS=3] bash bench/scaling/run.sh BUNDLE" >&2; exit 2; }
+[ $# -eq 1 ] || usage
+bundle=$(cd "$1" 2>/dev/null && pwd) && [ -x "$bundle/bin/zephon" ] ||
+    { echo "run.sh: '$1' is not a bundle of bench/scaling/pack.sh (no bin/zephon)" >&2; exit 2; }
 threads=${THREADS:-1 2 4 8 16}
 mb=${MB:-320}
 rounds=${ROUNDS:-3}
+int_in() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
+for t in $threads; do
+    int_in "$t" 1 1024 || { echo "run.sh: THREADS: '$t' is not a thread count (1-1024)" >&2; exit 2; }
+done
+[ -n "$threads" ] || { echo "run.sh: THREADS is empty" >&2; exit 2; }
+int_in "$mb" 1 100000 || { echo "run.sh: MB: '$mb' is not a size in MB (1-100000)" >&2; exit 2; }
+int_in "$rounds" 1 64 || { echo "run.sh: ROUNDS: '$rounds' is not 1-64" >&2; exit 2; }
 work=${WORK:-/tmp/zp-scaling}
 export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 Z=$bundle/bin/zephon
@@ -56,25 +66,28 @@ echo "== data generated in $(( $(date +%s) - t0 )) s"
 list=$(echo $threads | tr ' ' ,)
 for d in seek16 single6; do
     echo "== the pipeline, $d ($(ls "$work/$d" | grep -c zst) shards)"
-    "$bundle/bin/bench_e2e" "$work/$d/manifest.json" "$rounds" --scaling "$list" | grep -E "^(dataset|scaling)"
+    "$bundle/bin/bench_e2e" "$work/$d/manifest.json" "$rounds" --scaling "$list" > "$work/e2e.out" ||
+        { cat "$work/e2e.out"; echo "run.sh: bench_e2e failed on $d" >&2; exit 1; }
+    grep -E "^(dataset|scaling)" "$work/e2e.out"
 done
 
-echo "== the commands, one $mb MB .jsonl (seconds, whole command; MB/s of text)"
+echo "== the commands, one $mb MB .jsonl (whole commands; MB/s of text)"
 file="$work/one/shard-00000.jsonl"
 now() { date +%s.%N; }
 base_f= base_t= base_p= first=
 for t in $threads; do
-    fl=$("$bundle/bin/bench_floor" --threads "$t" --rounds 1 --no-hash "$file" | grep '^floor:')
+    z=$(now)
+    fl=$("$bundle/bin/bench_floor" --threads "$t" --rounds 1 --no-hash "$file" | grep '^floor:') ||
+        { echo "run.sh: bench_floor failed" >&2; exit 1; }
     text_mb=$(echo "$fl" | sed -n 's/.*, \([0-9.]*\) MB of text.*/\1/p')
-    f=$(echo "$fl" | sed -n 's/.*: \([0-9.]*\) MB\/s.*/\1/p')
     a=$(now); "$Z" tokenize --threads "$t" "$file" > "$work/ids.txt" || exit 1; b=$(now)
     rm -f "$work/ids.txt"
     rm -rf "$work/pp"
     "$Z" preprocess --quiet --no-progress --out "$work/pp" --threads "$t" "$file" >/dev/null || exit 1
     c=$(now)
     rm -rf "$work/pp"
-    read -r tk pp < <(awk -v m="$text_mb" -v a="$a" -v b="$b" -v c="$c" \
-        'BEGIN { printf "%.1f %.1f", m / (b - a), m / (c - b) }')
+    read -r f tk pp < <(awk -v m="$text_mb" -v z="$z" -v a="$a" -v b="$b" -v c="$c" \
+        'BEGIN { printf "%.1f %.1f %.1f", m / (a - z), m / (b - a), m / (c - b) }')
     [ -z "$first" ] && { first=$t; base_f=$f; base_t=$tk; base_p=$pp; }
     awk -v t="$t" -v t1="$first" -v f="$f" -v tk="$tk" -v pp="$pp" -v bf="$base_f" -v bt="$base_t" \
         -v bp="$base_p" 'BEGIN {
