@@ -8,12 +8,14 @@
  *    0, which writes the manifest.
  *  - zp_mpi_preprocess_shared: one HDF5 file written by every rank through
  *    MPI-IO. Round k: rank r encodes shard k * size + r into memory
- *    (zp_preprocess_encode_shard); the ranks gather their (documents,
- *    tokens) counts, which give each rank its offsets in the file (the
- *    counts of the rounds before, plus those of the lower ranks of this
- *    round: an exclusive scan), extend the two datasets (collective) and
- *    write their own hyperslabs (independent I/O). Memory: one shard's
- *    tokens per rank.
+ *    (zp_preprocess_encode_shard_to), its tokens into a spill file on
+ *    node-local storage; the ranks gather their (documents, tokens)
+ *    counts, which give each rank its offsets in the file (the counts of
+ *    the rounds before, plus those of the lower ranks of this round: an
+ *    exclusive scan), extend the two datasets (collective) and write their
+ *    own hyperslabs (independent I/O), the tokens read back from the spill
+ *    8 MiB at a time. Memory: buffers and one shard's document ends (8
+ *    bytes a document) per rank, not its tokens.
  *
  * Only the public API of libzephon is used (mpi_internal.h), and HDF5.
  * HDF5 is called from this (the calling) thread only; the library's
@@ -347,11 +349,79 @@ static zp_status shared_part(zp_mpi *m, const zp_preprocess_config *cfg, const c
     return st;
 }
 
-/* Writes one round's ntok tokens and ndocs document ends of this rank at
- * their place in the file, after those of the rounds done and of the lower
- * ranks (cnt: every rank's document and token counts; collective). */
+/* A rank's spill: the tokens of the shard it encodes in a round wait in an
+ * unlinked temporary file on node-local storage ($SLURM_TMPDIR, else
+ * $TMPDIR, else /tmp) until the round's counts give their place in the
+ * shared file, so that memory does not grow with the shard (the page cache
+ * holds what the node can spare). */
+typedef struct spill {
+    int fd;
+    size_t es;         /* bytes per token */
+    uint64_t bytes;    /* written this round */
+    const char *shard; /* this round's, for messages */
+    const char *var;   /* the variable that named dir, or NULL */
+    char dir[4096];    /* for messages */
+} spill;
+
+static zp_status spill_open(zp_mpi *m, spill *sp, size_t es)
+{
+    const char *base = getenv("SLURM_TMPDIR");
+    sp->var = "SLURM_TMPDIR";
+    if (!base || !*base) {
+        base = getenv("TMPDIR");
+        sp->var = "TMPDIR";
+    }
+    if (!base || !*base) {
+        base = "/tmp";
+        sp->var = NULL;
+    }
+    zpi_fmt(sp->dir, sizeof sp->dir, "%s", base);
+    char path[4200];
+    zpi_fmt(path, sizeof path, "%s/zephon-shared-XXXXXX", base);
+    sp->es = es;
+    sp->bytes = 0;
+    sp->fd = mkstemp(path);
+    if (sp->fd < 0)
+        return zpi_mpi_fail(m, ZP_ERR_IO,
+                            "cannot create a spill file in '%s' (%s%s; a shard's tokens wait "
+                            "there for their place in the shared file): %s",
+                            base, sp->var ? "from $" : "set TMPDIR to a writable folder",
+                            sp->var ? sp->var : "", strerror(errno));
+    unlink(path); /* gone with the process, whatever happens */
+    return ZP_OK;
+}
+
+/* zp_tokens_fn: append the pieces to the spill. */
+static zp_status spill_put(void *user, const void *tokens, size_t n, char *err, size_t cap)
+{
+    spill *sp = user;
+    const char *p = tokens;
+    size_t left = n * sp->es;
+    while (left > 0) {
+        ssize_t w = pwrite(sp->fd, p, left, (off_t)sp->bytes);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            zpi_fmt(err, cap, "shard '%s': writing its tokens to the spill file in '%s'%s%s%s: %s",
+                    sp->shard, sp->dir, sp->var ? " (from $" : "", sp->var ? sp->var : "",
+                    sp->var ? ")" : "", w < 0 ? strerror(errno) : "no progress");
+            return ZP_ERR_IO;
+        }
+        p += w;
+        left -= (size_t)w;
+        sp->bytes += (uint64_t)w;
+    }
+    return ZP_OK;
+}
+
+#define SPILL_READ ((size_t)8 << 20) /* bytes read back from the spill at a time */
+
+/* Writes one round's ntok tokens (in sp) and ndocs document ends of this
+ * rank at their place in the file, after those of the rounds done and of
+ * the lower ranks (cnt: every rank's document and token counts;
+ * collective). buf: SPILL_READ bytes. */
 static zp_status write_round(zp_mpi *m, h5out *h, const char *path, const uint64_t *cnt,
-                             const void *tok, uint64_t ntok, uint64_t *off, uint64_t ndocs,
+                             spill *sp, void *buf, uint64_t ntok, uint64_t *off, uint64_t ndocs,
                              uint64_t *docs_done, uint64_t *toks_done)
 {
     size_t size = (size_t)m->size, rank = (size_t)m->rank;
@@ -368,12 +438,32 @@ static zp_status write_round(zp_mpi *m, h5out *h, const char *path, const uint64
     zp_status local = ZP_OK;
     if (H5Dset_extent(h->values, ve) < 0 || H5Dset_extent(h->offsets, oe) < 0)
         local = h5fail(m, path, "H5Dset_extent");
+    /* the tokens, read back from the spill a piece at a time */
+    uint64_t per = SPILL_READ / sp->es;
+    for (uint64_t at = 0; local == ZP_OK && at < ntok; at += per) {
+        uint64_t n = ntok - at < per ? ntok - at : per;
+        size_t want = (size_t)n * sp->es, got = 0;
+        while (got < want) {
+            ssize_t r = pread(sp->fd, (char *)buf + got, want - got,
+                              (off_t)(at * sp->es + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                local = zpi_mpi_fail(m, ZP_ERR_IO, "shard '%s': reading the spill file in '%s': %s",
+                                     sp->shard, sp->dir,
+                                     r < 0 ? strerror(errno) : "it ended early");
+                break;
+            }
+            got += (size_t)r;
+        }
+        if (local == ZP_OK && write_range(h->values, h->vtype, tbase + at, n, buf) != 0)
+            local = h5fail(m, path, "H5Dwrite");
+    }
     /* document ends, as offsets into the whole file */
     for (uint64_t d = 1; local == ZP_OK && d <= ndocs; d++)
         off[d] += tbase;
     if (local == ZP_OK &&
-        (write_range(h->values, h->vtype, tbase, ntok, tok) != 0 ||
-         write_range(h->offsets, H5T_NATIVE_UINT64, dbase + 1, ndocs, off + 1) != 0))
+        write_range(h->offsets, H5T_NATIVE_UINT64, dbase + 1, ndocs, off + 1) != 0)
         local = h5fail(m, path, "H5Dwrite");
     zp_status st = agree(m, local, NULL, zp_mpi_errmsg(m));
     *docs_done = dall;
@@ -383,19 +473,28 @@ static zp_status write_round(zp_mpi *m, h5out *h, const char *path, const uint64
 
 /* Encodes the n shards by rounds of one shard a rank (shard k * size +
  * rank in round k) and writes each round into the file (collective). */
-static zp_status write_shards(zp_mpi *m, zp_preprocess *pp, size_t n, h5out *h, const char *path)
+static zp_status write_shards(zp_mpi *m, zp_preprocess *pp, zp_dataset *ds, h5out *h,
+                              const char *path)
 {
+    size_t n = zp_dataset_num_shards(ds);
     size_t size = (size_t)m->size, rank = (size_t)m->rank;
     uint64_t docs_done = 0, toks_done = 0;
     uint64_t *cnt = calloc(2 * size, sizeof *cnt);
-    zp_status st = agree(m, cnt ? ZP_OK : ZP_ERR_NOMEM, NULL, "out of memory");
+    void *buf = malloc(SPILL_READ);
+    zp_status st = agree(m, cnt && buf ? ZP_OK : ZP_ERR_NOMEM, NULL, "out of memory");
+    spill sp = {-1, 0, 0, "", NULL, ""};
+    if (st == ZP_OK) {
+        zp_status local = spill_open(m, &sp, zp_dtype_size(zp_preprocess_dtype(pp)));
+        st = agree(m, local, NULL, zp_mpi_errmsg(m));
+    }
     for (size_t k = 0; st == ZP_OK && k * size < n; k++) {
         size_t i = k * size + rank;
-        void *tok = NULL;
         uint64_t *off = NULL, ntok = 0, ndocs = 0;
         zp_status local = ZP_OK;
+        sp.bytes = 0;
+        sp.shard = i < n ? zp_dataset_shard_name(ds, i) : "";
         if (i < n)
-            local = zp_preprocess_encode_shard(pp, i, &tok, &ntok, &off, &ndocs);
+            local = zp_preprocess_encode_shard_to(pp, i, spill_put, &sp, &ntok, &off, &ndocs);
         st = agree(m, local, pp, NULL);
         uint64_t mine[2] = {ndocs, ntok};
         if (st == ZP_OK)
@@ -405,10 +504,13 @@ static zp_status write_shards(zp_mpi *m, zp_preprocess *pp, size_t n, h5out *h, 
                                      "MPI_Allgather"),
                        NULL, zp_mpi_errmsg(m));
         if (st == ZP_OK)
-            st = write_round(m, h, path, cnt, tok, ntok, off, ndocs, &docs_done, &toks_done);
-        free(tok);
+            st = write_round(m, h, path, cnt, &sp, buf, ntok, off, ndocs, &docs_done,
+                             &toks_done);
         free(off);
     }
+    if (sp.fd >= 0)
+        close(sp.fd);
+    free(buf);
     free(cnt);
     return st;
 }
@@ -465,7 +567,7 @@ zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds, const zp_preproces
         st = agree(m, local, NULL, zp_mpi_errmsg(m));
     }
     if (st == ZP_OK)
-        st = write_shards(m, pp, zp_dataset_num_shards(ds), &h, path);
+        st = write_shards(m, pp, ds, &h, path);
     if (created)
         st = shared_close(m, &h, part, path, st);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);

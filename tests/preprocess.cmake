@@ -14,4 +14,9 @@ if(TARGET zephon_mpi AND MPIEXEC_EXECUTABLE)
   # under ASan: Open MPI's own leaks suppressed as for the other MPI tests
   set_tests_properties(test_mpi_preprocess PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/mpi/lsan.supp:print_suppressions=0")
+  # --shared: a rank's peak RSS does not grow with its shard (not under
+  # sanitizers, whose shadow memory and quarantine make RSS meaningless)
+  add_test(NAME test_mpi_preprocess_rss
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/mpi/test_mpi_preprocess.sh $<TARGET_FILE:zephon_cli> ${MPIEXEC_EXECUTABLE} rss)
+  set_tests_properties(test_mpi_preprocess_rss PROPERTIES TIMEOUT 120 LABELS "cli;mpi;nosan")
 endif()

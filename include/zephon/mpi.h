@@ -818,9 +818,10 @@ ZP_API zp_status zp_mpi_preprocess(zp_mpi *m, zp_dataset *ds, const zp_preproces
  * parallel HDF5 (MPI-IO on the communicator): the layout of a token shard
  * (/tokens/values, /tokens/offsets, the "zephon_tokenizer" attribute), the
  * documents of all shards in input order. Shards are encoded in rounds
- * (round k: rank r encodes shard k * size + r in memory); the ranks
- * exchange their document and token counts and each writes its own
- * hyperslabs. Written to "<path>.part.<pid of rank 0>" and renamed by rank
+ * (round k: rank r encodes shard k * size + r, its tokens into an unlinked
+ * spill file in $SLURM_TMPDIR, else $TMPDIR, else /tmp, so that memory
+ * does not grow with the shard); the ranks exchange their document and
+ * token counts and each writes its own hyperslabs. Written to "<path>.part.<pid of rank 0>" and renamed by rank
  * 0 after the file is closed; on failure the .part file is removed. An
  * existing path is refused unless cfg->force. cfg->out_dir is not used.
  * Only this thread may call HDF5 meanwhile. Collective over comm. */

@@ -203,6 +203,23 @@ ZP_API zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **
                                             uint64_t *n_tokens, uint64_t **offsets,
                                             uint64_t *n_docs);
 
+/* Where zp_preprocess_encode_shard_to() hands the tokens: n_tokens ids of
+ * zp_preprocess_dtype() (uint16_t or int32_t), the next ones of the shard
+ * in order, at most 2^20 at a time; the pointer is valid during the call
+ * only. ZP_OK goes on; any other status stops the shard with it, and the
+ * message written into err (errcap bytes, NUL-terminated) becomes the
+ * error's detail. */
+typedef zp_status (*zp_tokens_fn)(void *user, const void *tokens, size_t n_tokens, char *err,
+                                  size_t errcap);
+
+/* As zp_preprocess_encode_shard(), but the tokens go to put as they are
+ * made instead of into one array: memory does not grow with the shard,
+ * except for *offsets (8 bytes a document), which is malloc'd as there
+ * (NULL on error). *n_tokens is the number put was given. */
+ZP_API zp_status zp_preprocess_encode_shard_to(zp_preprocess *pp, size_t i, zp_tokens_fn put,
+                                               void *user, uint64_t *n_tokens,
+                                               uint64_t **offsets, uint64_t *n_docs);
+
 /* The last error's detail (borrowed, valid until the next call on pp).
  * Never NULL ("" when there was none). */
 ZP_API const char *zp_preprocess_errmsg(const zp_preprocess *pp);

@@ -26,8 +26,10 @@
  * flag); the feeder's by its own.
  *
  * The documents go to a sink: a token writer (src/formats/tokw.h: .part file,
- * committed and renamed when the shard is complete), or memory
- * (zp_preprocess_encode_shard, for the MPI layer's shared file).
+ * committed and renamed when the shard is complete), memory
+ * (zp_preprocess_encode_shard), or pieces of a million tokens handed to the
+ * caller's function (zp_preprocess_encode_shard_to, the MPI layer's shared
+ * file).
  *
  * Process-wide state: none (the HDF5 writer takes the library's HDF5 lock
  * itself).
@@ -443,14 +445,17 @@ typedef struct sink sink;
 struct sink {
     zp_status (*add)(sink *s, const int32_t *tok, size_t n, zpi_err *err);
     zpi_tokw *w;        /* the token writer */
-    /* memory */
+    /* memory, or a buffer of up to tok_cap tokens handed to put when full */
     zp_dtype dtype;
     void *tok;
     size_t tok_cap; /* elements */
-    uint64_t n_tok;
+    uint64_t n_tok;     /* tokens of the shard */
+    uint64_t n_held;    /* of them, held in tok (memory: all) */
     uint64_t *off;
     size_t off_cap;
     uint64_t n_docs;
+    zp_tokens_fn put;   /* NULL: memory */
+    void *put_user;
 };
 
 static zp_status sink_tokw_add(sink *s, const int32_t *tok, size_t n, zpi_err *err)
@@ -458,25 +463,59 @@ static zp_status sink_tokw_add(sink *s, const int32_t *tok, size_t n, zpi_err *e
     return zpi_tokw_add(s->w, tok, n, err);
 }
 
+/* Tokens handed to a zp_tokens_fn at a time (SINK_PIECE x 2 or 4 bytes). */
+#define SINK_PIECE ((size_t)1 << 20)
+
+/* The held tokens to the sink's put; 0 held after. */
+static zp_status sink_flush(sink *s, zpi_err *err)
+{
+    if (!s->put || s->n_held == 0)
+        return ZP_OK;
+    char msg[ZPI_ERRMAX] = "";
+    zp_status st = s->put(s->put_user, s->tok, (size_t)s->n_held, msg, sizeof msg);
+    if (st != ZP_OK)
+        return zpi_err_set(err, st, "%s", msg[0] ? msg : "the tokens' writer failed");
+    s->n_held = 0;
+    return ZP_OK;
+}
+
+/* A document into memory: all of it (zp_preprocess_encode_shard), or
+ * through a buffer of SINK_PIECE tokens to the sink's put. */
 static zp_status sink_mem_add(sink *s, const int32_t *tok, size_t n, zpi_err *err)
 {
     size_t es = zp_dtype_size(s->dtype);
-    if (zpi_grow(&s->tok, &s->tok_cap, s->n_tok + n, es) != 0 ||
-        zpi_grow((void **)&s->off, &s->off_cap, s->n_docs + 2, sizeof *s->off) != 0) {
-        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory holding %llu tokens",
-                           (unsigned long long)(s->n_tok + n));
-    }
-    if (s->dtype == ZP_DTYPE_U16) {
-        uint16_t *d = (uint16_t *)s->tok + s->n_tok;
-        for (size_t k = 0; k < n; k++)
-            d[k] = (uint16_t)tok[k];
-    } else {
-        memcpy((int32_t *)s->tok + s->n_tok, tok, n * sizeof *tok);
-    }
+    if (zpi_grow((void **)&s->off, &s->off_cap, s->n_docs + 2, sizeof *s->off) != 0)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory holding %llu documents' ends",
+                           (unsigned long long)(s->n_docs + 1));
     if (s->n_docs == 0)
         s->off[0] = 0;
-    s->n_tok += n;
-    s->off[++s->n_docs] = s->n_tok;
+    s->off[++s->n_docs] = s->n_tok + n;
+    while (n > 0) {
+        size_t take = n;
+        if (s->put) {
+            if (s->n_held == SINK_PIECE) {
+                zp_status st = sink_flush(s, err);
+                if (st != ZP_OK)
+                    return st;
+            }
+            if (take > SINK_PIECE - s->n_held)
+                take = SINK_PIECE - s->n_held;
+        }
+        if (zpi_grow(&s->tok, &s->tok_cap, s->n_held + take, es) != 0)
+            return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory holding %llu tokens",
+                               (unsigned long long)(s->n_held + take));
+        if (s->dtype == ZP_DTYPE_U16) {
+            uint16_t *d = (uint16_t *)s->tok + s->n_held;
+            for (size_t k = 0; k < take; k++)
+                d[k] = (uint16_t)tok[k];
+        } else {
+            memcpy((int32_t *)s->tok + s->n_held, tok, take * sizeof *tok);
+        }
+        s->n_held += take;
+        s->n_tok += take;
+        tok += take;
+        n -= take;
+    }
     return ZP_OK;
 }
 
@@ -1254,6 +1293,34 @@ zp_status zp_preprocess_run(zp_preprocess *pp)
     return ZP_OK;
 }
 
+/* Encode shard i into s (memory, or pieces to s->put). */
+static zp_status encode_shard(zp_preprocess *pp, size_t i, sink *s)
+{
+    if (!pp->ready)
+        return pp->err.code ? pp->err.code : ZP_ERR_STATE;
+    if (i >= pp->n_shards)
+        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "shard %zu: out of range (%zu shards)", i,
+                           pp->n_shards);
+    if (pp->t0 == 0)
+        pp->t0 = zpi_now();
+    s->add = sink_mem_add;
+    s->dtype = pp->dtype;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.pp = pp;
+    r.out = s;
+    zp_status st = process_shards(&r, &i, 1);
+    if (st == ZP_OK)
+        st = sink_flush(s, &pp->err);
+    if (st == ZP_OK && !s->off && !(s->off = calloc(1, sizeof *s->off)))
+        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    if (st != ZP_OK)
+        return st;
+    pp->stats.shards_done++;
+    pp->stats.seconds = zpi_now() - pp->t0;
+    return ZP_OK;
+}
+
 zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **tokens,
                                      uint64_t *n_tokens, uint64_t **offsets, uint64_t *n_docs)
 {
@@ -1263,32 +1330,39 @@ zp_status zp_preprocess_encode_shard(zp_preprocess *pp, size_t i, void **tokens,
         *offsets = NULL;
     if (!pp || !tokens || !n_tokens || !offsets || !n_docs)
         return ZP_ERR_INVALID;
-    if (!pp->ready)
-        return pp->err.code ? pp->err.code : ZP_ERR_STATE;
-    if (i >= pp->n_shards)
-        return zpi_err_set(&pp->err, ZP_ERR_INVALID, "shard %zu: out of range (%zu shards)", i,
-                           pp->n_shards);
-    if (pp->t0 == 0)
-        pp->t0 = zpi_now();
     sink s;
     memset(&s, 0, sizeof s);
-    s.add = sink_mem_add;
-    s.dtype = pp->dtype;
-    run r;
-    memset(&r, 0, sizeof r);
-    r.pp = pp;
-    r.out = &s;
-    zp_status st = process_shards(&r, &i, 1);
-    if (st == ZP_OK && !s.off && !(s.off = calloc(1, sizeof *s.off)))
-        st = zpi_err_set(&pp->err, ZP_ERR_NOMEM, "out of memory");
+    zp_status st = encode_shard(pp, i, &s);
     if (st != ZP_OK) {
         free(s.tok);
         free(s.off);
         return st;
     }
-    pp->stats.shards_done++;
-    pp->stats.seconds = zpi_now() - pp->t0;
     *tokens = s.tok ? s.tok : malloc(1);
+    *n_tokens = s.n_tok;
+    *offsets = s.off;
+    *n_docs = s.n_docs;
+    return ZP_OK;
+}
+
+zp_status zp_preprocess_encode_shard_to(zp_preprocess *pp, size_t i, zp_tokens_fn put,
+                                        void *user, uint64_t *n_tokens, uint64_t **offsets,
+                                        uint64_t *n_docs)
+{
+    if (offsets)
+        *offsets = NULL;
+    if (!pp || !put || !n_tokens || !offsets || !n_docs)
+        return ZP_ERR_INVALID;
+    sink s;
+    memset(&s, 0, sizeof s);
+    s.put = put;
+    s.put_user = user;
+    zp_status st = encode_shard(pp, i, &s);
+    free(s.tok);
+    if (st != ZP_OK) {
+        free(s.off);
+        return st;
+    }
     *n_tokens = s.n_tok;
     *offsets = s.off;
     *n_docs = s.n_docs;
