@@ -2,8 +2,9 @@
 # batches equal to tokenize-on-the-fly, refusals, signals, bad records,
 # flags), and under mpirun (per-shard outputs and one shared HDF5 file).
 # zp_preprocess_encode_shard and _to: the same tokens, in memory or in pieces
+# (label tsan: several teams one after the other from one thread)
 zp_add_test(test_preprocess_encode SOURCES tests/test_preprocess_encode.c tests/testutil.c
-            TIMEOUT 120 LABELS unit)
+            TIMEOUT 120 LABELS unit tsan)
 add_test(NAME test_cli_preprocess
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli/test_preprocess.sh $<TARGET_FILE:zephon_cli>)
 set_tests_properties(test_cli_preprocess PROPERTIES TIMEOUT 300 LABELS cli)

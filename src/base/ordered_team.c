@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { SLOT_FREE = 0, SLOT_BUSY = 1, SLOT_DONE = 2 };
 
@@ -104,6 +105,31 @@ static void run_thread(team *t, int thread)
     pthread_mutex_unlock(&t->mu);
 }
 
+typedef struct leader {
+    team *t;
+    int threads;
+} leader;
+
+/* The team's first thread: a thread of its own for each run, so that
+ * every run gets a fresh OpenMP pool. libgomp keeps a pool per thread that
+ * opens parallel regions and hands a new region's data to the pool's
+ * threads through its own barriers, which ThreadSanitizer does not see: a
+ * second run from the same thread read as a race with the first
+ * (pthread_create and pthread_join order everything here). */
+static void *lead(void *arg)
+{
+    leader *l = arg;
+    team *t = l->t;
+#pragma omp parallel num_threads(l->threads)
+    run_thread(t, omp_get_thread_num());
+    /* Each thread's last act was to unlock mu: taking it once more orders
+     * all of their accesses before what follows (the parallel region's end
+     * is a barrier inside libgomp, which TSan does not see). */
+    pthread_mutex_lock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
 zp_status zpi_oteam_run(const zpi_oteam_ops *ops, void *ctx, size_t window, int threads,
                         zpi_err *err)
 {
@@ -116,18 +142,16 @@ zp_status zpi_oteam_run(const zpi_oteam_ops *ops, void *ctx, size_t window, int 
         return zpi_err_set(err, ZP_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);
-#pragma omp parallel num_threads(threads)
-    run_thread(&t, omp_get_thread_num());
-    /* Each thread's last act was to unlock mu: taking it once more orders
-     * all of their accesses before what follows (the parallel region's end
-     * is a barrier inside libgomp, which TSan does not see; without this,
-     * the next team on this stack reads as racing with the last one's
-     * pool threads). */
-    pthread_mutex_lock(&t.mu);
-    pthread_mutex_unlock(&t.mu);
+    leader l = {&t, threads};
+    pthread_t tid;
+    int rc = pthread_create(&tid, NULL, lead, &l);
+    if (rc == 0)
+        pthread_join(tid, NULL);
     pthread_cond_destroy(&t.cv);
     pthread_mutex_destroy(&t.mu);
     free(t.state);
+    if (rc != 0)
+        return zpi_err_set(err, ZP_ERR_NOMEM, "cannot start a thread: %s", strerror(rc));
     if (t.st != ZP_OK)
         zpi_err_copy(err, &t.err);
     return t.st;

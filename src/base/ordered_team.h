@@ -27,7 +27,9 @@
  * calls under way finish, and returns that first failure (its message in
  * *err). Items taken and not put are left in their slots (the caller frees
  * them). The threads are one OpenMP parallel region (num_threads clause
- * only: no process-wide OpenMP setting).
+ * only: no process-wide OpenMP setting), opened by a thread started for
+ * the run (so each run has a fresh OpenMP pool: runs one after the other
+ * from one thread stay clean under ThreadSanitizer); the caller waits.
  */
 #ifndef ZP_ORDERED_TEAM_H
 #define ZP_ORDERED_TEAM_H
