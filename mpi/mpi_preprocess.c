@@ -31,6 +31,7 @@
 
 #include <hdf5.h>
 
+#include "base/fsio.h"
 #include "mpi_internal.h"
 
 /* ------------------------------------------------------------ common */
@@ -357,7 +358,6 @@ static zp_status shared_part(zp_mpi *m, const zp_preprocess_config *cfg, const c
 typedef struct spill {
     int fd;
     size_t es;         /* bytes per token */
-    uint64_t bytes;    /* written this round */
     const char *shard; /* this round's, for messages */
     const char *var;   /* the variable that named dir, or NULL */
     char dir[4096];    /* for messages */
@@ -365,21 +365,11 @@ typedef struct spill {
 
 static zp_status spill_open(zp_mpi *m, spill *sp, size_t es)
 {
-    const char *base = getenv("SLURM_TMPDIR");
-    sp->var = "SLURM_TMPDIR";
-    if (!base || !*base) {
-        base = getenv("TMPDIR");
-        sp->var = "TMPDIR";
-    }
-    if (!base || !*base) {
-        base = "/tmp";
-        sp->var = NULL;
-    }
+    const char *base = zpi_node_tmpdir(&sp->var);
     zpi_fmt(sp->dir, sizeof sp->dir, "%s", base);
     char path[4200];
     zpi_fmt(path, sizeof path, "%s/zephon-shared-XXXXXX", base);
     sp->es = es;
-    sp->bytes = 0;
     sp->fd = mkstemp(path);
     if (sp->fd < 0)
         return zpi_mpi_fail(m, ZP_ERR_IO,
@@ -391,25 +381,16 @@ static zp_status spill_open(zp_mpi *m, spill *sp, size_t es)
     return ZP_OK;
 }
 
-/* zp_tokens_fn: append the pieces to the spill. */
+/* zp_tokens_fn: append the pieces to the spill (written from its start
+ * each round, read back from its start). */
 static zp_status spill_put(void *user, const void *tokens, size_t n, char *err, size_t cap)
 {
     spill *sp = user;
-    const char *p = tokens;
-    size_t left = n * sp->es;
-    while (left > 0) {
-        ssize_t w = pwrite(sp->fd, p, left, (off_t)sp->bytes);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            zpi_fmt(err, cap, "shard '%s': writing its tokens to the spill file in '%s'%s%s%s: %s",
-                    sp->shard, sp->dir, sp->var ? " (from $" : "", sp->var ? sp->var : "",
-                    sp->var ? ")" : "", w < 0 ? strerror(errno) : "no progress");
-            return ZP_ERR_IO;
-        }
-        p += w;
-        left -= (size_t)w;
-        sp->bytes += (uint64_t)w;
+    if (zpi_write_all(sp->fd, tokens, n * sp->es) != 0) {
+        zpi_fmt(err, cap, "shard '%s': writing its tokens to the spill file in '%s'%s%s%s: %s",
+                sp->shard, sp->dir, sp->var ? " (from $" : "", sp->var ? sp->var : "",
+                sp->var ? ")" : "", strerror(errno));
+        return ZP_ERR_IO;
     }
     return ZP_OK;
 }
@@ -438,27 +419,25 @@ static zp_status write_round(zp_mpi *m, h5out *h, const char *path, const uint64
     zp_status local = ZP_OK;
     if (H5Dset_extent(h->values, ve) < 0 || H5Dset_extent(h->offsets, oe) < 0)
         local = h5fail(m, path, "H5Dset_extent");
-    /* the tokens, read back from the spill a piece at a time */
+    /* the tokens, read back from the spill's start a piece at a time; the
+     * next round writes it from its start again */
+    if (local == ZP_OK && lseek(sp->fd, 0, SEEK_SET) != 0)
+        local = zpi_mpi_fail(m, ZP_ERR_IO, "shard '%s': the spill file in '%s': %s", sp->shard,
+                             sp->dir, strerror(errno));
     uint64_t per = SPILL_READ / sp->es;
     for (uint64_t at = 0; local == ZP_OK && at < ntok; at += per) {
         uint64_t n = ntok - at < per ? ntok - at : per;
-        size_t want = (size_t)n * sp->es, got = 0;
-        while (got < want) {
-            ssize_t r = pread(sp->fd, (char *)buf + got, want - got,
-                              (off_t)(at * sp->es + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                local = zpi_mpi_fail(m, ZP_ERR_IO, "shard '%s': reading the spill file in '%s': %s",
-                                     sp->shard, sp->dir,
-                                     r < 0 ? strerror(errno) : "it ended early");
-                break;
-            }
-            got += (size_t)r;
-        }
-        if (local == ZP_OK && write_range(h->values, h->vtype, tbase + at, n, buf) != 0)
+        size_t want = (size_t)n * sp->es;
+        long got = zpi_read_full(sp->fd, buf, want);
+        if (got < 0 || (size_t)got != want)
+            local = zpi_mpi_fail(m, ZP_ERR_IO, "shard '%s': reading the spill file in '%s': %s",
+                                 sp->shard, sp->dir, got < 0 ? strerror(errno) : "it ended early");
+        else if (write_range(h->values, h->vtype, tbase + at, n, buf) != 0)
             local = h5fail(m, path, "H5Dwrite");
     }
+    if (local == ZP_OK && lseek(sp->fd, 0, SEEK_SET) != 0)
+        local = zpi_mpi_fail(m, ZP_ERR_IO, "shard '%s': the spill file in '%s': %s", sp->shard,
+                             sp->dir, strerror(errno));
     /* document ends, as offsets into the whole file */
     for (uint64_t d = 1; local == ZP_OK && d <= ndocs; d++)
         off[d] += tbase;
@@ -482,7 +461,7 @@ static zp_status write_shards(zp_mpi *m, zp_preprocess *pp, zp_dataset *ds, h5ou
     uint64_t *cnt = calloc(2 * size, sizeof *cnt);
     void *buf = malloc(SPILL_READ);
     zp_status st = agree(m, cnt && buf ? ZP_OK : ZP_ERR_NOMEM, NULL, "out of memory");
-    spill sp = {-1, 0, 0, "", NULL, ""};
+    spill sp = {-1, 0, "", NULL, ""};
     if (st == ZP_OK) {
         zp_status local = spill_open(m, &sp, zp_dtype_size(zp_preprocess_dtype(pp)));
         st = agree(m, local, NULL, zp_mpi_errmsg(m));
@@ -491,7 +470,6 @@ static zp_status write_shards(zp_mpi *m, zp_preprocess *pp, zp_dataset *ds, h5ou
         size_t i = k * size + rank;
         uint64_t *off = NULL, ntok = 0, ndocs = 0;
         zp_status local = ZP_OK;
-        sp.bytes = 0;
         sp.shard = i < n ? zp_dataset_shard_name(ds, i) : "";
         if (i < n)
             local = zp_preprocess_encode_shard_to(pp, i, spill_put, &sp, &ntok, &off, &ndocs);

@@ -821,9 +821,10 @@ ZP_API zp_status zp_mpi_preprocess(zp_mpi *m, zp_dataset *ds, const zp_preproces
  * (round k: rank r encodes shard k * size + r, its tokens into an unlinked
  * spill file in $SLURM_TMPDIR, else $TMPDIR, else /tmp, so that memory
  * does not grow with the shard); the ranks exchange their document and
- * token counts and each writes its own hyperslabs. Written to "<path>.part.<pid of rank 0>" and renamed by rank
- * 0 after the file is closed; on failure the .part file is removed. An
- * existing path is refused unless cfg->force. cfg->out_dir is not used.
+ * token counts and each writes its own hyperslabs. Written to
+ * "<path>.part.<pid of rank 0>" and renamed by rank 0 after the file is
+ * closed; on failure the .part file is removed. An existing path is
+ * refused unless cfg->force. cfg->out_dir is not used.
  * Only this thread may call HDF5 meanwhile. Collective over comm. */
 ZP_API zp_status zp_mpi_preprocess_shared(zp_mpi *m, zp_dataset *ds,
                                           const zp_preprocess_config *cfg, const char *path,

@@ -60,6 +60,22 @@ int zpi_has_suffix(const char *s, const char *suffix)
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
+const char *zpi_node_tmpdir(const char **var)
+{
+    static const char *const names[] = {"SLURM_TMPDIR", "TMPDIR"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && v[0]) {
+            if (var)
+                *var = names[i];
+            return v;
+        }
+    }
+    if (var)
+        *var = NULL;
+    return "/tmp";
+}
+
 int zpi_mkdir_p(const char *dir, unsigned mode)
 {
     size_t n = strlen(dir);

@@ -50,6 +50,11 @@ char *zpi_strdup(const char *s);
 /* 1 when s ends with suffix. */
 int zpi_has_suffix(const char *s, const char *suffix);
 
+/* Node-local scratch space: $SLURM_TMPDIR, else $TMPDIR, else "/tmp"
+ * (empty values count as unset). *var, when var is not NULL: the name of
+ * the variable that chose it, or NULL for "/tmp". */
+const char *zpi_node_tmpdir(const char **var);
+
 /* mkdir -p: creates dir and its missing parents with mode. 0, or -1 with
  * errno (the failing component is left in errno's context only). */
 int zpi_mkdir_p(const char *dir, unsigned mode);

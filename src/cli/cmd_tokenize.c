@@ -21,8 +21,9 @@
  * chunk), and the chunks' outputs are written in input order, one thread
  * at a time, while the others encode. From a pipe or a terminal, a chunk is
  * the complete lines that have arrived, so that output follows input. Ids
- * are formatted by id_text.h (two lookups in 9 KB of tables an id). The thread count is
- * set with a num_threads clause only (no process-wide OpenMP state).
+ * are formatted by id_text.h (two lookups in 9 KB of tables an id). The
+ * thread count is set with a num_threads clause only (no process-wide
+ * OpenMP state).
  * docs/tokenizer.md ("The command") has the figures.
  */
 #include <errno.h>

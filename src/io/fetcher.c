@@ -121,11 +121,7 @@ void zpi_fetcher_cache_dir_for(const zp_storage_config *cfg, char *buf, size_t c
         zpi_fmt(buf, cap, "%s", cfg->cache_dir);
         return;
     }
-    const char *base = getenv("SLURM_TMPDIR");
-    if (!base || !base[0])
-        base = getenv("TMPDIR");
-    if (!base || !base[0])
-        base = "/tmp";
+    const char *base = zpi_node_tmpdir(NULL);
     /* per user: another user's cache is neither read nor written */
     zpi_fmt(buf, cap, "%s/zephon-cache-%u", base, (unsigned)geteuid());
 }
